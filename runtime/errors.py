@@ -1,0 +1,65 @@
+"""Typed errors of the harness. Each says what went wrong and what to do next."""
+
+from __future__ import annotations
+
+
+class BastionError(Exception):
+    """Base of every error the harness raises on purpose.
+
+    `code` is stable for scripts (it lands in `--output-format json`), `message`
+    is one line for a person, and `hint` says what to do next.
+    """
+
+    code = "error"
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message} {self.hint}" if self.hint else self.message
+
+
+class ConfigError(BastionError):
+    """Bad usage or configuration: unknown provider, missing key, bad setting."""
+
+    code = "configuration"
+
+
+class StoreError(BastionError):
+    """The database cannot be used as it is (corrupt, unreadable, wrong schema)."""
+
+    code = "store"
+
+
+class SchemaTooNew(StoreError):
+    code = "schema_too_new"
+
+
+class UnknownConversation(BastionError):
+    code = "unknown_conversation"
+
+
+class UnknownRun(BastionError):
+    code = "unknown_run"
+
+
+class ConversationBusy(BastionError):
+    """Another live process drives this conversation."""
+
+    code = "conversation_busy"
+
+    def __init__(self, message: str, *, pid: int | None, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.pid = pid
+
+
+class LeaseLost(BastionError):
+    """This process's lease was taken over; its writes are refused by the fencing token."""
+
+    code = "lease_lost"
+
+
+class HarnessClosed(BastionError):
+    code = "harness_closed"

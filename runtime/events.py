@@ -1,0 +1,212 @@
+"""Events: what the harness publishes. Plain frozen data, round-trippable.
+
+Durable events are ledger rows: each carries the conversation `version` it
+created (the ledger seq) and is published only after its commit. Transient
+events (deltas) carry (run_id, epoch, seq) and are never stored; `seq` counts
+from 1 per run and `epoch` per process, so a reader can tell a gap from a
+restart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from runtime.records import Conversation, Entry, InboxItem, Run, ToolCallRecord
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationCreated:
+    type: ClassVar[str] = "conversation.created"
+    conversation_id: str
+    version: int
+    conversation: Conversation
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationUpdated:
+    type: ClassVar[str] = "conversation.updated"
+    conversation_id: str
+    version: int
+    conversation: Conversation
+
+
+@dataclass(frozen=True, slots=True)
+class EntryAdded:
+    type: ClassVar[str] = "entry.added"
+    conversation_id: str
+    version: int
+    entry: Entry
+
+
+@dataclass(frozen=True, slots=True)
+class EntryTextAppended:
+    """A checkpoint of streamed text: `text` was appended at character `offset`."""
+
+    type: ClassVar[str] = "entry.text_appended"
+    conversation_id: str
+    version: int
+    entry_id: str
+    offset: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class EntryUpdated:
+    """An entry's status, and its whole text and data, changed (completion, reset)."""
+
+    type: ClassVar[str] = "entry.updated"
+    conversation_id: str
+    version: int
+    entry: Entry
+
+
+@dataclass(frozen=True, slots=True)
+class RunUpdated:
+    type: ClassVar[str] = "run.updated"
+    conversation_id: str
+    version: int
+    run: Run
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallUpdated:
+    type: ClassVar[str] = "tool_call.updated"
+    conversation_id: str
+    version: int
+    tool_call: ToolCallRecord
+
+
+@dataclass(frozen=True, slots=True)
+class InboxUpdated:
+    type: ClassVar[str] = "inbox.updated"
+    conversation_id: str
+    version: int
+    item: InboxItem
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseChanged:
+    type: ClassVar[str] = "lease.changed"
+    conversation_id: str
+    version: int
+    owner: str | None
+    pid: int | None
+    token: int
+
+
+DurableEvent = (
+    ConversationCreated
+    | ConversationUpdated
+    | EntryAdded
+    | EntryTextAppended
+    | EntryUpdated
+    | RunUpdated
+    | ToolCallUpdated
+    | InboxUpdated
+    | LeaseChanged
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    type: ClassVar[str] = "text.delta"
+    conversation_id: str
+    run_id: str
+    epoch: int
+    seq: int
+    entry_id: str
+    offset: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    type: ClassVar[str] = "reasoning.delta"
+    conversation_id: str
+    run_id: str
+    epoch: int
+    seq: int
+    entry_id: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutputDelta:
+    type: ClassVar[str] = "tool.output"
+    conversation_id: str
+    run_id: str
+    epoch: int
+    seq: int
+    tool_call_id: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptReset:
+    """A retried model request starts over: drop the partial of `entry_id`."""
+
+    type: ClassVar[str] = "attempt.reset"
+    conversation_id: str
+    run_id: str
+    epoch: int
+    seq: int
+    entry_id: str
+    attempt: int
+    reason: str
+
+
+TransientEvent = TextDelta | ReasoningDelta | ToolOutputDelta | AttemptReset
+Event = DurableEvent | TransientEvent
+
+_RECORD_FIELDS: dict[str, type[Any]] = {
+    "conversation": Conversation,
+    "entry": Entry,
+    "run": Run,
+    "tool_call": ToolCallRecord,
+    "item": InboxItem,
+}
+
+EVENT_TYPES: dict[str, type[Any]] = {
+    cls.type: cls
+    for cls in (
+        ConversationCreated,
+        ConversationUpdated,
+        EntryAdded,
+        EntryTextAppended,
+        EntryUpdated,
+        RunUpdated,
+        ToolCallUpdated,
+        InboxUpdated,
+        LeaseChanged,
+        TextDelta,
+        ReasoningDelta,
+        ToolOutputDelta,
+        AttemptReset,
+    )
+}
+
+
+def is_durable(event: Event) -> bool:
+    return hasattr(event, "version")
+
+
+def event_to_dict(event: Event) -> dict[str, Any]:
+    """`{"type": ..., fields...}` with nested records as dicts."""
+    out: dict[str, Any] = {"type": event.type}
+    for name in event.__slots__:  # type: ignore[union-attr]
+        value = getattr(event, name)
+        out[name] = value.to_dict() if name in _RECORD_FIELDS else value
+    return out
+
+
+def event_from_dict(data: dict[str, Any]) -> Event:
+    cls = EVENT_TYPES.get(data.get("type", ""))
+    if cls is None:
+        raise ValueError(f"unknown event type {data.get('type')!r}")
+    kwargs: dict[str, Any] = {}
+    for name in cls.__slots__:
+        value = data[name]
+        record = _RECORD_FIELDS.get(name)
+        kwargs[name] = record.from_dict(value) if record is not None else value
+    return cls(**kwargs)  # type: ignore[no-any-return]

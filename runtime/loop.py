@@ -1,0 +1,427 @@
+"""The model loop: one run, from its admitted input to its final answer.
+
+Durable order per turn: assistant entry created (streaming) → partial text
+checkpointed at most every `checkpoint_interval` → completion committed with
+the tool call intents → each call: approval if required → execute → result
+committed → queued steers placed → next model request. Every commit is
+shielded from cancellation, so an interrupt or shutdown never abandons a
+half-written transaction, and events are published only after their commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from runtime.approvals import ApprovalMode, Decision, decide, refusal_text
+from runtime.context import build_messages
+from runtime.events import AttemptReset, Event, ReasoningDelta, TextDelta
+from runtime.ids import uuid7
+from runtime.providers.base import (
+    ModelRequest,
+    Provider,
+    ProviderError,
+    ReasoningChunk,
+    StreamEnd,
+    TextChunk,
+    ToolCallChunk,
+    Usage,
+    UsageReport,
+)
+from runtime.records import (
+    Approval,
+    Entry,
+    EntryKind,
+    EntryStatus,
+    InboxItem,
+    InboxMode,
+    InboxState,
+    Run,
+    RunState,
+    ToolCallRecord,
+    ToolCallState,
+)
+from runtime.store import Snapshot, Store, Tx
+from runtime.toolbox import Toolbox, ToolOutcome
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class LoopSettings:
+    checkpoint_interval: float = 0.1
+    max_retries: int = 4
+    backoff_base: float = 0.5
+    backoff_cap: float = 20.0
+    max_turns: int = 200
+
+
+@dataclass(slots=True)
+class LiveStream:
+    """What this process has streamed for a run but maybe not yet committed."""
+
+    epoch: int
+    entry_id: str | None = None
+    parts: list[str] = field(default_factory=list)
+    length: int = 0
+    committed: int = 0
+    seq: int = 0
+
+    @property
+    def text(self) -> str:
+        if len(self.parts) > 1:
+            self.parts[:] = ["".join(self.parts)]
+        return self.parts[0] if self.parts else ""
+
+
+@dataclass(slots=True)
+class LoopDeps:
+    store: Store
+    publish: Callable[[Event], None]
+    provider: Provider
+    model: str
+    toolbox: Toolbox | None
+    approval_mode: ApprovalMode
+    interactive: bool
+    token: int
+    live: LiveStream
+    wait_for_decision: Callable[[str], Awaitable[None]]
+    settings: LoopSettings = field(default_factory=LoopSettings)
+    on_refusal: Callable[[str, str], None] | None = None
+
+
+class RunAborted(Exception):
+    """The run cannot go on; carries the error recorded on it."""
+
+    def __init__(self, error: dict[str, Any]) -> None:
+        super().__init__(error.get("message", "run failed"))
+        self.error = error
+
+
+def _now() -> float:
+    return time.time()
+
+
+class RunExecutor:
+    def __init__(self, deps: LoopDeps, conversation_id: str) -> None:
+        self.deps = deps
+        self.conversation_id = conversation_id
+        self.interrupting = False
+
+    # --- commits ----------------------------------------------------------
+
+    async def commit(self, build: Callable[[Tx], T]) -> T:
+        """Run `build` in one fenced transaction, publish its events; immune to cancellation."""
+
+        async def inner() -> T:
+            async with self.deps.store.write(self.conversation_id, self.deps.token) as tx:
+                result = build(tx)
+            for event in tx.events:
+                self.deps.publish(event)
+            return result
+
+        return await asyncio.shield(inner())
+
+    def _emit_transient(self, run_id: str, make: Callable[[int], Event]) -> None:
+        live = self.deps.live
+        live.seq += 1
+        self.deps.publish(make(live.seq))
+
+    async def set_run(self, run: Run, **changes: Any) -> Run:
+        updated = run.but(updated_at=_now(), revision=run.revision + 1, **changes)
+        return await self.commit(lambda tx: tx.put_run(updated))
+
+    # --- the run ----------------------------------------------------------
+
+    async def execute(self, run: Run) -> Run:
+        """Drive `run` to a terminal state. Cancellation: see `interrupting`."""
+        try:
+            if run.state != RunState.RUNNING:
+                run = await self.set_run(run, state=RunState.RUNNING)
+            return await self._turns(run)
+        except asyncio.CancelledError:
+            await self._checkpoint(run.id)
+            if not self.interrupting:
+                raise
+            return await self._finish_interrupted(run)
+        except RunAborted as aborted:
+            return await self._fail(run, aborted.error)
+
+    async def _turns(self, run: Run) -> Run:
+        for _ in range(self.deps.settings.max_turns):
+            snap = await self.deps.store.snapshot(self.conversation_id)
+            run = next((r for r in snap.runs if r.id == run.id), run)
+            unfinished = [
+                c for c in snap.tool_calls
+                if c.run_id == run.id and c.state in (ToolCallState.PENDING, ToolCallState.RUNNING)
+            ]
+            if unfinished:
+                run = await self._run_tool_calls(run, unfinished)
+                await self._place_steers(run)
+                continue
+            entry, calls, run = await self._stream_turn(run, snap)
+            if not calls:
+                return await self.set_run(run, state=RunState.COMPLETED, reason="answered",
+                                          result_entry_id=entry.id)
+            run = await self._run_tool_calls(run, calls)
+            await self._place_steers(run)
+        raise RunAborted({"code": "max_turns", "message": "the run reached its turn limit"})
+
+    # --- one model request ------------------------------------------------
+
+    def _request(self, snap: Snapshot, run: Run) -> ModelRequest:
+        specs = self.deps.toolbox.specs() if self.deps.toolbox else ()
+        messages = build_messages(snap.conversation, snap.entries, run.id, specs)
+        return ModelRequest(self.deps.model, messages, specs, session_id=self.conversation_id)
+
+    async def _stream_turn(self, run: Run, snap: Snapshot) -> tuple[Entry, list[ToolCallRecord], Run]:
+        request = self._request(snap, run)
+        entry = Entry(uuid7(), self.conversation_id, 0, EntryKind.ASSISTANT, EntryStatus.STREAMING,
+                      "", _now(), run_id=run.id)
+        entry = await self.commit(lambda tx: tx.add_entry(entry))
+        live = self.deps.live
+        live.entry_id, live.parts, live.length, live.committed = entry.id, [], 0, 0
+        usage = Usage.from_dict(run.usage)
+        attempt = 0
+        while True:
+            attempt += 1
+            state = _TurnState()
+            try:
+                await self._consume(run, entry, request, state)
+                break
+            except ProviderError as exc:
+                usage = usage + state.usage
+                if not exc.retryable or state.calls or attempt > self.deps.settings.max_retries:
+                    await self._checkpoint(run.id)
+                    await self._close_entry(entry, EntryStatus.FAILED, state)
+                    raise RunAborted(exc.to_dict()) from exc
+                await self._reset_attempt(run, entry, attempt, exc)
+                await asyncio.sleep(self._backoff(attempt, exc))
+        usage = usage + state.usage
+        return await self._complete_turn(run, entry, state, usage)
+
+    async def _consume(self, run: Run, entry: Entry, request: ModelRequest, state: _TurnState) -> None:
+        live = self.deps.live
+        interval = self.deps.settings.checkpoint_interval
+        last = time.monotonic()
+        async for item in self.deps.provider.stream(request):
+            if isinstance(item, TextChunk):
+                offset = live.length
+                live.parts.append(item.text)
+                live.length += len(item.text)
+                self._emit_transient(run.id, lambda s, o=offset, t=item.text: TextDelta(
+                    self.conversation_id, run.id, live.epoch, s, entry.id, o, t))
+                if time.monotonic() - last >= interval:
+                    await self._checkpoint(run.id)
+                    last = time.monotonic()
+            elif isinstance(item, ReasoningChunk):
+                state.reasoning.append(item.text)
+                self._emit_transient(run.id, lambda s, t=item.text: ReasoningDelta(
+                    self.conversation_id, run.id, live.epoch, s, entry.id, t))
+            elif isinstance(item, ToolCallChunk):
+                state.add_call_chunk(item)
+            elif isinstance(item, UsageReport):
+                state.usage = item.usage
+            elif isinstance(item, StreamEnd):
+                state.finish_reason = item.finish_reason
+
+    async def _checkpoint(self, run_id: str) -> None:
+        live = self.deps.live
+        if live.entry_id is None or live.committed >= live.length:
+            return
+        text = live.text[live.committed :]
+        offset, entry_id = live.committed, live.entry_id
+        await self.commit(lambda tx: tx.append_text(entry_id, offset, text))
+        live.committed = offset + len(text)
+
+    async def _reset_attempt(self, run: Run, entry: Entry, attempt: int, exc: ProviderError) -> None:
+        log.info("retrying model request (attempt %d): %s", attempt + 1, exc.message)
+        live = self.deps.live
+        reset = entry.but(text="", status=EntryStatus.STREAMING)
+        await self.commit(lambda tx: tx.update_entry(reset))
+        live.parts, live.length, live.committed = [], 0, 0
+        self._emit_transient(run.id, lambda s: AttemptReset(
+            self.conversation_id, run.id, live.epoch, s, entry.id, attempt + 1, exc.message))
+
+    def _backoff(self, attempt: int, exc: ProviderError) -> float:
+        if exc.retry_after is not None:
+            return min(max(exc.retry_after, 0.0), 60.0)
+        s = self.deps.settings
+        return float(min(s.backoff_cap, s.backoff_base * (2 ** (attempt - 1))))
+
+    async def _close_entry(self, entry: Entry, status: EntryStatus, state: _TurnState) -> Entry:
+        data = {"reasoning": "".join(state.reasoning)} if state.reasoning else {}
+        closed = entry.but(status=status, text=self.deps.live.text, data=data)
+        self.deps.live.entry_id = None
+        return await self.commit(lambda tx: tx.update_entry(closed))
+
+    async def _complete_turn(
+        self, run: Run, entry: Entry, state: _TurnState, usage: Usage
+    ) -> tuple[Entry, list[ToolCallRecord], Run]:
+        text = self.deps.live.text
+        data: dict[str, Any] = {}
+        if state.reasoning:
+            data["reasoning"] = "".join(state.reasoning)
+        calls = state.finished_calls()
+        if calls:
+            data["tool_calls"] = [{"id": c[0], "name": c[1], "arguments": c[2]} for c in calls]
+        done = entry.but(status=EntryStatus.COMPLETE, text=text, data=data)
+        records = [self._intent(run, done, i, c) for i, c in enumerate(calls)]
+        updated = run.but(updated_at=_now(), revision=run.revision + 1, usage=usage.to_dict())
+
+        def build(tx: Tx) -> None:
+            tx.update_entry(done)
+            for record in records:
+                tx.put_tool_call(record)
+            tx.put_run(updated)
+
+        await self.commit(build)
+        self.deps.live.entry_id = None
+        return done, records, updated
+
+    def _intent(self, run: Run, entry: Entry, index: int, call: tuple[str, str, str]) -> ToolCallRecord:
+        call_id, name, arguments = call
+        info = self.deps.toolbox.info(name) if self.deps.toolbox else None
+        read_only = info.read_only if info else True
+        decision = decide(self.deps.approval_mode, name, read_only)
+        approval = {
+            Decision.RUN: Approval.NOT_REQUIRED,
+            Decision.ASK: Approval.PENDING if self.deps.interactive else Approval.DENIED,
+            Decision.REFUSE: Approval.DENIED,
+        }[decision]
+        now = _now()
+        return ToolCallRecord(
+            call_id, self.conversation_id, run.id, entry.id, index, name, arguments,
+            info.replay_safe if info else True, approval, ToolCallState.PENDING, now, now,
+        )
+
+    # --- tool calls -------------------------------------------------------
+
+    async def _run_tool_calls(self, run: Run, calls: list[ToolCallRecord]) -> Run:
+        for call in calls:
+            run = await self._run_tool_call(run, call)
+        return run
+
+    async def _run_tool_call(self, run: Run, call: ToolCallRecord) -> Run:
+        if call.state == ToolCallState.RUNNING:
+            if not call.replay_safe:
+                outcome = ToolOutcome(False, (
+                    f"INTERRUPTED: {call.name} was running when the previous process stopped; "
+                    "its effects are unknown.\nhint: check the workspace state before repeating it."),
+                    {"refusal": {"code": "INTERRUPTED"}})
+                await self._commit_result(call, ToolCallState.INTERRUPTED, outcome)
+                return run
+        while call.approval == Approval.PENDING:
+            if run.state != RunState.AWAITING_APPROVAL:
+                run = await self.set_run(run, state=RunState.AWAITING_APPROVAL)
+            await self.deps.wait_for_decision(call.id)
+            snap = await self.deps.store.snapshot(self.conversation_id)
+            call = next(c for c in snap.tool_calls if c.id == call.id)
+        if run.state == RunState.AWAITING_APPROVAL:
+            run = await self.set_run(run, state=RunState.RUNNING)
+        if call.approval == Approval.DENIED:
+            text = refusal_text(self.deps.approval_mode, call.name, interactive=self.deps.interactive)
+            if self.deps.on_refusal is not None:
+                self.deps.on_refusal(call.name, text)
+            await self._commit_result(call, ToolCallState.DENIED, ToolOutcome(False, text, {
+                "refusal": {"code": "FORBIDDEN", "message": text}}))
+            return run
+        started = call.but(state=ToolCallState.RUNNING, updated_at=_now())
+        await self.commit(lambda tx: tx.put_tool_call(started))
+        outcome = await self._execute(call)
+        await self._commit_result(started, ToolCallState.DONE, outcome)
+        return run
+
+    async def _execute(self, call: ToolCallRecord) -> ToolOutcome:
+        if self.deps.toolbox is None:
+            return ToolOutcome(False, f"REFUSED INVALID_ARGUMENT: no tools are available here "
+                               f"(asked for {call.name}).\nhint: answer without tools.")
+        return await self.deps.toolbox.run(call.name, call.arguments)
+
+    async def _commit_result(self, call: ToolCallRecord, state: ToolCallState, outcome: ToolOutcome) -> None:
+        entry = Entry(uuid7(), self.conversation_id, 0, EntryKind.TOOL_RESULT, EntryStatus.COMPLETE,
+                      outcome.model_text, _now(), run_id=call.run_id,
+                      data={"tool_call_id": call.id, "name": call.name, "ok": outcome.ok,
+                            "images": list(outcome.images)})
+
+        def build(tx: Tx) -> None:
+            placed = tx.add_entry(entry)
+            tx.put_tool_call(call.but(state=state, updated_at=_now(), result=outcome.data | {
+                "ok": outcome.ok}, result_entry_id=placed.id))
+
+        await self.commit(build)
+
+    async def _place_steers(self, run: Run) -> None:
+        snap = await self.deps.store.snapshot(self.conversation_id)
+        steers = [i for i in snap.inbox if i.state == InboxState.QUEUED and i.mode == InboxMode.STEER]
+        if steers:
+            await self.commit(lambda tx: [place_item(tx, item, run.id) for item in steers])
+
+    # --- endings ----------------------------------------------------------
+
+    async def _settle_calls(self, run: Run, reason: str) -> None:
+        snap = await self.deps.store.snapshot(self.conversation_id)
+        for call in snap.tool_calls:
+            if call.run_id == run.id and call.state in (ToolCallState.PENDING, ToolCallState.RUNNING):
+                effects = "its effects are unknown" if call.state == ToolCallState.RUNNING else "it did not run"
+                await self._commit_result(call, ToolCallState.INTERRUPTED, ToolOutcome(
+                    False, f"INTERRUPTED: {reason}; {effects}.", {"refusal": {"code": "INTERRUPTED"}}))
+
+    async def _finish_interrupted(self, run: Run) -> Run:
+        live = self.deps.live
+        if live.entry_id is not None:
+            snap = await self.deps.store.snapshot(self.conversation_id)
+            entry = next(e for e in snap.entries if e.id == live.entry_id)
+            closed = entry.but(status=EntryStatus.INTERRUPTED)
+            await self.commit(lambda tx: tx.update_entry(closed))
+            live.entry_id = None
+        await self._settle_calls(run, "the user interrupted the run")
+        run = await self._latest(run)
+        return await self.set_run(run, state=RunState.INTERRUPTED, reason="interrupted by the user")
+
+    async def _fail(self, run: Run, error: dict[str, Any]) -> Run:
+        await self._settle_calls(run, "the run failed")
+        run = await self._latest(run)
+        return await self.set_run(run, state=RunState.FAILED, reason=error.get("message"), error=error)
+
+    async def _latest(self, run: Run) -> Run:
+        snap = await self.deps.store.snapshot(self.conversation_id)
+        return next((r for r in snap.runs if r.id == run.id), run)
+
+
+def place_item(tx: Tx, item: InboxItem, run_id: str) -> Entry:
+    """Place a queued inbox item into run `run_id`: its user entry, and the item marked placed."""
+    entry = tx.add_entry(Entry(uuid7(), item.conversation_id, 0, EntryKind.USER, EntryStatus.COMPLETE,
+                               item.text, _now(), run_id=run_id, data={"inbox_id": item.id}))
+    tx.put_inbox(item.but(state=InboxState.PLACED, run_id=run_id, entry_id=entry.id))
+    return entry
+
+
+class _TurnState:
+    __slots__ = ("calls", "finish_reason", "reasoning", "usage")
+
+    def __init__(self) -> None:
+        self.reasoning: list[str] = []
+        self.calls: dict[int, list[str]] = {}
+        self.usage = Usage()
+        self.finish_reason: str | None = None
+
+    def add_call_chunk(self, chunk: ToolCallChunk) -> None:
+        call = self.calls.setdefault(chunk.index, ["", "", ""])
+        if chunk.id:
+            call[0] = chunk.id
+        if chunk.name:
+            call[1] = chunk.name
+        call[2] += chunk.arguments
+
+    def finished_calls(self) -> list[tuple[str, str, str]]:
+        out = []
+        for index in sorted(self.calls):
+            call_id, name, arguments = self.calls[index]
+            out.append((call_id or f"call_{uuid7()}", name, arguments or "{}"))
+        return out

@@ -1,0 +1,191 @@
+"""Numbered, forward-only schema migrations, recorded in the `migrations` table.
+
+Each migration is a function registered in order; `schema_version` in `meta`
+is the number of the last one applied. A database whose version is newer than
+the last migration this build knows is refused, never touched.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable
+
+Migration = Callable[[sqlite3.Connection], None]
+
+MIGRATIONS: list[tuple[int, str, Migration]] = []
+
+
+def migration(number: int, name: str) -> Callable[[Migration], Migration]:
+    def register(fn: Migration) -> Migration:
+        expected = len(MIGRATIONS) + 1
+        if number != expected:
+            raise RuntimeError(f"migration {number} registered out of order (expected {expected})")
+        MIGRATIONS.append((number, name, fn))
+        return fn
+
+    return register
+
+
+def latest_version() -> int:
+    return len(MIGRATIONS)
+
+
+@migration(1, "initial schema")
+def _initial(db: sqlite3.Connection) -> None:
+    _run_script(
+        db,
+        """
+        CREATE TABLE conversations (
+            id TEXT PRIMARY KEY,
+            title TEXT NOT NULL DEFAULT '',
+            cwd TEXT NOT NULL,
+            settings TEXT NOT NULL DEFAULT '{}',
+            parent_id TEXT,
+            fork_seq INTEGER,
+            version INTEGER NOT NULL DEFAULT 0,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            lease_owner TEXT,
+            lease_pid INTEGER,
+            lease_host TEXT,
+            lease_heartbeat REAL,
+            lease_token INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE INDEX conversations_by_cwd ON conversations (cwd, updated_at);
+
+        CREATE TABLE entries (
+            id TEXT PRIMARY KEY,
+            conversation_id TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+            position INTEGER NOT NULL,
+            run_id TEXT,
+            kind TEXT NOT NULL,
+            status TEXT NOT NULL,
+            text TEXT NOT NULL DEFAULT '',
+            data TEXT NOT NULL DEFAULT '{}',
+            created_at REAL NOT NULL,
+            UNIQUE (conversation_id, position)
+        );
+
+        -- Every submission is an inbox item; (conversation, request_key) is the
+        -- admission key, so a retried submit finds the item it already made.
+        CREATE TABLE inbox (
+            id TEXT PRIMARY KEY,
+            conversation_id TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+            mode TEXT NOT NULL,
+            text TEXT NOT NULL,
+            state TEXT NOT NULL,
+            request_key TEXT,
+            run_id TEXT,
+            entry_id TEXT,
+            created_at REAL NOT NULL,
+            UNIQUE (conversation_id, request_key)
+        );
+
+        CREATE TABLE runs (
+            id TEXT PRIMARY KEY,
+            conversation_id TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+            inbox_id TEXT NOT NULL,
+            state TEXT NOT NULL,
+            revision INTEGER NOT NULL DEFAULT 0,
+            reason TEXT,
+            error TEXT,
+            usage TEXT NOT NULL DEFAULT '{}',
+            result_entry_id TEXT,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL
+        );
+        CREATE INDEX runs_by_state ON runs (conversation_id, state);
+
+        CREATE TABLE tool_calls (
+            id TEXT PRIMARY KEY,
+            conversation_id TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+            run_id TEXT NOT NULL,
+            entry_id TEXT NOT NULL,
+            "index" INTEGER NOT NULL,
+            name TEXT NOT NULL,
+            arguments TEXT NOT NULL,
+            replay_safe INTEGER NOT NULL,
+            approval TEXT NOT NULL,
+            state TEXT NOT NULL,
+            result TEXT,
+            result_entry_id TEXT,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL
+        );
+        CREATE INDEX tool_calls_by_run ON tool_calls (run_id);
+
+        CREATE TABLE ledger (
+            conversation_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            type TEXT NOT NULL,
+            payload TEXT NOT NULL,
+            time REAL NOT NULL,
+            PRIMARY KEY (conversation_id, seq)
+        ) WITHOUT ROWID;
+
+        CREATE TRIGGER ledger_append_only_update BEFORE UPDATE ON ledger
+        BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;
+
+        -- Ledger rows go only with their conversation (`bastion sessions rm`).
+        CREATE TRIGGER ledger_append_only_delete BEFORE DELETE ON ledger
+        WHEN EXISTS (SELECT 1 FROM conversations WHERE id = OLD.conversation_id)
+        BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;
+        """
+    )
+
+
+def _run_script(db: sqlite3.Connection, script: str) -> None:
+    """Run statements one by one: `executescript` would commit the open transaction."""
+    pending = ""
+    for line in script.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            db.execute(pending)
+            pending = ""
+    if pending.strip():
+        raise ValueError(f"incomplete statement in migration: {pending.strip()[:60]}")
+
+
+def ensure_meta(db: sqlite3.Connection) -> None:
+    db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS migrations "
+        "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
+    )
+
+
+def current_version(db: sqlite3.Connection) -> int:
+    row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def apply_pending(db: sqlite3.Connection) -> list[int]:
+    """Apply what is missing, each migration in its own transaction. Returns the numbers applied.
+
+    The caller has already refused a newer schema; the version is read again
+    inside each transaction so two processes opening a new file at once agree.
+    """
+    applied: list[int] = []
+    for number, name, fn in MIGRATIONS:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            if current_version(db) >= number:
+                db.execute("ROLLBACK")
+                continue
+            fn(db)
+            db.execute(
+                "INSERT INTO migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                (number, name, time.time()),
+            )
+            db.execute(
+                "INSERT INTO meta (key, value) VALUES ('schema_version', ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (str(number),),
+            )
+            db.execute("COMMIT")
+            applied.append(number)
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+    return applied

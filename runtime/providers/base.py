@@ -1,0 +1,206 @@
+"""The provider seam: what the model loop sends and what a provider streams back.
+
+Everything here is plain frozen data. A provider turns a `ModelRequest` into an
+async stream of `StreamItem`s and raises `ProviderError` for anything that went
+wrong on the wire; the model loop decides what to retry and what to show.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+@dataclass(frozen=True, slots=True)
+class TextPart:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ImagePart:
+    """An image the model should see; `data` is base64 without a data: prefix."""
+
+    media_type: str
+    data: str
+
+
+ContentPart = TextPart | ImagePart
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A complete tool call the model asked for; `arguments` is the raw JSON text."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    role: Role
+    content: str | tuple[ContentPart, ...] = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    model: str
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    max_tokens: int | None = None
+    temperature: float | None = None
+    session_id: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# --- what a stream yields -------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TextChunk:
+    """Answer text. A provider coalesces consecutive deltas of one network read."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningChunk:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallChunk:
+    """A piece of tool call `index`: id and name arrive once, arguments in pieces."""
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost: float | None = None
+
+    def __add__(self, other: Usage) -> Usage:
+        cost = (
+            None
+            if self.cost is None and other.cost is None
+            else ((self.cost or 0.0) + (other.cost or 0.0))
+        )
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cached_input_tokens + other.cached_input_tokens,
+            self.reasoning_tokens + other.reasoning_tokens,
+            cost,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cached_input_tokens": self.cached_input_tokens,
+            "reasoning_tokens": self.reasoning_tokens,
+            "cost": self.cost,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> Usage:
+        if not data:
+            return cls()
+        return cls(
+            int(data.get("input_tokens", 0)),
+            int(data.get("output_tokens", 0)),
+            int(data.get("cached_input_tokens", 0)),
+            int(data.get("reasoning_tokens", 0)),
+            data.get("cost"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class UsageReport:
+    usage: Usage
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEnd:
+    """The provider finished the response; `finish_reason` as the wire said it."""
+
+    finish_reason: str | None
+
+
+StreamItem = TextChunk | ReasoningChunk | ToolCallChunk | UsageReport | StreamEnd
+
+
+class ProviderError(Exception):
+    """Anything that went wrong talking to a provider, with structured fields.
+
+    `retryable` is true for connect errors, 408, 409, 429 and 5xx; `retry_after`
+    is the server's Retry-After in seconds when it sent one.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str,
+        status: int | None = None,
+        code: str | None = None,
+        retryable: bool = False,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.provider = provider
+        self.status = status
+        self.code = code
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+    def is_context_overflow(self) -> bool:
+        text = f"{self.code or ''} {self.message}".lower()
+        return (
+            self.code == "context_length_exceeded"
+            or "context length" in text
+            or ("maximum context" in text)
+        )
+
+    def is_auth(self) -> bool:
+        return self.status in (401, 403)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "code": self.code
+            or ("provider_http_" + str(self.status) if self.status else "provider"),
+            "message": self.message,
+            "provider": self.provider,
+            "status": self.status,
+            "retryable": self.retryable,
+        }
+
+
+class Provider(Protocol):
+    """A model provider. `stream` raises ProviderError; it never returns errors as items."""
+
+    name: str
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]: ...
+
+    async def aclose(self) -> None: ...

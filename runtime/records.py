@@ -1,0 +1,173 @@
+"""The stored records: plain frozen values. Identity is a storage concern.
+
+Each record converts to and from a JSON-able dict, because every record also
+travels inside a ledger event.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields, replace
+from enum import StrEnum
+from typing import Any, Self
+
+
+class EntryKind(StrEnum):
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL_RESULT = "tool_result"
+    SUMMARY = "summary"
+    RESET = "reset"
+    NOTE = "note"
+
+
+class EntryStatus(StrEnum):
+    STREAMING = "streaming"
+    COMPLETE = "complete"
+    INTERRUPTED = "interrupted"
+    FAILED = "failed"
+
+
+class RunState(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    AWAITING_APPROVAL = "awaiting_approval"
+    COMPLETED = "completed"
+    INTERRUPTED = "interrupted"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        return self in _TERMINAL
+
+
+_TERMINAL = {RunState.COMPLETED, RunState.INTERRUPTED, RunState.FAILED, RunState.CANCELLED}
+
+
+class InboxMode(StrEnum):
+    PROMPT = "prompt"  # starts a run now if the conversation is idle, else queues as follow-up
+    STEER = "steer"  # joins the running work after the current tool round
+    FOLLOW_UP = "follow_up"  # starts the next run when this one answers
+
+
+class InboxState(StrEnum):
+    QUEUED = "queued"
+    PLACED = "placed"
+    WITHDRAWN = "withdrawn"
+
+
+class ToolCallState(StrEnum):
+    PENDING = "pending"  # intent committed, not yet started (may await approval)
+    RUNNING = "running"
+    DONE = "done"
+    DENIED = "denied"
+    INTERRUPTED = "interrupted"
+
+
+class Approval(StrEnum):
+    NOT_REQUIRED = "not_required"
+    PENDING = "pending"
+    APPROVED = "approved"
+    DENIED = "denied"
+
+
+class _Record:
+    """to_dict/from_dict for the frozen record dataclasses below."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)  # type: ignore[call-overload,no-any-return]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Self:
+        names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+    def but(self, **changes: Any) -> Self:
+        return replace(self, **changes)  # type: ignore[type-var]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSettings(_Record):
+    model: str = ""
+    approval_mode: str = "ask"
+    instructions: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation(_Record):
+    id: str
+    title: str
+    cwd: str
+    settings: dict[str, Any]
+    created_at: float
+    updated_at: float
+    parent_id: str | None = None
+    fork_seq: int | None = None
+    version: int = 0
+
+    @property
+    def agent(self) -> AgentSettings:
+        return AgentSettings.from_dict(self.settings)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry(_Record):
+    id: str
+    conversation_id: str
+    position: int
+    kind: str
+    status: str
+    text: str
+    created_at: float
+    run_id: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Run(_Record):
+    id: str
+    conversation_id: str
+    inbox_id: str
+    state: str
+    created_at: float
+    updated_at: float
+    revision: int = 0
+    reason: str | None = None
+    error: dict[str, Any] | None = None
+    usage: dict[str, Any] = field(default_factory=dict)
+    result_entry_id: str | None = None
+
+    @property
+    def terminal(self) -> bool:
+        return RunState(self.state).terminal
+
+
+@dataclass(frozen=True, slots=True)
+class InboxItem(_Record):
+    id: str
+    conversation_id: str
+    mode: str
+    text: str
+    state: str
+    created_at: float
+    request_key: str | None = None
+    run_id: str | None = None
+    entry_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallRecord(_Record):
+    id: str
+    conversation_id: str
+    run_id: str
+    entry_id: str
+    index: int
+    name: str
+    arguments: str
+    replay_safe: bool
+    approval: str
+    state: str
+    created_at: float
+    updated_at: float
+    result: dict[str, Any] | None = None
+    result_entry_id: str | None = None

@@ -1,0 +1,98 @@
+"""How the model loop sees tools: specs to offer, a policy per tool, and a runner.
+
+`WorkspaceToolbox` adapts the `tools` package (the runtime adapts tools, never
+the reverse). Tests may pass any object with the same shape.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from runtime.providers.base import ToolSpec
+
+
+@dataclass(frozen=True, slots=True)
+class ToolInfo:
+    read_only: bool
+    replay_safe: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    ok: bool
+    model_text: str
+    data: dict[str, Any] = field(default_factory=dict)
+    images: tuple[dict[str, Any], ...] = ()
+
+
+class Toolbox(Protocol):
+    def specs(self) -> tuple[ToolSpec, ...]: ...
+
+    def info(self, name: str) -> ToolInfo | None: ...
+
+    async def run(self, name: str, arguments: str) -> ToolOutcome: ...
+
+    def close(self) -> None: ...
+
+
+def invalid_arguments(name: str, detail: str) -> ToolOutcome:
+    return ToolOutcome(
+        ok=False,
+        model_text=f"REFUSED INVALID_ARGUMENT: arguments for {name} are not a JSON object ({detail}).\n"
+        "hint: call the tool again with a JSON object matching its schema.",
+        data={"refusal": {"code": "INVALID_ARGUMENT", "message": detail}},
+    )
+
+
+def unknown_tool(name: str, known: list[str]) -> ToolOutcome:
+    return ToolOutcome(
+        ok=False,
+        model_text=f"REFUSED INVALID_ARGUMENT: there is no tool named {name!r}.\n"
+        f"hint: use one of: {', '.join(known)}.",
+        data={"refusal": {"code": "INVALID_ARGUMENT", "message": f"unknown tool {name}"}},
+    )
+
+
+class WorkspaceToolbox:
+    """The coding tools over a descriptor-pinned workspace rooted at `root`."""
+
+    def __init__(self, root: str, artifacts_dir: Path) -> None:
+        import tools  # deferred: print mode without tools never pays for it
+
+        self._tools = tools
+        self._workspace = tools.Workspace.open(root)
+        self._ctx = tools.ToolContext(workspace=self._workspace, artifacts_dir=artifacts_dir)
+        self._specs = tuple(
+            ToolSpec(d.name, d.description, d.parameters) for d in tools.TOOLS.values()
+        )
+
+    def specs(self) -> tuple[ToolSpec, ...]:
+        return self._specs
+
+    def info(self, name: str) -> ToolInfo | None:
+        tool = self._tools.TOOLS.get(name)
+        return None if tool is None else ToolInfo(tool.read_only, tool.replay_safe)
+
+    async def run(self, name: str, arguments: str) -> ToolOutcome:
+        if name not in self._tools.TOOLS:
+            return unknown_tool(name, list(self._tools.TOOLS))
+        try:
+            args = json.loads(arguments or "{}")
+        except ValueError as exc:
+            return invalid_arguments(name, str(exc))
+        if not isinstance(args, dict):
+            return invalid_arguments(name, f"got {type(args).__name__}")
+        result = await self._tools.run_tool(name, args, self._ctx)
+        images = tuple(
+            {"media_type": i.media_type, "data": i.data, "width": i.width, "height": i.height}
+            for i in result.images
+        )
+        data = result.to_dict()
+        data.pop("images", None)
+        return ToolOutcome(ok=result.ok, model_text=result.model_text(), data=data, images=images)
+
+    def close(self) -> None:
+        self._workspace.close()
