@@ -1,0 +1,218 @@
+"""What every HTTP provider shares: error classification, Retry-After, redaction.
+
+Providers never retry a stream themselves; they turn whatever went wrong into a
+`ProviderError` whose `retryable` and `retry_after` the model loop acts on.
+Retryable: connect errors, timeouts, connections dropped mid-response, and the
+HTTP statuses 408, 409, 429 (unless it says the quota is gone) and 5xx.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import re
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from runtime.providers.base import ProviderError
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "RETRYABLE_STATUSES",
+    "Redactor",
+    "error_from_body",
+    "parse_retry_after",
+    "status_error",
+    "transport_error",
+]
+
+#: Connect quickly or fail; a reasoning model may think for minutes before its
+#: first byte, so the read timeout (the longest silence tolerated) is generous.
+DEFAULT_TIMEOUT = httpx.Timeout(connect=15.0, read=300.0, write=60.0, pool=15.0)
+
+RETRYABLE_STATUSES = frozenset({408, 409, 429})
+
+# Error codes/types a server sends for conditions that pass on their own.
+_TRANSIENT_CODES = frozenset(
+    {
+        "server_error",
+        "internal_error",
+        "api_error",
+        "overloaded",
+        "overloaded_error",
+        "rate_limit_exceeded",
+        "rate_limit_error",
+        "timeout",
+        "service_unavailable",
+    }
+)
+# 429s that will not pass by waiting.
+_PERMANENT_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached"})
+
+_SECRET_PATTERN = re.compile(r"\b(sk-[A-Za-z0-9_\-]{6})[A-Za-z0-9_\-]{8,}")
+_MAX_MESSAGE = 500
+
+
+class Redactor:
+    """Removes an API key (and anything shaped like one) from text shown to people."""
+
+    __slots__ = ("_secrets",)
+
+    def __init__(self, *secrets: str | None) -> None:
+        self._secrets = tuple(s for s in secrets if s and len(s) >= 4)
+
+    def __call__(self, text: str) -> str:
+        for secret in self._secrets:
+            if secret in text:
+                text = text.replace(secret, "[redacted]")
+        return _SECRET_PATTERN.sub(r"\1…[redacted]", text)
+
+
+def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """Seconds to wait from `retry-after-ms`, or `Retry-After` as seconds or an HTTP date."""
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            value = float(millis) / 1000.0
+        except ValueError:
+            pass
+        else:
+            if value >= 0 and value == value:  # not NaN
+                return value
+    raw = headers.get("retry-after")
+    if not raw:
+        return None
+    raw = raw.strip()
+    try:
+        seconds = float(raw)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(raw)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when is None:
+            return None
+        current = time.time() if now is None else now
+        return max(0.0, when.timestamp() - current)
+    if seconds != seconds or seconds < 0:  # NaN or negative
+        return None
+    return seconds
+
+
+def _error_fields(body: Any) -> tuple[str | None, str | None, int | None]:
+    """(message, code, numeric code) from `{"error": {...}}` or `{"error": "text"}`."""
+    if not isinstance(body, dict):
+        return None, None, None
+    error = body.get("error", body)
+    if isinstance(error, str):
+        return error, None, None
+    if not isinstance(error, dict):
+        return None, None, None
+    message = error.get("message")
+    raw_code = error.get("code")
+    kind = error.get("type")
+    code: str | None = None
+    number: int | None = None
+    if isinstance(raw_code, str) and raw_code:
+        code = raw_code
+    elif isinstance(raw_code, int) and not isinstance(raw_code, bool):
+        number = raw_code
+    if code is None and isinstance(kind, str) and kind:
+        code = kind
+    text = message if isinstance(message, str) and message else None
+    return text, code, number
+
+
+def _clip(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 1] + "…"
+
+
+def status_error(
+    provider: str,
+    status: int,
+    headers: Mapping[str, str],
+    body: bytes,
+    *,
+    redact: Redactor,
+) -> ProviderError:
+    """The ProviderError for a non-2xx response, its JSON error body parsed."""
+    message: str | None = None
+    code: str | None = None
+    try:
+        parsed = json.loads(body) if body else None
+    except (ValueError, UnicodeDecodeError):
+        parsed = None
+    if parsed is not None:
+        message, code, _ = _error_fields(parsed)
+    if message is None and body:
+        text = body.decode("utf-8", "replace").strip()
+        if text and not text.lstrip().startswith("<"):  # skip HTML error pages
+            message = text
+    if message is None:
+        try:
+            message = httpx.codes.get_reason_phrase(status) or "error"
+        except ValueError:
+            message = "error"
+    retryable = status in RETRYABLE_STATUSES or status >= 500
+    if code in _PERMANENT_CODES:
+        retryable = False
+    return ProviderError(
+        redact(f"{provider} returned HTTP {status}: {_clip(message)}"),
+        provider=provider,
+        status=status,
+        code=code,
+        retryable=retryable,
+        retry_after=parse_retry_after(headers) if retryable else None,
+    )
+
+
+def error_from_body(provider: str, body: Any, *, redact: Redactor) -> ProviderError:
+    """The ProviderError for an error object sent inside an event stream."""
+    message, code, number = _error_fields(body)
+    status = number if number is not None and 100 <= number <= 599 else None
+    retryable = (code in _TRANSIENT_CODES) or (
+        status is not None and (status in RETRYABLE_STATUSES or status >= 500)
+    )
+    if code is None and status is None:
+        retryable = True  # an unexplained failure mid-stream: worth another try
+    return ProviderError(
+        redact(f"{provider} reported an error mid-stream: {_clip(message or 'unknown error')}"),
+        provider=provider,
+        status=status,
+        code=code or "stream_error",
+        retryable=retryable,
+    )
+
+
+def transport_error(
+    provider: str, url: str, exc: httpx.RequestError, *, redact: Redactor
+) -> ProviderError:
+    """The ProviderError for a failure below HTTP: connect, timeout, dropped connection."""
+    host = httpx.URL(url).host or url
+    detail = redact(str(exc).strip())
+    suffix = f" ({_clip(detail)})" if detail else ""
+    if isinstance(exc, httpx.ConnectTimeout):
+        message, code = f"timed out connecting to {provider} at {host}", "connect_timeout"
+    elif isinstance(exc, httpx.PoolTimeout):
+        message, code = f"no free connection to {provider} at {host}", "pool_timeout"
+    elif isinstance(exc, httpx.TimeoutException):
+        message, code = f"{provider} at {host} stopped responding (timed out)", "timeout"
+    elif isinstance(exc, httpx.ConnectError):
+        message, code = f"cannot connect to {provider} at {host}{suffix}", "connect_error"
+    elif isinstance(exc, httpx.UnsupportedProtocol):
+        return ProviderError(
+            f"{provider}: unsupported URL {url!r}{suffix}",
+            provider=provider,
+            code="bad_url",
+        )
+    elif isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
+        message, code = f"connection to {provider} at {host} was lost{suffix}", "connection_lost"
+    elif isinstance(exc, httpx.DecodingError):
+        message, code = f"{provider} sent a response that could not be decoded", "invalid_stream"
+    else:
+        message, code = f"request to {provider} at {host} failed{suffix}", "transport_error"
+    return ProviderError(message, provider=provider, code=code, retryable=True)

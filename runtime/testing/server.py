@@ -1,0 +1,586 @@
+"""A loopback OpenAI-compatible server that replays scripted turns.
+
+It speaks the real wire format over real HTTP/1.1 (keep-alive, chunked
+transfer encoding, `text/event-stream`), so everything between the model loop
+and the socket is exercised, and it records what it was sent.
+
+In tests, in-process (the server runs on its own thread and event loop, so it
+serves sync tests, async tests and other processes alike):
+
+    async with LoopbackServer([{"text": "hello"}]) as server:   # or `with`
+        provider = OpenAIChatProvider("openai", server.base_url)
+        ...
+        assert server.requests[0].body["stream_options"] == {"include_usage": True}
+
+As a process, for end-to-end tests of the real `bastion` command:
+
+    python -m runtime.testing.server --script turns.json --port-file PORT \\
+        [--record requests.jsonl] [--port N] [--host 127.0.0.1]
+
+writes its port to PORT once listening, appends each chat request body as one
+JSON line to the record file (flushed at once), and runs until SIGTERM/SIGINT.
+
+Turn selection: a turn with `match` is taken when its substring occurs in the
+last user message (the first such unconsumed turn wins); otherwise the first
+unconsumed turn without `match` is taken. Every turn, fault turns included, is
+consumed once. With no turn left the answer is HTTP 400 "loopback script
+exhausted".
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+from runtime.testing.turns import (
+    LoopbackTurn,
+    as_turn,
+    completion_body,
+    error_body,
+    last_user_text,
+    render_stream,
+)
+
+__all__ = ["LoopbackServer", "RecordedRequest", "serve"]
+
+_BLOCK = 64 * 1024  # bytes per socket write when streaming without delays
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    408: "Request Timeout",
+    409: "Conflict",
+    413: "Payload Too Large",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRequest:
+    """One request as the server saw it; header names are lower-case."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+    @property
+    def json(self) -> Any:
+        return self.body
+
+
+@dataclass(slots=True)
+class _Request:
+    method: str
+    path: str
+    headers: dict[str, str]
+    raw_body: bytes
+    keep_alive: bool
+
+
+class _Script:
+    """The turns and what was asked of them; shared between threads, so locked."""
+
+    def __init__(self, turns: Iterable[LoopbackTurn | Mapping[str, Any]]) -> None:
+        self._lock = threading.Lock()
+        self._turns: list[LoopbackTurn] = [as_turn(t) for t in turns]
+        self._used: list[bool] = [False] * len(self._turns)
+        self.requests: list[RecordedRequest] = []
+        self.served = 0
+
+    def add(self, turns: Iterable[LoopbackTurn | Mapping[str, Any]]) -> None:
+        parsed = [as_turn(t) for t in turns]
+        with self._lock:
+            self._turns.extend(parsed)
+            self._used.extend([False] * len(parsed))
+
+    @property
+    def remaining(self) -> int:
+        with self._lock:
+            return self._used.count(False)
+
+    def record(self, request: RecordedRequest) -> None:
+        with self._lock:
+            self.requests.append(request)
+
+    def take(self, body: Any) -> tuple[LoopbackTurn | None, int]:
+        text = last_user_text(body) if isinstance(body, Mapping) else ""
+        with self._lock:
+            self.served += 1
+            chosen = next(
+                (
+                    i
+                    for i, t in enumerate(self._turns)
+                    if not self._used[i] and t.match is not None and t.match in text
+                ),
+                None,
+            )
+            if chosen is None:
+                chosen = next(
+                    (i for i, t in enumerate(self._turns) if not self._used[i] and t.match is None),
+                    None,
+                )
+            if chosen is None:
+                return None, self.served
+            self._used[chosen] = True
+            return self._turns[chosen], self.served
+
+
+class _Protocol:
+    """HTTP/1.1 for one connection at a time: parse requests, write responses."""
+
+    def __init__(self, script: _Script, record_file: IO[str] | None) -> None:
+        self.script = script
+        self.record_file = record_file
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self.tasks.add(task)
+        try:
+            while True:
+                request = await _read_request(reader)
+                if request is None:
+                    break
+                if not await self._respond(request, reader, writer):
+                    break
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            pass
+        except asyncio.CancelledError:
+            writer.transport.abort()
+            raise
+        finally:
+            if task is not None:
+                self.tasks.discard(task)
+            if not writer.transport.is_closing():
+                writer.close()
+
+    async def _respond(
+        self, request: _Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> bool:
+        path = request.path.split("?", 1)[0].rstrip("/")
+        if request.method == "GET" and path.endswith("/models"):
+            models = {
+                "object": "list",
+                "data": [
+                    {"id": "loopback", "object": "model", "created": 0, "owned_by": "bastion"}
+                ],
+            }
+            await _send_json(writer, 200, models, keep_alive=request.keep_alive)
+            return request.keep_alive
+        if request.method == "POST" and path.endswith("/chat/completions"):
+            return await self._chat(request, reader, writer)
+        body = error_body(f"no route for {request.method} {path}", code="not_found")
+        await _send_json(writer, 404, body, keep_alive=request.keep_alive)
+        return request.keep_alive
+
+    async def _chat(
+        self, request: _Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> bool:
+        keep_alive = request.keep_alive
+        try:
+            body = json.loads(request.raw_body) if request.raw_body else None
+        except ValueError:
+            body = None
+        self.script.record(RecordedRequest(request.method, request.path, request.headers, body))
+        if self.record_file is not None:
+            self.record_file.write(json.dumps(body, ensure_ascii=False) + "\n")
+            self.record_file.flush()
+        if not isinstance(body, dict):
+            error = error_body("request body is not a JSON object", code="invalid_json")
+            await _send_json(writer, 400, error, keep_alive=keep_alive)
+            return keep_alive
+        turn, serial = self.script.take(body)
+        if turn is None:
+            error = error_body(
+                "loopback script exhausted: no scripted turn left for this request",
+                code="script_exhausted",
+            )
+            await _send_json(writer, 400, error, keep_alive=keep_alive)
+            return keep_alive
+        fault = turn.fault
+        if fault is not None and fault.delay_first_byte_ms:
+            await asyncio.sleep(fault.delay_first_byte_ms / 1000)
+        if fault is not None and fault.status is not None:
+            return await _send_fault_status(writer, fault.status, fault, keep_alive)
+        if not body.get("stream"):
+            await _send_json(writer, 200, completion_body(turn, body, serial=serial), keep_alive)
+            return keep_alive
+        return await _stream(turn, body, serial, reader, writer, keep_alive)
+
+
+async def _stream(
+    turn: LoopbackTurn,
+    body: dict[str, Any],
+    serial: int,
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    keep_alive: bool,
+) -> bool:
+    rendered = render_stream(turn, body, serial=serial)
+    fault = turn.fault
+    cut = fault.cut_after() if fault is not None else None
+    chunks = rendered.chunks if cut is None else rendered.chunks[:cut]
+    writer.write(
+        _head(
+            200,
+            {
+                "Content-Type": "text/event-stream; charset=utf-8",
+                "Cache-Control": "no-cache",
+                "Transfer-Encoding": "chunked",
+            },
+            keep_alive,
+        )
+    )
+    if turn.delay_ms > 0:
+        _write_chunked(writer, rendered.head)
+        for chunk in chunks:
+            await writer.drain()
+            await asyncio.sleep(turn.delay_ms / 1000)
+            _write_chunked(writer, chunk)
+    else:
+        await _write_blocks(writer, [rendered.head, *chunks])
+    await writer.drain()
+    if fault is None or cut is None:
+        _write_chunked(writer, rendered.tail)
+    elif cut == fault.disconnect_after_chunks:
+        writer.transport.abort()
+        return False
+    elif cut == fault.hang_after_chunks:
+        # Keep the connection open, sending nothing, until the client goes away.
+        while await reader.read(_BLOCK):
+            pass
+        return False
+    else:
+        error = fault.body or error_body(
+            "loopback injected a mid-stream error", kind="server_error", code="server_error"
+        )
+        _write_chunked(writer, b"data: " + json.dumps(error).encode() + b"\n\n")
+    writer.write(b"0\r\n\r\n")
+    await writer.drain()
+    return keep_alive
+
+
+async def _write_blocks(writer: asyncio.StreamWriter, events: list[bytes]) -> None:
+    """Write many events as few HTTP chunks of about 64 KB each."""
+    block: list[bytes] = []
+    size = 0
+    for event in events:
+        block.append(event)
+        size += len(event)
+        if size >= _BLOCK:
+            _write_chunked(writer, b"".join(block))
+            await writer.drain()
+            block, size = [], 0
+    if block:
+        _write_chunked(writer, b"".join(block))
+
+
+def _write_chunked(writer: asyncio.StreamWriter, data: bytes) -> None:
+    if data:
+        writer.write(b"%x\r\n%b\r\n" % (len(data), data))
+
+
+def _head(status: int, headers: Mapping[str, str], keep_alive: bool) -> bytes:
+    lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}"]
+    lines.extend(f"{k}: {v}" for k, v in headers.items())
+    lines.append("Connection: keep-alive" if keep_alive else "Connection: close")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+async def _send_json(
+    writer: asyncio.StreamWriter,
+    status: int,
+    body: Any,
+    keep_alive: bool,
+    headers: Mapping[str, str] | None = None,
+) -> None:
+    payload = json.dumps(body, ensure_ascii=False).encode()
+    all_headers = {"Content-Type": "application/json", "Content-Length": str(len(payload))}
+    all_headers.update(headers or {})
+    writer.write(_head(status, all_headers, keep_alive) + payload)
+    await writer.drain()
+
+
+async def _send_fault_status(
+    writer: asyncio.StreamWriter, status: int, fault: Any, keep_alive: bool
+) -> bool:
+    headers: dict[str, str] = {}
+    if fault.retry_after is not None:
+        headers["Retry-After"] = str(fault.retry_after)
+    if fault.retry_after_ms is not None:
+        headers["retry-after-ms"] = str(fault.retry_after_ms)
+    body = fault.body
+    if body is None:
+        kind = (
+            "rate_limit_error"
+            if status == 429
+            else ("server_error" if status >= 500 else "invalid_request_error")
+        )
+        body = error_body(f"loopback injected HTTP {status}", kind=kind, code=kind)
+    await _send_json(writer, status, body, keep_alive, headers)
+    return keep_alive
+
+
+async def _read_request(reader: asyncio.StreamReader) -> _Request | None:
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+    except asyncio.IncompleteReadError as exc:
+        if exc.partial.strip():
+            raise
+        return None
+    lines = head.decode("latin-1").split("\r\n")
+    method, target, version = [*lines[0].split(" ", 2), "", ""][:3]
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, colon, value = line.partition(":")
+        if colon:
+            headers[name.strip().lower()] = value.strip()
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        body = await _read_chunked(reader)
+    else:
+        body = await reader.readexactly(int(headers.get("content-length") or 0))
+    connection = headers.get("connection", "").lower()
+    keep_alive = connection != "close" and (version != "HTTP/1.0" or connection == "keep-alive")
+    return _Request(method, target, headers, body, keep_alive)
+
+
+async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
+    parts: list[bytes] = []
+    while True:
+        size_line = await reader.readuntil(b"\r\n")
+        size = int(size_line.split(b";", 1)[0].strip() or b"0", 16)
+        if size == 0:
+            while (await reader.readuntil(b"\r\n")) != b"\r\n":
+                pass  # trailers
+            return b"".join(parts)
+        parts.append(await reader.readexactly(size))
+        await reader.readexactly(2)
+
+
+# --- running it ---------------------------------------------------------------
+
+
+async def serve(
+    script: _Script,
+    *,
+    host: str,
+    port: int,
+    stop: asyncio.Event,
+    on_listening: Any = None,
+    record_file: IO[str] | None = None,
+) -> None:
+    """Serve until `stop` is set; `on_listening(port)` is called once bound."""
+    protocol = _Protocol(script, record_file)
+    server = await asyncio.start_server(protocol.handle, host, port, limit=1 << 20)
+    bound = server.sockets[0].getsockname()[1]
+    try:
+        if on_listening is not None:
+            on_listening(bound)
+        await stop.wait()
+    finally:
+        server.close()
+        for task in list(protocol.tasks):
+            task.cancel()
+        if protocol.tasks:
+            await asyncio.gather(*protocol.tasks, return_exceptions=True)
+        await server.wait_closed()
+
+
+class LoopbackServer:
+    """The loopback server on a background thread; use `with` or `async with`."""
+
+    def __init__(
+        self,
+        turns: Iterable[LoopbackTurn | Mapping[str, Any]] = (),
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        self._script = _Script(turns)
+        self._host = host
+        self._port = port
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self._failure: BaseException | None = None
+
+    @property
+    def port(self) -> int:
+        if not self._ready.is_set() or self._failure is not None:
+            raise RuntimeError("the loopback server is not running")
+        return self._port
+
+    @property
+    def url(self) -> str:
+        return f"http://{self._host}:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI base URL, e.g. http://127.0.0.1:PORT/v1."""
+        return self.url + "/v1"
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """Chat completion requests received so far, in arrival order."""
+        return list(self._script.requests)
+
+    @property
+    def remaining(self) -> int:
+        """How many scripted turns are still unconsumed."""
+        return self._script.remaining
+
+    def add_turns(self, *turns: LoopbackTurn | Mapping[str, Any]) -> None:
+        self._script.add(turns)
+
+    def start(self) -> None:
+        if self._thread is not None:
+            raise RuntimeError("the loopback server was already started")
+        self._thread = threading.Thread(target=self._run, name="loopback-server", daemon=True)
+        self._thread.start()
+        self._ready.wait()
+        if self._failure is not None:
+            raise RuntimeError(f"loopback server failed to start: {self._failure}")
+
+    def stop(self) -> None:
+        loop, stop, thread = self._loop, self._stop, self._thread
+        if loop is not None and stop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop may have just finished
+                loop.call_soon_threadsafe(stop.set)
+        if thread is not None:
+            thread.join(timeout=10)
+
+    def _run(self) -> None:
+        async def main() -> None:
+            self._loop = asyncio.get_running_loop()
+            self._stop = asyncio.Event()
+
+            def listening(port: int) -> None:
+                self._port = port
+                self._ready.set()
+
+            await serve(
+                self._script,
+                host=self._host,
+                port=self._port,
+                stop=self._stop,
+                on_listening=listening,
+            )
+
+        try:
+            asyncio.run(main())
+        except BaseException as exc:  # reported to the starting thread
+            self._failure = exc
+        finally:
+            self._ready.set()
+
+    def __enter__(self) -> LoopbackServer:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> LoopbackServer:
+        await asyncio.to_thread(self.start)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await asyncio.to_thread(self.stop)
+
+
+def load_script(path: str | os.PathLike[str]) -> list[LoopbackTurn]:
+    """Turns from a JSON file: a list of turn objects, or {"turns": [...]}."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    if isinstance(data, dict):
+        data = data.get("turns")
+    if not isinstance(data, list):
+        raise ValueError("a script is a JSON list of turns (or an object with a 'turns' list)")
+    return [LoopbackTurn.from_dict(t) for t in data]
+
+
+def _write_port_file(path: str, port: int) -> None:
+    """Write atomically, so a reader never sees an empty or partial file."""
+    temporary = f"{path}.{os.getpid()}.tmp"
+    with open(temporary, "w", encoding="utf-8") as handle:
+        handle.write(f"{port}\n")
+    os.replace(temporary, path)
+
+
+async def _main_async(args: argparse.Namespace) -> None:
+    script = _Script(load_script(args.script) if args.script else [])
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    record = open(args.record, "a", encoding="utf-8") if args.record else None  # noqa: SIM115
+
+    def listening(port: int) -> None:
+        if args.port_file:
+            _write_port_file(args.port_file, port)
+        print(f"loopback server listening on http://{args.host}:{port}/v1", file=sys.stderr)
+
+    try:
+        await serve(
+            script,
+            host=args.host,
+            port=args.port,
+            stop=stop,
+            on_listening=listening,
+            record_file=record,
+        )
+    finally:
+        if record is not None:
+            record.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m runtime.testing.server",
+        description="A loopback OpenAI-compatible server replaying scripted turns.",
+    )
+    parser.add_argument("--script", help="JSON file with the list of turns")
+    parser.add_argument("--port-file", help="write the bound port here once listening")
+    parser.add_argument("--record", help="append each request body as a JSON line here")
+    parser.add_argument("--port", type=int, default=0, help="port to bind (default: any free)")
+    parser.add_argument("--host", default="127.0.0.1")
+    args = parser.parse_args(argv)
+    try:
+        asyncio.run(_main_async(args))
+    except (OSError, ValueError) as exc:
+        print(f"loopback server: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
