@@ -1,0 +1,213 @@
+"""From `--model PROVIDER/NAME` to a Provider and the model name it takes.
+
+Built-in prefixes:
+
+    openai/NAME      OpenAI chat completions: OPENAI_BASE_URL (default
+                     https://api.openai.com/v1), key OPENAI_API_KEY (not needed
+                     when the base URL is a loopback address)
+    ollama/NAME      Ollama's OpenAI-compatible API at OLLAMA_HOST (default
+                     http://127.0.0.1:11434, "/v1" appended), no key
+    anthropic/NAME   Anthropic Messages: ANTHROPIC_BASE_URL (default
+                     https://api.anthropic.com), key ANTHROPIC_API_KEY
+    openai-responses/NAME   not available in this build yet
+
+Any other NAME is a `[providers.NAME]` table of config.toml with a `base_url`:
+an OpenAI-compatible endpoint (OpenRouter, vLLM, llama.cpp, ...), its key read
+from the variable named by `api_key_env` when there is one.
+
+The spec splits on the first slash: `openai/meta-llama/llama-3.3-70b` is model
+`meta-llama/llama-3.3-70b` of provider `openai`. For a built-in name, a
+`[providers.NAME]` table overrides the defaults (`api_key_env`, `headers`, and
+`base_url` when the environment variable does not set one): the order is
+environment, then config file, then built-in default.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import httpx
+
+from runtime.errors import ConfigError
+from runtime.providers.base import Provider
+from runtime.providers.openai import OpenAIChatProvider
+
+__all__ = ["BUILTIN_PREFIXES", "ProviderSettings", "is_loopback_url", "resolve_model"]
+
+BUILTIN_PREFIXES = ("openai", "anthropic", "openai-responses", "ollama")
+_AVAILABLE = "openai/ or ollama/"
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderSettings:
+    """A `[providers.NAME]` table of config.toml."""
+
+    base_url: str | None = None
+    api_key_env: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def resolve_model(
+    spec: str,
+    *,
+    env: Mapping[str, str],
+    providers: Mapping[str, ProviderSettings] | None = None,
+) -> tuple[Provider, str]:
+    """The provider for `spec` ("PROVIDER/NAME") and the model NAME to send it."""
+    providers = providers or {}
+    prefix, slash, model = spec.strip().partition("/")
+    known = _known_prefixes(providers)
+    if not slash or not prefix or not model:
+        raise ConfigError(
+            f"model {spec!r} is not of the form PROVIDER/NAME",
+            hint=f"for example openai/gpt-4.1 or ollama/llama3.2; providers: {known}",
+        )
+    settings = providers.get(prefix)
+    factory = _BUILTINS.get(prefix)
+    if factory is not None:
+        return factory(prefix, settings or ProviderSettings(), env), model
+    if settings is not None:
+        return _custom(prefix, settings, env), model
+    raise ConfigError(
+        f"unknown provider {prefix!r} in model {spec!r}",
+        hint=f"use PROVIDER/NAME with one of: {known} (or add a [providers.{prefix}] "
+        "table with a base_url to config.toml)",
+    )
+
+
+def _known_prefixes(providers: Mapping[str, ProviderSettings]) -> str:
+    custom = sorted(p for p in providers if p not in BUILTIN_PREFIXES)
+    return ", ".join(f"{p}/" for p in (*BUILTIN_PREFIXES, *custom))
+
+
+def _openai(name: str, settings: ProviderSettings, env: Mapping[str, str]) -> Provider:
+    base_url = _check_url(
+        env.get("OPENAI_BASE_URL") or settings.base_url or "https://api.openai.com/v1",
+        "OPENAI_BASE_URL",
+    )
+    key_env = settings.api_key_env or "OPENAI_API_KEY"
+    key = env.get(key_env) or None
+    if key is None and not is_loopback_url(base_url):
+        raise ConfigError(
+            f"{key_env} is not set",
+            hint=f"export {key_env}=... or pick another --model",
+        )
+    official = httpx.URL(base_url).host == "api.openai.com"
+    return OpenAIChatProvider(
+        name,
+        base_url,
+        api_key=key,
+        headers=_headers(settings),
+        # OpenAI's reasoning models refuse max_tokens; the others take both.
+        max_tokens_field="max_completion_tokens" if official else "max_tokens",
+    )
+
+
+def _ollama(name: str, settings: ProviderSettings, env: Mapping[str, str]) -> Provider:
+    if settings.base_url:
+        base_url = _check_url(settings.base_url, f"[providers.{name}] base_url")
+    else:
+        base_url = _ollama_base(env.get("OLLAMA_HOST") or "http://127.0.0.1:11434")
+    key = env.get(settings.api_key_env) if settings.api_key_env else None
+    return OpenAIChatProvider(name, base_url, api_key=key or None, headers=_headers(settings))
+
+
+def _ollama_base(host: str) -> str:
+    """OLLAMA_HOST as Ollama reads it: scheme and port optional; "/v1" added."""
+    value = host.strip()
+    if "://" not in value:
+        value = "http://" + value
+    url = _parse(value, "OLLAMA_HOST")
+    if url.port is None and not host.strip().startswith(("http://", "https://")):
+        url = url.copy_with(port=11434)
+    if url.host in ("0.0.0.0", "::"):  # a listen address: connect locally
+        url = url.copy_with(host="127.0.0.1")
+    path = url.path.rstrip("/")
+    return str(url.copy_with(path=path if path else "/v1")).rstrip("/")
+
+
+def _anthropic(name: str, settings: ProviderSettings, env: Mapping[str, str]) -> Provider:
+    raise ConfigError(
+        "anthropic/ models are not available in this build",
+        hint=f"use an OpenAI-compatible provider: {_AVAILABLE}",
+    )
+
+
+def _responses(name: str, settings: ProviderSettings, env: Mapping[str, str]) -> Provider:
+    raise ConfigError(
+        "openai-responses/ is not available in this build yet",
+        hint=f"use openai/NAME (chat completions) instead; available: {_AVAILABLE}",
+    )
+
+
+def _custom(name: str, settings: ProviderSettings, env: Mapping[str, str]) -> Provider:
+    if not settings.base_url:
+        raise ConfigError(
+            f"[providers.{name}] has no base_url",
+            hint=f'add base_url = "https://..." to [providers.{name}] in config.toml',
+        )
+    base_url = _check_url(settings.base_url, f"[providers.{name}] base_url")
+    key: str | None = None
+    if settings.api_key_env:
+        key = env.get(settings.api_key_env) or None
+        if key is None and not is_loopback_url(base_url):
+            raise ConfigError(
+                f"{settings.api_key_env} is not set (provider {name!r})",
+                hint=f"export {settings.api_key_env}=... or pick another --model",
+            )
+    return OpenAIChatProvider(name, base_url, api_key=key, headers=_headers(settings))
+
+
+_BUILTINS: dict[str, Callable[[str, ProviderSettings, Mapping[str, str]], Provider]] = {
+    "openai": _openai,
+    "ollama": _ollama,
+    "anthropic": _anthropic,
+    "openai-responses": _responses,
+}
+
+
+def _headers(settings: ProviderSettings) -> dict[str, str]:
+    return {str(k): str(v) for k, v in (settings.headers or {}).items()}
+
+
+def _parse(value: str, source: str) -> httpx.URL:
+    try:
+        url = httpx.URL(value)
+    except (httpx.InvalidURL, TypeError, ValueError) as exc:
+        raise ConfigError(
+            f"{source} is not a valid URL: {value!r}",
+            hint="use a base URL like https://api.example.com/v1",
+        ) from exc
+    return url
+
+
+def _check_url(value: str, source: str) -> str:
+    """The base URL without a trailing slash, or a ConfigError saying what is wrong."""
+    url = _parse(value.strip(), source)
+    try:
+        port = url.port
+    except (ValueError, httpx.InvalidURL):
+        port = -1
+    if url.scheme not in ("http", "https") or not url.host or (port is not None and port < 0):
+        raise ConfigError(
+            f"{source} is not a valid http(s) URL: {value!r}",
+            hint="use a base URL like https://api.example.com/v1",
+        )
+    return str(url).rstrip("/")
+
+
+def is_loopback_url(url: str) -> bool:
+    """True for http(s) URLs on localhost, 127.0.0.0/8 or ::1."""
+    try:
+        host = httpx.URL(url).host
+    except (httpx.InvalidURL, TypeError, ValueError):
+        return False
+    host = host.strip("[]").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
