@@ -1,0 +1,51 @@
+"""``python -m tools [--limits JSON|unbounded] [--text] NAME 'JSON-ARGS'``
+
+Runs one tool against the current directory and prints its JSON result (or,
+with ``--text``, what the model would see). For debugging and benchmarks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+USAGE = "usage: python -m tools [--limits JSON|unbounded] [--text] NAME 'JSON-ARGS'"
+
+
+def main(argv: list[str]) -> int:
+    from tools import Limits, ToolContext, Workspace, WorkspaceError, run_tool_sync
+
+    limits, text = Limits(), False
+    while argv and argv[0].startswith("--"):
+        flag = argv.pop(0)
+        if flag == "--text":
+            text = True
+        elif flag == "--limits" and argv:
+            value = argv.pop(0)
+            limits = Limits.unbounded() if value == "unbounded" else Limits(**json.loads(value))
+        else:
+            print(USAGE, file=sys.stderr)
+            return 2
+    if len(argv) not in (1, 2):
+        print(USAGE, file=sys.stderr)
+        return 2
+    try:
+        args = json.loads(argv[1]) if len(argv) == 2 else {}
+    except json.JSONDecodeError as exc:
+        print(f"bad JSON arguments: {exc}", file=sys.stderr)
+        return 2
+    try:
+        workspace = Workspace.open(os.getcwd())
+    except WorkspaceError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    with workspace:
+        result = run_tool_sync(argv[0], args, ToolContext(workspace, limits))
+    out = result.model_text() if text else json.dumps(result.to_dict(), ensure_ascii=False)
+    sys.stdout.write(out + "\n")
+    return 0 if result.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

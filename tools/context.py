@@ -1,0 +1,34 @@
+"""The small explicit context every tool runs with."""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from tools.limits import Limits
+
+if TYPE_CHECKING:
+    from tools.workspace import Workspace
+
+
+class Access(StrEnum):
+    READ = "read"
+    WRITE = "write"
+
+
+AuthorizePath = Callable[[str, Access], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """``authorize_path(path, access)`` is the host hook; the default write policy
+    (never inside ``.git/`` or ``.bastion/``) applies in addition to it."""
+
+    workspace: Workspace
+    limits: Limits = field(default_factory=Limits)
+    authorize_path: AuthorizePath | None = None
+    artifacts_dir: pathlib.Path | None = None
+    env: Mapping[str, str] | None = None

@@ -1,0 +1,265 @@
+"""glob: find files by name pattern, newest first, pruning directories early.
+
+``**`` matches any number of directories, ``*`` and ``?`` never cross ``/``,
+``[...]`` is a class and ``{a,b}`` alternation. The pattern is an automaton over
+path segments: a directory no state can continue through is never opened.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from tools.context import Access, ToolContext
+from tools.limits import Budget
+from tools.refusal import RefusalCode, Refused
+from tools.result import ToolResult, register_formatter
+from tools.tooldef import ToolDef, offloaded
+from tools.walk import Walker
+
+NAME = "glob"
+DESCRIPTION = (
+    "Find files whose workspace-relative path matches a glob pattern, newest first. "
+    "`**` crosses directories, `*` and `?` stay within one name, `[abc]` and `{a,b}` "
+    "work. `path` narrows the search to a directory (the pattern is relative to it). "
+    "Directories such as .git, node_modules, .venv and .gitignore'd ones are skipped "
+    "unless the pattern names them; they are reported in `skipped_directories`."
+)
+PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "pattern": {"type": "string", "description": "e.g. '**/*.py' or 'src/*.{ts,tsx}'."},
+        "path": {"type": "string", "description": "Directory to search from; default '.'."},
+    },
+    "required": ["pattern"],
+    "additionalProperties": False,
+}
+MAX_ALTERNATIVES = 64
+STAR = "**"
+
+
+@dataclass(frozen=True, slots=True)
+class GlobArgs:
+    pattern: str
+    path: str = "."
+
+    @classmethod
+    def from_dict(cls, args: dict[str, Any]) -> GlobArgs:
+        return cls(args["pattern"], args.get("path", "."))
+
+
+def expand_braces(pattern: str) -> list[str]:
+    match = re.search(r"\{([^{}]*)\}", pattern)
+    if match is None:
+        return [pattern]
+    head, tail = pattern[: match.start()], pattern[match.end() :]
+    out: list[str] = []
+    for option in match.group(1).split(","):
+        out.extend(expand_braces(head + option + tail))
+        if len(out) > MAX_ALTERNATIVES:
+            raise Refused(
+                RefusalCode.INVALID_ARGUMENT,
+                "the pattern expands to too many alternatives",
+                f"use at most {MAX_ALTERNATIVES} brace alternatives",
+            )
+    return out
+
+
+def segment_regex(segment: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(segment):
+        c = segment[i]
+        if c == "*":
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[" and (j := segment.find("]", i + 2)) > 0:
+            body = segment[i + 1 : j].replace("\\", "\\\\")
+            out.append("[^" + body[1:] + "]" if body[:1] in "!^" and body else f"[{body}]")
+            i = j
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return "".join(out)
+
+
+Segment = str | re.Pattern[str]  # "**", a literal name, or a compiled name pattern
+
+
+def compile_pattern(pattern: str) -> list[tuple[Segment, ...]]:
+    if not pattern or "\x00" in pattern or "\\" in pattern:
+        raise Refused(
+            RefusalCode.INVALID_ARGUMENT,
+            "pattern is empty or contains NUL/backslash",
+            "give a '/'-separated pattern like '**/*.py'",
+        )
+    if pattern.startswith("/"):
+        raise Refused(
+            RefusalCode.INVALID_ARGUMENT,
+            "pattern is absolute",
+            "patterns are relative to `path` (default the workspace root)",
+        )
+    programs: list[tuple[Segment, ...]] = []
+    for alternative in expand_braces(pattern):
+        segs: list[Segment] = []
+        for part in alternative.split("/"):
+            if part in ("", "."):
+                continue
+            if part == "..":
+                raise Refused(
+                    RefusalCode.INVALID_ARGUMENT,
+                    "pattern contains '..'",
+                    "patterns cannot leave the search directory",
+                )
+            if part == STAR:
+                if not segs or segs[-1] != STAR:
+                    segs.append(STAR)
+            elif any(ch in part for ch in "*?["):
+                segs.append(re.compile(segment_regex(part), re.DOTALL))
+            else:
+                segs.append(part)
+        if segs:
+            programs.append(tuple(segs))
+    if not programs:
+        raise Refused(
+            RefusalCode.INVALID_ARGUMENT, "pattern matches nothing", "give a pattern like '**/*.py'"
+        )
+    return programs
+
+
+State = frozenset[tuple[int, int]]  # (program, position)
+
+
+def seg_match(seg: Segment, name: str) -> bool:
+    if isinstance(seg, str):
+        return seg == name
+    return seg.fullmatch(name) is not None
+
+
+class Matcher:
+    def __init__(self, programs: list[tuple[Segment, ...]]) -> None:
+        self.programs = programs
+        self.states: dict[tuple[str, ...], State] = {
+            (): self.closure({(p, 0) for p in range(len(programs))})
+        }
+
+    def closure(self, states: set[tuple[int, int]]) -> State:
+        todo = list(states)
+        while todo:
+            p, i = todo.pop()
+            prog = self.programs[p]
+            if i < len(prog) and prog[i] == STAR and (p, i + 1) not in states:
+                states.add((p, i + 1))
+                todo.append((p, i + 1))
+        return frozenset(states)
+
+    def step(self, state: State, name: str) -> State:
+        nxt: set[tuple[int, int]] = set()
+        for p, i in state:
+            prog = self.programs[p]
+            if i >= len(prog):
+                continue
+            if prog[i] == STAR:
+                nxt.add((p, i))
+            elif seg_match(prog[i], name):
+                nxt.add((p, i + 1))
+        return self.closure(nxt)
+
+    def state_for(self, parts: tuple[str, ...]) -> State:
+        cached = self.states.get(parts)
+        if cached is None:
+            cached = self.step(self.state_for(parts[:-1]), parts[-1])
+            self.states[parts] = cached
+        return cached
+
+    def prune(self, parts: tuple[str, ...]) -> bool:
+        """True when no file below this directory can match."""
+        state = self.state_for(parts)
+        return not any(
+            i < len(self.programs[p]) - 1
+            or (i < len(self.programs[p]) and self.programs[p][i] == STAR)
+            for p, i in state
+        )
+
+    def file_matches(self, state: State, name: str) -> bool:
+        for p, i in state:
+            prog = self.programs[p]
+            if i == len(prog) - 1 and (prog[i] == STAR or seg_match(prog[i], name)):
+                return True
+        return False
+
+    def literal_names(self) -> frozenset[str]:
+        return frozenset(
+            s for prog in self.programs for s in prog if isinstance(s, str) and s != STAR
+        )
+
+
+def glob(ctx: ToolContext, raw_args: dict[str, Any]) -> ToolResult:
+    args = GlobArgs.from_dict(raw_args)
+    ws = ctx.workspace
+    start = ws.parse(args.path)
+    matcher = Matcher(compile_pattern(args.pattern))
+    ws.authorize(start, Access.READ, ctx.authorize_path)
+    budget = Budget(ctx.limits)
+    base = len(start.parts)
+    walker = Walker(ctx, start, budget, prune=matcher.prune, allow_names=matcher.literal_names())
+    found: list[tuple[int, str]] = []
+    for fd, parts, files in walker.directories():
+        state = matcher.state_for(parts[base:])
+        prefix = "/".join(parts) + "/" if parts else ""
+        for name in files:
+            if matcher.file_matches(state, name):
+                try:
+                    mtime = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mtime_ns
+                except OSError:
+                    continue
+                found.append((-mtime, prefix + name))
+    walker.report.annotate(budget)
+    found.sort()
+    total = len(found)
+    paths: list[str] = []
+    for _, path in found[: ctx.limits.max_results]:
+        if not budget.take_output(len(path) + 1):
+            break
+        paths.append(path)
+    if len(paths) < total:
+        budget.incomplete(f"{total - len(paths)} more match(es) not shown; narrow the pattern")
+    return ToolResult.success(
+        NAME,
+        {
+            "pattern": args.pattern,
+            "path": start.text,
+            "files": paths,
+            "total_matches": total,
+            "coverage": budget.coverage(),
+            **walker.report.to_dict(),
+        },
+    )
+
+
+def format_text(data: dict[str, Any]) -> str:
+    lines = list(data["files"]) or [f"(no files match {data['pattern']!r})"]
+    cov = data["coverage"]
+    if not cov["complete"]:
+        lines.append("coverage: PARTIAL; " + "; ".join(cov["reasons"]))
+    if data.get("skipped_directory_count"):
+        lines.append(
+            f"skipped {data['skipped_directory_count']} excluded director(ies): "
+            + ", ".join(data["skipped_directories"][:10])
+        )
+    return "\n".join(lines)
+
+
+register_formatter(NAME, format_text)
+TOOL = ToolDef(
+    NAME,
+    DESCRIPTION,
+    PARAMETERS,
+    read_only=True,
+    replay_safe=True,
+    run=offloaded(NAME, glob),
+    run_sync=glob,
+)

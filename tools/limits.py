@@ -1,0 +1,97 @@
+"""Bounds for the walking tools (list, glob, search) and the coverage they report.
+
+Every walking result carries ``coverage: {complete, reasons}`` so that an empty
+result from a partial walk never reads as "nothing found".
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_files: int = 10_000
+    max_directories: int = 1_000
+    max_entries: int = 20_000
+    max_content_bytes: int = 16 * 1024 * 1024
+    max_output_bytes: int = 64 * 1024
+    time_budget_s: float = 5.0
+    max_results: int = 100
+
+    @classmethod
+    def unbounded(cls) -> Limits:
+        """Limits large enough that a whole realistic tree is covered (benchmarks)."""
+        big = 1 << 40
+        return cls(big, big, big, big, big, 3600.0, big)
+
+
+@dataclass(slots=True)
+class Budget:
+    """Mutable counters for one walk; ``reasons`` explain any incompleteness."""
+
+    limits: Limits
+    deadline: float = 0.0
+    files: int = 0
+    directories: int = 0
+    entries: int = 0
+    content_bytes: int = 0
+    output_bytes: int = 0
+    reasons: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    stopped: bool = False
+
+    def __post_init__(self) -> None:
+        self.deadline = time.monotonic() + self.limits.time_budget_s
+
+    def stop(self, reason: str) -> None:
+        self.stopped = True
+        if reason not in self.reasons:
+            self.reasons.append(reason)
+
+    def incomplete(self, reason: str) -> None:
+        """Record a reason the result is partial without stopping the walk."""
+        if reason not in self.reasons:
+            self.reasons.append(reason)
+
+    def out_of_time(self) -> bool:
+        if time.monotonic() > self.deadline:
+            self.stop(f"time budget of {self.limits.time_budget_s:g}s exhausted")
+        return self.stopped
+
+    def take_directory(self) -> bool:
+        if self.directories >= self.limits.max_directories:
+            self.stop(f"directory limit ({self.limits.max_directories}) reached")
+            return False
+        self.directories += 1
+        return True
+
+    def take_entry(self) -> bool:
+        if self.entries >= self.limits.max_entries:
+            self.stop(f"entry limit ({self.limits.max_entries}) reached")
+            return False
+        self.entries += 1
+        return True
+
+    def take_file(self, size: int) -> bool:
+        if self.files >= self.limits.max_files:
+            self.stop(f"file limit ({self.limits.max_files}) reached")
+            return False
+        if self.content_bytes + size > self.limits.max_content_bytes:
+            self.stop(f"content limit ({self.limits.max_content_bytes} bytes) reached")
+            return False
+        self.files += 1
+        self.content_bytes += size
+        return True
+
+    def take_output(self, size: int) -> bool:
+        if self.output_bytes + size > self.limits.max_output_bytes:
+            self.stop(f"output limit ({self.limits.max_output_bytes} bytes) reached")
+            return False
+        self.output_bytes += size
+        return True
+
+    def coverage(self) -> dict[str, Any]:
+        return {"complete": not self.reasons, "reasons": list(self.reasons + self.notes)}

@@ -1,0 +1,160 @@
+"""Spilled command output: artifacts written by run_command, paged by read_output."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pathlib
+import re
+import secrets
+import stat
+import tempfile
+from dataclasses import dataclass
+from typing import Any
+
+from tools.context import ToolContext
+from tools.refusal import RefusalCode, Refused
+from tools.result import ToolResult, register_formatter
+from tools.tooldef import ToolDef, offloaded
+
+NAME = "read_output"
+DESCRIPTION = (
+    "Page through the full output of an earlier run_command whose output was too "
+    "long to show (its result names the `id`). `offset` is the first line (1-based), "
+    "`limit` the number of lines (default 2000)."
+)
+PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string", "description": "The output id from run_command."},
+        "offset": {"type": "integer", "minimum": 1, "description": "First line (1-based)."},
+        "limit": {"type": "integer", "minimum": 1, "description": "Lines to return."},
+    },
+    "required": ["id"],
+    "additionalProperties": False,
+}
+ID_PATTERN = re.compile(r"out_[0-9a-f]{32}\Z")
+DEFAULT_LIMIT = 2000
+MAX_LINE = 8 * 1024
+
+
+def artifacts_dir(ctx: ToolContext) -> pathlib.Path:
+    """The host's artifacts directory, or a private per-user one in the temp dir."""
+    if ctx.artifacts_dir is not None:
+        return pathlib.Path(ctx.artifacts_dir)
+    path = pathlib.Path(tempfile.gettempdir()) / f"bastion-artifacts-{os.getuid()}"
+    path.mkdir(mode=0o700, exist_ok=True)
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        raise Refused(
+            RefusalCode.INTERNAL,
+            "the default artifacts directory is unusable",
+            "configure an artifacts directory for the host",
+        )
+    return path
+
+
+def new_artifact(ctx: ToolContext) -> tuple[str, int]:
+    """Create an empty artifact; returns (id, writable fd)."""
+    directory = artifacts_dir(ctx)
+    directory.mkdir(parents=True, exist_ok=True)
+    artifact_id = "out_" + secrets.token_hex(16)
+    fd = os.open(
+        directory / f"{artifact_id}.log",
+        os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+        0o600,
+    )
+    return artifact_id, fd
+
+
+def discard_artifact(ctx: ToolContext, artifact_id: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(artifacts_dir(ctx) / f"{artifact_id}.log")
+
+
+@dataclass(frozen=True, slots=True)
+class OutputArgs:
+    id: str
+    offset: int = 1
+    limit: int = DEFAULT_LIMIT
+
+    @classmethod
+    def from_dict(cls, args: dict[str, Any]) -> OutputArgs:
+        return cls(args["id"], args.get("offset", 1), args.get("limit", DEFAULT_LIMIT))
+
+
+def unknown(artifact_id: str) -> Refused:
+    shown = artifact_id if ID_PATTERN.match(artifact_id) else "(malformed id)"
+    return Refused(
+        RefusalCode.SPILL_REFERENCE_UNKNOWN,
+        f"no spilled output with id {shown}",
+        "use the exact id from a run_command result in this session, or re-run it",
+    )
+
+
+def read_output(ctx: ToolContext, raw_args: dict[str, Any]) -> ToolResult:
+    args = OutputArgs.from_dict(raw_args)
+    if not ID_PATTERN.match(args.id):
+        raise unknown(args.id)
+    try:
+        fd = os.open(
+            artifacts_dir(ctx) / f"{args.id}.log",
+            os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+        )
+    except OSError:
+        raise unknown(args.id) from None
+    cap = ctx.limits.max_output_bytes
+    lines: list[str] = []
+    used = 0
+    number = 0
+    more = False
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise unknown(args.id)
+        total = os.fstat(handle.fileno()).st_size
+        for number, raw in enumerate(handle, 1):
+            if number < args.offset:
+                continue
+            text = raw.rstrip(b"\n")[:MAX_LINE].decode("utf-8", "replace")
+            if len(lines) >= args.limit or (lines and used + len(text) + 1 > cap):
+                more = True
+                break
+            lines.append(text)
+            used += len(text) + 1
+    if args.offset > max(number, 1):
+        raise Refused(
+            RefusalCode.INVALID_ARGUMENT,
+            f"offset {args.offset} is past the end ({number} lines)",
+            f"use an offset between 1 and {max(number, 1)}",
+        )
+    last = args.offset + len(lines) - 1
+    return ToolResult.success(
+        NAME,
+        {
+            "id": args.id,
+            "offset": args.offset,
+            "lines_returned": len(lines),
+            "next_offset": last + 1 if more else None,
+            "total_bytes": total,
+            "content": "\n".join(lines),
+        },
+    )
+
+
+def format_text(data: dict[str, Any]) -> str:
+    footer = f"[{data['id']}: lines {data['offset']}-{data['offset'] + data['lines_returned'] - 1}"
+    if data.get("next_offset"):
+        footer += f"; more follows: read_output with offset={data['next_offset']}"
+    return f"{data['content']}\n{footer}]"
+
+
+register_formatter(NAME, format_text)
+TOOL = ToolDef(
+    NAME,
+    DESCRIPTION,
+    PARAMETERS,
+    read_only=True,
+    replay_safe=True,
+    run=offloaded(NAME, read_output),
+    run_sync=read_output,
+)
