@@ -18,7 +18,7 @@ class BastionError(Exception):
         self.hint = hint
 
     def __str__(self) -> str:
-        return f"{self.message} {self.hint}" if self.hint else self.message
+        return f"{self.message} — {self.hint}" if self.hint else self.message
 
 
 class ConfigError(BastionError):

@@ -1,0 +1,51 @@
+"""Shared pieces for runtime tests: a harness over a scripted provider, a fake toolbox."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from runtime import Harness
+from runtime.loop import LoopSettings
+from runtime.providers.base import ToolSpec
+from runtime.testing.scripted import ScriptedProvider
+from runtime.toolbox import ToolInfo, ToolOutcome
+
+
+@dataclass
+class RecordingToolbox:
+    """A toolbox at the runtime's seam: records calls, answers from a table."""
+
+    calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    gate: asyncio.Event | None = None
+
+    def specs(self) -> tuple[ToolSpec, ...]:
+        schema = {"type": "object", "properties": {"path": {"type": "string"}}}
+        return (ToolSpec("read_file", "read", schema), ToolSpec("write_file", "write", schema),
+                ToolSpec("run_command", "run", schema))
+
+    def info(self, name: str) -> ToolInfo | None:
+        return {"read_file": ToolInfo(True, True), "write_file": ToolInfo(False, False),
+                "run_command": ToolInfo(False, False)}.get(name)
+
+    async def run(self, name: str, arguments: str) -> ToolOutcome:
+        self.calls.append((name, json.loads(arguments)))
+        if self.gate is not None:
+            await self.gate.wait()
+        return ToolOutcome(True, f"{name} ok", {"name": name})
+
+    def close(self) -> None:
+        pass
+
+
+async def open_harness(tmp_path, provider: ScriptedProvider, toolbox: Any = None,
+                       **settings: Any) -> Harness:
+    loop = LoopSettings(**({"checkpoint_interval": 0.02, "backoff_base": 0.01} | settings))
+    return await Harness.open(
+        tmp_path / "bastion.sqlite",
+        resolve_model=lambda spec: (provider, spec.split("/", 1)[1]),
+        toolbox_factory=(lambda conv: toolbox) if toolbox is not None else None,
+        loop_settings=loop,
+    )

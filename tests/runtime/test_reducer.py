@@ -1,0 +1,134 @@
+"""The one reducer: a snapshot plus the published events equals the stored end state,
+and a dropped, duplicated or reordered event never produces a wrong screen."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import replace
+
+from runtime import reduce, view_from_snapshot
+from runtime.events import AttemptReset, EntryTextAppended, TextDelta, is_durable
+from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
+from tests.runtime.helpers import open_harness
+
+
+async def recorded_run(tmp_path):
+    provider = ScriptedProvider([ScriptedTurn(text="The quick brown fox jumps. " * 20,
+                                              chunk_size=7, delay=0.002)])
+    harness = await open_harness(tmp_path, provider)
+    conv = await harness.create_conversation(str(tmp_path), settings={"model": "s/m"})
+    await harness.drive(conv.id)
+    start = await harness.snapshot(conv.id)
+    sub = harness.subscribe(conv.id)
+    item = await harness.submit(conv.id, "go")
+    await harness.wait(item.id, conv.id)
+    await asyncio.sleep(0)
+    events = sub.pending()
+    end = await harness.snapshot(conv.id)
+    await harness.close()
+    return start, events, end
+
+
+def fold(view, events):
+    for event in events:
+        view = reduce(view, event)
+    return view
+
+
+def visible(view):
+    return [(e.id, e.kind, e.status, e.text) for e in view.entries], [(r.id, r.state) for r in view.runs]
+
+
+async def test_snapshot_plus_events_is_the_end_state(tmp_path):
+    start, events, end = await recorded_run(tmp_path)
+    assert any(isinstance(e, TextDelta) for e in events)
+    assert any(isinstance(e, EntryTextAppended) for e in events)
+    view = fold(start, events)
+    assert not view.resync_required
+    assert view.version == end.version
+    assert visible(view) == visible(end)
+
+
+async def test_duplicates_are_ignored(tmp_path):
+    start, events, end = await recorded_run(tmp_path)
+    doubled = [e for event in events for e in (event, event)]
+    view = fold(start, doubled)
+    assert not view.resync_required
+    assert visible(view) == visible(end)
+
+
+async def test_a_dropped_delta_requires_resync(tmp_path):
+    start, events, _ = await recorded_run(tmp_path)
+    deltas = [i for i, e in enumerate(events) if isinstance(e, TextDelta)]
+    dropped = events[: deltas[2]] + events[deltas[2] + 1 :]
+    assert fold(start, dropped).resync_required
+
+
+async def test_a_dropped_durable_event_requires_resync(tmp_path):
+    start, events, _ = await recorded_run(tmp_path)
+    durable = [i for i, e in enumerate(events) if is_durable(e)]
+    dropped = events[: durable[1]] + events[durable[1] + 1 :]
+    assert fold(start, dropped).resync_required
+
+
+async def test_reordered_deltas_require_resync(tmp_path):
+    start, events, _ = await recorded_run(tmp_path)
+    deltas = [i for i, e in enumerate(events) if isinstance(e, TextDelta)]
+    a, b = deltas[1], deltas[2]
+    swapped = list(events)
+    swapped[a], swapped[b] = swapped[b], swapped[a]
+    assert fold(start, swapped).resync_required
+
+
+async def test_random_faults_never_show_wrong_text(tmp_path):
+    """Whatever is dropped, duplicated or swapped: either resync, or exactly the truth."""
+    start, events, end = await recorded_run(tmp_path)
+    rng = random.Random(7)
+    for _ in range(200):
+        mutated = list(events)
+        for _ in range(rng.randint(1, 3)):
+            i = rng.randrange(len(mutated))
+            action = rng.choice(("drop", "dup", "swap"))
+            if action == "drop":
+                mutated.pop(i)
+            elif action == "dup":
+                mutated.insert(i, mutated[i])
+            elif i + 1 < len(mutated):
+                mutated[i], mutated[i + 1] = mutated[i + 1], mutated[i]
+        view = fold(start, mutated)
+        if not view.resync_required:
+            texts = {e.id: e.text for e in view.entries}
+            for entry in end.entries:
+                if entry.id in texts:
+                    assert end.entry(entry.id).text.startswith(texts[entry.id])
+
+
+async def test_joining_mid_stream_without_cursor_requires_resync(tmp_path):
+    start, events, _ = await recorded_run(tmp_path)
+    deltas = [e for e in events if isinstance(e, TextDelta)]
+    late = replace(start, version=10**6)  # as if the durable part were already known
+    assert reduce(late, deltas[3]).resync_required
+
+
+async def test_attempt_reset_clears_the_partial(tmp_path):
+    start, events, _ = await recorded_run(tmp_path)
+    first_delta = next(i for i, e in enumerate(events) if isinstance(e, TextDelta))
+    view = fold(start, events[: first_delta + 2])
+    delta = events[first_delta]
+    entry_id = delta.entry_id
+    assert view.entry(entry_id).text
+    reset = AttemptReset(delta.conversation_id, delta.run_id, delta.epoch,
+                         view.cursors[delta.run_id].seq + 1, entry_id, 2, "HTTP 500")
+    view = reduce(view, reset)
+    assert view.entry(entry_id).text == ""
+    assert not view.resync_required
+
+
+def test_view_from_snapshot_is_pure_data():
+    from runtime.records import Conversation
+    from runtime.store import Snapshot
+
+    conv = Conversation("c", "", "/", {}, 0.0, 0.0, version=3)
+    view = view_from_snapshot(Snapshot(conv, (), (), (), ()))
+    assert view.version == 3 and not view.resync_required

@@ -1,0 +1,134 @@
+"""The `bastion` command line. Its flags, output formats and exit codes are a contract.
+
+    bastion [PROMPT]                       Textual app (PROMPT sent first if given)
+    bastion -p/--print [PROMPT]            print mode; PROMPT or stdin
+    bastion sessions [--json] | sessions search QUERY | sessions rm ID
+    bastion export ID [--format json|markdown] [-o FILE]
+
+Exit codes: 0 completed, 1 run failed, 2 bad usage or configuration, 130 interrupted.
+Imports stay light here: print mode never loads Textual.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+SUBCOMMANDS = ("sessions", "export", "attach")
+
+
+class UsageError(Exception):
+    """Bad command-line usage; the message says what to do instead."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
+def _version() -> str:
+    try:
+        return version("bastion")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def main_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="bastion",
+        description="A terminal coding agent whose sessions survive a crash mid-turn.",
+        epilog="Subcommands: bastion sessions [--json] | sessions search QUERY | sessions rm ID | "
+        "export ID [--format json|markdown] [-o FILE] | attach ID",
+    )
+    p.add_argument("prompt", nargs="?", help="what to ask; with -p, read from stdin if omitted")
+    p.add_argument("-p", "--print", dest="print_mode", action="store_true",
+                   help="answer once and exit (no interface)")
+    p.add_argument("--output-format", choices=("text", "json", "stream-json"), default="text",
+                   help="print mode output: text (answer on stdout), json, stream-json")
+    p.add_argument("--model", help="PROVIDER/NAME, e.g. openai/gpt-4.1, ollama/llama3.2")
+    p.add_argument("--approval-mode", choices=("read-only", "ask", "auto-edit", "full-auto"))
+    session = p.add_mutually_exclusive_group()
+    session.add_argument("--session-id", metavar="UUID", help="use (or create) this conversation")
+    session.add_argument("-c", "--continue", dest="continue_", action="store_true",
+                         help="continue the latest conversation in this directory")
+    session.add_argument("-r", "--resume", metavar="ID", help="resume conversation ID")
+    p.add_argument("--plain", action="store_true", help="line mode instead of the full-screen app")
+    p.add_argument("--version", action="version", version=f"bastion {_version()}")
+    return p
+
+
+def sessions_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="bastion sessions", description="List, search or remove conversations.")
+    p.add_argument("--json", action="store_true", help="one JSON array on stdout")
+    p.add_argument("--all", action="store_true", help="every directory, not only this one")
+    sub = p.add_subparsers(dest="action")
+    search = sub.add_parser("search", help="conversations whose title or text contains QUERY")
+    search.add_argument("query")
+    search.add_argument("--json", action="store_true")
+    rm = sub.add_parser("rm", help="delete a conversation and everything stored for it")
+    rm.add_argument("id")
+    return p
+
+
+def export_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="bastion export", description="Write a conversation out.")
+    p.add_argument("id")
+    p.add_argument("--format", choices=("json", "markdown"), default="json")
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    return p
+
+
+def attach_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="bastion attach", description="Follow a conversation another process drives.")
+    p.add_argument("id")
+    return p
+
+
+def error_line(message: str) -> None:
+    print(f"bastion: {message}", file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        code = _dispatch(args)
+    except UsageError as exc:
+        error_line(str(exc))
+        code = EXIT_USAGE
+    except KeyboardInterrupt:
+        code = EXIT_INTERRUPTED
+    sys.stdout.flush()
+    return code
+
+
+def _dispatch(args: list[str]) -> int:
+    if args and args[0] in SUBCOMMANDS:
+        from tui import commands
+
+        name, rest = args[0], args[1:]
+        if name == "sessions":
+            return commands.sessions(sessions_parser().parse_args(rest))
+        if name == "export":
+            return commands.export(export_parser().parse_args(rest))
+        return commands.attach(attach_parser().parse_args(rest))
+    opts = main_parser().parse_args(args)
+    if opts.print_mode:
+        from tui import print_mode
+
+        return print_mode.run(opts)
+    if opts.output_format != "text":
+        raise UsageError("--output-format goes with -p/--print")
+    if opts.plain:
+        from tui import plain
+
+        return plain.run(opts)
+    from tui import app
+
+    return app.run(opts)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,189 @@
+"""The read-side subcommands: sessions, export, attach. None of them takes a lease."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from runtime import BastionError, Harness, reduce, view_from_snapshot
+from runtime.ids import parse_uuid
+from runtime.records import Entry, EntryKind
+from runtime.store import Snapshot
+from tui.cli import EXIT_OK, EXIT_USAGE, UsageError, error_line
+
+
+def _id(raw: str) -> str:
+    try:
+        return parse_uuid(raw)
+    except ValueError:
+        raise UsageError(f"{raw!r} is not a session id (list them with `bastion sessions`)") from None
+
+
+def _run(coro: Any) -> int:
+    try:
+        return int(asyncio.run(coro))
+    except BastionError as exc:
+        error_line(str(exc))
+        return EXIT_USAGE
+
+
+def sessions(opts: Any) -> int:
+    return _run(_sessions(opts))
+
+
+async def _sessions(opts: Any) -> int:
+    import os
+
+    harness = await Harness.open()
+    try:
+        if opts.action == "rm":
+            conv_id = _id(opts.id)
+            lease = await harness.store.lease(conv_id)
+            if lease.owner is not None:
+                from runtime.driver import lease_expired
+
+                if not lease_expired(lease, harness.lease_ttl, time.time()):
+                    error_line(f"conversation {conv_id} is being driven by pid {lease.pid}; stop it first")
+                    return EXIT_USAGE
+            await harness.store.delete_conversation(conv_id)
+            print(f"removed {conv_id}", file=sys.stderr)
+            return EXIT_OK
+        if opts.action == "search":
+            found = await harness.store.search_conversations(opts.query)
+        else:
+            found = await harness.list_conversations(None if opts.all else os.getcwd())
+        if opts.json:
+            rows = [
+                {"id": c.id, "title": c.title, "cwd": c.cwd, "created_at": c.created_at,
+                 "updated_at": c.updated_at, "model": c.agent.model}
+                for c in found
+            ]
+            print(json.dumps(rows, ensure_ascii=False))
+        elif not found:
+            print("no conversations here (bastion sessions --all lists every directory)",
+                  file=sys.stderr)
+        else:
+            for c in found:
+                when = time.strftime("%Y-%m-%d %H:%M", time.localtime(c.updated_at))
+                print(f"{c.id}  {when}  {c.title or '(untitled)'}")
+        return EXIT_OK
+    finally:
+        await harness.close()
+
+
+def export(opts: Any) -> int:
+    return _run(_export(opts))
+
+
+def entry_dict(entry: Entry) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": entry.id, "kind": entry.kind, "status": entry.status, "text": entry.text,
+        "run_id": entry.run_id, "position": entry.position, "created_at": entry.created_at,
+    }
+    if entry.kind == EntryKind.ASSISTANT:
+        out["tool_calls"] = entry.data.get("tool_calls", [])
+        if entry.data.get("reasoning"):
+            out["reasoning"] = entry.data["reasoning"]
+    elif entry.kind == EntryKind.TOOL_RESULT:
+        out.update(tool_call_id=entry.data.get("tool_call_id"), name=entry.data.get("name"),
+                   ok=entry.data.get("ok"))
+    return out
+
+
+def export_json(snap: Snapshot) -> dict[str, Any]:
+    conv = snap.conversation
+    return {
+        "conversation": {
+            "id": conv.id, "title": conv.title, "cwd": conv.cwd, "settings": conv.settings,
+            "created_at": conv.created_at, "updated_at": conv.updated_at, "version": conv.version,
+        },
+        "entries": [entry_dict(e) for e in snap.entries],
+        "runs": [
+            {"id": r.id, "state": r.state, "reason": r.reason, "error": r.error, "usage": r.usage,
+             "created_at": r.created_at, "updated_at": r.updated_at}
+            for r in snap.runs
+        ],
+        "tool_calls": [
+            {"id": c.id, "name": c.name, "arguments": c.arguments, "state": c.state,
+             "approval": c.approval, "run_id": c.run_id, "result": c.result}
+            for c in snap.tool_calls
+        ],
+    }
+
+
+def export_markdown(snap: Snapshot) -> str:
+    conv = snap.conversation
+    lines = [f"# {conv.title or 'Conversation'}", "", f"- id: `{conv.id}`", f"- cwd: `{conv.cwd}`",
+             f"- model: `{conv.agent.model}`", ""]
+    for entry in snap.entries:
+        status = "" if entry.status == "complete" else f" ({entry.status})"
+        if entry.kind == EntryKind.USER:
+            lines += [f"## User{status}", "", entry.text, ""]
+        elif entry.kind == EntryKind.ASSISTANT:
+            lines += [f"## Assistant{status}", ""]
+            if entry.text:
+                lines += [entry.text, ""]
+            for call in entry.data.get("tool_calls", []):
+                lines += [f"Tool call `{call['name']}`:", "", "```json", call["arguments"], "```", ""]
+        elif entry.kind == EntryKind.TOOL_RESULT:
+            lines += [f"### Result of `{entry.data.get('name')}`", "", "```", entry.text, "```", ""]
+        else:
+            lines += [f"## {entry.kind.title()}{status}", "", entry.text, ""]
+    return "\n".join(lines)
+
+
+async def _export(opts: Any) -> int:
+    conv_id = _id(opts.id)
+    harness = await Harness.open()
+    try:
+        snap = await harness.store.snapshot(conv_id)
+    finally:
+        await harness.close()
+    if opts.format == "json":
+        text = json.dumps(export_json(snap), ensure_ascii=False, indent=2) + "\n"
+    else:
+        text = export_markdown(snap)
+    if opts.output:
+        Path(opts.output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def attach(opts: Any) -> int:
+    return _run(_attach(_id(opts.id)))
+
+
+async def _attach(conv_id: str, poll: float = 0.2) -> int:
+    """Follow the ledger: print each entry's text as its checkpoints are committed."""
+    harness = await Harness.open()
+    try:
+        view = view_from_snapshot(await harness.store.snapshot(conv_id))
+        shown: dict[str, int] = {}
+        for entry in view.entries:
+            shown[entry.id] = len(entry.text)
+        print(f"attached to {conv_id} at version {view.version} (Ctrl+C to leave)", file=sys.stderr)
+        while True:
+            for event in await harness.store.ledger(conv_id, after=view.version):
+                view = reduce(view, event)
+            if view.resync_required:
+                view = view_from_snapshot(await harness.store.snapshot(conv_id))
+            for entry in view.entries:
+                done = shown.get(entry.id)
+                if done is None:
+                    label = {"user": "> ", "tool_result": "  ⎿ "}.get(entry.kind, "")
+                    sys.stdout.write(f"\n{label}")
+                    done = 0
+                if len(entry.text) > done:
+                    sys.stdout.write(entry.text[done:])
+                    sys.stdout.flush()
+                shown[entry.id] = len(entry.text)
+            await asyncio.sleep(poll)
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        return EXIT_OK
+    finally:
+        await harness.close()

@@ -1,0 +1,197 @@
+"""`bastion -p`: one answer, for scripts. Text, json or stream-json on stdout.
+
+text: the final answer on stdout; progress and diagnostics on stderr only.
+json: one result object. stream-json: one public event per line, then the result.
+Print mode cannot ask for approval: what would ask is refused, the model is
+told why, and a line goes to stderr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+import time
+from typing import Any, TextIO
+
+from runtime import BastionError, Harness, Subscription
+from runtime.context import arguments_preview
+from runtime.events import AttemptReset, Event, ToolCallUpdated, event_to_dict
+from runtime.records import EntryKind, InboxState, Run, RunState
+from tui.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError, error_line
+from tui.session import Session, open_session
+
+STATUS = {
+    RunState.COMPLETED: "completed",
+    RunState.FAILED: "failed",
+    RunState.INTERRUPTED: "interrupted",
+    RunState.CANCELLED: "interrupted",
+}
+EXIT = {"completed": EXIT_OK, "failed": EXIT_FAILED, "interrupted": EXIT_INTERRUPTED}
+
+
+def read_prompt(opts: Any, stdin: TextIO) -> str | None:
+    """The prompt from the argument, else stdin when it is not a terminal; None if neither."""
+    if opts.prompt is not None:
+        return str(opts.prompt)
+    if stdin is not None and not stdin.isatty():
+        return stdin.read()
+    return None
+
+
+def run(opts: Any) -> int:
+    prompt = read_prompt(opts, sys.stdin)
+    if prompt is not None and not prompt.strip():
+        raise UsageError("the prompt is empty: pass it as an argument or on stdin")
+    if prompt is None and not (opts.resume or opts.continue_ or opts.session_id):
+        raise UsageError("-p needs a prompt (argument or stdin), or --resume ID to finish a run")
+    return asyncio.run(_main(opts, prompt))
+
+
+async def _main(opts: Any, prompt: str | None) -> int:
+    started = time.monotonic()
+    try:
+        session = await open_session(opts)
+    except BastionError as exc:
+        error_line(str(exc))
+        return EXIT_USAGE
+    harness, conv = session.harness, session.conversation
+    out = Printer(opts.output_format, sys.stdout, sys.stderr)
+    try:
+        try:
+            driver = await harness.drive(conv.id, interactive=False, on_refusal=out.refused)
+        except BastionError as exc:
+            error_line(str(exc))
+            return EXIT_USAGE
+        sub = harness.subscribe(conv.id)
+        pump = asyncio.create_task(out.pump(sub))
+        interrupted = _install_interrupt(harness, conv.id)
+        try:
+            run = await _work(harness, session, prompt, driver)
+        finally:
+            sub.close()
+            await pump
+        if run is None:
+            error_line(f"conversation {conv.id} has nothing to finish and no answer yet")
+            return EXIT_USAGE
+        result = await _result(harness, conv.id, run, started)
+        if interrupted.is_set() and result["status"] != "completed":
+            result["status"] = "interrupted"
+        out.result(result)
+        return EXIT[result["status"]]
+    except BastionError as exc:
+        error_line(str(exc))
+        return EXIT_FAILED
+    finally:
+        await harness.close()
+
+
+async def _work(harness: Harness, session: Session, prompt: str | None, driver: Any) -> Run | None:
+    conv_id = session.conversation.id
+    if prompt is not None:
+        item = await harness.submit(conv_id, prompt)
+        return await harness.wait(item.id, conv_id)
+    snap = await harness.store.snapshot(conv_id)
+    unfinished = any(not r.terminal for r in snap.runs) or any(
+        i.state == InboxState.QUEUED for i in snap.inbox
+    )
+    if unfinished:
+        while True:
+            await asyncio.wait_for(driver.idle.wait(), timeout=None)
+            if driver.failure is not None:
+                raise driver.failure
+            snap = await harness.store.snapshot(conv_id)
+            if all(r.terminal for r in snap.runs):
+                break
+            driver.idle.clear()
+    return snap.runs[-1] if snap.runs else None
+
+
+def _install_interrupt(harness: Harness, conversation_id: str) -> asyncio.Event:
+    """First SIGINT/SIGTERM interrupts the run (committed as interrupted); a second exits."""
+    flag = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def on_signal() -> None:
+        if flag.is_set():
+            raise SystemExit(EXIT_INTERRUPTED)
+        flag.set()
+        print("bastion: interrupting (again to quit at once)", file=sys.stderr)
+        loop.create_task(harness.interrupt(conversation_id))
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, on_signal)
+        except (NotImplementedError, RuntimeError):
+            pass
+    return flag
+
+
+async def _result(harness: Harness, conversation_id: str, run: Run, started: float) -> dict[str, Any]:
+    snap = await harness.store.snapshot(conversation_id)
+    answer = ""
+    for entry in snap.entries:
+        if entry.run_id == run.id and entry.kind == EntryKind.ASSISTANT and entry.text:
+            answer = entry.text
+    if run.result_entry_id:
+        answer = next((e.text for e in snap.entries if e.id == run.result_entry_id), answer)
+    status = STATUS.get(RunState(run.state), "failed")
+    usage = run.usage or {}
+    return {
+        "type": "result",
+        "session_id": conversation_id,
+        "run_id": run.id,
+        "status": status,
+        "result": answer,
+        "usage": {
+            "input_tokens": int(usage.get("input_tokens", 0)),
+            "output_tokens": int(usage.get("output_tokens", 0)),
+            "cached_input_tokens": int(usage.get("cached_input_tokens", 0)),
+            "cost": usage.get("cost"),
+        },
+        "error": None if status == "completed" else (
+            run.error or {"code": status, "message": run.reason or status}
+        ),
+        "model": snap.conversation.agent.model,
+        "duration_ms": int((time.monotonic() - started) * 1000),
+    }
+
+
+class Printer:
+    """Writes print mode's output in one of the three formats."""
+
+    def __init__(self, fmt: str, stdout: TextIO, stderr: TextIO) -> None:
+        self.fmt = fmt
+        self.stdout = stdout
+        self.stderr = stderr
+
+    def refused(self, tool: str, text: str) -> None:
+        first = text.splitlines()[0] if text else ""
+        print(f"bastion: refused {tool}: {first}", file=self.stderr)
+
+    async def pump(self, sub: Subscription) -> None:
+        async for event in sub:
+            self.event(event)
+
+    def event(self, event: Event) -> None:
+        if self.fmt == "stream-json":
+            self.stdout.write(json.dumps(event_to_dict(event), ensure_ascii=False) + "\n")
+            return
+        if isinstance(event, ToolCallUpdated) and event.tool_call.state == "running":
+            call = event.tool_call
+            print(f"· {call.name} {arguments_preview(call.arguments)}", file=self.stderr)
+        elif isinstance(event, AttemptReset):
+            print(f"bastion: retrying the model request ({event.reason})", file=self.stderr)
+
+    def result(self, result: dict[str, Any]) -> None:
+        if self.fmt == "text":
+            if result["status"] == "completed":
+                text = result["result"]
+                self.stdout.write(text if text.endswith("\n") else text + "\n")
+            else:
+                error = result["error"] or {}
+                error_line(f"run {result['status']}: {error.get('message', result['status'])}")
+        else:
+            self.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
+        self.stdout.flush()

@@ -1,0 +1,107 @@
+"""Opening a session the way every front end does: config, model, store, conversation."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runtime import Harness
+from runtime.config import Config, load_config, model_resolver
+from runtime.errors import BastionError, UnknownConversation
+from runtime.ids import parse_uuid
+from runtime.records import Conversation
+from runtime.toolbox import Toolbox
+
+
+class SessionUsageError(BastionError):
+    code = "usage"
+
+
+@dataclass(slots=True)
+class Session:
+    harness: Harness
+    conversation: Conversation
+    config: Config
+    created: bool
+
+
+def toolbox_factory(home: Path) -> Any:
+    def make(conversation: Conversation) -> Toolbox | None:
+        from runtime.toolbox import WorkspaceToolbox
+
+        return WorkspaceToolbox(conversation.cwd, home / "artifacts" / conversation.id)
+
+    return make
+
+
+def _session_id(opts: Any) -> str | None:
+    raw = opts.session_id or opts.resume
+    if raw is None:
+        return None
+    try:
+        return parse_uuid(raw)
+    except ValueError:
+        flag = "--session-id" if opts.session_id else "--resume"
+        raise SessionUsageError(
+            f"{flag} {raw!r} is not a session id",
+            hint="ids look like 0192f7a4-6c1e-7d2a-9b3e-5f6a7b8c9d0e; list them with `bastion sessions`",
+        ) from None
+
+
+async def open_session(opts: Any, cwd: str | None = None) -> Session:
+    """Resolve config and model, open the store, find or create the conversation.
+
+    Nothing is written before the model resolves and the conversation is found,
+    so bad input leaves the store as it was.
+    """
+    cwd = cwd or os.getcwd()
+    config = load_config(cwd)
+    session_id = _session_id(opts)
+    resolver = model_resolver(config)
+    harness = await Harness.open(resolve_model=resolver, toolbox_factory=None)
+    harness._toolbox_factory = toolbox_factory(harness.home)
+    try:
+        conversation, created = await _find_conversation(harness, opts, cwd, session_id)
+        stored = conversation.agent
+        model = opts.model or stored.model or config.model
+        approval = opts.approval_mode or stored.approval_mode or config.approval_mode.value
+        harness.resolve_model(model)  # ConfigError now, before anything is written
+        settings: dict[str, Any] = {"model": model, "approval_mode": approval}
+        if config.instructions and not stored.instructions:
+            settings["instructions"] = config.instructions
+        if created:
+            conversation = await harness.create_conversation(
+                cwd, settings=settings, conversation_id=session_id
+            )
+        elif any(conversation.settings.get(k) != v for k, v in settings.items()):
+            conversation = await harness.update_settings(conversation.id, **settings)
+        return Session(harness, conversation, config, created)
+    except BaseException:
+        await harness.close()
+        raise
+
+
+async def _find_conversation(
+    harness: Harness, opts: Any, cwd: str, session_id: str | None
+) -> tuple[Conversation, bool]:
+    placeholder = Conversation("", "", cwd, {}, 0.0, 0.0)
+    if getattr(opts, "continue_", False):
+        found = await harness.list_conversations(cwd)
+        if not found:
+            raise SessionUsageError(
+                "no conversation in this directory to continue",
+                hint="start one with `bastion -p PROMPT` or pick one from `bastion sessions --all`",
+            )
+        return found[0], False
+    if session_id is None:
+        return placeholder, True
+    try:
+        return await harness.get_conversation(session_id), False
+    except UnknownConversation:
+        if opts.resume:
+            raise UnknownConversation(
+                f"no conversation {session_id}", hint="list them with `bastion sessions --all`"
+            ) from None
+        return placeholder, True
