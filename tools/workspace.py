@@ -324,12 +324,9 @@ def classify(exc: OSError, dir_fd: int, name: str, shown: str, *, want_dir: bool
 
 def check_case(dir_fd: int, name: str, st: os.stat_result, shown: str) -> None:
     """On a case-insensitive volume, refuse a name spelled differently from disk."""
-    alt = name.swapcase()
+    alt = name.lower() if name.lower() != name else name.upper()
     if alt == name:
-        folded = name.casefold()
-        if folded == name:
-            return
-        alt = folded
+        return
     try:
         other = os.stat(alt, dir_fd=dir_fd, follow_symlinks=False)
     except OSError:
