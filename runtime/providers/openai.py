@@ -392,7 +392,7 @@ class _ChatStream:
 
 _SEPARATOR = b"\n\ndata: "
 _UNIFORM_MIN = 8  # below this many events a batch is parsed event by event
-_DELTA_KEY = re.compile(rb'"delta":\{"(?:content|reasoning_content|reasoning)":')
+_DELTA_KEY = re.compile(rb'"delta":\s*\{\s*"(?:content|reasoning_content|reasoning)":\s*')
 _JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
 
 

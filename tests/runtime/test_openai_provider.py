@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import email.utils
 import json
+import random
 import socket
 import time
 from collections.abc import AsyncIterator, Callable
@@ -708,3 +709,73 @@ def test_is_loopback_url() -> None:
     assert is_loopback_url("http://[::1]:8080")
     assert not is_loopback_url("https://api.openai.com/v1")
     assert not is_loopback_url("http://10.0.0.1/v1")
+
+
+# --- randomized: coalescing and the batch fast paths never change the meaning --------------
+
+ALPHABET = ["a", "b", " ", '"', "\\", "\n", "\r", "\u2028", "\u2029", "\x85", "é", "☕", "}", ","]
+
+
+def random_stream(rng: random.Random) -> tuple[bytes, str, str, dict[int, str]]:
+    """Runs of text, reasoning and tool-call deltas in one envelope, as a server sends them."""
+    envelope = {"id": "chatcmpl-r", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    objects: list[dict[str, Any]] = [{**envelope, **delta(role="assistant", content="")}]
+    text, reasoning, args = "", "", {}
+    for _ in range(rng.randrange(1, 30)):
+        kind = rng.random()
+        for _ in range(rng.randrange(1, 60)):
+            piece = "".join(rng.choice(ALPHABET) for _ in range(rng.randrange(0, 6)))
+            if kind < 0.6:
+                objects.append({**envelope, **delta(content=piece)})
+                text += piece
+            elif kind < 0.85:
+                objects.append({**envelope, **delta(reasoning_content=piece)})
+                reasoning += piece
+            else:
+                index = rng.randrange(0, 3)
+                call: dict[str, Any] = {"index": index, "function": {"arguments": piece}}
+                if index not in args:
+                    call.update(id=f"call_{index}", type="function")
+                    call["function"]["name"] = f"tool_{index}"
+                objects.append({**envelope, **delta(tool_calls=[call])})
+                args[index] = args.get(index, "") + piece
+    objects.append({**envelope, **delta("stop")})
+    objects.append(
+        {**envelope, "choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 2}}
+    )
+    ascii_only = rng.random() < 0.5
+    separators = rng.choice([(",", ":"), (", ", ": ")])
+    events = [
+        f"data: {json.dumps(o, ensure_ascii=ascii_only, separators=separators)}\n\n"
+        for o in objects
+    ]
+    return "".join([*events, "data: [DONE]\n\n"]).encode(), text, reasoning, args
+
+
+@pytest.mark.parametrize("seed", range(40))
+async def test_random_streams_at_random_read_sizes(seed: int) -> None:
+    rng = random.Random(seed)
+    body, text, reasoning, args = random_stream(rng)
+    sizes = [rng.choice([1, 7, 64, 500, 4096, 65536]) for _ in range(len(body))]
+
+    async def pieces() -> AsyncIterator[bytes]:
+        at = 0
+        for size in sizes:
+            if at >= len(body):
+                break
+            yield body[at : at + size]
+            at += size
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=pieces())
+
+    provider = OpenAIChatProvider(
+        "r", "http://r.invalid/v1", transport=httpx.MockTransport(handler)
+    )
+    items = await run_mock(provider)
+    assert text_of(items) == text
+    assert reasoning_of(items) == reasoning
+    calls = assemble_tool_calls(items)
+    assert {i: c.arguments for i, c in calls.items()} == args
+    assert all(calls[i].name == f"tool_{i}" and calls[i].id == f"call_{i}" for i in calls)
+    assert items[-2:] == [UsageReport(Usage(1, 2)), StreamEnd("stop")]
