@@ -55,6 +55,8 @@ def main_parser() -> argparse.ArgumentParser:
     session.add_argument("-c", "--continue", dest="continue_", action="store_true",
                          help="continue the latest conversation in this directory")
     session.add_argument("-r", "--resume", metavar="ID", help="resume conversation ID")
+    p.add_argument("--request-key", metavar="KEY",
+                   help="admit this prompt once: rerunning with the same KEY returns the same run")
     p.add_argument("--plain", action="store_true", help="line mode instead of the full-screen app")
     p.add_argument("--version", action="version", version=f"bastion {_version()}")
     return p

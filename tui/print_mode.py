@@ -42,9 +42,12 @@ def read_prompt(opts: Any, stdin: TextIO) -> str | None:
 
 def run(opts: Any) -> int:
     prompt = read_prompt(opts, sys.stdin)
+    resuming = bool(opts.resume or opts.continue_ or opts.session_id)
+    if opts.prompt is None and resuming and prompt is not None and not prompt.strip():
+        prompt = None  # an empty stdin while resuming means "finish what is there"
     if prompt is not None and not prompt.strip():
         raise UsageError("the prompt is empty: pass it as an argument or on stdin")
-    if prompt is None and not (opts.resume or opts.continue_ or opts.session_id):
+    if prompt is None and not resuming:
         raise UsageError("-p needs a prompt (argument or stdin), or --resume ID to finish a run")
     return asyncio.run(_main(opts, prompt))
 
@@ -68,7 +71,7 @@ async def _main(opts: Any, prompt: str | None) -> int:
         pump = asyncio.create_task(out.pump(sub))
         interrupted = _install_interrupt(harness, conv.id)
         try:
-            run = await _work(harness, session, prompt, driver)
+            run = await _work(harness, session, prompt, driver, opts)
         finally:
             sub.close()
             await pump
@@ -87,10 +90,12 @@ async def _main(opts: Any, prompt: str | None) -> int:
         await harness.close()
 
 
-async def _work(harness: Harness, session: Session, prompt: str | None, driver: Any) -> Run | None:
+async def _work(
+    harness: Harness, session: Session, prompt: str | None, driver: Any, opts: Any
+) -> Run | None:
     conv_id = session.conversation.id
     if prompt is not None:
-        item = await harness.submit(conv_id, prompt)
+        item = await harness.submit(conv_id, prompt, request_key=opts.request_key)
         return await harness.wait(item.id, conv_id)
     snap = await harness.store.snapshot(conv_id)
     unfinished = any(not r.terminal for r in snap.runs) or any(

@@ -11,6 +11,7 @@ from runtime import Harness
 from runtime.config import Config, load_config, model_resolver
 from runtime.errors import BastionError, UnknownConversation
 from runtime.ids import parse_uuid
+from runtime.loop import LoopSettings
 from runtime.records import Conversation
 from runtime.toolbox import Toolbox
 
@@ -34,6 +35,22 @@ def toolbox_factory(home: Path) -> Any:
         return WorkspaceToolbox(conversation.cwd, home / "artifacts" / conversation.id)
 
     return make
+
+
+def loop_settings(env: Any) -> LoopSettings:
+    """Loop settings from the environment: BASTION_MAX_RETRIES (default 4)."""
+    raw = env.get("BASTION_MAX_RETRIES")
+    if raw is None:
+        return LoopSettings()
+    try:
+        retries = int(raw)
+        if not 0 <= retries <= 20:
+            raise ValueError
+    except ValueError:
+        raise SessionUsageError(
+            f"BASTION_MAX_RETRIES={raw!r} is not a whole number from 0 to 20"
+        ) from None
+    return LoopSettings(max_retries=retries)
 
 
 def _session_id(opts: Any) -> str | None:
@@ -60,7 +77,8 @@ async def open_session(opts: Any, cwd: str | None = None) -> Session:
     config = load_config(cwd)
     session_id = _session_id(opts)
     resolver = model_resolver(config)
-    harness = await Harness.open(resolve_model=resolver, toolbox_factory=None)
+    harness = await Harness.open(resolve_model=resolver, toolbox_factory=None,
+                                 loop_settings=loop_settings(os.environ))
     harness._toolbox_factory = toolbox_factory(harness.home)
     try:
         conversation, created = await _find_conversation(harness, opts, cwd, session_id)

@@ -192,7 +192,8 @@ def transport_error(
     provider: str, url: str, exc: httpx.RequestError, *, redact: Redactor
 ) -> ProviderError:
     """The ProviderError for a failure below HTTP: connect, timeout, dropped connection."""
-    host = httpx.URL(url).host or url
+    parsed = httpx.URL(url)
+    host = (parsed.netloc.decode("ascii", "replace") if parsed.host else "") or url
     detail = redact(str(exc).strip())
     suffix = f" ({_clip(detail)})" if detail else ""
     if isinstance(exc, httpx.ConnectTimeout):
