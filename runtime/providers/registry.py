@@ -8,7 +8,8 @@ Built-in prefixes:
     ollama/NAME      Ollama's OpenAI-compatible API at OLLAMA_HOST (default
                      http://127.0.0.1:11434, "/v1" appended), no key
     anthropic/NAME   Anthropic Messages: ANTHROPIC_BASE_URL (default
-                     https://api.anthropic.com), key ANTHROPIC_API_KEY
+                     https://api.anthropic.com), key ANTHROPIC_API_KEY (not
+                     needed on a loopback address)
     openai-responses/NAME   not available in this build yet
 
 Any other NAME is a `[providers.NAME]` table of config.toml with a `base_url`:
@@ -37,7 +38,7 @@ from runtime.providers.openai import OpenAIChatProvider
 __all__ = ["BUILTIN_PREFIXES", "ProviderSettings", "is_loopback_url", "resolve_model"]
 
 BUILTIN_PREFIXES = ("openai", "anthropic", "openai-responses", "ollama")
-_AVAILABLE = "openai/ or ollama/"
+_AVAILABLE = "openai/, anthropic/ or ollama/"
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,10 +130,20 @@ def _ollama_base(host: str) -> str:
 
 
 def _anthropic(name: str, settings: ProviderSettings, env: Mapping[str, str]) -> Provider:
-    raise ConfigError(
-        "anthropic/ models are not available in this build",
-        hint=f"use an OpenAI-compatible provider: {_AVAILABLE}",
-    )
+    from runtime.providers.anthropic import AnthropicProvider
+
+    raw = env.get("ANTHROPIC_BASE_URL") or settings.base_url or "https://api.anthropic.com"
+    base_url = _check_url(raw, "ANTHROPIC_BASE_URL")
+    if base_url.endswith("/v1"):  # the API paths start with /v1 already
+        base_url = base_url[: -len("/v1")]
+    key_env = settings.api_key_env or "ANTHROPIC_API_KEY"
+    key = env.get(key_env) or None
+    if key is None and not is_loopback_url(base_url):
+        raise ConfigError(
+            f"{key_env} is not set",
+            hint=f"export {key_env}=... or pick another --model",
+        )
+    return AnthropicProvider(name, base_url, api_key=key, headers=_headers(settings))
 
 
 def _responses(name: str, settings: ProviderSettings, env: Mapping[str, str]) -> Provider:

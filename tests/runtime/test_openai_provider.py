@@ -666,12 +666,7 @@ async def test_environment_base_url_wins_over_config() -> None:
         ("openai/", {}, {}, "PROVIDER/NAME"),
         ("/gpt", {}, {}, "PROVIDER/NAME"),
         ("mistral/large", {}, {}, "unknown provider 'mistral'"),
-        (
-            "anthropic/claude-sonnet-4",
-            {"ANTHROPIC_API_KEY": KEY},
-            {},
-            "not available in this build",
-        ),
+        ("anthropic/claude-sonnet-4", {}, {}, "ANTHROPIC_API_KEY is not set"),
         ("openai-responses/gpt-5", {"OPENAI_API_KEY": KEY}, {}, "not available in this build yet"),
         ("openai/x", {"OPENAI_BASE_URL": "not a url", "OPENAI_API_KEY": KEY}, {}, "not a valid"),
         ("openai/x", {"OPENAI_BASE_URL": "ftp://h/v1", "OPENAI_API_KEY": KEY}, {}, "not a valid"),
@@ -697,9 +692,20 @@ def test_errors_name_the_known_prefixes() -> None:
         assert prefix in text
 
 
-def test_anthropic_placeholder_names_what_works() -> None:
+async def test_anthropic_resolves() -> None:
+    provider, model = await resolved("anthropic/claude-sonnet-4", {"ANTHROPIC_API_KEY": KEY})
+    assert (provider.name, provider.base_url, model) == (
+        "anthropic",
+        "https://api.anthropic.com",
+        "claude-sonnet-4",
+    )
+    provider, _ = await resolved("anthropic/c", {"ANTHROPIC_BASE_URL": "http://127.0.0.1:9/v1"})
+    assert provider.base_url == "http://127.0.0.1:9"
+
+
+def test_responses_placeholder_names_what_works() -> None:
     with pytest.raises(ConfigError) as caught:
-        resolve_model("anthropic/claude", env={"ANTHROPIC_API_KEY": KEY})
+        resolve_model("openai-responses/gpt-5", env={"OPENAI_API_KEY": KEY})
     assert "openai/" in str(caught.value) and "ollama/" in str(caught.value)
 
 
