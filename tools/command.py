@@ -231,6 +231,23 @@ async def supervise(proc: asyncio.subprocess.Process, sink: Sink, timeout_s: flo
     return timed_out
 
 
+async def exited(proc: asyncio.subprocess.Process, timeout_s: float) -> bool:
+    """Wait until the direct child has exited. Polls ``returncode``: on 3.11,
+    ``Process.wait()`` also waits for the pipes, which a background grandchild can
+    hold open for ever."""
+    import asyncio
+
+    deadline = time.monotonic() + timeout_s
+    delay = 0.002
+    while proc.returncode is None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        await asyncio.sleep(min(delay, left))
+        delay = min(delay * 2, 0.05)
+    return True
+
+
 async def reap(proc: asyncio.subprocess.Process) -> None:
     import asyncio
 

@@ -176,13 +176,8 @@ class Matcher:
         return cached
 
     def prune(self, parts: tuple[str, ...]) -> bool:
-        """True when no file below this directory can match."""
-        state = self.state_for(parts)
-        return not any(
-            i < len(self.programs[p]) - 1
-            or (i < len(self.programs[p]) and self.programs[p][i] == STAR)
-            for p, i in state
-        )
+        """True when no file in or below this directory can match."""
+        return not any(i < len(self.programs[p]) for p, i in self.state_for(parts))
 
     def file_matches(self, state: State, name: str) -> bool:
         for p, i in state:

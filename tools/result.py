@@ -89,12 +89,20 @@ class ToolResult:
             tuple(ImageBlock.from_dict(i) for i in data.get("images") or ()),
         )
 
+    def _body(self) -> str:
+        if not self.data:
+            return ""
+        formatter = _FORMATTERS.get(self.tool)
+        if formatter is not None:
+            try:
+                return formatter(self.data)
+            except (KeyError, TypeError, ValueError):  # partial data beside a refusal
+                return ""
+        return json.dumps(self.data, ensure_ascii=False, indent=1)
+
     def model_text(self) -> str:
         """The compact text the model sees."""
-        formatter = _FORMATTERS.get(self.tool)
-        body = ""
-        if self.data:
-            body = formatter(self.data) if formatter else json.dumps(self.data, indent=1)
+        body = self._body()
         if self.refusal is None:
             return body
         return f"{self.refusal.text()}\n{body}".rstrip() if body else self.refusal.text()

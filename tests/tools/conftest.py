@@ -49,12 +49,12 @@ def call(ctx: ToolContext) -> Call:
     async def _call(
         name: str,
         *,
-        context: ToolContext | None = None,
+        tool_ctx: ToolContext | None = None,
         authorize: Callable[[str, Access], bool] | None = None,
         limits: Limits | None = None,
         **args: Any,
     ) -> ToolResult:
-        use = context or ctx
+        use = tool_ctx or ctx
         if authorize is not None or limits is not None:
             use = ToolContext(
                 use.workspace,

@@ -347,9 +347,9 @@ async def test_case_variant_refused_on_real_insensitive_mount(tmp_path, call):
             ctx = ToolContext(
                 ws, artifacts_dir=tmp_path, authorize_path=lambda p, a: not p.startswith("secrets")
             )
-            result = await call("read_file", context=ctx, path="SECRETS/k.txt")
+            result = await call("read_file", tool_ctx=ctx, path="SECRETS/k.txt")
             assert code(result) == "FORBIDDEN"
-            result = await call("read_file", context=ctx, path="secrets/k.txt")
+            result = await call("read_file", tool_ctx=ctx, path="secrets/k.txt")
             assert code(result) == "FORBIDDEN"
     finally:
         subprocess.run(["umount", str(mount)], capture_output=True, timeout=30)

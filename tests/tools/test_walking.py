@@ -1,0 +1,203 @@
+"""list_directory, glob and search_files: ordering, pruning, filters and coverage."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+from tools import Limits
+
+from .conftest import code
+
+
+def touch(root: pathlib.Path, rel: str, text: str = "", mtime: int | None = None) -> None:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    if mtime is not None:
+        os.utime(path, (mtime, mtime))
+
+
+async def test_list_marks_excluded_and_ignored(call, root):
+    touch(root, "src/a.py", "x")
+    touch(root, "node_modules/m/index.js")
+    touch(root, ".git/HEAD")
+    touch(root, "build/out.o")
+    touch(root, "notes.log")
+    touch(root, ".gitignore", "build/\n*.log\n")
+    result = await call("list_directory")
+    entries = {e["name"]: e for e in result.data["entries"]}
+    assert entries["node_modules"]["excluded"] and entries[".git"]["excluded"]
+    assert entries["build"]["excluded"] and entries["notes.log"]["excluded"]
+    assert "excluded" not in entries["src"] and entries["src"]["type"] == "dir"
+    assert entries[".gitignore"]["size"] == len("build/\n*.log\n")
+    assert [e["type"] for e in result.data["entries"]][:4] == ["dir"] * 4
+    assert result.data["coverage"] == {"complete": True, "reasons": []}
+    assert "(excluded)" in result.model_text() or "excluded" in result.model_text()
+
+
+async def test_list_bounded_by_entries(call, root):
+    for i in range(30):
+        touch(root, f"f{i:02}.txt")
+    result = await call("list_directory", limits=Limits(max_entries=10))
+    assert len(result.data["entries"]) == 10
+    assert not result.data["coverage"]["complete"]
+    assert code(await call("list_directory", path="f00.txt")) == "INVALID_ARGUMENT"
+    assert code(await call("list_directory", path="nope")) == "NOT_FOUND"
+
+
+async def test_glob_semantics_and_newest_first(call, root):
+    touch(root, "a.py", mtime=1000)
+    touch(root, "src/b.py", mtime=3000)
+    touch(root, "src/deep/c.py", mtime=2000)
+    touch(root, "src/deep/c.txt", mtime=4000)
+    all_py = await call("glob", pattern="**/*.py")
+    assert all_py.data["files"] == ["src/b.py", "src/deep/c.py", "a.py"]
+    top = await call("glob", pattern="*.py")
+    assert top.data["files"] == ["a.py"]
+    one_level = await call("glob", pattern="src/*.py")
+    assert one_level.data["files"] == ["src/b.py"]
+    braces = await call("glob", pattern="src/**/*.{py,txt}")
+    assert braces.data["files"] == ["src/deep/c.txt", "src/b.py", "src/deep/c.py"]
+    under = await call("glob", pattern="*.py", path="src/deep")
+    assert under.data["files"] == ["src/deep/c.py"]
+    cls = await call("glob", pattern="src/deep/c.[pt]?")
+    assert cls.data["files"] == ["src/deep/c.py"]
+
+
+async def test_glob_prunes_before_opening(call, root, monkeypatch):
+    import tools.walk as walk
+
+    touch(root, "src/app/x.py")
+    touch(root, "docs/guide/x.md")
+    touch(root, "other/deep/deeper/x.py")
+    opened: list[str] = []
+    real_open = os.open
+
+    def spy(path, flags, mode=0o777, *, dir_fd=None):
+        opened.append(path if isinstance(path, str) else repr(path))
+        return real_open(path, flags, mode, dir_fd=dir_fd)
+
+    monkeypatch.setattr(walk.os, "open", spy)
+    result = await call("glob", pattern="src/**/*.py")
+    assert result.data["files"] == ["src/app/x.py"]
+    assert "docs" not in opened and "other" not in opened and "guide" not in opened
+
+
+async def test_glob_skips_excluded_unless_named(call, root):
+    touch(root, "node_modules/pkg/index.js")
+    touch(root, "lib/index.js")
+    touch(root, "gen/out.js")
+    touch(root, ".gitignore", "gen/\n")
+    result = await call("glob", pattern="**/*.js")
+    assert result.data["files"] == ["lib/index.js"]
+    assert sorted(result.data["skipped_directories"]) == ["gen", "node_modules"]
+    assert result.data["coverage"]["complete"]
+    named = await call("glob", pattern="node_modules/**/*.js")
+    assert named.data["files"] == ["node_modules/pkg/index.js"]
+
+
+async def test_glob_results_bounded(call, root):
+    for i in range(20):
+        touch(root, f"f{i}.txt")
+    result = await call("glob", pattern="*.txt", limits=Limits(max_results=5))
+    assert len(result.data["files"]) == 5 and result.data["total_matches"] == 20
+    assert not result.data["coverage"]["complete"]
+
+
+async def test_glob_bad_patterns(call):
+    for pattern in ("", "/etc/*", "../*", "a\\b"):
+        assert code(await call("glob", pattern=pattern)) == "INVALID_ARGUMENT", pattern
+
+
+async def test_search_regex_context_and_format(call, root):
+    touch(root, "a.py", "one\ntwo\nraise ValueError('x')\nthree\nfour\n")
+    touch(root, "b.txt", "KeyError here\n")
+    result = await call("search_files", pattern=r"\w+Error\b", context=1)
+    matches = result.data["matches"]
+    assert [(m["path"], m["line"]) for m in matches] == [("a.py", 3), ("b.txt", 1)]
+    assert matches[0]["before"] == [[2, "two"]] and matches[0]["after"] == [[4, "three"]]
+    text = result.model_text()
+    assert "a.py-2-two" in text and "a.py:3:raise ValueError('x')" in text
+    assert result.data["coverage"]["complete"]
+
+
+async def test_search_literal_include_and_single_file(call, root):
+    touch(root, "src/a.py", "x = a.b(c)\n")
+    touch(root, "src/a.js", "x = a.b(c)\n")
+    touch(root, "test/t.py", "a.b(c)\n")
+    literal = await call("search_files", pattern="a.b(c)", literal=True, include="*.py")
+    assert sorted(m["path"] for m in literal.data["matches"]) == ["src/a.py", "test/t.py"]
+    scoped = await call("search_files", pattern="a.b(c)", literal=True, include="src/*.py")
+    assert [m["path"] for m in scoped.data["matches"]] == ["src/a.py"]
+    one = await call("search_files", pattern=r"a\.b", path="src/a.js")
+    assert [m["path"] for m in one.data["matches"]] == ["src/a.js"]
+    regex_not_literal = await call("search_files", pattern="a.b(c)")
+    assert regex_not_literal.data["matches"] == []
+
+
+async def test_search_max_results_and_coverage(call, root):
+    for i in range(10):
+        touch(root, f"d{i}/f.txt", "hit\n" * 5)
+    result = await call("search_files", pattern="hit", max_results=7)
+    assert len(result.data["matches"]) == 7
+    assert not result.data["coverage"]["complete"]
+    assert any("max_results" in r for r in result.data["coverage"]["reasons"])
+    empty_partial = await call("search_files", pattern="absent", limits=Limits(max_files=3))
+    assert empty_partial.data["matches"] == []
+    assert not empty_partial.data["coverage"]["complete"]
+    assert "PARTIAL" in empty_partial.model_text()
+
+
+async def test_search_output_budget(call, root):
+    touch(root, "f.txt", ("y" * 200 + "\n") * 200)
+    result = await call(
+        "search_files", pattern="y", max_results=1000, limits=Limits(max_output_bytes=2000)
+    )
+    assert 0 < len(result.data["matches"]) < 20
+    assert any("output limit" in r for r in result.data["coverage"]["reasons"])
+
+
+async def test_search_skips_binary_and_excluded(call, root):
+    (root / "img.bin").write_bytes(b"\x00\x01needle")
+    touch(root, "node_modules/x.js", "needle\n")
+    touch(root, "ok.txt", "needle\n")
+    result = await call("search_files", pattern="needle")
+    assert [m["path"] for m in result.data["matches"]] == ["ok.txt"]
+    assert result.data["skipped"]["binary_files"] == 1
+    assert result.data["skipped_directories"] == ["node_modules"]
+    inside = await call("search_files", pattern="needle", path="node_modules")
+    assert [m["path"] for m in inside.data["matches"]] == ["node_modules/x.js"]
+
+
+async def test_search_anchors_are_per_line(call, root):
+    touch(root, "f.py", "x = 1\ndef go():\n    def inner(): pass\n")
+    result = await call("search_files", pattern=r"^def \w+")
+    assert [m["line"] for m in result.data["matches"]] == [2]
+    tail = await call("search_files", pattern=r"pass$")
+    assert [m["line"] for m in tail.data["matches"]] == [3]
+    crossing = await call("search_files", pattern=r"1\s+def")
+    assert crossing.data["matches"] == []
+
+
+async def test_search_invalid_regex(call):
+    result = await call("search_files", pattern="(unclosed")
+    assert code(result) == "INVALID_ARGUMENT" and "literal" in result.refusal.hint
+
+
+def test_required_literal_extraction():
+    from tools.regex import required_literal
+
+    cases = {
+        r"\w+Error\b": b"Error",
+        "[A-Za-z]{30}": None,
+        "foo|bar": None,
+        "(?i)hello": None,
+        r"foo\.bar": b"foo.bar",
+        "colou?r": b"colo",
+        r"def \w+\(self": b"(self",
+        "ab{0,3}c": None,
+    }
+    for pattern, literal in cases.items():
+        assert required_literal(pattern, literal=False) == literal, pattern
+    assert required_literal("a|b", literal=True) == b"a|b"
