@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from importlib.metadata import PackageNotFoundError, version
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 SUBCOMMANDS = ("sessions", "export", "attach")
@@ -29,11 +28,21 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
-def _version() -> str:
-    try:
-        return version("bastion")
-    except PackageNotFoundError:
-        return "0+unknown"
+class _Version(argparse.Action):
+    """--version, reading package metadata only when asked (it costs ~60 ms to import)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            number = version("bastion")
+        except PackageNotFoundError:
+            number = "0+unknown"
+        print(f"bastion {number}")
+        parser.exit()
 
 
 def main_parser() -> argparse.ArgumentParser:
@@ -58,7 +67,7 @@ def main_parser() -> argparse.ArgumentParser:
     p.add_argument("--request-key", metavar="KEY",
                    help="admit this prompt once: rerunning with the same KEY returns the same run")
     p.add_argument("--plain", action="store_true", help="line mode instead of the full-screen app")
-    p.add_argument("--version", action="version", version=f"bastion {_version()}")
+    p.add_argument("--version", action=_Version)
     return p
 
 

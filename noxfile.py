@@ -1,0 +1,49 @@
+"""Developer sessions: tests, lint, typecheck, snapshots, bench.
+
+    nox -s tests        the whole suite (what .ci/run runs, in a nox venv)
+    nox -s lint         ruff check + ruff format --check
+    nox -s typecheck    mypy strict on runtime/ and tools/
+    nox -s snapshots    the TUI snapshot tests (pass --snapshot-update after -- to regenerate)
+    nox -s bench        benchmarks, printed as ratios against references run alongside
+"""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.default_venv_backend = "venv"
+nox.options.reuse_existing_virtualenvs = True
+nox.options.sessions = ["lint", "typecheck", "tests"]
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    session.install("-e", ".[test]")
+    session.run("python", "-m", "pytest", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    session.install("ruff>=0.6")
+    session.run("ruff", "check", "runtime", "tools", "tui", "themes", "tests", "noxfile.py")
+    session.run("ruff", "format", "--check", "runtime", "tools", "tui", "themes", "tests")
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    session.install("-e", ".", "mypy>=1.10")
+    session.run("mypy")
+
+
+@nox.session
+def snapshots(session: nox.Session) -> None:
+    session.install("-e", ".[test]")
+    session.run("python", "-m", "pytest", "tests/tui", "-k", "snapshot", *session.posargs)
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Whole-process ratios: bastion -p vs bare httpx; tools vs rg/grep and fd/find."""
+    session.install("-e", ".")
+    session.run("python", "tests/bench/bench_stream.py", *session.posargs)
+    session.run("python", "tests/bench/bench_tools.py")
