@@ -1,0 +1,91 @@
+"""Fixtures for the app's tests: a driven harness over a scripted provider, pinned screens."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime import Harness
+from runtime.providers.base import ModelRequest, StreamItem, TextChunk
+from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
+from tests.runtime.helpers import RecordingToolbox, open_harness
+from tui.app import BastionApp
+
+SIZE = (90, 26)  # every snapshot's terminal size
+MODEL = "scripted/bastion-test"
+
+
+class HangingProvider(ScriptedProvider):
+    """Streams `text` and then waits forever (until the run is interrupted)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__([ScriptedTurn(text=text)])
+        self.text = text
+        self.streamed = asyncio.Event()
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+        self.requests.append(request)
+        yield TextChunk(self.text)
+        self.streamed.set()
+        await asyncio.Event().wait()
+
+
+async def open_driven(tmp_path: Path, provider: ScriptedProvider, toolbox: Any = None,
+                      approval_mode: str = "ask") -> tuple[Harness, str]:
+    """A harness over `provider`, a new conversation in `tmp_path`, driven interactively."""
+    harness = await open_harness(tmp_path, provider, toolbox)
+    conv = await harness.create_conversation(
+        str(tmp_path), settings={"model": MODEL, "approval_mode": approval_mode})
+    await harness.drive(conv.id, interactive=True)
+    return harness, conv.id
+
+
+def make_app(tmp_path: Path, turns: Sequence[ScriptedTurn] | ScriptedProvider, *,
+             toolbox: Any = None, first_prompt: str | None = None,
+             theme: str = "bastion-dark") -> BastionApp:
+    """An app that opens its harness on its own event loop (what snapshot tests need)."""
+    provider = turns if isinstance(turns, ScriptedProvider) else ScriptedProvider(turns)
+
+    async def opener() -> tuple[Harness, str]:
+        return await open_driven(tmp_path, provider, toolbox)
+
+    return BastionApp(opener=opener, first_prompt=first_prompt, theme=theme)
+
+
+async def wait_for(predicate: Callable[[], bool], pilot: Any = None, timeout: float = 5.0) -> None:
+    """Poll `predicate` (letting the app work) until it holds; fail after `timeout`."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        if loop.time() > deadline:
+            raise AssertionError("timed out waiting for the app")
+        if pilot is not None:
+            await pilot.pause(0.02)
+        else:
+            await asyncio.sleep(0.02)
+
+
+def run_settled(app: BastionApp) -> bool:
+    """The view has a run and every run has ended, with nothing queued."""
+    view = app.view
+    return bool(view and view.runs and view.active_run is None and not view.queued_inbox)
+
+
+@pytest.fixture
+def toolbox() -> RecordingToolbox:
+    return RecordingToolbox()
+
+
+@pytest.fixture(autouse=True)
+def _pinned_screen(monkeypatch):
+    """Deterministic screens: no cursor blink, a fixed colour depth."""
+    from textual.widgets import Input
+
+    monkeypatch.setattr(Input, "cursor_blink", False, raising=False)
+    monkeypatch.setenv("COLORTERM", "truecolor")
+    monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")
+    yield

@@ -1,0 +1,214 @@
+"""`bastion [PROMPT]`: the Textual app.
+
+The app keeps one thing: the current `ConversationView`. A worker subscribes
+to the harness, folds every event through the runtime's one reducer
+(`runtime.reduce`), reloads a snapshot when the view says `resync_required`,
+and hands the view to the widgets, which update only what changed. Keys turn
+into harness calls (submit, interrupt, respond); nothing is shown that the
+store does not say.
+
+    app = BastionApp(harness, conversation_id, first_prompt="hi")   # harness already driven
+    await app.run_async()
+
+or, when the harness must be opened on the app's own event loop (snapshot
+tests), `BastionApp(opener=open_fn)` where `open_fn()` returns `(harness,
+conversation_id)`; the app then closes that harness when it exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.widgets import Input, Static
+
+from runtime import BastionError, ConversationView, EmptyInput, Harness, reduce
+from runtime.records import InboxMode
+from themes import DEFAULT_THEME, THEMES
+from themes import register as register_themes
+from tui.widgets import ApprovalPrompt, InboxStrip, StatusBar, Transcript
+
+__all__ = ["BastionApp", "Opener", "run"]
+
+Opener = Callable[[], Awaitable[tuple[Harness, str]]]
+
+QUIT_WINDOW = 2.0  # seconds in which a second Ctrl+C quits
+WELCOME = "[b $primary]bastion[/]  [$text-muted]type a request and press Enter[/]"
+PLACEHOLDER_IDLE = "Ask Bastion to do something…"
+PLACEHOLDER_BUSY = "Steer the run: Enter queues a message for after this step…"
+
+
+class BastionApp(App[int]):
+    """A transcript, a prompt, an approval line and a status bar over one conversation."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "bastion"
+    ENABLE_COMMAND_PALETTE = False
+    BINDINGS = [
+        Binding("escape", "interrupt", "Interrupt", show=False, priority=True),
+        Binding("ctrl+c", "quit_twice", "Quit", show=False, priority=True),
+    ]
+
+    def __init__(
+        self,
+        harness: Harness | None = None,
+        conversation_id: str | None = None,
+        *,
+        first_prompt: str | None = None,
+        opener: Opener | None = None,
+        theme: str = DEFAULT_THEME,
+    ) -> None:
+        super().__init__()
+        if (harness is None or conversation_id is None) and opener is None:
+            raise ValueError("BastionApp needs a harness and conversation id, or an opener")
+        self.harness = harness
+        self.conversation_id = conversation_id or ""
+        self.view: ConversationView | None = None
+        self._first_prompt = first_prompt
+        self._opener = opener
+        self._theme_name = theme if theme in THEMES else DEFAULT_THEME
+        self._quit_armed = False
+        self._disarm: Any = None
+        self.ready = asyncio.Event()  # set once the first view is on screen
+
+    # --- layout -----------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        with Transcript(id="transcript"):
+            yield Static(WELCOME, id="welcome")
+        yield InboxStrip(id="inbox")
+        yield ApprovalPrompt()
+        yield Input(placeholder=PLACEHOLDER_IDLE, id="prompt")
+        yield StatusBar()
+
+    def on_mount(self) -> None:
+        register_themes(self)
+        self.theme = self._theme_name
+        self.query_one("#prompt", Input).focus()
+        self.follow()
+
+    async def on_unmount(self) -> None:
+        if self._opener is not None and self.harness is not None:
+            await self.harness.close()
+
+    # --- events → view → widgets -----------------------------------------
+
+    @work(exclusive=True, group="events")
+    async def follow(self) -> None:
+        """Fold the harness's events into the view and show it; runs for the app's life."""
+        if self.harness is None and self._opener is not None:
+            self.harness, self.conversation_id = await self._opener()
+        harness, conv_id = self.harness, self.conversation_id
+        assert harness is not None
+        sub = harness.subscribe(conv_id)
+        try:
+            await self.show(await harness.snapshot(conv_id))
+            self.ready.set()
+            if self._first_prompt:
+                prompt, self._first_prompt = self._first_prompt, None
+                await self.send(prompt)
+            async for event in sub:
+                view = reduce(self.view, event)  # type: ignore[arg-type]
+                for queued in sub.pending():
+                    view = reduce(view, queued)
+                if view.resync_required:
+                    view = await harness.snapshot(conv_id)
+                await self.show(view)
+        finally:
+            sub.close()
+
+    async def show(self, view: ConversationView) -> None:
+        """Render `view`: each widget updates only what changed since the last one."""
+        self.view = view
+        if view.entries:
+            self.query("#welcome").remove()
+        await self.query_one(Transcript).show(view)
+        self.query_one(StatusBar).show(view)
+        self.query_one(InboxStrip).show(view)
+        prompt = self.query_one("#prompt", Input)
+        prompt.placeholder = PLACEHOLDER_BUSY if view.active_run else PLACEHOLDER_IDLE
+        approval = self.query_one(ApprovalPrompt)
+        if approval.show(view):
+            (approval if approval.call is not None else prompt).focus()
+
+    # --- input --------------------------------------------------------------
+
+    async def send(self, text: str) -> None:
+        """Submit `text`: a new run when idle, a steer while a run is going."""
+        assert self.harness is not None
+        busy = self.view is not None and self.view.active_run is not None
+        mode = InboxMode.STEER if busy else InboxMode.PROMPT
+        try:
+            await self.harness.submit(self.conversation_id, text, mode=mode)
+        except EmptyInput:
+            pass
+        except BastionError as exc:
+            self.notify(str(exc), title="not sent", severity="error")
+
+    async def on_input_submitted(self, event: Input.Submitted) -> None:
+        text = event.value
+        if not text.strip():
+            return
+        event.input.clear()
+        self.run_worker(self.send(text), group="input")
+
+    def on_approval_prompt_answered(self, event: ApprovalPrompt.Answered) -> None:
+        self.query_one("#prompt", Input).focus()
+        self.run_worker(self._respond(event.tool_call_id, event.approve), group="input")
+
+    async def _respond(self, tool_call_id: str, approve: bool) -> None:
+        assert self.harness is not None
+        try:
+            await self.harness.respond(self.conversation_id, tool_call_id, approve)
+        except BastionError as exc:
+            self.notify(str(exc), title="approval", severity="error")
+
+    # --- actions ------------------------------------------------------------
+
+    def action_interrupt(self) -> None:
+        if self.harness is not None and self.view is not None and self.view.active_run is not None:
+            self.run_worker(self.harness.interrupt(self.conversation_id), group="input")
+
+    def action_quit_twice(self) -> None:
+        if self._quit_armed:
+            self.exit(0)
+            return
+        self._quit_armed = True
+        self.query_one(StatusBar).notice("[b $warning]press Ctrl+C again to quit[/]")
+        self._disarm = self.set_timer(QUIT_WINDOW, self._disarm_quit)
+
+    def _disarm_quit(self) -> None:
+        self._quit_armed = False
+        self.query_one(StatusBar).notice(None)
+
+
+def run(opts: Any) -> int:
+    """`bastion [PROMPT]`: open the session, take the lease, run the app; the exit code."""
+    return asyncio.run(_main(opts))
+
+
+async def _main(opts: Any) -> int:
+    from tui.cli import EXIT_OK, EXIT_USAGE, error_line
+    from tui.session import open_session
+
+    try:
+        session = await open_session(opts)
+    except BastionError as exc:
+        error_line(str(exc))
+        return EXIT_USAGE
+    harness, conv = session.harness, session.conversation
+    try:
+        try:
+            await harness.drive(conv.id, interactive=True)
+        except BastionError as exc:
+            error_line(str(exc))
+            return EXIT_USAGE
+        app = BastionApp(harness, conv.id, first_prompt=opts.prompt, theme=session.config.theme)
+        await app.run_async()
+        return app.return_code or EXIT_OK
+    finally:
+        await harness.close()

@@ -1,0 +1,309 @@
+"""The transcript: one widget per entry of the view, kept current from the view alone.
+
+`Transcript.show(view)` is called after every batch of events. Entries are
+immutable values, so an entry widget compares what it last drew by identity
+and does nothing when nothing changed. Assistant text streams through
+`MarkdownStream`: only the text past what was already written is appended; a
+text that no longer extends what was shown (a retried attempt, a resync) is
+redrawn once.
+
+Tool results are not separate rows: each tool call is drawn under the
+assistant turn that made it, as `name args` and the first line of its result.
+"""
+
+from __future__ import annotations
+
+from textual import events
+from textual.containers import Vertical, VerticalScroll
+from textual.markup import escape
+from textual.widget import Widget
+from textual.widgets import Markdown, Static
+from textual.widgets.markdown import MarkdownStream
+
+from runtime import ConversationView
+from runtime.context import arguments_preview
+from runtime.records import Approval, Entry, EntryKind, EntryStatus, ToolCallRecord, ToolCallState
+
+__all__ = ["AssistantEntry", "NoteEntry", "ToolCallLine", "Transcript", "UserEntry"]
+
+
+def first_line(text: str, limit: int = 120) -> str:
+    line = next((s.strip() for s in text.splitlines() if s.strip()), "")
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+class UserEntry(Static):
+    """What the user typed, set off by a bar on the left."""
+
+    DEFAULT_CSS = """
+    UserEntry {
+        margin: 1 0 0 0;
+        padding: 0 1;
+        border-left: outer $primary;
+        background: $boost;
+        color: $foreground;
+        text-style: bold;
+    }
+    """
+
+    def __init__(self, entry: Entry) -> None:
+        super().__init__(escape(entry.text), markup=True)
+        self.entry = entry
+
+    async def show(self, entry: Entry, view: ConversationView) -> None:
+        if entry is not self.entry:
+            self.entry = entry
+            self.update(escape(entry.text))
+
+
+class NoteEntry(Static):
+    """A note, summary or reset marker: one dim line."""
+
+    DEFAULT_CSS = """
+    NoteEntry {
+        margin: 1 0 0 0;
+        padding: 0 1;
+        color: $text-muted;
+        text-style: italic;
+    }
+    """
+
+    def __init__(self, entry: Entry) -> None:
+        super().__init__(self._label(entry))
+        self.entry = entry
+
+    @staticmethod
+    def _label(entry: Entry) -> str:
+        match entry.kind:
+            case EntryKind.SUMMARY:
+                return "— earlier conversation summarized —"
+            case EntryKind.RESET:
+                return "— context reset —"
+        return escape(first_line(entry.text))
+
+    async def show(self, entry: Entry, view: ConversationView) -> None:
+        if entry is not self.entry:
+            self.entry = entry
+            self.update(self._label(entry))
+
+
+class ToolCallLine(Static):
+    """`● name args` and, once there is a result, `⎿ first line of it`."""
+
+    DEFAULT_CSS = """
+    ToolCallLine {
+        padding: 0 1;
+        color: $foreground;
+    }
+    """
+
+    def __init__(self, call: dict[str, str]) -> None:
+        super().__init__()
+        self.call = call
+        self.drawn: tuple[object, ...] | None = None
+
+    def show(self, record: ToolCallRecord | None, result: Entry | None) -> None:
+        key = (record, result)
+        if self.drawn is not None and all(a is b for a, b in zip(key, self.drawn, strict=True)):
+            return
+        self.drawn = key
+        self.update(self.render_markup(self.call, record, result))
+
+    @staticmethod
+    def render_markup(call: dict[str, str], record: ToolCallRecord | None,
+                      result: Entry | None) -> str:
+        glyph, note = _call_state(record, result)
+        args = escape(arguments_preview(call.get("arguments", "{}"), limit=160))
+        head = f"{glyph} [b]{escape(call.get('name', '?'))}[/b] [$text-muted]{args}[/]"
+        if note:
+            head += f"  {note}"
+        if result is not None and result.text.strip():
+            tone = "$text-muted" if result.data.get("ok", True) else "$error"
+            head += f"\n  [{tone}]⎿ {escape(first_line(result.text))}[/]"
+        return head
+
+
+def _call_state(record: ToolCallRecord | None, result: Entry | None) -> tuple[str, str]:
+    if record is None:
+        return "[$text-muted]○[/]", ""
+    if record.approval == Approval.PENDING and record.state == ToolCallState.PENDING:
+        return "[$warning]?[/]", "[$warning]awaiting approval[/]"
+    match record.state:
+        case ToolCallState.RUNNING:
+            return "[$accent]◌[/]", "[$text-muted]running…[/]"
+        case ToolCallState.DENIED:
+            return "[$error]✗[/]", "[$error]denied[/]"
+        case ToolCallState.INTERRUPTED:
+            return "[$warning]◼[/]", "[$warning]interrupted[/]"
+        case ToolCallState.DONE:
+            ok = result.data.get("ok", True) if result is not None else True
+            return ("[$success]●[/]", "") if ok else ("[$error]●[/]", "")
+    return "[$text-muted]○[/]", ""
+
+
+class AssistantEntry(Vertical):
+    """An assistant turn: streamed Markdown, its tool calls, and how it ended if not well."""
+
+    DEFAULT_CSS = """
+    AssistantEntry {
+        height: auto;
+        margin: 1 0 0 0;
+    }
+    AssistantEntry > Markdown {
+        margin: 0;
+        padding: 0 1;
+        background: transparent;
+    }
+    AssistantEntry > Markdown.-empty {
+        display: none;
+    }
+    AssistantEntry > .marker {
+        padding: 0 1;
+        display: none;
+    }
+    AssistantEntry > .marker.-shown {
+        display: block;
+    }
+    """
+
+    def __init__(self, entry: Entry) -> None:
+        super().__init__()
+        self.entry: Entry | None = None
+        self._shown = ""
+        self._stream: MarkdownStream | None = None
+        self._calls: dict[str, ToolCallLine] = {}
+        self._marker_key: tuple[str, str] | None = None
+
+    def compose(self):  # type: ignore[no-untyped-def]
+        yield Markdown(classes="-empty")
+        yield Static(classes="marker")
+
+    @property
+    def text_shown(self) -> str:
+        """The text written to the Markdown so far (what the screen shows)."""
+        return self._shown
+
+    async def show(self, entry: Entry, view: ConversationView) -> None:
+        if entry is not self.entry:
+            self.entry = entry
+            await self._show_text(entry)
+        await self._show_calls(entry, view)
+        self._show_marker(entry, view)
+
+    async def _show_text(self, entry: Entry) -> None:
+        markdown = self.query_one(Markdown)
+        text = entry.text
+        markdown.set_class(not text, "-empty")
+        streaming = entry.status == EntryStatus.STREAMING
+        if text.startswith(self._shown):
+            new = text[len(self._shown) :]
+            if new and (streaming or self._stream is not None):
+                if self._stream is None:
+                    self._stream = Markdown.get_stream(markdown)
+                await self._stream.write(new)
+            elif new:
+                await markdown.update(text)
+        else:  # not an extension of what is on screen: redraw once
+            await self._stop_stream()
+            await markdown.update(text)
+        self._shown = text
+        if not streaming:
+            await self._stop_stream()
+
+    async def _stop_stream(self) -> None:
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            await stream.stop()
+
+    async def _show_calls(self, entry: Entry, view: ConversationView) -> None:
+        calls = entry.data.get("tool_calls") or ()
+        if not calls:
+            return
+        records = {c.id: c for c in view.tool_calls if c.entry_id == entry.id}
+        for call in calls:
+            line = self._calls.get(call["id"])
+            if line is None:
+                line = self._calls[call["id"]] = ToolCallLine(call)
+                await self.mount(line, before=self.query_one(".marker"))
+            record = records.get(call["id"])
+            result = view.entry(record.result_entry_id) if record and record.result_entry_id else None
+            line.show(record, result)
+
+    def _show_marker(self, entry: Entry, view: ConversationView) -> None:
+        key = (entry.status, "")
+        if entry.status == EntryStatus.FAILED:
+            run = view.run(entry.run_id) if entry.run_id else None
+            message = (run.error or {}).get("message", "") if run and run.error else ""
+            key = (entry.status, message)
+        if key == self._marker_key:
+            return
+        self._marker_key = key
+        marker = self.query_one(".marker", Static)
+        if entry.status == EntryStatus.INTERRUPTED:
+            marker.update("[$warning]◼ interrupted[/]")
+        elif entry.status == EntryStatus.FAILED:
+            reason = f": {escape(first_line(key[1]))}" if key[1] else ""
+            marker.update(f"[$error]✗ failed{reason}[/]")
+        marker.set_class(entry.status in (EntryStatus.INTERRUPTED, EntryStatus.FAILED), "-shown")
+
+    async def on_unmount(self) -> None:
+        await self._stop_stream()
+
+
+EntryWidget = UserEntry | AssistantEntry | NoteEntry
+
+
+def entry_widget(entry: Entry) -> EntryWidget | None:
+    match entry.kind:
+        case EntryKind.USER:
+            return UserEntry(entry)
+        case EntryKind.ASSISTANT:
+            return AssistantEntry(entry)
+        case EntryKind.TOOL_RESULT:
+            return None  # drawn on its tool call's line
+    return NoteEntry(entry)
+
+
+class Transcript(VerticalScroll):
+    """The scrolling transcript. Sticks to the bottom while the user has not scrolled up."""
+
+    DEFAULT_CSS = """
+    Transcript {
+        height: 1fr;
+        padding: 0 1 1 1;
+        scrollbar-size-vertical: 1;
+    }
+    """
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self._widgets: dict[str, Widget] = {}
+
+    def on_resize(self, event: events.Resize) -> None:
+        # Anchor (stick to the bottom) only once there is more than a screenful: an
+        # anchored short transcript would sit at the bottom with a gap above it.
+        if not self.is_anchored and event.virtual_size.height > self.scrollable_content_region.height:
+            self.anchor()
+
+    def widget_for(self, entry_id: str) -> Widget | None:
+        return self._widgets.get(entry_id)
+
+    async def show(self, view: ConversationView) -> None:
+        """Bring the widgets up to date with `view`: mount new entries, update changed ones."""
+        new: list[Widget] = []
+        for entry in view.entries:
+            widget = self._widgets.get(entry.id)
+            if widget is None:
+                if entry.id in self._widgets or entry.kind == EntryKind.TOOL_RESULT:
+                    continue
+                made = entry_widget(entry)
+                if made is None:
+                    continue
+                self._widgets[entry.id] = widget = made
+                new.append(made)
+        if new:
+            await self.mount_all(new)
+        for entry in view.entries:
+            widget = self._widgets.get(entry.id)
+            if widget is not None:
+                await widget.show(entry, view)  # type: ignore[attr-defined]
