@@ -82,7 +82,7 @@ class AnthropicProvider:
             client_headers["x-api-key"] = api_key
         client_headers.update(headers or {})
         self._client = httpx.AsyncClient(
-            headers=client_headers, timeout=timeout, transport=transport, follow_redirects=True
+            headers=client_headers, timeout=timeout, transport=transport, follow_redirects=False
         )
 
     def __repr__(self) -> str:

@@ -52,6 +52,13 @@ _TRANSIENT_CODES = frozenset(
 # 429s that will not pass by waiting.
 _PERMANENT_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached"})
 
+# How servers say "the prompt does not fit": OpenAI, vLLM, OpenRouter, Anthropic,
+# llama.cpp, Ollama, Mistral, Groq. Matched only on 400/413/422 bodies.
+_OVERFLOW = re.compile(
+    r"context length|context window|maximum context|prompt is too long|"
+    r"exceeds the (?:available )?context|too many tokens|reduce the length of the messages",
+    re.IGNORECASE,
+)
 _SECRET_PATTERN = re.compile(r"\b(sk-[A-Za-z0-9_\-]{6})[A-Za-z0-9_\-]{8,}")
 _MAX_MESSAGE = 500
 
@@ -160,6 +167,11 @@ def status_error(
     retryable = status in RETRYABLE_STATUSES or status >= 500
     if code in _PERMANENT_CODES:
         retryable = False
+    if 300 <= status < 400 and headers.get("location"):
+        message += f" (redirected to {headers['location']}; check the base URL)"
+    generic = code in (None, "invalid_request_error", "invalid_request")
+    if status in (400, 413, 422) and generic and _OVERFLOW.search(message):
+        code = "context_length_exceeded"
     return ProviderError(
         redact(f"{provider} returned HTTP {status}: {_clip(message)}"),
         provider=provider,

@@ -79,7 +79,7 @@ class OpenAIChatProvider:
             headers=client_headers,
             timeout=timeout,
             transport=transport,
-            follow_redirects=True,
+            follow_redirects=False,
         )
 
     def __repr__(self) -> str:

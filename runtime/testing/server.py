@@ -406,7 +406,11 @@ async def serve(
 
 
 class LoopbackServer:
-    """The loopback server on a background thread; use `with` or `async with`."""
+    """The loopback server on a background thread; use `with` or `async with`.
+
+    `record`, when given, is a file each chat request body is appended to as a
+    JSON line, as with `--record`.
+    """
 
     def __init__(
         self,
@@ -414,10 +418,12 @@ class LoopbackServer:
         *,
         host: str = "127.0.0.1",
         port: int = 0,
+        record: str | os.PathLike[str] | None = None,
     ) -> None:
         self._script = _Script(turns)
         self._host = host
         self._port = port
+        self._record = record
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
@@ -478,13 +484,19 @@ class LoopbackServer:
                 self._port = port
                 self._ready.set()
 
-            await serve(
-                self._script,
-                host=self._host,
-                port=self._port,
-                stop=self._stop,
-                on_listening=listening,
-            )
+            record = open(self._record, "a", encoding="utf-8") if self._record else None  # noqa: SIM115
+            try:
+                await serve(
+                    self._script,
+                    host=self._host,
+                    port=self._port,
+                    stop=self._stop,
+                    on_listening=listening,
+                    record_file=record,
+                )
+            finally:
+                if record is not None:
+                    record.close()
 
         try:
             asyncio.run(main())

@@ -305,3 +305,16 @@ def test_max_tokens_defaults_by_family() -> None:
         )
     )
     assert extra["thinking"]["budget_tokens"] == 1024
+
+
+async def test_prompt_too_long_is_a_context_overflow() -> None:
+    body = {
+        "type": "error",
+        "error": {
+            "type": "invalid_request_error",
+            "message": "prompt is too long: 210000 tokens > 200000 maximum",
+        },
+    }
+    with pytest.raises(ProviderError) as caught:
+        await run(provider_for(json.dumps(body).encode(), status=400))
+    assert caught.value.is_context_overflow() and not caught.value.retryable

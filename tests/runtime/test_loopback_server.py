@@ -289,3 +289,11 @@ def test_process_refuses_a_bad_script(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert "unknown turn fields" in result.stderr
+
+
+def test_in_process_record_file(tmp_path: Path) -> None:
+    record = tmp_path / "requests.jsonl"
+    with LoopbackServer([{"text": "a"}], record=record) as server, httpx.Client() as client:
+        chat(client, server.base_url, "recorded prompt")
+    line = json.loads(record.read_text().splitlines()[0])
+    assert line["messages"] == [{"role": "user", "content": "recorded prompt"}]

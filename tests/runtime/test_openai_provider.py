@@ -785,3 +785,16 @@ async def test_random_streams_at_random_read_sizes(seed: int) -> None:
     assert {i: c.arguments for i, c in calls.items()} == args
     assert all(calls[i].name == f"tool_{i}" and calls[i].id == f"call_{i}" for i in calls)
     assert items[-2:] == [UsageReport(Usage(1, 2)), StreamEnd("stop")]
+
+
+async def test_redirect_is_reported_not_followed() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(301, headers={"location": "https://elsewhere.example/v1"})
+
+    provider = OpenAIChatProvider(
+        "r", "http://r.invalid/v1", transport=httpx.MockTransport(handler)
+    )
+    with pytest.raises(ProviderError) as caught:
+        await run_mock(provider)
+    assert caught.value.status == 301 and not caught.value.retryable
+    assert "https://elsewhere.example/v1" in caught.value.message
