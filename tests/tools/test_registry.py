@@ -1,0 +1,191 @@
+"""The interface the runtime uses: TOOLS, run_tool, results and their text."""
+
+from __future__ import annotations
+
+import json
+import pkgutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import tools
+from tools import TOOLS, Refusal, RefusalCode, ToolResult, run_tool
+
+from .conftest import code
+
+ROOT = Path(__file__).resolve().parents[2]
+ORDER = [
+    "read_file",
+    "write_file",
+    "edit_file",
+    "list_directory",
+    "glob",
+    "search_files",
+    "run_command",
+    "read_output",
+]
+
+
+def test_tools_table_order_and_flags():
+    assert list(TOOLS) == ORDER
+    read_only = {name for name, tool in TOOLS.items() if tool.read_only}
+    assert read_only == {"read_file", "list_directory", "glob", "search_files", "read_output"}
+    for tool in TOOLS.values():
+        assert tool.replay_safe == tool.read_only
+        assert tool.parameters["type"] == "object"
+        assert tool.parameters["additionalProperties"] is False
+        assert len(tool.description) > 40
+        json.dumps(tool.schema())
+
+
+def test_argument_names_are_the_contract():
+    props = {name: set(tool.parameters["properties"]) for name, tool in TOOLS.items()}
+    assert props == {
+        "read_file": {"path", "offset", "limit"},
+        "write_file": {"path", "content", "overwrite"},
+        "edit_file": {"path", "old_text", "new_text", "replace_all", "expected_sha256"},
+        "list_directory": {"path"},
+        "glob": {"pattern", "path"},
+        "search_files": {"pattern", "path", "literal", "include", "context", "max_results"},
+        "run_command": {"command", "argv", "cwd", "timeout_ms"},
+        "read_output": {"id", "offset", "limit"},
+    }
+
+
+@pytest.mark.parametrize(
+    "name,args,fragment",
+    [
+        ("no_such_tool", {}, "unknown tool"),
+        ("read_file", {}, "missing required argument 'path'"),
+        ("read_file", {"path": 3}, "'path' must be string"),
+        ("read_file", {"path": "a", "offset": 0}, "at least 1"),
+        ("read_file", {"path": "a", "offset": True}, "must be integer"),
+        ("read_file", {"path": "a", "bogus": 1}, "unknown argument(s) bogus"),
+        ("write_file", {"path": "a", "content": None}, "'content' must be string"),
+        ("run_command", {"argv": []}, "at least 1"),
+        ("run_command", {"argv": ["ls", 3]}, "every item"),
+        ("search_files", {"pattern": "x", "context": 99}, "at most 20"),
+    ],
+)
+async def test_run_tool_validates(ctx, name, args, fragment):
+    result = await run_tool(name, args, ctx)
+    assert code(result) == "INVALID_ARGUMENT"
+    assert fragment in result.refusal.message
+
+
+async def test_run_tool_rejects_non_object_args(ctx):
+    result = await run_tool("read_file", ["path"], ctx)  # type: ignore[arg-type]
+    assert code(result) == "INVALID_ARGUMENT"
+
+
+async def test_host_errors_become_internal_and_name_nothing_outside(ctx, root, monkeypatch):
+    import tools.read as read
+
+    def boom(*a, **k):
+        raise OSError(5, "Input/output error", str(root.parent / "secret-host-path"))
+
+    monkeypatch.setattr(read, "load_text", boom)
+    (root / "f.txt").write_text("x")
+    result = await run_tool("read_file", {"path": "f.txt"}, ctx)
+    assert code(result) == "INTERNAL"
+    assert "secret-host-path" not in result.model_text() and str(root) not in result.model_text()
+
+
+async def test_closed_workspace_refuses(ctx):
+    ctx.workspace.close()
+    result = await run_tool("list_directory", {}, ctx)
+    assert code(result) == "INTERNAL"
+
+
+def test_result_round_trip_and_text():
+    result = ToolResult.refused(
+        "read_file", RefusalCode.NOT_FOUND, "'a' does not exist", "check the spelling"
+    )
+    again = ToolResult.from_dict(json.loads(json.dumps(result.to_dict())))
+    assert again == result
+    assert result.model_text() == "REFUSED NOT_FOUND: 'a' does not exist\nhint: check the spelling"
+    assert Refusal.from_dict(result.refusal.to_dict()) == result.refusal
+    assert {c.value for c in RefusalCode} == {
+        "NOT_FOUND",
+        "CONFLICT",
+        "FORBIDDEN",
+        "INVALID_ARGUMENT",
+        "TOO_LARGE",
+        "TIMEOUT",
+        "CANCELLED",
+        "SPILL_REFERENCE_UNKNOWN",
+        "INTERNAL",
+    }
+
+
+async def test_results_are_json_round_trippable(call, root):
+    (root / "a.txt").write_text("hello\n")
+    for name, args in (
+        ("read_file", {"path": "a.txt"}),
+        ("list_directory", {}),
+        ("glob", {"pattern": "*"}),
+        ("search_files", {"pattern": "hell"}),
+        ("run_command", {"command": "echo hi"}),
+    ):
+        result = await call(name, **args)
+        again = ToolResult.from_dict(json.loads(json.dumps(result.to_dict())))
+        assert again.model_text() == result.model_text()
+
+
+def test_workspace_open_failure():
+    with pytest.raises(tools.WorkspaceError):
+        tools.Workspace.open("/definitely/not/here")
+
+
+def _modules() -> list[str]:
+    names = ["tools"]
+    for info in pkgutil.iter_modules([str(ROOT / "tools")]):
+        names.append(f"tools.{info.name}")
+    return names
+
+
+@pytest.mark.parametrize("module", _modules())
+def test_each_module_is_headless(module):
+    code_ = (
+        f"import importlib, sys; importlib.import_module({module!r}); "
+        "bad = [m for m in sys.modules if m.split('.')[0] in "
+        "('textual', 'prompt_toolkit', 'rich', 'runtime', 'tui')]; print(','.join(bad))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code_], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == ""
+
+
+def test_cli_runs_a_tool_and_stays_lean(root):
+    (root / "a.txt").write_text("needle\n")
+    probe = (
+        "import runpy, sys; sys.argv = ['tools', 'search_files', '{\"pattern\": \"needle\"}'];"
+        "import atexit; atexit.register(lambda: sys.stderr.write("
+        "','.join(m for m in ('asyncio', 'PIL', 'difflib') if m in sys.modules)));"
+        "runpy.run_module('tools', run_name='__main__')"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin"},
+    )
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["ok"] and data["data"]["matches"][0]["path"] == "a.txt"
+    assert out.stderr == "", f"heavy imports in a one-shot run: {out.stderr}"
+    refused = subprocess.run(
+        [sys.executable, "-m", "tools", "--text", "read_file", '{"path": "../x"}'],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin"},
+    )
+    assert refused.returncode == 1 and refused.stdout.startswith("REFUSED INVALID_ARGUMENT")
