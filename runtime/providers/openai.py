@@ -138,13 +138,11 @@ class OpenAIChatProvider:
             raise error_from_body(self.name, body, redact=self._redact)
         state = _ChatStream(self.name, self._redact)
         choices = body.get("choices") or [{}]
-        choice = choices[0] if isinstance(choices[0], dict) else {}
+        choice = choices[0] if isinstance(choices, list) and isinstance(choices[0], dict) else {}
         message = choice.get("message") or {}
-        # The same shapes as a stream, as one delta with the whole message.
-        state.consume_objects(
-            [{"choices": [{"delta": message, "finish_reason": choice.get("finish_reason")}]}]
-        )
-        state.usage = body.get("usage") or state.usage
+        # The same shapes as a stream: one delta carrying the whole message.
+        whole = {"delta": message, "finish_reason": choice.get("finish_reason")}
+        state.consume_checked([{"choices": [whole], "usage": body.get("usage")}])
         state.done = True
         return [*state.drain(), *state.finish()]
 
@@ -193,16 +191,20 @@ class _ChatStream:
         else:
             objects = self._event_objects(events)
         if objects:
-            try:
-                self.consume_objects(objects)
-            except (AttributeError, TypeError, IndexError, KeyError) as exc:
-                raise ProviderError(
-                    f"{self._provider} sent a chunk of an unexpected shape ({exc})",
-                    provider=self._provider,
-                    code="invalid_stream",
-                    retryable=True,
-                ) from exc
+            self.consume_checked(objects)
         return self.drain()
+
+    def consume_checked(self, objects: list[Any]) -> None:
+        """`consume_objects`, with a malformed chunk turned into a ProviderError."""
+        try:
+            self.consume_objects(objects)
+        except (AttributeError, TypeError, IndexError, KeyError) as exc:
+            raise ProviderError(
+                f"{self._provider} sent a chunk of an unexpected shape ({exc})",
+                provider=self._provider,
+                code="invalid_stream",
+                retryable=True,
+            ) from exc
 
     def _batch_objects(self, batch: DataBatch | None) -> list[Any]:
         if batch is not None and batch.raw.endswith(b"[DONE]") and batch.last() == b"[DONE]":

@@ -37,13 +37,14 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
 from runtime.testing.turns import (
+    Fault,
     LoopbackTurn,
     as_turn,
     completion_body,
@@ -321,7 +322,7 @@ async def _send_json(
 
 
 async def _send_fault_status(
-    writer: asyncio.StreamWriter, status: int, fault: Any, keep_alive: bool
+    writer: asyncio.StreamWriter, status: int, fault: Fault, keep_alive: bool
 ) -> bool:
     headers: dict[str, str] = {}
     if fault.retry_after is not None:
@@ -385,7 +386,7 @@ async def serve(
     host: str,
     port: int,
     stop: asyncio.Event,
-    on_listening: Any = None,
+    on_listening: Callable[[int], None] | None = None,
     record_file: IO[str] | None = None,
 ) -> None:
     """Serve until `stop` is set; `on_listening(port)` is called once bound."""
