@@ -165,6 +165,12 @@ class _Protocol:
                     break
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             pass
+        except (ValueError, UnicodeError) as exc:  # a request this parser cannot read
+            self._complain(f"bad request: {exc}")
+            writer.transport.abort()
+        except Exception as exc:  # a bug here must not take the whole server down
+            self._complain(f"internal error: {type(exc).__name__}: {exc}")
+            writer.transport.abort()
         except asyncio.CancelledError:
             writer.transport.abort()
             raise
@@ -173,6 +179,11 @@ class _Protocol:
                 self.tasks.discard(task)
             if not writer.transport.is_closing():
                 writer.close()
+
+    def _complain(self, message: str) -> None:
+        # One short line per problem: a parent reading stderr through a pipe
+        # (and perhaps never draining it) must not be flooded.
+        print(f"loopback server: {message}"[:300], file=sys.stderr, flush=True)
 
     async def _respond(
         self, request: _Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter

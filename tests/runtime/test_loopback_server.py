@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -297,3 +298,12 @@ def test_in_process_record_file(tmp_path: Path) -> None:
         chat(client, server.base_url, "recorded prompt")
     line = json.loads(record.read_text().splitlines()[0])
     assert line["messages"] == [{"role": "user", "content": "recorded prompt"}]
+
+
+def test_a_garbled_request_does_not_take_the_server_down() -> None:
+    with LoopbackServer([{"text": "still here"}]) as server:
+        with socket.create_connection(("127.0.0.1", server.port)) as sock:
+            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: nope\r\n\r\n")
+            assert sock.recv(100) == b""  # dropped
+        with httpx.Client() as client:
+            assert chat(client, server.base_url).status_code == 200
