@@ -1,10 +1,10 @@
 """Developer sessions: tests, lint, typecheck, snapshots, bench.
 
-    nox -s tests        the whole suite (what .ci/run runs, in a nox venv)
-    nox -s lint         ruff check + ruff format --check
-    nox -s typecheck    mypy strict on runtime/ and tools/
-    nox -s snapshots    the TUI snapshot tests (pass --snapshot-update after -- to regenerate)
-    nox -s bench        benchmarks, printed as ratios against references run alongside
+nox -s tests        the whole suite (what .ci/run runs, in a nox venv)
+nox -s lint         ruff check + ruff format --check
+nox -s typecheck    mypy strict on runtime/ and tools/
+nox -s snapshots    the TUI snapshot tests (pass --snapshot-update after -- to regenerate)
+nox -s bench        benchmarks, printed as ratios against references run alongside
 """
 
 from __future__ import annotations

@@ -19,7 +19,9 @@ class ApprovalMode(StrEnum):
             return cls(text)
         except ValueError:
             known = ", ".join(m.value for m in cls)
-            raise ConfigError(f"unknown approval mode {text!r}", hint=f"use one of: {known}") from None
+            raise ConfigError(
+                f"unknown approval mode {text!r}", hint=f"use one of: {known}"
+            ) from None
 
 
 class Decision(StrEnum):

@@ -70,7 +70,9 @@ def build_messages(
             case EntryKind.USER:
                 messages.append(Message("user", entry.text))
             case EntryKind.SUMMARY:
-                messages.append(Message("user", "Summary of the conversation so far:\n" + entry.text))
+                messages.append(
+                    Message("user", "Summary of the conversation so far:\n" + entry.text)
+                )
             case EntryKind.RESET:
                 if entry.text:
                     messages.append(Message("user", entry.text))
@@ -80,7 +82,9 @@ def build_messages(
                     messages.append(message)
             case EntryKind.TOOL_RESULT:
                 messages.append(
-                    Message("tool", _tool_result_content(entry), tool_call_id=entry.data["tool_call_id"])
+                    Message(
+                        "tool", _tool_result_content(entry), tool_call_id=entry.data["tool_call_id"]
+                    )
                 )
     return tuple(messages)
 

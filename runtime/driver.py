@@ -12,6 +12,7 @@ queued work runs in order; pending approvals stay pending.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -97,7 +98,10 @@ class Driver:
         """Acquire the lease (or raise ConversationBusy), recover, start working."""
         ttl = self.config.lease_ttl
         lease, event = await self.store.try_acquire_lease(
-            self.conversation_id, self.owner, os.getpid(), HOST,
+            self.conversation_id,
+            self.owner,
+            os.getpid(),
+            HOST,
             lambda current: lease_expired(current, ttl, time.time()),
         )
         if event is None:
@@ -121,10 +125,8 @@ class Driver:
                 task.cancel()
         for task in (self._heartbeat, self._task):
             if task is not None:
-                try:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
-                except (asyncio.CancelledError, Exception):
-                    pass
         if self.failure is None or not isinstance(self.failure, LeaseLost):
             event = await self.store.release_lease(self.conversation_id, self.token)
             if event is not None:
@@ -145,10 +147,8 @@ class Driver:
             return False
         executor.interrupting = True
         task.cancel()
-        try:
+        with contextlib.suppress(asyncio.CancelledError):
             await asyncio.shield(task)
-        except asyncio.CancelledError:
-            pass
         return True
 
     # --- work -------------------------------------------------------------
@@ -169,8 +169,10 @@ class Driver:
         snap = await self.store.snapshot(self.conversation_id)
         open_runs = {r.id for r in snap.runs if not r.terminal}
         stale = [
-            e for e in snap.entries
-            if e.kind == EntryKind.ASSISTANT and e.status == EntryStatus.STREAMING
+            e
+            for e in snap.entries
+            if e.kind == EntryKind.ASSISTANT
+            and e.status == EntryStatus.STREAMING
             and (e.run_id in open_runs or e.run_id is None)
         ]
         if not stale:
@@ -222,11 +224,18 @@ class Driver:
         live = LiveStream(self.epoch)
         self.live[run.id] = live
         deps = LoopDeps(
-            store=self.store, publish=self.publish, provider=self.config.provider,
-            model=self.config.model, toolbox=self.config.toolbox,
-            approval_mode=self.config.approval_mode, interactive=self.config.interactive,
-            token=self.token, live=live, wait_for_decision=self._wait_decision,
-            settings=self.config.loop, on_refusal=self.config.on_refusal,
+            store=self.store,
+            publish=self.publish,
+            provider=self.config.provider,
+            model=self.config.model,
+            toolbox=self.config.toolbox,
+            approval_mode=self.config.approval_mode,
+            interactive=self.config.interactive,
+            token=self.token,
+            live=live,
+            wait_for_decision=self._wait_decision,
+            settings=self.config.loop,
+            on_refusal=self.config.on_refusal,
         )
         self._executor = RunExecutor(deps, self.conversation_id)
         self._run_task = asyncio.create_task(self._executor.execute(run))

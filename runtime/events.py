@@ -194,7 +194,7 @@ def is_durable(event: Event) -> bool:
 def event_to_dict(event: Event) -> dict[str, Any]:
     """`{"type": ..., fields...}` with nested records as dicts."""
     out: dict[str, Any] = {"type": event.type}
-    for name in event.__slots__:  # type: ignore[union-attr]
+    for name in event.__slots__:
         value = getattr(event, name)
         out[name] = value.to_dict() if name in _RECORD_FIELDS else value
     return out

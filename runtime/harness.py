@@ -54,7 +54,9 @@ def default_home() -> Path:
     home = os.environ.get("BASTION_HOME")
     if home:
         return Path(home)
-    data = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    data = os.environ.get("XDG_DATA_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "share"
+    )
     return Path(data) / "bastion"
 
 
@@ -132,8 +134,14 @@ class Harness:
         home = default_home()
         file = Path(path) if path is not None else home / "bastion.sqlite"
         store = await Store.open(file)
-        return cls(store, file.parent, resolve_model, toolbox_factory,
-                   loop_settings or LoopSettings(), lease_ttl)
+        return cls(
+            store,
+            file.parent,
+            resolve_model,
+            toolbox_factory,
+            loop_settings or LoopSettings(),
+            lease_ttl,
+        )
 
     async def close(self) -> None:
         if self._closed:
@@ -255,9 +263,13 @@ class Harness:
         provider, model = self.resolve_model(agent.model)
         toolbox = self._toolbox_factory(conv) if self._toolbox_factory else None
         config = DriverConfig(
-            provider=provider, model=model, toolbox=toolbox,
+            provider=provider,
+            model=model,
+            toolbox=toolbox,
             approval_mode=ApprovalMode.parse(agent.approval_mode or "ask"),
-            interactive=interactive, loop=self.loop_settings, lease_ttl=self.lease_ttl,
+            interactive=interactive,
+            loop=self.loop_settings,
+            lease_ttl=self.lease_ttl,
             on_refusal=on_refusal,
         )
         driver = Driver(self.store, conversation_id, self.owner, self.epoch, self._publish, config)
@@ -318,8 +330,9 @@ class Harness:
         return InboxItem(*row) if row else None
 
     @staticmethod
-    async def _admit(tx: Any, conversation_id: str, text: str, request_key: str | None,
-                     mode: InboxMode) -> InboxItem:
+    async def _admit(
+        tx: Any, conversation_id: str, text: str, request_key: str | None, mode: InboxMode
+    ) -> InboxItem:
         cur = await tx.db.execute(
             "SELECT EXISTS (SELECT 1 FROM runs WHERE conversation_id = ? AND state IN "
             "('queued', 'running', 'awaiting_approval')), "
@@ -327,8 +340,9 @@ class Harness:
             (conversation_id, conversation_id),
         )
         busy, title = await cur.fetchone()
-        item = InboxItem(uuid7(), conversation_id, mode, text, InboxState.QUEUED, time.time(),
-                         request_key)
+        item = InboxItem(
+            uuid7(), conversation_id, mode, text, InboxState.QUEUED, time.time(), request_key
+        )
         if busy:
             return tx.put_inbox(item)  # type: ignore[no-any-return]
         run = new_run(conversation_id, item.id)
@@ -361,8 +375,9 @@ class Harness:
         call = next((c for c in snap.tool_calls if c.id == tool_call_id), None)
         if call is None or call.approval != Approval.PENDING or call.state != ToolCallState.PENDING:
             raise UnknownRun(f"no pending approval {tool_call_id}")
-        decided = call.but(approval=Approval.APPROVED if approve else Approval.DENIED,
-                           updated_at=time.time())
+        decided = call.but(
+            approval=Approval.APPROVED if approve else Approval.DENIED, updated_at=time.time()
+        )
         async with self.store.write(conversation_id) as tx:
             tx.put_tool_call(decided)
         for event in tx.events:
@@ -421,6 +436,7 @@ class Harness:
             raise driver.failure
         sub = self.subscribe(conversation_id)
         try:
+
             async def next_placement() -> None:
                 async for event in sub:
                     if isinstance(event, InboxUpdated | RunUpdated):

@@ -127,10 +127,10 @@ class RunExecutor:
 
         return await asyncio.shield(inner())
 
-    def _emit_transient(self, run_id: str, make: Callable[[int], Event]) -> None:
-        live = self.deps.live
-        live.seq += 1
-        self.deps.publish(make(live.seq))
+    def _next_seq(self) -> int:
+        """The next transient seq of this run in this process (1, 2, 3, ...)."""
+        self.deps.live.seq += 1
+        return self.deps.live.seq
 
     async def set_run(self, run: Run, **changes: Any) -> Run:
         updated = run.but(updated_at=_now(), revision=run.revision + 1, **changes)
@@ -157,7 +157,8 @@ class RunExecutor:
             snap = await self.deps.store.snapshot(self.conversation_id)
             run = next((r for r in snap.runs if r.id == run.id), run)
             unfinished = [
-                c for c in snap.tool_calls
+                c
+                for c in snap.tool_calls
                 if c.run_id == run.id and c.state in (ToolCallState.PENDING, ToolCallState.RUNNING)
             ]
             if unfinished:
@@ -166,8 +167,9 @@ class RunExecutor:
                 continue
             entry, calls, run = await self._stream_turn(run, snap)
             if not calls:
-                return await self.set_run(run, state=RunState.COMPLETED, reason="answered",
-                                          result_entry_id=entry.id)
+                return await self.set_run(
+                    run, state=RunState.COMPLETED, reason="answered", result_entry_id=entry.id
+                )
             run = await self._run_tool_calls(run, calls)
             await self._place_steers(run)
         raise RunAborted({"code": "max_turns", "message": "the run reached its turn limit"})
@@ -179,10 +181,20 @@ class RunExecutor:
         messages = build_messages(snap.conversation, snap.entries, run.id, specs)
         return ModelRequest(self.deps.model, messages, specs, session_id=self.conversation_id)
 
-    async def _stream_turn(self, run: Run, snap: Snapshot) -> tuple[Entry, list[ToolCallRecord], Run]:
+    async def _stream_turn(
+        self, run: Run, snap: Snapshot
+    ) -> tuple[Entry, list[ToolCallRecord], Run]:
         request = self._request(snap, run)
-        entry = Entry(uuid7(), self.conversation_id, 0, EntryKind.ASSISTANT, EntryStatus.STREAMING,
-                      "", _now(), run_id=run.id)
+        entry = Entry(
+            uuid7(),
+            self.conversation_id,
+            0,
+            EntryKind.ASSISTANT,
+            EntryStatus.STREAMING,
+            "",
+            _now(),
+            run_id=run.id,
+        )
         entry = await self.commit(lambda tx: tx.add_entry(entry))
         live = self.deps.live
         live.entry_id, live.parts, live.length, live.committed = entry.id, [], 0, 0
@@ -205,7 +217,9 @@ class RunExecutor:
         usage = usage + state.usage
         return await self._complete_turn(run, entry, state, usage)
 
-    async def _consume(self, run: Run, entry: Entry, request: ModelRequest, state: _TurnState) -> None:
+    async def _consume(
+        self, run: Run, entry: Entry, request: ModelRequest, state: _TurnState
+    ) -> None:
         live = self.deps.live
         interval = self.deps.settings.checkpoint_interval
         last = time.monotonic()
@@ -214,15 +228,32 @@ class RunExecutor:
                 offset = live.length
                 live.parts.append(item.text)
                 live.length += len(item.text)
-                self._emit_transient(run.id, lambda s, o=offset, t=item.text: TextDelta(
-                    self.conversation_id, run.id, live.epoch, s, entry.id, o, t))
+                self.deps.publish(
+                    TextDelta(
+                        self.conversation_id,
+                        run.id,
+                        live.epoch,
+                        self._next_seq(),
+                        entry.id,
+                        offset,
+                        item.text,
+                    )
+                )
                 if time.monotonic() - last >= interval:
                     await self._checkpoint(run.id)
                     last = time.monotonic()
             elif isinstance(item, ReasoningChunk):
                 state.reasoning.append(item.text)
-                self._emit_transient(run.id, lambda s, t=item.text: ReasoningDelta(
-                    self.conversation_id, run.id, live.epoch, s, entry.id, t))
+                self.deps.publish(
+                    ReasoningDelta(
+                        self.conversation_id,
+                        run.id,
+                        live.epoch,
+                        self._next_seq(),
+                        entry.id,
+                        item.text,
+                    )
+                )
             elif isinstance(item, ToolCallChunk):
                 state.add_call_chunk(item)
             elif isinstance(item, UsageReport):
@@ -239,14 +270,25 @@ class RunExecutor:
         await self.commit(lambda tx: tx.append_text(entry_id, offset, text))
         live.committed = offset + len(text)
 
-    async def _reset_attempt(self, run: Run, entry: Entry, attempt: int, exc: ProviderError) -> None:
+    async def _reset_attempt(
+        self, run: Run, entry: Entry, attempt: int, exc: ProviderError
+    ) -> None:
         log.info("retrying model request (attempt %d): %s", attempt + 1, exc.message)
         live = self.deps.live
         reset = entry.but(text="", status=EntryStatus.STREAMING)
         await self.commit(lambda tx: tx.update_entry(reset))
         live.parts, live.length, live.committed = [], 0, 0
-        self._emit_transient(run.id, lambda s: AttemptReset(
-            self.conversation_id, run.id, live.epoch, s, entry.id, attempt + 1, exc.message))
+        self.deps.publish(
+            AttemptReset(
+                self.conversation_id,
+                run.id,
+                live.epoch,
+                self._next_seq(),
+                entry.id,
+                attempt + 1,
+                exc.message,
+            )
+        )
 
     def _backoff(self, attempt: int, exc: ProviderError) -> float:
         if exc.retry_after is not None:
@@ -284,7 +326,9 @@ class RunExecutor:
         self.deps.live.entry_id = None
         return done, records, updated
 
-    def _intent(self, run: Run, entry: Entry, index: int, call: tuple[str, str, str]) -> ToolCallRecord:
+    def _intent(
+        self, run: Run, entry: Entry, index: int, call: tuple[str, str, str]
+    ) -> ToolCallRecord:
         call_id, name, arguments = call
         info = self.deps.toolbox.info(name) if self.deps.toolbox else None
         read_only = info.read_only if info else True
@@ -296,8 +340,18 @@ class RunExecutor:
         }[decision]
         now = _now()
         return ToolCallRecord(
-            call_id, self.conversation_id, run.id, entry.id, index, name, arguments,
-            info.replay_safe if info else True, approval, ToolCallState.PENDING, now, now,
+            call_id,
+            self.conversation_id,
+            run.id,
+            entry.id,
+            index,
+            name,
+            arguments,
+            info.replay_safe if info else True,
+            approval,
+            ToolCallState.PENDING,
+            now,
+            now,
         )
 
     # --- tool calls -------------------------------------------------------
@@ -308,14 +362,17 @@ class RunExecutor:
         return run
 
     async def _run_tool_call(self, run: Run, call: ToolCallRecord) -> Run:
-        if call.state == ToolCallState.RUNNING:
-            if not call.replay_safe:
-                outcome = ToolOutcome(False, (
+        if call.state == ToolCallState.RUNNING and not call.replay_safe:
+            outcome = ToolOutcome(
+                False,
+                (
                     f"INTERRUPTED: {call.name} was running when the previous process stopped; "
-                    "its effects are unknown.\nhint: check the workspace state before repeating it."),
-                    {"refusal": {"code": "INTERRUPTED"}})
-                await self._commit_result(call, ToolCallState.INTERRUPTED, outcome)
-                return run
+                    "its effects are unknown.\nhint: check the workspace state before repeating it."
+                ),
+                {"refusal": {"code": "INTERRUPTED"}},
+            )
+            await self._commit_result(call, ToolCallState.INTERRUPTED, outcome)
+            return run
         while call.approval == Approval.PENDING:
             if run.state != RunState.AWAITING_APPROVAL:
                 run = await self.set_run(run, state=RunState.AWAITING_APPROVAL)
@@ -325,11 +382,16 @@ class RunExecutor:
         if run.state == RunState.AWAITING_APPROVAL:
             run = await self.set_run(run, state=RunState.RUNNING)
         if call.approval == Approval.DENIED:
-            text = refusal_text(self.deps.approval_mode, call.name, interactive=self.deps.interactive)
+            text = refusal_text(
+                self.deps.approval_mode, call.name, interactive=self.deps.interactive
+            )
             if self.deps.on_refusal is not None:
                 self.deps.on_refusal(call.name, text)
-            await self._commit_result(call, ToolCallState.DENIED, ToolOutcome(False, text, {
-                "refusal": {"code": "FORBIDDEN", "message": text}}))
+            await self._commit_result(
+                call,
+                ToolCallState.DENIED,
+                ToolOutcome(False, text, {"refusal": {"code": "FORBIDDEN", "message": text}}),
+            )
             return run
         started = call.but(state=ToolCallState.RUNNING, updated_at=_now())
         await self.commit(lambda tx: tx.put_tool_call(started))
@@ -339,26 +401,51 @@ class RunExecutor:
 
     async def _execute(self, call: ToolCallRecord) -> ToolOutcome:
         if self.deps.toolbox is None:
-            return ToolOutcome(False, f"REFUSED INVALID_ARGUMENT: no tools are available here "
-                               f"(asked for {call.name}).\nhint: answer without tools.")
+            return ToolOutcome(
+                False,
+                f"REFUSED INVALID_ARGUMENT: no tools are available here "
+                f"(asked for {call.name}).\nhint: answer without tools.",
+            )
         return await self.deps.toolbox.run(call.name, call.arguments)
 
-    async def _commit_result(self, call: ToolCallRecord, state: ToolCallState, outcome: ToolOutcome) -> None:
-        entry = Entry(uuid7(), self.conversation_id, 0, EntryKind.TOOL_RESULT, EntryStatus.COMPLETE,
-                      outcome.model_text, _now(), run_id=call.run_id,
-                      data={"tool_call_id": call.id, "name": call.name, "ok": outcome.ok,
-                            "images": list(outcome.images)})
+    async def _commit_result(
+        self, call: ToolCallRecord, state: ToolCallState, outcome: ToolOutcome
+    ) -> None:
+        entry = Entry(
+            uuid7(),
+            self.conversation_id,
+            0,
+            EntryKind.TOOL_RESULT,
+            EntryStatus.COMPLETE,
+            outcome.model_text,
+            _now(),
+            run_id=call.run_id,
+            data={
+                "tool_call_id": call.id,
+                "name": call.name,
+                "ok": outcome.ok,
+                "images": list(outcome.images),
+            },
+        )
 
         def build(tx: Tx) -> None:
             placed = tx.add_entry(entry)
-            tx.put_tool_call(call.but(state=state, updated_at=_now(), result=outcome.data | {
-                "ok": outcome.ok}, result_entry_id=placed.id))
+            tx.put_tool_call(
+                call.but(
+                    state=state,
+                    updated_at=_now(),
+                    result=outcome.data | {"ok": outcome.ok},
+                    result_entry_id=placed.id,
+                )
+            )
 
         await self.commit(build)
 
     async def _place_steers(self, run: Run) -> None:
         snap = await self.deps.store.snapshot(self.conversation_id)
-        steers = [i for i in snap.inbox if i.state == InboxState.QUEUED and i.mode == InboxMode.STEER]
+        steers = [
+            i for i in snap.inbox if i.state == InboxState.QUEUED and i.mode == InboxMode.STEER
+        ]
         if steers:
             await self.commit(lambda tx: [place_item(tx, item, run.id) for item in steers])
 
@@ -367,10 +454,24 @@ class RunExecutor:
     async def _settle_calls(self, run: Run, reason: str) -> None:
         snap = await self.deps.store.snapshot(self.conversation_id)
         for call in snap.tool_calls:
-            if call.run_id == run.id and call.state in (ToolCallState.PENDING, ToolCallState.RUNNING):
-                effects = "its effects are unknown" if call.state == ToolCallState.RUNNING else "it did not run"
-                await self._commit_result(call, ToolCallState.INTERRUPTED, ToolOutcome(
-                    False, f"INTERRUPTED: {reason}; {effects}.", {"refusal": {"code": "INTERRUPTED"}}))
+            if call.run_id == run.id and call.state in (
+                ToolCallState.PENDING,
+                ToolCallState.RUNNING,
+            ):
+                effects = (
+                    "its effects are unknown"
+                    if call.state == ToolCallState.RUNNING
+                    else "it did not run"
+                )
+                await self._commit_result(
+                    call,
+                    ToolCallState.INTERRUPTED,
+                    ToolOutcome(
+                        False,
+                        f"INTERRUPTED: {reason}; {effects}.",
+                        {"refusal": {"code": "INTERRUPTED"}},
+                    ),
+                )
 
     async def _finish_interrupted(self, run: Run) -> Run:
         live = self.deps.live
@@ -387,7 +488,9 @@ class RunExecutor:
     async def _fail(self, run: Run, error: dict[str, Any]) -> Run:
         await self._settle_calls(run, "the run failed")
         run = await self._latest(run)
-        return await self.set_run(run, state=RunState.FAILED, reason=error.get("message"), error=error)
+        return await self.set_run(
+            run, state=RunState.FAILED, reason=error.get("message"), error=error
+        )
 
     async def _latest(self, run: Run) -> Run:
         snap = await self.deps.store.snapshot(self.conversation_id)
@@ -396,8 +499,19 @@ class RunExecutor:
 
 def place_item(tx: Tx, item: InboxItem, run_id: str) -> Entry:
     """Place a queued inbox item into run `run_id`: its user entry, and the item marked placed."""
-    entry = tx.add_entry(Entry(uuid7(), item.conversation_id, 0, EntryKind.USER, EntryStatus.COMPLETE,
-                               item.text, _now(), run_id=run_id, data={"inbox_id": item.id}))
+    entry = tx.add_entry(
+        Entry(
+            uuid7(),
+            item.conversation_id,
+            0,
+            EntryKind.USER,
+            EntryStatus.COMPLETE,
+            item.text,
+            _now(),
+            run_id=run_id,
+            data={"inbox_id": item.id},
+        )
+    )
     tx.put_inbox(item.but(state=InboxState.PLACED, run_id=run_id, entry_id=entry.id))
     return entry
 

@@ -131,7 +131,7 @@ def _initial(db: sqlite3.Connection) -> None:
         CREATE TRIGGER ledger_append_only_delete BEFORE DELETE ON ledger
         WHEN EXISTS (SELECT 1 FROM conversations WHERE id = OLD.conversation_id)
         BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;
-        """
+        """,
     )
 
 

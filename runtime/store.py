@@ -50,9 +50,7 @@ _RUN_COLUMNS = (
     "id, conversation_id, inbox_id, state, created_at, updated_at, revision, reason, error,"
     " usage, result_entry_id"
 )
-_INBOX_COLUMNS = (
-    "id, conversation_id, mode, text, state, created_at, request_key, run_id, entry_id"
-)
+_INBOX_COLUMNS = "id, conversation_id, mode, text, state, created_at, request_key, run_id, entry_id"
 _TOOL_COLUMNS = (
     'id, conversation_id, run_id, entry_id, "index", name, arguments, replay_safe, approval,'
     " state, created_at, updated_at, result, result_entry_id"
@@ -79,38 +77,69 @@ class LeaseInfo:
     token: int
 
 
-def _conversation(row: sqlite3.Row | tuple[Any, ...]) -> Conversation:
+def _conversation(row: Any) -> Conversation:
     return Conversation(
-        id=row[0], title=row[1], cwd=row[2], settings=json.loads(row[3]), created_at=row[4],
-        updated_at=row[5], parent_id=row[6], fork_seq=row[7], version=row[8],
+        id=row[0],
+        title=row[1],
+        cwd=row[2],
+        settings=json.loads(row[3]),
+        created_at=row[4],
+        updated_at=row[5],
+        parent_id=row[6],
+        fork_seq=row[7],
+        version=row[8],
     )
 
 
-def _entry(row: tuple[Any, ...]) -> Entry:
+def _entry(row: Any) -> Entry:
     return Entry(
-        id=row[0], conversation_id=row[1], position=row[2], kind=row[3], status=row[4],
-        text=row[5], created_at=row[6], run_id=row[7], data=json.loads(row[8]),
+        id=row[0],
+        conversation_id=row[1],
+        position=row[2],
+        kind=row[3],
+        status=row[4],
+        text=row[5],
+        created_at=row[6],
+        run_id=row[7],
+        data=json.loads(row[8]),
     )
 
 
-def _run(row: tuple[Any, ...]) -> Run:
+def _run(row: Any) -> Run:
     return Run(
-        id=row[0], conversation_id=row[1], inbox_id=row[2], state=row[3], created_at=row[4],
-        updated_at=row[5], revision=row[6], reason=row[7],
-        error=json.loads(row[8]) if row[8] else None, usage=json.loads(row[9]),
+        id=row[0],
+        conversation_id=row[1],
+        inbox_id=row[2],
+        state=row[3],
+        created_at=row[4],
+        updated_at=row[5],
+        revision=row[6],
+        reason=row[7],
+        error=json.loads(row[8]) if row[8] else None,
+        usage=json.loads(row[9]),
         result_entry_id=row[10],
     )
 
 
-def _inbox(row: tuple[Any, ...]) -> InboxItem:
+def _inbox(row: Any) -> InboxItem:
     return InboxItem(*row)
 
 
-def _tool_call(row: tuple[Any, ...]) -> ToolCallRecord:
+def _tool_call(row: Any) -> ToolCallRecord:
     return ToolCallRecord(
-        id=row[0], conversation_id=row[1], run_id=row[2], entry_id=row[3], index=row[4],
-        name=row[5], arguments=row[6], replay_safe=bool(row[7]), approval=row[8], state=row[9],
-        created_at=row[10], updated_at=row[11], result=json.loads(row[12]) if row[12] else None,
+        id=row[0],
+        conversation_id=row[1],
+        run_id=row[2],
+        entry_id=row[3],
+        index=row[4],
+        name=row[5],
+        arguments=row[6],
+        replay_safe=bool(row[7]),
+        approval=row[8],
+        state=row[9],
+        created_at=row[10],
+        updated_at=row[11],
+        result=json.loads(row[12]) if row[12] else None,
         result_entry_id=row[13],
     )
 
@@ -121,8 +150,10 @@ def _prepare_file(path: Path) -> None:
     try:
         db = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
     except sqlite3.Error as exc:
-        raise StoreError(f"cannot open the database {path}: {exc}",
-                         hint="check the path and its permissions, or set BASTION_HOME") from exc
+        raise StoreError(
+            f"cannot open the database {path}: {exc}",
+            hint="check the path and its permissions, or set BASTION_HOME",
+        ) from exc
     try:
         try:
             tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -140,8 +171,10 @@ def _prepare_file(path: Path) -> None:
                 )
             mode = db.execute("PRAGMA journal_mode=WAL").fetchone()
             if mode is None or str(mode[0]).lower() != "wal":
-                raise StoreError(f"{path}: cannot switch to WAL journal mode",
-                                 hint="put BASTION_HOME on a local filesystem")
+                raise StoreError(
+                    f"{path}: cannot switch to WAL journal mode",
+                    hint="put BASTION_HOME on a local filesystem",
+                )
             migrations.ensure_meta(db)
             migrations.apply_pending(db)
         except sqlite3.DatabaseError as exc:
@@ -235,8 +268,17 @@ class Store:
                 await db.execute(
                     f"INSERT INTO conversations ({_CONVERSATION_COLUMNS}) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (created.id, created.title, created.cwd, json.dumps(created.settings),
-                     created.created_at, created.updated_at, created.parent_id, created.fork_seq, 1),
+                    (
+                        created.id,
+                        created.title,
+                        created.cwd,
+                        json.dumps(created.settings),
+                        created.created_at,
+                        created.updated_at,
+                        created.parent_id,
+                        created.fork_seq,
+                        1,
+                    ),
                 )
                 await db.executemany(_LEDGER_INSERT, [_ledger_row(event)])
                 await db.execute("COMMIT")
@@ -339,7 +381,9 @@ class Store:
             raise UnknownConversation(f"no conversation {conversation_id}")
         return LeaseInfo(*rows[0])
 
-    async def list_conversations(self, cwd: str | None = None, limit: int = 200) -> list[Conversation]:
+    async def list_conversations(
+        self, cwd: str | None = None, limit: int = 200
+    ) -> list[Conversation]:
         where, params = ("WHERE cwd = ?", (cwd,)) if cwd is not None else ("", ())
         rows = await self._fetchall(
             f"SELECT {_CONVERSATION_COLUMNS} FROM conversations {where} "
@@ -388,7 +432,9 @@ class Store:
             tuple(_tool_call(r) for r in results[4]),
         )
 
-    async def ledger(self, conversation_id: str, after: int = 0, limit: int = 10_000) -> list[DurableEvent]:
+    async def ledger(
+        self, conversation_id: str, after: int = 0, limit: int = 10_000
+    ) -> list[DurableEvent]:
         rows = await self._fetchall(
             "SELECT type, payload, seq FROM ledger WHERE conversation_id = ? AND seq > ? "
             "ORDER BY seq LIMIT ?",
@@ -438,7 +484,8 @@ class Tx:
 
     async def conversation(self) -> Conversation:
         cur = await self.db.execute(
-            f"SELECT {_CONVERSATION_COLUMNS} FROM conversations WHERE id = ?", (self.conversation_id,)
+            f"SELECT {_CONVERSATION_COLUMNS} FROM conversations WHERE id = ?",
+            (self.conversation_id,),
         )
         row = await cur.fetchone()
         if row is None:
@@ -471,8 +518,17 @@ class Tx:
         placed = entry.but(position=self.version + 1)
         self.execute(
             f"INSERT INTO entries ({_ENTRY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (placed.id, placed.conversation_id, placed.position, placed.kind, placed.status,
-             placed.text, placed.created_at, placed.run_id, json.dumps(placed.data)),
+            (
+                placed.id,
+                placed.conversation_id,
+                placed.position,
+                placed.kind,
+                placed.status,
+                placed.text,
+                placed.created_at,
+                placed.run_id,
+                json.dumps(placed.data),
+            ),
         )
         self.emit(lambda v: EntryAdded(self.conversation_id, v, placed))
         return placed
@@ -496,9 +552,19 @@ class Tx:
             "updated_at = excluded.updated_at, revision = excluded.revision, "
             "reason = excluded.reason, error = excluded.error, usage = excluded.usage, "
             "result_entry_id = excluded.result_entry_id",
-            (run.id, run.conversation_id, run.inbox_id, run.state, run.created_at, run.updated_at,
-             run.revision, run.reason, json.dumps(run.error) if run.error else None,
-             json.dumps(run.usage), run.result_entry_id),
+            (
+                run.id,
+                run.conversation_id,
+                run.inbox_id,
+                run.state,
+                run.created_at,
+                run.updated_at,
+                run.revision,
+                run.reason,
+                json.dumps(run.error) if run.error else None,
+                json.dumps(run.usage),
+                run.result_entry_id,
+            ),
         )
         self.emit(lambda v: RunUpdated(self.conversation_id, v, run))
         return run
@@ -508,8 +574,17 @@ class Tx:
             f"INSERT INTO inbox ({_INBOX_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (id) DO UPDATE SET state = excluded.state, run_id = excluded.run_id, "
             "entry_id = excluded.entry_id",
-            (item.id, item.conversation_id, item.mode, item.text, item.state, item.created_at,
-             item.request_key, item.run_id, item.entry_id),
+            (
+                item.id,
+                item.conversation_id,
+                item.mode,
+                item.text,
+                item.state,
+                item.created_at,
+                item.request_key,
+                item.run_id,
+                item.entry_id,
+            ),
         )
         self.emit(lambda v: InboxUpdated(self.conversation_id, v, item))
         return item
@@ -520,10 +595,22 @@ class Tx:
             "ON CONFLICT (id) DO UPDATE SET approval = excluded.approval, state = excluded.state, "
             "updated_at = excluded.updated_at, result = excluded.result, "
             "result_entry_id = excluded.result_entry_id",
-            (call.id, call.conversation_id, call.run_id, call.entry_id, call.index, call.name,
-             call.arguments, int(call.replay_safe), call.approval, call.state, call.created_at,
-             call.updated_at, json.dumps(call.result) if call.result is not None else None,
-             call.result_entry_id),
+            (
+                call.id,
+                call.conversation_id,
+                call.run_id,
+                call.entry_id,
+                call.index,
+                call.name,
+                call.arguments,
+                int(call.replay_safe),
+                call.approval,
+                call.state,
+                call.created_at,
+                call.updated_at,
+                json.dumps(call.result) if call.result is not None else None,
+                call.result_entry_id,
+            ),
         )
         self.emit(lambda v: ToolCallUpdated(self.conversation_id, v, call))
         return call
@@ -533,4 +620,6 @@ class Tx:
             "UPDATE conversations SET title = ?, settings = ? WHERE id = ?",
             (conversation.title, json.dumps(conversation.settings), conversation.id),
         )
-        self.emit(lambda v: ConversationUpdated(self.conversation_id, v, conversation.but(version=v)))
+        self.emit(
+            lambda v: ConversationUpdated(self.conversation_id, v, conversation.but(version=v))
+        )

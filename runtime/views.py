@@ -101,8 +101,8 @@ def reduce(view: ConversationView, event: Event) -> ConversationView:
     if view.resync_required or event.conversation_id != view.conversation.id:
         return view
     if hasattr(event, "version"):
-        return _reduce_durable(view, event)  # type: ignore[arg-type]
-    return _reduce_transient(view, event)  # type: ignore[arg-type]
+        return _reduce_durable(view, event)
+    return _reduce_transient(view, event)
 
 
 def _reduce_durable(view: ConversationView, event: Any) -> ConversationView:
@@ -139,7 +139,7 @@ def _run_updated(view: ConversationView, run: Run) -> ConversationView:
     return view
 
 
-def _append_text(view: ConversationView, entry_id: str, offset: int, text: str) -> ConversationView | None:
+def _append_text(view: ConversationView, entry_id: str, offset: int, text: str) -> ConversationView:
     """Text known to start at `offset`: append what is new, or resync on a hole."""
     entry = view.entry(entry_id)
     if entry is None:
@@ -165,14 +165,24 @@ def _reduce_transient(view: ConversationView, event: Any) -> ConversationView:
             return _resync(view)
     elif event.seq != 1:
         return _resync(view)  # joined a stream midway without its cursor
-    view = replace(view, cursors=_with(view.cursors, event.run_id, StreamCursor(event.epoch, event.seq)))
+    view = replace(
+        view, cursors=_with(view.cursors, event.run_id, StreamCursor(event.epoch, event.seq))
+    )
     match event:
         case TextDelta(entry_id=entry_id, offset=offset, text=text):
-            return _append_text(view, entry_id, offset, text)  # type: ignore[return-value]
+            return _append_text(view, entry_id, offset, text)
         case ReasoningDelta(entry_id=entry_id, text=text):
-            return replace(view, reasoning=_with(view.reasoning, entry_id, view.reasoning.get(entry_id, "") + text))
+            return replace(
+                view,
+                reasoning=_with(view.reasoning, entry_id, view.reasoning.get(entry_id, "") + text),
+            )
         case ToolOutputDelta(tool_call_id=call_id, text=text):
-            return replace(view, tool_output=_with(view.tool_output, call_id, view.tool_output.get(call_id, "") + text))
+            return replace(
+                view,
+                tool_output=_with(
+                    view.tool_output, call_id, view.tool_output.get(call_id, "") + text
+                ),
+            )
         case AttemptReset(entry_id=entry_id):
             entry = view.entry(entry_id)
             if entry is None:
@@ -186,7 +196,9 @@ def _reduce_transient(view: ConversationView, event: Any) -> ConversationView:
     return view
 
 
-def view_from_snapshot(snapshot: Any, cursors: dict[str, StreamCursor] | None = None) -> ConversationView:
+def view_from_snapshot(
+    snapshot: Any, cursors: dict[str, StreamCursor] | None = None
+) -> ConversationView:
     """A view of a store `Snapshot`, optionally with live cursors of runs this process streams."""
     return ConversationView(
         conversation=snapshot.conversation,

@@ -22,10 +22,13 @@ def modules(package: str) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("package,banned", [
-    ("runtime", UI + ("tui",)),
-    ("tools", UI + ("tui", "runtime")),
-])
+@pytest.mark.parametrize(
+    "package,banned",
+    [
+        ("runtime", (*UI, "tui")),
+        ("tools", (*UI, "tui", "runtime")),
+    ],
+)
 def test_headless_packages_import_no_ui(package, banned):
     names = modules(package)
     assert len(names) > 1, f"no modules found in {package}"
@@ -37,7 +40,8 @@ def test_headless_packages_import_no_ui(package, banned):
         f"bad = sorted(m for m in sys.modules if m.split('.')[0] in {banned!r})\n"
         "print(','.join(bad))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                         timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "", f"{package} pulled in {out.stdout.strip()}"

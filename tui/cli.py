@@ -53,19 +53,36 @@ def main_parser() -> argparse.ArgumentParser:
         "export ID [--format json|markdown] [-o FILE] | attach ID",
     )
     p.add_argument("prompt", nargs="?", help="what to ask; with -p, read from stdin if omitted")
-    p.add_argument("-p", "--print", dest="print_mode", action="store_true",
-                   help="answer once and exit (no interface)")
-    p.add_argument("--output-format", choices=("text", "json", "stream-json"), default="text",
-                   help="print mode output: text (answer on stdout), json, stream-json")
+    p.add_argument(
+        "-p",
+        "--print",
+        dest="print_mode",
+        action="store_true",
+        help="answer once and exit (no interface)",
+    )
+    p.add_argument(
+        "--output-format",
+        choices=("text", "json", "stream-json"),
+        default="text",
+        help="print mode output: text (answer on stdout), json, stream-json",
+    )
     p.add_argument("--model", help="PROVIDER/NAME, e.g. openai/gpt-4.1, ollama/llama3.2")
     p.add_argument("--approval-mode", choices=("read-only", "ask", "auto-edit", "full-auto"))
     session = p.add_mutually_exclusive_group()
     session.add_argument("--session-id", metavar="UUID", help="use (or create) this conversation")
-    session.add_argument("-c", "--continue", dest="continue_", action="store_true",
-                         help="continue the latest conversation in this directory")
+    session.add_argument(
+        "-c",
+        "--continue",
+        dest="continue_",
+        action="store_true",
+        help="continue the latest conversation in this directory",
+    )
     session.add_argument("-r", "--resume", metavar="ID", help="resume conversation ID")
-    p.add_argument("--request-key", metavar="KEY",
-                   help="admit this prompt once: rerunning with the same KEY returns the same run")
+    p.add_argument(
+        "--request-key",
+        metavar="KEY",
+        help="admit this prompt once: rerunning with the same KEY returns the same run",
+    )
     p.add_argument("--plain", action="store_true", help="line mode instead of the full-screen app")
     p.add_argument("--version", action=_Version)
     return p

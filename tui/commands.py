@@ -20,7 +20,9 @@ def _id(raw: str) -> str:
     try:
         return parse_uuid(raw)
     except ValueError:
-        raise UsageError(f"{raw!r} is not a session id (list them with `bastion sessions`)") from None
+        raise UsageError(
+            f"{raw!r} is not a session id (list them with `bastion sessions`)"
+        ) from None
 
 
 def _run(coro: Any) -> int:
@@ -47,7 +49,9 @@ async def _sessions(opts: Any) -> int:
                 from runtime.driver import lease_expired
 
                 if not lease_expired(lease, harness.lease_ttl, time.time()):
-                    error_line(f"conversation {conv_id} is being driven by pid {lease.pid}; stop it first")
+                    error_line(
+                        f"conversation {conv_id} is being driven by pid {lease.pid}; stop it first"
+                    )
                     return EXIT_USAGE
             await harness.store.delete_conversation(conv_id)
             print(f"removed {conv_id}", file=sys.stderr)
@@ -58,14 +62,22 @@ async def _sessions(opts: Any) -> int:
             found = await harness.list_conversations(None if opts.all else os.getcwd())
         if opts.json:
             rows = [
-                {"id": c.id, "title": c.title, "cwd": c.cwd, "created_at": c.created_at,
-                 "updated_at": c.updated_at, "model": c.agent.model}
+                {
+                    "id": c.id,
+                    "title": c.title,
+                    "cwd": c.cwd,
+                    "created_at": c.created_at,
+                    "updated_at": c.updated_at,
+                    "model": c.agent.model,
+                }
                 for c in found
             ]
             print(json.dumps(rows, ensure_ascii=False))
         elif not found:
-            print("no conversations here (bastion sessions --all lists every directory)",
-                  file=sys.stderr)
+            print(
+                "no conversations here (bastion sessions --all lists every directory)",
+                file=sys.stderr,
+            )
         else:
             for c in found:
                 when = time.strftime("%Y-%m-%d %H:%M", time.localtime(c.updated_at))
@@ -81,16 +93,24 @@ def export(opts: Any) -> int:
 
 def entry_dict(entry: Entry) -> dict[str, Any]:
     out: dict[str, Any] = {
-        "id": entry.id, "kind": entry.kind, "status": entry.status, "text": entry.text,
-        "run_id": entry.run_id, "position": entry.position, "created_at": entry.created_at,
+        "id": entry.id,
+        "kind": entry.kind,
+        "status": entry.status,
+        "text": entry.text,
+        "run_id": entry.run_id,
+        "position": entry.position,
+        "created_at": entry.created_at,
     }
     if entry.kind == EntryKind.ASSISTANT:
         out["tool_calls"] = entry.data.get("tool_calls", [])
         if entry.data.get("reasoning"):
             out["reasoning"] = entry.data["reasoning"]
     elif entry.kind == EntryKind.TOOL_RESULT:
-        out.update(tool_call_id=entry.data.get("tool_call_id"), name=entry.data.get("name"),
-                   ok=entry.data.get("ok"))
+        out.update(
+            tool_call_id=entry.data.get("tool_call_id"),
+            name=entry.data.get("name"),
+            ok=entry.data.get("ok"),
+        )
     return out
 
 
@@ -98,18 +118,37 @@ def export_json(snap: Snapshot) -> dict[str, Any]:
     conv = snap.conversation
     return {
         "conversation": {
-            "id": conv.id, "title": conv.title, "cwd": conv.cwd, "settings": conv.settings,
-            "created_at": conv.created_at, "updated_at": conv.updated_at, "version": conv.version,
+            "id": conv.id,
+            "title": conv.title,
+            "cwd": conv.cwd,
+            "settings": conv.settings,
+            "created_at": conv.created_at,
+            "updated_at": conv.updated_at,
+            "version": conv.version,
         },
         "entries": [entry_dict(e) for e in snap.entries],
         "runs": [
-            {"id": r.id, "state": r.state, "reason": r.reason, "error": r.error, "usage": r.usage,
-             "created_at": r.created_at, "updated_at": r.updated_at}
+            {
+                "id": r.id,
+                "state": r.state,
+                "reason": r.reason,
+                "error": r.error,
+                "usage": r.usage,
+                "created_at": r.created_at,
+                "updated_at": r.updated_at,
+            }
             for r in snap.runs
         ],
         "tool_calls": [
-            {"id": c.id, "name": c.name, "arguments": c.arguments, "state": c.state,
-             "approval": c.approval, "run_id": c.run_id, "result": c.result}
+            {
+                "id": c.id,
+                "name": c.name,
+                "arguments": c.arguments,
+                "state": c.state,
+                "approval": c.approval,
+                "run_id": c.run_id,
+                "result": c.result,
+            }
             for c in snap.tool_calls
         ],
     }
@@ -117,8 +156,14 @@ def export_json(snap: Snapshot) -> dict[str, Any]:
 
 def export_markdown(snap: Snapshot) -> str:
     conv = snap.conversation
-    lines = [f"# {conv.title or 'Conversation'}", "", f"- id: `{conv.id}`", f"- cwd: `{conv.cwd}`",
-             f"- model: `{conv.agent.model}`", ""]
+    lines = [
+        f"# {conv.title or 'Conversation'}",
+        "",
+        f"- id: `{conv.id}`",
+        f"- cwd: `{conv.cwd}`",
+        f"- model: `{conv.agent.model}`",
+        "",
+    ]
     for entry in snap.entries:
         status = "" if entry.status == "complete" else f" ({entry.status})"
         if entry.kind == EntryKind.USER:
@@ -128,7 +173,14 @@ def export_markdown(snap: Snapshot) -> str:
             if entry.text:
                 lines += [entry.text, ""]
             for call in entry.data.get("tool_calls", []):
-                lines += [f"Tool call `{call['name']}`:", "", "```json", call["arguments"], "```", ""]
+                lines += [
+                    f"Tool call `{call['name']}`:",
+                    "",
+                    "```json",
+                    call["arguments"],
+                    "```",
+                    "",
+                ]
         elif entry.kind == EntryKind.TOOL_RESULT:
             lines += [f"### Result of `{entry.data.get('name')}`", "", "```", entry.text, "```", ""]
         else:

@@ -9,6 +9,7 @@ told why, and a line goes to stderr.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 import sys
@@ -117,23 +118,26 @@ def _install_interrupt(harness: Harness, conversation_id: str) -> asyncio.Event:
     """First SIGINT/SIGTERM interrupts the run (committed as interrupted); a second exits."""
     flag = asyncio.Event()
     loop = asyncio.get_running_loop()
+    pending: set[asyncio.Task[bool]] = set()
 
     def on_signal() -> None:
         if flag.is_set():
             raise SystemExit(EXIT_INTERRUPTED)
         flag.set()
         print("bastion: interrupting (again to quit at once)", file=sys.stderr)
-        loop.create_task(harness.interrupt(conversation_id))
+        task = loop.create_task(harness.interrupt(conversation_id))
+        pending.add(task)
+        task.add_done_callback(pending.discard)
 
     for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
+        with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, on_signal)
-        except (NotImplementedError, RuntimeError):
-            pass
     return flag
 
 
-async def _result(harness: Harness, conversation_id: str, run: Run, started: float) -> dict[str, Any]:
+async def _result(
+    harness: Harness, conversation_id: str, run: Run, started: float
+) -> dict[str, Any]:
     snap = await harness.store.snapshot(conversation_id)
     answer = ""
     for entry in snap.entries:
@@ -155,9 +159,9 @@ async def _result(harness: Harness, conversation_id: str, run: Run, started: flo
             "cached_input_tokens": int(usage.get("cached_input_tokens", 0)),
             "cost": usage.get("cost"),
         },
-        "error": None if status == "completed" else (
-            run.error or {"code": status, "message": run.reason or status}
-        ),
+        "error": None
+        if status == "completed"
+        else (run.error or {"code": status, "message": run.reason or status}),
         "model": snap.conversation.agent.model,
         "duration_ms": int((time.monotonic() - started) * 1000),
     }

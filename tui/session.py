@@ -77,8 +77,9 @@ async def open_session(opts: Any, cwd: str | None = None) -> Session:
     config = load_config(cwd)
     session_id = _session_id(opts)
     resolver = model_resolver(config)
-    harness = await Harness.open(resolve_model=resolver, toolbox_factory=None,
-                                 loop_settings=loop_settings(os.environ))
+    harness = await Harness.open(
+        resolve_model=resolver, toolbox_factory=None, loop_settings=loop_settings(os.environ)
+    )
     harness._toolbox_factory = toolbox_factory(harness.home)
     try:
         conversation, created = await _find_conversation(harness, opts, cwd, session_id)

@@ -55,14 +55,24 @@ def answer_text(size: int) -> str:
     return "".join(out)[:size]
 
 
-def start_server(tmp: Path, text: str, chunk: int, turns: int) -> tuple[subprocess.Popen[bytes], str]:
+def start_server(
+    tmp: Path, text: str, chunk: int, turns: int
+) -> tuple[subprocess.Popen[bytes], str]:
     script = tmp / "turns.json"
     script.write_text(json.dumps([{"text": text, "chunk_size": chunk}] * turns))
     port_file = tmp / "port"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "runtime.testing.server", "--script", str(script),
-         "--port-file", str(port_file)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "runtime.testing.server",
+            "--script",
+            str(script),
+            "--port-file",
+            str(port_file),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 15
     while not (port_file.exists() and port_file.read_text().strip()):
@@ -93,8 +103,11 @@ def main() -> int:
         tmp = Path(tmp_dir)
         server, base_url = start_server(tmp, text, args.chunk, 2 * args.runs + 2)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "BASTION_"))}
-        env.update(OPENAI_BASE_URL=base_url, BASTION_HOME=str(tmp / "home"),
-                   XDG_CONFIG_HOME=str(tmp / "config"))
+        env.update(
+            OPENAI_BASE_URL=base_url,
+            BASTION_HOME=str(tmp / "home"),
+            XDG_CONFIG_HOME=str(tmp / "config"),
+        )
         bare_cmd = [sys.executable, "-c", BARE_CLIENT, base_url]
         bastion_cmd = [bastion, "-p", "go", "--model", "openai/bench"]
         try:
@@ -110,8 +123,10 @@ def main() -> int:
             server.wait(timeout=10)
     events = -(-args.size // args.chunk)
     ratio = statistics.median(ours) / statistics.median(bare)
-    print(f"stream {args.size // 1000} KB answer in {events} SSE events, median of {args.runs} "
-          "whole-process runs")
+    print(
+        f"stream {args.size // 1000} KB answer in {events} SSE events, median of {args.runs} "
+        "whole-process runs"
+    )
     print(f"  bare httpx client : {statistics.median(bare) * 1000:8.0f} ms")
     print(f"  bastion -p        : {statistics.median(ours) * 1000:8.0f} ms")
     verdict = "meets" if ratio <= 1.5 else "MISSES"

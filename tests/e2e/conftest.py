@@ -19,8 +19,10 @@ BIN = Path(sys.executable).parent
 def bastion_bin() -> str:
     path = BIN / "bastion"
     if not path.exists():
-        pytest.fail(f"the bastion command is not installed next to {sys.executable}; "
-                    "run the README's test command (it installs the package)")
+        pytest.fail(
+            f"the bastion command is not installed next to {sys.executable}; "
+            "run the README's test command (it installs the package)"
+        )
     return str(path)
 
 
@@ -52,14 +54,33 @@ class Bastion:
     def cmd(self, *args: str) -> list[str]:
         return [bastion_bin(), *args]
 
-    def run(self, *args: str, input: str | None = None, timeout: float = 60,
-            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(self.cmd(*args), input=input, capture_output=True, text=True,
-                              cwd=self.cwd, env=self.env | (env or {}), timeout=timeout)
+    def run(
+        self,
+        *args: str,
+        input: str | None = None,
+        timeout: float = 60,
+        env: dict[str, str] | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            self.cmd(*args),
+            input=input,
+            capture_output=True,
+            text=True,
+            cwd=self.cwd,
+            env=self.env | (env or {}),
+            timeout=timeout,
+        )
 
     def popen(self, *args: str) -> subprocess.Popen[str]:
-        return subprocess.Popen(self.cmd(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, cwd=self.cwd, env=self.env, stdin=subprocess.DEVNULL)
+        return subprocess.Popen(
+            self.cmd(*args),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=self.cwd,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+        )
 
     def json(self, *args: str, **kw) -> dict:
         out = self.run(*args, **kw)
@@ -72,9 +93,19 @@ def start_loopback(tmp: Path, turns: list[dict]) -> Loopback:
     script.write_text(json.dumps(turns))
     port_file, record = tmp / "port", tmp / "requests.jsonl"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "runtime.testing.server", "--script", str(script),
-         "--port-file", str(port_file), "--record", str(record)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "runtime.testing.server",
+            "--script",
+            str(script),
+            "--port-file",
+            str(port_file),
+            "--record",
+            str(record),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     deadline = time.monotonic() + 15
     while not (port_file.exists() and port_file.read_text().strip()):
@@ -109,10 +140,17 @@ def bastion(tmp_path):
     def make(server: Loopback | None = None) -> Bastion:
         cwd = tmp_path / "work"
         cwd.mkdir(exist_ok=True)
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("OPENAI_", "ANTHROPIC_", "BASTION_", "OLLAMA_"))}
-        env.update(BASTION_HOME=str(tmp_path / "home"), XDG_CONFIG_HOME=str(tmp_path / "config"),
-                   BASTION_MODEL="openai/test-model", PYTHONUNBUFFERED="1")
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("OPENAI_", "ANTHROPIC_", "BASTION_", "OLLAMA_"))
+        }
+        env.update(
+            BASTION_HOME=str(tmp_path / "home"),
+            XDG_CONFIG_HOME=str(tmp_path / "config"),
+            BASTION_MODEL="openai/test-model",
+            PYTHONUNBUFFERED="1",
+        )
         if server is not None:
             env["OPENAI_BASE_URL"] = server.base_url
         return Bastion(tmp_path / "home", cwd, env)

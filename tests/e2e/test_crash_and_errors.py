@@ -41,8 +41,9 @@ def partial_text(b):
 
 
 def test_sigkill_mid_stream_then_resume_finishes_the_run(loopback, bastion):
-    server = loopback([{"text": SLOW, "chunk_size": 6, "delay_ms": 25},
-                       {"text": "The resumed, complete answer."}])
+    server = loopback(
+        [{"text": SLOW, "chunk_size": 6, "delay_ms": 25}, {"text": "The resumed, complete answer."}]
+    )
     b = bastion(server)
     proc = b.popen("-p", "--session-id", SID, "write slowly")
     wait_for(lambda: partial_text(b))
@@ -101,24 +102,40 @@ def db_digest(home):
     if not path.exists():
         return None
     db = sqlite3.connect(path)
-    rows = db.execute("SELECT conversation_id, seq, type, payload FROM ledger ORDER BY 1, 2").fetchall()
+    rows = db.execute(
+        "SELECT conversation_id, seq, type, payload FROM ledger ORDER BY 1, 2"
+    ).fetchall()
     db.close()
     return hashlib.sha256(repr(rows).encode()).hexdigest()
 
 
-@pytest.mark.parametrize("args,env,message", [
-    (["-p", "hi", "--model", "nosuch/model"], {}, "unknown provider"),
-    (["-p", "hi", "--model", "no-slash"], {}, "PROVIDER/NAME"),
-    (["-p", "hi"], {"OPENAI_BASE_URL": ""}, "OPENAI_API_KEY"),
-    (["-p", "hi", "--session-id", "not-a-uuid"], {}, "is not a session id"),
-    (["-p", "hi", "--resume", "0192f7a4-6c1e-7d2a-9b3e-000000000000"], {}, "no conversation"),
-    (["-p", "   "], {}, "empty"),
-    (["-p"], {}, "prompt is empty"),
-    (["-p", "hi", "--approval-mode", "sometimes"], {}, "invalid choice"),
-    (["-p", "-c", "hi"], {}, "no conversation in this directory"),
-    (["export", "nope"], {}, "is not a session id"),
-], ids=["provider", "spec", "key", "session-id", "resume-unknown", "empty", "no-prompt",
-        "approval-mode", "continue-none", "export-bad-id"])
+@pytest.mark.parametrize(
+    "args,env,message",
+    [
+        (["-p", "hi", "--model", "nosuch/model"], {}, "unknown provider"),
+        (["-p", "hi", "--model", "no-slash"], {}, "PROVIDER/NAME"),
+        (["-p", "hi"], {"OPENAI_BASE_URL": ""}, "OPENAI_API_KEY"),
+        (["-p", "hi", "--session-id", "not-a-uuid"], {}, "is not a session id"),
+        (["-p", "hi", "--resume", "0192f7a4-6c1e-7d2a-9b3e-000000000000"], {}, "no conversation"),
+        (["-p", "   "], {}, "empty"),
+        (["-p"], {}, "prompt is empty"),
+        (["-p", "hi", "--approval-mode", "sometimes"], {}, "invalid choice"),
+        (["-p", "-c", "hi"], {}, "no conversation in this directory"),
+        (["export", "nope"], {}, "is not a session id"),
+    ],
+    ids=[
+        "provider",
+        "spec",
+        "key",
+        "session-id",
+        "resume-unknown",
+        "empty",
+        "no-prompt",
+        "approval-mode",
+        "continue-none",
+        "export-bad-id",
+    ],
+)
 def test_bad_input_is_one_clear_line_and_changes_nothing(loopback, bastion, args, env, message):
     server = loopback([{"text": "seed"}])
     b = bastion(server)
@@ -136,7 +153,9 @@ def test_bad_input_is_one_clear_line_and_changes_nothing(loopback, bastion, args
 
 def test_unreachable_base_url_fails_the_run_clearly(bastion):
     b = bastion(None)
-    out = b.run("-p", "hi", env={"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "BASTION_MAX_RETRIES": "1"})
+    out = b.run(
+        "-p", "hi", env={"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "BASTION_MAX_RETRIES": "1"}
+    )
     assert out.returncode == 1
     assert "127.0.0.1:9" in out.stderr and "Traceback" not in out.stderr
     assert out.stdout == ""

@@ -12,8 +12,9 @@ ANSWER = "Hello from the loopback server. \u2028 Unicode line separators survive
 
 
 def test_text_answer_on_stdout_only(loopback, bastion):
-    server = loopback([{"text": ANSWER, "chunk_size": 5,
-                        "usage": {"prompt_tokens": 21, "completion_tokens": 8}}])
+    server = loopback(
+        [{"text": ANSWER, "chunk_size": 5, "usage": {"prompt_tokens": 21, "completion_tokens": 8}}]
+    )
     b = bastion(server)
     out = b.run("-p", "say hello")
     assert out.returncode == 0, out.stderr
@@ -34,7 +35,9 @@ def test_prompt_from_stdin(loopback, bastion):
 
 
 def test_json_result_object(loopback, bastion):
-    server = loopback([{"text": "json answer", "usage": {"prompt_tokens": 30, "completion_tokens": 2}}])
+    server = loopback(
+        [{"text": "json answer", "usage": {"prompt_tokens": 30, "completion_tokens": 2}}]
+    )
     result = bastion(server).json("-p", "hi", "--output-format", "json")
     assert result["status"] == "completed" and result["result"] == "json answer"
     assert result["usage"]["input_tokens"] == 30 and result["usage"]["output_tokens"] == 2
@@ -56,7 +59,9 @@ def test_stream_json_events_then_result(loopback, bastion):
     assert seqs == list(range(1, len(seqs) + 1))
 
 
-def test_continue_and_resume_add_to_one_conversation_and_export_shows_it(loopback, bastion, tmp_path):
+def test_continue_and_resume_add_to_one_conversation_and_export_shows_it(
+    loopback, bastion, tmp_path
+):
     server = loopback([{"text": "first"}, {"text": "second"}, {"text": "third"}])
     b = bastion(server)
     first = b.json("-p", "one", "--output-format", "json")
@@ -69,12 +74,18 @@ def test_continue_and_resume_add_to_one_conversation_and_export_shows_it(loopbac
     assert contents == ["one", "first", "two", "second", "three"]
     exported = json.loads(b.run("export", first["session_id"]).stdout)
     assert [(e["kind"], e["status"], e["text"]) for e in exported["entries"]] == [
-        ("user", "complete", "one"), ("assistant", "complete", "first"),
-        ("user", "complete", "two"), ("assistant", "complete", "second"),
-        ("user", "complete", "three"), ("assistant", "complete", "third")]
+        ("user", "complete", "one"),
+        ("assistant", "complete", "first"),
+        ("user", "complete", "two"),
+        ("assistant", "complete", "second"),
+        ("user", "complete", "three"),
+        ("assistant", "complete", "third"),
+    ]
     assert all("id" in e for e in exported["entries"])
     md = tmp_path / "out.md"
-    assert b.run("export", first["session_id"], "--format", "markdown", "-o", str(md)).returncode == 0
+    assert (
+        b.run("export", first["session_id"], "--format", "markdown", "-o", str(md)).returncode == 0
+    )
     assert "## User" in md.read_text() and "third" in md.read_text()
     listed = json.loads(b.run("sessions", "--json").stdout)
     assert [s["id"] for s in listed] == [first["session_id"]]
@@ -93,8 +104,12 @@ def test_same_request_key_twice_creates_one_run(loopback, bastion):
     server = loopback([{"text": "only once"}, {"text": "must not be asked"}])
     b = bastion(server)
     sid = "0192f7a4-6c1e-7d2a-9b3e-5f6a7b8c9d01"
-    one = b.json("-p", "--session-id", sid, "--request-key", "k1", "do it", "--output-format", "json")
-    two = b.json("-p", "--session-id", sid, "--request-key", "k1", "do it", "--output-format", "json")
+    one = b.json(
+        "-p", "--session-id", sid, "--request-key", "k1", "do it", "--output-format", "json"
+    )
+    two = b.json(
+        "-p", "--session-id", sid, "--request-key", "k1", "do it", "--output-format", "json"
+    )
     assert one["run_id"] == two["run_id"] and two["result"] == "only once"
     assert len(server.requests()) == 1
     exported = json.loads(b.run("export", sid).stdout)

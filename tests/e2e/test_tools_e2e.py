@@ -19,12 +19,14 @@ def tool_messages(request):
 
 
 def test_full_auto_writes_then_edits_a_file(loopback, bastion):
-    server = loopback([
-        call("c1", "write_file", path="src/hello.py", content="print('hello')\n"),
-        call("c2", "edit_file", path="src/hello.py", old_text="hello", new_text="bastion"),
-        call("c3", "read_file", path="src/hello.py"),
-        {"text": "Wrote and edited src/hello.py."},
-    ])
+    server = loopback(
+        [
+            call("c1", "write_file", path="src/hello.py", content="print('hello')\n"),
+            call("c2", "edit_file", path="src/hello.py", old_text="hello", new_text="bastion"),
+            call("c3", "read_file", path="src/hello.py"),
+            {"text": "Wrote and edited src/hello.py."},
+        ]
+    )
     b = bastion(server)
     out = b.run("-p", "make a hello script", "--approval-mode", "full-auto")
     assert out.returncode == 0, out.stderr
@@ -35,16 +37,20 @@ def test_full_auto_writes_then_edits_a_file(loopback, bastion):
     assert {"read_file", "write_file", "edit_file", "run_command", "search_files"} <= tools_offered
     results = tool_messages(requests[3])
     assert [r["tool_call_id"] for r in results] == ["c1", "c2", "c3"]
-    assert "-print('hello')" in results[1]["content"] and "+print('bastion')" in results[1]["content"]
+    assert (
+        "-print('hello')" in results[1]["content"] and "+print('bastion')" in results[1]["content"]
+    )
     assert "print('bastion')" in results[2]["content"]
     assert "· write_file" in out.stderr and "· edit_file" in out.stderr
 
 
 def test_default_print_mode_refuses_a_write_and_tells_the_model(loopback, bastion):
-    server = loopback([
-        call("c1", "write_file", path="notes.txt", content="x"),
-        {"text": "I was not allowed to write notes.txt."},
-    ])
+    server = loopback(
+        [
+            call("c1", "write_file", path="notes.txt", content="x"),
+            {"text": "I was not allowed to write notes.txt."},
+        ]
+    )
     b = bastion(server)
     out = b.run("-p", "write notes")
     assert out.returncode == 0, out.stderr
@@ -52,17 +58,20 @@ def test_default_print_mode_refuses_a_write_and_tells_the_model(loopback, bastio
     told = tool_messages(server.requests()[1])[0]["content"]
     assert "REFUSED FORBIDDEN" in told and "--approval-mode" in told
     assert "refused write_file" in out.stderr
-    exported = json.loads(b.run("export", json.loads(
-        b.run("sessions", "--json").stdout)[0]["id"]).stdout)
+    exported = json.loads(
+        b.run("export", json.loads(b.run("sessions", "--json").stdout)[0]["id"]).stdout
+    )
     assert [c["state"] for c in exported["tool_calls"]] == ["denied"]
 
 
 def test_auto_edit_runs_edits_but_refuses_commands(loopback, bastion):
-    server = loopback([
-        call("c1", "write_file", path="a.txt", content="a\n"),
-        call("c2", "run_command", command="touch ran.txt"),
-        {"text": "done"},
-    ])
+    server = loopback(
+        [
+            call("c1", "write_file", path="a.txt", content="a\n"),
+            call("c2", "run_command", command="touch ran.txt"),
+            {"text": "done"},
+        ]
+    )
     b = bastion(server)
     out = b.run("-p", "go", "--approval-mode", "auto-edit")
     assert out.returncode == 0, out.stderr
@@ -72,11 +81,13 @@ def test_auto_edit_runs_edits_but_refuses_commands(loopback, bastion):
 def test_paths_outside_the_workspace_are_refused_even_in_full_auto(loopback, bastion, tmp_path):
     secret = tmp_path / "secret.txt"
     secret.write_text("top secret")
-    server = loopback([
-        call("c1", "read_file", path="../secret.txt"),
-        call("c2", "write_file", path=str(secret), content="pwned", overwrite=True),
-        {"text": "could not"},
-    ])
+    server = loopback(
+        [
+            call("c1", "read_file", path="../secret.txt"),
+            call("c2", "write_file", path=str(secret), content="pwned", overwrite=True),
+            {"text": "could not"},
+        ]
+    )
     b = bastion(server)
     (b.cwd / "link").symlink_to(tmp_path)
     out = b.run("-p", "go", "--approval-mode", "full-auto")
@@ -88,10 +99,12 @@ def test_paths_outside_the_workspace_are_refused_even_in_full_auto(loopback, bas
 
 
 def test_run_command_output_reaches_the_model(loopback, bastion):
-    server = loopback([
-        call("c1", "run_command", command="echo out-$((6*7)); echo err >&2; exit 3"),
-        {"text": "ran it"},
-    ])
+    server = loopback(
+        [
+            call("c1", "run_command", command="echo out-$((6*7)); echo err >&2; exit 3"),
+            {"text": "ran it"},
+        ]
+    )
     b = bastion(server)
     out = b.run("-p", "go", "--approval-mode", "full-auto")
     assert out.returncode == 0, out.stderr

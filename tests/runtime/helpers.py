@@ -23,12 +23,18 @@ class RecordingToolbox:
 
     def specs(self) -> tuple[ToolSpec, ...]:
         schema = {"type": "object", "properties": {"path": {"type": "string"}}}
-        return (ToolSpec("read_file", "read", schema), ToolSpec("write_file", "write", schema),
-                ToolSpec("run_command", "run", schema))
+        return (
+            ToolSpec("read_file", "read", schema),
+            ToolSpec("write_file", "write", schema),
+            ToolSpec("run_command", "run", schema),
+        )
 
     def info(self, name: str) -> ToolInfo | None:
-        return {"read_file": ToolInfo(True, True), "write_file": ToolInfo(False, False),
-                "run_command": ToolInfo(False, False)}.get(name)
+        return {
+            "read_file": ToolInfo(True, True),
+            "write_file": ToolInfo(False, False),
+            "run_command": ToolInfo(False, False),
+        }.get(name)
 
     async def run(self, name: str, arguments: str) -> ToolOutcome:
         self.calls.append((name, json.loads(arguments)))
@@ -40,8 +46,9 @@ class RecordingToolbox:
         pass
 
 
-async def open_harness(tmp_path, provider: ScriptedProvider, toolbox: Any = None,
-                       **settings: Any) -> Harness:
+async def open_harness(
+    tmp_path, provider: ScriptedProvider, toolbox: Any = None, **settings: Any
+) -> Harness:
     loop = LoopSettings(**({"checkpoint_interval": 0.02, "backoff_base": 0.01} | settings))
     return await Harness.open(
         tmp_path / "bastion.sqlite",

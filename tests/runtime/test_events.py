@@ -24,11 +24,34 @@ def roundtrip(event):
 
 
 def test_events_roundtrip():
-    entry = Entry("e1", "c1", 3, "assistant", "complete", "hi \u2028 there", 1.0, "r1",
-                  {"tool_calls": [{"id": "t", "name": "read_file", "arguments": "{}"}]})
+    entry = Entry(
+        "e1",
+        "c1",
+        3,
+        "assistant",
+        "complete",
+        "hi \u2028 there",
+        1.0,
+        "r1",
+        {"tool_calls": [{"id": "t", "name": "read_file", "arguments": "{}"}]},
+    )
     run = Run("r1", "c1", "i1", "completed", 1.0, 2.0, 3, "answered", None, {"input_tokens": 1})
-    call = ToolCallRecord("t", "c1", "r1", "e1", 0, "read_file", "{}", True, "not_required",
-                          "done", 1.0, 2.0, {"ok": True}, "e2")
+    call = ToolCallRecord(
+        "t",
+        "c1",
+        "r1",
+        "e1",
+        0,
+        "read_file",
+        "{}",
+        True,
+        "not_required",
+        "done",
+        1.0,
+        2.0,
+        {"ok": True},
+        "e2",
+    )
     for event in (
         EntryAdded("c1", 4, entry),
         EntryTextAppended("c1", 5, "e1", 0, "abc"),

@@ -34,7 +34,9 @@ async def test_answer_is_committed_with_usage(tmp_path):
     assert run.usage["input_tokens"] == 11 and run.usage["output_tokens"] == 3
     snap = await harness.store.snapshot(conv.id)
     assert [(e.kind, e.status, e.text) for e in snap.entries] == [
-        ("user", "complete", "hi"), ("assistant", "complete", "Hello there")]
+        ("user", "complete", "hi"),
+        ("assistant", "complete", "Hello there"),
+    ]
     assert snap.conversation.title == "hi"
     request = provider.requests[0]
     assert request.messages[0].role == "system"
@@ -93,7 +95,7 @@ async def test_partial_text_is_checkpointed_while_streaming(tmp_path):
     item = await harness.submit(conv.id, "go")
     await asyncio.sleep(0.4)
     snap = await harness.store.snapshot(conv.id)
-    partial = [e for e in snap.entries if e.kind == "assistant"][0]
+    partial = next(e for e in snap.entries if e.kind == "assistant")
     assert partial.status == "streaming" and partial.text.startswith("abcde")
     gate.set()
     await harness.wait(item.id, conv.id)
@@ -102,8 +104,11 @@ async def test_partial_text_is_checkpointed_while_streaming(tmp_path):
 
 async def test_retryable_error_retries_with_attempt_reset(tmp_path):
     turns = [
-        ScriptedTurn(text="broken partial", error=ProviderError(
-            "HTTP 503", provider="s", status=503, retryable=True), error_after_chunks=1),
+        ScriptedTurn(
+            text="broken partial",
+            error=ProviderError("HTTP 503", provider="s", status=503, retryable=True),
+            error_after_chunks=1,
+        ),
         ScriptedTurn(text="good answer"),
     ]
     harness, conv, provider = await start(tmp_path, turns)
@@ -119,14 +124,20 @@ async def test_retryable_error_retries_with_attempt_reset(tmp_path):
 
 
 async def test_non_retryable_error_fails_the_run_and_keeps_the_partial(tmp_path):
-    turns = [ScriptedTurn(text="half of it", chunk_size=4, error=ProviderError(
-        "bad request", provider="s", status=400, retryable=False), error_after_chunks=1)]
+    turns = [
+        ScriptedTurn(
+            text="half of it",
+            chunk_size=4,
+            error=ProviderError("bad request", provider="s", status=400, retryable=False),
+            error_after_chunks=1,
+        )
+    ]
     harness, conv, _ = await start(tmp_path, turns)
     item = await harness.submit(conv.id, "hi")
     run = await harness.wait(item.id, conv.id)
     assert run.state == "failed" and run.error["message"] == "bad request"
     snap = await harness.store.snapshot(conv.id)
-    answer = [e for e in snap.entries if e.kind == "assistant"][0]
+    answer = next(e for e in snap.entries if e.kind == "assistant")
     assert answer.status == "failed" and answer.text == "half"
     await harness.close()
 
@@ -138,8 +149,11 @@ def tool_turn(name, args, call_id="call_1"):
 async def test_tool_round_trip_with_full_auto(tmp_path):
     toolbox = RecordingToolbox()
     harness, conv, provider = await start(
-        tmp_path, [tool_turn("write_file", {"path": "a.txt"}), ScriptedTurn(text="wrote it")],
-        toolbox=toolbox, approval="full-auto")
+        tmp_path,
+        [tool_turn("write_file", {"path": "a.txt"}), ScriptedTurn(text="wrote it")],
+        toolbox=toolbox,
+        approval="full-auto",
+    )
     item = await harness.submit(conv.id, "write a file")
     run = await harness.wait(item.id, conv.id)
     assert run.state == "completed"
@@ -170,8 +184,11 @@ async def test_non_interactive_refuses_what_would_ask(tmp_path):
 async def test_approval_waits_in_the_store_and_runs_when_approved(tmp_path):
     toolbox = RecordingToolbox()
     harness, conv, _ = await start(
-        tmp_path, [tool_turn("run_command", {"command": "ls"}), ScriptedTurn(text="done")],
-        toolbox=toolbox, approval="ask")
+        tmp_path,
+        [tool_turn("run_command", {"command": "ls"}), ScriptedTurn(text="done")],
+        toolbox=toolbox,
+        approval="ask",
+    )
     item = await harness.submit(conv.id, "list")
     for _ in range(100):
         snap = await harness.store.snapshot(conv.id)
@@ -187,8 +204,11 @@ async def test_approval_waits_in_the_store_and_runs_when_approved(tmp_path):
 
 async def test_busy_submit_is_a_follow_up_and_steers_join_after_the_tool_round(tmp_path):
     toolbox = RecordingToolbox(gate=asyncio.Event())
-    turns = [tool_turn("read_file", {"path": "x"}), ScriptedTurn(text="first done"),
-             ScriptedTurn(text="follow-up done")]
+    turns = [
+        tool_turn("read_file", {"path": "x"}),
+        ScriptedTurn(text="first done"),
+        ScriptedTurn(text="follow-up done"),
+    ]
     harness, conv, provider = await start(tmp_path, turns, toolbox=toolbox)
     first = await harness.submit(conv.id, "start")
     while not toolbox.calls:
@@ -209,7 +229,10 @@ async def test_busy_submit_is_a_follow_up_and_steers_join_after_the_tool_round(t
 async def test_withdraw_a_queued_follow_up(tmp_path):
     toolbox = RecordingToolbox(gate=asyncio.Event())
     harness, conv, provider = await start(
-        tmp_path, [tool_turn("read_file", {"path": "x"}), ScriptedTurn(text="done")], toolbox=toolbox)
+        tmp_path,
+        [tool_turn("read_file", {"path": "x"}), ScriptedTurn(text="done")],
+        toolbox=toolbox,
+    )
     first = await harness.submit(conv.id, "start")
     while not toolbox.calls:
         await asyncio.sleep(0.01)
@@ -225,14 +248,15 @@ async def test_withdraw_a_queued_follow_up(tmp_path):
 
 async def test_interrupt_keeps_the_partial_marked_interrupted(tmp_path):
     harness, conv, _ = await start(
-        tmp_path, [ScriptedTurn(text="x" * 400, chunk_size=4, delay=0.01)])
+        tmp_path, [ScriptedTurn(text="x" * 400, chunk_size=4, delay=0.01)]
+    )
     item = await harness.submit(conv.id, "long")
     await asyncio.sleep(0.3)
     assert await harness.interrupt(conv.id)
     run = await harness.wait(item.id, conv.id)
     assert run.state == "interrupted"
     snap = await harness.store.snapshot(conv.id)
-    answer = [e for e in snap.entries if e.kind == "assistant"][0]
+    answer = next(e for e in snap.entries if e.kind == "assistant")
     assert answer.status == "interrupted" and 0 < len(answer.text) < 400
     await harness.close()
 

@@ -41,7 +41,8 @@ async def test_dead_owner_is_taken_over_and_its_late_writes_refused(tmp_path):
     driver = await a.drive(conv.id)
     # Make the lease look like a crashed process's: a pid that no longer exists.
     await a.store._writer.execute(
-        "UPDATE conversations SET lease_pid = ? WHERE id = ?", (dead_pid(), conv.id))
+        "UPDATE conversations SET lease_pid = ? WHERE id = ?", (dead_pid(), conv.id)
+    )
     b = await open_harness(tmp_path, ScriptedProvider([ScriptedTurn(text="from b")]))
     taken = await b.drive(conv.id)
     assert taken.token == driver.token + 1
@@ -61,7 +62,9 @@ async def test_stale_heartbeat_is_taken_over(tmp_path):
     await a.drive(conv.id)
     await a.store._writer.execute(
         "UPDATE conversations SET lease_heartbeat = lease_heartbeat - 3600, lease_host = 'elsewhere' "
-        "WHERE id = ?", (conv.id,))
+        "WHERE id = ?",
+        (conv.id,),
+    )
     b = await open_harness(tmp_path, ScriptedProvider())
     await b.drive(conv.id)
     await b.close()
@@ -76,7 +79,8 @@ async def test_heartbeat_notices_a_takeover(tmp_path):
     conv = await a.create_conversation(str(tmp_path), settings={"model": "s/m"})
     driver = await a.drive(conv.id)
     await a.store._writer.execute(
-        "UPDATE conversations SET lease_token = lease_token + 1 WHERE id = ?", (conv.id,))
+        "UPDATE conversations SET lease_token = lease_token + 1 WHERE id = ?", (conv.id,)
+    )
     await asyncio.sleep(0.5)
     assert isinstance(driver.failure, LeaseLost)
     await a.close()

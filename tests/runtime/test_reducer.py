@@ -14,8 +14,9 @@ from tests.runtime.helpers import open_harness
 
 
 async def recorded_run(tmp_path):
-    provider = ScriptedProvider([ScriptedTurn(text="The quick brown fox jumps. " * 20,
-                                              chunk_size=7, delay=0.002)])
+    provider = ScriptedProvider(
+        [ScriptedTurn(text="The quick brown fox jumps. " * 20, chunk_size=7, delay=0.002)]
+    )
     harness = await open_harness(tmp_path, provider)
     conv = await harness.create_conversation(str(tmp_path), settings={"model": "s/m"})
     await harness.drive(conv.id)
@@ -37,7 +38,9 @@ def fold(view, events):
 
 
 def visible(view):
-    return [(e.id, e.kind, e.status, e.text) for e in view.entries], [(r.id, r.state) for r in view.runs]
+    return [(e.id, e.kind, e.status, e.text) for e in view.entries], [
+        (r.id, r.state) for r in view.runs
+    ]
 
 
 async def test_snapshot_plus_events_is_the_end_state(tmp_path):
@@ -118,8 +121,15 @@ async def test_attempt_reset_clears_the_partial(tmp_path):
     delta = events[first_delta]
     entry_id = delta.entry_id
     assert view.entry(entry_id).text
-    reset = AttemptReset(delta.conversation_id, delta.run_id, delta.epoch,
-                         view.cursors[delta.run_id].seq + 1, entry_id, 2, "HTTP 500")
+    reset = AttemptReset(
+        delta.conversation_id,
+        delta.run_id,
+        delta.epoch,
+        view.cursors[delta.run_id].seq + 1,
+        entry_id,
+        2,
+        "HTTP 500",
+    )
     view = reduce(view, reset)
     assert view.entry(entry_id).text == ""
     assert not view.resync_required
