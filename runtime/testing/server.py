@@ -20,6 +20,10 @@ As a process, for end-to-end tests of the real `bastion` command:
 writes its port to PORT once listening, appends each chat request body as one
 JSON line to the record file (flushed at once), and runs until SIGTERM/SIGINT.
 
+Routes: `POST .../chat/completions` (OpenAI chat completions), `POST
+.../messages` (Anthropic Messages, same turns in that wire format: point
+ANTHROPIC_BASE_URL at `server.url`), `GET .../models`.
+
 Turn selection: a turn with `match` is taken when its substring occurs in the
 last user message (the first such unconsumed turn wins); otherwise the first
 unconsumed turn without `match` is taken. Every turn, fault turns included, is
@@ -43,9 +47,16 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+from runtime.testing.anthropic_wire import (
+    anthropic_error,
+    error_event,
+    message_body,
+    render_messages_stream,
+)
 from runtime.testing.turns import (
     Fault,
     LoopbackTurn,
+    RenderedStream,
     as_turn,
     completion_body,
     error_body,
@@ -199,13 +210,19 @@ class _Protocol:
             await _send_json(writer, 200, models, keep_alive=request.keep_alive)
             return request.keep_alive
         if request.method == "POST" and path.endswith("/chat/completions"):
-            return await self._chat(request, reader, writer)
+            return await self._chat(request, reader, writer, _OPENAI)
+        if request.method == "POST" and path.endswith("/messages"):
+            return await self._chat(request, reader, writer, _ANTHROPIC)
         body = error_body(f"no route for {request.method} {path}", code="not_found")
         await _send_json(writer, 404, body, keep_alive=request.keep_alive)
         return request.keep_alive
 
     async def _chat(
-        self, request: _Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self,
+        request: _Request,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        dialect: _Dialect,
     ) -> bool:
         keep_alive = request.keep_alive
         try:
@@ -217,14 +234,14 @@ class _Protocol:
             self.record_file.write(json.dumps(body, ensure_ascii=False) + "\n")
             self.record_file.flush()
         if not isinstance(body, dict):
-            error = error_body("request body is not a JSON object", code="invalid_json")
+            error = dialect.error("request body is not a JSON object", "invalid_request_error")
             await _send_json(writer, 400, error, keep_alive=keep_alive)
             return keep_alive
         turn, serial = self.script.take(body)
         if turn is None:
-            error = error_body(
+            error = dialect.error(
                 "loopback script exhausted: no scripted turn left for this request",
-                code="script_exhausted",
+                "script_exhausted",
             )
             await _send_json(writer, 400, error, keep_alive=keep_alive)
             return keep_alive
@@ -232,11 +249,43 @@ class _Protocol:
         if fault is not None and fault.delay_first_byte_ms:
             await asyncio.sleep(fault.delay_first_byte_ms / 1000)
         if fault is not None and fault.status is not None:
-            return await _send_fault_status(writer, fault.status, fault, keep_alive)
+            return await _send_fault_status(writer, fault.status, fault, keep_alive, dialect)
         if not body.get("stream"):
-            await _send_json(writer, 200, completion_body(turn, body, serial=serial), keep_alive)
+            whole = dialect.whole(turn, body, serial=serial)
+            await _send_json(writer, 200, whole, keep_alive)
             return keep_alive
-        return await _stream(turn, body, serial, reader, writer, keep_alive)
+        return await _stream(turn, body, serial, reader, writer, keep_alive, dialect)
+
+
+@dataclass(frozen=True, slots=True)
+class _Dialect:
+    """What differs between the OpenAI route and the Anthropic route."""
+
+    render: Callable[..., RenderedStream]
+    whole: Callable[..., dict[str, Any]]
+    error: Callable[[str, str], dict[str, Any]]  # (message, type) -> error body
+    error_event: Callable[[Any], bytes]
+    stream_error_type: str
+
+
+def _openai_error(message: str, kind: str) -> dict[str, Any]:
+    return error_body(message, kind=kind, code=kind)
+
+
+def _openai_error_event(body: Any) -> bytes:
+    return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+
+def _anthropic_error(message: str, kind: str) -> dict[str, Any]:
+    return anthropic_error(message, kind=kind)
+
+
+_OPENAI = _Dialect(
+    render_stream, completion_body, _openai_error, _openai_error_event, "server_error"
+)
+_ANTHROPIC = _Dialect(
+    render_messages_stream, message_body, _anthropic_error, error_event, "overloaded_error"
+)
 
 
 async def _stream(
@@ -246,8 +295,9 @@ async def _stream(
     reader: asyncio.StreamReader,
     writer: asyncio.StreamWriter,
     keep_alive: bool,
+    dialect: _Dialect,
 ) -> bool:
-    rendered = render_stream(turn, body, serial=serial)
+    rendered = dialect.render(turn, body, serial=serial)
     fault = turn.fault
     cut = fault.cut_after() if fault is not None else None
     chunks = rendered.chunks if cut is None else rendered.chunks[:cut]
@@ -282,10 +332,9 @@ async def _stream(
             pass
         return False
     else:
-        error = fault.body or error_body(
-            "loopback injected a mid-stream error", kind="server_error", code="server_error"
-        )
-        _write_chunked(writer, b"data: " + json.dumps(error).encode() + b"\n\n")
+        message = "loopback injected a mid-stream error"
+        error = fault.body or dialect.error(message, dialect.stream_error_type)
+        _write_chunked(writer, dialect.error_event(error))
     writer.write(b"0\r\n\r\n")
     await writer.drain()
     return keep_alive
@@ -333,7 +382,7 @@ async def _send_json(
 
 
 async def _send_fault_status(
-    writer: asyncio.StreamWriter, status: int, fault: Fault, keep_alive: bool
+    writer: asyncio.StreamWriter, status: int, fault: Fault, keep_alive: bool, dialect: _Dialect
 ) -> bool:
     headers: dict[str, str] = {}
     if fault.retry_after is not None:
@@ -347,7 +396,7 @@ async def _send_fault_status(
             if status == 429
             else ("server_error" if status >= 500 else "invalid_request_error")
         )
-        body = error_body(f"loopback injected HTTP {status}", kind=kind, code=kind)
+        body = dialect.error(f"loopback injected HTTP {status}", kind)
     await _send_json(writer, status, body, keep_alive, headers)
     return keep_alive
 

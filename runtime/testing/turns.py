@@ -248,6 +248,9 @@ def last_user_text(body: Mapping[str, Any]) -> str:
             if isinstance(content, str):
                 return content
             if isinstance(content, list):
-                return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+                parts = [p for p in content if isinstance(p, Mapping)]
+                if parts and all(p.get("type") == "tool_result" for p in parts):
+                    continue  # Anthropic carries tool results in user messages
+                return "\n".join(str(p.get("text", "")) for p in parts if "text" in p)
             return ""
     return ""

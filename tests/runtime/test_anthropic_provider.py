@@ -27,6 +27,7 @@ from runtime.providers.base import (
     Usage,
     UsageReport,
 )
+from runtime.testing.server import LoopbackServer
 
 KEY = "sk-ant-test-0123456789abcdefghijkl"
 HELLO = ModelRequest("claude-sonnet-4", (Message("user", "hello"),))
@@ -318,3 +319,73 @@ async def test_prompt_too_long_is_a_context_overflow() -> None:
     with pytest.raises(ProviderError) as caught:
         await run(provider_for(json.dumps(body).encode(), status=400))
     assert caught.value.is_context_overflow() and not caught.value.retryable
+
+
+# --- over real HTTP, against the loopback server's /v1/messages route ----------------------
+
+
+OVERLOADED = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+
+
+async def over_loopback(turns: list[dict[str, Any]], request: ModelRequest = HELLO) -> Any:
+    async with LoopbackServer(turns) as server:
+        provider = AnthropicProvider("anthropic", server.url, api_key=KEY)
+        try:
+            items = [item async for item in provider.stream(request)]
+        except ProviderError as exc:
+            return server, exc
+        finally:
+            await provider.aclose()
+        return server, items
+
+
+async def test_loopback_messages_route() -> None:
+    turn = {
+        "reasoning": "ponder " * 20,
+        "text": "Writing it.\u2028Done",
+        "chunk_size": 3,
+        "tool_calls": [{"id": "toolu_9", "name": "write_file", "arguments": {"path": "a"}}],
+        "usage": {"prompt_tokens": 40, "completion_tokens": 12},
+    }
+    server, items = await over_loopback([turn])
+    text, reasoning, calls = assemble(items)
+    assert reasoning == "ponder " * 20 and text == "Writing it.\u2028Done"
+    assert calls == {0: ToolCall("toolu_9", "write_file", '{"path": "a"}')}
+    assert items[-2:] == [UsageReport(Usage(40, 12)), StreamEnd("tool_use")]
+    sent = server.requests[0]
+    assert sent.path == "/v1/messages"
+    assert sent.headers["x-api-key"] == KEY
+    assert sent.body["messages"][0]["content"][0]["text"] == "hello"
+
+
+@pytest.mark.parametrize(
+    ("fault", "code", "status"),
+    [
+        ({"status": 529, "body": OVERLOADED}, "overloaded_error", 529),
+        ({"status": 429, "retry_after": 4}, "rate_limit_error", 429),
+        ({"error_event_after_chunks": 2}, "overloaded_error", None),
+        ({"disconnect_after_chunks": 2}, "connection_lost", None),
+    ],
+)
+async def test_loopback_messages_faults(
+    fault: dict[str, Any], code: str, status: int | None
+) -> None:
+    _, error = await over_loopback([{"text": "abcdefghij", "chunk_size": 2, "fault": fault}])
+    assert isinstance(error, ProviderError)
+    assert (error.code, error.status, error.retryable) == (code, status, True)
+    if status == 429:
+        assert error.retry_after == 4.0
+
+
+async def test_loopback_match_skips_tool_result_messages() -> None:
+    request = ModelRequest(
+        "claude-sonnet-4",
+        (
+            Message("user", "please fix the bug"),
+            Message("assistant", "", tool_calls=(ToolCall("t1", "read_file", "{}"),)),
+            Message("tool", "file text", tool_call_id="t1"),
+        ),
+    )
+    turns = [{"text": "wrong", "match": "unrelated"}, {"text": "right", "match": "fix the bug"}]
+    _, items = await over_loopback(turns, request)
+    assert assemble(items)[0] == "right"
