@@ -118,8 +118,8 @@ class SSEDecoder:
                 return []
             complete = chunk[:end]
             count = complete.count(_SEPARATOR) + 1
-            # Every line break must belong to a separator: then each event is
-            # exactly one `data: ` line (JSON text never holds a raw newline).
+            # If every LF is part of a "\n\ndata: " separator, there are no other
+            # lines: each event is exactly one `data: ` line and a blank line.
             if complete.count(b"\n") == 2 * (count - 1):
                 self._pending = chunk[end + 2 :]
                 return DataBatch(complete[6:], count)
