@@ -10,6 +10,7 @@ conversation's current one makes the whole transaction roll back with
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sqlite3
@@ -144,6 +145,15 @@ def _tool_call(row: Any) -> ToolCallRecord:
     )
 
 
+def _store_error(path: Path, exc: sqlite3.Error) -> StoreError:
+    if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+        return StoreError(
+            f"{path} stayed locked by another process for {BUSY_TIMEOUT_MS // 1000} s",
+            hint="try again; if it persists, look for a stuck bastion process",
+        )
+    return StoreError(f"database error in {path}: {exc}", hint="nothing of that step was saved")
+
+
 def _prepare_file(path: Path) -> None:
     """Create or migrate the file synchronously, refusing what this build cannot use."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -228,78 +238,80 @@ class Store:
     # --- writes -----------------------------------------------------------
 
     @asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+        """BEGIN IMMEDIATE ... COMMIT on the writer; rolled back on any exception.
+
+        SQLite failures (locked past the busy timeout, disk full, I/O) surface as
+        StoreError; nothing of the transaction is kept.
+        """
+        async with self._write_lock:
+            db = self._writer
+            try:
+                await db.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise _store_error(self.path, exc) from exc
+            try:
+                yield db
+                await db.execute("COMMIT")
+            except BaseException as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    await db.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise _store_error(self.path, exc) from exc
+                raise
+
+    @asynccontextmanager
     async def write(self, conversation_id: str, token: int | None = None) -> AsyncIterator[Tx]:
         """One mutation of one conversation: statements and ledger events commit together.
 
         With `token`, the transaction is refused (LeaseLost) unless the token is
         still the conversation's lease token.
         """
-        async with self._write_lock:
-            db = self._writer
-            await db.execute("BEGIN IMMEDIATE")
-            try:
-                cur = await db.execute(
-                    "SELECT version, lease_token FROM conversations WHERE id = ?",
-                    (conversation_id,),
+        async with self._transaction() as db:
+            cur = await db.execute(
+                "SELECT version, lease_token FROM conversations WHERE id = ?",
+                (conversation_id,),
+            )
+            row = await cur.fetchone()
+            if row is None:
+                raise UnknownConversation(f"no conversation {conversation_id}")
+            if token is not None and row[1] != token:
+                raise LeaseLost(
+                    f"conversation {conversation_id} was taken over by another process",
+                    hint="this process stopped driving it; nothing it had not committed was kept",
                 )
-                row = await cur.fetchone()
-                if row is None:
-                    raise UnknownConversation(f"no conversation {conversation_id}")
-                if token is not None and row[1] != token:
-                    raise LeaseLost(
-                        f"conversation {conversation_id} was taken over by another process",
-                        hint="this process stopped driving it; nothing it had not committed was kept",
-                    )
-                tx = Tx(db, conversation_id, row[0])
-                yield tx
-                await tx.flush()
-                await db.execute("COMMIT")
-            except BaseException:
-                await db.execute("ROLLBACK")
-                raise
+            tx = Tx(db, conversation_id, row[0])
+            yield tx
+            await tx.flush()
 
     async def create_conversation(self, conversation: Conversation) -> ConversationCreated:
         created = conversation.but(version=1)
         event = ConversationCreated(created.id, 1, created)
-        async with self._write_lock:
-            db = self._writer
-            await db.execute("BEGIN IMMEDIATE")
-            try:
-                await db.execute(
-                    f"INSERT INTO conversations ({_CONVERSATION_COLUMNS}) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        created.id,
-                        created.title,
-                        created.cwd,
-                        json.dumps(created.settings),
-                        created.created_at,
-                        created.updated_at,
-                        created.parent_id,
-                        created.fork_seq,
-                        1,
-                    ),
-                )
-                await db.executemany(_LEDGER_INSERT, [_ledger_row(event)])
-                await db.execute("COMMIT")
-            except BaseException:
-                await db.execute("ROLLBACK")
-                raise
+        async with self._transaction() as db:
+            await db.execute(
+                f"INSERT INTO conversations ({_CONVERSATION_COLUMNS}) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    created.id,
+                    created.title,
+                    created.cwd,
+                    json.dumps(created.settings),
+                    created.created_at,
+                    created.updated_at,
+                    created.parent_id,
+                    created.fork_seq,
+                    1,
+                ),
+            )
+            await db.executemany(_LEDGER_INSERT, [_ledger_row(event)])
         return event
 
     async def delete_conversation(self, conversation_id: str) -> None:
-        async with self._write_lock:
-            db = self._writer
-            await db.execute("BEGIN IMMEDIATE")
-            try:
-                cur = await db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
-                if cur.rowcount == 0:
-                    raise UnknownConversation(f"no conversation {conversation_id}")
-                await db.execute("DELETE FROM ledger WHERE conversation_id = ?", (conversation_id,))
-                await db.execute("COMMIT")
-            except BaseException:
-                await db.execute("ROLLBACK")
-                raise
+        async with self._transaction() as db:
+            cur = await db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+            if cur.rowcount == 0:
+                raise UnknownConversation(f"no conversation {conversation_id}")
+            await db.execute("DELETE FROM ledger WHERE conversation_id = ?", (conversation_id,))
 
     # --- lease ------------------------------------------------------------
 
@@ -358,8 +370,11 @@ class Store:
 
     async def _fetchall(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
         async with self._read_lock:
-            cur = await self._reader.execute(sql, params)
-            return list(await cur.fetchall())
+            try:
+                cur = await self._reader.execute(sql, params)
+                return list(await cur.fetchall())
+            except sqlite3.Error as exc:
+                raise _store_error(self.path, exc) from exc
 
     async def get_conversation(self, conversation_id: str) -> Conversation:
         rows = await self._fetchall(
@@ -402,24 +417,25 @@ class Store:
         )
         return [_conversation(r) for r in rows]
 
+    async def _read_snapshot(self, conversation_id: str) -> list[list[Any]]:
+        db = self._reader
+        await db.execute("BEGIN")
+        try:
+            results = []
+            for sql in _SNAPSHOT_QUERIES:
+                cur = await db.execute(sql, (conversation_id,))
+                results.append(list(await cur.fetchall()))
+            return results
+        finally:
+            await db.execute("COMMIT")
+
     async def snapshot(self, conversation_id: str) -> Snapshot:
+        """Everything about one conversation, read in one read transaction."""
         async with self._read_lock:
-            db = self._reader
-            await db.execute("BEGIN")
             try:
-                results = []
-                for sql in (
-                    f"SELECT {_CONVERSATION_COLUMNS} FROM conversations WHERE id = ?",
-                    f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE conversation_id = ? ORDER BY position",
-                    f"SELECT {_RUN_COLUMNS} FROM runs WHERE conversation_id = ? ORDER BY created_at, id",
-                    f"SELECT {_INBOX_COLUMNS} FROM inbox WHERE conversation_id = ? ORDER BY created_at, id",
-                    f"SELECT {_TOOL_COLUMNS} FROM tool_calls WHERE conversation_id = ? "
-                    'ORDER BY created_at, "index"',
-                ):
-                    cur = await db.execute(sql, (conversation_id,))
-                    results.append(list(await cur.fetchall()))
-            finally:
-                await db.execute("COMMIT")
+                results = await self._read_snapshot(conversation_id)
+            except sqlite3.Error as exc:
+                raise _store_error(self.path, exc) from exc
         if not results[0]:
             raise UnknownConversation(
                 f"no conversation {conversation_id}", hint="list them with `bastion sessions`"
@@ -454,6 +470,14 @@ class Store:
         )
         return _inbox(rows[0]) if rows else None
 
+
+_SNAPSHOT_QUERIES = (
+    f"SELECT {_CONVERSATION_COLUMNS} FROM conversations WHERE id = ?",
+    f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE conversation_id = ? ORDER BY position",
+    f"SELECT {_RUN_COLUMNS} FROM runs WHERE conversation_id = ? ORDER BY created_at, id",
+    f"SELECT {_INBOX_COLUMNS} FROM inbox WHERE conversation_id = ? ORDER BY created_at, id",
+    f'SELECT {_TOOL_COLUMNS} FROM tool_calls WHERE conversation_id = ? ORDER BY created_at, "index"',
+)
 
 _LEDGER_INSERT = (
     "INSERT INTO ledger (conversation_id, seq, type, payload, time) VALUES (?, ?, ?, ?, ?)"
