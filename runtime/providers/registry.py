@@ -107,10 +107,12 @@ def _openai(name: str, settings: ProviderSettings, env: Mapping[str, str]) -> Pr
 
 
 def _ollama(name: str, settings: ProviderSettings, env: Mapping[str, str]) -> Provider:
-    if settings.base_url:
+    if env.get("OLLAMA_HOST"):
+        base_url = _ollama_base(env["OLLAMA_HOST"])
+    elif settings.base_url:
         base_url = _check_url(settings.base_url, f"[providers.{name}] base_url")
     else:
-        base_url = _ollama_base(env.get("OLLAMA_HOST") or "http://127.0.0.1:11434")
+        base_url = _ollama_base("http://127.0.0.1:11434")
     key = env.get(settings.api_key_env) if settings.api_key_env else None
     return OpenAIChatProvider(name, base_url, api_key=key or None, headers=_headers(settings))
 

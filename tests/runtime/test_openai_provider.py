@@ -798,3 +798,11 @@ async def test_redirect_is_reported_not_followed() -> None:
         await run_mock(provider)
     assert caught.value.status == 301 and not caught.value.retryable
     assert "https://elsewhere.example/v1" in caught.value.message
+
+
+async def test_ollama_config_base_url_and_environment_order() -> None:
+    settings = {"ollama": ProviderSettings(base_url="http://gpu-box:11434/v1")}
+    provider, _ = await resolved("ollama/m", {}, providers=settings)
+    assert provider.base_url == "http://gpu-box:11434/v1"
+    provider, _ = await resolved("ollama/m", {"OLLAMA_HOST": "127.0.0.1:1"}, providers=settings)
+    assert provider.base_url == "http://127.0.0.1:1/v1"
