@@ -46,6 +46,7 @@ from runtime.records import (
     ToolCallState,
 )
 from runtime.store import Snapshot, Store, Tx
+from runtime.tokens import Quality, estimate_usage_async
 from runtime.toolbox import Toolbox, ToolOutcome
 
 log = logging.getLogger(__name__)
@@ -207,15 +208,23 @@ class RunExecutor:
                 await self._consume(run, entry, request, state)
                 break
             except ProviderError as exc:
-                usage = usage + state.usage
+                usage = usage + state.usage  # failed attempts count too, as measured
                 if not exc.retryable or state.calls or attempt > self.deps.settings.max_retries:
                     await self._checkpoint(run.id)
                     await self._close_entry(entry, EntryStatus.FAILED, state)
                     raise RunAborted(exc.to_dict()) from exc
                 await self._reset_attempt(run, entry, attempt, exc)
                 await asyncio.sleep(self._backoff(attempt, exc))
-        usage = usage + state.usage
-        return await self._complete_turn(run, entry, state, usage)
+        turn_usage, quality = await self._turn_usage(request, state)
+        usage_dict = (usage + turn_usage).to_dict()
+        usage_dict["quality"] = _worse(run.usage.get("quality", Quality.MEASURED), quality)
+        return await self._complete_turn(run, entry, state, usage_dict)
+
+    async def _turn_usage(self, request: ModelRequest, state: _TurnState) -> tuple[Usage, Quality]:
+        """The provider's usage for this response, or a tiktoken estimate if it sent none."""
+        if state.usage_reported:
+            return state.usage, Quality.MEASURED
+        return await estimate_usage_async(request.messages, self.deps.live.text)
 
     async def _consume(
         self, run: Run, entry: Entry, request: ModelRequest, state: _TurnState
@@ -258,6 +267,7 @@ class RunExecutor:
                 state.add_call_chunk(item)
             elif isinstance(item, UsageReport):
                 state.usage = item.usage
+                state.usage_reported = True
             elif isinstance(item, StreamEnd):
                 state.finish_reason = item.finish_reason
 
@@ -303,7 +313,7 @@ class RunExecutor:
         return await self.commit(lambda tx: tx.update_entry(closed))
 
     async def _complete_turn(
-        self, run: Run, entry: Entry, state: _TurnState, usage: Usage
+        self, run: Run, entry: Entry, state: _TurnState, usage: dict[str, Any]
     ) -> tuple[Entry, list[ToolCallRecord], Run]:
         text = self.deps.live.text
         data: dict[str, Any] = {}
@@ -314,7 +324,7 @@ class RunExecutor:
             data["tool_calls"] = [{"id": c[0], "name": c[1], "arguments": c[2]} for c in calls]
         done = entry.but(status=EntryStatus.COMPLETE, text=text, data=data)
         records = [self._intent(run, done, i, c) for i, c in enumerate(calls)]
-        updated = run.but(updated_at=_now(), revision=run.revision + 1, usage=usage.to_dict())
+        updated = run.but(updated_at=_now(), revision=run.revision + 1, usage=usage)
 
         def build(tx: Tx) -> None:
             tx.update_entry(done)
@@ -516,13 +526,22 @@ def place_item(tx: Tx, item: InboxItem, run_id: str) -> Entry:
     return entry
 
 
+_QUALITY_ORDER = (Quality.MEASURED, Quality.ESTIMATED, Quality.UNAVAILABLE)
+
+
+def _worse(a: str, b: str) -> Quality:
+    """The less trustworthy of two usage qualities: a sum is only as good as its worst part."""
+    return max(Quality(a), Quality(b), key=_QUALITY_ORDER.index)
+
+
 class _TurnState:
-    __slots__ = ("calls", "finish_reason", "reasoning", "usage")
+    __slots__ = ("calls", "finish_reason", "reasoning", "usage", "usage_reported")
 
     def __init__(self) -> None:
         self.reasoning: list[str] = []
         self.calls: dict[int, list[str]] = {}
         self.usage = Usage()
+        self.usage_reported = False
         self.finish_reason: str | None = None
 
     def add_call_chunk(self, chunk: ToolCallChunk) -> None:

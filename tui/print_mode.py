@@ -158,6 +158,7 @@ async def _result(
             "output_tokens": int(usage.get("output_tokens", 0)),
             "cached_input_tokens": int(usage.get("cached_input_tokens", 0)),
             "cost": usage.get("cost"),
+            "quality": usage.get("quality", "unavailable"),
         },
         "error": None
         if status == "completed"
