@@ -43,6 +43,7 @@ from runtime.providers.base import (
 from runtime.providers.http_errors import (
     DEFAULT_TIMEOUT,
     Redactor,
+    drain,
     error_from_body,
     status_error,
     transport_error,
@@ -106,12 +107,14 @@ class AnthropicProvider:
                     )
                 decoder = SSEDecoder()
                 state = _MessageStream(self.name, self._redact)
-                async for chunk in response.aiter_bytes():
+                reads = response.aiter_bytes()
+                async for chunk in reads:
                     events = decoder.feed(chunk)
                     if events:
                         for item in state.consume(events):
                             yield item
                         if state.stopped:
+                            await drain(reads)
                             break
                 else:
                     for item in state.consume(decoder.close()):

@@ -1,4 +1,4 @@
-"""What every HTTP provider shares: error classification, Retry-After, redaction.
+"""What every HTTP provider shares: error classification, Retry-After, redaction, draining.
 
 Providers never retry a stream themselves; they turn whatever went wrong into a
 `ProviderError` whose `retryable` and `retry_after` the model loop acts on.
@@ -8,11 +8,12 @@ HTTP statuses 408, 409, 429 (unless it says the quota is gone) and 5xx.
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import json
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import httpx
@@ -23,6 +24,7 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "RETRYABLE_STATUSES",
     "Redactor",
+    "drain",
     "error_from_body",
     "parse_retry_after",
     "status_error",
@@ -76,6 +78,20 @@ class Redactor:
             if secret in text:
                 text = text.replace(secret, "[redacted]")
         return _SECRET_PATTERN.sub(r"\1…[redacted]", text)
+
+
+async def drain(reads: AsyncIterator[bytes], *, seconds: float = 0.5) -> None:
+    """Read what follows the end of a stream (normally just the end of the body), briefly.
+
+    A response read to its end returns its connection to the pool, so the next
+    request of the conversation skips a new TCP and TLS handshake.
+    """
+    try:
+        async with asyncio.timeout(seconds):
+            async for _ in reads:
+                pass
+    except (TimeoutError, httpx.HTTPError):
+        pass  # then the connection is simply not reused
 
 
 def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:

@@ -41,6 +41,7 @@ from runtime.providers.base import (
 from runtime.providers.http_errors import (
     DEFAULT_TIMEOUT,
     Redactor,
+    drain,
     error_from_body,
     status_error,
     transport_error,
@@ -109,12 +110,14 @@ class OpenAIChatProvider:
                     return
                 decoder = SSEDecoder()
                 state = _ChatStream(self.name, self._redact)
-                async for chunk in response.aiter_bytes():
+                reads = response.aiter_bytes()
+                async for chunk in reads:
                     events = decoder.feed_batch(chunk)
                     if events:
                         for item in state.consume(events):
                             yield item
                         if state.done:
+                            await drain(reads)
                             break
                 else:
                     for item in state.consume(decoder.close()):

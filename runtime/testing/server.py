@@ -116,6 +116,7 @@ class _Script:
         self._used: list[bool] = [False] * len(self._turns)
         self.requests: list[RecordedRequest] = []
         self.served = 0
+        self.connections = 0  # TCP connections accepted
 
     def add(self, turns: Iterable[LoopbackTurn | Mapping[str, Any]]) -> None:
         parsed = [as_turn(t) for t in turns]
@@ -167,6 +168,7 @@ class _Protocol:
         task = asyncio.current_task()
         if task is not None:
             self.tasks.add(task)
+        self.script.connections += 1
         try:
             while True:
                 request = await _read_request(reader)
@@ -515,6 +517,11 @@ class LoopbackServer:
     def remaining(self) -> int:
         """How many scripted turns are still unconsumed."""
         return self._script.remaining
+
+    @property
+    def connections(self) -> int:
+        """How many TCP connections the server accepted (keep-alive reuse shows here)."""
+        return self._script.connections
 
     def add_turns(self, *turns: LoopbackTurn | Mapping[str, Any]) -> None:
         self._script.add(turns)

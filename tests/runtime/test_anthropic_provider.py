@@ -389,3 +389,16 @@ async def test_loopback_match_skips_tool_result_messages() -> None:
     turns = [{"text": "wrong", "match": "unrelated"}, {"text": "right", "match": "fix the bug"}]
     _, items = await over_loopback(turns, request)
     assert assemble(items)[0] == "right"
+
+
+async def test_loopback_connection_is_reused() -> None:
+    async with LoopbackServer([{"text": "one"}, {"text": "two"}]) as server:
+        provider = AnthropicProvider("anthropic", server.url)
+        try:
+            for expected in ("one", "two"):
+                items = [item async for item in provider.stream(HELLO)]
+                assert assemble(items)[0] == expected
+        finally:
+            await provider.aclose()
+        assert server.connections == 1
+        assert "x-api-key" not in server.requests[0].headers

@@ -164,10 +164,12 @@ async def test_delayed_chunks_each_arrive(served: Any) -> None:
 
 
 async def test_provider_is_reusable_across_requests(served: Any) -> None:
-    server, provider = await served([{"text": "one"}, {"text": "two"}])
+    server, provider = await served([{"text": "one"}, {"text": "two"}, {"text": "x" * 99_999}])
     assert text_of(await collect(provider)) == "one"
     assert text_of(await collect(provider)) == "two"
-    assert len(server.requests) == 2
+    assert len(await collect(provider)) > 2
+    assert len(server.requests) == 3
+    assert server.connections == 1, "the connection is kept alive between requests"
 
 
 async def test_stopping_early_closes_cleanly(served: Any) -> None:
