@@ -40,11 +40,12 @@ from runtime.providers.base import (
     Usage,
     UsageReport,
 )
-from runtime.providers.http_errors import (
+from runtime.providers.httpbase import (
     DEFAULT_TIMEOUT,
     Redactor,
     drain,
     error_from_body,
+    make_client,
     status_error,
     transport_error,
 )
@@ -82,9 +83,7 @@ class AnthropicProvider:
         if api_key:
             client_headers["x-api-key"] = api_key
         client_headers.update(headers or {})
-        self._client = httpx.AsyncClient(
-            headers=client_headers, timeout=timeout, transport=transport, follow_redirects=False
-        )
+        self._client = make_client(self.base_url, client_headers, timeout, transport)
 
     def __repr__(self) -> str:
         return f"AnthropicProvider(name={self.name!r}, base_url={self.base_url!r})"

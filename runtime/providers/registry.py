@@ -25,7 +25,6 @@ environment, then config file, then built-in default.
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -33,6 +32,7 @@ import httpx
 
 from runtime.errors import ConfigError
 from runtime.providers.base import Provider
+from runtime.providers.httpbase import is_loopback_url
 from runtime.providers.openai import OpenAIChatProvider
 
 __all__ = ["BUILTIN_PREFIXES", "ProviderSettings", "is_loopback_url", "resolve_model"]
@@ -209,18 +209,3 @@ def _check_url(value: str, source: str) -> str:
             hint="use a base URL like https://api.example.com/v1",
         )
     return str(url).rstrip("/")
-
-
-def is_loopback_url(url: str) -> bool:
-    """True for http(s) URLs on localhost, 127.0.0.0/8 or ::1."""
-    try:
-        host = httpx.URL(url).host
-    except (httpx.InvalidURL, TypeError, ValueError):
-        return False
-    host = host.strip("[]").lower()
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

@@ -30,7 +30,7 @@ from runtime.providers.base import (
     Usage,
     UsageReport,
 )
-from runtime.providers.http_errors import parse_retry_after
+from runtime.providers.httpbase import parse_retry_after
 from runtime.providers.openai import OpenAIChatProvider
 from runtime.providers.registry import ProviderSettings, is_loopback_url, resolve_model
 from runtime.testing.server import LoopbackServer
@@ -808,3 +808,14 @@ async def test_ollama_config_base_url_and_environment_order() -> None:
     assert provider.base_url == "http://gpu-box:11434/v1"
     provider, _ = await resolved("ollama/m", {"OLLAMA_HOST": "127.0.0.1:1"}, providers=settings)
     assert provider.base_url == "http://127.0.0.1:1/v1"
+
+
+async def test_proxy_variables_do_not_apply_to_loopback(
+    served: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "all_proxy"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")  # nothing listens there
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    _, provider = await served([{"text": "direct"}])
+    assert text_of(await collect(provider)) == "direct"

@@ -1,4 +1,5 @@
-"""What every HTTP provider shares: error classification, Retry-After, redaction, draining.
+"""What every HTTP provider shares: the client, error classification, Retry-After,
+redaction, and reading a finished response to its end.
 
 Providers never retry a stream themselves; they turn whatever went wrong into a
 `ProviderError` whose `retryable` and `retry_after` the model loop acts on.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import ipaddress
 import json
 import re
 import time
@@ -26,6 +28,8 @@ __all__ = [
     "Redactor",
     "drain",
     "error_from_body",
+    "is_loopback_url",
+    "make_client",
     "parse_retry_after",
     "status_error",
     "transport_error",
@@ -78,6 +82,40 @@ class Redactor:
             if secret in text:
                 text = text.replace(secret, "[redacted]")
         return _SECRET_PATTERN.sub(r"\1…[redacted]", text)
+
+
+def is_loopback_url(url: str) -> bool:
+    """True for URLs on localhost, 127.0.0.0/8 or ::1."""
+    try:
+        host = httpx.URL(url).host
+    except (httpx.InvalidURL, TypeError, ValueError):
+        return False
+    host = host.strip("[]").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def make_client(
+    base_url: str,
+    headers: Mapping[str, str],
+    timeout: float | httpx.Timeout,
+    transport: httpx.AsyncBaseTransport | None,
+) -> httpx.AsyncClient:
+    """The provider's client. Redirects are reported, not followed (a POST must
+    not silently become a GET). A loopback server is never reached through an
+    HTTP(S)_PROXY from the environment: no proxy can reach this machine's
+    loopback, and httpx does not exempt localhost unless NO_PROXY says so."""
+    return httpx.AsyncClient(
+        headers=dict(headers),
+        timeout=timeout,
+        transport=transport,
+        follow_redirects=False,
+        trust_env=not is_loopback_url(base_url),
+    )
 
 
 async def drain(reads: AsyncIterator[bytes], *, seconds: float = 0.5) -> None:
