@@ -11,15 +11,15 @@ Not collected by pytest.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from runtime.testing.process import LoopbackProcess
 
 BARE_CLIENT = r"""
 import json, sys, httpx
@@ -55,33 +55,6 @@ def answer_text(size: int) -> str:
     return "".join(out)[:size]
 
 
-def start_server(
-    tmp: Path, text: str, chunk: int, turns: int
-) -> tuple[subprocess.Popen[bytes], str]:
-    script = tmp / "turns.json"
-    script.write_text(json.dumps([{"text": text, "chunk_size": chunk}] * turns))
-    port_file = tmp / "port"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "runtime.testing.server",
-            "--script",
-            str(script),
-            "--port-file",
-            str(port_file),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 15
-    while not (port_file.exists() and port_file.read_text().strip()):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit("the loopback server did not start")
-        time.sleep(0.02)
-    return proc, f"http://127.0.0.1:{port_file.read_text().strip()}/v1"
-
-
 def timed(cmd: list[str], env: dict[str, str], expect: str) -> float:
     start = time.perf_counter()
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
@@ -101,7 +74,9 @@ def main() -> int:
     bastion = str(Path(sys.executable).parent / "bastion")
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
-        server, base_url = start_server(tmp, text, args.chunk, 2 * args.runs + 2)
+        turns = [{"text": text, "chunk_size": args.chunk}] * (2 * args.runs + 2)
+        server = LoopbackProcess.start(turns, tmp / "server")
+        base_url = server.base_url
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "BASTION_"))}
         env.update(
             OPENAI_BASE_URL=base_url,
@@ -119,8 +94,7 @@ def main() -> int:
                 for sink, cmd in pair if i % 2 == 0 else reversed(pair):
                     sink.append(timed(cmd, env, text))
         finally:
-            server.send_signal(signal.SIGTERM)
-            server.wait(timeout=10)
+            server.stop()
     events = -(-args.size // args.chunk)
     ratio = statistics.median(ours) / statistics.median(bare)
     print(

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
+from runtime.testing.process import LoopbackProcess
 
 BIN = Path(sys.executable).parent
 
@@ -24,23 +24,6 @@ def bastion_bin() -> str:
             "run the README's test command (it installs the package)"
         )
     return str(path)
-
-
-@dataclass
-class Loopback:
-    dir: Path
-    proc: subprocess.Popen[bytes]
-    port: int
-    record: Path
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    def requests(self) -> list[dict]:
-        if not self.record.exists():
-            return []
-        return [json.loads(line) for line in self.record.read_text().splitlines() if line]
 
 
 @dataclass
@@ -88,56 +71,24 @@ class Bastion:
         return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def start_loopback(tmp: Path, turns: list[dict]) -> Loopback:
-    script = tmp / "turns.json"
-    script.write_text(json.dumps(turns))
-    port_file, record = tmp / "port", tmp / "requests.jsonl"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "runtime.testing.server",
-            "--script",
-            str(script),
-            "--port-file",
-            str(port_file),
-            "--record",
-            str(record),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 15
-    while not (port_file.exists() and port_file.read_text().strip()):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"loopback server did not start: {proc.stderr.read().decode()}")
-        time.sleep(0.02)
-    return Loopback(tmp, proc, int(port_file.read_text().strip()), record)
-
-
 @pytest.fixture
 def loopback(tmp_path):
-    servers: list[Loopback] = []
+    """Start loopback servers (one per call) with the given turns; stopped after the test."""
+    servers: list[LoopbackProcess] = []
 
-    def make(turns: list[dict]) -> Loopback:
-        server_dir = tmp_path / f"server{len(servers)}"
-        server_dir.mkdir()
-        server = start_loopback(server_dir, turns)
+    def make(turns: list[dict]) -> LoopbackProcess:
+        server = LoopbackProcess.start(turns, tmp_path / f"server{len(servers)}")
         servers.append(server)
         return server
 
     yield make
     for server in servers:
-        server.proc.send_signal(signal.SIGTERM)
-        try:
-            server.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            server.proc.kill()
+        server.stop()
 
 
 @pytest.fixture
 def bastion(tmp_path):
-    def make(server: Loopback | None = None) -> Bastion:
+    def make(server: LoopbackProcess | None = None) -> Bastion:
         cwd = tmp_path / "work"
         cwd.mkdir(exist_ok=True)
         env = {

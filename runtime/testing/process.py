@@ -1,0 +1,78 @@
+"""The loopback server as a separate process, for tests and benchmarks of the real command.
+
+with LoopbackProcess.start(turns, workdir) as server:
+    env["OPENAI_BASE_URL"] = server.base_url
+    ...
+    server.requests()   # every chat request body it was sent, in order
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+
+@dataclass
+class LoopbackProcess:
+    proc: subprocess.Popen[bytes]
+    port: int
+    record: Path
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @classmethod
+    def start(
+        cls, turns: Sequence[dict[str, Any]], workdir: Path, *, timeout: float = 15.0
+    ) -> LoopbackProcess:
+        """Write `turns` to a script in `workdir`, start the server, wait for its port."""
+        workdir.mkdir(parents=True, exist_ok=True)
+        script, port_file = workdir / "turns.json", workdir / "port"
+        record = workdir / "requests.jsonl"
+        script.write_text(json.dumps(list(turns)))
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "runtime.testing.server", "--script", str(script),
+             "--port-file", str(port_file), "--record", str(record)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        deadline = time.monotonic() + timeout
+        while not (port_file.exists() and port_file.read_text().strip()):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+                raise RuntimeError(f"the loopback server did not start: {err.strip()}")
+            time.sleep(0.02)
+        return cls(proc, int(port_file.read_text().strip()), record)
+
+    def requests(self) -> list[dict[str, Any]]:
+        if not self.record.exists():
+            return []
+        return [json.loads(line) for line in self.record.read_text().splitlines() if line]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.stderr is not None:
+            self.proc.stderr.close()
+
+    def __enter__(self) -> LoopbackProcess:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
