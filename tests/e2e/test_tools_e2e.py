@@ -110,3 +110,27 @@ def test_run_command_output_reaches_the_model(loopback, bastion):
     assert out.returncode == 0, out.stderr
     told = tool_messages(server.requests()[1])[0]["content"]
     assert "out-42" in told and "err" in told and "3" in told
+
+
+def test_anthropic_messages_provider_round_trip(loopback, bastion):
+    """The same loop over the Anthropic Messages wire format (tool_use / tool_result)."""
+    server = loopback([
+        call("toolu_1", "write_file", path="a.md", content="# hi\n"),
+        {"text": "Wrote a.md."},
+    ])  # fmt: skip
+    b = bastion(None)
+    env = {"ANTHROPIC_BASE_URL": f"http://127.0.0.1:{server.port}", "BASTION_MODEL": ""}
+    out = b.run("-p", "write", "--model", "anthropic/claude-test",
+                "--approval-mode", "full-auto", env=env)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "Wrote a.md.\n" and (b.cwd / "a.md").read_text() == "# hi\n"
+    second = server.requests()[1]
+    assert second["model"] == "claude-test"
+    results = [
+        block
+        for message in second["messages"]
+        if isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "tool_result"
+    ]
+    assert [r["tool_use_id"] for r in results] == ["toolu_1"]
