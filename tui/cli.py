@@ -128,8 +128,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = EXIT_USAGE
     except KeyboardInterrupt:
         code = EXIT_INTERRUPTED
-    sys.stdout.flush()
+    except BrokenPipeError:
+        # Whoever read our output went away (`bastion -p ... | head`). The run's
+        # work is committed regardless; say nothing more and exit non-zero.
+        _silence_stdout()
+        return EXIT_FAILED
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_FAILED
     return code
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 def _dispatch(args: list[str]) -> int:

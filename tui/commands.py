@@ -215,9 +215,7 @@ async def _attach(conv_id: str, poll: float = 0.2) -> int:
     harness = await Harness.open()
     try:
         view = view_from_snapshot(await harness.store.snapshot(conv_id))
-        shown: dict[str, int] = {}
-        for entry in view.entries:
-            shown[entry.id] = len(entry.text)
+        shown: dict[str, int] = {}  # entry id -> characters printed; everything so far first
         print(f"attached to {conv_id} at version {view.version} (Ctrl+C to leave)", file=sys.stderr)
         while True:
             for event in await harness.store.ledger(conv_id, after=view.version):

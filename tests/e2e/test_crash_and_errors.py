@@ -186,3 +186,22 @@ def test_newer_schema_is_refused_and_left_alone(loopback, bastion):
     assert out.returncode == 2 and "schema version 42" in out.stderr
     assert db_digest(b.home) == before
     assert os.path.exists(b.home / "bastion.sqlite")
+
+
+def test_attach_follows_a_conversation_another_process_drives(loopback, bastion):
+    server = loopback([{"text": SLOW, "chunk_size": 6, "delay_ms": 10}])
+    b = bastion(server)
+    driver = b.popen("-p", "--session-id", SID, "stream for a follower")
+    try:
+        wait_for(lambda: partial_text(b))
+        follower = b.popen("attach", SID)
+        assert driver.wait(timeout=60) == 0
+        time.sleep(0.6)  # a few polls after the run's last commit
+        follower.send_signal(signal.SIGINT)
+        out, err = follower.communicate(timeout=10)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert f"attached to {SID}" in err
+    # It printed what it found, then followed the rest as it was committed.
+    assert out.strip().endswith(SLOW.strip())
