@@ -1,16 +1,31 @@
-"""Bastion's durable harness. Headless: never imports textual, prompt_toolkit or rich."""
+"""Bastion's durable harness. Headless: never imports textual, prompt_toolkit or rich.
 
-from runtime.errors import (
-    BastionError,
-    ConfigError,
-    ConversationBusy,
-    LeaseLost,
-    SchemaTooNew,
-    StoreError,
-    UnknownConversation,
-)
-from runtime.harness import EmptyInput, Harness, Subscription, default_home
-from runtime.views import ConversationView, reduce, view_from_snapshot
+The names below load on first use (PEP 562), so importing one submodule, such
+as `runtime.providers.openai` or `runtime.testing.server`, does not pay for
+the whole harness.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS = {
+    "BastionError": "runtime.errors",
+    "ConfigError": "runtime.errors",
+    "ConversationBusy": "runtime.errors",
+    "LeaseLost": "runtime.errors",
+    "SchemaTooNew": "runtime.errors",
+    "StoreError": "runtime.errors",
+    "UnknownConversation": "runtime.errors",
+    "EmptyInput": "runtime.harness",
+    "Harness": "runtime.harness",
+    "Subscription": "runtime.harness",
+    "default_home": "runtime.harness",
+    "ConversationView": "runtime.views",
+    "reduce": "runtime.views",
+    "view_from_snapshot": "runtime.views",
+}
 
 __all__ = [
     "BastionError",
@@ -28,3 +43,25 @@ __all__ = [
     "reduce",
     "view_from_snapshot",
 ]
+
+if TYPE_CHECKING:
+    from runtime.errors import (
+        BastionError,
+        ConfigError,
+        ConversationBusy,
+        LeaseLost,
+        SchemaTooNew,
+        StoreError,
+        UnknownConversation,
+    )
+    from runtime.harness import EmptyInput, Harness, Subscription, default_home
+    from runtime.views import ConversationView, reduce, view_from_snapshot
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'runtime' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
