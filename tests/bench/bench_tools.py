@@ -1,0 +1,302 @@
+"""Benchmark the coding tools against ripgrep, grep, fd and find.
+
+    python tests/bench/bench_tools.py [--dir DIR] [--runs N]
+
+Generates (once, cached in DIR; default $BASTION_BENCH_DIR or <repo>/bench-data)
+a deterministic tree of >= 20,000 source-like files and >= 200 MB, then prints
+whole-process wall-clock ratios (median of N runs; every command is a fresh
+process). Like with like: the same tree, every tool's output written to a
+regular file (GNU grep and ripgrep stop at the first match when writing to
+/dev/null), and the tool's result bounds raised (``--limits unbounded`` and a
+huge max_results) so it searches and reports the whole tree as rg does.
+
+Not collected by pytest: no test functions, and main() only runs as a script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+SPEC = "bench-tree-v2 seed=20261130 files=20480 dirs=2880 target=210MB"
+FILES = 20_480
+TARGET_BYTES = 210 * 1024 * 1024
+LITERAL = "connection_pool_exhausted"
+PATTERNS = [
+    ("literal", LITERAL, True),
+    ("word-error", r"\w+Error\b", False),
+    ("letters30", "[A-Za-z]{30}", False),
+]
+GLOB = "**/*.py"
+
+WORDS = [
+    "request",
+    "response",
+    "handler",
+    "config",
+    "value",
+    "index",
+    "count",
+    "result",
+    "buffer",
+    "stream",
+    "token",
+    "session",
+    "client",
+    "server",
+    "cache",
+    "entry",
+    "record",
+    "batch",
+    "worker",
+    "queue",
+    "task",
+    "event",
+    "state",
+    "parser",
+    "reader",
+    "writer",
+    "module",
+    "package",
+    "schema",
+    "field",
+    "column",
+    "table",
+    "query",
+    "filter",
+    "update",
+    "delete",
+    "create",
+    "load",
+    "store",
+    "fetch",
+    "parse",
+    "render",
+    "format",
+    "encode",
+    "decode",
+]
+ERRORS = [
+    "ValueError",
+    "KeyError",
+    "TypeError",
+    "RuntimeError",
+    "IOError",
+    "TimeoutError",
+    "ConnectionError",
+    "ParseError",
+    "ValidationError",
+]
+
+
+def ident(rng: random.Random) -> str:
+    parts = rng.sample(WORDS, rng.choice((1, 1, 2, 2, 3)))
+    return "_".join(parts)
+
+
+def camel(rng: random.Random, n: int) -> str:
+    return "".join(w.capitalize() for w in rng.sample(WORDS, n))
+
+
+def python_line(rng: random.Random) -> str:
+    kind = rng.random()
+    a, b = ident(rng), ident(rng)
+    if kind < 0.25:
+        return f"        {a} = self.{b}({ident(rng)}, {rng.randint(0, 999)})"
+    if kind < 0.40:
+        return f"    def {a}(self, {b}: {camel(rng, 1)}) -> {camel(rng, 2)}:"
+    if kind < 0.50:
+        return f"        if {a} is None or {b} > {rng.randint(1, 64)}:"
+    if kind < 0.515:
+        return f'            raise {rng.choice(ERRORS)}(f"{a} failed for {{{b}}}")'
+    if kind < 0.525:
+        return f"        except {rng.choice(ERRORS)} as exc:"
+    if kind < 0.70:
+        return f"        # {' '.join(rng.choices(WORDS, k=rng.randint(4, 12)))}"
+    if kind < 0.80:
+        return f"        return {a}.{b}({ident(rng)})"
+    if kind < 0.82:
+        return f"class {camel(rng, rng.choice((2, 3, 4)))}({camel(rng, 1)}):"
+    if kind < 0.8205:
+        return f'        logger.error("{LITERAL}: %s", {a})'
+    if kind < 0.8215:
+        return f"    {camel(rng, 5)}{camel(rng, 2)} = {rng.randint(0, 9)}"
+    if kind < 0.90:
+        return ""
+    return f"        for {a} in {b}:"
+
+
+def js_line(rng: random.Random) -> str:
+    kind = rng.random()
+    a, b = ident(rng), ident(rng)
+    if kind < 0.3:
+        return f"  const {a} = await {b}.{ident(rng)}({rng.randint(0, 99)});"
+    if kind < 0.32:
+        return f"  if (!{a}) throw new {rng.choice(ERRORS)}('{b} missing');"[:200]
+    if kind < 0.40:
+        return f"export function {a}({b}) {{"
+    if kind < 0.60:
+        return f"  // {' '.join(rng.choices(WORDS, k=rng.randint(3, 10)))}"
+    if kind < 0.601:
+        return f"  log.warn('{LITERAL}', {a});"
+    return "}" if kind < 0.75 else f"  return {a} ?? {b};"
+
+
+def pool(rng: random.Random, maker, size: int) -> list[str]:
+    return [maker(rng) for _ in range(size)]
+
+
+def generate(root: Path) -> None:
+    rng = random.Random(20261130)
+    py_pool, js_pool = pool(rng, python_line, 40_000), pool(rng, js_line, 20_000)
+    tmp = root.with_name(root.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    per_file = TARGET_BYTES // FILES
+    total = 0
+    for i in range(FILES):
+        pkg = f"pkg{i % 24:02d}"
+        sub = f"{WORDS[(i // 24) % 40]}_{(i // 24) % 40:02d}"
+        leaf = f"part{(i // 960) % 3}"
+        ext, lines_pool = (".py", py_pool) if i % 3 else (".ts", js_pool)
+        folder = tmp / pkg / "src" / sub / leaf
+        folder.mkdir(parents=True, exist_ok=True)
+        size = int(per_file * rng.uniform(0.3, 1.7))
+        lines: list[str] = []
+        length = 0
+        while length < size:
+            chunk = rng.choices(lines_pool, k=64)
+            lines.extend(chunk)
+            length += sum(len(x) + 1 for x in chunk)
+        text = "\n".join(lines) + "\n"
+        (folder / f"{ident(rng)}_{i}{ext}").write_text(text)
+        total += len(text)
+    (tmp / "SPEC").write_text(SPEC + "\n")
+    shutil.rmtree(root, ignore_errors=True)
+    tmp.rename(root)
+    print(f"generated {FILES} files, {total / 1e6:.0f} MB in {root}")
+
+
+def ensure_tree(root: Path) -> None:
+    spec = root / "SPEC"
+    if spec.exists() and spec.read_text().strip() == SPEC:
+        return
+    print(f"generating the benchmark tree in {root} (once) ...", flush=True)
+    generate(root)
+
+
+def ensure_binaries() -> dict[str, str | None]:
+    found = {"rg": shutil.which("rg"), "fd": shutil.which("fd") or shutil.which("fdfind")}
+    if all(found.values()):
+        return found
+    print("rg/fd missing: trying `apt-get install -y ripgrep fd-find` ...", flush=True)
+    try:
+        subprocess.run(
+            ["apt-get", "install", "-y", "ripgrep", "fd-find"],
+            check=True,
+            capture_output=True,
+            timeout=600,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        print(f"could not install ripgrep/fd-find ({exc}); those comparisons are skipped")
+    found = {"rg": shutil.which("rg"), "fd": shutil.which("fd") or shutil.which("fdfind")}
+    return found
+
+
+def timed(argv: list[str], cwd: Path, sink: Path) -> tuple[float, int]:
+    with open(sink, "wb") as out:
+        started = time.perf_counter()
+        proc = subprocess.run(argv, cwd=cwd, stdout=out, stderr=subprocess.DEVNULL)
+        elapsed = time.perf_counter() - started
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"{argv[0]} failed with {proc.returncode}")
+    return elapsed, sink.stat().st_size
+
+
+def median_time(argv: list[str], cwd: Path, runs: int, sink: Path) -> float:
+    timed(argv, cwd, sink)  # warm the page cache and the binary
+    return statistics.median(timed(argv, cwd, sink)[0] for _ in range(runs))
+
+
+def count_tool(sink: Path, key: str) -> int:
+    return len(json.loads(sink.read_text())["data"][key])
+
+
+def count_lines(sink: Path) -> int:
+    with open(sink, "rb") as fh:
+        return sum(1 for _ in fh)
+
+
+def tool_argv(name: str, args: dict[str, object]) -> list[str]:
+    return [sys.executable, "-m", "tools", "--limits", "unbounded", name, json.dumps(args)]
+
+
+def bench_search(root: Path, bins: dict[str, str | None], runs: int, sink: Path) -> list[str]:
+    rows = []
+    for label, pattern, literal in PATTERNS:
+        args = {"pattern": pattern, "literal": literal, "max_results": 10**9}
+        ours = median_time(tool_argv("search_files", args), root, runs, sink)
+        hits = count_tool(sink, "matches")
+        cmp: list[str] = []
+        if bins["rg"]:
+            rg = [bins["rg"], "-n", "-F" if literal else "-e", pattern]
+            if not literal:
+                rg = [bins["rg"], "-n", "-e", pattern]
+            t = median_time(rg, root, runs, sink)
+            cmp.append(f"rg {t:.3f}s x{ours / t:.2f} ({count_lines(sink)} lines)")
+        grep = ["grep", "-rn", "-F" if literal else "-E", "-e", pattern, "."]
+        t = median_time(grep, root, runs, sink)
+        cmp.append(f"grep {t:.3f}s x{ours / t:.2f} ({count_lines(sink)} lines)")
+        rows.append(f"search {label:<11} tools {ours:.3f}s ({hits} matches) | " + " | ".join(cmp))
+    return rows
+
+
+def bench_glob(root: Path, bins: dict[str, str | None], runs: int, sink: Path) -> list[str]:
+    ours = median_time(tool_argv("glob", {"pattern": GLOB}), root, runs, sink)
+    hits = count_tool(sink, "files")
+    cmp = []
+    if bins["fd"]:
+        t = median_time([bins["fd"], "-t", "f", "-g", "*.py"], root, runs, sink)
+        cmp.append(f"fd {t:.3f}s x{ours / t:.2f} ({count_lines(sink)} files)")
+    t = median_time(["find", ".", "-type", "f", "-name", "*.py"], root, runs, sink)
+    cmp.append(f"find {t:.3f}s x{ours / t:.2f} ({count_lines(sink)} files)")
+    return [f"glob {GLOB:<14} tools {ours:.3f}s ({hits} files) | " + " | ".join(cmp)]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    default = os.environ.get("BASTION_BENCH_DIR") or str(REPO / "bench-data")
+    parser.add_argument("--dir", default=default)
+    parser.add_argument("--runs", type=int, default=5)
+    opts = parser.parse_args()
+    root = Path(opts.dir).resolve()
+    ensure_tree(root)
+    bins = ensure_binaries()
+    # One-shot runs should not pay to compile the package (PYTHONDONTWRITEBYTECODE
+    # may be set); an installed package ships its bytecode too.
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "tools")], check=False)
+    env_note = f"python {sys.version.split()[0]}, {os.cpu_count()} cpu(s), runs={opts.runs}"
+    print(f"tree: {root} ({SPEC}); {env_note}")
+    print("tools run with --limits unbounded and max_results=1e9; output to a file for all")
+    with tempfile.TemporaryDirectory() as tmp:
+        sink = Path(tmp) / "out"
+        os.environ["PYTHONPATH"] = str(REPO)
+        for line in bench_search(root, bins, opts.runs, sink) + bench_glob(
+            root, bins, opts.runs, sink
+        ):
+            print(line, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
