@@ -24,6 +24,7 @@ from typing import Any
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.widgets import Input, Static
 
 from runtime import BastionError, ConversationView, EmptyInput, Harness, reduce
@@ -118,6 +119,8 @@ class BastionApp(App[int]):
                 if view.resync_required:
                     view = await harness.snapshot(conv_id)
                 await self.show(view)
+        except NoMatches:
+            pass  # the screen is being torn down: the app is closing
         finally:
             sub.close()
 

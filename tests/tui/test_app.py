@@ -1,0 +1,288 @@
+"""The Textual app's behaviour: keys become harness calls, and the screen follows the store."""
+
+from __future__ import annotations
+
+import json
+
+from textual.widgets import Input, Markdown
+
+from runtime.providers.base import ProviderError, ToolCall
+from runtime.records import Approval, EntryKind, EntryStatus, InboxMode, RunState, ToolCallState
+from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
+from tests.tui.conftest import SIZE, HangingProvider, open_driven, run_settled, wait_for
+from tui.app import BastionApp
+from tui.widgets import ApprovalPrompt, AssistantEntry, InboxStrip, StatusBar, ToolCallLine, UserEntry
+
+ANSWER = "Here is the plan:\n\n1. read the file\n2. change **one** line\n\nDone."
+
+
+def assistant_widgets(app: BastionApp) -> list[AssistantEntry]:
+    return list(app.query(AssistantEntry))
+
+
+def label_text(app: BastionApp, selector: str) -> str:
+    return str(app.query_one(selector).render())
+
+
+async def test_enter_sends_the_prompt_and_the_answer_streams_in(tmp_path, monkeypatch):
+    provider = ScriptedProvider([ScriptedTurn(text=ANSWER, chunk_size=3, delay=0.005)])
+    harness, conv_id = await open_driven(tmp_path, provider)
+    app = BastionApp(harness, conv_id)
+    partial_seen: list[str] = []
+    show_text = AssistantEntry._show_text
+
+    async def recording(self, entry):
+        await show_text(self, entry)
+        partial_seen.append(self.text_shown)
+
+    monkeypatch.setattr(AssistantEntry, "_show_text", recording)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(app.ready.is_set, pilot)
+            await pilot.press(*"fix the bug", "enter")
+            assert app.query_one("#prompt", Input).value == ""
+            await wait_for(lambda: run_settled(app), pilot)
+            await pilot.pause(0.05)
+            [widget] = assistant_widgets(app)
+            assert widget.text_shown == ANSWER
+            assert widget.query_one(Markdown).source == ANSWER
+            assert [str(w.render()) for w in app.query(UserEntry)] == ["fix the bug"]
+
+        snap = await harness.store.snapshot(conv_id)
+        kinds = [(e.kind, e.status, e.text) for e in snap.entries]
+        assert kinds == [
+            (EntryKind.USER, EntryStatus.COMPLETE, "fix the bug"),
+            (EntryKind.ASSISTANT, EntryStatus.COMPLETE, ANSWER),
+        ]
+        assert [r.state for r in snap.runs] == [RunState.COMPLETED]
+        partial = [p for p in partial_seen if 0 < len(p) < len(ANSWER)]
+        assert len(partial) > 3, "the answer should appear piece by piece while it streams"
+        assert all(ANSWER.startswith(p) for p in partial_seen)
+        assert partial_seen == sorted(partial_seen, key=len)  # only ever appended to
+        assert provider.requests[0].messages[-1].content == "fix the bug"
+    finally:
+        await harness.close()
+
+
+async def test_the_prompt_from_the_command_line_is_sent_first(tmp_path):
+    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([ScriptedTurn(text="Hi!")]))
+    app = BastionApp(harness, conv_id, first_prompt="say hi")
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(lambda: run_settled(app), pilot)
+            assert "done" in label_text(app, "#status-left")
+        snap = await harness.store.snapshot(conv_id)
+        assert [(e.kind, e.text) for e in snap.entries] == [
+            (EntryKind.USER, "say hi"), (EntryKind.ASSISTANT, "Hi!")]
+    finally:
+        await harness.close()
+
+
+async def test_escape_interrupts_the_run_and_marks_the_partial_answer(tmp_path):
+    provider = HangingProvider("I will start by reading")
+    harness, conv_id = await open_driven(tmp_path, provider)
+    app = BastionApp(harness, conv_id, first_prompt="go")
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(lambda: bool(assistant_widgets(app))
+                           and assistant_widgets(app)[0].text_shown == provider.text, pilot)
+            assert "running" in label_text(app, "#status-left")
+            await pilot.press("escape")
+            await wait_for(lambda: run_settled(app), pilot)
+            marker = assistant_widgets(app)[0].query_one(".marker")
+            assert marker.has_class("-shown")
+            assert "interrupted" in str(marker.render())
+        snap = await harness.store.snapshot(conv_id)
+        assert snap.runs[-1].state == RunState.INTERRUPTED
+        entry = snap.entries[-1]
+        assert (entry.kind, entry.status, entry.text) == (
+            EntryKind.ASSISTANT, EntryStatus.INTERRUPTED, provider.text)
+    finally:
+        await harness.close()
+
+
+async def test_enter_while_a_run_is_going_queues_a_steer(tmp_path):
+    provider = HangingProvider("Working")
+    harness, conv_id = await open_driven(tmp_path, provider)
+    app = BastionApp(harness, conv_id, first_prompt="start")
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(provider.streamed.is_set, pilot)
+            await wait_for(lambda: app.view is not None and app.view.active_run is not None, pilot)
+            await pilot.press(*"use tabs", "enter")
+            await wait_for(lambda: bool(app.view and app.view.queued_inbox), pilot)
+            strip = app.query_one(InboxStrip)
+            assert strip.has_class("-shown")
+            assert "steer" in str(strip.render()) and "use tabs" in str(strip.render())
+            assert "1 queued" in label_text(app, "#status-left")
+            # Interrupted before any tool round, the steer starts the next run instead.
+            await pilot.press("escape")
+            await wait_for(lambda: "use tabs" in [str(w.render()) for w in app.query(UserEntry)],
+                           pilot)
+            await pilot.press("escape")
+            await wait_for(lambda: run_settled(app), pilot)
+        snap = await harness.store.snapshot(conv_id)
+        [steer] = [i for i in snap.inbox if i.text == "use tabs"]
+        assert (steer.mode, steer.state) == (InboxMode.STEER, "placed")
+        assert [r.state for r in snap.runs] == [RunState.INTERRUPTED, RunState.INTERRUPTED]
+    finally:
+        await harness.close()
+
+
+def _write_turns() -> list[ScriptedTurn]:
+    args = json.dumps({"path": "notes.txt", "content": "hello\n"})
+    return [
+        ScriptedTurn(text="", tool_calls=(ToolCall("call_1", "write_file", args),)),
+        ScriptedTurn(text="Wrote notes.txt."),
+    ]
+
+
+async def _approve(tmp_path, toolbox, key: str):
+    harness, conv_id = await open_driven(tmp_path, ScriptedProvider(_write_turns()), toolbox)
+    app = BastionApp(harness, conv_id, first_prompt="write notes")
+    async with app.run_test(size=SIZE) as pilot:
+        prompt = app.query_one(ApprovalPrompt)
+        await wait_for(lambda: prompt.has_class("-shown"), pilot)
+        assert app.focused is prompt
+        text = str(prompt.render())
+        assert "Allow write_file" in text and "notes.txt" in text and "[y]es / [n]o" in text
+        await wait_for(lambda: "awaiting approval" in label_text(app, "#status-left"), pilot)
+        await pilot.press(key)
+        await wait_for(lambda: run_settled(app), pilot)
+        assert not prompt.has_class("-shown")
+        assert app.focused is app.query_one("#prompt")
+        line = str(app.query_one(ToolCallLine).render())
+    snap = await harness.store.snapshot(conv_id)
+    await harness.close()
+    return snap, line
+
+
+async def test_y_approves_a_pending_write(tmp_path, toolbox):
+    snap, line = await _approve(tmp_path, toolbox, "y")
+    [call] = snap.tool_calls
+    assert (call.approval, call.state) == (Approval.APPROVED, ToolCallState.DONE)
+    assert toolbox.calls == [("write_file", {"path": "notes.txt", "content": "hello\n"})]
+    assert "write_file" in line and "⎿ write_file ok" in line
+    assert snap.entries[-1].text == "Wrote notes.txt."
+
+
+async def test_n_denies_a_pending_write(tmp_path, toolbox):
+    snap, line = await _approve(tmp_path, toolbox, "n")
+    [call] = snap.tool_calls
+    assert (call.approval, call.state) == (Approval.DENIED, ToolCallState.DENIED)
+    assert toolbox.calls == []
+    assert "denied" in line
+
+
+async def test_a_failed_run_is_marked_with_its_reason(tmp_path):
+    error = ProviderError("model overloaded", provider="scripted", code="bad_request")
+    turn = ScriptedTurn(text="Partial answer here", chunk_size=4, error=error, error_after_chunks=3)
+    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([turn]))
+    app = BastionApp(harness, conv_id, first_prompt="go")
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(lambda: run_settled(app), pilot)
+            await pilot.pause(0.05)
+            marker = assistant_widgets(app)[0].query_one(".marker")
+            assert "failed: model overloaded" in str(marker.render())
+            assert "failed" in label_text(app, "#status-left")
+        snap = await harness.store.snapshot(conv_id)
+        assert snap.entries[-1].status == EntryStatus.FAILED
+    finally:
+        await harness.close()
+
+
+async def test_ctrl_c_twice_quits_and_once_only_warns(tmp_path):
+    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
+    app = BastionApp(harness, conv_id)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(app.ready.is_set, pilot)
+            await pilot.press("ctrl+c")
+            assert "press Ctrl+C again to quit" in label_text(app, "#status-right")
+            assert app.is_running
+            await pilot.press("ctrl+c")
+            await pilot.pause()
+        assert app.return_code == 0
+    finally:
+        await harness.close()
+
+
+async def test_the_quit_warning_expires(tmp_path, monkeypatch):
+    monkeypatch.setattr("tui.app.QUIT_WINDOW", 0.05)
+    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
+    app = BastionApp(harness, conv_id)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(app.ready.is_set, pilot)
+            await pilot.press("ctrl+c")
+            await wait_for(lambda: "again" not in label_text(app, "#status-right"), pilot)
+            await pilot.press("ctrl+c")
+            assert app.is_running
+    finally:
+        await harness.close()
+
+
+async def test_a_resumed_conversation_shows_its_history(tmp_path):
+    provider = ScriptedProvider([ScriptedTurn(text="First answer.")])
+    harness, conv_id = await open_driven(tmp_path, provider)
+    try:
+        item = await harness.submit(conv_id, "first question")
+        await harness.wait(item.id, conv_id)
+        app = BastionApp(harness, conv_id)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(app.ready.is_set, pilot)
+            await pilot.pause(0.05)
+            assert [str(w.render()) for w in app.query(UserEntry)] == ["first question"]
+            assert [w.text_shown for w in assistant_widgets(app)] == ["First answer."]
+            assert not app.query("#welcome")
+            status = label_text(app, "#status-left")
+            assert "scripted/bastion-test" in status and "done" in status and "↑10" in status
+    finally:
+        await harness.close()
+
+
+async def test_the_view_resyncs_from_the_store_after_a_gap(tmp_path):
+    """A lost event makes the reducer ask for a resync; the app reloads and keeps going."""
+    provider = ScriptedProvider([ScriptedTurn(text="one two three", chunk_size=4)])
+    harness, conv_id = await open_driven(tmp_path, provider)
+    app = BastionApp(harness, conv_id)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(app.ready.is_set, pilot)
+            dropped: list[object] = []
+            publish = harness._publish
+
+            def lossy(event):
+                if getattr(event, "seq", None) == 2 and not dropped:
+                    dropped.append(event)  # the second delta never reaches the app
+                    return
+                publish(event)
+
+            harness._publish = lossy  # type: ignore[method-assign]
+            for driver in harness._drivers.values():
+                driver.publish = lossy
+            await pilot.press(*"count", "enter")
+            await wait_for(lambda: run_settled(app), pilot)
+            await pilot.pause(0.05)
+            assert dropped
+            assert [w.text_shown for w in assistant_widgets(app)] == ["one two three"]
+    finally:
+        await harness.close()
+
+
+async def test_bastion_themes_are_registered_and_chosen_by_name(tmp_path):
+    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
+    try:
+        app = BastionApp(harness, conv_id, theme="bastion-light")
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(app.ready.is_set, pilot)
+            assert app.theme == "bastion-light"
+            assert {"bastion-dark", "bastion-light"} <= set(app.available_themes)
+            app.theme = "bastion-dark"
+            await pilot.pause()
+            assert app.query_one(StatusBar).styles.background is not None
+        fallback = BastionApp(harness, conv_id, theme="no-such-theme")
+        assert fallback._theme_name == "bastion-dark"
+    finally:
+        await harness.close()
