@@ -210,13 +210,10 @@ async def supervise(proc: asyncio.subprocess.Process, sink: Sink, timeout_s: flo
     reader = asyncio.ensure_future(pump(proc.stdout, sink))
     timed_out = False
     try:
-        try:
-            await asyncio.wait_for(proc.wait(), timeout_s)
-        except TimeoutError:
+        if not await exited(proc, timeout_s):
             timed_out = True
             kill_group(proc.pid, signal.SIGTERM)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(proc.wait(), TERM_GRACE_S)
+            await exited(proc, TERM_GRACE_S)
         kill_group(proc.pid, signal.SIGKILL)  # leftovers (grandchildren) go too
         try:
             await asyncio.wait_for(asyncio.shield(reader), DRAIN_S)

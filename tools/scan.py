@@ -1,0 +1,174 @@
+"""The content matcher behind search_files: batches of files, one RE2 pass each.
+
+Files are read whole and joined (with a newline between them) into batches of
+about a megabyte. One literal scan (or one regex scan when no literal is known)
+covers a whole batch without holding the GIL, so a batch with no match costs a
+single call however many files it holds. Hits are mapped back to their file by
+offset; lines never cross a file boundary, and the newline added between files
+never produces a line of its own.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from typing import Any
+
+LONG_LINE = 8 * 1024
+BINARY_PROBE = 8 * 1024
+BATCH_BYTES = 1 << 20
+
+Context = list[tuple[int, str]]
+Hit = tuple[str, int, str, Context, Context]
+
+
+@dataclass(slots=True)
+class Tally:
+    files: int = 0
+    matched_files: int = 0
+    binary: int = 0
+    long_lines: int = 0
+    unreadable: int = 0
+
+    def add(self, other: Tally) -> None:
+        self.files += other.files
+        self.matched_files += other.matched_files
+        self.binary += other.binary
+        self.long_lines += other.long_lines
+        self.unreadable += other.unreadable
+
+
+@dataclass(slots=True)
+class Batch:
+    paths: list[str] = field(default_factory=list)
+    chunks: list[bytes] = field(default_factory=list)
+    size: int = 0
+
+    def add(self, path: str, data: bytes) -> None:
+        self.paths.append(path)
+        self.chunks.append(data)
+        self.size += len(data) + 1
+
+
+def _line(data: bytes, start: int, end: int) -> str:
+    return data[start:end].decode("utf-8", "replace").rstrip("\r")
+
+
+@dataclass(slots=True)
+class Layout:
+    """Where each file of a batch sits in the joined buffer."""
+
+    starts: list[int]
+    ends: list[int]
+    skip: set[int]
+
+    @classmethod
+    def of(cls, chunks: list[bytes], data: bytes, tally: Tally) -> Layout:
+        starts: list[int] = []
+        ends: list[int] = []
+        pos = 0
+        for chunk in chunks:
+            starts.append(pos)
+            pos += len(chunk)
+            ends.append(pos)
+            pos += 1
+        skip: set[int] = set()
+        if data.find(b"\x00") >= 0:  # rare: find the binary files themselves
+            skip = {i for i, c in enumerate(chunks) if c.find(b"\x00", 0, BINARY_PROBE) >= 0}
+            tally.binary += len(skip)
+        return cls(starts, ends, skip)
+
+
+class ContentMatcher:
+    """Holds only immutable state, so worker threads can share one."""
+
+    def __init__(self, regex: Any, literal: bytes | None, context: int, *, exact: bool) -> None:
+        import re2
+
+        self.match = regex._regexp.Match
+        self.anchor = re2._Anchor.UNANCHORED
+        self.exact = exact  # the pattern is the literal itself: no regex check needed
+        self.context = context
+        self.find = self.match
+        self.literal = literal is not None
+        if literal:
+            options = re2.Options()
+            options.literal = True
+            options.never_capture = True
+            self.find = re2.compile(literal, options)._regexp.Match
+
+    def search(self, batch: Batch, limit: int) -> tuple[list[Hit], Tally]:
+        tally = Tally()
+        chunks = batch.chunks
+        data = chunks[0] if len(chunks) == 1 else b"\n".join(chunks)
+        if self.find(self.anchor, data, 0, len(data))[0][0] < 0:
+            return [], tally
+        layout = Layout.of(chunks, data, tally)
+        spans = self.lines(data, layout, tally, limit)
+        hits: list[Hit] = []
+        current, number, counted = -1, 1, 0
+        for k, start, end in spans:
+            if k != current:
+                current, number, counted = k, 1, layout.starts[k]
+                tally.matched_files += 1
+            number += data.count(b"\n", counted, start)
+            counted = start
+            before, after = self.around(data, start, end, number, layout, k)
+            hits.append((batch.paths[k], number, _line(data, start, end), before, after))
+        return hits, tally
+
+    def lines(
+        self, data: bytes, layout: Layout, tally: Tally, limit: int
+    ) -> list[tuple[int, int, int]]:
+        """(file, line_start, line_end) of matching lines, in order, at most ``limit``."""
+        out: list[tuple[int, int, int]] = []
+        size = len(data)
+        find, match, anchor = self.find, self.match, self.anchor
+        trusted = self.exact or not self.literal  # the span found is a real match
+        starts, ends, skip = layout.starts, layout.ends, layout.skip
+        pos = 0
+        while pos <= size and len(out) < limit:
+            first, last = find(anchor, data, pos, size)[0]
+            if first < 0:
+                break
+            start = data.rfind(b"\n", 0, first) + 1
+            end = data.find(b"\n", first)
+            end = size if end < 0 else end
+            k = bisect_right(starts, start) - 1
+            if k in skip:
+                pos = ends[k] + 1
+                continue
+            if start < ends[k]:  # not the separator's own empty line
+                if end - start > LONG_LINE:
+                    tally.long_lines += 1
+                elif (trusted and last <= end) or match(anchor, data, start, end)[0][0] >= 0:
+                    out.append((k, start, end))
+            pos = end + 1
+        return out
+
+    def around(
+        self, data: bytes, start: int, end: int, number: int, layout: Layout, k: int
+    ) -> tuple[Context, Context]:
+        if not self.context:
+            return [], []
+        lo, hi = layout.starts[k], layout.ends[k]
+        before: Context = []
+        pos = start
+        for n in range(1, self.context + 1):
+            if pos <= lo:
+                break
+            prev = data.rfind(b"\n", lo, pos - 1) + 1
+            prev = max(prev, lo)
+            before.append((number - n, _line(data, prev, pos - 1)[:LONG_LINE]))
+            pos = prev
+        before.reverse()
+        after: Context = []
+        pos = end + 1
+        for n in range(1, self.context + 1):
+            if pos >= hi:
+                break
+            nxt = data.find(b"\n", pos, hi)
+            nxt = hi if nxt < 0 else nxt
+            after.append((number + n, _line(data, pos, nxt)[:LONG_LINE]))
+            pos = nxt + 1
+        return before, after
