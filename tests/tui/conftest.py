@@ -15,7 +15,7 @@ from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import RecordingToolbox, open_harness
 from tui.app import BastionApp
 
-SIZE = (90, 26)  # every snapshot's terminal size
+SIZE = (100, 32)  # every snapshot's terminal size
 MODEL = "scripted/bastion-test"
 
 

@@ -144,7 +144,7 @@ async def _approve(tmp_path, toolbox, key: str):
         prompt = app.query_one(ApprovalPrompt)
         await wait_for(lambda: prompt.has_class("-shown"), pilot)
         assert app.focused is prompt
-        text = str(prompt.render())
+        text = prompt.question
         assert "Allow write_file" in text and "notes.txt" in text and "[y]es / [n]o" in text
         await wait_for(lambda: "awaiting approval" in label_text(app, "#status-left"), pilot)
         await pilot.press(key)
@@ -162,7 +162,7 @@ async def test_y_approves_a_pending_write(tmp_path, toolbox):
     [call] = snap.tool_calls
     assert (call.approval, call.state) == (Approval.APPROVED, ToolCallState.DONE)
     assert toolbox.calls == [("write_file", {"path": "notes.txt", "content": "hello\n"})]
-    assert "write_file" in line and "⎿ write_file ok" in line
+    assert "write_file" in line and "└ write_file ok" in line
     assert snap.entries[-1].text == "Wrote notes.txt."
 
 

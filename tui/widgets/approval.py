@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.containers import Horizontal
 from textual.markup import escape
 from textual.message import Message
 from textual.widgets import Static
@@ -29,14 +31,16 @@ def pending_approval(view: ConversationView) -> ToolCallRecord | None:
     return None
 
 
-class ApprovalPrompt(Static, can_focus=True):
-    """One line asking for a decision. Focused while shown, so y and n reach it."""
+class ApprovalPrompt(Horizontal, can_focus=True):
+    """One line asking for a decision. Focused while shown, so y and n reach it.
+
+    The question is cut with an ellipsis when it is too long; `[y]es / [n]o` always shows.
+    """
 
     DEFAULT_CSS = """
     ApprovalPrompt {
-        height: auto;
+        height: 1;
         padding: 0 1;
-        margin: 0 0 0 0;
         border-left: outer $warning;
         background: $warning 12%;
         color: $foreground;
@@ -44,6 +48,15 @@ class ApprovalPrompt(Static, can_focus=True):
     }
     ApprovalPrompt.-shown {
         display: block;
+    }
+    ApprovalPrompt > #approval-question {
+        width: 1fr;
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
+    }
+    ApprovalPrompt > #approval-keys {
+        width: auto;
+        padding: 0 0 0 2;
     }
     """
 
@@ -62,6 +75,16 @@ class ApprovalPrompt(Static, can_focus=True):
         self.call: ToolCallRecord | None = None
         self._answered: set[str] = set()
 
+    def compose(self) -> ComposeResult:
+        yield Static(id="approval-question")
+        yield Static("[b $warning]\\[y][/]es / [b $warning]\\[n][/]o", id="approval-keys")
+
+    @property
+    def question(self) -> str:
+        """The question and the keys, as plain text (what the line says)."""
+        question = self.query_one("#approval-question", Static).render()
+        return f"{question}  {self.query_one('#approval-keys', Static).render()}"
+
     def show(self, view: ConversationView) -> bool:
         """Show the first pending approval (or hide); true if the call shown changed."""
         call = pending_approval(view)
@@ -71,9 +94,9 @@ class ApprovalPrompt(Static, can_focus=True):
         self.call = call
         if changed and call is not None:
             args = escape(arguments_preview(call.arguments, limit=120))
-            self.update(
-                f"[b $warning]Allow[/] [b]{escape(call.name)}[/b] [$text-muted]{args}[/]"
-                "[b $warning]?[/]  [b]\\[y][/b]es / [b]\\[n][/b]o"
+            self.query_one("#approval-question", Static).update(
+                f"[b $warning]Allow[/] [b]{escape(call.name)}[/b] [$foreground-muted]{args}[/]"
+                "[b $warning]?[/]"
             )
         self.set_class(call is not None, "-shown")
         return changed

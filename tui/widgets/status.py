@@ -22,14 +22,15 @@ _STATE = {
     RunState.CANCELLED: ("$warning", "cancelled"),
 }
 
-HINTS = "[$text-muted]enter[/] send  [$text-muted]esc[/] interrupt  [$text-muted]ctrl+c[/] quit"
+HINTS = ("[b]enter[/b] [$foreground-muted]send[/]   [b]esc[/b] [$foreground-muted]interrupt[/]   "
+         "[b]ctrl+c[/b] [$foreground-muted]quit[/]")
 
 
 def run_state_label(run: Run | None) -> str:
     """Markup for the state of `run` (the active one, else the latest); "idle" if none."""
     if run is None:
-        return "[$text-muted]idle[/]"
-    tone, label = _STATE.get(RunState(run.state), ("$text-muted", run.state))
+        return "[$foreground-muted]idle[/]"
+    tone, label = _STATE.get(RunState(run.state), ("$foreground-muted", run.state))
     glyph = "●" if run.terminal else "◌"
     return f"[{tone}]{glyph} {label}[/]"
 
@@ -80,11 +81,11 @@ class StatusBar(Horizontal):
                  run_state_label(run)]
         usage = usage_label(run)
         if usage:
-            parts.append(f"[$text-muted]{usage}[/]")
+            parts.append(f"[$foreground-muted]{usage}[/]")
         queued = len(view.queued_inbox)
         if queued:
             parts.append(f"[$accent]{queued} queued[/]")
-        left = "  [$text-muted]·[/]  ".join(parts)
+        left = "  [$foreground-muted]·[/]  ".join(parts)
         if left != self._left:
             self._left = left
             self.query_one("#status-left", Label).update(left)

@@ -40,7 +40,7 @@ class UserEntry(Static):
         margin: 1 0 0 0;
         padding: 0 1;
         border-left: outer $primary;
-        background: $boost;
+        background: $primary 8%;
         color: $foreground;
         text-style: bold;
     }
@@ -94,6 +94,8 @@ class ToolCallLine(Static):
     ToolCallLine {
         padding: 0 1;
         color: $foreground;
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
     }
     """
 
@@ -114,23 +116,22 @@ class ToolCallLine(Static):
                       result: Entry | None) -> str:
         glyph, note = _call_state(record, result)
         args = escape(arguments_preview(call.get("arguments", "{}"), limit=160))
-        head = f"{glyph} [b]{escape(call.get('name', '?'))}[/b] [$text-muted]{args}[/]"
-        if note:
-            head += f"  {note}"
+        head = f"{glyph} [b]{escape(call.get('name', '?'))}[/b] [$foreground-muted]{args}[/]"
         if result is not None and result.text.strip():
-            tone = "$text-muted" if result.data.get("ok", True) else "$error"
-            head += f"\n  [{tone}]⎿ {escape(first_line(result.text))}[/]"
-        return head
+            tone = "$foreground-muted" if result.data.get("ok", True) else "$error"
+            note = f"[{tone}]{escape(first_line(result.text))}[/]"
+        return f"{head}\n  [$foreground-muted]└[/] {note}" if note else head
 
 
 def _call_state(record: ToolCallRecord | None, result: Entry | None) -> tuple[str, str]:
+    """The glyph for a call's state, and a note for while it has no result."""
     if record is None:
-        return "[$text-muted]○[/]", ""
+        return "[$foreground-muted]○[/]", ""
     if record.approval == Approval.PENDING and record.state == ToolCallState.PENDING:
         return "[$warning]?[/]", "[$warning]awaiting approval[/]"
     match record.state:
         case ToolCallState.RUNNING:
-            return "[$accent]◌[/]", "[$text-muted]running…[/]"
+            return "[$accent]◌[/]", "[$foreground-muted]running…[/]"
         case ToolCallState.DENIED:
             return "[$error]✗[/]", "[$error]denied[/]"
         case ToolCallState.INTERRUPTED:
@@ -138,7 +139,7 @@ def _call_state(record: ToolCallRecord | None, result: Entry | None) -> tuple[st
         case ToolCallState.DONE:
             ok = result.data.get("ok", True) if result is not None else True
             return ("[$success]●[/]", "") if ok else ("[$error]●[/]", "")
-    return "[$text-muted]○[/]", ""
+    return "[$foreground-muted]○[/]", ""
 
 
 class AssistantEntry(Vertical):

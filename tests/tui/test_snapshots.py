@@ -1,0 +1,162 @@
+"""Snapshots of the app's screen (pytest-textual-snapshot).
+
+Each test says what you should see. Screens are deterministic: a scripted
+provider, no ids or times on screen, a fixed theme and terminal size, no cursor
+blink (see conftest). Update with `pytest tests/tui --snapshot-update`, look at
+the report, then copy the SVGs to screenshots/ with
+`python -m tests.tui.test_snapshots` (the README shows them).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runtime.providers.base import ToolCall
+from runtime.testing.scripted import ScriptedTurn
+from runtime.toolbox import ToolOutcome
+from tests.runtime.helpers import RecordingToolbox
+from tests.tui.conftest import SIZE, HangingProvider, make_app, run_settled, wait_for
+from tui.widgets import ApprovalPrompt, AssistantEntry
+
+HERE = Path(__file__).parent
+SCREENSHOTS = {  # snapshot file -> name under screenshots/
+    "test_answer_with_a_tool_call.svg": "app-answer.svg",
+    "test_answer_in_the_light_theme.svg": "app-answer-light.svg",
+    "test_pending_approval.svg": "app-approval.svg",
+    "test_interrupted_answer.svg": "app-interrupted.svg",
+    "test_welcome.svg": "app-welcome.svg",
+}
+
+CONFIG_PY = '''def parse_config(text: str) -> dict:
+    data = tomllib.loads(text)
+    return data["bastion"]
+'''
+
+ANSWER = """`parse_config` indexes `data["bastion"]` without checking it exists, so an
+empty file (which parses to `{}`) raises **KeyError**.
+
+Fix it by falling back to an empty table:
+
+```python
+def parse_config(text: str) -> dict:
+    data = tomllib.loads(text)
+    return data.get("bastion", {})
+```
+
+- empty file → `{}`
+- a file without `[bastion]` → `{}`
+"""
+
+
+@dataclass
+class TableToolbox(RecordingToolbox):
+    """RecordingToolbox answering from `results` (tool name -> model text)."""
+
+    results: dict[str, str] = field(default_factory=dict)
+
+    async def run(self, name: str, arguments: str) -> ToolOutcome:
+        self.calls.append((name, json.loads(arguments)))
+        return ToolOutcome(True, self.results.get(name, f"{name} ok"), {"name": name})
+
+
+def _answer_app(tmp_path: Path, theme: str = "bastion-dark") -> Any:
+    read = ToolCall("call_1", "read_file", json.dumps({"path": "src/config.py"}))
+    turns = [
+        ScriptedTurn(text="Let me look at the loader.", tool_calls=(read,), chunk_size=8),
+        ScriptedTurn(text=ANSWER, chunk_size=7),
+    ]
+    toolbox = TableToolbox(results={"read_file": "src/config.py (3 lines)\n" + CONFIG_PY})
+    return make_app(tmp_path, turns, toolbox=toolbox,
+                    first_prompt="Why does parse_config fail on an empty file?", theme=theme)
+
+
+async def _until_settled(pilot: Any) -> None:
+    await wait_for(lambda: run_settled(pilot.app), pilot)
+    await pilot.pause(0.1)
+
+
+def test_answer_with_a_tool_call(snap_compare, tmp_path):
+    """The question in a bar at the top; "Let me look at the loader." then a green
+    `● read_file {"path": "src/config.py"}` line with `└ src/config.py (3 lines)` under
+    it; the Markdown answer with inline code, bold KeyError, a highlighted Python
+    block and a two-item list. Empty prompt box; status bar
+    `scripted/bastion-test · ● done · ↑20 ↓…` and the key hints on the right."""
+    assert snap_compare(_answer_app(tmp_path), terminal_size=SIZE, run_before=_until_settled)
+
+
+def test_answer_in_the_light_theme(snap_compare, tmp_path):
+    """The same conversation as test_answer_with_a_tool_call in bastion-light: dark
+    text on a near-white background, blue prompt bar and border, green tool glyph."""
+    app = _answer_app(tmp_path, theme="bastion-light")
+    assert snap_compare(app, terminal_size=SIZE, run_before=_until_settled)
+
+
+def test_pending_approval(snap_compare, tmp_path):
+    """"Writing the fix." then a yellow `? write_file {"path": "src/config.py", ...}
+    awaiting approval` line; above the prompt box a yellow-barred line
+    `Allow write_file {...}? [y]es / [n]o`; status bar says `awaiting approval`."""
+    args = json.dumps({"path": "src/config.py", "content": "def parse_config(text): ..."})
+    turns = [ScriptedTurn(text="Writing the fix.",
+                          tool_calls=(ToolCall("call_w", "write_file", args),))]
+    app = make_app(tmp_path, turns, toolbox=TableToolbox(), first_prompt="Fix parse_config")
+
+    async def until_asking(pilot: Any) -> None:
+        prompt = pilot.app.query_one(ApprovalPrompt)
+        await wait_for(lambda: prompt.has_class("-shown"), pilot)
+        await wait_for(lambda: pilot.app.view.active_run.state == "awaiting_approval", pilot)
+        await pilot.pause(0.1)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=until_asking)
+
+
+def test_interrupted_answer(snap_compare, tmp_path):
+    """The prompt "Refactor the loader", the partial answer "I'll start by splitting
+    the loader into" and under it a yellow `◼ interrupted`; status `● interrupted`."""
+    provider = HangingProvider("I'll start by splitting the loader into")
+    app = make_app(tmp_path, provider, first_prompt="Refactor the loader")
+
+    async def interrupt(pilot: Any) -> None:
+        def streamed() -> bool:
+            widgets = list(pilot.app.query(AssistantEntry))
+            return bool(widgets) and widgets[0].text_shown == provider.text
+
+        await wait_for(streamed, pilot)
+        await pilot.press("escape")
+        await _until_settled(pilot)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=interrupt)
+
+
+def test_welcome(snap_compare, tmp_path):
+    """A new conversation: `bastion  type a request and press Enter` at the top, the
+    prompt box with the placeholder "Ask Bastion to do something…", status `idle`."""
+    app = make_app(tmp_path, [])
+
+    async def ready(pilot: Any) -> None:
+        await wait_for(pilot.app.ready.is_set, pilot)
+        await pilot.pause(0.05)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=ready)
+
+
+def copy_screenshots(root: Path = HERE.parent.parent) -> list[Path]:
+    """Copy the accepted snapshots to screenshots/ under their README names."""
+    source = HERE / "__snapshots__" / "test_snapshots"
+    target = root / "screenshots"
+    target.mkdir(exist_ok=True)
+    copied = []
+    for name, public in SCREENSHOTS.items():
+        if (source / name).exists():
+            shutil.copyfile(source / name, target / public)
+            copied.append(target / public)
+    return copied
+
+
+if __name__ == "__main__":
+    for path in copy_screenshots():
+        print(path, file=sys.stderr)
