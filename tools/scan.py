@@ -11,6 +11,7 @@ never produces a line of its own.
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,8 +19,9 @@ LONG_LINE = 8 * 1024
 BINARY_PROBE = 8 * 1024
 BATCH_BYTES = 1 << 20
 
-Context = list[tuple[int, str]]
+Context = Sequence[tuple[int, str]]
 Hit = tuple[str, int, str, Context, Context]
+NONE: tuple[Context, Context] = ((), ())
 
 
 @dataclass(slots=True)
@@ -98,61 +100,55 @@ class ContentMatcher:
             self.find = re2.compile(literal, options)._regexp.Match
 
     def search(self, batch: Batch, limit: int) -> tuple[list[Hit], Tally]:
+        """Matching lines of one batch, in order, at most ``limit``."""
         tally = Tally()
         chunks = batch.chunks
         data = chunks[0] if len(chunks) == 1 else b"\n".join(chunks)
-        if self.find(self.anchor, data, 0, len(data))[0][0] < 0:
-            return [], tally
-        layout = Layout.of(chunks, data, tally)
-        spans = self.lines(data, layout, tally, limit)
-        hits: list[Hit] = []
-        current, number, counted = -1, 1, 0
-        for k, start, end in spans:
-            if k != current:
-                current, number, counted = k, 1, layout.starts[k]
-                tally.matched_files += 1
-            number += data.count(b"\n", counted, start)
-            counted = start
-            before, after = self.around(data, start, end, number, layout, k)
-            hits.append((batch.paths[k], number, _line(data, start, end), before, after))
-        return hits, tally
-
-    def lines(
-        self, data: bytes, layout: Layout, tally: Tally, limit: int
-    ) -> list[tuple[int, int, int]]:
-        """(file, line_start, line_end) of matching lines, in order, at most ``limit``."""
-        out: list[tuple[int, int, int]] = []
         size = len(data)
         find, match, anchor = self.find, self.match, self.anchor
+        if find(anchor, data, 0, size)[0][0] < 0:
+            return [], tally
+        layout = Layout.of(chunks, data, tally)
+        starts, ends, skip, paths = layout.starts, layout.ends, layout.skip, batch.paths
         trusted = self.exact or not self.literal  # the span found is a real match
-        starts, ends, skip = layout.starts, layout.ends, layout.skip
-        pos = 0
-        while pos <= size and len(out) < limit:
+        hits: list[Hit] = []
+        k = lo = hi = counted = pos = 0
+        number, fresh = 1, False
+        while pos <= size and len(hits) < limit:
             first, last = find(anchor, data, pos, size)[0]
             if first < 0:
                 break
-            start = data.rfind(b"\n", 0, first) + 1
-            end = data.find(b"\n", first)
-            end = size if end < 0 else end
-            k = bisect_right(starts, start) - 1
-            if k in skip:
-                pos = ends[k] + 1
-                continue
-            if start < ends[k]:  # not the separator's own empty line
-                if end - start > LONG_LINE:
-                    tally.long_lines += 1
-                elif (trusted and last <= end) or match(anchor, data, start, end)[0][0] >= 0:
-                    out.append((k, start, end))
+            if not lo <= first < hi:  # entered another file
+                k = bisect_right(starts, first) - 1
+                lo, hi = starts[k], ends[k]
+                number, counted, fresh = 1, lo, True
+                if first >= hi or k in skip:  # the separator's own line, or binary
+                    pos = hi + 1
+                    continue
+            newline = data.rfind(b"\n", lo, first)
+            start = lo if newline < 0 else newline + 1
+            end = data.find(b"\n", first, hi)
+            end = hi if end < 0 else end
             pos = end + 1
-        return out
+            if end - start > LONG_LINE:
+                tally.long_lines += 1
+                continue
+            if not ((trusted and last <= end) or match(anchor, data, start, end)[0][0] >= 0):
+                continue
+            number += data.count(b"\n", counted, start)
+            counted = start
+            if fresh:
+                tally.matched_files += 1
+                fresh = False
+            text = data[start:end].decode("utf-8", "replace").rstrip("\r")
+            before, after = self.around(data, start, end, number, lo, hi) if self.context else NONE
+            hits.append((paths[k], number, text, before, after))
+        return hits, tally
 
     def around(
-        self, data: bytes, start: int, end: int, number: int, layout: Layout, k: int
+        self, data: bytes, start: int, end: int, number: int, lo: int, hi: int
     ) -> tuple[Context, Context]:
-        if not self.context:
-            return [], []
-        lo, hi = layout.starts[k], layout.ends[k]
-        before: Context = []
+        before: list[tuple[int, str]] = []
         pos = start
         for n in range(1, self.context + 1):
             if pos <= lo:
@@ -162,7 +158,7 @@ class ContentMatcher:
             before.append((number - n, _line(data, prev, pos - 1)[:LONG_LINE]))
             pos = prev
         before.reverse()
-        after: Context = []
+        after: list[tuple[int, str]] = []
         pos = end + 1
         for n in range(1, self.context + 1):
             if pos >= hi:

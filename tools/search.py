@@ -211,18 +211,28 @@ class SearchRun:
 
     def take(self, hits: list[Hit], tally: Tally) -> None:
         self.tally.add(tally)
-        for hit in hits:
-            if self.done and len(self.hits) >= self.max_results:
-                return
-            if len(self.hits) >= self.max_results:
-                self.budget.stop(f"max_results ({self.max_results}) reached; more matches exist")
-                self.done = True
-                return
-            size = len(hit[0]) + len(hit[2]) + 12 + sum(len(t) + 8 for _, t in hit[3] + hit[4])
-            if not self.budget.take_output(size):
-                self.done = True
-                return
-            self.hits.append(hit)
+        if self.done and len(self.hits) >= self.max_results:
+            return
+        room = self.max_results - len(self.hits)
+        accepted = hits[:room]
+        sizes = [len(h[0]) + len(h[2]) + 12 for h in accepted]
+        if self.matcher.context:
+            sizes = [
+                n + sum(len(t) + 8 for _, t in (*h[3], *h[4]))
+                for n, h in zip(sizes, accepted, strict=True)
+            ]
+        total = sum(sizes)
+        if self.budget.take_output(total):
+            self.hits.extend(accepted)
+        else:  # the output limit falls inside this batch: take what fits
+            for hit, size in zip(accepted, sizes, strict=True):
+                if not self.budget.take_output(size):
+                    break
+                self.hits.append(hit)
+            self.done = True
+        if len(hits) > room:
+            self.budget.stop(f"max_results ({self.max_results}) reached; more matches exist")
+            self.done = True
 
     def result(self, args: SearchArgs, start: RelPath, report: dict[str, Any]) -> dict[str, Any]:
         tally = self.tally

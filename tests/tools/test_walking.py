@@ -201,3 +201,31 @@ def test_required_literal_extraction():
     for pattern, literal in cases.items():
         assert required_literal(pattern, literal=False) == literal, pattern
     assert required_literal("a|b", literal=True) == b"a|b"
+
+
+async def test_search_batches_keep_files_apart(call, root):
+    """Many files share one scan buffer; lines, numbers and context stay per file."""
+    touch(root, "a.txt", "x\n\nend")  # no final newline
+    touch(root, "b.txt", "\nfirst\n")
+    (root / "c.bin").write_bytes(b"\x00end\n")
+    touch(root, "d.txt", "end\n")
+    empty = await call("search_files", pattern="^$")
+    assert [(m["path"], m["line"]) for m in empty.data["matches"]] == [("a.txt", 2), ("b.txt", 1)]
+    ends = await call("search_files", pattern="end$", context=2)
+    rows = [(m["path"], m["line"], m.get("before"), m.get("after")) for m in ends.data["matches"]]
+    assert rows == [("a.txt", 3, [[1, "x"], [2, ""]], []), ("d.txt", 1, None, None)]
+    assert ends.data["skipped"]["binary_files"] == 1
+    starts = await call("search_files", pattern="^first", context=3)
+    match = starts.data["matches"][0]
+    assert (match["path"], match["line"], match["before"]) == ("b.txt", 2, [[1, ""]])
+    assert "after" not in match
+
+
+async def test_search_many_files_line_numbers(call, root):
+    for i in range(300):
+        touch(root, f"f{i:03}.txt", "".join(f"row {j}\n" for j in range(50)) + f"hit {i}\n")
+    result = await call("search_files", pattern=r"^hit \d+$", max_results=1000)
+    assert len(result.data["matches"]) == 300
+    assert all(m["line"] == 51 for m in result.data["matches"])
+    assert [m["path"] for m in result.data["matches"]] == [f"f{i:03}.txt" for i in range(300)]
+    assert result.data["files_searched"] == 300 and result.data["files_matched"] == 300
