@@ -34,19 +34,26 @@ class HangingProvider(ScriptedProvider):
         await asyncio.Event().wait()
 
 
-async def open_driven(tmp_path: Path, provider: ScriptedProvider, toolbox: Any = None,
-                      approval_mode: str = "ask") -> tuple[Harness, str]:
+async def open_driven(
+    tmp_path: Path, provider: ScriptedProvider, toolbox: Any = None, approval_mode: str = "ask"
+) -> tuple[Harness, str]:
     """A harness over `provider`, a new conversation in `tmp_path`, driven interactively."""
     harness = await open_harness(tmp_path, provider, toolbox)
     conv = await harness.create_conversation(
-        str(tmp_path), settings={"model": MODEL, "approval_mode": approval_mode})
+        str(tmp_path), settings={"model": MODEL, "approval_mode": approval_mode}
+    )
     await harness.drive(conv.id, interactive=True)
     return harness, conv.id
 
 
-def make_app(tmp_path: Path, turns: Sequence[ScriptedTurn] | ScriptedProvider, *,
-             toolbox: Any = None, first_prompt: str | None = None,
-             theme: str = "bastion-dark") -> BastionApp:
+def make_app(
+    tmp_path: Path,
+    turns: Sequence[ScriptedTurn] | ScriptedProvider,
+    *,
+    toolbox: Any = None,
+    first_prompt: str | None = None,
+    theme: str = "bastion-dark",
+) -> BastionApp:
     """An app that opens its harness on its own event loop (what snapshot tests need)."""
     provider = turns if isinstance(turns, ScriptedProvider) else ScriptedProvider(turns)
 

@@ -11,7 +11,14 @@ from runtime.records import Approval, EntryKind, EntryStatus, InboxMode, RunStat
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.tui.conftest import SIZE, HangingProvider, open_driven, run_settled, wait_for
 from tui.app import BastionApp
-from tui.widgets import ApprovalPrompt, AssistantEntry, InboxStrip, StatusBar, ToolCallLine, UserEntry
+from tui.widgets import (
+    ApprovalPrompt,
+    AssistantEntry,
+    InboxStrip,
+    StatusBar,
+    ToolCallLine,
+    UserEntry,
+)
 
 ANSWER = "Here is the plan:\n\n1. read the file\n2. change **one** line\n\nDone."
 
@@ -73,7 +80,9 @@ async def test_the_prompt_from_the_command_line_is_sent_first(tmp_path):
             assert "done" in label_text(app, "#status-left")
         snap = await harness.store.snapshot(conv_id)
         assert [(e.kind, e.text) for e in snap.entries] == [
-            (EntryKind.USER, "say hi"), (EntryKind.ASSISTANT, "Hi!")]
+            (EntryKind.USER, "say hi"),
+            (EntryKind.ASSISTANT, "Hi!"),
+        ]
     finally:
         await harness.close()
 
@@ -84,8 +93,13 @@ async def test_escape_interrupts_the_run_and_marks_the_partial_answer(tmp_path):
     app = BastionApp(harness, conv_id, first_prompt="go")
     try:
         async with app.run_test(size=SIZE) as pilot:
-            await wait_for(lambda: bool(assistant_widgets(app))
-                           and assistant_widgets(app)[0].text_shown == provider.text, pilot)
+            await wait_for(
+                lambda: (
+                    bool(assistant_widgets(app))
+                    and assistant_widgets(app)[0].text_shown == provider.text
+                ),
+                pilot,
+            )
             assert "running" in label_text(app, "#status-left")
             await pilot.press("escape")
             await wait_for(lambda: run_settled(app), pilot)
@@ -96,7 +110,10 @@ async def test_escape_interrupts_the_run_and_marks_the_partial_answer(tmp_path):
         assert snap.runs[-1].state == RunState.INTERRUPTED
         entry = snap.entries[-1]
         assert (entry.kind, entry.status, entry.text) == (
-            EntryKind.ASSISTANT, EntryStatus.INTERRUPTED, provider.text)
+            EntryKind.ASSISTANT,
+            EntryStatus.INTERRUPTED,
+            provider.text,
+        )
     finally:
         await harness.close()
 
@@ -117,8 +134,9 @@ async def test_enter_while_a_run_is_going_queues_a_steer(tmp_path):
             assert "1 queued" in label_text(app, "#status-left")
             # Interrupted before any tool round, the steer starts the next run instead.
             await pilot.press("escape")
-            await wait_for(lambda: "use tabs" in [str(w.render()) for w in app.query(UserEntry)],
-                           pilot)
+            await wait_for(
+                lambda: "use tabs" in [str(w.render()) for w in app.query(UserEntry)], pilot
+            )
             await pilot.press("escape")
             await wait_for(lambda: run_settled(app), pilot)
         snap = await harness.store.snapshot(conv_id)

@@ -32,10 +32,10 @@ SCREENSHOTS = {  # snapshot file -> name under screenshots/
     "test_welcome.svg": "app-welcome.svg",
 }
 
-CONFIG_PY = '''def parse_config(text: str) -> dict:
+CONFIG_PY = """def parse_config(text: str) -> dict:
     data = tomllib.loads(text)
     return data["bastion"]
-'''
+"""
 
 ANSWER = """`parse_config` indexes `data["bastion"]` without checking it exists, so an
 empty file (which parses to `{}`) raises **KeyError**.
@@ -71,8 +71,13 @@ def _answer_app(tmp_path: Path, theme: str = "bastion-dark") -> Any:
         ScriptedTurn(text=ANSWER, chunk_size=7),
     ]
     toolbox = TableToolbox(results={"read_file": "src/config.py (3 lines)\n" + CONFIG_PY})
-    return make_app(tmp_path, turns, toolbox=toolbox,
-                    first_prompt="Why does parse_config fail on an empty file?", theme=theme)
+    return make_app(
+        tmp_path,
+        turns,
+        toolbox=toolbox,
+        first_prompt="Why does parse_config fail on an empty file?",
+        theme=theme,
+    )
 
 
 async def _until_settled(pilot: Any) -> None:
@@ -97,12 +102,13 @@ def test_answer_in_the_light_theme(snap_compare, tmp_path):
 
 
 def test_pending_approval(snap_compare, tmp_path):
-    """"Writing the fix." then a yellow `? write_file {"path": "src/config.py", ...}
+    """ "Writing the fix." then a yellow `? write_file {"path": "src/config.py", ...}
     awaiting approval` line; above the prompt box a yellow-barred line
     `Allow write_file {...}? [y]es / [n]o`; status bar says `awaiting approval`."""
     args = json.dumps({"path": "src/config.py", "content": "def parse_config(text): ..."})
-    turns = [ScriptedTurn(text="Writing the fix.",
-                          tool_calls=(ToolCall("call_w", "write_file", args),))]
+    turns = [
+        ScriptedTurn(text="Writing the fix.", tool_calls=(ToolCall("call_w", "write_file", args),))
+    ]
     app = make_app(tmp_path, turns, toolbox=TableToolbox(), first_prompt="Fix parse_config")
 
     async def until_asking(pilot: Any) -> None:

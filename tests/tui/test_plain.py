@@ -1,0 +1,140 @@
+"""`bastion --plain`: line mode reading prompts and approvals, printing what the view says."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+
+from rich.console import Console
+
+from runtime.providers.base import ToolCall
+from runtime.records import Approval, EntryKind, EntryStatus, RunState
+from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
+from tests.tui.conftest import HangingProvider, open_driven
+from tui.plain import LineMode
+
+
+class Keyboard:
+    """Answers `read_line`/`ask` from a script; EOFError (Ctrl+D) when it runs out."""
+
+    def __init__(self, *lines: str | type[BaseException]) -> None:
+        self.lines = list(lines)
+        self.asked: list[str] = []
+
+    async def __call__(self, prompt: str) -> str:
+        self.asked.append(prompt)
+        await asyncio.sleep(0)
+        if not self.lines:
+            raise EOFError
+        line = self.lines.pop(0)
+        if isinstance(line, type):
+            raise line()
+        return line
+
+
+def console() -> tuple[Console, io.StringIO]:
+    out = io.StringIO()
+    return Console(file=out, width=80, force_terminal=False, color_system=None), out
+
+
+async def test_a_line_is_sent_and_the_answer_printed_as_markdown(tmp_path):
+    turn = ScriptedTurn(text="Use **tabs**:\n\n- one\n- two", chunk_size=4)
+    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([turn]))
+    con, out = console()
+    keyboard = Keyboard("which indent?")
+    try:
+        code = await LineMode(harness, conv_id, con, keyboard).loop()
+        assert code == 0
+        text = out.getvalue()
+        assert "Use tabs:" in text and "• one" in text and "• two" in text
+        assert "**" not in text  # rendered, not raw
+        assert keyboard.asked == ["› ", "› "]  # the prompt again after the answer, then Ctrl+D
+        snap = await harness.store.snapshot(conv_id)
+        assert [(e.kind, e.text) for e in snap.entries] == [
+            (EntryKind.USER, "which indent?"),
+            (EntryKind.ASSISTANT, turn.text),
+        ]
+    finally:
+        await harness.close()
+
+
+async def test_the_command_line_prompt_goes_first_and_is_echoed(tmp_path):
+    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([ScriptedTurn(text="Hi.")]))
+    con, out = console()
+    try:
+        assert await LineMode(harness, conv_id, con, Keyboard()).loop(first_prompt="hello") == 0
+        text = out.getvalue()
+        assert text.index("› hello") < text.index("Hi.")
+    finally:
+        await harness.close()
+
+
+async def test_tool_calls_are_dim_lines_and_approvals_are_asked(tmp_path, toolbox):
+    args = json.dumps({"path": "a.txt", "content": "x"})
+    turns = [
+        ScriptedTurn(tool_calls=(ToolCall("c1", "write_file", args),)),
+        ScriptedTurn(text="Written."),
+    ]
+    harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns), toolbox)
+    con, out = console()
+    keyboard, answers = Keyboard("write it"), Keyboard("y")
+    try:
+        await LineMode(harness, conv_id, con, keyboard, ask=answers).loop()
+        assert answers.asked == ['Allow write_file {"path": "a.txt", "content": "x"}? [y/n] ']
+        text = out.getvalue()
+        assert '· write_file {"path": "a.txt", "content": "x"}' in text
+        assert "└ write_file ok" in text and "Written." in text
+        assert toolbox.calls == [("write_file", {"path": "a.txt", "content": "x"})]
+        snap = await harness.store.snapshot(conv_id)
+        assert snap.tool_calls[0].approval == Approval.APPROVED
+    finally:
+        await harness.close()
+
+
+async def test_no_denies_the_call(tmp_path, toolbox):
+    args = json.dumps({"path": "a.txt", "content": "x"})
+    turns = [
+        ScriptedTurn(tool_calls=(ToolCall("c1", "write_file", args),)),
+        ScriptedTurn(text="OK."),
+    ]
+    harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns), toolbox)
+    con, out = console()
+    try:
+        await LineMode(harness, conv_id, con, Keyboard("write"), ask=Keyboard("n")).loop()
+        assert toolbox.calls == []
+        assert "denied" in out.getvalue()
+        snap = await harness.store.snapshot(conv_id)
+        assert snap.tool_calls[0].approval == Approval.DENIED
+    finally:
+        await harness.close()
+
+
+async def test_ctrl_c_at_the_prompt_exits(tmp_path):
+    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
+    con, _ = console()
+    try:
+        assert await LineMode(harness, conv_id, con, Keyboard(KeyboardInterrupt)).loop() == 0
+    finally:
+        await harness.close()
+
+
+async def test_ctrl_c_during_a_run_interrupts_it(tmp_path):
+    import os
+    import signal
+
+    provider = HangingProvider("Thinking about")
+    harness, conv_id = await open_driven(tmp_path, provider)
+    con, out = console()
+    try:
+        task = asyncio.create_task(LineMode(harness, conv_id, con, Keyboard("go")).loop())
+        await asyncio.wait_for(provider.streamed.wait(), 5)
+        await asyncio.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGINT)
+        assert await asyncio.wait_for(task, 5) == 0
+        assert "interrupted" in out.getvalue()
+        snap = await harness.store.snapshot(conv_id)
+        assert snap.runs[-1].state == RunState.INTERRUPTED
+        assert snap.entries[-1].status == EntryStatus.INTERRUPTED
+    finally:
+        await harness.close()

@@ -1,0 +1,312 @@
+"""`bastion --plain`: line mode, for terminals and people who want scrollback, not a screen.
+
+prompt_toolkit reads a line (with history); the harness runs it; the answer is
+drawn as it streams (rich Markdown, live while it grows, final when it ends);
+tool calls are dim lines with the first line of their result; an approval is a
+`[y/n]` question. Ctrl+C interrupts a run, and at the prompt exits; Ctrl+D exits.
+
+Like the app, it renders only from the view the runtime's reducer keeps; what
+it already printed is remembered by entry id, not by copying the transcript.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.markdown import Markdown
+from rich.text import Text
+
+from runtime import BastionError, ConversationView, EmptyInput, Harness, Subscription, reduce
+from runtime.context import arguments_preview
+from runtime.events import Event
+from runtime.records import Entry, EntryKind, EntryStatus, RunState, ToolCallRecord
+from tui.widgets.approval import pending_approval
+
+__all__ = ["LineMode", "run"]
+
+Ask = Callable[[str], Awaitable[str]]
+PROMPT = "› "
+
+
+def _first_line(text: str, limit: int = 100) -> str:
+    line = next((s.strip() for s in text.splitlines() if s.strip()), "")
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+class LineMode:
+    """Reads prompts, submits them, prints what the view says happened."""
+
+    def __init__(
+        self,
+        harness: Harness,
+        conversation_id: str,
+        console: Console,
+        read_line: Ask,
+        ask: Ask | None = None,
+    ) -> None:
+        self.harness = harness
+        self.conversation_id = conversation_id
+        self.console = console
+        self.read_line = read_line
+        self.ask = ask or read_line
+        self.view: ConversationView | None = None
+        self._sub: Subscription | None = None
+        self._events: AsyncIterator[Event] | None = None
+        self._printed: set[str] = set()  # entry ids (and "call:result" keys) already printed
+        self._typed: set[str] = set()  # inbox ids of prompts the user typed here
+        self._live: Live | None = None
+        self._live_entry: str | None = None
+        self._asked: set[str] = set()
+
+    # --- the loop -----------------------------------------------------------
+
+    async def loop(self, first_prompt: str | None = None) -> int:
+        """Prompt, run, repeat until Ctrl+D (or Ctrl+C at the prompt). Returns the exit code."""
+        self._sub = self.harness.subscribe(self.conversation_id)
+        self._events = aiter(self._sub)
+        try:
+            self.view = await self.harness.snapshot(self.conversation_id)
+            model = self.view.conversation.agent.model
+            self.console.print(
+                Text.assemble(
+                    ("bastion", "bold"),
+                    "  ",
+                    (model, "cyan"),
+                    ("  Ctrl+D exits, Ctrl+C interrupts", "dim"),
+                )
+            )
+            self._render()
+            if self._busy():
+                await self.follow()
+            text = first_prompt
+            while True:
+                if text is None:
+                    try:
+                        text = await self.read_line(PROMPT)
+                    except (EOFError, KeyboardInterrupt):
+                        return 0
+                if text.strip():
+                    try:
+                        await self.send(text, typed=text is not first_prompt)
+                    except EOFError:
+                        return 0
+                text = None
+        finally:
+            self._stop_live()
+            self._sub.close()
+
+    async def send(self, text: str, *, typed: bool = True) -> None:
+        try:
+            item = await self.harness.submit(self.conversation_id, text)
+        except EmptyInput:
+            return
+        if typed:
+            self._typed.add(item.id)
+        await self.follow()
+
+    def _busy(self) -> bool:
+        view = self.view
+        return view is not None and (view.active_run is not None or bool(view.queued_inbox))
+
+    async def follow(self) -> None:
+        """Print events until no run is going and nothing is queued; Ctrl+C interrupts."""
+        assert self._sub is not None
+        with self._interrupt_on_ctrl_c():
+            await self._pull()
+            while self._busy():
+                call = pending_approval(self.view)  # type: ignore[arg-type]
+                if call is not None and call.id not in self._asked:
+                    await self._approve(call)
+                    continue
+                await self._pull(wait=True)
+
+    async def _pull(self, *, wait: bool = False) -> None:
+        """Fold whatever events are queued (waiting for one if `wait`) and print the view."""
+        assert self._sub is not None and self._events is not None and self.view is not None
+        events = self._sub.pending()
+        if not events and wait:
+            try:
+                events = [await anext(self._events)]
+            except StopAsyncIteration:  # the harness closed
+                raise EOFError("the harness closed") from None
+            events += self._sub.pending()
+        view = self.view
+        for event in events:
+            view = reduce(view, event)
+        if view.resync_required:
+            view = await self.harness.snapshot(self.conversation_id)
+        self.view = view
+        self._render()
+
+    @contextlib.contextmanager
+    def _interrupt_on_ctrl_c(self) -> Iterator[None]:
+        loop = asyncio.get_running_loop()
+        tasks: set[asyncio.Task[bool]] = set()
+
+        def interrupt() -> None:
+            self._stop_live()
+            self.console.print("[yellow]interrupting…[/]")
+            task = loop.create_task(self.harness.interrupt(self.conversation_id))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+
+        try:
+            loop.add_signal_handler(signal.SIGINT, interrupt)
+            installed = True
+        except (NotImplementedError, RuntimeError, ValueError):
+            installed = False
+        try:
+            yield
+        finally:
+            if installed:
+                loop.remove_signal_handler(signal.SIGINT)
+
+    async def _approve(self, call: ToolCallRecord) -> None:
+        self._asked.add(call.id)
+        self._stop_live()
+        question = f"Allow {call.name} {arguments_preview(call.arguments, limit=160)}? [y/n] "
+        try:
+            answer = await self.ask(question)
+        except (EOFError, KeyboardInterrupt):
+            await self.harness.interrupt(self.conversation_id)
+            return
+        approve = answer.strip().lower() in ("y", "yes")
+        try:
+            await self.harness.respond(self.conversation_id, call.id, approve)
+        except BastionError as exc:
+            self.console.print(f"[red]{exc}[/]")
+
+    # --- printing -----------------------------------------------------------
+
+    def _render(self) -> None:
+        view = self.view
+        assert view is not None
+        for entry in view.entries:
+            if entry.id in self._printed:
+                continue
+            match entry.kind:
+                case EntryKind.USER:
+                    self._printed.add(entry.id)
+                    if entry.data.get("inbox_id") not in self._typed:
+                        self.console.print(
+                            Text.assemble((PROMPT, "bold blue"), (entry.text, "bold"))
+                        )
+                case EntryKind.ASSISTANT:
+                    self._assistant(entry, view)
+                case EntryKind.TOOL_RESULT:
+                    pass  # printed under its call
+                case _:
+                    self._printed.add(entry.id)
+                    self.console.print(
+                        Text(_first_line(entry.text) or entry.kind, style="dim italic")
+                    )
+        self._tool_calls(view)
+        if view.runs and view.active_run is None:
+            self._run_end(view)
+
+    def _assistant(self, entry: Entry, view: ConversationView) -> None:
+        if entry.status == EntryStatus.STREAMING:
+            if entry.text:
+                if self._live is None or self._live_entry != entry.id:
+                    self._stop_live()
+                    self._live = Live(
+                        console=self.console, auto_refresh=False, vertical_overflow="ellipsis"
+                    )
+                    self._live_entry = entry.id
+                    self._live.start()
+                self._live.update(Markdown(entry.text), refresh=True)
+            return
+        self._printed.add(entry.id)
+        if self._live is not None and self._live_entry == entry.id:
+            self._live.update(Markdown(entry.text))
+            self._stop_live()
+        elif entry.text:
+            self.console.print(Markdown(entry.text))
+        if entry.status == EntryStatus.INTERRUPTED:
+            self.console.print("[yellow]◼ interrupted[/]")
+        elif entry.status == EntryStatus.FAILED:
+            run = view.run(entry.run_id) if entry.run_id else None
+            message = (run.error or {}).get("message", "") if run else ""
+            self.console.print(f"[red]✗ failed{': ' + message if message else ''}[/]")
+
+    def _tool_calls(self, view: ConversationView) -> None:
+        for call in view.tool_calls:
+            if call.id not in self._printed:
+                self._stop_live()
+                self._printed.add(call.id)
+                self.console.print(
+                    Text(f"· {call.name} {arguments_preview(call.arguments)}", style="dim")
+                )
+            done = f"{call.id}:result"
+            if done not in self._printed and call.result_entry_id:
+                result = view.entry(call.result_entry_id)
+                if result is not None:
+                    self._printed.add(done)
+                    style = "dim" if result.data.get("ok", True) else "dim red"
+                    self.console.print(Text(f"  └ {_first_line(result.text)}", style=style))
+
+    def _run_end(self, view: ConversationView) -> None:
+        run = view.runs[-1]
+        key = f"{run.id}:end"
+        if key in self._printed:
+            return
+        self._printed.add(key)
+        self._stop_live()
+        if run.state == RunState.FAILED and not any(
+            e.run_id == run.id and e.status == EntryStatus.FAILED for e in view.entries
+        ):
+            self.console.print(f"[red]✗ run failed: {(run.error or {}).get('message', '')}[/]")
+
+    def _stop_live(self) -> None:
+        live, self._live, self._live_entry = self._live, None, None
+        if live is not None:
+            live.stop()
+
+
+def run(opts: Any) -> int:
+    """`bastion --plain [PROMPT]`: the exit code."""
+    return asyncio.run(_main(opts))
+
+
+async def _main(opts: Any) -> int:
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.history import FileHistory, InMemoryHistory
+
+    from tui.cli import EXIT_OK, EXIT_USAGE, error_line
+    from tui.session import open_session
+
+    try:
+        session = await open_session(opts)
+    except BastionError as exc:
+        error_line(str(exc))
+        return EXIT_USAGE
+    harness, conv = session.harness, session.conversation
+    try:
+        try:
+            await harness.drive(conv.id, interactive=True)
+        except BastionError as exc:
+            error_line(str(exc))
+            return EXIT_USAGE
+        try:
+            history: Any = FileHistory(str(harness.home / "plain-history"))
+        except OSError:
+            history = InMemoryHistory()
+        prompts: PromptSession[str] = PromptSession(history=history)
+        questions: PromptSession[str] = PromptSession()
+        mode = LineMode(
+            harness,
+            conv.id,
+            Console(highlight=False),
+            read_line=prompts.prompt_async,
+            ask=questions.prompt_async,
+        )
+        code = await mode.loop(first_prompt=opts.prompt)
+        return code or EXIT_OK
+    finally:
+        await harness.close()
