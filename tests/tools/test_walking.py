@@ -218,7 +218,7 @@ async def test_search_batches_keep_files_apart(call, root):
     starts = await call("search_files", pattern="^first", context=3)
     match = starts.data["matches"][0]
     assert (match["path"], match["line"], match["before"]) == ("b.txt", 2, [[1, ""]])
-    assert "after" not in match
+    assert match["after"] == []
 
 
 async def test_search_many_files_line_numbers(call, root):
