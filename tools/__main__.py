@@ -42,7 +42,7 @@ def main(argv: list[str]) -> int:
         return 2
     with workspace:
         result = run_tool_sync(argv[0], args, ToolContext(workspace, limits))
-    out = result.model_text() if text else json.dumps(result.to_dict(), ensure_ascii=False)
+    out = result.model_text() if text else json.dumps(result.to_dict(), separators=(",", ":"))
     sys.stdout.write(out + "\n")
     return 0 if result.ok else 1
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pathlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -11,6 +10,8 @@ from typing import TYPE_CHECKING
 from tools.limits import Limits
 
 if TYPE_CHECKING:
+    import pathlib
+
     from tools.workspace import Workspace
 
 

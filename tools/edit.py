@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 import weakref
@@ -10,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tools.context import Access, ToolContext
+from tools.digest import sha256
 from tools.read import load_text, split_lines
 from tools.refusal import RefusalCode, Refused
 from tools.result import ToolResult, register_formatter
@@ -147,7 +147,7 @@ def edit_file(ctx: ToolContext, raw_args: dict[str, Any]) -> ToolResult:
     ctx.workspace.authorize(rel, Access.WRITE, ctx.authorize_path)
     with file_lock(ctx, rel):
         text, raw, st = load_text(ctx, rel, Access.WRITE)
-        before_sha = hashlib.sha256(raw).hexdigest()
+        before_sha = sha256(raw)
         if args.expected_sha256 and args.expected_sha256.lower() != before_sha:
             raise Refused(
                 RefusalCode.CONFLICT,
@@ -163,7 +163,7 @@ def edit_file(ctx: ToolContext, raw_args: dict[str, Any]) -> ToolResult:
         {
             "path": rel.text,
             "replacements": count if args.replace_all else 1,
-            "sha256": hashlib.sha256(data).hexdigest(),
+            "sha256": sha256(data),
             "previous_sha256": before_sha,
             "diff": unified(text, after, rel.text),
         },

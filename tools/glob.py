@@ -142,6 +142,7 @@ def seg_match(seg: Segment, name: str) -> bool:
 class Matcher:
     def __init__(self, programs: list[tuple[Segment, ...]]) -> None:
         self.programs = programs
+        self.finals: dict[State, re.Pattern[str]] = {}
         self.states: dict[tuple[str, ...], State] = {
             (): self.closure({(p, 0) for p in range(len(programs))})
         }
@@ -180,11 +181,27 @@ class Matcher:
         return not any(i < len(self.programs[p]) for p, i in self.state_for(parts))
 
     def file_matches(self, state: State, name: str) -> bool:
-        for p, i in state:
-            prog = self.programs[p]
-            if i == len(prog) - 1 and (prog[i] == STAR or seg_match(prog[i], name)):
-                return True
-        return False
+        return self.final(state).fullmatch(name) is not None
+
+    def final(self, state: State) -> re.Pattern[str]:
+        """One compiled pattern for every name a file in this state may have."""
+        cached = self.finals.get(state)
+        if cached is None:
+            options: list[str] = []
+            for p, i in state:
+                prog = self.programs[p]
+                if i != len(prog) - 1:
+                    continue
+                seg = prog[i]
+                if seg == STAR:
+                    options.append(".*")
+                elif isinstance(seg, str):
+                    options.append(re.escape(seg))
+                else:
+                    options.append(seg.pattern)
+            body = "|".join(f"(?:{o})" for o in sorted(set(options))) or "(?!)"
+            cached = self.finals[state] = re.compile(body, re.DOTALL)
+        return cached
 
     def literal_names(self) -> frozenset[str]:
         return frozenset(
@@ -203,15 +220,14 @@ def glob(ctx: ToolContext, raw_args: dict[str, Any]) -> ToolResult:
     walker = Walker(ctx, start, budget, prune=matcher.prune, allow_names=matcher.literal_names())
     found: list[tuple[int, str]] = []
     for fd, parts, files in walker.directories():
-        state = matcher.state_for(parts[base:])
+        wanted = matcher.final(matcher.state_for(parts[base:])).fullmatch
         prefix = "/".join(parts) + "/" if parts else ""
-        for name in files:
-            if matcher.file_matches(state, name):
-                try:
-                    mtime = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mtime_ns
-                except OSError:
-                    continue
-                found.append((-mtime, prefix + name))
+        for name in filter(wanted, files):
+            try:
+                mtime = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mtime_ns
+            except OSError:
+                continue
+            found.append((-mtime, prefix + name))
     walker.report.annotate(budget)
     found.sort()
     total = len(found)

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import pathlib
 import re
-import secrets
 import stat
-import tempfile
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,12 +35,14 @@ DEFAULT_LIMIT = 2000
 MAX_LINE = 8 * 1024
 
 
-def artifacts_dir(ctx: ToolContext) -> pathlib.Path:
+def artifacts_dir(ctx: ToolContext) -> str:
     """The host's artifacts directory, or a private per-user one in the temp dir."""
     if ctx.artifacts_dir is not None:
-        return pathlib.Path(ctx.artifacts_dir)
-    path = pathlib.Path(tempfile.gettempdir()) / f"bastion-artifacts-{os.getuid()}"
-    path.mkdir(mode=0o700, exist_ok=True)
+        return os.fspath(ctx.artifacts_dir)
+    import tempfile  # only when the host gave no directory
+
+    path = os.path.join(tempfile.gettempdir(), f"bastion-artifacts-{os.getuid()}")
+    os.makedirs(path, mode=0o700, exist_ok=True)
     st = os.lstat(path)
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
         raise Refused(
@@ -57,10 +56,10 @@ def artifacts_dir(ctx: ToolContext) -> pathlib.Path:
 def new_artifact(ctx: ToolContext) -> tuple[str, int]:
     """Create an empty artifact; returns (id, writable fd)."""
     directory = artifacts_dir(ctx)
-    directory.mkdir(parents=True, exist_ok=True)
-    artifact_id = "out_" + secrets.token_hex(16)
+    os.makedirs(directory, exist_ok=True)
+    artifact_id = "out_" + os.urandom(16).hex()
     fd = os.open(
-        directory / f"{artifact_id}.log",
+        os.path.join(directory, f"{artifact_id}.log"),
         os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
         0o600,
     )
@@ -69,7 +68,7 @@ def new_artifact(ctx: ToolContext) -> tuple[str, int]:
 
 def discard_artifact(ctx: ToolContext, artifact_id: str) -> None:
     with contextlib.suppress(OSError):
-        os.unlink(artifacts_dir(ctx) / f"{artifact_id}.log")
+        os.unlink(os.path.join(artifacts_dir(ctx), f"{artifact_id}.log"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +97,7 @@ def read_output(ctx: ToolContext, raw_args: dict[str, Any]) -> ToolResult:
         raise unknown(args.id)
     try:
         fd = os.open(
-            artifacts_dir(ctx) / f"{args.id}.log",
+            os.path.join(artifacts_dir(ctx), f"{args.id}.log"),
             os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
         )
     except OSError:

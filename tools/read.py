@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass
 from typing import Any
 
 from tools.context import Access, ToolContext
+from tools.digest import sha256
 from tools.refusal import RefusalCode, Refused
 from tools.result import ToolResult, register_formatter
 from tools.tooldef import ToolDef, offloaded
@@ -143,7 +143,7 @@ def read_text(ctx: ToolContext, rel: RelPath, args: ReadArgs) -> ToolResult:
         NAME,
         {
             "path": rel.text,
-            "sha256": hashlib.sha256(raw).hexdigest(),
+            "sha256": sha256(raw),
             "total_lines": total,
             "offset": args.offset,
             "lines_returned": count,
@@ -172,7 +172,7 @@ def read_image(ctx: ToolContext, rel: RelPath) -> ToolResult:
     block, original = encode_image(raw, rel.text)
     data = {
         "path": rel.text,
-        "sha256": hashlib.sha256(raw).hexdigest(),
+        "sha256": sha256(raw),
         "media_type": block.media_type,
         "width": block.width,
         "height": block.height,

@@ -10,9 +10,8 @@ from __future__ import annotations
 import os
 import stat
 from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tools.context import Access, ToolContext
 from tools.glob import Matcher, compile_pattern
@@ -24,6 +23,9 @@ from tools.scan import BATCH_BYTES, LONG_LINE, Batch, ContentMatcher, Hit, Tally
 from tools.tooldef import ToolDef, offloaded
 from tools.walk import Walker
 from tools.workspace import RelPath, lookup
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 NAME = "search_files"
 DESCRIPTION = (
@@ -107,7 +109,7 @@ def single_file(ctx: ToolContext, start: RelPath) -> bool:
 
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-Pending = deque[Future[tuple[list[Hit], Tally]]]
+Pending = deque["Future[tuple[list[Hit], Tally]]"]
 
 
 def search_files(ctx: ToolContext, raw_args: dict[str, Any]) -> ToolResult:
@@ -180,8 +182,10 @@ class SearchRun:
         prune = include.path_matcher.prune if include.path_matcher else None
         walker = Walker(self.ctx, start, self.budget, prune=prune)
         base = len(start.parts)
-        workers = min(2, os.cpu_count() or 1)
+        workers = 1  # measured: a second worker only adds GIL contention
         pending: Pending = deque()
+        from concurrent.futures import ThreadPoolExecutor  # not needed by other tools
+
         with ThreadPoolExecutor(workers, thread_name_prefix="search") as pool:
             try:
                 for fd, parts, names in walker.directories():

@@ -133,54 +133,67 @@ class Walker:
     def _scan(
         self, fd: int, parts: tuple[str, ...], frames: list[IgnoreFrame], keep_excluded: bool
     ) -> tuple[list[str], list[str], int]:
+        """Classify one directory's entries (by d_type: no stat per entry)."""
         files: list[str] = []
         subdirs: list[str] = []
-        pushed = 0
-        hook = self.ctx.authorize_path
-        base = len(self.start.parts)
         try:
             entries = list(os.scandir(fd))
         except OSError:
             self.report.unreadable += 1
-            return files, subdirs, pushed
-        if any(e.name == ".gitignore" for e in entries):
+            return files, subdirs, 0
+        room = self.budget.limits.max_entries - self.budget.entries
+        if len(entries) > room:
+            entries = entries[: max(room, 0)]
+            self.budget.stop(f"entry limit ({self.budget.limits.max_entries}) reached")
+        self.budget.entries += len(entries)
+        for entry in entries:
+            try:
+                if entry.is_file(follow_symlinks=False):
+                    files.append(entry.name)
+                elif entry.is_dir(follow_symlinks=False):
+                    subdirs.append(entry.name)
+                elif entry.is_symlink():
+                    self.report.symlinks += 1
+            except OSError:
+                continue
+        pushed = 0
+        if ".gitignore" in files:
             rules = read_gitignore(fd)
             if rules:
                 frames.append(IgnoreFrame(parts, rules))
                 pushed = 1
-        budget = self.budget
-        for entry in entries:
-            if not budget.take_entry():
-                break
-            name = entry.name
-            try:
-                is_dir = entry.is_dir(follow_symlinks=False)
-                is_file = not is_dir and entry.is_file(follow_symlinks=False)
-            except OSError:
-                continue
-            if not (is_dir or is_file):
-                if entry.is_symlink():
-                    self.report.symlinks += 1
-                continue
-            child = (*parts, name)
-            if hook is not None and not ask(hook, "/".join(child), Access.READ):
-                self.report.withheld += 1
-                continue
-            if is_file:
-                files.append(name)
-                continue
-            if (
-                not keep_excluded
-                and name not in self.allow_names
-                and (name in EXCLUDED_DIRS or (frames and is_ignored(frames, child, True)))
-            ):
-                self.report.skip("/".join(child))
-                continue
-            if self.prune is not None and self.prune(child[base:]):
-                continue
-            subdirs.append(name)
+        prefix = "/".join(parts) + "/" if parts else ""
+        if self.ctx.authorize_path is not None:
+            files = self._allowed(prefix, files)
+            subdirs = self._allowed(prefix, subdirs)
         if frames:
             files = [f for f in files if not is_ignored(frames, (*parts, f), False)]
+        subdirs = [d for d in subdirs if self._descend(parts, d, frames, keep_excluded, prefix)]
         files.sort()
         subdirs.sort()
         return files, subdirs, pushed
+
+    def _allowed(self, prefix: str, names: list[str]) -> list[str]:
+        hook = self.ctx.authorize_path
+        assert hook is not None
+        kept = [n for n in names if ask(hook, prefix + n, Access.READ)]
+        self.report.withheld += len(names) - len(kept)
+        return kept
+
+    def _descend(
+        self,
+        parts: tuple[str, ...],
+        name: str,
+        frames: list[IgnoreFrame],
+        keep_excluded: bool,
+        prefix: str,
+    ) -> bool:
+        child = (*parts, name)
+        if (
+            not keep_excluded
+            and name not in self.allow_names
+            and (name in EXCLUDED_DIRS or (frames and is_ignored(frames, child, True)))
+        ):
+            self.report.skip(prefix + name)
+            return False
+        return self.prune is None or not self.prune(child[len(self.start.parts) :])

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import os
-import secrets
 import stat
 from dataclasses import dataclass
 from typing import Any
 
 from tools.context import Access, ToolContext
+from tools.digest import sha256
 from tools.refusal import RefusalCode, Refused
 from tools.result import ToolResult, register_formatter
 from tools.tooldef import ToolDef, offloaded
@@ -95,7 +94,7 @@ def land(
     must still be the one we hold, so the write lands where the path says.
     """
     name = rel.name
-    tmp = f".{name[:80]}.{secrets.token_hex(6)}.bastion-tmp"
+    tmp = f".{name[:80]}.{os.urandom(6).hex()}.bastion-tmp"
     fd = os.open(
         tmp,
         os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
@@ -205,7 +204,7 @@ def write_file(ctx: ToolContext, raw_args: dict[str, Any]) -> ToolResult:
         {
             "path": rel.text,
             "bytes": len(data),
-            "sha256": hashlib.sha256(data).hexdigest(),
+            "sha256": sha256(data),
             "overwritten": existing is not None,
             "created_directories": created,
         },
