@@ -16,6 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
+import textual
+
 from runtime.providers.base import ToolCall
 from runtime.testing.scripted import ScriptedTurn
 from runtime.toolbox import ToolOutcome
@@ -24,6 +27,7 @@ from tests.tui.conftest import SIZE, HangingProvider, make_app, run_settled, wai
 from tui.widgets import ApprovalPrompt, AssistantEntry
 
 HERE = Path(__file__).parent
+SNAPSHOT_TEXTUAL = "8.2.8"  # the Textual that drew the accepted snapshots
 SCREENSHOTS = {  # snapshot file -> name under screenshots/
     "test_answer_with_a_tool_call.svg": "app-answer.svg",
     "test_answer_in_the_light_theme.svg": "app-answer-light.svg",
@@ -62,6 +66,16 @@ class TableToolbox(RecordingToolbox):
     async def run(self, name: str, arguments: str) -> ToolOutcome:
         self.calls.append((name, json.loads(arguments)))
         return ToolOutcome(True, self.results.get(name, f"{name} ok"), {"name": name})
+
+
+@pytest.fixture(autouse=True)
+def _same_textual() -> None:
+    """Snapshots are exact screens, and another Textual draws some cells differently."""
+    if textual.__version__ != SNAPSHOT_TEXTUAL:
+        pytest.skip(
+            f"snapshots were made with textual {SNAPSHOT_TEXTUAL}, this is {textual.__version__}: "
+            "regenerate them with --snapshot-update and look at them before committing"
+        )
 
 
 def _answer_app(tmp_path: Path, theme: str = "bastion-dark") -> Any:

@@ -8,12 +8,14 @@ app commits the decision through `Harness.respond`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.markup import escape
 from textual.message import Message
+from textual.reactive import var
 from textual.widgets import Static
 
 from runtime import ConversationView
@@ -60,10 +62,12 @@ class ApprovalPrompt(Horizontal, can_focus=True):
     }
     """
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y", "answer(True)", "Allow", show=False),
         Binding("n", "answer(False)", "Deny", show=False),
     ]
+
+    shown: var[bool] = var(False, toggle_class="-shown")
 
     @dataclass
     class Answered(Message):
@@ -98,7 +102,7 @@ class ApprovalPrompt(Horizontal, can_focus=True):
                 f"[b $warning]Allow[/] [b]{escape(call.name)}[/b] [$foreground-muted]{args}[/]"
                 "[b $warning]?[/]"
             )
-        self.set_class(call is not None, "-shown")
+        self.shown = call is not None
         return changed
 
     def action_answer(self, approve: bool) -> None:
@@ -107,4 +111,4 @@ class ApprovalPrompt(Horizontal, can_focus=True):
         self._answered.add(self.call.id)
         self.post_message(self.Answered(self.call.id, approve))
         self.call = None
-        self.set_class(False, "-shown")
+        self.shown = False

@@ -5,6 +5,7 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.markup import escape
+from textual.reactive import var
 from textual.widgets import Label, Static
 
 from runtime import ConversationView
@@ -22,8 +23,10 @@ _STATE = {
     RunState.CANCELLED: ("$warning", "cancelled"),
 }
 
-HINTS = ("[b]enter[/b] [$foreground-muted]send[/]   [b]esc[/b] [$foreground-muted]interrupt[/]   "
-         "[b]ctrl+c[/b] [$foreground-muted]quit[/]")
+HINTS = (
+    "[b]enter[/b] [$foreground-muted]send[/]   [b]esc[/b] [$foreground-muted]interrupt[/]   "
+    "[b]ctrl+c[/b] [$foreground-muted]quit[/]"
+)
 
 
 def run_state_label(run: Run | None) -> str:
@@ -77,8 +80,10 @@ class StatusBar(Horizontal):
 
     def show(self, view: ConversationView) -> None:
         run = view.active_run or (view.runs[-1] if view.runs else None)
-        parts = [f"[b $primary]{escape(view.conversation.agent.model or 'no model')}[/]",
-                 run_state_label(run)]
+        parts = [
+            f"[b $primary]{escape(view.conversation.agent.model or 'no model')}[/]",
+            run_state_label(run),
+        ]
         usage = usage_label(run)
         if usage:
             parts.append(f"[$foreground-muted]{usage}[/]")
@@ -112,6 +117,8 @@ class InboxStrip(Static):
     }
     """
 
+    shown: var[bool] = var(False, toggle_class="-shown")
+
     def show(self, view: ConversationView) -> None:
         queued = view.queued_inbox
         lines = []
@@ -120,4 +127,4 @@ class InboxStrip(Static):
             text = " ".join(item.text.split())
             lines.append(f"[$accent]⏵ {kind}[/] {escape(text[:90])}")
         self.update("\n".join(lines))
-        self.set_class(bool(lines), "-shown")
+        self.shown = bool(lines)

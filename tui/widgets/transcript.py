@@ -112,8 +112,9 @@ class ToolCallLine(Static):
         self.update(self.render_markup(self.call, record, result))
 
     @staticmethod
-    def render_markup(call: dict[str, str], record: ToolCallRecord | None,
-                      result: Entry | None) -> str:
+    def render_markup(
+        call: dict[str, str], record: ToolCallRecord | None, result: Entry | None
+    ) -> str:
         glyph, note = _call_state(record, result)
         args = escape(arguments_preview(call.get("arguments", "{}"), limit=160))
         head = f"{glyph} [b]{escape(call.get('name', '?'))}[/b] [$foreground-muted]{args}[/]"
@@ -227,7 +228,9 @@ class AssistantEntry(Vertical):
                 line = self._calls[call["id"]] = ToolCallLine(call)
                 await self.mount(line, before=self.query_one(".marker"))
             record = records.get(call["id"])
-            result = view.entry(record.result_entry_id) if record and record.result_entry_id else None
+            result = (
+                view.entry(record.result_entry_id) if record and record.result_entry_id else None
+            )
             line.show(record, result)
 
     def _show_marker(self, entry: Entry, view: ConversationView) -> None:
@@ -283,7 +286,10 @@ class Transcript(VerticalScroll):
     def on_resize(self, event: events.Resize) -> None:
         # Anchor (stick to the bottom) only once there is more than a screenful: an
         # anchored short transcript would sit at the bottom with a gap above it.
-        if not self.is_anchored and event.virtual_size.height > self.scrollable_content_region.height:
+        if (
+            not self.is_anchored
+            and event.virtual_size.height > self.scrollable_content_region.height
+        ):
             self.anchor()
 
     def widget_for(self, entry_id: str) -> Widget | None:
