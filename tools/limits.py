@@ -80,7 +80,11 @@ class Budget:
             self.stop(f"file limit ({self.limits.max_files}) reached")
             return False
         if self.content_bytes + size > self.limits.max_content_bytes:
-            self.stop(f"content limit ({self.limits.max_content_bytes} bytes) reached")
+            # Skip this file but go on: smaller files may still fit.
+            self.incomplete(
+                f"content limit ({self.limits.max_content_bytes} bytes) reached; "
+                "some files were not searched"
+            )
             return False
         self.files += 1
         self.content_bytes += size

@@ -155,7 +155,7 @@ class SearchRun:
             if not stat.S_ISREG(st.st_mode):
                 return
             if not self.budget.take_file(st.st_size):
-                self.done = True
+                self.done = self.budget.stopped
                 return
             data = os.read(fd, st.st_size + 1) if st.st_size else b""
             if len(data) > st.st_size:  # grew while we read: take the rest too

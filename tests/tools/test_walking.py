@@ -229,3 +229,14 @@ async def test_search_many_files_line_numbers(call, root):
     assert all(m["line"] == 51 for m in result.data["matches"])
     assert [m["path"] for m in result.data["matches"]] == [f"f{i:03}.txt" for i in range(300)]
     assert result.data["files_searched"] == 300 and result.data["files_matched"] == 300
+
+
+async def test_search_content_budget_skips_big_files_and_goes_on(call, root):
+    touch(root, "a_big.txt", "needle\n" * 2000)
+    touch(root, "b_small.txt", "needle\n")
+    result = await call(
+        "search_files", pattern="needle", max_results=5000, limits=Limits(max_content_bytes=1000)
+    )
+    assert [m["path"] for m in result.data["matches"]] == ["b_small.txt"]
+    assert not result.data["coverage"]["complete"]
+    assert any("content limit" in r for r in result.data["coverage"]["reasons"])
