@@ -93,6 +93,7 @@ class ContentMatcher:
         self.context = context
         self.find = self.match
         self.literal = literal is not None
+        self.scan_heavy = literal is None  # every byte goes through the regex
         if literal:
             options = re2.Options()
             options.literal = True

@@ -182,7 +182,11 @@ class SearchRun:
         prune = include.path_matcher.prune if include.path_matcher else None
         walker = Walker(self.ctx, start, self.budget, prune=prune)
         base = len(start.parts)
-        workers = 1  # measured: a second worker only adds GIL contention
+        # One worker, and only for regexes without a required literal: then the RE2
+        # scan (GIL-free) dominates and overlaps with reading. With a literal the
+        # scan is cheap and per-hit work is Python, so a thread only adds GIL
+        # contention; a second worker did not help either (measured, 2 cores).
+        workers = 1
         pending: Pending = deque()
         from concurrent.futures import ThreadPoolExecutor  # not needed by other tools
 
@@ -193,14 +197,14 @@ class SearchRun:
                     for name in include.names(parts[base:], names):
                         self.read_into(fd, name, prefix + name)
                         if self.batch.size >= BATCH_BYTES:
-                            self.flush(pool, pending)
+                            self.flush(pool if self.matcher.scan_heavy else None, pending)
                             self.collect(pending, workers + 1)
                         if self.done:
                             break
                     if self.done or self.budget.out_of_time():
                         break
                 if not self.done:
-                    self.flush(pool, pending)
+                    self.flush(pool if self.matcher.scan_heavy else None, pending)
             finally:
                 self.collect(pending, 0)
         walker.report.annotate(self.budget)
