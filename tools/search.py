@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import stat
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -144,29 +145,54 @@ class SearchRun:
     done: bool = False
 
     def read_into(self, dir_fd: int, name: str, shown: str) -> None:
-        """Read one file (never following links, refusing special files) into the batch."""
-        try:
-            fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
-        except OSError:
-            self.tally.unreadable += 1
-            return
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                return
-            if not self.budget.take_file(st.st_size):
-                self.done = self.budget.stopped
-                return
-            data = os.read(fd, st.st_size + 1) if st.st_size else b""
-            if len(data) > st.st_size:  # grew while we read: take the rest too
-                data += read_rest(fd)
-        except OSError:
-            self.tally.unreadable += 1
-            return
-        finally:
-            os.close(fd)
-        self.tally.files += 1
-        self.batch.add(shown, data)
+        self.read_files(dir_fd, "", [name], lambda: None, shown=shown)
+
+    def read_files(
+        self,
+        dir_fd: int,
+        prefix: str,
+        names: list[str],
+        full: Callable[[], None],
+        shown: str | None = None,
+    ) -> None:
+        """Read files of one directory into the batch (never following links,
+        skipping special files); ``full()`` is called whenever the batch fills.
+        The hot loop of a search: locals only, no per-file method calls."""
+        open_, fstat, read, close = os.open, os.fstat, os.read, os.close
+        budget, tally = self.budget, self.tally
+        for name in names:
+            try:
+                fd = open_(name, _READ_FLAGS, dir_fd=dir_fd)
+            except OSError:
+                tally.unreadable += 1
+                continue
+            try:
+                st = fstat(fd)
+                size = st.st_size
+                if not stat.S_ISREG(st.st_mode):
+                    continue
+                if not budget.take_file(size):
+                    if budget.stopped:
+                        self.done = True
+                        return
+                    continue
+                data = read(fd, size + 1) if size else b""
+                if len(data) > size:  # grew while we read: take the rest too
+                    data += read_rest(fd)
+            except OSError:
+                tally.unreadable += 1
+                continue
+            finally:
+                close(fd)
+            tally.files += 1
+            batch = self.batch
+            batch.paths.append(shown or prefix + name)
+            batch.chunks.append(data)
+            batch.size += len(data) + 1
+            if batch.size >= BATCH_BYTES:
+                full()
+                if self.done:
+                    return
 
     def flush(self, pool: ThreadPoolExecutor | None, pending: Pending | None = None) -> None:
         batch, self.batch = self.batch, Batch()
@@ -192,15 +218,14 @@ class SearchRun:
 
         with ThreadPoolExecutor(workers, thread_name_prefix="search") as pool:
             try:
+
+                def full() -> None:
+                    self.flush(pool if self.matcher.scan_heavy else None, pending)
+                    self.collect(pending, workers + 1)
+
                 for fd, parts, names in walker.directories():
                     prefix = "/".join(parts) + "/" if parts else ""
-                    for name in include.names(parts[base:], names):
-                        self.read_into(fd, name, prefix + name)
-                        if self.batch.size >= BATCH_BYTES:
-                            self.flush(pool if self.matcher.scan_heavy else None, pending)
-                            self.collect(pending, workers + 1)
-                        if self.done:
-                            break
+                    self.read_files(fd, prefix, include.names(parts[base:], names), full)
                     if self.done or self.budget.out_of_time():
                         break
                 if not self.done:
