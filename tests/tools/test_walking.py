@@ -240,3 +240,15 @@ async def test_search_content_budget_skips_big_files_and_goes_on(call, root):
     assert [m["path"] for m in result.data["matches"]] == ["b_small.txt"]
     assert not result.data["coverage"]["complete"]
     assert any("content limit" in r for r in result.data["coverage"]["reasons"])
+
+
+async def test_search_long_literal_paths(call, root):
+    """Long required literals take the bytes.find path; results must not change."""
+    touch(root, "a.py", "x\nlog('connection_pool_exhausted')\nconnection_pool_x\n")
+    touch(root, "b.py", "connection_pool_exhausted connection_pool_exhausted\n")
+    plain = await call("search_files", pattern="connection_pool_exhausted", literal=True)
+    assert [(m["path"], m["line"]) for m in plain.data["matches"]] == [("a.py", 2), ("b.py", 1)]
+    regex = await call("search_files", pattern=r"connection_pool_\w+d\b")
+    assert [(m["path"], m["line"]) for m in regex.data["matches"]] == [("a.py", 2), ("b.py", 1)]
+    short = await call("search_files", pattern=r"connection_pool_x$")
+    assert [(m["path"], m["line"]) for m in short.data["matches"]] == [("a.py", 3)]
