@@ -120,14 +120,22 @@ class ContentMatcher:
     def search(self, batch: Batch, limit: int) -> tuple[list[Hit], Tally]:
         """Matching lines of one batch, in order, at most ``limit``."""
         tally = Tally()
-        chunks = batch.chunks
+        chunks, paths = batch.chunks, batch.paths
+        find, match, anchor = self.find, self.match, self.anchor
+        if self.literal and len(chunks) > 1:  # keep only files holding the literal
+            keep = [
+                i for i, chunk in enumerate(chunks) if find(anchor, chunk, 0, len(chunk))[0][0] >= 0
+            ]
+            if len(keep) < len(chunks):
+                chunks, paths = [chunks[i] for i in keep], [paths[i] for i in keep]
+        if not chunks:
+            return [], tally
         data = chunks[0] if len(chunks) == 1 else b"\n".join(chunks)
         size = len(data)
-        find, match, anchor = self.find, self.match, self.anchor
         if find(anchor, data, 0, size)[0][0] < 0:
             return [], tally
         layout = Layout.of(chunks, data, tally)
-        starts, ends, skip, paths = layout.starts, layout.ends, layout.skip, batch.paths
+        starts, ends, skip = layout.starts, layout.ends, layout.skip
         trusted = self.exact or not self.literal  # the span found is a real match
         hits: list[Hit] = []
         k = lo = hi = counted = pos = 0

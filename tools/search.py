@@ -214,24 +214,28 @@ class SearchRun:
         # contention; a second worker did not help either (measured, 2 cores).
         workers = 1
         pending: Pending = deque()
-        from concurrent.futures import ThreadPoolExecutor  # not needed by other tools
+        pool = None
+        if self.matcher.scan_heavy:
+            from concurrent.futures import ThreadPoolExecutor  # only this path needs it
 
-        with ThreadPoolExecutor(workers, thread_name_prefix="search") as pool:
-            try:
+            pool = ThreadPoolExecutor(workers, thread_name_prefix="search")
 
-                def full() -> None:
-                    self.flush(pool if self.matcher.scan_heavy else None, pending)
-                    self.collect(pending, workers + 1)
+        def full() -> None:
+            self.flush(pool, pending)
+            self.collect(pending, workers + 1)
 
-                for fd, parts, names in walker.directories():
-                    prefix = "/".join(parts) + "/" if parts else ""
-                    self.read_files(fd, prefix, include.names(parts[base:], names), full)
-                    if self.done or self.budget.out_of_time():
-                        break
-                if not self.done:
-                    self.flush(pool if self.matcher.scan_heavy else None, pending)
-            finally:
-                self.collect(pending, 0)
+        try:
+            for fd, parts, names in walker.directories():
+                prefix = "/".join(parts) + "/" if parts else ""
+                self.read_files(fd, prefix, include.names(parts[base:], names), full)
+                if self.done or self.budget.out_of_time():
+                    break
+            if not self.done:
+                self.flush(pool, pending)
+        finally:
+            self.collect(pending, 0)
+            if pool is not None:
+                pool.shutdown()
         walker.report.annotate(self.budget)
         return walker.report.to_dict()
 
