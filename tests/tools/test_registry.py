@@ -163,10 +163,10 @@ def test_each_module_is_headless(module):
 def test_cli_runs_a_tool_and_stays_lean(root):
     (root / "a.txt").write_text("needle\n")
     probe = (
-        "import runpy, sys; sys.argv = ['tools', 'search_files', '{\"pattern\": \"needle\"}'];"
-        "import atexit; atexit.register(lambda: sys.stderr.write("
-        "','.join(m for m in ('asyncio', 'PIL', 'difflib') if m in sys.modules)));"
-        "runpy.run_module('tools', run_name='__main__')"
+        "import sys; from tools.__main__ import main;"
+        "code = main(['search_files', '{\"pattern\": \"needle\"}']); sys.stdout.flush();"
+        "heavy = ('asyncio', 'PIL', 'difflib', 'concurrent.futures', 'tools.command');"
+        "sys.stderr.write(','.join(m for m in heavy if m in sys.modules)); sys.exit(code)"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe],
