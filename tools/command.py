@@ -256,7 +256,11 @@ async def execute(ctx: ToolContext, args: CommandArgs, dir_fd: int) -> ToolResul
     import asyncio
 
     env = dict(ctx.env) if ctx.env is not None else default_env()
-    sink = Sink(ctx)
+    try:
+        sink = Sink(ctx)
+    except BaseException:
+        os.close(dir_fd)
+        raise
     started = time.monotonic()
     try:
         proc = await asyncio.create_subprocess_exec(
