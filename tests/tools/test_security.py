@@ -534,3 +534,22 @@ async def test_limits_time_budget_marks_partial(call, root):
     result = await call("search_files", pattern="x", limits=Limits(time_budget_s=0.0))
     assert result.ok and not result.data["coverage"]["complete"]
     assert any("time budget" in r for r in result.data["coverage"]["reasons"])
+
+
+async def test_dangling_link_is_never_created_through(call, root, outside):
+    (root / "dangle").symlink_to(outside / "created-by-link")
+    (root / "d").mkdir()
+    (root / "d" / "dangle").symlink_to(outside / "also-created")
+    for path in ("dangle", "d/dangle"):
+        for overwrite in (False, True):
+            result = await call("write_file", path=path, content="x", overwrite=overwrite)
+            assert code(result) == "FORBIDDEN", (path, overwrite)
+    assert not (outside / "created-by-link").exists()
+    assert not (outside / "also-created").exists()
+
+
+async def test_glob_and_include_cannot_escape(call, root):
+    for pattern in ("../**", "a/../../*", "/tmp/*"):
+        assert code(await call("glob", pattern=pattern)) == "INVALID_ARGUMENT"
+        result = await call("search_files", pattern="x", include=pattern)
+        assert code(result) == "INVALID_ARGUMENT"
