@@ -239,6 +239,10 @@ def count_lines(sink: Path) -> int:
         return sum(1 for _ in fh)
 
 
+def verdict(ratio: float, target: float) -> str:
+    return "met" if ratio <= target else "MISSED"
+
+
 def tool_argv(name: str, args: dict[str, object]) -> list[str]:
     return [sys.executable, "-m", "tools", "--limits", "unbounded", name, json.dumps(args)]
 
@@ -255,7 +259,10 @@ def bench_search(root: Path, bins: dict[str, str | None], runs: int, sink: Path)
             if not literal:
                 rg = [bins["rg"], "-n", "-e", pattern]
             t = median_time(rg, root, runs, sink)
-            cmp.append(f"rg {t:.3f}s x{ours / t:.2f} ({count_lines(sink)} lines)")
+            cmp.append(
+                f"rg {t:.3f}s x{ours / t:.2f} ({count_lines(sink)} lines) "
+                f"[{verdict(ours / t, 2.0)} target <=2x]"
+            )
         grep = ["grep", "-rn", "-F" if literal else "-E", "-e", pattern, "."]
         t = median_time(grep, root, runs, sink)
         cmp.append(f"grep {t:.3f}s x{ours / t:.2f} ({count_lines(sink)} lines)")
@@ -269,7 +276,10 @@ def bench_glob(root: Path, bins: dict[str, str | None], runs: int, sink: Path) -
     cmp = []
     if bins["fd"]:
         t = median_time([bins["fd"], "-t", "f", "-g", "*.py"], root, runs, sink)
-        cmp.append(f"fd {t:.3f}s x{ours / t:.2f} ({count_lines(sink)} files)")
+        cmp.append(
+            f"fd {t:.3f}s x{ours / t:.2f} ({count_lines(sink)} files) "
+            f"[{verdict(ours / t, 1.5)} target <=1.5x]"
+        )
     t = median_time(["find", ".", "-type", "f", "-name", "*.py"], root, runs, sink)
     cmp.append(f"find {t:.3f}s x{ours / t:.2f} ({count_lines(sink)} files)")
     return [f"glob {GLOB:<14} tools {ours:.3f}s ({hits} files) | " + " | ".join(cmp)]
