@@ -37,9 +37,7 @@ def _fit(image: object) -> ImageBlock:
     from PIL import Image
 
     assert isinstance(image, Image.Image)
-    alpha = (
-        image.mode in ("RGBA", "LA", "P", "PA") and "transparency" in image.info
-    ) or image.mode in ("RGBA", "LA", "PA")
+    alpha = image.mode in ("RGBA", "LA", "PA") or "transparency" in image.info
     if alpha:
         data = _save(image.convert("RGBA"), "PNG")
         if len(data) * 4 // 3 <= MAX_BASE64:
