@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from textual import work
 from textual.app import App, ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 from textual.widgets import Input, Static
 
@@ -38,7 +38,7 @@ __all__ = ["BastionApp", "Opener", "run"]
 Opener = Callable[[], Awaitable[tuple[Harness, str]]]
 
 QUIT_WINDOW = 2.0  # seconds in which a second Ctrl+C quits
-WELCOME = "[b $primary]bastion[/]  [$text-muted]type a request and press Enter[/]"
+WELCOME = "[b $primary]bastion[/]  [$foreground-muted]type a request and press Enter[/]"
 PLACEHOLDER_IDLE = "Ask Bastion to do something…"
 PLACEHOLDER_BUSY = "Steer the run: Enter queues a message for after this step…"
 
@@ -49,7 +49,7 @@ class BastionApp(App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "bastion"
     ENABLE_COMMAND_PALETTE = False
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "interrupt", "Interrupt", show=False, priority=True),
         Binding("ctrl+c", "quit_twice", "Quit", show=False, priority=True),
     ]
@@ -134,9 +134,13 @@ class BastionApp(App[int]):
         self.query_one(InboxStrip).show(view)
         prompt = self.query_one("#prompt", Input)
         prompt.placeholder = PLACEHOLDER_BUSY if view.active_run else PLACEHOLDER_IDLE
+        if self.query_one(ApprovalPrompt).show(view):
+            self.call_after_refresh(self._focus_approval)
+
+    def _focus_approval(self) -> None:
+        """Focus the approval line while it asks (so y/n reach it), else the prompt."""
         approval = self.query_one(ApprovalPrompt)
-        if approval.show(view):
-            (approval if approval.call is not None else prompt).focus()
+        (approval if approval.call is not None else self.query_one("#prompt", Input)).focus()
 
     # --- input --------------------------------------------------------------
 

@@ -160,8 +160,7 @@ async def _approve(tmp_path, toolbox, key: str):
     app = BastionApp(harness, conv_id, first_prompt="write notes")
     async with app.run_test(size=SIZE) as pilot:
         prompt = app.query_one(ApprovalPrompt)
-        await wait_for(lambda: prompt.has_class("-shown"), pilot)
-        assert app.focused is prompt
+        await wait_for(lambda: prompt.has_class("-shown") and app.focused is prompt, pilot)
         text = prompt.question
         assert "Allow write_file" in text and "notes.txt" in text and "[y]es / [n]o" in text
         await wait_for(lambda: "awaiting approval" in label_text(app, "#status-left"), pilot)
@@ -302,5 +301,36 @@ async def test_bastion_themes_are_registered_and_chosen_by_name(tmp_path):
             assert app.query_one(StatusBar).styles.background is not None
         fallback = BastionApp(harness, conv_id, theme="no-such-theme")
         assert fallback._theme_name == "bastion-dark"
+    finally:
+        await harness.close()
+
+
+async def test_a_delta_updates_only_the_entry_it_changes(tmp_path, monkeypatch):
+    """Streaming the second answer never touches the widgets of the first exchange."""
+    turns = [
+        ScriptedTurn(text="First."),
+        ScriptedTurn(text="Second answer, streamed.", chunk_size=2),
+    ]
+    harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns))
+    app = BastionApp(harness, conv_id, first_prompt="one")
+    shown: list[str] = []
+    for cls in (UserEntry, AssistantEntry):
+        original = cls.show
+
+        async def counting(self, entry, view, original=original):
+            shown.append(entry.text)
+            await original(self, entry, view)
+
+        monkeypatch.setattr(cls, "show", counting)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(lambda: run_settled(app), pilot)
+            shown.clear()
+            await pilot.press(*"two", "enter")
+            await wait_for(lambda: run_settled(app) and len(app.view.runs) == 2, pilot)
+            await pilot.pause(0.05)
+        assert "one" not in shown and "First." not in shown
+        assert shown.count("two") == 1
+        assert shown[-1] == "Second answer, streamed."
     finally:
         await harness.close()

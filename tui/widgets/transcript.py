@@ -13,6 +13,9 @@ assistant turn that made it, as `name args` and the first line of its result.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 from textual import events
 from textual.containers import Vertical, VerticalScroll
 from textual.markup import escape
@@ -281,7 +284,10 @@ class Transcript(VerticalScroll):
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
-        self._widgets: dict[str, Widget] = {}
+        self._widgets: dict[str, EntryWidget] = {}
+        # What the widgets were last given, by id: records are immutable values and the
+        # reducer keeps unchanged ones as the same objects, so `is` finds what changed.
+        self._seen: dict[str, object] = {}
 
     def on_resize(self, event: events.Resize) -> None:
         # Anchor (stick to the bottom) only once there is more than a screenful: an
@@ -295,22 +301,43 @@ class Transcript(VerticalScroll):
     def widget_for(self, entry_id: str) -> Widget | None:
         return self._widgets.get(entry_id)
 
+    def _changed(self, items: Iterable[Any]) -> list[Any]:
+        changed = [item for item in items if self._seen.get(item.id) is not item]
+        self._seen.update((item.id, item) for item in changed)
+        return changed
+
     async def show(self, view: ConversationView) -> None:
-        """Bring the widgets up to date with `view`: mount new entries, update changed ones."""
-        new: list[Widget] = []
+        """Bring the widgets up to date with `view`: mount new entries, update changed ones.
+
+        Only entries whose value changed are visited, plus the assistant entries whose
+        tool calls, results or run changed (they draw those too).
+        """
+        dirty = {e.id for e in self._changed(view.entries)}
+        calls = {c.id: c for c in view.tool_calls}
         for entry in view.entries:
-            widget = self._widgets.get(entry.id)
-            if widget is None:
-                if entry.id in self._widgets or entry.kind == EntryKind.TOOL_RESULT:
-                    continue
+            if entry.kind == EntryKind.TOOL_RESULT and entry.id in dirty:
+                call = calls.get(entry.data.get("tool_call_id", ""))
+                if call is not None:
+                    dirty.add(call.entry_id)
+        dirty.update(c.entry_id for c in self._changed(view.tool_calls))
+        runs = {r.id for r in self._changed(view.runs)}
+        if runs:
+            dirty.update(
+                e.id for e in view.entries if e.run_id in runs and e.kind == EntryKind.ASSISTANT
+            )
+        new: list[EntryWidget] = []
+        for entry in view.entries:
+            if entry.id not in dirty:
+                continue
+            if entry.id not in self._widgets:
                 made = entry_widget(entry)
                 if made is None:
                     continue
-                self._widgets[entry.id] = widget = made
+                self._widgets[entry.id] = made
                 new.append(made)
         if new:
             await self.mount_all(new)
         for entry in view.entries:
             widget = self._widgets.get(entry.id)
-            if widget is not None:
-                await widget.show(entry, view)  # type: ignore[attr-defined]
+            if widget is not None and entry.id in dirty:
+                await widget.show(entry, view)
