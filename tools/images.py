@@ -10,6 +10,7 @@ from tools.result import ImageBlock
 
 MAX_SIDE = 2000
 MAX_BASE64 = 4_500_000
+MAX_PIXELS = 64_000_000
 
 
 def encode_image(raw: bytes, shown: str) -> tuple[ImageBlock, tuple[int, int]]:
@@ -18,13 +19,27 @@ def encode_image(raw: bytes, shown: str) -> tuple[ImageBlock, tuple[int, int]]:
 
     try:
         with Image.open(io.BytesIO(raw)) as opened:
-            opened.load()
             original = opened.size
+            if original[0] * original[1] > MAX_PIXELS:  # before decoding anything
+                raise Refused(
+                    RefusalCode.TOO_LARGE,
+                    f"'{shown}' is {original[0]}x{original[1]} pixels",
+                    f"images up to {MAX_PIXELS} pixels can be read; scale it down first",
+                )
+            if opened.format == "JPEG":
+                opened.draft("RGB", (MAX_SIDE, MAX_SIDE))  # decode at reduced scale
+            opened.load()
             image = ImageOps.exif_transpose(opened) or opened
             image.thumbnail((MAX_SIDE, MAX_SIDE))
             return _fit(image), original
     except Refused:
         raise
+    except Image.DecompressionBombError:
+        raise Refused(
+            RefusalCode.TOO_LARGE,
+            f"'{shown}' has too many pixels to decode safely",
+            f"images up to {MAX_PIXELS} pixels can be read; scale it down first",
+        ) from None
     except Exception as exc:  # Pillow raises many kinds for bad input
         raise Refused(
             RefusalCode.INVALID_ARGUMENT,

@@ -234,3 +234,19 @@ async def test_edit_refuses_empty_and_identical(call, root):
         code(await call("edit_file", path="m.txt", old_text="a", new_text="a"))
         == "INVALID_ARGUMENT"
     )
+
+
+async def test_read_image_pixel_bomb_refused_before_decoding(call, root):
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return (
+            struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+        )
+
+    header = struct.pack(">IIBBBBB", 20000, 20000, 8, 0, 0, 0, 0)  # 400 M px, grey
+    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IEND", b"")
+    (root / "bomb.png").write_bytes(png)
+    result = await call("read_file", path="bomb.png")
+    assert code(result) == "TOO_LARGE"
