@@ -28,10 +28,10 @@ from textual.css.query import NoMatches
 from textual.widgets import Input, Static
 
 from runtime import BastionError, ConversationView, EmptyInput, Harness, reduce
-from runtime.records import InboxMode
+from runtime.records import EntryKind, InboxMode
 from themes import DEFAULT_THEME, THEMES
 from themes import register as register_themes
-from tui.widgets import ApprovalPrompt, InboxStrip, StatusBar, Transcript
+from tui.widgets import ApprovalPrompt, InboxStrip, PromptInput, StatusBar, Transcript
 
 __all__ = ["BastionApp", "Opener", "run"]
 
@@ -73,8 +73,9 @@ class BastionApp(App[int]):
         self._opener = opener
         self._theme_name = theme if theme in THEMES else DEFAULT_THEME
         self._quit_armed = False
-        self._disarm: Any = None
         self.ready = asyncio.Event()  # set once the first view is on screen
+        register_themes(self)
+        self.theme = self._theme_name
 
     # --- layout -----------------------------------------------------------
 
@@ -83,12 +84,10 @@ class BastionApp(App[int]):
             yield Static(WELCOME, id="welcome")
         yield InboxStrip(id="inbox")
         yield ApprovalPrompt()
-        yield Input(placeholder=PLACEHOLDER_IDLE, id="prompt")
+        yield PromptInput(self._sent, placeholder=PLACEHOLDER_IDLE, id="prompt")
         yield StatusBar()
 
     def on_mount(self) -> None:
-        register_themes(self)
-        self.theme = self._theme_name
         self.query_one("#prompt", Input).focus()
         self.follow()
 
@@ -156,11 +155,18 @@ class BastionApp(App[int]):
         except BastionError as exc:
             self.notify(str(exc), title="not sent", severity="error")
 
+    def _sent(self) -> list[str]:
+        """What the user sent in this conversation, oldest first (the prompt's history)."""
+        if self.view is None:
+            return []
+        return [e.text for e in self.view.entries if e.kind == EntryKind.USER]
+
     async def on_input_submitted(self, event: Input.Submitted) -> None:
         text = event.value
         if not text.strip():
             return
         event.input.clear()
+        self.query_one(PromptInput).forget_position()
         self.run_worker(self.send(text), group="input")
 
     def on_approval_prompt_answered(self, event: ApprovalPrompt.Answered) -> None:
@@ -186,7 +192,7 @@ class BastionApp(App[int]):
             return
         self._quit_armed = True
         self.query_one(StatusBar).notice("[b $warning]press Ctrl+C again to quit[/]")
-        self._disarm = self.set_timer(QUIT_WINDOW, self._disarm_quit)
+        self.set_timer(QUIT_WINDOW, self._disarm_quit)
 
     def _disarm_quit(self) -> None:
         self._quit_armed = False

@@ -334,3 +334,29 @@ async def test_a_delta_updates_only_the_entry_it_changes(tmp_path, monkeypatch):
         assert shown[-1] == "Second answer, streamed."
     finally:
         await harness.close()
+
+
+async def test_up_and_down_walk_through_what_was_sent(tmp_path):
+    turns = [ScriptedTurn(text="A."), ScriptedTurn(text="B.")]
+    harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns))
+    app = BastionApp(harness, conv_id)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(app.ready.is_set, pilot)
+            for text in ("first", "second"):
+                await pilot.press(*text, "enter")
+                await wait_for(
+                    lambda: run_settled(app) and not app.query_one("#prompt").value, pilot
+                )
+            await wait_for(lambda: len(app.view.runs) == 2 and run_settled(app), pilot)
+            prompt = app.query_one("#prompt", Input)
+            await pilot.press(*"dra", "up")
+            assert prompt.value == "second"
+            await pilot.press("up", "up")
+            assert prompt.value == "first"
+            await pilot.press("down")
+            assert prompt.value == "second"
+            await pilot.press("down")
+            assert prompt.value == "dra"
+    finally:
+        await harness.close()

@@ -1,6 +1,7 @@
 """The Textual app's widgets. Each renders from the ConversationView the one reducer produced."""
 
 from tui.widgets.approval import ApprovalPrompt, pending_approval
+from tui.widgets.prompt import PromptInput
 from tui.widgets.status import InboxStrip, StatusBar
 from tui.widgets.transcript import AssistantEntry, NoteEntry, ToolCallLine, Transcript, UserEntry
 
@@ -9,6 +10,7 @@ __all__ = [
     "AssistantEntry",
     "InboxStrip",
     "NoteEntry",
+    "PromptInput",
     "StatusBar",
     "ToolCallLine",
     "Transcript",
