@@ -39,6 +39,16 @@ def _first_line(text: str, limit: int = 100) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
+class _Growing:
+    """The answer streaming in, rendered as Markdown only when Live refreshes."""
+
+    def __init__(self) -> None:
+        self.text = ""
+
+    def __rich__(self) -> Markdown:
+        return Markdown(self.text)
+
+
 class LineMode:
     """Reads prompts, submits them, prints what the view says happened."""
 
@@ -62,6 +72,7 @@ class LineMode:
         self._typed: set[str] = set()  # inbox ids of prompts the user typed here
         self._live: Live | None = None
         self._live_entry: str | None = None
+        self._growing = _Growing()
         self._asked: set[str] = set()
 
     # --- the loop -----------------------------------------------------------
@@ -215,16 +226,20 @@ class LineMode:
             if entry.text:
                 if self._live is None or self._live_entry != entry.id:
                     self._stop_live()
+                    self._growing = _Growing()
                     self._live = Live(
-                        console=self.console, auto_refresh=False, vertical_overflow="ellipsis"
+                        self._growing,
+                        console=self.console,
+                        refresh_per_second=10,
+                        vertical_overflow="ellipsis",
                     )
                     self._live_entry = entry.id
                     self._live.start()
-                self._live.update(Markdown(entry.text), refresh=True)
+                self._growing.text = entry.text  # drawn at the next refresh, not per delta
             return
         self._printed.add(entry.id)
         if self._live is not None and self._live_entry == entry.id:
-            self._live.update(Markdown(entry.text))
+            self._growing.text = entry.text
             self._stop_live()
         elif entry.text:
             self.console.print(Markdown(entry.text))
@@ -262,6 +277,7 @@ class LineMode:
             e.run_id == run.id and e.status == EntryStatus.FAILED for e in view.entries
         ):
             self.console.print(f"[red]✗ run failed: {(run.error or {}).get('message', '')}[/]")
+        self.console.print()
 
     def _stop_live(self) -> None:
         live, self._live, self._live_entry = self._live, None, None
