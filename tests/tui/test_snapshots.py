@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import textual
 
-from runtime.providers.base import ToolCall
+from runtime.providers.base import ProviderError, ToolCall
 from runtime.testing.scripted import ScriptedTurn
 from runtime.toolbox import ToolOutcome
 from tests.runtime.helpers import RecordingToolbox
@@ -34,6 +34,8 @@ SCREENSHOTS = {  # snapshot file -> name under screenshots/
     "test_pending_approval.svg": "app-approval.svg",
     "test_interrupted_answer.svg": "app-interrupted.svg",
     "test_welcome.svg": "app-welcome.svg",
+    "test_steer_queued_while_running.svg": "app-steer.svg",
+    "test_failed_run.svg": "app-failed.svg",
 }
 
 CONFIG_PY = """def parse_config(text: str) -> dict:
@@ -150,6 +152,34 @@ def test_interrupted_answer(snap_compare, tmp_path):
         await _until_settled(pilot)
 
     assert snap_compare(app, terminal_size=SIZE, run_before=interrupt)
+
+
+def test_steer_queued_while_running(snap_compare, tmp_path):
+    """A run still going: "Refactor the loader", the partial "Reading the loader
+    first." (no marker), above the prompt box a `» steer keep the public API` line;
+    the placeholder says Enter queues a steer; status `◌ running · 1 queued`."""
+    provider = HangingProvider("Reading the loader first.")
+    app = make_app(tmp_path, provider, first_prompt="Refactor the loader")
+
+    async def steer(pilot: Any) -> None:
+        await wait_for(provider.streamed.is_set, pilot)
+        await wait_for(lambda: bool(list(pilot.app.query(AssistantEntry))), pilot)
+        await pilot.press(*"keep the public API", "enter")
+        await wait_for(lambda: bool(pilot.app.view.queued_inbox), pilot)
+        await pilot.pause(0.1)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=steer)
+
+
+def test_failed_run(snap_compare, tmp_path):
+    """The prompt "Summarize the diff", the partial "The diff touches three" and
+    under it a red `✗ failed: the model is overloaded`; status `● failed`."""
+    error = ProviderError("the model is overloaded", provider="scripted", code="overloaded")
+    turn = ScriptedTurn(
+        text="The diff touches three files", chunk_size=11, error=error, error_after_chunks=2
+    )
+    app = make_app(tmp_path, [turn], first_prompt="Summarize the diff")
+    assert snap_compare(app, terminal_size=SIZE, run_before=_until_settled)
 
 
 def test_welcome(snap_compare, tmp_path):

@@ -125,6 +125,6 @@ class InboxStrip(Static):
         for item in queued:
             kind = "steer" if item.mode == InboxMode.STEER else "follow-up"
             text = " ".join(item.text.split())
-            lines.append(f"[$accent]⏵ {kind}[/] {escape(text[:90])}")
+            lines.append(f"[$accent]» {kind}[/] {escape(text[:90])}")
         self.update("\n".join(lines))
         self.shown = bool(lines)
