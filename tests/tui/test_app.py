@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from textual.widgets import Input, Markdown
@@ -358,5 +359,29 @@ async def test_up_and_down_walk_through_what_was_sent(tmp_path):
             assert prompt.value == "second"
             await pilot.press("down")
             assert prompt.value == "dra"
+    finally:
+        await harness.close()
+
+
+async def test_thinking_shows_until_the_first_token(tmp_path):
+    gate = asyncio.Event()
+
+    class Slow(ScriptedProvider):
+        async def stream(self, request):
+            await gate.wait()
+            async for item in super().stream(request):
+                yield item
+
+    harness, conv_id = await open_driven(tmp_path, Slow([ScriptedTurn(text="Now.")]))
+    app = BastionApp(harness, conv_id, first_prompt="go")
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(lambda: bool(assistant_widgets(app)), pilot)
+            marker = assistant_widgets(app)[0].query_one(".marker")
+            await wait_for(lambda: marker.has_class("-shown"), pilot)
+            assert "thinking…" in str(marker.render())
+            gate.set()
+            await wait_for(lambda: run_settled(app), pilot)
+            assert not marker.has_class("-shown")
     finally:
         await harness.close()

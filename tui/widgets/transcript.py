@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from textual import events
+from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.markup import escape
 from textual.widget import Widget
@@ -177,9 +178,9 @@ class AssistantEntry(Vertical):
         self._shown = ""
         self._stream: MarkdownStream | None = None
         self._calls: dict[str, ToolCallLine] = {}
-        self._marker_key: tuple[str, str] | None = None
+        self._marker_key: tuple[str, str, bool] | None = None
 
-    def compose(self):  # type: ignore[no-untyped-def]
+    def compose(self) -> ComposeResult:
         yield Markdown(classes="-empty")
         yield Static(classes="marker")
 
@@ -237,21 +238,26 @@ class AssistantEntry(Vertical):
             line.show(record, result)
 
     def _show_marker(self, entry: Entry, view: ConversationView) -> None:
-        key = (entry.status, "")
-        if entry.status == EntryStatus.FAILED:
-            run = view.run(entry.run_id) if entry.run_id else None
+        """Under the text: `thinking…` before the first token, or how the turn ended badly."""
+        waiting = entry.status == EntryStatus.STREAMING and not entry.text
+        message = ""
+        if entry.status == EntryStatus.FAILED and entry.run_id:
+            run = view.run(entry.run_id)
             message = (run.error or {}).get("message", "") if run and run.error else ""
-            key = (entry.status, message)
+        key = (entry.status, message, waiting)
         if key == self._marker_key:
             return
         self._marker_key = key
         marker = self.query_one(".marker", Static)
-        if entry.status == EntryStatus.INTERRUPTED:
+        if waiting:
+            marker.update("[$foreground-muted]thinking…[/]")
+        elif entry.status == EntryStatus.INTERRUPTED:
             marker.update("[$warning]◼ interrupted[/]")
         elif entry.status == EntryStatus.FAILED:
-            reason = f": {escape(first_line(key[1]))}" if key[1] else ""
+            reason = f": {escape(first_line(message))}" if message else ""
             marker.update(f"[$error]✗ failed{reason}[/]")
-        marker.set_class(entry.status in (EntryStatus.INTERRUPTED, EntryStatus.FAILED), "-shown")
+        ended_badly = entry.status in (EntryStatus.INTERRUPTED, EntryStatus.FAILED)
+        marker.set_class(waiting or ended_badly, "-shown")
 
     async def on_unmount(self) -> None:
         await self._stop_stream()
