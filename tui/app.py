@@ -186,8 +186,15 @@ class BastionApp(App[int]):
         if self.harness is not None and self.view is not None and self.view.active_run is not None:
             self.run_worker(self.harness.interrupt(self.conversation_id), group="input")
 
-    def action_quit_twice(self) -> None:
+    async def action_quit_twice(self) -> None:
+        """First press warns; a second within QUIT_WINDOW interrupts any run and quits.
+
+        Quitting on purpose ends the run as interrupted (committed), so the next
+        `bastion -c` does not pick it up again; a crash, by contrast, leaves it to resume.
+        """
         if self._quit_armed:
+            if self.harness is not None and self.view is not None and self.view.active_run:
+                await self.harness.interrupt(self.conversation_id)
             self.exit(0)
             return
         self._quit_armed = True

@@ -385,3 +385,20 @@ async def test_thinking_shows_until_the_first_token(tmp_path):
             assert not marker.has_class("-shown")
     finally:
         await harness.close()
+
+
+async def test_quitting_during_a_run_ends_it_as_interrupted(tmp_path):
+    provider = HangingProvider("Halfway")
+    harness, conv_id = await open_driven(tmp_path, provider)
+    app = BastionApp(harness, conv_id, first_prompt="go")
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(provider.streamed.is_set, pilot)
+            await pilot.press("ctrl+c", "ctrl+c")
+            await pilot.pause()
+        assert app.return_code == 0
+        snap = await harness.store.snapshot(conv_id)
+        assert snap.runs[-1].state == RunState.INTERRUPTED
+        assert snap.entries[-1].status == EntryStatus.INTERRUPTED
+    finally:
+        await harness.close()
