@@ -223,11 +223,27 @@ def timed(argv: list[str], cwd: Path, sink: Path) -> tuple[float, int]:
     return elapsed, sink.stat().st_size
 
 
-def median_time(argv: list[str], cwd: Path, runs: int, sink: Path) -> float:
-    warm = timed(argv, cwd, sink)[0]  # warms the page cache and the binary
-    if warm > 5.0:  # very slow (grep on some regexes): one more run is enough
-        return timed(argv, cwd, sink)[0]
-    return statistics.median(timed(argv, cwd, sink)[0] for _ in range(runs))
+def medians(commands: dict[str, list[str]], cwd: Path, runs: int, sink: Path) -> dict[str, float]:
+    """Median wall time of each command, runs interleaved (a, b, c, a, b, c, ...) so
+    that load from elsewhere on the machine falls on every command alike. A command
+    slower than 5 s (grep on some regexes) is run once more and not repeated."""
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    slow = set()
+    for name, argv in commands.items():  # warm the page cache and each binary
+        if timed(argv, cwd, sink)[0] > 5.0:
+            slow.add(name)
+            times[name].append(timed(argv, cwd, sink)[0])
+    for _ in range(runs):
+        for name, argv in commands.items():
+            if name not in slow:
+                times[name].append(timed(argv, cwd, sink)[0])
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def counted(argv: list[str], cwd: Path, sink: Path, key: str | None) -> int:
+    """Run once more to count what the command found (like for like)."""
+    timed(argv, cwd, sink)
+    return count_tool(sink, key) if key else count_lines(sink)
 
 
 def count_tool(sink: Path, key: str) -> int:
@@ -247,42 +263,50 @@ def tool_argv(name: str, args: dict[str, object]) -> list[str]:
     return [sys.executable, "-m", "tools", "--limits", "unbounded", name, json.dumps(args)]
 
 
+def compare(
+    commands: dict[str, list[str]],
+    key: str,
+    target: tuple[str, float] | None,
+    root: Path,
+    runs: int,
+    sink: Path,
+) -> str:
+    """One row: the tool's time, then each other command's time and the ratio."""
+    times = medians(commands, root, runs, sink)
+    ours = times["tools"]
+    row = [f"tools {ours:.3f}s ({counted(commands['tools'], root, sink, key)} found)"]
+    for name, argv in commands.items():
+        if name == "tools":
+            continue
+        ratio = ours / times[name]
+        cell = f"{name} {times[name]:.3f}s x{ratio:.2f} ({counted(argv, root, sink, None)} found)"
+        if target and target[0] == name:
+            cell += f" [{verdict(ratio, target[1])} target <={target[1]:g}x]"
+        row.append(cell)
+    return " | ".join(row)
+
+
 def bench_search(root: Path, bins: dict[str, str | None], runs: int, sink: Path) -> list[str]:
     rows = []
     for label, pattern, literal in PATTERNS:
         args = {"pattern": pattern, "literal": literal, "max_results": 10**9}
-        ours = median_time(tool_argv("search_files", args), root, runs, sink)
-        hits = count_tool(sink, "matches")
-        cmp: list[str] = []
+        commands = {"tools": tool_argv("search_files", args)}
         if bins["rg"]:
-            rg = [bins["rg"], "-n", "-F" if literal else "-e", pattern]
+            commands["rg"] = [bins["rg"], "-n", "-F" if literal else "-e", pattern]
             if not literal:
-                rg = [bins["rg"], "-n", "-e", pattern]
-            t = median_time(rg, root, runs, sink)
-            cmp.append(
-                f"rg {t:.3f}s x{ours / t:.2f} ({count_lines(sink)} lines) "
-                f"[{verdict(ours / t, 2.0)} target <=2x]"
-            )
-        grep = ["grep", "-rn", "-F" if literal else "-E", "-e", pattern, "."]
-        t = median_time(grep, root, runs, sink)
-        cmp.append(f"grep {t:.3f}s x{ours / t:.2f} ({count_lines(sink)} lines)")
-        rows.append(f"search {label:<11} tools {ours:.3f}s ({hits} matches) | " + " | ".join(cmp))
+                commands["rg"] = [bins["rg"], "-n", "-e", pattern]
+        commands["grep"] = ["grep", "-rn", "-F" if literal else "-E", "-e", pattern, "."]
+        row = compare(commands, "matches", ("rg", 2.0), root, runs, sink)
+        rows.append(f"search {label:<11} {row}")
     return rows
 
 
 def bench_glob(root: Path, bins: dict[str, str | None], runs: int, sink: Path) -> list[str]:
-    ours = median_time(tool_argv("glob", {"pattern": GLOB}), root, runs, sink)
-    hits = count_tool(sink, "files")
-    cmp = []
+    commands = {"tools": tool_argv("glob", {"pattern": GLOB})}
     if bins["fd"]:
-        t = median_time([bins["fd"], "-t", "f", "-g", "*.py"], root, runs, sink)
-        cmp.append(
-            f"fd {t:.3f}s x{ours / t:.2f} ({count_lines(sink)} files) "
-            f"[{verdict(ours / t, 1.5)} target <=1.5x]"
-        )
-    t = median_time(["find", ".", "-type", "f", "-name", "*.py"], root, runs, sink)
-    cmp.append(f"find {t:.3f}s x{ours / t:.2f} ({count_lines(sink)} files)")
-    return [f"glob {GLOB:<14} tools {ours:.3f}s ({hits} files) | " + " | ".join(cmp)]
+        commands["fd"] = [bins["fd"], "-t", "f", "-g", "*.py"]
+    commands["find"] = ["find", ".", "-type", "f", "-name", "*.py"]
+    return [f"glob {GLOB:<14} {compare(commands, 'files', ('fd', 1.5), root, runs, sink)}"]
 
 
 def main() -> int:
