@@ -334,9 +334,12 @@ async def run_command(ctx: ToolContext, raw_args: dict[str, Any]) -> ToolResult:
 
 
 def format_text(data: dict[str, Any]) -> str:
-    status = f"exit {data['exit_code']}" if data.get("exit_code") is not None else "no exit code"
     if data.get("signal"):
-        status += f" (signal {data['signal']})"
+        status = f"killed by signal {data['signal']}"
+    elif data.get("exit_code") is not None:
+        status = f"exit {data['exit_code']}"
+    else:
+        status = "no exit code"
     head = f"$ {data['command']}\n[{status}, {data['duration_ms']} ms"
     if data.get("truncated"):
         head += f", {data['output_bytes']} bytes, full output id {data['output_id']}"
