@@ -42,17 +42,17 @@ class ImageBlock:
 
 @dataclass(frozen=True, slots=True)
 class ToolResult:
-    tool: str
     ok: bool
     data: dict[str, Any] = field(default_factory=dict)
     refusal: Refusal | None = None
     images: tuple[ImageBlock, ...] = ()
+    tool: str = ""  # which tool produced it: picks how model_text() renders data
 
     @classmethod
     def success(
         cls, tool: str, data: dict[str, Any], images: tuple[ImageBlock, ...] = ()
     ) -> ToolResult:
-        return cls(tool, True, data, None, images)
+        return cls(True, data, None, images, tool)
 
     @classmethod
     def refused(
@@ -63,11 +63,11 @@ class ToolResult:
         hint: str = "",
         data: dict[str, Any] | None = None,
     ) -> ToolResult:
-        return cls(tool, False, data or {}, Refusal(code, message, hint))
+        return cls(False, data or {}, Refusal(code, message, hint), (), tool)
 
     @classmethod
     def from_refused(cls, tool: str, exc: Refused) -> ToolResult:
-        return cls(tool, False, exc.data, exc.refusal)
+        return cls(False, exc.data, exc.refusal, (), tool)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -82,11 +82,11 @@ class ToolResult:
     def from_dict(cls, data: dict[str, Any]) -> ToolResult:
         refusal = data.get("refusal")
         return cls(
-            str(data["tool"]),
             bool(data["ok"]),
             dict(data.get("data") or {}),
             Refusal.from_dict(refusal) if refusal else None,
             tuple(ImageBlock.from_dict(i) for i in data.get("images") or ()),
+            str(data.get("tool", "")),
         )
 
     def _body(self) -> str:
