@@ -113,20 +113,37 @@ class RunExecutor:
         self.deps = deps
         self.conversation_id = conversation_id
         self.interrupting = False
+        self._inflight: asyncio.Future[Any] | None = None
 
     # --- commits ----------------------------------------------------------
 
-    async def commit(self, build: Callable[[Tx], T]) -> T:
-        """Run `build` in one fenced transaction, publish its events; immune to cancellation."""
+    async def commit(self, build: Callable[[Tx], T], after: Callable[[T], None] | None = None) -> T:
+        """Run `build` in one fenced transaction, then `after`, then publish its events.
+
+        Shielded: a cancellation (interrupt, shutdown) arriving mid-commit still
+        lets the commit land, so whatever the loop remembers about committed state
+        must change in `after`, inside the shield, never after the await.
+        """
 
         async def inner() -> T:
             async with self.deps.store.write(self.conversation_id, self.deps.token) as tx:
                 result = build(tx)
+            if after is not None:
+                after(result)
             for event in tx.events:
                 self.deps.publish(event)
             return result
 
-        return await asyncio.shield(inner())
+        self._inflight = asyncio.ensure_future(inner())
+        return await asyncio.shield(self._inflight)
+
+    async def _settle_inflight(self) -> None:
+        """After a cancellation: let a commit that was under way land before cleaning up."""
+        task = self._inflight
+        if task is not None and not task.done():
+            await asyncio.wait([task])
+        if task is not None and not task.cancelled():
+            task.exception()  # retrieved here; the caller's own error path reports failures
 
     def _next_seq(self) -> int:
         """The next transient seq of this run in this process (1, 2, 3, ...)."""
@@ -146,6 +163,7 @@ class RunExecutor:
                 run = await self.set_run(run, state=RunState.RUNNING)
             return await self._turns(run)
         except asyncio.CancelledError:
+            await self._settle_inflight()
             await self._checkpoint(run.id)
             if not self.interrupting:
                 raise
@@ -196,9 +214,11 @@ class RunExecutor:
             _now(),
             run_id=run.id,
         )
-        entry = await self.commit(lambda tx: tx.add_entry(entry))
         live = self.deps.live
-        live.entry_id, live.parts, live.length, live.committed = entry.id, [], 0, 0
+        live.parts, live.length, live.committed = [], 0, 0
+        entry = await self.commit(
+            lambda tx: tx.add_entry(entry), after=lambda e: setattr(live, "entry_id", e.id)
+        )
         usage = Usage.from_dict(run.usage)
         attempt = 0
         while True:
@@ -277,8 +297,11 @@ class RunExecutor:
             return
         text = live.text[live.committed :]
         offset, entry_id = live.committed, live.entry_id
-        await self.commit(lambda tx: tx.append_text(entry_id, offset, text))
-        live.committed = offset + len(text)
+
+        def committed(_: None) -> None:
+            live.committed = offset + len(text)
+
+        await self.commit(lambda tx: tx.append_text(entry_id, offset, text), after=committed)
 
     async def _reset_attempt(
         self, run: Run, entry: Entry, attempt: int, exc: ProviderError
@@ -286,8 +309,11 @@ class RunExecutor:
         log.info("retrying model request (attempt %d): %s", attempt + 1, exc.message)
         live = self.deps.live
         reset = entry.but(text="", status=EntryStatus.STREAMING)
-        await self.commit(lambda tx: tx.update_entry(reset))
-        live.parts, live.length, live.committed = [], 0, 0
+
+        def forget(_: Entry) -> None:
+            live.parts, live.length, live.committed = [], 0, 0
+
+        await self.commit(lambda tx: tx.update_entry(reset), after=forget)
         self.deps.publish(
             AttemptReset(
                 self.conversation_id,
@@ -309,8 +335,7 @@ class RunExecutor:
     async def _close_entry(self, entry: Entry, status: EntryStatus, state: _TurnState) -> Entry:
         data = {"reasoning": "".join(state.reasoning)} if state.reasoning else {}
         closed = entry.but(status=status, text=self.deps.live.text, data=data)
-        self.deps.live.entry_id = None
-        return await self.commit(lambda tx: tx.update_entry(closed))
+        return await self.commit(lambda tx: tx.update_entry(closed), after=self._stream_closed)
 
     async def _complete_turn(
         self, run: Run, entry: Entry, state: _TurnState, usage: dict[str, Any]
@@ -332,9 +357,12 @@ class RunExecutor:
                 tx.put_tool_call(record)
             tx.put_run(updated)
 
-        await self.commit(build)
-        self.deps.live.entry_id = None
+        await self.commit(build, after=self._stream_closed)
         return done, records, updated
+
+    def _stream_closed(self, _: object) -> None:
+        """The streaming entry's final state is committed: nothing live is left to close."""
+        self.deps.live.entry_id = None
 
     def _intent(
         self, run: Run, entry: Entry, index: int, call: tuple[str, str, str]
@@ -489,8 +517,7 @@ class RunExecutor:
             snap = await self.deps.store.snapshot(self.conversation_id)
             entry = next(e for e in snap.entries if e.id == live.entry_id)
             closed = entry.but(status=EntryStatus.INTERRUPTED)
-            await self.commit(lambda tx: tx.update_entry(closed))
-            live.entry_id = None
+            await self.commit(lambda tx: tx.update_entry(closed), after=self._stream_closed)
         await self._settle_calls(run, "the user interrupted the run")
         run = await self._latest(run)
         return await self.set_run(run, state=RunState.INTERRUPTED, reason="interrupted by the user")

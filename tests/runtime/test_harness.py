@@ -268,3 +268,33 @@ async def test_empty_prompt_is_refused_and_nothing_stored(tmp_path):
         await harness.submit(conv.id, "   \n")
     assert (await harness.get_conversation(conv.id)).version == before
     await harness.close()
+
+
+async def test_interrupt_during_a_slow_checkpoint_never_duplicates_text(tmp_path, monkeypatch):
+    """A commit the interrupt cancels still lands (it is shielded); what the loop
+    remembers as committed must say so, or the final checkpoint appends it twice."""
+    from runtime.store import Tx
+
+    real_flush = Tx.flush
+
+    async def slow_flush(self):
+        await asyncio.sleep(0.03)
+        await real_flush(self)
+
+    monkeypatch.setattr(Tx, "flush", slow_flush)
+    text = "".join(f"{i:04d} " for i in range(400))
+    for delay in (0.01, 0.03, 0.05, 0.08, 0.11, 0.17, 0.23):
+        harness, conv, _ = await start(
+            tmp_path / str(delay), [ScriptedTurn(text=text, chunk_size=5, delay=0.002)],
+            checkpoint_interval=0.01,
+        )  # fmt: skip
+        item = await harness.submit(conv.id, "long")
+        await asyncio.sleep(delay)
+        await harness.interrupt(conv.id)
+        run = await harness.wait(item.id, conv.id)
+        assert run.state == "interrupted"
+        snap = await harness.store.snapshot(conv.id)
+        for answer in (e for e in snap.entries if e.kind == "assistant"):  # none if too early
+            assert answer.status == "interrupted"
+            assert text.startswith(answer.text), answer.text[:80]
+        await harness.close()
