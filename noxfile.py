@@ -37,8 +37,12 @@ def typecheck(session: nox.Session) -> None:
 
 @nox.session
 def snapshots(session: nox.Session) -> None:
+    """The TUI snapshots; `nox -s snapshots -- --snapshot-update` redraws them and
+    copies the accepted SVGs to screenshots/ for the README."""
     session.install("-e", ".[test]")
-    session.run("python", "-m", "pytest", "tests/tui", "-k", "snapshot", *session.posargs)
+    session.run("python", "-m", "pytest", "tests/tui/test_snapshots.py", *session.posargs)
+    if "--snapshot-update" in session.posargs:
+        session.run("python", "-m", "tests.tui.test_snapshots")
 
 
 @nox.session
