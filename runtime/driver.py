@@ -16,6 +16,7 @@ import contextlib
 import logging
 import os
 import socket
+import sqlite3
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -156,7 +157,14 @@ class Driver:
     async def _beat(self) -> None:
         while True:
             await asyncio.sleep(self.config.lease_ttl / 3)
-            if not await self.store.heartbeat(self.conversation_id, self.token):
+            try:
+                held = await self.store.heartbeat(self.conversation_id, self.token)
+            except sqlite3.Error as exc:
+                # A busy or failing disk: try again next beat. If it lasts past the
+                # TTL another process may take over, and our fenced writes stop.
+                log.warning("lease heartbeat of %s failed: %s", self.conversation_id, exc)
+                continue
+            if not held:
                 self.failure = LeaseLost(
                     f"conversation {self.conversation_id} was taken over by another process"
                 )
@@ -216,7 +224,8 @@ class Driver:
         except asyncio.CancelledError:
             raise
         except BaseException as exc:
-            log.exception("driver of %s failed", self.conversation_id)
+            # Reported to whoever waits on this conversation (Harness.wait raises it).
+            log.debug("driver of %s failed", self.conversation_id, exc_info=True)
             self.failure = exc
             self.idle.set()
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from runtime.errors import ConfigError
 from runtime.providers.base import ToolSpec
 
 
@@ -63,7 +64,12 @@ class WorkspaceToolbox:
         import tools  # deferred: print mode without tools never pays for it
 
         self._tools = tools
-        self._workspace = tools.Workspace.open(root)
+        try:
+            self._workspace = tools.Workspace.open(root)
+        except tools.WorkspaceError as exc:
+            raise ConfigError(
+                str(exc), hint="run bastion from the project directory, or start a new session"
+            ) from exc
         self._ctx = tools.ToolContext(workspace=self._workspace, artifacts_dir=artifacts_dir)
         self._specs = tuple(
             ToolSpec(d.name, d.description, d.parameters) for d in tools.TOOLS.values()

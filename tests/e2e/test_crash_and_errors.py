@@ -205,3 +205,16 @@ def test_attach_follows_a_conversation_another_process_drives(loopback, bastion)
     assert f"attached to {SID}" in err
     # It printed what it found, then followed the rest as it was committed.
     assert out.strip().endswith(SLOW.strip())
+
+
+def test_resuming_a_conversation_whose_directory_is_gone(loopback, bastion):
+    server = loopback([{"text": "first"}])
+    b = bastion(server)
+    assert b.run("-p", "--session-id", SID, "hi").returncode == 0
+    b.cwd.rename(b.cwd.parent / "moved")
+    b.cwd = b.cwd.parent
+    before = db_digest(b.home)
+    out = b.run("-p", "--resume", SID, "again")
+    assert out.returncode == 2 and "cannot open workspace" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    assert db_digest(b.home) == before
