@@ -126,3 +126,44 @@ def test_sessions_search_and_rm(loopback, bastion):
     assert b.run("sessions", "rm", gone).returncode == 0
     assert [s["id"] for s in json.loads(b.run("sessions", "--json").stdout)] == [keep]
     assert b.run("export", gone).returncode == 2
+
+
+def test_rate_limit_then_success_is_retried_honouring_retry_after(loopback, bastion):
+    server = loopback([
+        {"fault": {"status": 429, "retry_after": 1}},
+        {"text": "after the retry"},
+    ])  # fmt: skip
+    out = bastion(server).run("-p", "hi", "--output-format", "json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["result"] == "after the retry"
+    assert "retrying" in out.stderr and len(server.requests()) == 2
+
+
+def test_stream_dropped_midway_restarts_the_answer_cleanly(loopback, bastion):
+    server = loopback([
+        {"text": "this partial will be thrown away", "chunk_size": 4,
+         "fault": {"disconnect_after_chunks": 3}},
+        {"text": "the whole answer", "chunk_size": 4},
+    ])  # fmt: skip
+    b = bastion(server)
+    out = b.run("-p", "hi", "--output-format", "stream-json")
+    assert out.returncode == 0, out.stderr
+    lines = [json.loads(line) for line in out.stdout.splitlines()]
+    assert any(line["type"] == "attempt.reset" for line in lines)
+    assert lines[-1]["result"] == "the whole answer"
+    sid = lines[-1]["session_id"]
+    answers = [
+        e for e in json.loads(b.run("export", sid).stdout)["entries"] if e["kind"] == "assistant"
+    ]
+    assert [(a["status"], a["text"]) for a in answers] == [("complete", "the whole answer")]
+
+
+def test_server_error_that_persists_fails_the_run_with_exit_1(loopback, bastion):
+    server = loopback([{"fault": {"status": 500}}] * 3)
+    out = bastion(server).run(
+        "-p", "hi", "--output-format", "json", env={"BASTION_MAX_RETRIES": "2"}
+    )
+    assert out.returncode == 1
+    result = json.loads(out.stdout)
+    assert result["status"] == "failed" and result["error"]["message"]
+    assert len(server.requests()) == 3
