@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 from tools.context import Access, ToolContext
@@ -40,10 +40,12 @@ MAX_ALTERNATIVES = 64
 STAR = "**"
 
 
-@dataclass(frozen=True, slots=True)
 class GlobArgs:
-    pattern: str
-    path: str = "."
+    __slots__ = ("path", "pattern")
+
+    def __init__(self, pattern: str, path: str = ".") -> None:
+        self.pattern = pattern
+        self.path = path
 
     @classmethod
     def from_dict(cls, args: dict[str, Any]) -> GlobArgs:
@@ -139,13 +141,28 @@ def seg_match(seg: Segment, name: str) -> bool:
     return seg.fullmatch(name) is not None
 
 
+Pick = Callable[[list[str]], list[str]]
+
+
+def literal_suffix(regex: str) -> str | None:
+    """``S`` when ``regex`` is segment_regex('*' + S) for a wildcard-free S."""
+    if not regex.startswith("[^/]*"):
+        return None
+    rest = regex[5:]
+    text = re.sub(r"\\(.)", r"\1", rest, flags=re.DOTALL)
+    return text if re.escape(text) == rest else None
+
+
 class Matcher:
     def __init__(self, programs: list[tuple[Segment, ...]]) -> None:
         self.programs = programs
         self.finals: dict[State, re.Pattern[str]] = {}
-        self.states: dict[tuple[str, ...], State] = {
-            (): self.closure({(p, 0) for p in range(len(programs))})
-        }
+        self.root: State = self.closure({(p, 0) for p in range(len(programs))})
+        self.states: dict[tuple[str, ...], State] = {(): self.root}
+        # Per directory state: its subdirectories' state when it does not depend on
+        # the name (as for '**/...'), and the filter for its file names.
+        self.constant_steps: dict[State, State | None] = {}
+        self.picks: dict[State, Pick] = {}
 
     def closure(self, states: set[tuple[int, int]]) -> State:
         todo = list(states)
@@ -179,6 +196,69 @@ class Matcher:
     def prune(self, parts: tuple[str, ...]) -> bool:
         """True when no file in or below this directory can match."""
         return not any(i < len(self.programs[p]) for p, i in self.state_for(parts))
+
+    def step_dir(self, state: State, name: str) -> State | None:
+        """The state of subdirectory ``name``, or None when nothing below it can match.
+
+        Positions past a program's end are dropped: no file or directory can
+        continue from them, so they never change a match or a pruning decision.
+        """
+        constant = self.constant_steps.get(state, state)
+        if constant is not state:
+            return constant
+        nxt: set[tuple[int, int]] = set()
+        depends = False
+        for p, i in state:
+            prog = self.programs[p]
+            if i >= len(prog):
+                continue
+            if prog[i] == STAR:
+                nxt.add((p, i))
+            elif i + 1 < len(prog):
+                depends = True
+                if seg_match(prog[i], name):
+                    nxt.add((p, i + 1))
+        result = self.closure(nxt) if nxt else None
+        if result is not None and not any(i < len(self.programs[p]) for p, i in result):
+            result = None
+        if not depends:
+            self.constant_steps[state] = result
+        return result
+
+    def pick(self, state: State) -> Pick:
+        """A function keeping the file names that match in ``state``."""
+        cached = self.picks.get(state)
+        if cached is not None:
+            return cached
+        options: list[str | None] = []
+        for p, i in state:
+            prog = self.programs[p]
+            if i != len(prog) - 1:
+                continue
+            seg = prog[i]
+            if seg == STAR:
+                options.append("")
+            elif isinstance(seg, str):
+                options.append(None)
+            else:
+                options.append(literal_suffix(seg.pattern))
+        if options and None not in options:
+            suffixes = tuple(sorted({o for o in options if o is not None}))
+            if "" in suffixes:
+                cached = list
+            else:
+
+                def cached(names: list[str], ends: tuple[str, ...] = suffixes) -> list[str]:
+                    return [n for n in names if n.endswith(ends)]
+
+        else:
+            wanted = self.final(state).fullmatch
+
+            def cached(names: list[str]) -> list[str]:
+                return list(filter(wanted, names))
+
+        self.picks[state] = cached
+        return cached
 
     def file_matches(self, state: State, name: str) -> bool:
         return self.final(state).fullmatch(name) is not None
@@ -216,26 +296,33 @@ def glob(ctx: ToolContext, raw_args: dict[str, Any]) -> ToolResult:
     matcher = Matcher(compile_pattern(args.pattern))
     ws.authorize(start, Access.READ, ctx.authorize_path)
     budget = Budget(ctx.limits)
-    base = len(start.parts)
-    walker = Walker(ctx, start, budget, prune=matcher.prune, allow_names=matcher.literal_names())
+    walker = Walker(
+        ctx,
+        start,
+        budget,
+        allow_names=matcher.literal_names(),
+        step=matcher.step_dir,
+        root_state=matcher.root,
+    )
     found: list[tuple[int, str]] = []
-    for fd, parts, files in walker.directories():
-        wanted = matcher.final(matcher.state_for(parts[base:])).fullmatch
-        prefix = "/".join(parts) + "/" if parts else ""
-        for name in filter(wanted, files):
+    add, stat_, pick = found.append, os.stat, matcher.pick
+    for fd, _, prefix, files, state in walker.directories():
+        for name in pick(state)(files):
             try:
-                mtime = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mtime_ns
+                add((-stat_(name, dir_fd=fd, follow_symlinks=False).st_mtime_ns, prefix + name))
             except OSError:
                 continue
-            found.append((-mtime, prefix + name))
     walker.report.annotate(budget)
     found.sort()
     total = len(found)
-    paths: list[str] = []
-    for _, path in found[: ctx.limits.max_results]:
-        if not budget.take_output(len(path) + 1):
-            break
-        paths.append(path)
+    shown = found[: ctx.limits.max_results]
+    paths = [path for _, path in shown]
+    if not budget.take_output(sum(map(len, paths)) + len(paths)):
+        paths = []  # the output limit falls inside: take what fits, in order
+        for _, path in shown:
+            if not budget.take_output(len(path) + 1):
+                break
+            paths.append(path)
     if len(paths) < total:
         budget.incomplete(f"{total - len(paths)} more match(es) not shown; narrow the pattern")
     return ToolResult.success(

@@ -225,8 +225,7 @@ class SearchRun:
             self.collect(pending, workers + 1)
 
         try:
-            for fd, parts, names in walker.directories():
-                prefix = "/".join(parts) + "/" if parts else ""
+            for fd, parts, prefix, names, _ in walker.directories():
                 self.read_files(fd, prefix, include.names(parts[base:], names), full)
                 if self.done or self.budget.out_of_time():
                     break

@@ -4,32 +4,45 @@ Directories are opened one segment at a time from their parent's descriptor
 with ``O_NOFOLLOW``; symlinks are never followed; excluded and .gitignore'd
 directories are skipped (and reported), denied paths are withheld (and counted).
 At most one descriptor per level of depth is open at a time.
+
+The walk is the hot path of glob and search (thousands of directories per call),
+so it avoids per-entry allocations: each directory is listed once (d_type only,
+no stat), a child's path prefix is built by concatenation, and a caller's
+per-directory state (glob's pattern automaton) is stepped once per subdirectory.
+The .gitignore parser is imported only when a .gitignore is found.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tools.context import Access, ToolContext
-from tools.ignore import IgnoreFrame, is_ignored, read_gitignore
 from tools.limits import Budget
 from tools.workspace import _DIR_FLAGS, EXCLUDED_DIRS, RelPath, ask
+
+if TYPE_CHECKING:
+    from tools.ignore import IgnoreFrame
 
 MAX_LISTED_SKIPS = 50
 
 Prune = Callable[[tuple[str, ...]], bool]
+# ``step(state, name)``: the state of a subdirectory, or None to prune it unopened.
+Step = Callable[[Any, str], Any]
+# What ``Walker.directories`` yields: (dir_fd, parts, prefix, file_names, state).
+Visit = tuple[int, tuple[str, ...], str, list[str], Any]
 
 
-@dataclass(slots=True)
 class WalkReport:
-    skipped_directories: list[str] = field(default_factory=list)
-    skipped_count: int = 0
-    withheld: int = 0
-    symlinks: int = 0
-    unreadable: int = 0
+    __slots__ = ("skipped_count", "skipped_directories", "symlinks", "unreadable", "withheld")
+
+    def __init__(self) -> None:
+        self.skipped_directories: list[str] = []
+        self.skipped_count = 0
+        self.withheld = 0
+        self.symlinks = 0
+        self.unreadable = 0
 
     def skip(self, rel: str) -> None:
         self.skipped_count += 1
@@ -52,6 +65,10 @@ class WalkReport:
 def load_frames(ctx: ToolContext, start: RelPath) -> list[IgnoreFrame]:
     """The .gitignore rules of the root and every ancestor of ``start``."""
     frames: list[IgnoreFrame] = []
+    if not start.parts:
+        return frames
+    from tools.ignore import IgnoreFrame, read_gitignore
+
     for depth in range(len(start.parts)):
         rel = RelPath(start.parts[:depth])
         try:
@@ -68,110 +85,182 @@ def inside_excluded(parts: tuple[str, ...]) -> bool:
     return any(p in EXCLUDED_DIRS for p in parts)
 
 
-@dataclass(slots=True)
+def _push_gitignore(fd: int, parts: tuple[str, ...], frames: list[IgnoreFrame]) -> int:
+    from tools.ignore import IgnoreFrame, read_gitignore
+
+    rules = read_gitignore(fd)
+    if not rules:
+        return 0
+    frames.append(IgnoreFrame(parts, rules))
+    return 1
+
+
 class Walker:
-    ctx: ToolContext
-    start: RelPath
-    budget: Budget
-    prune: Prune | None = None
-    allow_names: frozenset[str] = frozenset()
-    report: WalkReport = field(default_factory=WalkReport)
+    __slots__ = ("allow_names", "budget", "ctx", "prune", "report", "root_state", "start", "step")
 
-    def directories(self) -> Iterator[tuple[int, tuple[str, ...], list[str]]]:
-        """Yield ``(dir_fd, parts, file_names)`` for each directory walked.
+    def __init__(
+        self,
+        ctx: ToolContext,
+        start: RelPath,
+        budget: Budget,
+        prune: Prune | None = None,
+        allow_names: frozenset[str] = frozenset(),
+        step: Step | None = None,
+        root_state: Any = None,
+    ) -> None:
+        self.ctx = ctx
+        self.start = start
+        self.budget = budget
+        self.prune = prune
+        self.allow_names = allow_names
+        self.report = WalkReport()
+        self.step = step
+        self.root_state = root_state
 
-        ``parts`` is the directory's workspace-relative path; the fd is valid only
-        until the next item is requested.
+    def directories(self) -> Iterator[Visit]:
+        """Yield ``(dir_fd, parts, prefix, file_names, state)`` per directory walked,
+        depth first in name order (files sorted by name).
+
+        ``parts`` is the directory's workspace-relative path and ``prefix`` the same
+        joined with a trailing '/' ('' at the root); ``state`` is what ``step``
+        gave for it (``root_state`` for the start). The fd is valid only until the
+        next item is requested.
         """
         frames = load_frames(self.ctx, self.start)
         keep_excluded = inside_excluded(self.start.parts)
-        root_fd = self.ctx.workspace.open_dir(self.start)
-        if not self.budget.take_directory():
-            os.close(root_fd)
-            return
-        stack: list[tuple[int, tuple[str, ...], Iterator[str], int]] = []
-        try:
-            fd, parts = root_fd, self.start.parts
-            while True:
-                files, subdirs, pushed_frame = self._scan(fd, parts, frames, keep_excluded)
-                yield fd, parts, files
-                stack.append((fd, parts, iter(subdirs), pushed_frame))
-                nxt = self._next_dir(stack, frames)
-                if nxt is None:
-                    return
-                fd, parts = nxt
-        finally:
-            for item in stack:
-                os.close(item[0])
-
-    def _next_dir(
-        self,
-        stack: list[tuple[int, tuple[str, ...], Iterator[str], int]],
-        frames: list[IgnoreFrame],
-    ) -> tuple[int, tuple[str, ...]] | None:
-        while stack:
-            fd, parts, subdirs, pushed = stack[-1]
-            for name in subdirs:
-                if self.budget.stopped or self.budget.out_of_time():
-                    return None
-                child = (*parts, name)
-                try:
-                    sub = os.open(name, _DIR_FLAGS, dir_fd=fd)
-                except OSError:
-                    self.report.unreadable += 1
-                    continue
-                if not self.budget.take_directory():
-                    os.close(sub)
-                    return None
-                return sub, child
-            stack.pop()
+        budget, report = self.budget, self.report
+        fd = self.ctx.workspace.open_dir(self.start)
+        if not budget.take_directory():
             os.close(fd)
-            if pushed:
-                frames.pop()
-        return None
+            return
+        open_, close = os.open, os.close  # looked up per walk (tests spy on os.open)
+        parts = self.start.parts
+        prefix = "/".join(parts) + "/" if parts else ""
+        state = self.root_state
+        # One frame per open directory: [fd, parts, prefix, subdirs, states, next, pushed]
+        stack: list[list[Any]] = []
+        current = fd
+        try:
+            while True:
+                files, subdirs, states, pushed = self._scan(
+                    fd, parts, prefix, state, frames, keep_excluded
+                )
+                yield fd, parts, prefix, files, state
+                current = -1
+                if subdirs:
+                    stack.append([fd, parts, prefix, subdirs, states, 0, pushed])
+                else:
+                    close(fd)
+                    if pushed:
+                        frames.pop()
+                while stack:
+                    top = stack[-1]
+                    index = top[5]
+                    subdirs = top[3]
+                    if index >= len(subdirs):
+                        stack.pop()
+                        close(top[0])
+                        if top[6]:
+                            frames.pop()
+                        continue
+                    top[5] = index + 1
+                    if budget.stopped or budget.out_of_time():
+                        return
+                    name = subdirs[index]
+                    try:
+                        sub = open_(name, _DIR_FLAGS, dir_fd=top[0])
+                    except OSError:
+                        report.unreadable += 1
+                        continue
+                    if not budget.take_directory():
+                        close(sub)
+                        return
+                    fd = current = sub
+                    parts = (*top[1], name)
+                    prefix = top[2] + name + "/"
+                    state = None if top[4] is None else top[4][index]
+                    break
+                else:
+                    return
+        finally:
+            if current >= 0:  # yielded, then abandoned before it was put on the stack
+                close(current)
+            for item in stack:
+                close(item[0])
 
     def _scan(
-        self, fd: int, parts: tuple[str, ...], frames: list[IgnoreFrame], keep_excluded: bool
-    ) -> tuple[list[str], list[str], int]:
+        self,
+        fd: int,
+        parts: tuple[str, ...],
+        prefix: str,
+        state: Any,
+        frames: list[IgnoreFrame],
+        keep_excluded: bool,
+    ) -> tuple[list[str], list[str], list[Any] | None, int]:
         """Classify one directory's entries (by d_type: no stat per entry)."""
         files: list[str] = []
         subdirs: list[str] = []
+        budget, report = self.budget, self.report
         try:
             entries = list(os.scandir(fd))
         except OSError:
-            self.report.unreadable += 1
-            return files, subdirs, 0
-        room = self.budget.limits.max_entries - self.budget.entries
+            report.unreadable += 1
+            return files, subdirs, None, 0
+        room = budget.limits.max_entries - budget.entries
         if len(entries) > room:
             entries = entries[: max(room, 0)]
-            self.budget.stop(f"entry limit ({self.budget.limits.max_entries}) reached")
-        self.budget.entries += len(entries)
+            budget.stop(f"entry limit ({budget.limits.max_entries}) reached")
+        budget.entries += len(entries)
+        add_file, add_dir = files.append, subdirs.append
         for entry in entries:
             try:
                 if entry.is_file(follow_symlinks=False):
-                    files.append(entry.name)
+                    add_file(entry.name)
                 elif entry.is_dir(follow_symlinks=False):
-                    subdirs.append(entry.name)
+                    add_dir(entry.name)
                 elif entry.is_symlink():
-                    self.report.symlinks += 1
+                    report.symlinks += 1
             except OSError:
                 continue
-        pushed = 0
-        if ".gitignore" in files:
-            rules = read_gitignore(fd)
-            if rules:
-                frames.append(IgnoreFrame(parts, rules))
-                pushed = 1
-        prefix = "/".join(parts) + "/" if parts else ""
+        pushed = _push_gitignore(fd, parts, frames) if ".gitignore" in files else 0
         if self.ctx.authorize_path is not None:
             files = self._allowed(prefix, files)
             subdirs = self._allowed(prefix, subdirs)
         if frames:
+            from tools.ignore import is_ignored
+
             files = [f for f in files if not is_ignored(frames, (*parts, f), False)]
-        subdirs = [d for d in subdirs if self._descend(parts, d, frames, keep_excluded, prefix)]
         files.sort()
+        if not subdirs:
+            return files, subdirs, None, pushed
         subdirs.sort()
-        return files, subdirs, pushed
+        kept: list[str] = []
+        step, prune, allow = self.step, self.prune, self.allow_names
+        states: list[Any] | None = [] if step is not None else None
+        base = len(self.start.parts)
+        for name in subdirs:
+            if not keep_excluded and name not in allow and self._excluded(parts, name, frames):
+                report.skip(prefix + name)
+                continue
+            if prune is not None and prune((*parts, name)[base:]):
+                continue
+            if step is not None:
+                child = step(state, name)
+                if child is None:
+                    continue
+                states.append(child)  # type: ignore[union-attr]
+            kept.append(name)
+        return files, kept, states, pushed
+
+    @staticmethod
+    def _excluded(parts: tuple[str, ...], name: str, frames: list[IgnoreFrame]) -> bool:
+        if name in EXCLUDED_DIRS:
+            return True
+        if not frames:
+            return False
+        from tools.ignore import is_ignored
+
+        return is_ignored(frames, (*parts, name), True)
 
     def _allowed(self, prefix: str, names: list[str]) -> list[str]:
         hook = self.ctx.authorize_path
@@ -179,21 +268,3 @@ class Walker:
         kept = [n for n in names if ask(hook, prefix + n, Access.READ)]
         self.report.withheld += len(names) - len(kept)
         return kept
-
-    def _descend(
-        self,
-        parts: tuple[str, ...],
-        name: str,
-        frames: list[IgnoreFrame],
-        keep_excluded: bool,
-        prefix: str,
-    ) -> bool:
-        child = (*parts, name)
-        if (
-            not keep_excluded
-            and name not in self.allow_names
-            and (name in EXCLUDED_DIRS or (frames and is_ignored(frames, child, True)))
-        ):
-            self.report.skip(prefix + name)
-            return False
-        return self.prune is None or not self.prune(child[len(self.start.parts) :])
