@@ -11,8 +11,7 @@ never produces a line of its own.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 LONG_LINE = 8 * 1024
@@ -23,18 +22,19 @@ BATCH_BYTES = 1 << 20
 # byte; for short literals RE2's memchr wins (measured on the bench tree).
 LONG_LITERAL = 8
 
-Context = Sequence[tuple[int, str]]
-Hit = tuple[str, int, str, Context, Context]
-NONE: tuple[Context, Context] = ((), ())
+Context = list[list[Any]]  # [[line number, text], ...]
+Hit = dict[str, Any]  # {"path", "line", "text"[, "before", "after"]}: the result's own dict
 
 
-@dataclass(slots=True)
 class Tally:
-    files: int = 0
-    matched_files: int = 0
-    binary: int = 0
-    long_lines: int = 0
-    unreadable: int = 0
+    __slots__ = ("binary", "files", "long_lines", "matched_files", "unreadable")
+
+    def __init__(self) -> None:
+        self.files = 0
+        self.matched_files = 0
+        self.binary = 0
+        self.long_lines = 0
+        self.unreadable = 0
 
     def add(self, other: Tally) -> None:
         self.files += other.files
@@ -44,11 +44,15 @@ class Tally:
         self.unreadable += other.unreadable
 
 
-@dataclass(slots=True)
 class Batch:
-    paths: list[str] = field(default_factory=list)
-    chunks: list[bytes] = field(default_factory=list)
-    size: int = 0
+    """Files read for one scan (with a literal, usually only those holding it)."""
+
+    __slots__ = ("chunks", "paths", "size")
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+        self.chunks: list[bytes] = []
+        self.size = 0
 
     def add(self, path: str, data: bytes) -> None:
         self.paths.append(path)
@@ -60,13 +64,15 @@ def _line(data: bytes, start: int, end: int) -> str:
     return data[start:end].decode("utf-8", "replace").rstrip("\r")
 
 
-@dataclass(slots=True)
 class Layout:
     """Where each file of a batch sits in the joined buffer."""
 
-    starts: list[int]
-    ends: list[int]
-    skip: set[int]
+    __slots__ = ("ends", "skip", "starts")
+
+    def __init__(self, starts: list[int], ends: list[int], skip: set[int]) -> None:
+        self.starts = starts
+        self.ends = ends
+        self.skip = skip
 
     @classmethod
     def of(cls, chunks: list[bytes], data: bytes, tally: Tally) -> Layout:
@@ -96,6 +102,12 @@ def _finder(literal: bytes) -> Callable[[object, bytes, int, int], tuple[tuple[i
     return find
 
 
+def _contains(literal: bytes, find: Any, anchor: object) -> Callable[[bytes], bool]:
+    if len(literal) >= LONG_LITERAL:
+        return lambda data: literal in data
+    return lambda data: find(anchor, data, 0, len(data))[0][0] >= 0
+
+
 class ContentMatcher:
     """Holds only immutable state, so worker threads can share one."""
 
@@ -116,81 +128,113 @@ class ContentMatcher:
             options.literal = True
             options.never_capture = True
             self.find = re2.compile(literal, options)._regexp.Match
+        # ``contains(data)``: whether a file holds the literal (checked as it is read,
+        # while its bytes are still in cache), or None without a literal.
+        self.contains: Callable[[bytes], bool] | None = None
+        if literal is not None:
+            self.contains = _contains(literal, self.find, self.anchor)
 
-    def search(self, batch: Batch, limit: int) -> tuple[list[Hit], Tally]:
-        """Matching lines of one batch, in order, at most ``limit``."""
+    def search(self, batch: Batch, limit: int) -> tuple[list[Hit], Tally, int]:
+        """Matching lines of one batch, in order, at most ``limit``, and the output
+        size they account for. Each hit is the result's own dict (no second copy)."""
         tally = Tally()
         chunks, paths = batch.chunks, batch.paths
         find, match, anchor = self.find, self.match, self.anchor
-        if self.literal and len(chunks) > 1:  # keep only files holding the literal
-            keep = [
-                i for i, chunk in enumerate(chunks) if find(anchor, chunk, 0, len(chunk))[0][0] >= 0
-            ]
-            if len(keep) < len(chunks):
-                chunks, paths = [chunks[i] for i in keep], [paths[i] for i in keep]
         if not chunks:
-            return [], tally
+            return [], tally, 0
         data = chunks[0] if len(chunks) == 1 else b"\n".join(chunks)
         size = len(data)
-        if find(anchor, data, 0, size)[0][0] < 0:
-            return [], tally
+        first, last = find(anchor, data, 0, size)[0]
+        if first < 0:
+            return [], tally, 0
         layout = Layout.of(chunks, data, tally)
         starts, ends, skip = layout.starts, layout.ends, layout.skip
         trusted = self.exact or not self.literal  # the span found is a real match
+        context = self.context
+        crlf = data.find(b"\r") >= 0
+        rfind, nextline, count = data.rfind, data.find, data.count
         hits: list[Hit] = []
-        k = lo = hi = counted = pos = 0
-        number, fresh = 1, False
-        while pos <= size and len(hits) < limit:
-            first, last = find(anchor, data, pos, size)[0]
-            if first < 0:
-                break
+        add = hits.append
+        out = found = k = lo = hi = counted = 0
+        number, fresh, path, cost = 1, False, "", 0
+        while True:
             if not lo <= first < hi:  # entered another file
                 k = bisect_right(starts, first) - 1
                 lo, hi = starts[k], ends[k]
                 number, counted, fresh = 1, lo, True
                 if first >= hi or k in skip:  # the separator's own line, or binary
-                    pos = hi + 1
+                    if hi + 1 > size:
+                        break
+                    first, last = find(anchor, data, hi + 1, size)[0]
+                    if first < 0:
+                        break
                     continue
-            newline = data.rfind(b"\n", lo, first)
-            start = lo if newline < 0 else newline + 1
-            end = data.find(b"\n", first, hi)
-            end = hi if end < 0 else end
-            pos = end + 1
+                path = paths[k]
+                cost = len(path) + 12
+            start = rfind(b"\n", lo, first) + 1 or lo
+            end = nextline(b"\n", first, hi)
+            if end < 0:
+                end = hi
             if end - start > LONG_LINE:
                 tally.long_lines += 1
-                continue
-            if not ((trusted and last <= end) or match(anchor, data, start, end)[0][0] >= 0):
-                continue
-            number += data.count(b"\n", counted, start)
-            counted = start
-            if fresh:
-                tally.matched_files += 1
-                fresh = False
-            text = data[start:end].decode("utf-8", "replace").rstrip("\r")
-            before, after = self.around(data, start, end, number, lo, hi) if self.context else NONE
-            hits.append((paths[k], number, text, before, after))
-        return hits, tally
+            elif (trusted and last <= end) or match(anchor, data, start, end)[0][0] >= 0:
+                number += count(b"\n", counted, start)
+                counted = start
+                if fresh:
+                    tally.matched_files += 1
+                    fresh = False
+                text = data[start:end].decode("utf-8", "replace")
+                if crlf:
+                    text = text.rstrip("\r")
+                out += cost + len(text)
+                if context:
+                    before, after = self.around(data, start, end, number, lo, hi)
+                    if before or after:
+                        out += sum(len(t) + 8 for _, t in before)
+                        out += sum(len(t) + 8 for _, t in after)
+                        add(
+                            {
+                                "path": path,
+                                "line": number,
+                                "text": text,
+                                "before": before,
+                                "after": after,
+                            }
+                        )
+                    else:
+                        add({"path": path, "line": number, "text": text})
+                else:
+                    add({"path": path, "line": number, "text": text})
+                found += 1
+                if found >= limit:
+                    break
+            if end + 1 > size:
+                break
+            first, last = find(anchor, data, end + 1, size)[0]
+            if first < 0:
+                break
+        return hits, tally, out
 
     def around(
         self, data: bytes, start: int, end: int, number: int, lo: int, hi: int
     ) -> tuple[Context, Context]:
-        before: list[tuple[int, str]] = []
+        before: Context = []
         pos = start
         for n in range(1, self.context + 1):
             if pos <= lo:
                 break
             prev = data.rfind(b"\n", lo, pos - 1) + 1
             prev = max(prev, lo)
-            before.append((number - n, _line(data, prev, pos - 1)[:LONG_LINE]))
+            before.append([number - n, _line(data, prev, pos - 1)[:LONG_LINE]])
             pos = prev
         before.reverse()
-        after: list[tuple[int, str]] = []
+        after: Context = []
         pos = end + 1
         for n in range(1, self.context + 1):
             if pos >= hi:
                 break
             nxt = data.find(b"\n", pos, hi)
             nxt = hi if nxt < 0 else nxt
-            after.append((number + n, _line(data, pos, nxt)[:LONG_LINE]))
+            after.append([number + n, _line(data, pos, nxt)[:LONG_LINE]])
             pos = nxt + 1
         return before, after
