@@ -252,3 +252,83 @@ async def test_search_long_literal_paths(call, root):
     assert [(m["path"], m["line"]) for m in regex.data["matches"]] == [("a.py", 2), ("b.py", 1)]
     short = await call("search_files", pattern=r"connection_pool_x$")
     assert [(m["path"], m["line"]) for m in short.data["matches"]] == [("a.py", 3)]
+
+
+def test_glob_suffix_fast_path_agrees_with_the_pattern():
+    from tools.glob import literal_suffix, segment_regex
+
+    assert literal_suffix(segment_regex("*.py")) == ".py"
+    assert literal_suffix(segment_regex("*")) == ""
+    assert literal_suffix(segment_regex("*.tar.gz")) == ".tar.gz"
+    assert literal_suffix(segment_regex("*[")) == "["
+    for not_suffix in ("*.py*", "a*.py", "*.p?", "*.[ch]", "x"):
+        assert literal_suffix(segment_regex(not_suffix)) is None, not_suffix
+
+
+async def test_glob_mixed_alternatives_and_name_dependent_states(call, root):
+    touch(root, ".hidden.py", mtime=1000)
+    touch(root, "a.py", mtime=2000)
+    touch(root, "a.pyc", mtime=3000)
+    touch(root, "src/x/b.py", mtime=4000)
+    touch(root, "src/x/b.txt", mtime=5000)
+    touch(root, "src/y/c.md", mtime=6000)
+    touch(root, "lib/x/d.py", mtime=7000)
+    touch(root, "x.py/e.py", mtime=8000)  # a directory named like a match
+    result = await call("glob", pattern="{**/*.py,src/*/b.t?t,src/y/c.md}")
+    assert result.data["files"] == [
+        "x.py/e.py",
+        "lib/x/d.py",
+        "src/y/c.md",
+        "src/x/b.txt",
+        "src/x/b.py",
+        "a.py",
+        ".hidden.py",
+    ]
+    nested = await call("glob", pattern="*/x/*")
+    assert nested.data["files"] == ["lib/x/d.py", "src/x/b.txt", "src/x/b.py"]
+    star = await call("glob", pattern="src/**")
+    assert star.data["files"] == ["src/y/c.md", "src/x/b.txt", "src/x/b.py"]
+
+
+def test_abandoned_walk_closes_its_descriptors(ctx, root):
+    from tools.limits import Budget
+    from tools.walk import Walker
+
+    for i in range(3):
+        touch(root, f"d{i}/e/f.txt")
+    fds_before = len(os.listdir("/proc/self/fd"))
+    for stop_after in range(1, 8):
+        walk = Walker(ctx, ctx.workspace.parse("."), Budget(ctx.limits)).directories()
+        for n, _ in enumerate(walk, 1):
+            if n == stop_after:
+                break
+        walk.close()
+    assert len(os.listdir("/proc/self/fd")) == fds_before
+
+
+async def test_search_literal_probe_gives_way_on_dense_trees(call, root):
+    """Per-file literal checks stop once most files hold the literal; results stay
+    the same, in order, with line numbers and the output accounting intact."""
+    from tools.search import PROBE_FILES
+
+    count = PROBE_FILES + 60
+    for i in range(count):
+        body = "x\n" * (i % 7) + ("Error here\n" if i % 5 else "nothing\n") + "tail Error\n"
+        touch(root, f"d{i // 100}/f{i:04}.txt", body)
+    result = await call("search_files", pattern=r"\w*Error\b", max_results=10_000)
+    rows = [(m["path"], m["line"]) for m in result.data["matches"]]
+    expected = []
+    for i in range(count):
+        path = f"d{i // 100}/f{i:04}.txt"
+        if i % 5:
+            expected.append((path, i % 7 + 1))
+        expected.append((path, i % 7 + 2))
+    assert rows == expected
+    assert result.data["files_matched"] == count and result.data["coverage"]["complete"]
+    literal = await call("search_files", pattern="Error here", literal=True, max_results=10_000)
+    assert len(literal.data["matches"]) == sum(1 for i in range(count) if i % 5)
+    few = await call(
+        "search_files", pattern="Error", max_results=10_000, limits=Limits(max_output_bytes=400)
+    )
+    assert 0 < len(few.data["matches"]) < 20
+    assert any("output limit" in r for r in few.data["coverage"]["reasons"])
