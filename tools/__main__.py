@@ -42,19 +42,23 @@ def main(argv: list[str]) -> int:
         return 2
     with workspace:
         result = run_tool_sync(argv[0], args, ToolContext(workspace, limits))
-    # check_circular=False: a result is a tree by construction, and skipping the
-    # per-container cycle bookkeeping makes a 100k-match dump ~20% faster.
-    out = (
-        result.model_text()
-        if text
-        else json.dumps(result.to_dict(), separators=(",", ":"), check_circular=False)
-    )
-    sys.stdout.write(out + "\n")
+    if text:
+        sys.stdout.write(result.model_text() + "\n")
+    else:
+        # check_circular=False: a result is a tree by construction, and skipping the
+        # per-container cycle bookkeeping makes a 100k-match dump ~20% faster. The JSON
+        # is ASCII (ensure_ascii), so its bytes go straight to the binary stream: no
+        # copy to append the newline, no text-layer encode (~30 ms on a 17 MB result).
+        out = json.dumps(result.to_dict(), separators=(",", ":"), check_circular=False)
+        sys.stdout.flush()
+        sys.stdout.buffer.write(out.encode("ascii"))
+        sys.stdout.buffer.write(b"\n")
     return 0 if result.ok else 1
 
 
 if __name__ == "__main__":
     code = main(sys.argv[1:])
     sys.stdout.flush()
+    sys.stdout.buffer.flush()
     # Nothing is left to clean up; skip tearing down a large result object by object.
     os._exit(code)
