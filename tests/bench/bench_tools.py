@@ -309,6 +309,35 @@ def bench_glob(root: Path, bins: dict[str, str | None], runs: int, sink: Path) -
     return [f"glob {GLOB:<14} {compare(commands, 'files', ('fd', 1.5), root, runs, sink)}"]
 
 
+def install_note() -> str:
+    """How this interpreter finds the package, and what starting it costs: every
+    tool row pays the start once per run (rg, fd and find pay almost nothing)."""
+    probe = "import sys; print(any(m.startswith('__editable__') for m in sys.modules))"
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    kind = (
+        "an editable install's import finder loads with site (~14 ms per process)"
+        if loaded == "True"
+        else "no editable-install finder at start-up"
+    )
+    starts = {}
+    for label, argv in {
+        "site": [sys.executable, "-c", "pass"],
+        "no site": [sys.executable, "-S", "-c", "pass"],
+    }.items():
+        times = []
+        for _ in range(7):
+            started = time.perf_counter()
+            subprocess.run(argv, check=False)
+            times.append(time.perf_counter() - started)
+        starts[label] = statistics.median(times)
+    return (
+        f"{kind}; interpreter start {starts['site'] * 1e3:.0f} ms with site, "
+        f"{starts['no site'] * 1e3:.0f} ms without (included in every tools time below)"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     default = os.environ.get("BASTION_BENCH_DIR") or str(REPO / "bench-data")
@@ -324,6 +353,7 @@ def main() -> int:
     env_note = f"python {sys.version.split()[0]}, {os.cpu_count()} cpu(s), runs={opts.runs}"
     print(f"tree: {root} ({SPEC}); {env_note}")
     print("tools run with --limits unbounded and max_results=1e9; output to a file for all")
+    print(install_note())
     with tempfile.TemporaryDirectory() as tmp:
         sink = Path(tmp) / "out"
         os.environ["PYTHONPATH"] = str(REPO)
