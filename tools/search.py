@@ -1,8 +1,15 @@
 """search_files: RE2 regex or literal search over the workspace, bounded.
 
-The calling thread walks and reads; batches of file contents go to a worker
-thread (two on a multi-core machine) whose RE2 scans run without the GIL.
-Results are merged back in walk order, so the output is deterministic.
+The calling thread walks and reads. With a required literal, each file is
+checked for it as it is read (while most files turn out not to hold it) and the
+scan runs inline; without one, batches go to one worker thread whose RE2 scans
+run without the GIL. Results are merged back in walk order, so the matches are
+deterministic.
+
+Measured on 2 cores and kept out: a second thread reading or matching (any
+split of the per-file or per-hit Python work between two threads was 30-80%
+slower: the GIL changes hands at every syscall), and reading into recycled
+buffers with readv instead of a bytes object per file (no gain end to end).
 """
 
 from __future__ import annotations
