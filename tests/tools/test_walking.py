@@ -332,3 +332,22 @@ async def test_search_literal_probe_gives_way_on_dense_trees(call, root):
     )
     assert 0 < len(few.data["matches"]) < 20
     assert any("output limit" in r for r in few.data["coverage"]["reasons"])
+
+
+async def test_search_worker_errors_surface_and_the_thread_ends(call, root, monkeypatch):
+    import threading
+
+    from tools.scan import ContentMatcher
+
+    for i in range(3):
+        touch(root, f"f{i}.txt", "abc\n")
+    ok = await call("search_files", pattern="[a-c]{3}")  # no literal: the worker path
+    assert [m["path"] for m in ok.data["matches"]] == ["f0.txt", "f1.txt", "f2.txt"]
+
+    def broken(self, batch, limit):
+        raise RuntimeError("scan failed")
+
+    monkeypatch.setattr(ContentMatcher, "search", broken)
+    result = await call("search_files", pattern="[a-c]{3}")
+    assert code(result) == "INTERNAL"
+    assert not [t for t in threading.enumerate() if t.name == "search"]
