@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from runtime.approvals import ApprovalMode, Decision, decide, refusal_text
 from runtime.context import build_messages
-from runtime.events import AttemptReset, Event, ReasoningDelta, TextDelta
+from runtime.events import AttemptReset, Event, ReasoningDelta, TextDelta, ToolOutputDelta
 from runtime.ids import uuid7
 from runtime.providers.base import (
     ModelRequest,
@@ -444,7 +444,25 @@ class RunExecutor:
                 f"REFUSED INVALID_ARGUMENT: no tools are available here "
                 f"(asked for {call.name}).\nhint: answer without tools.",
             )
-        return await self.deps.toolbox.run(call.name, call.arguments)
+        live = self.deps.live
+
+        def output(text: str) -> None:
+            self.deps.publish(
+                ToolOutputDelta(
+                    self.conversation_id, call.run_id, live.epoch, self._next_seq(), call.id, text
+                )
+            )
+
+        try:
+            return await self.deps.toolbox.run(call.name, call.arguments, on_output=output)
+        except Exception as exc:  # a tool's failure is that call's, never the run's
+            log.warning("tool %s raised", call.name, exc_info=True)
+            return ToolOutcome(
+                False,
+                f"REFUSED INTERNAL: {call.name} failed unexpectedly ({type(exc).__name__}).\n"
+                "hint: try again once; if it fails again, take another approach.",
+                {"refusal": {"code": "INTERNAL", "message": type(exc).__name__}},
+            )
 
     async def _commit_result(
         self, call: ToolCallRecord, state: ToolCallState, outcome: ToolOutcome

@@ -7,7 +7,8 @@ the reverse). Tests may pass any object with the same shape.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -34,7 +35,9 @@ class Toolbox(Protocol):
 
     def info(self, name: str) -> ToolInfo | None: ...
 
-    async def run(self, name: str, arguments: str) -> ToolOutcome: ...
+    async def run(
+        self, name: str, arguments: str, on_output: Callable[[str], None] | None = None
+    ) -> ToolOutcome: ...
 
     def close(self) -> None: ...
 
@@ -82,7 +85,9 @@ class WorkspaceToolbox:
         tool = self._tools.TOOLS.get(name)
         return None if tool is None else ToolInfo(tool.read_only, tool.replay_safe)
 
-    async def run(self, name: str, arguments: str) -> ToolOutcome:
+    async def run(
+        self, name: str, arguments: str, on_output: Callable[[str], None] | None = None
+    ) -> ToolOutcome:
         if name not in self._tools.TOOLS:
             return unknown_tool(name, list(self._tools.TOOLS))
         try:
@@ -91,7 +96,8 @@ class WorkspaceToolbox:
             return invalid_arguments(name, str(exc))
         if not isinstance(args, dict):
             return invalid_arguments(name, f"got {type(args).__name__}")
-        result = await self._tools.run_tool(name, args, self._ctx)
+        ctx = self._ctx if on_output is None else replace(self._ctx, on_output=on_output)
+        result = await self._tools.run_tool(name, args, ctx)
         images = tuple(
             {"media_type": i.media_type, "data": i.data, "width": i.width, "height": i.height}
             for i in result.images

@@ -39,6 +39,7 @@ class StreamCursor:
 
 
 _EMPTY: MappingProxyType[str, Any] = MappingProxyType({})
+TOOL_OUTPUT_TAIL = 16_384  # characters of a running command's output a view keeps
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,12 +178,10 @@ def _reduce_transient(view: ConversationView, event: Any) -> ConversationView:
                 reasoning=_with(view.reasoning, entry_id, view.reasoning.get(entry_id, "") + text),
             )
         case ToolOutputDelta(tool_call_id=call_id, text=text):
-            return replace(
-                view,
-                tool_output=_with(
-                    view.tool_output, call_id, view.tool_output.get(call_id, "") + text
-                ),
-            )
+            # A live preview: only the newest TOOL_OUTPUT_TAIL characters are kept; the
+            # whole (bounded) output arrives with the tool's result.
+            tail = (view.tool_output.get(call_id, "") + text)[-TOOL_OUTPUT_TAIL:]
+            return replace(view, tool_output=_with(view.tool_output, call_id, tail))
         case AttemptReset(entry_id=entry_id):
             entry = view.entry(entry_id)
             if entry is None:

@@ -12,6 +12,7 @@ another tool never pays for it.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import os
 import signal
@@ -197,9 +198,15 @@ def spawn_options(dir_fd: int) -> dict[str, Any]:
 
 
 async def pump(stream: asyncio.StreamReader, sink: Sink) -> None:
+    live = sink.ctx.on_output
+    decoder = codecs.getincrementaldecoder("utf-8")("replace") if live else None
     while chunk := await stream.read(1 << 16):
         sink.feed(chunk)
         sink.write(chunk)
+        if live is not None and decoder is not None:
+            text = decoder.decode(chunk)
+            if text:
+                live(text)
 
 
 async def supervise(proc: asyncio.subprocess.Process, sink: Sink, timeout_s: float) -> bool:

@@ -26,10 +26,13 @@ AuthorizePath = Callable[[str, Access], bool]
 @dataclass(frozen=True, slots=True)
 class ToolContext:
     """``authorize_path(path, access)`` is the host hook; the default write policy
-    (never inside ``.git/`` or ``.bastion/``) applies in addition to it."""
+    (never inside ``.git/`` or ``.bastion/``) applies in addition to it.
+    ``on_output(text)``, when given, receives a running command's output as it
+    arrives (for a live view); the result still carries the bounded whole."""
 
     workspace: Workspace
     limits: Limits = field(default_factory=Limits)
     authorize_path: AuthorizePath | None = None
     artifacts_dir: pathlib.Path | None = None
     env: Mapping[str, str] | None = None
+    on_output: Callable[[str], None] | None = None

@@ -36,8 +36,11 @@ class RecordingToolbox:
             "run_command": ToolInfo(False, False),
         }.get(name)
 
-    async def run(self, name: str, arguments: str) -> ToolOutcome:
+    async def run(self, name: str, arguments: str, on_output: Any = None) -> ToolOutcome:
         self.calls.append((name, json.loads(arguments)))
+        if on_output is not None and name == "run_command":
+            on_output("line one\n")
+            on_output("line two\n")
         if self.gate is not None:
             await self.gate.wait()
         return ToolOutcome(True, f"{name} ok", {"name": name})

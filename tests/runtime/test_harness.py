@@ -298,3 +298,43 @@ async def test_interrupt_during_a_slow_checkpoint_never_duplicates_text(tmp_path
             assert answer.status == "interrupted"
             assert text.startswith(answer.text), answer.text[:80]
         await harness.close()
+
+
+async def test_command_output_streams_as_transient_deltas(tmp_path):
+    from runtime import reduce
+    from runtime.events import ToolOutputDelta
+
+    toolbox = RecordingToolbox()
+    harness, conv, _ = await start(
+        tmp_path, [tool_turn("run_command", {"command": "make"}), ScriptedTurn(text="built")],
+        toolbox=toolbox, approval="full-auto",
+    )  # fmt: skip
+    view = await harness.snapshot(conv.id)
+    sub = harness.subscribe(conv.id)
+    item = await harness.submit(conv.id, "build it")
+    await harness.wait(item.id, conv.id)
+    events = sub.pending()
+    outputs = [e for e in events if isinstance(e, ToolOutputDelta)]
+    assert [e.text for e in outputs] == ["line one\n", "line two\n"]
+    for event in events:
+        view = reduce(view, event)
+    assert not view.resync_required
+    assert view.tool_output["call_1"] == "line one\nline two\n"
+    await harness.close()
+
+
+async def test_a_tool_that_raises_fails_only_its_call(tmp_path):
+    class Broken(RecordingToolbox):
+        async def run(self, name, arguments, on_output=None):
+            raise RuntimeError("disk on fire at /home/someone/secret")
+
+    harness, conv, provider = await start(
+        tmp_path, [tool_turn("read_file", {"path": "x"}), ScriptedTurn(text="recovered")],
+        toolbox=Broken(),
+    )  # fmt: skip
+    item = await harness.submit(conv.id, "read")
+    run = await harness.wait(item.id, conv.id)
+    assert run.state == "completed"
+    told = provider.requests[1].messages[-1].content
+    assert "REFUSED INTERNAL" in told and "RuntimeError" in told and "/home" not in told
+    await harness.close()

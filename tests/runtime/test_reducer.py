@@ -142,3 +142,17 @@ def test_view_from_snapshot_is_pure_data():
     conv = Conversation("c", "", "/", {}, 0.0, 0.0, version=3)
     view = view_from_snapshot(Snapshot(conv, (), (), (), ()))
     assert view.version == 3 and not view.resync_required
+
+
+def test_tool_output_keeps_only_a_bounded_tail():
+    from runtime.events import ToolOutputDelta
+    from runtime.records import Conversation
+    from runtime.store import Snapshot
+    from runtime.views import TOOL_OUTPUT_TAIL
+
+    view = view_from_snapshot(Snapshot(Conversation("c", "", "/", {}, 0.0, 0.0), (), (), (), ()))
+    for seq in range(1, 101):
+        view = reduce(view, ToolOutputDelta("c", "r", 1, seq, "t", f"{seq:05d}" + "x" * 995))
+    kept = view.tool_output["t"]
+    assert len(kept) == TOOL_OUTPUT_TAIL and kept.endswith("x" * 995)
+    assert not view.resync_required

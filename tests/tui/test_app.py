@@ -402,3 +402,39 @@ async def test_quitting_during_a_run_ends_it_as_interrupted(tmp_path):
         assert snap.entries[-1].status == EntryStatus.INTERRUPTED
     finally:
         await harness.close()
+
+
+async def test_a_running_command_shows_its_newest_output_lines(tmp_path):
+    from tests.runtime.helpers import RecordingToolbox
+
+    class Compiling(RecordingToolbox):
+        async def run(self, name, arguments, on_output=None):
+            self.calls.append((name, json.loads(arguments)))
+            for i in range(1, 7):
+                on_output(f"compiling unit {i}\n")
+            await self.gate.wait()
+            return await super().run(name, arguments)
+
+    toolbox = Compiling(gate=asyncio.Event())
+    turns = [
+        ScriptedTurn(tool_calls=(ToolCall("call_1", "run_command", '{"command": "make"}'),)),
+        ScriptedTurn(text="Built."),
+    ]
+    harness, conv_id = await open_driven(
+        tmp_path, ScriptedProvider(turns), toolbox, approval_mode="full-auto"
+    )
+    app = BastionApp(harness, conv_id, first_prompt="build")
+
+    def line() -> str:
+        found = list(app.query(ToolCallLine))
+        return str(found[0].render()) if found else ""
+
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: "unit 6" in line(), pilot)
+        shown = line()
+        assert "compiling unit 3" in shown and "compiling unit 2" not in shown  # the last four
+        toolbox.gate.set()
+        await wait_for(lambda: run_settled(app), pilot)
+        done = line()
+        assert "compiling unit" not in done and "run_command ok" in done
+    await harness.close()

@@ -108,16 +108,21 @@ class ToolCallLine(Static):
         self.call = call
         self.drawn: tuple[object, ...] | None = None
 
-    def show(self, record: ToolCallRecord | None, result: Entry | None) -> None:
-        key = (record, result)
+    def show(
+        self, record: ToolCallRecord | None, result: Entry | None, output: str | None = None
+    ) -> None:
+        key = (record, result, output)
         if self.drawn is not None and all(a is b for a, b in zip(key, self.drawn, strict=True)):
             return
         self.drawn = key
-        self.update(self.render_markup(self.call, record, result))
+        self.update(self.render_markup(self.call, record, result, output))
 
     @staticmethod
     def render_markup(
-        call: dict[str, str], record: ToolCallRecord | None, result: Entry | None
+        call: dict[str, str],
+        record: ToolCallRecord | None,
+        result: Entry | None,
+        output: str | None = None,
     ) -> str:
         glyph, note = _call_state(record, result)
         args = escape(arguments_preview(call.get("arguments", "{}"), limit=160))
@@ -125,7 +130,18 @@ class ToolCallLine(Static):
         if result is not None and result.text.strip():
             tone = "$foreground-muted" if result.data.get("ok", True) else "$error"
             note = f"[{tone}]{escape(first_line(result.text))}[/]"
+        elif output and record is not None and record.state == ToolCallState.RUNNING:
+            note = _output_tail(output)
         return f"{head}\n  [$foreground-muted]└[/] {note}" if note else head
+
+
+LIVE_LINES = 4  # lines of a running command's output shown under its call
+
+
+def _output_tail(output: str) -> str:
+    """The newest lines of a running command's output, dim, for the line under its call."""
+    lines = [line for line in output.splitlines() if line.strip()][-LIVE_LINES:]
+    return "\n    ".join(f"[$foreground-muted]{escape(line)}[/]" for line in lines)
 
 
 def _call_state(record: ToolCallRecord | None, result: Entry | None) -> tuple[str, str]:
@@ -235,7 +251,7 @@ class AssistantEntry(Vertical):
             result = (
                 view.entry(record.result_entry_id) if record and record.result_entry_id else None
             )
-            line.show(record, result)
+            line.show(record, result, view.tool_output.get(call["id"]))
 
     def _show_marker(self, entry: Entry, view: ConversationView) -> None:
         """Under the text: `thinking…` before the first token, or how the turn ended badly."""
@@ -294,6 +310,7 @@ class Transcript(VerticalScroll):
         # What the widgets were last given, by id: records are immutable values and the
         # reducer keeps unchanged ones as the same objects, so `is` finds what changed.
         self._seen: dict[str, object] = {}
+        self._seen_output: dict[str, str] = {}  # call id -> the live output last drawn
 
     def on_resize(self, event: events.Resize) -> None:
         # Anchor (stick to the bottom) only once there is more than a screenful: an
@@ -326,6 +343,10 @@ class Transcript(VerticalScroll):
                 if call is not None:
                     dirty.add(call.entry_id)
         dirty.update(c.entry_id for c in self._changed(view.tool_calls))
+        for call_id, output in view.tool_output.items():
+            if self._seen_output.get(call_id) is not output and call_id in calls:
+                self._seen_output[call_id] = output
+                dirty.add(calls[call_id].entry_id)
         runs = {r.id for r in self._changed(view.runs)}
         if runs:
             dirty.update(

@@ -1,0 +1,31 @@
+"""run_command's live output: the host sees what the command prints while it runs."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+
+async def test_output_arrives_while_the_command_runs(call, ctx):
+    seen: list[str] = []
+    live = replace(ctx, on_output=seen.append)
+    result = await call(
+        "run_command", tool_ctx=live,
+        command="echo first; sleep 0.3; printf 'h\\xc3'; sleep 0.1; printf '\\xa9llo\\n'",
+    )  # fmt: skip
+    assert result.ok
+    assert "".join(seen) == result.data["output"] == "first\nhéllo\n"
+    assert len(seen) >= 2  # "first" came before the command ended
+    assert seen[0] == "first\n"
+
+
+async def test_live_output_of_a_huge_command_is_all_delivered(call, ctx):
+    total = 0
+
+    def count(text: str) -> None:
+        nonlocal total
+        total += len(text)
+
+    live = replace(ctx, on_output=count)
+    result = await call("run_command", tool_ctx=live, command="yes abcdefghi | head -c 3000000")
+    assert result.ok and result.data["truncated"] is True
+    assert total == 3_000_000 == result.data["output_bytes"]
