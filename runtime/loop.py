@@ -411,6 +411,9 @@ class RunExecutor:
             )
             await self._commit_result(call, ToolCallState.INTERRUPTED, outcome)
             return run
+        if call.approval == Approval.PENDING and not self.deps.interactive:
+            # Asked for by an interactive session that stopped; this one cannot ask.
+            call = call.but(approval=Approval.DENIED, updated_at=_now())
         while call.approval == Approval.PENDING:
             if run.state != RunState.AWAITING_APPROVAL:
                 run = await self.set_run(run, state=RunState.AWAITING_APPROVAL)

@@ -109,3 +109,32 @@ async def test_queued_follow_ups_run_in_order_after_restart(tmp_path):
     texts = [(e.kind, e.status) for e in snap.entries if e.kind == "assistant"]
     assert texts[0] == ("assistant", "interrupted")
     await b.close()
+
+
+async def test_a_non_interactive_resume_refuses_a_pending_approval(tmp_path):
+    """An approval asked in the app, then `bastion -p --resume`: print mode cannot ask,
+    so the call is refused (the model is told why) and the run finishes."""
+    toolbox = RecordingToolbox()
+    provider = ScriptedProvider(
+        [ScriptedTurn(tool_calls=(ToolCall("call_1", "run_command", '{"command": "ls"}'),))]
+    )
+    a = await open_harness(tmp_path, provider, toolbox)
+    conv = await a.create_conversation(str(tmp_path), settings={"model": "s/m"})
+    await a.drive(conv.id)
+    item = await a.submit(conv.id, "list")
+    for _ in range(200):
+        snap = await a.store.snapshot(conv.id)
+        if snap.runs[-1].state == "awaiting_approval":
+            break
+        await asyncio.sleep(0.01)
+    await a.close()
+
+    provider_b = ScriptedProvider([ScriptedTurn(text="could not run it")])
+    b = await open_harness(tmp_path, provider_b, toolbox)
+    await b.drive(conv.id, interactive=False)
+    run = await asyncio.wait_for(b.wait(item.id, conv.id), timeout=10)
+    assert run.state == "completed" and toolbox.calls == []
+    assert "cannot ask" in provider_b.requests[0].messages[-1].content
+    snap = await b.store.snapshot(conv.id)
+    assert snap.tool_calls[0].state == "denied"
+    await b.close()
