@@ -233,24 +233,28 @@ class Walker:
         files.sort()
         if not subdirs:
             return files, subdirs, None, pushed
-        subdirs.sort()
         kept: list[str] = []
-        step, prune, allow = self.step, self.prune, self.allow_names
-        states: list[Any] | None = [] if step is not None else None
+        prune, allow = self.prune, self.allow_names
         base = len(self.start.parts)
-        for name in subdirs:
+        for name in subdirs:  # listing order: skips are reported in it, as always
             if not keep_excluded and name not in allow and self._excluded(parts, name, frames):
                 report.skip(prefix + name)
                 continue
             if prune is not None and prune((*parts, name)[base:]):
                 continue
-            if step is not None:
-                child = step(state, name)
-                if child is None:
-                    continue
-                states.append(child)  # type: ignore[union-attr]
             kept.append(name)
-        return files, kept, states, pushed
+        kept.sort()
+        step = self.step
+        if step is None:
+            return files, kept, None, pushed
+        names: list[str] = []
+        states: list[Any] = []
+        for name in kept:
+            child = step(state, name)
+            if child is not None:
+                names.append(name)
+                states.append(child)
+        return files, names, states, pushed
 
     @staticmethod
     def _excluded(parts: tuple[str, ...], name: str, frames: list[IgnoreFrame]) -> bool:
