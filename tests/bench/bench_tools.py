@@ -10,6 +10,11 @@ regular file (GNU grep and ripgrep stop at the first match when writing to
 /dev/null), and the tool's result bounds raised (``--limits unbounded`` and a
 huge max_results) so it searches and reports the whole tree as rg does.
 
+On a shared machine the medians drift by 10-25% from one run of this script to
+the next (other processes come and go); to judge a change, run the old and new
+code interleaved in one loop and compare minimum CPU times, not two bench runs
+taken minutes apart.
+
 Not collected by pytest: no test functions, and main() only runs as a script.
 """
 
