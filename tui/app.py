@@ -213,20 +213,15 @@ def run(opts: Any) -> int:
 
 async def _main(opts: Any) -> int:
     from tui.cli import EXIT_OK, EXIT_USAGE, error_line
-    from tui.session import open_session
+    from tui.session import start_session
 
     try:
-        session = await open_session(opts)
+        session = await start_session(opts, interactive=True)
     except BastionError as exc:
         error_line(str(exc))
         return EXIT_USAGE
     harness, conv = session.harness, session.conversation
     try:
-        try:
-            await harness.drive(conv.id, interactive=True)
-        except BastionError as exc:
-            error_line(str(exc))
-            return EXIT_USAGE
         app = BastionApp(harness, conv.id, first_prompt=opts.prompt, theme=session.config.theme)
         await app.run_async()
         return app.return_code or EXIT_OK

@@ -295,20 +295,15 @@ async def _main(opts: Any) -> int:
     from prompt_toolkit.history import FileHistory, InMemoryHistory
 
     from tui.cli import EXIT_OK, EXIT_USAGE, error_line
-    from tui.session import open_session
+    from tui.session import start_session
 
     try:
-        session = await open_session(opts)
+        session = await start_session(opts, interactive=True)
     except BastionError as exc:
         error_line(str(exc))
         return EXIT_USAGE
     harness, conv = session.harness, session.conversation
     try:
-        try:
-            await harness.drive(conv.id, interactive=True)
-        except BastionError as exc:
-            error_line(str(exc))
-            return EXIT_USAGE
         try:
             history: Any = FileHistory(str(harness.home / "plain-history"))
         except OSError:

@@ -21,7 +21,7 @@ from runtime.context import arguments_preview
 from runtime.events import AttemptReset, Event, ToolCallUpdated, event_to_dict
 from runtime.records import EntryKind, InboxState, Run, RunState
 from tui.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError, error_line
-from tui.session import Session, open_session
+from tui.session import Session, start_session
 
 STATUS = {
     RunState.COMPLETED: "completed",
@@ -55,19 +55,14 @@ def run(opts: Any) -> int:
 
 async def _main(opts: Any, prompt: str | None) -> int:
     started = time.monotonic()
+    out = Printer(opts.output_format, sys.stdout, sys.stderr)
     try:
-        session = await open_session(opts)
+        session = await start_session(opts, interactive=False, on_refusal=out.refused)
     except BastionError as exc:
         error_line(str(exc))
         return EXIT_USAGE
-    harness, conv = session.harness, session.conversation
-    out = Printer(opts.output_format, sys.stdout, sys.stderr)
+    harness, conv, driver = session.harness, session.conversation, session.driver
     try:
-        try:
-            driver = await harness.drive(conv.id, interactive=False, on_refusal=out.refused)
-        except BastionError as exc:
-            error_line(str(exc))
-            return EXIT_USAGE
         sub = harness.subscribe(conv.id)
         pump = asyncio.create_task(out.pump(sub))
         interrupted = _install_interrupt(harness, conv.id)

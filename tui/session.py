@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from runtime import Harness
 from runtime.config import Config, load_config, model_resolver
+from runtime.driver import Driver
 from runtime.errors import BastionError, UnknownConversation
 from runtime.ids import parse_uuid
 from runtime.loop import LoopSettings
@@ -26,6 +28,7 @@ class Session:
     conversation: Conversation
     config: Config
     created: bool
+    driver: Driver | None = None
 
 
 def toolbox_factory(home: Path) -> Any:
@@ -100,6 +103,25 @@ async def open_session(opts: Any, cwd: str | None = None) -> Session:
     except BaseException:
         await harness.close()
         raise
+
+
+async def start_session(
+    opts: Any, *, interactive: bool, on_refusal: Callable[[str, str], None] | None = None
+) -> Session:
+    """`open_session`, then drive the conversation (take its lease, resume its work).
+
+    Every front end starts this way; on a BastionError nothing is left open and
+    the caller prints the one line and exits 2.
+    """
+    session = await open_session(opts)
+    try:
+        session.driver = await session.harness.drive(
+            session.conversation.id, interactive=interactive, on_refusal=on_refusal
+        )
+    except BaseException:
+        await session.harness.close()
+        raise
+    return session
 
 
 async def _find_conversation(
