@@ -59,3 +59,13 @@ async def open_harness(
         toolbox_factory=(lambda conv: toolbox) if toolbox is not None else None,
         loop_settings=loop,
     )
+
+
+async def until_awaiting_approval(harness: Harness, conversation_id: str) -> Any:
+    """Wait (up to ~4 s) for the newest run to ask for approval; returns the snapshot."""
+    for _ in range(200):
+        snap = await harness.store.snapshot(conversation_id)
+        if snap.runs and snap.runs[-1].state == "awaiting_approval":
+            return snap
+        await asyncio.sleep(0.02)
+    raise AssertionError("the run never asked for approval")

@@ -11,7 +11,7 @@ from runtime import EmptyInput
 from runtime.providers.base import ProviderError, ToolCall, Usage
 from runtime.records import InboxMode
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from tests.runtime.helpers import RecordingToolbox, open_harness
+from tests.runtime.helpers import RecordingToolbox, open_harness, until_awaiting_approval
 
 
 async def start(tmp_path, turns, toolbox=None, approval="ask", interactive=True, **settings):
@@ -190,11 +190,7 @@ async def test_approval_waits_in_the_store_and_runs_when_approved(tmp_path):
         approval="ask",
     )
     item = await harness.submit(conv.id, "list")
-    for _ in range(100):
-        snap = await harness.store.snapshot(conv.id)
-        if snap.runs and snap.runs[-1].state == "awaiting_approval":
-            break
-        await asyncio.sleep(0.02)
+    snap = await until_awaiting_approval(harness, conv.id)
     assert snap.tool_calls[0].approval == "pending" and toolbox.calls == []
     await harness.respond(conv.id, snap.tool_calls[0].id, approve=True)
     run = await harness.wait(item.id, conv.id)

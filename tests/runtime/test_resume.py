@@ -7,7 +7,7 @@ import json
 
 from runtime.providers.base import ToolCall
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from tests.runtime.helpers import RecordingToolbox, open_harness
+from tests.runtime.helpers import RecordingToolbox, open_harness, until_awaiting_approval
 
 
 async def stopped_during_tool(tmp_path, tool: str):
@@ -67,11 +67,7 @@ async def test_pending_approval_survives_a_restart(tmp_path):
     conv = await a.create_conversation(str(tmp_path), settings={"model": "s/m"})
     await a.drive(conv.id)
     item = await a.submit(conv.id, "list")
-    for _ in range(200):
-        snap = await a.store.snapshot(conv.id)
-        if snap.runs[-1].state == "awaiting_approval":
-            break
-        await asyncio.sleep(0.01)
+    await until_awaiting_approval(a, conv.id)
     await a.close()
 
     provider_b = ScriptedProvider([ScriptedTurn(text="listed")])
@@ -122,11 +118,7 @@ async def test_a_non_interactive_resume_refuses_a_pending_approval(tmp_path):
     conv = await a.create_conversation(str(tmp_path), settings={"model": "s/m"})
     await a.drive(conv.id)
     item = await a.submit(conv.id, "list")
-    for _ in range(200):
-        snap = await a.store.snapshot(conv.id)
-        if snap.runs[-1].state == "awaiting_approval":
-            break
-        await asyncio.sleep(0.01)
+    await until_awaiting_approval(a, conv.id)
     await a.close()
 
     provider_b = ScriptedProvider([ScriptedTurn(text="could not run it")])
