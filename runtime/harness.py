@@ -305,7 +305,7 @@ class Harness:
         if not text.strip():
             raise EmptyInput("the prompt is empty", hint="type something for the agent to do")
         async with self.store.write(conversation_id) as tx:
-            found = await self._admitted(tx.db, conversation_id, request_key)
+            found = await tx.inbox_by_key(request_key) if request_key is not None else None
             if found is not None:
                 item = found
             else:
@@ -316,18 +316,6 @@ class Harness:
         if driver is not None:
             driver.wake()
         return item
-
-    @staticmethod
-    async def _admitted(db: Any, conversation_id: str, request_key: str | None) -> InboxItem | None:
-        if request_key is None:
-            return None
-        cur = await db.execute(
-            "SELECT id, conversation_id, mode, text, state, created_at, request_key, run_id, entry_id "
-            "FROM inbox WHERE conversation_id = ? AND request_key = ?",
-            (conversation_id, request_key),
-        )
-        row = await cur.fetchone()
-        return InboxItem(*row) if row else None
 
     @staticmethod
     async def _admit(

@@ -463,13 +463,6 @@ class Store:
             events.append(event_from_dict(data))  # type: ignore[arg-type]
         return events
 
-    async def find_inbox_by_key(self, conversation_id: str, request_key: str) -> InboxItem | None:
-        rows = await self._fetchall(
-            f"SELECT {_INBOX_COLUMNS} FROM inbox WHERE conversation_id = ? AND request_key = ?",
-            (conversation_id, request_key),
-        )
-        return _inbox(rows[0]) if rows else None
-
 
 _SNAPSHOT_QUERIES = (
     f"SELECT {_CONVERSATION_COLUMNS} FROM conversations WHERE id = ?",
@@ -515,6 +508,15 @@ class Tx:
         if row is None:
             raise UnknownConversation(f"no conversation {self.conversation_id}")
         return _conversation(row)
+
+    async def inbox_by_key(self, request_key: str) -> InboxItem | None:
+        """The item admitted under `request_key`, read inside this transaction."""
+        cur = await self.db.execute(
+            f"SELECT {_INBOX_COLUMNS} FROM inbox WHERE conversation_id = ? AND request_key = ?",
+            (self.conversation_id, request_key),
+        )
+        row = await cur.fetchone()
+        return _inbox(row) if row else None
 
     def execute(self, sql: str, params: tuple[Any, ...]) -> None:
         self._statements.append((sql, params))
