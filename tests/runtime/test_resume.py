@@ -58,8 +58,8 @@ async def test_replay_safe_call_is_run_again(tmp_path):
     await b.close()
 
 
-async def test_pending_approval_survives_a_restart(tmp_path):
-    toolbox = RecordingToolbox()
+async def stopped_awaiting_approval(tmp_path, toolbox):
+    """An interactive harness asks to approve `run_command`, then stops before an answer."""
     provider = ScriptedProvider(
         [ScriptedTurn(tool_calls=(ToolCall("call_1", "run_command", '{"command": "ls"}'),))]
     )
@@ -69,6 +69,12 @@ async def test_pending_approval_survives_a_restart(tmp_path):
     item = await a.submit(conv.id, "list")
     await until_awaiting_approval(a, conv.id)
     await a.close()
+    return conv, item
+
+
+async def test_pending_approval_survives_a_restart(tmp_path):
+    toolbox = RecordingToolbox()
+    conv, item = await stopped_awaiting_approval(tmp_path, toolbox)
 
     provider_b = ScriptedProvider([ScriptedTurn(text="listed")])
     b = await open_harness(tmp_path, provider_b, toolbox)
@@ -111,15 +117,7 @@ async def test_a_non_interactive_resume_refuses_a_pending_approval(tmp_path):
     """An approval asked in the app, then `bastion -p --resume`: print mode cannot ask,
     so the call is refused (the model is told why) and the run finishes."""
     toolbox = RecordingToolbox()
-    provider = ScriptedProvider(
-        [ScriptedTurn(tool_calls=(ToolCall("call_1", "run_command", '{"command": "ls"}'),))]
-    )
-    a = await open_harness(tmp_path, provider, toolbox)
-    conv = await a.create_conversation(str(tmp_path), settings={"model": "s/m"})
-    await a.drive(conv.id)
-    item = await a.submit(conv.id, "list")
-    await until_awaiting_approval(a, conv.id)
-    await a.close()
+    conv, item = await stopped_awaiting_approval(tmp_path, toolbox)
 
     provider_b = ScriptedProvider([ScriptedTurn(text="could not run it")])
     b = await open_harness(tmp_path, provider_b, toolbox)
