@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from tools import native
 from tools.context import Access, ToolContext
 from tools.limits import Budget
 from tools.refusal import RefusalCode, Refused
@@ -289,6 +290,25 @@ class Matcher:
         )
 
 
+def _newest_first_keys(walker: Walker, pick: Callable[[State], Pick]) -> list[tuple[int, str]]:
+    """``(-mtime_ns, path)`` of every matching file walked (one gone meanwhile is left out)."""
+    found: list[tuple[int, str]] = []
+    add, lib = found.append, native.NATIVE
+    for fd, _, prefix, files, state in walker.directories():
+        names = pick(state)(files)
+        if lib is not None and names:
+            for name, mtime in zip(names, lib.mtimes(fd, names), strict=True):
+                if mtime is not None:
+                    add((-mtime, prefix + name))
+            continue
+        for name in names:
+            try:
+                add((-os.stat(name, dir_fd=fd, follow_symlinks=False).st_mtime_ns, prefix + name))
+            except OSError:
+                continue
+    return found
+
+
 def glob(ctx: ToolContext, raw_args: dict[str, Any]) -> ToolResult:
     args = GlobArgs.from_dict(raw_args)
     ws = ctx.workspace
@@ -304,14 +324,7 @@ def glob(ctx: ToolContext, raw_args: dict[str, Any]) -> ToolResult:
         step=matcher.step_dir,
         root_state=matcher.root,
     )
-    found: list[tuple[int, str]] = []
-    add, stat_, pick = found.append, os.stat, matcher.pick
-    for fd, _, prefix, files, state in walker.directories():
-        for name in pick(state)(files):
-            try:
-                add((-stat_(name, dir_fd=fd, follow_symlinks=False).st_mtime_ns, prefix + name))
-            except OSError:
-                continue
+    found = _newest_first_keys(walker, matcher.pick)
     walker.report.annotate(budget)
     found.sort()
     total = len(found)

@@ -77,18 +77,23 @@ class Budget:
 
     def take_file(self, size: int) -> bool:
         if self.files >= self.limits.max_files:
-            self.stop(f"file limit ({self.limits.max_files}) reached")
+            self.file_limit_reached()
             return False
         if self.content_bytes + size > self.limits.max_content_bytes:
-            # Skip this file but go on: smaller files may still fit.
-            self.incomplete(
-                f"content limit ({self.limits.max_content_bytes} bytes) reached; "
-                "some files were not searched"
-            )
+            self.content_limit_reached()  # skip this file but go on: smaller ones may fit
             return False
         self.files += 1
         self.content_bytes += size
         return True
+
+    def file_limit_reached(self) -> None:
+        self.stop(f"file limit ({self.limits.max_files}) reached")
+
+    def content_limit_reached(self) -> None:
+        self.incomplete(
+            f"content limit ({self.limits.max_content_bytes} bytes) reached; "
+            "some files were not searched"
+        )
 
     def take_output(self, size: int) -> bool:
         if self.output_bytes + size > self.limits.max_output_bytes:

@@ -14,6 +14,8 @@ from bisect import bisect_right
 from collections.abc import Callable
 from typing import Any
 
+from tools import native
+
 LONG_LINE = 8 * 1024
 BINARY_PROBE = 8 * 1024
 BATCH_BYTES = 1 << 20
@@ -64,31 +66,22 @@ def _line(data: bytes, start: int, end: int) -> str:
     return data[start:end].decode("utf-8", "replace").rstrip("\r")
 
 
-class Layout:
-    """Where each file of a batch sits in the joined buffer."""
+def is_binary(data: bytes) -> bool:
+    """A NUL in the first BINARY_PROBE bytes: skipped (and counted) as it is read."""
+    return data.find(b"\x00", 0, BINARY_PROBE) >= 0
 
-    __slots__ = ("ends", "skip", "starts")
 
-    def __init__(self, starts: list[int], ends: list[int], skip: set[int]) -> None:
-        self.starts = starts
-        self.ends = ends
-        self.skip = skip
-
-    @classmethod
-    def of(cls, chunks: list[bytes], data: bytes, tally: Tally) -> Layout:
-        starts: list[int] = []
-        ends: list[int] = []
-        pos = 0
-        for chunk in chunks:
-            starts.append(pos)
-            pos += len(chunk)
-            ends.append(pos)
-            pos += 1
-        skip: set[int] = set()
-        if data.find(b"\x00") >= 0:  # rare: find the binary files themselves
-            skip = {i for i, c in enumerate(chunks) if c.find(b"\x00", 0, BINARY_PROBE) >= 0}
-            tally.binary += len(skip)
-        return cls(starts, ends, skip)
+def layout(chunks: list[bytes]) -> tuple[list[int], list[int]]:
+    """Where each file of a batch starts and ends in the joined buffer."""
+    starts: list[int] = []
+    ends: list[int] = []
+    pos = 0
+    for chunk in chunks:
+        starts.append(pos)
+        pos += len(chunk)
+        ends.append(pos)
+        pos += 1
+    return starts, ends
 
 
 def _finder(literal: bytes) -> Callable[[object, bytes, int, int], tuple[tuple[int, int]]]:
@@ -133,10 +126,35 @@ class ContentMatcher:
         self.contains: Callable[[bytes], bool] | None = None
         if literal is not None:
             self.contains = _contains(literal, self.find, self.anchor)
+        self.literal_bytes = literal or None
 
     def search(self, batch: Batch, limit: int) -> tuple[list[Hit], Tally, int]:
         """Matching lines of one batch, in order, at most ``limit``, and the output
-        size they account for. Each hit is the result's own dict (no second copy)."""
+        size they account for. Each hit is the result's own dict (no second copy).
+        Batches hold no binary files (they are skipped as they are read)."""
+        lib = native.NATIVE
+        if lib is not None and not self.context:
+            return self.search_native(lib, batch, limit)
+        return self.search_python(batch, limit)
+
+    def search_native(self, lib: Any, batch: Batch, limit: int) -> tuple[list[Hit], Tally, int]:
+        """The same lines, found by tools._native (which calls RE2 for any regex)."""
+        tally = Tally()
+        literal = self.literal_bytes
+        hits, tally.matched_files, tally.long_lines, out = lib.scan(
+            batch.paths,
+            batch.chunks,
+            literal,
+            None if literal else self.match,
+            self.match,
+            self.anchor,
+            self.exact or not literal,
+            limit,
+            LONG_LINE,
+        )
+        return hits, tally, out
+
+    def search_python(self, batch: Batch, limit: int) -> tuple[list[Hit], Tally, int]:
         tally = Tally()
         chunks, paths = batch.chunks, batch.paths
         find, match, anchor = self.find, self.match, self.anchor
@@ -147,30 +165,31 @@ class ContentMatcher:
         first, last = find(anchor, data, 0, size)[0]
         if first < 0:
             return [], tally, 0
-        layout = Layout.of(chunks, data, tally)
-        starts, ends, skip = layout.starts, layout.ends, layout.skip
+        starts, ends = layout(chunks)
         trusted = self.exact or not self.literal  # the span found is a real match
         context = self.context
         crlf = data.find(b"\r") >= 0
         rfind, nextline, count = data.rfind, data.find, data.count
         hits: list[Hit] = []
         add = hits.append
-        out = found = k = lo = hi = counted = 0
+        out = found = k = lo = counted = 0
+        hi = -1  # no file entered yet
         number, fresh, path, cost = 1, False, "", 0
         while True:
-            if not lo <= first < hi:  # entered another file
+            if not lo <= first <= hi:  # entered another file
                 k = bisect_right(starts, first) - 1
                 lo, hi = starts[k], ends[k]
                 number, counted, fresh = 1, lo, True
-                if first >= hi or k in skip:  # the separator's own line, or binary
-                    if hi + 1 > size:
-                        break
-                    first, last = find(anchor, data, hi + 1, size)[0]
-                    if first < 0:
-                        break
-                    continue
                 path = paths[k]
                 cost = len(path) + 12
+            if first == hi and (hi == lo or data[hi - 1] == 10):
+                # past the file's final newline (the separator's own line): no line
+                if hi + 1 > size:
+                    break
+                first, last = find(anchor, data, hi + 1, size)[0]
+                if first < 0:
+                    break
+                continue
             start = rfind(b"\n", lo, first) + 1 or lo
             end = nextline(b"\n", first, hi)
             if end < 0:

@@ -21,13 +21,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tools import native
 from tools.context import Access, ToolContext
 from tools.glob import Matcher, compile_pattern
 from tools.limits import Budget
 from tools.regex import compile_pattern as compile_regex
 from tools.regex import required_literal
 from tools.result import ToolResult, register_formatter
-from tools.scan import BATCH_BYTES, LONG_LINE, Batch, ContentMatcher, Hit, Tally
+from tools.scan import BATCH_BYTES, LONG_LINE, Batch, ContentMatcher, Hit, Tally, is_binary
 from tools.tooldef import ToolDef, offloaded
 from tools.walk import Walker
 from tools.workspace import RelPath, lookup
@@ -116,6 +117,9 @@ def single_file(ctx: ToolContext, start: RelPath) -> bool:
     return st is not None and stat.S_ISREG(st.st_mode)
 
 
+# Files per tools._native.read_files call: enough to keep its threads busy, few
+# enough that the descriptors it holds open stay far below any RLIMIT_NOFILE.
+GROUP_FILES = 256
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 Scan = tuple[list[Hit], Tally, int]
 Pending = deque["Task"]
@@ -221,7 +225,8 @@ class SearchRun:
     hits: list[Hit] = field(default_factory=list)
     tally: Tally = field(default_factory=Tally)
     batch: Batch = field(default_factory=Batch)
-    done: bool = False
+    done: bool = False  # stop reading: a bound was reached
+    saturated: bool = False  # no more hits can be taken (max_results or the output bound)
     probing: bool = False  # check each file for the literal as it is read
     probed: int = 0
     kept: int = 0
@@ -268,6 +273,9 @@ class SearchRun:
             finally:
                 close(fd)
             tally.files += 1
+            if is_binary(data):
+                tally.binary += 1
+                continue
             batch = self.batch
             batch.size += len(data) + 1  # bytes read, kept or not: flushes as often
             if contains is None:
@@ -301,14 +309,16 @@ class SearchRun:
         prune = include.path_matcher.prune if include.path_matcher else None
         walker = Walker(self.ctx, start, self.budget, prune=prune)
         base = len(start.parts)
-        # One worker, and only for regexes without a required literal: then the RE2
-        # scan (GIL-free) dominates and overlaps with reading. With a literal the
-        # scan is cheap and per-hit work is Python, so a thread only adds GIL
-        # contention; a second worker did not help either (measured, 2 cores).
+        # One worker. On the Python path only for regexes without a required
+        # literal: then the RE2 scan (GIL-free) dominates and overlaps with reading;
+        # with a literal the per-hit work is Python and a thread only adds GIL
+        # contention. On the native path always: its reads and its literal scans
+        # run without the GIL, so scanning one batch overlaps with reading the
+        # next (a second worker did not help either way; measured, 2 cores).
         workers = 1
         pending: Pending = deque()
         pool = None
-        if self.matcher.scan_heavy:
+        if self.matcher.scan_heavy or native.NATIVE is not None:
             pool = Worker(self.matcher.search)
 
         def full() -> None:
@@ -316,11 +326,14 @@ class SearchRun:
             self.collect(pending, workers + 1)
 
         try:
-            for fd, parts, prefix, names, _ in walker.directories():
-                self.read_files(fd, prefix, include.names(parts[base:], names), full)
-                if self.done or self.budget.out_of_time():
-                    break
-            if not self.done:
+            if native.NATIVE is not None:
+                self.read_tree_native(native.NATIVE, walker, include, full)
+            else:
+                for fd, parts, prefix, names, _ in walker.directories():
+                    self.read_files(fd, prefix, include.names(parts[base:], names), full)
+                    if self.done or self.budget.out_of_time():
+                        break
+            if not self.saturated:  # what was read before a bound stopped the walk
                 self.flush(pool, pending)
         finally:
             try:
@@ -331,6 +344,74 @@ class SearchRun:
         walker.report.annotate(self.budget)
         return walker.report.to_dict()
 
+    def read_tree_native(
+        self, lib: Any, walker: Walker, include: Include, full: Callable[[], None]
+    ) -> None:
+        """The walk's files read by tools._native, GROUP_FILES at a time on a few
+        threads. Each directory's descriptor is duplicated until its files are read
+        (the walk closes its own as it goes), so at most about 2 x GROUP_FILES
+        descriptors are open at once."""
+        groups: list[tuple[int, list[str]]] = []
+        prefixes: list[str] = []
+        queued = 0
+        base = len(walker.start.parts)
+        try:
+            for fd, parts, prefix, names, _ in walker.directories():
+                names = include.names(parts[base:], names)
+                if not names:
+                    continue
+                groups.append((os.dup(fd), names))
+                prefixes.append(prefix)
+                queued += len(names)
+                if queued >= GROUP_FILES:
+                    self.read_groups(lib, groups, prefixes, full)
+                    queued = 0
+                if self.done or self.budget.out_of_time():
+                    break
+            if groups and not self.done:
+                self.read_groups(lib, groups, prefixes, full)
+        finally:
+            for dup, _ in groups:
+                os.close(dup)
+
+    def read_groups(
+        self,
+        lib: Any,
+        groups: list[tuple[int, list[str]]],
+        prefixes: list[str],
+        full: Callable[[], None],
+    ) -> None:
+        """Read the queued directories' files into the batch (then empty the queue)."""
+        budget, tally = self.budget, self.tally
+        limits = budget.limits
+        try:
+            kept, searched, files, size, unreadable, binary, over, stopped = lib.read_files(
+                groups,
+                self.matcher.literal_bytes,
+                limits.max_files - budget.files,
+                limits.max_content_bytes - budget.content_bytes,
+            )
+        finally:
+            for dup, _ in groups:
+                os.close(dup)
+            groups.clear()
+        budget.files += files
+        budget.content_bytes += size
+        tally.files += searched
+        tally.unreadable += unreadable
+        tally.binary += binary
+        if over:
+            budget.content_limit_reached()
+        batch = self.batch
+        for group, name, data in kept:
+            batch.add(prefixes[group] + name, data)
+        prefixes.clear()
+        if stopped:
+            budget.file_limit_reached()
+            self.done = True
+        if batch.size >= BATCH_BYTES or self.done:
+            full()
+
     def collect(self, pending: Pending, keep: int) -> None:
         """Merge finished batches in order, waiting while more than ``keep`` are queued."""
         while pending and (len(pending) > keep or pending[0].done()):
@@ -339,7 +420,7 @@ class SearchRun:
     def take(self, hits: list[Hit], tally: Tally, size: int) -> None:
         """Accept a batch's hits (``size``: their output cost) within the bounds."""
         self.tally.add(tally)
-        if self.done and len(self.hits) >= self.max_results:
+        if self.saturated:
             return
         room = self.max_results - len(self.hits)
         accepted = hits
@@ -353,10 +434,10 @@ class SearchRun:
                 if not self.budget.take_output(hit_size(hit)):
                     break
                 self.hits.append(hit)
-            self.done = True
+            self.done = self.saturated = True
         if len(hits) > room:
             self.budget.stop(f"max_results ({self.max_results}) reached; more matches exist")
-            self.done = True
+            self.done = self.saturated = True
 
     def result(self, args: SearchArgs, start: RelPath, report: dict[str, Any]) -> dict[str, Any]:
         tally = self.tally

@@ -18,6 +18,7 @@ import os
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from tools import native
 from tools.context import Access, ToolContext
 from tools.limits import Budget
 from tools.workspace import _DIR_FLAGS, EXCLUDED_DIRS, RelPath, ask
@@ -198,30 +199,12 @@ class Walker:
         keep_excluded: bool,
     ) -> tuple[list[str], list[str], list[Any] | None, int]:
         """Classify one directory's entries (by d_type: no stat per entry)."""
-        files: list[str] = []
-        subdirs: list[str] = []
-        budget, report = self.budget, self.report
+        report = self.report
         try:
-            entries = list(os.scandir(fd))
+            files, subdirs = self._entries(fd)
         except OSError:
             report.unreadable += 1
-            return files, subdirs, None, 0
-        room = budget.limits.max_entries - budget.entries
-        if len(entries) > room:
-            entries = entries[: max(room, 0)]
-            budget.stop(f"entry limit ({budget.limits.max_entries}) reached")
-        budget.entries += len(entries)
-        add_file, add_dir = files.append, subdirs.append
-        for entry in entries:
-            try:
-                if entry.is_file(follow_symlinks=False):
-                    add_file(entry.name)
-                elif entry.is_dir(follow_symlinks=False):
-                    add_dir(entry.name)
-                elif entry.is_symlink():
-                    report.symlinks += 1
-            except OSError:
-                continue
+            return [], [], None, 0
         pushed = _push_gitignore(fd, parts, frames) if ".gitignore" in files else 0
         if self.ctx.authorize_path is not None:
             files = self._allowed(prefix, files)
@@ -255,6 +238,38 @@ class Walker:
                 names.append(name)
                 states.append(child)
         return files, names, states, pushed
+
+    def _entries(self, fd: int) -> tuple[list[str], list[str]]:
+        """The files and subdirectories of one directory, within the entry bound."""
+        budget, report = self.budget, self.report
+        room = budget.limits.max_entries - budget.entries
+        lib = native.NATIVE
+        if lib is not None:
+            files, subdirs, symlinks, total = lib.listdir(fd)
+            if total <= room:
+                budget.entries += total
+                report.symlinks += symlinks
+                return files, subdirs
+        # The Python path, and the entry limit falling inside this directory (where
+        # the entries kept are the first ``room`` in listing order).
+        files, subdirs = [], []
+        entries = list(os.scandir(fd))
+        if len(entries) > room:
+            entries = entries[: max(room, 0)]
+            budget.stop(f"entry limit ({budget.limits.max_entries}) reached")
+        budget.entries += len(entries)
+        add_file, add_dir = files.append, subdirs.append
+        for entry in entries:
+            try:
+                if entry.is_file(follow_symlinks=False):
+                    add_file(entry.name)
+                elif entry.is_dir(follow_symlinks=False):
+                    add_dir(entry.name)
+                elif entry.is_symlink():
+                    report.symlinks += 1
+            except OSError:
+                continue
+        return files, subdirs
 
     @staticmethod
     def _excluded(parts: tuple[str, ...], name: str, frames: list[IgnoreFrame]) -> bool:

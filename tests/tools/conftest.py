@@ -6,7 +6,18 @@ from typing import Any
 
 import pytest
 
-from tools import Access, Limits, ToolContext, ToolResult, Workspace, run_tool
+from tools import Access, Limits, ToolContext, ToolResult, Workspace, native, run_tool
+
+
+@pytest.fixture(autouse=True, params=["native", "python"])
+def hot_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every tools test runs twice: with tools._native (the build must have made
+    it) and on the pure-Python path it falls back to."""
+    if request.param == "python":
+        monkeypatch.setattr(native, "NATIVE", None)
+    elif native.NATIVE is None:
+        pytest.fail("tools._native is not built (`pip install -e .` compiles tools/_native.c)")
+    return str(request.param)
 
 
 @pytest.fixture

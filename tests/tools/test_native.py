@@ -1,0 +1,155 @@
+"""tools._native against the pure-Python path it stands in for, and its own edges.
+
+The differential tests build varied trees (CRLF, long lines, binary and empty
+files, no final newline, invalid UTF-8) and require both paths to give the very
+same search and glob results; the rest call the module directly for what only
+it does (thread reads under the budget, special files, bad arguments).
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import random
+
+import pytest
+
+from tools import Limits, ToolContext, Workspace, native, run_tool_sync
+
+PATTERNS: list[tuple[str, bool]] = [
+    ("needle", True),
+    ("a\nb", True),
+    ("Error", True),
+    (r"\w+Error\b", False),
+    (r"^$", False),
+    (r"$", False),
+    (r"[A-Za-z]{12}", False),
+    (r"(?i)NEEDLE", False),
+    (r"def \w+\(self", False),
+    (r"x\s+y", False),
+    (r"\r", False),
+]
+WORDS = ["needle", "ValueError", "KeyError", "def run(self", "x  y", "plain", "é", "hay"]
+
+
+def random_tree(root: pathlib.Path, seed: int) -> None:
+    rng = random.Random(seed)
+    for i in range(60):
+        folder = root / f"d{i % 5}" / f"e{i % 3}"
+        folder.mkdir(parents=True, exist_ok=True)
+        lines = [
+            " ".join(rng.choices(WORDS, k=rng.randint(0, 6))) for _ in range(rng.randint(0, 40))
+        ]
+        if rng.random() < 0.1:
+            lines.append("needle " + "z" * 9000)  # a long line
+        newline = "\r\n" if rng.random() < 0.2 else "\n"
+        text = newline.join(lines) + (newline if rng.random() < 0.7 else "")
+        data = text.encode()
+        if rng.random() < 0.08:
+            data = b"needle\x00" + data  # binary
+        if rng.random() < 0.08:
+            data += b"needle \xff\xfe broken\n"  # invalid UTF-8
+        (folder / f"f{i}.{rng.choice(['py', 'txt', 'ts'])}").write_bytes(data)
+    (root / "empty.txt").write_bytes(b"")
+
+
+def both(root: pathlib.Path, name: str, args: dict[str, object], limits: Limits) -> list[object]:
+    results = []
+    saved = native.NATIVE
+    try:
+        for lib in (saved, None):
+            native.NATIVE = lib
+            with Workspace.open(root) as ws:
+                results.append(run_tool_sync(name, args, ToolContext(ws, limits)).to_dict())
+    finally:
+        native.NATIVE = saved
+    return results
+
+
+@pytest.fixture(autouse=True)
+def hot_path() -> str:
+    """Overrides the conftest's two-way parametrization: these tests hold both paths."""
+    if native.NATIVE is None:
+        pytest.fail("tools._native is not built (`pip install -e .` compiles tools/_native.c)")
+    return "native"
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_search_matches_python_path(tmp_path: pathlib.Path, seed: int) -> None:
+    random_tree(tmp_path, seed)
+    for pattern, literal in PATTERNS:
+        for extra in ({}, {"max_results": 7}, {"include": "*.py"}, {"context": 1}):
+            args = {"pattern": pattern, "literal": literal, **extra}
+            fast, slow = both(tmp_path, "search_files", args, Limits())
+            assert fast == slow, args
+
+
+def test_search_bounds_match_python_path(tmp_path: pathlib.Path) -> None:
+    random_tree(tmp_path, 4)
+    for limits in (Limits(max_files=17), Limits(max_content_bytes=4000), Limits(max_entries=30)):
+        fast, slow = both(tmp_path, "search_files", {"pattern": "needle"}, limits)
+        assert fast == slow, limits
+        assert not fast["data"]["coverage"]["complete"]
+        assert fast["data"]["matches"], "what was read before the bound is still searched"
+
+
+def test_glob_matches_python_path(tmp_path: pathlib.Path) -> None:
+    random_tree(tmp_path, 5)
+    os.symlink("d0", tmp_path / "link")
+    for pattern in ("**/*.py", "d1/**", "*/e2/*.{ts,txt}", "**/f1?.*"):
+        fast, slow = both(tmp_path, "glob", {"pattern": pattern}, Limits())
+        assert fast == slow, pattern
+
+
+def test_read_files_refuses_what_is_not_a_regular_file(tmp_path: pathlib.Path) -> None:
+    lib = native.NATIVE
+    (tmp_path / "ok.txt").write_bytes(b"needle\n")
+    (tmp_path / "bin").write_bytes(b"needle\x00")
+    os.mkfifo(tmp_path / "fifo")
+    os.symlink("/etc/passwd", tmp_path / "link")
+    os.mkdir(tmp_path / "dir")
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        names = ["ok.txt", "bin", "fifo", "link", "dir", "gone"]
+        kept, searched, files, _, unreadable, binary, over, stopped = lib.read_files(
+            [(fd, names)], b"needle", 100, 1 << 20
+        )
+    finally:
+        os.close(fd)
+    assert [(g, n, d) for g, n, d in kept] == [(0, "ok.txt", b"needle\n")]
+    assert (searched, files, binary, over, stopped) == (2, 2, 1, 0, False)
+    assert unreadable == 2  # the symlink (never followed) and the vanished name
+
+
+def test_read_files_budget_in_walk_order(tmp_path: pathlib.Path) -> None:
+    lib = native.NATIVE
+    for i, size in enumerate([10, 50, 10, 10, 10]):
+        (tmp_path / f"f{i}").write_bytes(b"n" * (size - 1) + b"\n")
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        names = [f"f{i}" for i in range(5)]
+        kept, _, files, size, _, _, over, stopped = lib.read_files([(fd, names)], None, 3, 40)
+    finally:
+        os.close(fd)
+    # f1 does not fit the 40 bytes and is skipped; the third file taken hits the file limit.
+    assert [n for _, n, _ in kept] == ["f0", "f2", "f3"]
+    assert (files, size, over, stopped) == (3, 30, 1, True)
+
+
+def test_bad_arguments_are_typed_errors(tmp_path: pathlib.Path) -> None:
+    lib = native.NATIVE
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with pytest.raises(ValueError):
+            lib.read_files([(fd, ["a/b"])], None, 10, 10)
+        with pytest.raises(ValueError):
+            lib.mtimes(fd, ["a\x00b"])
+        with pytest.raises(TypeError):
+            lib.read_files([(fd, "notalist")], None, 10, 10)
+        with pytest.raises(ValueError):
+            lib.listdir(-1)
+        with pytest.raises(OSError):
+            lib.listdir(999_999)
+        assert lib.mtimes(fd, ["missing"]) == [None]
+    finally:
+        os.close(fd)
