@@ -48,6 +48,7 @@ def snapshots(session: nox.Session) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """Whole-process ratios: bastion -p vs bare httpx; tools vs rg/grep and fd/find."""
-    session.install("-e", ".")
+    # A regular install, as a user has it: no editable-install import hook at start-up.
+    session.install(".")
     session.run("python", "tests/bench/bench_stream.py", *session.posargs)
     session.run("python", "tests/bench/bench_tools.py")

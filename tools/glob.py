@@ -292,20 +292,77 @@ class Matcher:
 
 def _newest_first_keys(walker: Walker, pick: Callable[[State], Pick]) -> list[tuple[int, str]]:
     """``(-mtime_ns, path)`` of every matching file walked (one gone meanwhile is left out)."""
+    lib = native.NATIVE
+    if lib is not None:
+        return _native_keys(lib, walker, pick)
     found: list[tuple[int, str]] = []
-    add, lib = found.append, native.NATIVE
     for fd, _, prefix, files, state in walker.directories():
-        names = pick(state)(files)
-        if lib is not None and names:
-            for name, mtime in zip(names, lib.mtimes(fd, names), strict=True):
-                if mtime is not None:
-                    add((-mtime, prefix + name))
-            continue
-        for name in names:
+        for name in pick(state)(files):
             try:
-                add((-os.stat(name, dir_fd=fd, follow_symlinks=False).st_mtime_ns, prefix + name))
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
             except OSError:
                 continue
+            found.append((-st.st_mtime_ns, prefix + name))
+    return found
+
+
+# Names per tools._native.Stats: its thread stats one batch while the walk goes on.
+STAT_BATCH = 2048
+
+
+class _StatBatch:
+    """Directories whose matching names wait to be stat'ed: (duplicated fd, names)."""
+
+    __slots__ = ("count", "groups", "paths")
+
+    def __init__(self) -> None:
+        self.groups: list[tuple[int, list[str]]] = []
+        self.paths: list[str] = []
+        self.count = 0
+
+    def add(self, fd: int, prefix: str, names: list[str]) -> None:
+        self.groups.append((os.dup(fd), names))
+        self.paths.extend([prefix + name for name in names])
+        self.count += len(names)
+
+    def close(self) -> None:
+        for fd, _ in self.groups:
+            os.close(fd)
+        self.groups.clear()
+
+
+def _native_keys(lib: Any, walker: Walker, pick: Callable[[State], Pick]) -> list[tuple[int, str]]:
+    """The same keys, stat'ed on a background thread a batch behind the walk."""
+    found: list[tuple[int, str]] = []
+    batch, running = _StatBatch(), None
+
+    def collect(job: Any, done: _StatBatch) -> None:
+        try:
+            times = job.wait()
+        finally:
+            done.close()
+        found.extend([(-t, p) for t, p in zip(times, done.paths, strict=True) if t is not None])
+
+    try:
+        for fd, _, prefix, files, state in walker.directories():
+            names = pick(state)(files)
+            if names:
+                batch.add(fd, prefix, names)
+            if batch.count >= STAT_BATCH:
+                job = lib.Stats(batch.groups)
+                if running is not None:
+                    collect(*running)
+                running, batch = (job, batch), _StatBatch()
+        if running is not None:
+            collect(*running)
+            running = None
+        if batch.count:
+            collect(lib.Stats(batch.groups), batch)
+    finally:
+        if running is not None:  # an error on the way: the thread still uses the fds
+            running[0].wait()
+            running[1].close()
+        batch.close()
     return found
 
 

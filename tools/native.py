@@ -1,4 +1,4 @@
-"""The optional compiled helpers (``tools/_native.c``) and the switch for them.
+"""The optional compiled helpers (``tools/csrc/``, built as ``tools._native``) and the switch for them.
 
 ``NATIVE`` is the extension module, or None when it was not built or when
 ``BASTION_NATIVE=0`` asks for the pure-Python path (which the tests also run,

@@ -127,6 +127,19 @@ class ContentMatcher:
         if literal is not None:
             self.contains = _contains(literal, self.find, self.anchor)
         self.literal_bytes = literal or None
+        self.source: bytes = regex.pattern
+        self.literal_mode: bool = regex.options.literal
+        self._native_regex: Any = False  # not compiled yet
+
+    def native_regex(self, lib: Any) -> Any:
+        """The pattern compiled by tools._native's RE2 (matched without the GIL), or
+        None where that RE2 refuses it: then google-re2 is called from the scan."""
+        if self._native_regex is False:
+            try:
+                self._native_regex = lib.Regex(self.source, self.literal_mode)
+            except ValueError:
+                self._native_regex = None
+        return self._native_regex
 
     def search(self, batch: Batch, limit: int) -> tuple[list[Hit], Tally, int]:
         """Matching lines of one batch, in order, at most ``limit``, and the output
@@ -145,6 +158,7 @@ class ContentMatcher:
             batch.paths,
             batch.chunks,
             literal,
+            self.native_regex(lib),
             None if literal else self.match,
             self.match,
             self.anchor,

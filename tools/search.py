@@ -117,9 +117,6 @@ def single_file(ctx: ToolContext, start: RelPath) -> bool:
     return st is not None and stat.S_ISREG(st.st_mode)
 
 
-# Files per tools._native.read_files call: enough to keep its threads busy, few
-# enough that the descriptors it holds open stay far below any RLIMIT_NOFILE.
-GROUP_FILES = 256
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 Scan = tuple[list[Hit], Tally, int]
 Pending = deque["Task"]
@@ -308,31 +305,35 @@ class SearchRun:
     def run_tree(self, start: RelPath, include: Include) -> dict[str, Any]:
         prune = include.path_matcher.prune if include.path_matcher else None
         walker = Walker(self.ctx, start, self.budget, prune=prune)
-        base = len(start.parts)
-        # One worker. On the Python path only for regexes without a required
-        # literal: then the RE2 scan (GIL-free) dominates and overlaps with reading;
-        # with a literal the per-hit work is Python and a thread only adds GIL
-        # contention. On the native path always: its reads and its literal scans
-        # run without the GIL, so scanning one batch overlaps with reading the
-        # next (a second worker did not help either way; measured, 2 cores).
+        lib = native.NATIVE
+        if lib is not None:
+            from tools.search_native import search_tree
+
+            search_tree(self, lib, walker, include)
+        else:
+            self.read_tree(walker, include)
+        walker.report.annotate(self.budget)
+        return walker.report.to_dict()
+
+    def read_tree(self, walker: Walker, include: Include) -> None:
+        """The pure-Python path. One worker thread, and only for regexes without a
+        required literal: then the RE2 scan (GIL-free) dominates and overlaps with
+        reading; with a literal the per-hit work is Python and a thread only adds
+        GIL contention (a second worker did not help either; measured, 2 cores)."""
         workers = 1
         pending: Pending = deque()
-        pool = None
-        if self.matcher.scan_heavy or native.NATIVE is not None:
-            pool = Worker(self.matcher.search)
+        pool = Worker(self.matcher.search) if self.matcher.scan_heavy else None
+        base = len(walker.start.parts)
 
         def full() -> None:
             self.flush(pool, pending)
             self.collect(pending, workers + 1)
 
         try:
-            if native.NATIVE is not None:
-                self.read_tree_native(native.NATIVE, walker, include, full)
-            else:
-                for fd, parts, prefix, names, _ in walker.directories():
-                    self.read_files(fd, prefix, include.names(parts[base:], names), full)
-                    if self.done or self.budget.out_of_time():
-                        break
+            for fd, parts, prefix, names, _ in walker.directories():
+                self.read_files(fd, prefix, include.names(parts[base:], names), full)
+                if self.done or self.budget.out_of_time():
+                    break
             if not self.saturated:  # what was read before a bound stopped the walk
                 self.flush(pool, pending)
         finally:
@@ -341,76 +342,6 @@ class SearchRun:
             finally:
                 if pool is not None:
                     pool.shutdown()
-        walker.report.annotate(self.budget)
-        return walker.report.to_dict()
-
-    def read_tree_native(
-        self, lib: Any, walker: Walker, include: Include, full: Callable[[], None]
-    ) -> None:
-        """The walk's files read by tools._native, GROUP_FILES at a time on a few
-        threads. Each directory's descriptor is duplicated until its files are read
-        (the walk closes its own as it goes), so at most about 2 x GROUP_FILES
-        descriptors are open at once."""
-        groups: list[tuple[int, list[str]]] = []
-        prefixes: list[str] = []
-        queued = 0
-        base = len(walker.start.parts)
-        try:
-            for fd, parts, prefix, names, _ in walker.directories():
-                names = include.names(parts[base:], names)
-                if not names:
-                    continue
-                groups.append((os.dup(fd), names))
-                prefixes.append(prefix)
-                queued += len(names)
-                if queued >= GROUP_FILES:
-                    self.read_groups(lib, groups, prefixes, full)
-                    queued = 0
-                if self.done or self.budget.out_of_time():
-                    break
-            if groups and not self.done:
-                self.read_groups(lib, groups, prefixes, full)
-        finally:
-            for dup, _ in groups:
-                os.close(dup)
-
-    def read_groups(
-        self,
-        lib: Any,
-        groups: list[tuple[int, list[str]]],
-        prefixes: list[str],
-        full: Callable[[], None],
-    ) -> None:
-        """Read the queued directories' files into the batch (then empty the queue)."""
-        budget, tally = self.budget, self.tally
-        limits = budget.limits
-        try:
-            kept, searched, files, size, unreadable, binary, over, stopped = lib.read_files(
-                groups,
-                self.matcher.literal_bytes,
-                limits.max_files - budget.files,
-                limits.max_content_bytes - budget.content_bytes,
-            )
-        finally:
-            for dup, _ in groups:
-                os.close(dup)
-            groups.clear()
-        budget.files += files
-        budget.content_bytes += size
-        tally.files += searched
-        tally.unreadable += unreadable
-        tally.binary += binary
-        if over:
-            budget.content_limit_reached()
-        batch = self.batch
-        for group, name, data in kept:
-            batch.add(prefixes[group] + name, data)
-        prefixes.clear()
-        if stopped:
-            budget.file_limit_reached()
-            self.done = True
-        if batch.size >= BATCH_BYTES or self.done:
-            full()
 
     def collect(self, pending: Pending, keep: int) -> None:
         """Merge finished batches in order, waiting while more than ``keep`` are queued."""

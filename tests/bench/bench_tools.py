@@ -343,6 +343,22 @@ def install_note() -> str:
     )
 
 
+def importable(module: str) -> bool:
+    probe = [sys.executable, "-c", f"import {module}"]
+    return subprocess.run(probe, capture_output=True, check=False).returncode == 0
+
+
+def native_note(root: Path) -> str:
+    probe = "import tools.native as n, tools; print(n.NATIVE is not None, tools.__file__)"
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=root, capture_output=True, text=True, check=False
+    )
+    loaded, _, where = out.stdout.strip().partition(" ")
+    if loaded != "True":
+        return "tools._native is NOT built: the tools rows measure the pure-Python path"
+    return f"tools from {Path(where).parent} with tools._native (C, system RE2)"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     default = os.environ.get("BASTION_BENCH_DIR") or str(REPO / "bench-data")
@@ -361,7 +377,9 @@ def main() -> int:
     print(install_note())
     with tempfile.TemporaryDirectory() as tmp:
         sink = Path(tmp) / "out"
-        os.environ["PYTHONPATH"] = str(REPO)
+        if not importable("tools"):  # a venv without bastion installed: the source tree
+            os.environ["PYTHONPATH"] = str(REPO)
+        print(native_note(root))
         for line in bench_search(root, bins, opts.runs, sink) + bench_glob(
             root, bins, opts.runs, sink
         ):

@@ -16,7 +16,9 @@ def hot_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
     if request.param == "python":
         monkeypatch.setattr(native, "NATIVE", None)
     elif native.NATIVE is None:
-        pytest.fail("tools._native is not built (`pip install -e .` compiles tools/_native.c)")
+        pytest.fail(
+            "tools._native is not built (`pip install -e .` compiles tools/csrc/ (needs libre2-dev))"
+        )
     return str(request.param)
 
 

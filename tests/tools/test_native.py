@@ -15,6 +15,7 @@ import random
 import pytest
 
 from tools import Limits, ToolContext, Workspace, native, run_tool_sync
+from tools.scan import ContentMatcher
 
 PATTERNS: list[tuple[str, bool]] = [
     ("needle", True),
@@ -70,12 +71,21 @@ def both(root: pathlib.Path, name: str, args: dict[str, object], limits: Limits)
 def hot_path() -> str:
     """Overrides the conftest's two-way parametrization: these tests hold both paths."""
     if native.NATIVE is None:
-        pytest.fail("tools._native is not built (`pip install -e .` compiles tools/_native.c)")
+        pytest.fail(
+            "tools._native is not built (`pip install -e .` compiles tools/csrc/ (needs libre2-dev))"
+        )
     return "native"
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_search_matches_python_path(tmp_path: pathlib.Path, seed: int) -> None:
+@pytest.mark.parametrize("engine", ["system-re2", "google-re2"])
+def test_search_matches_python_path(
+    tmp_path: pathlib.Path, seed: int, engine: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the native RE2 (lines checked on the reader threads) and without it
+    (as where the system's RE2 refuses a pattern: google-re2 called from C)."""
+    if engine == "google-re2":
+        monkeypatch.setattr(ContentMatcher, "native_regex", lambda self, lib: None)
     random_tree(tmp_path, seed)
     for pattern, literal in PATTERNS:
         for extra in ({}, {"max_results": 7}, {"include": "*.py"}, {"context": 1}):
@@ -101,8 +111,14 @@ def test_glob_matches_python_path(tmp_path: pathlib.Path) -> None:
         assert fast == slow, pattern
 
 
-def test_read_files_refuses_what_is_not_a_regular_file(tmp_path: pathlib.Path) -> None:
-    lib = native.NATIVE
+def read(
+    lib: object, groups: list[tuple[int, list[str]]], literal: bytes | None, rooms: tuple[int, int]
+) -> tuple[object, ...]:
+    reader = lib.Reader(groups, literal, None, *rooms, True, literal is not None, 8192)  # type: ignore[attr-defined]
+    return reader, reader.wait()
+
+
+def test_reader_refuses_what_is_not_a_regular_file(tmp_path: pathlib.Path) -> None:
     (tmp_path / "ok.txt").write_bytes(b"needle\n")
     (tmp_path / "bin").write_bytes(b"needle\x00")
     os.mkfifo(tmp_path / "fifo")
@@ -111,29 +127,51 @@ def test_read_files_refuses_what_is_not_a_regular_file(tmp_path: pathlib.Path) -
     fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         names = ["ok.txt", "bin", "fifo", "link", "dir", "gone"]
-        kept, searched, files, _, unreadable, binary, over, stopped = lib.read_files(
-            [(fd, names)], b"needle", 100, 1 << 20
-        )
+        reader, tallies = read(native.NATIVE, [(fd, names)], b"needle", (100, 1 << 20))
     finally:
         os.close(fd)
-    assert [(g, n, d) for g, n, d in kept] == [(0, "ok.txt", b"needle\n")]
+    searched, files, _, unreadable, binary, over, stopped = tallies
+    assert reader.kept() == [(0, "ok.txt")] and reader.chunks() == [b"needle\n"]
     assert (searched, files, binary, over, stopped) == (2, 2, 1, 0, False)
     assert unreadable == 2  # the symlink (never followed) and the vanished name
+    names.clear()  # the caller's lists may change: the reader keeps its own
+    assert reader.kept() == [(0, "ok.txt")]
+    hits, matched, long_lines, _ = reader.scan(["ok.txt"], None, None, None, 10)
+    assert (hits, matched, long_lines) == ([{"path": "ok.txt", "line": 1, "text": "needle"}], 1, 0)
 
 
-def test_read_files_budget_in_walk_order(tmp_path: pathlib.Path) -> None:
-    lib = native.NATIVE
+def test_reader_budget_in_walk_order(tmp_path: pathlib.Path) -> None:
     for i, size in enumerate([10, 50, 10, 10, 10]):
         (tmp_path / f"f{i}").write_bytes(b"n" * (size - 1) + b"\n")
     fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         names = [f"f{i}" for i in range(5)]
-        kept, _, files, size, _, _, over, stopped = lib.read_files([(fd, names)], None, 3, 40)
+        reader, tallies = read(native.NATIVE, [(fd, names)], None, (3, 40))
     finally:
         os.close(fd)
+    _, files, size, _, _, over, stopped = tallies
     # f1 does not fit the 40 bytes and is skipped; the third file taken hits the file limit.
-    assert [n for _, n, _ in kept] == ["f0", "f2", "f3"]
+    assert [n for _, n in reader.kept()] == ["f0", "f2", "f3"]
     assert (files, size, over, stopped) == (3, 30, 1, True)
+
+
+def test_reader_many_files_on_threads(tmp_path: pathlib.Path) -> None:
+    """Enough files for the worker threads; results stay in the caller's order."""
+    for i in range(300):
+        (tmp_path / f"f{i:03}").write_bytes(b"row\n" * i + (b"needle\n" if i % 7 == 0 else b""))
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        names = sorted(os.listdir(tmp_path))
+        reader, tallies = read(
+            native.NATIVE, [(fd, names[:150]), (fd, names[150:])], b"needle", (1 << 30, 1 << 30)
+        )
+    finally:
+        os.close(fd)
+    kept = [n for _, n in reader.kept()]
+    assert kept == [f"f{i:03}" for i in range(0, 300, 7)]
+    hits, *_ = reader.scan(kept, None, None, None, 1000)
+    assert [(h["path"], h["line"]) for h in hits] == [(f"f{i:03}", i + 1) for i in range(0, 300, 7)]
+    assert tallies[0] == 300
 
 
 def test_bad_arguments_are_typed_errors(tmp_path: pathlib.Path) -> None:
@@ -141,11 +179,13 @@ def test_bad_arguments_are_typed_errors(tmp_path: pathlib.Path) -> None:
     fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         with pytest.raises(ValueError):
-            lib.read_files([(fd, ["a/b"])], None, 10, 10)
+            lib.Reader([(fd, ["a/b"])], None, None, 10, 10, True, True, 8192)
         with pytest.raises(ValueError):
             lib.mtimes(fd, ["a\x00b"])
         with pytest.raises(TypeError):
-            lib.read_files([(fd, "notalist")], None, 10, 10)
+            lib.Reader([(fd, "notalist")], None, None, 10, 10, True, True, 8192)
+        with pytest.raises(TypeError):
+            lib.Reader([(fd, [])], b"", None, 10, 10, True, True, 8192)
         with pytest.raises(ValueError):
             lib.listdir(-1)
         with pytest.raises(OSError):

@@ -334,20 +334,28 @@ async def test_search_literal_probe_gives_way_on_dense_trees(call, root):
     assert any("output limit" in r for r in few.data["coverage"]["reasons"])
 
 
-async def test_search_worker_errors_surface_and_the_thread_ends(call, root, monkeypatch):
+async def test_search_worker_errors_surface_and_the_thread_ends(call, root, monkeypatch, hot_path):
+    """A failing scan is INTERNAL; the Python path's worker thread ends, and the
+    native path's readers are waited for and their descriptors closed."""
     import threading
 
+    import tools.search_native
     from tools.scan import ContentMatcher
 
-    for i in range(3):
-        touch(root, f"f{i}.txt", "abc\n")
-    ok = await call("search_files", pattern="[a-c]{3}")  # no literal: the worker path
-    assert [m["path"] for m in ok.data["matches"]] == ["f0.txt", "f1.txt", "f2.txt"]
+    for i in range(600):  # more than one group of files on the native path
+        touch(root, f"d{i % 3}/f{i}.txt", "abc\n")
+    ok = await call("search_files", pattern="[a-c]{3}", max_results=1000)  # no literal
+    assert len(ok.data["matches"]) == 600
 
-    def broken(self, batch, limit):
+    def broken(*args):
         raise RuntimeError("scan failed")
 
-    monkeypatch.setattr(ContentMatcher, "search", broken)
+    if hot_path == "native":
+        monkeypatch.setattr(tools.search_native, "scan", broken)
+    else:
+        monkeypatch.setattr(ContentMatcher, "search", broken)
+    fds = len(os.listdir("/proc/self/fd"))
     result = await call("search_files", pattern="[a-c]{3}")
     assert code(result) == "INTERNAL"
     assert not [t for t in threading.enumerate() if t.name == "search"]
+    assert len(os.listdir("/proc/self/fd")) == fds

@@ -1,0 +1,363 @@
+/* Directory entries by d_type, and modification times, for the walk and glob. */
+#include "common.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct {
+    char *data;
+    size_t len, cap;
+} Names;
+
+static int names_add(Names *names, char kind, const char *name) {
+    size_t need = strlen(name) + 2;
+    if (names->len + need > names->cap) {
+        size_t cap = names->cap ? names->cap * 2 : 4096;
+        while (cap < names->len + need)
+            cap *= 2;
+        char *grown = realloc(names->data, cap);
+        if (grown == NULL)
+            return -1;
+        names->data = grown;
+        names->cap = cap;
+    }
+    names->data[names->len] = kind;
+    memcpy(names->data + names->len + 1, name, need - 1);
+    names->len += need;
+    return 0;
+}
+
+/* Kind of one entry: 'f' regular file, 'd' directory, 'l' symlink, 'o' other;
+ * d_type when the filesystem gives it, else fstatat (never following links). */
+static char entry_kind(int dfd, const char *name, unsigned char d_type) {
+    switch (d_type) {
+    case DT_REG:
+        return 'f';
+    case DT_DIR:
+        return 'd';
+    case DT_LNK:
+        return 'l';
+    case DT_UNKNOWN:
+        break;
+    default:
+        return 'o';
+    }
+    struct stat st;
+    if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return 'o';
+    if (S_ISREG(st.st_mode))
+        return 'f';
+    if (S_ISDIR(st.st_mode))
+        return 'd';
+    return S_ISLNK(st.st_mode) ? 'l' : 'o';
+}
+
+#ifdef __linux__
+#include <sys/syscall.h>
+
+struct linux_dirent64 {
+    uint64_t d_ino;
+    int64_t d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[];
+};
+
+/* Read a directory's names into ``names`` with getdents64 on the descriptor itself
+ * (no duplicate, no DIR stream: two system calls fewer a directory). The offset,
+ * which duplicates of the descriptor share, is rewound before and after, as
+ * os.scandir and os.listdir leave it. 0, or an errno value. */
+static int read_names(int fd, Names *names, long *total) {
+    char buf[32768];
+    if (lseek(fd, 0, SEEK_SET) < 0)
+        return errno;
+    for (;;) {
+        long got = syscall(SYS_getdents64, fd, buf, sizeof buf);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            return errno;
+        if (got == 0)
+            return lseek(fd, 0, SEEK_SET) < 0 ? errno : 0;
+        for (long at = 0; at < got;) {
+            struct linux_dirent64 *d = (struct linux_dirent64 *)(buf + at);
+            at += d->d_reclen;
+            const char *n = d->d_name;
+            if (n[0] == '.' && (n[1] == 0 || (n[1] == '.' && n[2] == 0)))
+                continue;
+            (*total)++;
+            if (names_add(names, entry_kind(fd, n, d->d_type), n) != 0)
+                return ENOMEM;
+        }
+    }
+}
+#else
+/* Read a directory's names into ``names``; 0, or an errno value. */
+static int read_names(int fd, Names *names, long *total) {
+    int dfd = dup(fd);
+    if (dfd < 0)
+        return errno;
+    DIR *dir = fdopendir(dfd);
+    if (dir == NULL) {
+        int err = errno;
+        close(dfd);
+        return err;
+    }
+    rewinddir(dir); /* the duplicate shares the caller's offset */
+    int err = 0;
+    for (;;) {
+        errno = 0;
+        struct dirent *entry = readdir(dir);
+        if (entry == NULL) {
+            err = errno;
+            break;
+        }
+        const char *n = entry->d_name;
+        if (n[0] == '.' && (n[1] == 0 || (n[1] == '.' && n[2] == 0)))
+            continue;
+        (*total)++;
+        if (names_add(names, entry_kind(dfd, n, entry->d_type), n) != 0) {
+            err = ENOMEM;
+            break;
+        }
+    }
+    closedir(dir);
+    return err;
+}
+#endif
+
+PyObject *native_listdir(PyObject *self, PyObject *arg) {
+    int fd, err;
+    long total = 0;
+    Names names = {NULL, 0, 0};
+    if (fd_arg(arg, &fd) != 0)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    err = read_names(fd, &names, &total);
+    Py_END_ALLOW_THREADS
+    if (err != 0) {
+        free(names.data);
+        errno = err;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    PyObject *files = PyList_New(0), *dirs = PyList_New(0);
+    long symlinks = 0;
+    for (size_t at = 0; files && dirs && at < names.len;) {
+        char kind = names.data[at];
+        const char *name = names.data + at + 1;
+        at += strlen(name) + 2;
+        if (kind == 'l')
+            symlinks++;
+        if (kind != 'f' && kind != 'd')
+            continue;
+        PyObject *text = PyUnicode_DecodeFSDefault(name);
+        if (text == NULL || PyList_Append(kind == 'f' ? files : dirs, text) != 0) {
+            Py_XDECREF(text);
+            Py_CLEAR(files);
+            break;
+        }
+        Py_DECREF(text);
+    }
+    free(names.data);
+    if (files == NULL || dirs == NULL) {
+        Py_XDECREF(files);
+        Py_XDECREF(dirs);
+        return NULL;
+    }
+    return Py_BuildValue("(NNll)", files, dirs, symlinks, total);
+}
+
+PyObject *native_mtimes(PyObject *self, PyObject *args) {
+    PyObject *fd_obj, *list;
+    int fd;
+    if (!PyArg_ParseTuple(args, "OO!", &fd_obj, &PyList_Type, &list) || fd_arg(fd_obj, &fd) != 0)
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(list);
+    CNames c;
+    if (cnames_alloc(&c, n) != 0)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (cnames_add(&c, n, PyList_GET_ITEM(list, i)) != 0) {
+            cnames_free(&c);
+            return NULL;
+        }
+    }
+    long long *times = PyMem_Calloc(n ? n : 1, sizeof(long long));
+    char *ok = PyMem_Calloc(n ? n : 1, 1);
+    if (times == NULL || ok == NULL) {
+        PyMem_Free(times);
+        PyMem_Free(ok);
+        cnames_free(&c);
+        return PyErr_NoMemory();
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        struct stat st;
+        if (fstatat(fd, c.names[i], &st, AT_SYMLINK_NOFOLLOW) == 0) {
+#ifdef __APPLE__
+            times[i] = (long long)st.st_mtimespec.tv_sec * 1000000000LL + st.st_mtimespec.tv_nsec;
+#else
+            times[i] = (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+#endif
+            ok[i] = 1;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyObject *out = PyList_New(n);
+    for (Py_ssize_t i = 0; out && i < n; i++) {
+        PyObject *item = ok[i] ? PyLong_FromLongLong(times[i]) : Py_NewRef(Py_None);
+        if (item == NULL) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, i, item);
+    }
+    PyMem_Free(times);
+    PyMem_Free(ok);
+    cnames_free(&c);
+    return out;
+}
+
+
+/* ---- Stats: mtimes of many names in the background ---- */
+
+/* Stats(groups) starts one thread that stats [(dir_fd, [names])] (never following
+ * links); wait() -> [st_mtime_ns or None] in order. The caller keeps the fds open
+ * until wait() has returned; glob walks on meanwhile. */
+typedef struct {
+    PyObject_HEAD
+    CNames names;
+    int *dir_fds;
+    long long *times;
+    char *ok;
+    pthread_t thread;
+    int started, finished;
+} Stats;
+
+static void stat_all(Stats *s) {
+    for (Py_ssize_t i = 0; i < s->names.n; i++) {
+        struct stat st;
+        if (fstatat(s->dir_fds[i], s->names.names[i], &st, AT_SYMLINK_NOFOLLOW) == 0) {
+#ifdef __APPLE__
+            s->times[i] = (long long)st.st_mtimespec.tv_sec * 1000000000LL + st.st_mtimespec.tv_nsec;
+#else
+            s->times[i] = (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+#endif
+            s->ok[i] = 1;
+        }
+    }
+}
+
+static void *stats_thread(void *arg) {
+    stat_all(arg);
+    return NULL;
+}
+
+static int stats_collect(Stats *s, PyObject *groups) {
+    Py_ssize_t total = 0, ngroups = PyList_GET_SIZE(groups);
+    for (Py_ssize_t g = 0; g < ngroups; g++) {
+        PyObject *item = PyList_GET_ITEM(groups, g);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 ||
+            !PyList_Check(PyTuple_GET_ITEM(item, 1))) {
+            PyErr_SetString(PyExc_TypeError, "groups are (dir_fd, [names]) tuples");
+            return -1;
+        }
+        total += PyList_GET_SIZE(PyTuple_GET_ITEM(item, 1));
+    }
+    s->dir_fds = PyMem_Calloc(total ? (size_t)total : 1, sizeof(int));
+    s->times = PyMem_Calloc(total ? (size_t)total : 1, sizeof(long long));
+    s->ok = PyMem_Calloc(total ? (size_t)total : 1, 1);
+    if (s->dir_fds == NULL || s->times == NULL || s->ok == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (cnames_alloc(&s->names, total) != 0)
+        return -1;
+    for (Py_ssize_t g = 0; g < ngroups; g++) {
+        PyObject *item = PyList_GET_ITEM(groups, g), *names = PyTuple_GET_ITEM(item, 1);
+        int fd;
+        if (fd_arg(PyTuple_GET_ITEM(item, 0), &fd) != 0)
+            return -1;
+        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(names); k++) {
+            s->dir_fds[s->names.n] = fd;
+            if (cnames_add(&s->names, total, PyList_GET_ITEM(names, k)) != 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+static PyObject *stats_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    PyObject *groups;
+    if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &groups))
+        return NULL;
+    Stats *s = (Stats *)type->tp_alloc(type, 0);
+    if (s == NULL)
+        return NULL;
+    if (stats_collect(s, groups) != 0) {
+        Py_DECREF(s);
+        return NULL;
+    }
+    s->started = pthread_create(&s->thread, NULL, stats_thread, s) == 0;
+    if (!s->started) {
+        Py_BEGIN_ALLOW_THREADS
+        stat_all(s);
+        Py_END_ALLOW_THREADS
+        s->finished = 1;
+    }
+    return (PyObject *)s;
+}
+
+static void stats_join(Stats *s) {
+    if (s->started && !s->finished) {
+        Py_BEGIN_ALLOW_THREADS
+        pthread_join(s->thread, NULL);
+        Py_END_ALLOW_THREADS
+    }
+    s->finished = 1;
+}
+
+static void stats_dealloc(Stats *s) {
+    stats_join(s);
+    if (s->names.owners != NULL)
+        cnames_free(&s->names);
+    PyMem_Free(s->dir_fds);
+    PyMem_Free(s->times);
+    PyMem_Free(s->ok);
+    Py_TYPE(s)->tp_free((PyObject *)s);
+}
+
+static PyObject *stats_wait(Stats *s, PyObject *unused) {
+    stats_join(s);
+    PyObject *out = PyList_New(s->names.n);
+    for (Py_ssize_t i = 0; out && i < s->names.n; i++) {
+        PyObject *item = s->ok[i] ? PyLong_FromLongLong(s->times[i]) : Py_NewRef(Py_None);
+        if (item == NULL) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, i, item);
+    }
+    return out;
+}
+
+static PyMethodDef stats_methods[] = {
+    {"wait", (PyCFunction)stats_wait, METH_NOARGS, "[st_mtime_ns or None] of each name."},
+    {NULL, NULL, 0, NULL},
+};
+
+PyTypeObject StatsType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tools._native.Stats",
+    .tp_basicsize = sizeof(Stats),
+    .tp_dealloc = (destructor)stats_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Modification times of many names, taken on a background thread.",
+    .tp_methods = stats_methods,
+    .tp_new = stats_new,
+};

@@ -1,0 +1,414 @@
+/* Reader: a group of files opened, checked and read on a few threads in the
+ * background, while the caller goes on walking and scanning the previous group.
+ *
+ *   r = Reader(groups, literal, regex, file_room, byte_room, lines, trusted, long_line)
+ *   r.wait()   -> (searched, files, bytes, unreadable, binary, over_budget, stopped)
+ *   r.kept()   -> [(group, name)] of the files kept (text, holding the literal)
+ *   r.scan(paths, find, confirm, anchor, limit) -> (hits, matched, long_lines, out)
+ *   r.chunks() -> [bytes] of the kept files (for the Python scan, with context)
+ *
+ * ``groups`` is [(dir_fd, [names])]: the caller keeps those descriptors open
+ * until wait() has returned. The threads never touch a Python object: names are
+ * encoded up front and file contents live in the Reader's own buffers.
+ *
+ * The budget is applied in walk order between the two phases, as
+ * tools.limits.Budget.take_file does: the file limit stops the walk, the content
+ * limit skips a file that does not fit and goes on. */
+#include "common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#ifndef O_NOCTTY
+#define O_NOCTTY 0
+#endif
+#define READ_FLAGS (O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
+#define MAX_THREADS 4
+#define MIN_PARALLEL_JOBS 8
+
+enum { J_OPEN, J_UNREADABLE, J_SPECIAL, J_SKIPPED, J_UNREACHED, J_BINARY, J_NO_LITERAL, J_KEPT };
+
+typedef struct {
+    int dir_fd, fd, state;
+    Py_ssize_t group; /* which of the caller's groups the name came from */
+    Py_ssize_t size;         /* st_size at open */
+    char *data;              /* what was read: ``got`` bytes */
+    Py_ssize_t got;
+    Lines lines; /* candidate lines, when asked for */
+} Job;
+
+typedef struct {
+    PyObject_HEAD
+    Job *jobs;
+    Py_ssize_t n;
+    CNames names;
+    PyObject *names_list, *literal, *regex; /* names in job order (for kept()); the pattern */
+    LineSpec spec;
+    int lines_found; /* the threads find (and with a native regex, check) the lines */
+    long long file_room, byte_room, files, bytes;
+    long over_budget;
+    int stopped;
+    int phase;
+    Py_ssize_t next;
+    pthread_mutex_t lock;
+    pthread_t driver;
+    int started, finished;
+} Reader;
+
+static void open_job(Job *job, const char *name) {
+    int fd;
+    do {
+        fd = openat(job->dir_fd, name, READ_FLAGS);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0) {
+        job->state = J_UNREADABLE;
+        return;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        job->state = J_UNREADABLE;
+        close(fd);
+        return;
+    }
+    if (!S_ISREG(st.st_mode)) { /* a FIFO, device or socket swapped in: refused */
+        job->state = J_SPECIAL;
+        close(fd);
+        return;
+    }
+    job->fd = fd;
+    job->size = (Py_ssize_t)st.st_size;
+    job->state = J_OPEN;
+}
+
+/* Read the whole file into ``data``. The buffer holds size + 1 bytes, so one read
+ * that returns less than asked is the whole file (a short read of a regular file
+ * is its end, as the Python path also takes it); a file that grew meanwhile is
+ * read on to its end. 0, or -1 on an error. */
+static int read_job(Job *job) {
+    Py_ssize_t cap = job->size + 1;
+    job->data = malloc((size_t)cap);
+    if (job->data == NULL)
+        return -1;
+    for (;;) {
+        if (job->got == cap) {
+            char *grown = realloc(job->data, (size_t)cap * 2);
+            if (grown == NULL)
+                return -1;
+            job->data = grown;
+            cap *= 2;
+        }
+        size_t want = (size_t)(cap - job->got);
+        ssize_t r = read(job->fd, job->data + job->got, want);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -1;
+        job->got += r;
+        if ((size_t)r < want)
+            return 0;
+    }
+}
+
+static void check_job(Reader *r, Job *job) {
+    int failed = read_job(job);
+    close(job->fd);
+    job->fd = -1;
+    Py_ssize_t probe = job->got < BINARY_PROBE ? job->got : BINARY_PROBE;
+    if (failed)
+        job->state = J_UNREADABLE;
+    else if (memchr(job->data, 0, (size_t)probe) != NULL)
+        job->state = J_BINARY;
+    else if (r->spec.has_literal && needle_find(&r->spec.literal, job->data, job->got, 0) < 0)
+        job->state = J_NO_LITERAL;
+    else
+        job->state = J_KEPT;
+    if (job->state != J_KEPT) {
+        free(job->data);
+        job->data = NULL;
+        return;
+    }
+    if (r->lines_found)
+        find_lines(&r->spec, job->data, job->got, &job->lines);
+}
+
+static void *work_loop(void *arg) {
+    Reader *r = arg;
+    for (;;) {
+        pthread_mutex_lock(&r->lock);
+        Py_ssize_t i = r->next++;
+        pthread_mutex_unlock(&r->lock);
+        if (i >= r->n)
+            return NULL;
+        Job *job = &r->jobs[i];
+        if (r->phase == 0)
+            open_job(job, r->names.names[i]);
+        else if (job->state == J_OPEN)
+            check_job(r, job);
+    }
+}
+
+static int thread_count(Py_ssize_t jobs) {
+    static long cpus = 0;
+    if (cpus == 0) {
+        cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        if (cpus < 1)
+            cpus = 1;
+    }
+    if (jobs < MIN_PARALLEL_JOBS)
+        return 1;
+    return cpus < MAX_THREADS ? (int)cpus : MAX_THREADS;
+}
+
+/* One phase over every job on up to MAX_THREADS threads (this one included). */
+static void run_phase(Reader *r, int phase) {
+    pthread_t threads[MAX_THREADS];
+    int started = 0, wanted = thread_count(r->n);
+    r->phase = phase;
+    r->next = 0;
+    for (int t = 1; t < wanted; t++) {
+        if (pthread_create(&threads[started], NULL, work_loop, r) == 0)
+            started++;
+    }
+    work_loop(r);
+    for (int t = 0; t < started; t++)
+        pthread_join(threads[t], NULL);
+}
+
+static void apply_budget(Reader *r) {
+    for (Py_ssize_t i = 0; i < r->n; i++) {
+        Job *job = &r->jobs[i];
+        if (job->state != J_OPEN)
+            continue;
+        if (!r->stopped && r->files >= r->file_room)
+            r->stopped = 1;
+        if (r->stopped) {
+            job->state = J_UNREACHED;
+        } else if (r->bytes + job->size > r->byte_room) {
+            job->state = J_SKIPPED;
+            r->over_budget++;
+        } else {
+            r->files++;
+            r->bytes += job->size;
+            continue;
+        }
+        close(job->fd);
+        job->fd = -1;
+    }
+}
+
+static void *drive(void *arg) {
+    Reader *r = arg;
+    run_phase(r, 0);
+    apply_budget(r);
+    run_phase(r, 1);
+    return NULL;
+}
+
+static int collect_jobs(Reader *r, PyObject *groups) {
+    Py_ssize_t total = 0, ngroups = PyList_GET_SIZE(groups);
+    for (Py_ssize_t g = 0; g < ngroups; g++) {
+        PyObject *item = PyList_GET_ITEM(groups, g);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 ||
+            !PyList_Check(PyTuple_GET_ITEM(item, 1))) {
+            PyErr_SetString(PyExc_TypeError, "groups are (dir_fd, [names]) tuples");
+            return -1;
+        }
+        total += PyList_GET_SIZE(PyTuple_GET_ITEM(item, 1));
+    }
+    r->jobs = PyMem_Calloc(total ? (size_t)total : 1, sizeof(Job));
+    if (r->jobs == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (cnames_alloc(&r->names, total) != 0)
+        return -1;
+    for (Py_ssize_t g = 0; g < ngroups; g++) {
+        PyObject *item = PyList_GET_ITEM(groups, g), *names = PyTuple_GET_ITEM(item, 1);
+        int dir_fd;
+        if (fd_arg(PyTuple_GET_ITEM(item, 0), &dir_fd) != 0)
+            return -1;
+        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(names); k++) {
+            Job *job = &r->jobs[r->names.n];
+            job->dir_fd = dir_fd;
+            job->fd = -1;
+            job->group = g;
+            if (cnames_add(&r->names, total, PyList_GET_ITEM(names, k)) != 0 ||
+                PyList_Append(r->names_list, PyList_GET_ITEM(names, k)) != 0)
+                return -1;
+            r->n = r->names.n;
+        }
+    }
+    return 0;
+}
+
+static PyObject *reader_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    PyObject *groups, *literal, *regex;
+    long long file_room, byte_room;
+    int want_lines, trusted;
+    Py_ssize_t long_line;
+    if (!PyArg_ParseTuple(args, "O!OOLLppn", &PyList_Type, &groups, &literal, &regex, &file_room,
+                          &byte_room, &want_lines, &trusted, &long_line))
+        return NULL;
+    if (literal != Py_None && (!PyBytes_Check(literal) || PyBytes_GET_SIZE(literal) == 0)) {
+        PyErr_SetString(PyExc_TypeError, "literal must be non-empty bytes or None");
+        return NULL;
+    }
+    Reader *r = (Reader *)type->tp_alloc(type, 0);
+    if (r == NULL)
+        return NULL;
+    pthread_mutex_init(&r->lock, NULL);
+    r->names_list = PyList_New(0); /* the caller may change its lists: keep our own */
+    r->literal = Py_NewRef(literal);
+    r->regex = Py_NewRef(regex);
+    r->file_room = file_room;
+    r->byte_room = byte_room;
+    /* Py_True stands for the find function scan() is given later. */
+    if (r->names_list == NULL ||
+        parse_spec(literal, Py_True, regex, trusted, long_line, &r->spec) != 0 ||
+        collect_jobs(r, groups) != 0) {
+        Py_DECREF(r);
+        return NULL;
+    }
+    r->lines_found = want_lines && spec_finds_lines(&r->spec);
+    r->started = pthread_create(&r->driver, NULL, drive, r) == 0;
+    if (!r->started) { /* no thread to be had: do the work now */
+        Py_BEGIN_ALLOW_THREADS
+        drive(r);
+        Py_END_ALLOW_THREADS
+        r->finished = 1;
+    }
+    return (PyObject *)r;
+}
+
+static void reader_join(Reader *r) {
+    if (r->started && !r->finished) {
+        Py_BEGIN_ALLOW_THREADS
+        pthread_join(r->driver, NULL);
+        Py_END_ALLOW_THREADS
+    }
+    r->finished = 1;
+}
+
+static void reader_dealloc(Reader *r) {
+    reader_join(r);
+    for (Py_ssize_t i = 0; r->jobs && i < r->n; i++) {
+        if (r->jobs[i].fd >= 0)
+            close(r->jobs[i].fd);
+        free(r->jobs[i].data);
+        free(r->jobs[i].lines.items);
+    }
+    PyMem_Free(r->jobs);
+    if (r->names.owners != NULL)
+        cnames_free(&r->names);
+    Py_XDECREF(r->names_list);
+    Py_XDECREF(r->literal);
+    Py_XDECREF(r->regex);
+    pthread_mutex_destroy(&r->lock);
+    Py_TYPE(r)->tp_free((PyObject *)r);
+}
+
+static PyObject *reader_wait(Reader *r, PyObject *unused) {
+    reader_join(r);
+    long searched = 0, unreadable = 0, binary = 0;
+    int unreached = 0;
+    for (Py_ssize_t i = 0; i < r->n; i++) {
+        int state = r->jobs[i].state;
+        unreadable += state == J_UNREADABLE;
+        binary += state == J_BINARY;
+        unreached |= state == J_UNREACHED;
+        searched += state == J_BINARY || state == J_NO_LITERAL || state == J_KEPT;
+    }
+    return Py_BuildValue("(lLLllli)", searched, r->files, r->bytes, unreadable, binary,
+                         r->over_budget, r->stopped || unreached);
+}
+
+/* Calls fn(r, job, context) for each kept job in order; builds a list of results. */
+static PyObject *each_kept(Reader *r, PyObject *(*fn)(Reader *, Job *)) {
+    reader_join(r);
+    PyObject *out = PyList_New(0);
+    for (Py_ssize_t i = 0; out && i < r->n; i++) {
+        if (r->jobs[i].state != J_KEPT)
+            continue;
+        PyObject *item = fn(r, &r->jobs[i]);
+        if (item == NULL || PyList_Append(out, item) != 0)
+            Py_CLEAR(out);
+        Py_XDECREF(item);
+    }
+    return out;
+}
+
+static PyObject *kept_name(Reader *r, Job *job) {
+    return Py_BuildValue("(nO)", job->group, PyList_GET_ITEM(r->names_list, job - r->jobs));
+}
+
+static PyObject *kept_bytes(Reader *r, Job *job) {
+    return PyBytes_FromStringAndSize(job->data, job->got);
+}
+
+static PyObject *reader_kept(Reader *r, PyObject *unused) { return each_kept(r, kept_name); }
+
+static PyObject *reader_chunks(Reader *r, PyObject *unused) { return each_kept(r, kept_bytes); }
+
+/* A view RE2 was given must not outlive the buffer: release it after each file. */
+static void drop_view(FileView *view) {
+    if (view->obj == NULL)
+        return;
+    PyObject *done = PyObject_CallMethod(view->obj, "release", NULL);
+    Py_XDECREF(done);
+    Py_CLEAR(view->obj);
+}
+
+static PyObject *reader_scan(Reader *r, PyObject *args) {
+    PyObject *paths, *find, *confirm, *anchor;
+    Py_ssize_t limit, k = 0;
+    Found f;
+    if (!PyArg_ParseTuple(args, "O!OOOn", &PyList_Type, &paths, &find, &confirm, &anchor, &limit))
+        return NULL;
+    reader_join(r);
+    if (!r->lines_found && find == Py_None) {
+        PyErr_SetString(PyExc_ValueError, "this Reader cannot scan: no lines, no find function");
+        return NULL;
+    }
+    if (found_init(&f, find, confirm, anchor, limit) != 0)
+        return NULL;
+    for (Py_ssize_t i = 0; i < r->n; i++) {
+        Job *job = &r->jobs[i];
+        if (job->state != J_KEPT)
+            continue;
+        if (k >= PyList_GET_SIZE(paths) || !PyUnicode_Check(PyList_GET_ITEM(paths, k))) {
+            PyErr_SetString(PyExc_ValueError, "one str path per kept file");
+            found_clear(&f);
+            return NULL;
+        }
+        FileView view = {job->data, job->got, NULL, r->lines_found ? &job->lines : NULL};
+        int rc = scan_view(&r->spec, &f, PyList_GET_ITEM(paths, k++), &view);
+        drop_view(&view);
+        if (rc != 0) {
+            found_clear(&f);
+            return NULL;
+        }
+    }
+    return found_result(&f);
+}
+
+static PyMethodDef reader_methods[] = {
+    {"wait", (PyCFunction)reader_wait, METH_NOARGS, "Wait for the reads; their tallies."},
+    {"kept", (PyCFunction)reader_kept, METH_NOARGS, "[(group, name)] of the kept files."},
+    {"chunks", (PyCFunction)reader_chunks, METH_NOARGS, "The kept files' bytes."},
+    {"scan", (PyCFunction)reader_scan, METH_VARARGS, "The kept files' matching lines."},
+    {NULL, NULL, 0, NULL},
+};
+
+PyTypeObject ReaderType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tools._native.Reader",
+    .tp_basicsize = sizeof(Reader),
+    .tp_dealloc = (destructor)reader_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Files of a few directories read on threads in the background.",
+    .tp_methods = reader_methods,
+    .tp_new = reader_new,
+};
