@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -96,7 +96,7 @@ class WorkspaceToolbox:
             return invalid_arguments(name, str(exc))
         if not isinstance(args, dict):
             return invalid_arguments(name, f"got {type(args).__name__}")
-        ctx = self._ctx if on_output is None else replace(self._ctx, on_output=on_output)
+        ctx = self._ctx if on_output is None else self._ctx._replace(on_output=on_output)
         result = await self._tools.run_tool(name, args, ctx)
         images = tuple(
             {"media_type": i.media_type, "data": i.data, "width": i.width, "height": i.height}

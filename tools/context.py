@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from tools.limits import Limits
 
@@ -23,15 +22,14 @@ class Access(StrEnum):
 AuthorizePath = Callable[[str, Access], bool]
 
 
-@dataclass(frozen=True, slots=True)
-class ToolContext:
+class ToolContext(NamedTuple):
     """``authorize_path(path, access)`` is the host hook; the default write policy
     (never inside ``.git/`` or ``.bastion/``) applies in addition to it.
     ``on_output(text)``, when given, receives a running command's output as it
     arrives (for a live view); the result still carries the bounded whole."""
 
     workspace: Workspace
-    limits: Limits = field(default_factory=Limits)
+    limits: Limits = Limits()  # immutable: one shared default is safe
     authorize_path: AuthorizePath | None = None
     artifacts_dir: pathlib.Path | None = None
     env: Mapping[str, str] | None = None

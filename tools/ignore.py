@@ -7,11 +7,10 @@ patterns (a ``/`` before the end), ``*``, ``?``, ``[...]`` and ``**``.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class Rule:
+class Rule(NamedTuple):
     regex: re.Pattern[str]
     negate: bool
     dir_only: bool
@@ -81,8 +80,7 @@ def parse_rules(text: str) -> tuple[Rule, ...]:
     return tuple(rules)
 
 
-@dataclass(frozen=True, slots=True)
-class IgnoreFrame:
+class IgnoreFrame(NamedTuple):
     base: tuple[str, ...]
     rules: tuple[Rule, ...]
 

@@ -7,12 +7,10 @@ result from a partial walk never reads as "nothing found".
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class Limits:
+class Limits(NamedTuple):
     max_files: int = 10_000
     max_directories: int = 1_000
     max_entries: int = 20_000
@@ -28,23 +26,33 @@ class Limits:
         return cls(big, big, big, big, big, 3600.0, big)
 
 
-@dataclass(slots=True)
 class Budget:
     """Mutable counters for one walk; ``reasons`` explain any incompleteness."""
 
-    limits: Limits
-    deadline: float = 0.0
-    files: int = 0
-    directories: int = 0
-    entries: int = 0
-    content_bytes: int = 0
-    output_bytes: int = 0
-    reasons: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    stopped: bool = False
+    __slots__ = (
+        "content_bytes",
+        "deadline",
+        "directories",
+        "entries",
+        "files",
+        "limits",
+        "notes",
+        "output_bytes",
+        "reasons",
+        "stopped",
+    )
 
-    def __post_init__(self) -> None:
-        self.deadline = time.monotonic() + self.limits.time_budget_s
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self.deadline = time.monotonic() + limits.time_budget_s
+        self.files = 0
+        self.directories = 0
+        self.entries = 0
+        self.content_bytes = 0
+        self.output_bytes = 0
+        self.reasons: list[str] = []
+        self.notes: list[str] = []
+        self.stopped = False
 
     def stop(self, reason: str) -> None:
         self.stopped = True

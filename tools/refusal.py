@@ -7,9 +7,8 @@ internally; the tool entry point turns it into a ``ToolResult``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 
 class RefusalCode(StrEnum):
@@ -24,8 +23,7 @@ class RefusalCode(StrEnum):
     INTERNAL = "INTERNAL"
 
 
-@dataclass(frozen=True, slots=True)
-class Refusal:
+class Refusal(NamedTuple):
     code: RefusalCode
     message: str
     hint: str = ""

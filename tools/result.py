@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from tools.refusal import Refusal, RefusalCode, Refused
 
@@ -18,8 +17,7 @@ def register_formatter(tool: str, formatter: Formatter) -> None:
     _FORMATTERS[tool] = formatter
 
 
-@dataclass(frozen=True, slots=True)
-class ImageBlock:
+class ImageBlock(NamedTuple):
     media_type: str
     data: str  # base64
     width: int
@@ -40,10 +38,9 @@ class ImageBlock:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class ToolResult:
+class ToolResult(NamedTuple):
     ok: bool
-    data: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, Any]
     refusal: Refusal | None = None
     images: tuple[ImageBlock, ...] = ()
     tool: str = ""  # which tool produced it: picks how model_text() renders data

@@ -18,8 +18,7 @@ import os
 import stat
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tools import native
 from tools.context import Access, ToolContext
@@ -64,8 +63,7 @@ PARAMETERS: dict[str, Any] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class SearchArgs:
+class SearchArgs(NamedTuple):
     pattern: str
     path: str = "."
     literal: bool = False
@@ -213,20 +211,39 @@ def search_files(ctx: ToolContext, raw_args: dict[str, Any]) -> ToolResult:
     return ToolResult.success(NAME, run.result(args, start, report))
 
 
-@dataclass(slots=True)
 class SearchRun:
-    ctx: ToolContext
-    matcher: ContentMatcher
-    budget: Budget
-    max_results: int
-    hits: list[Hit] = field(default_factory=list)
-    tally: Tally = field(default_factory=Tally)
-    batch: Batch = field(default_factory=Batch)
-    done: bool = False  # stop reading: a bound was reached
-    saturated: bool = False  # no more hits can be taken (max_results or the output bound)
-    probing: bool = False  # check each file for the literal as it is read
-    probed: int = 0
-    kept: int = 0
+    """One search's state: its bounds, the hits taken so far and the batch being read."""
+
+    __slots__ = (
+        "batch",
+        "budget",
+        "ctx",
+        "done",
+        "hits",
+        "kept",
+        "matcher",
+        "max_results",
+        "probed",
+        "probing",
+        "saturated",
+        "tally",
+    )
+
+    def __init__(
+        self, ctx: ToolContext, matcher: ContentMatcher, budget: Budget, max_results: int
+    ) -> None:
+        self.ctx = ctx
+        self.matcher = matcher
+        self.budget = budget
+        self.max_results = max_results
+        self.hits: list[Hit] = []
+        self.tally = Tally()
+        self.batch = Batch()
+        self.done = False  # stop reading: a bound was reached
+        self.saturated = False  # no more hits can be taken (max_results or the output bound)
+        self.probing = False  # check each file for the literal as it is read
+        self.probed = 0
+        self.kept = 0
 
     def read_into(self, dir_fd: int, name: str, shown: str) -> None:
         self.read_files(dir_fd, "", [name], lambda: None, shown=shown)

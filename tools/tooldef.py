@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from tools.context import ToolContext
 from tools.refusal import RefusalCode, Refused
@@ -15,8 +14,7 @@ RunAsync = Callable[[ToolContext, Args], Coroutine[Any, Any, ToolResult]]
 RunSync = Callable[[ToolContext, Args], ToolResult]
 
 
-@dataclass(frozen=True, slots=True)
-class ToolDef:
+class ToolDef(NamedTuple):
     name: str
     description: str
     parameters: dict[str, Any]

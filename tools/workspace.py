@@ -15,8 +15,7 @@ import stat
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from tools.context import Access, AuthorizePath
 from tools.refusal import RefusalCode, Refused
@@ -39,8 +38,7 @@ class WorkspaceError(Exception):
     """The workspace cannot be opened (missing root, unsupported platform)."""
 
 
-@dataclass(frozen=True, slots=True)
-class RelPath:
+class RelPath(NamedTuple):
     """A checked workspace-relative path; ``parts == ()`` is the root."""
 
     parts: tuple[str, ...]

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 
 async def test_output_arrives_while_the_command_runs(call, ctx):
     seen: list[str] = []
-    live = replace(ctx, on_output=seen.append)
+    live = ctx._replace(on_output=seen.append)
     result = await call(
         "run_command", tool_ctx=live,
         command="echo first; sleep 0.3; printf 'h\\xc3'; sleep 0.1; printf '\\xa9llo\\n'",
@@ -25,7 +23,7 @@ async def test_live_output_of_a_huge_command_is_all_delivered(call, ctx):
         nonlocal total
         total += len(text)
 
-    live = replace(ctx, on_output=count)
+    live = ctx._replace(on_output=count)
     result = await call("run_command", tool_ctx=live, command="yes abcdefghi | head -c 3000000")
     assert result.ok and result.data["truncated"] is True
     assert total == 3_000_000 == result.data["output_bytes"]
