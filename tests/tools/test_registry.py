@@ -165,7 +165,8 @@ def test_cli_runs_a_tool_and_stays_lean(root):
     probe = (
         "import sys; from tools.__main__ import main;"
         "code = main(['search_files', '{\"pattern\": \"needle\"}']); sys.stdout.flush();"
-        "heavy = ('asyncio', 'PIL', 'difflib', 'concurrent.futures', 'tools.command');"
+        "heavy = ('asyncio', 'PIL', 'difflib', 'concurrent.futures', 'tools.command',"
+        " 'dataclasses', 'orjson');"
         "sys.stderr.write(','.join(m for m in heavy if m in sys.modules)); sys.exit(code)"
     )
     out = subprocess.run(
@@ -189,3 +190,16 @@ def test_cli_runs_a_tool_and_stays_lean(root):
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin"},
     )
     assert refused.returncode == 1 and refused.stdout.startswith("REFUSED INVALID_ARGUMENT")
+
+
+def test_cli_encodes_large_match_lists_with_orjson_and_odd_text_with_json():
+    from tools.__main__ import ORJSON_FROM, encode
+
+    small = {"ok": True, "data": {"files": ["a.py"] * (ORJSON_FROM + 5)}}
+    assert json.loads(encode(small)) == small  # a list of strings: json
+    hits = [{"path": "a.py", "line": i, "text": "é"} for i in range(ORJSON_FROM)]
+    large = {"ok": True, "data": {"matches": hits}}
+    out = encode(large)
+    assert out.endswith(b"\n") and json.loads(out) == large
+    odd = {"ok": True, "data": {"matches": [*hits, {"path": "bad\udcff", "line": 1, "text": ""}]}}
+    assert json.loads(encode(odd))["data"]["matches"][-1]["path"] == "bad\udcff"
