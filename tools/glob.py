@@ -307,7 +307,10 @@ def _newest_first_keys(walker: Walker, pick: Callable[[State], Pick]) -> list[tu
 
 
 # Names per tools._native.Stats: its thread stats one batch while the walk goes on.
+# At most STAT_DIRS directories a batch: each holds a duplicated fd until the batch
+# is done, and two batches are open at a time.
 STAT_BATCH = 2048
+STAT_DIRS = 128
 
 
 class _StatBatch:
@@ -348,7 +351,7 @@ def _native_keys(lib: Any, walker: Walker, pick: Callable[[State], Pick]) -> lis
             names = pick(state)(files)
             if names:
                 batch.add(fd, prefix, names)
-            if batch.count >= STAT_BATCH:
+            if batch.count >= STAT_BATCH or len(batch.groups) >= STAT_DIRS:
                 job = lib.Stats(batch.groups)
                 if running is not None:
                     collect(*running)

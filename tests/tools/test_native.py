@@ -8,9 +8,12 @@ it does (thread reads under the budget, special files, bad arguments).
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import random
+import subprocess
+import sys
 
 import pytest
 
@@ -193,3 +196,30 @@ def test_bad_arguments_are_typed_errors(tmp_path: pathlib.Path) -> None:
         assert lib.mtimes(fd, ["missing"]) == [None]
     finally:
         os.close(fd)
+
+
+def test_search_and_glob_within_a_low_descriptor_limit(tmp_path: pathlib.Path) -> None:
+    """1,500 one-file directories under RLIMIT_NOFILE 640: the duplicated directory
+    fds and the readers' file fds stay bounded, so nothing is left unread."""
+    for i in range(1500):
+        folder = tmp_path / f"d{i % 30:02}" / f"e{i:04}"
+        folder.mkdir(parents=True)
+        (folder / "f.py").write_text("needle\n")
+    probe = (
+        "import json, resource, sys\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (640, 640))\n"
+        "from tools import Limits, ToolContext, Workspace, run_tool_sync\n"
+        "with Workspace.open('.') as ws:\n"
+        "    ctx = ToolContext(ws, Limits.unbounded())\n"
+        "    s = run_tool_sync('search_files', {'pattern': 'needle', 'max_results': 10**6}, ctx)\n"
+        "    g = run_tool_sync('glob', {'pattern': '**/*.py'}, ctx)\n"
+        "print(json.dumps([len(s.data['matches']), s.data['coverage'], g.data['total_matches'],"
+        " g.data['coverage']]))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    found, search_coverage, files, glob_coverage = json.loads(out.stdout)
+    assert (found, files) == (1500, 1500)
+    assert search_coverage["complete"] and glob_coverage["complete"]
