@@ -383,6 +383,7 @@ def glob(ctx: ToolContext, raw_args: dict[str, Any]) -> ToolResult:
         allow_names=matcher.literal_names(),
         step=matcher.step_dir,
         root_state=matcher.root,
+        sort_files=False,
     )
     found = _newest_first_keys(walker, matcher.pick)
     walker.report.annotate(budget)

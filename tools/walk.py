@@ -96,8 +96,22 @@ def _push_gitignore(fd: int, parts: tuple[str, ...], frames: list[IgnoreFrame]) 
     return 1
 
 
+# What tools._native lists of a directory: (files, subdirs, symlinks, entries).
+Listing = tuple[list[str], list[str], int, int]
+
+
 class Walker:
-    __slots__ = ("allow_names", "budget", "ctx", "prune", "report", "root_state", "start", "step")
+    __slots__ = (
+        "allow_names",
+        "budget",
+        "ctx",
+        "prune",
+        "report",
+        "root_state",
+        "sort_files",
+        "start",
+        "step",
+    )
 
     def __init__(
         self,
@@ -108,6 +122,7 @@ class Walker:
         allow_names: frozenset[str] = frozenset(),
         step: Step | None = None,
         root_state: Any = None,
+        sort_files: bool = True,
     ) -> None:
         self.ctx = ctx
         self.start = start
@@ -117,10 +132,12 @@ class Walker:
         self.report = WalkReport()
         self.step = step
         self.root_state = root_state
+        self.sort_files = sort_files  # glob orders by mtime: it needs no name order
 
     def directories(self) -> Iterator[Visit]:
         """Yield ``(dir_fd, parts, prefix, file_names, state)`` per directory walked,
-        depth first in name order (files sorted by name).
+        depth first in name order (files sorted by name, unless ``sort_files`` is
+        off: then in listing order).
 
         ``parts`` is the directory's workspace-relative path and ``prefix`` the same
         joined with a trailing '/' ('' at the root); ``state`` is what ``step``
@@ -135,6 +152,8 @@ class Walker:
             os.close(fd)
             return
         open_, close = os.open, os.close  # looked up per walk (tests spy on os.open)
+        lib = native.NATIVE
+        listing: Listing | None = None
         parts = self.start.parts
         prefix = "/".join(parts) + "/" if parts else ""
         state = self.root_state
@@ -144,7 +163,7 @@ class Walker:
         try:
             while True:
                 files, subdirs, states, pushed = self._scan(
-                    fd, parts, prefix, state, frames, keep_excluded
+                    fd, parts, prefix, state, frames, keep_excluded, listing
                 )
                 yield fd, parts, prefix, files, state
                 current = -1
@@ -169,7 +188,10 @@ class Walker:
                         return
                     name = subdirs[index]
                     try:
-                        sub = open_(name, _DIR_FLAGS, dir_fd=top[0])
+                        if lib is not None:  # opened as below, and listed, in one call
+                            sub, listing = lib.open_listdir(top[0], name)
+                        else:
+                            sub = open_(name, _DIR_FLAGS, dir_fd=top[0])
                     except OSError:
                         report.unreadable += 1
                         continue
@@ -197,11 +219,12 @@ class Walker:
         state: Any,
         frames: list[IgnoreFrame],
         keep_excluded: bool,
+        listing: Listing | None,
     ) -> tuple[list[str], list[str], list[Any] | None, int]:
         """Classify one directory's entries (by d_type: no stat per entry)."""
         report = self.report
         try:
-            files, subdirs = self._entries(fd)
+            files, subdirs = self._entries(fd, listing)
         except OSError:
             report.unreadable += 1
             return [], [], None, 0
@@ -213,7 +236,8 @@ class Walker:
             from tools.ignore import is_ignored
 
             files = [f for f in files if not is_ignored(frames, (*parts, f), False)]
-        files.sort()
+        if self.sort_files:
+            files.sort()
         if not subdirs:
             return files, subdirs, None, pushed
         kept: list[str] = []
@@ -239,13 +263,16 @@ class Walker:
                 states.append(child)
         return files, names, states, pushed
 
-    def _entries(self, fd: int) -> tuple[list[str], list[str]]:
-        """The files and subdirectories of one directory, within the entry bound."""
+    def _entries(self, fd: int, listing: Listing | None) -> tuple[list[str], list[str]]:
+        """The files and subdirectories of one directory, within the entry bound
+        (``listing``: what open_listdir read, if it did)."""
         budget, report = self.budget, self.report
         room = budget.limits.max_entries - budget.entries
         lib = native.NATIVE
-        if lib is not None:
-            files, subdirs, symlinks, total = lib.listdir(fd)
+        if listing is None and lib is not None:
+            listing = lib.listdir(fd)
+        if listing is not None:
+            files, subdirs, symlinks, total = listing
             if total <= room:
                 budget.entries += total
                 report.symlinks += symlinks

@@ -5,6 +5,7 @@
  * per-entry and per-file work that Python cannot do fast:
  *
  *   listdir(fd)              classify one directory's entries by d_type   (dirs.c)
+ *   open_listdir(fd, name)   open a subdirectory as the walk does, and list it (dirs.c)
  *   mtimes(fd, names)        fstatat without following links               (dirs.c)
  *   Stats(groups)            the same for many directories, in the background (dirs.c)
  *   Reader(groups, ...)      open, check and read files on a few threads,
@@ -104,6 +105,7 @@ extern PyTypeObject RegexType;
 
 /* module functions */
 PyObject *native_listdir(PyObject *self, PyObject *arg);
+PyObject *native_open_listdir(PyObject *self, PyObject *args);
 PyObject *native_mtimes(PyObject *self, PyObject *args);
 PyObject *native_scan(PyObject *self, PyObject *args);
 extern PyTypeObject ReaderType;

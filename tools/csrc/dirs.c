@@ -71,11 +71,12 @@ struct linux_dirent64 {
 
 /* Read a directory's names into ``names`` with getdents64 on the descriptor itself
  * (no duplicate, no DIR stream: two system calls fewer a directory). The offset,
- * which duplicates of the descriptor share, is rewound before and after, as
- * os.scandir and os.listdir leave it. 0, or an errno value. */
-static int read_names(int fd, Names *names, long *total) {
+ * which duplicates of the descriptor share, is rewound before (unless the fd is
+ * ``fresh``ly opened) and after, as os.scandir and os.listdir leave it. 0, or an
+ * errno value. */
+static int read_names(int fd, Names *names, long *total, int fresh) {
     char buf[32768];
-    if (lseek(fd, 0, SEEK_SET) < 0)
+    if (!fresh && lseek(fd, 0, SEEK_SET) < 0)
         return errno;
     for (;;) {
         long got = syscall(SYS_getdents64, fd, buf, sizeof buf);
@@ -99,7 +100,7 @@ static int read_names(int fd, Names *names, long *total) {
 }
 #else
 /* Read a directory's names into ``names``; 0, or an errno value. */
-static int read_names(int fd, Names *names, long *total) {
+static int read_names(int fd, Names *names, long *total, int fresh) {
     int dfd = dup(fd);
     if (dfd < 0)
         return errno;
@@ -132,6 +133,32 @@ static int read_names(int fd, Names *names, long *total) {
 }
 #endif
 
+/* (files, dirs, symlinks, entries) from what read_names gathered; frees it. */
+static PyObject *listing_tuple(Names *names, long total) {
+    PyObject *files = PyList_New(0), *dirs = PyList_New(0);
+    long symlinks = 0;
+    for (size_t at = 0; files && dirs && at < names->len;) {
+        char kind = names->data[at];
+        const char *name = names->data + at + 1;
+        at += strlen(name) + 2;
+        symlinks += kind == 'l';
+        if (kind != 'f' && kind != 'd')
+            continue;
+        PyObject *text = PyUnicode_DecodeFSDefault(name);
+        if (text == NULL || PyList_Append(kind == 'f' ? files : dirs, text) != 0)
+            Py_CLEAR(files);
+        Py_XDECREF(text);
+    }
+    free(names->data);
+    names->data = NULL;
+    if (files == NULL || dirs == NULL) {
+        Py_XDECREF(files);
+        Py_XDECREF(dirs);
+        return NULL;
+    }
+    return Py_BuildValue("(NNll)", files, dirs, symlinks, total);
+}
+
 PyObject *native_listdir(PyObject *self, PyObject *arg) {
     int fd, err;
     long total = 0;
@@ -139,38 +166,53 @@ PyObject *native_listdir(PyObject *self, PyObject *arg) {
     if (fd_arg(arg, &fd) != 0)
         return NULL;
     Py_BEGIN_ALLOW_THREADS
-    err = read_names(fd, &names, &total);
+    err = read_names(fd, &names, &total, 0);
     Py_END_ALLOW_THREADS
     if (err != 0) {
         free(names.data);
         errno = err;
         return PyErr_SetFromErrno(PyExc_OSError);
     }
-    PyObject *files = PyList_New(0), *dirs = PyList_New(0);
-    long symlinks = 0;
-    for (size_t at = 0; files && dirs && at < names.len;) {
-        char kind = names.data[at];
-        const char *name = names.data + at + 1;
-        at += strlen(name) + 2;
-        if (kind == 'l')
-            symlinks++;
-        if (kind != 'f' && kind != 'd')
-            continue;
-        PyObject *text = PyUnicode_DecodeFSDefault(name);
-        if (text == NULL || PyList_Append(kind == 'f' ? files : dirs, text) != 0) {
-            Py_XDECREF(text);
-            Py_CLEAR(files);
-            break;
-        }
-        Py_DECREF(text);
-    }
-    free(names.data);
-    if (files == NULL || dirs == NULL) {
-        Py_XDECREF(files);
-        Py_XDECREF(dirs);
+    return listing_tuple(&names, total);
+}
+
+/* open_listdir(parent_fd, name) -> (fd, listing or None): the walk's open of a
+ * subdirectory (O_NOFOLLOW | O_DIRECTORY, relative to its parent) and its
+ * listing in one call. OSError if the open fails; None for the listing if only
+ * reading it failed (the walk then reports it unreadable, as with listdir). */
+PyObject *native_open_listdir(PyObject *self, PyObject *args) {
+    PyObject *parent_obj, *name_obj, *encoded = NULL;
+    int parent, fd = -1, err = 0;
+    long total = 0;
+    Names names = {NULL, 0, 0};
+    if (!PyArg_ParseTuple(args, "OU", &parent_obj, &name_obj) || fd_arg(parent_obj, &parent) != 0 ||
+        (encoded = PyUnicode_EncodeFSDefault(name_obj)) == NULL)
+        return NULL;
+    const char *name = PyBytes_AS_STRING(encoded);
+    if (strlen(name) != (size_t)PyBytes_GET_SIZE(encoded) || strchr(name, '/') != NULL) {
+        Py_DECREF(encoded);
+        PyErr_SetString(PyExc_ValueError, "a name must be one path segment");
         return NULL;
     }
-    return Py_BuildValue("(NNll)", files, dirs, symlinks, total);
+    Py_BEGIN_ALLOW_THREADS
+    fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        err = errno;
+    else
+        err = read_names(fd, &names, &total, 1) ? -1 : 0;
+    Py_END_ALLOW_THREADS
+    Py_DECREF(encoded);
+    if (fd < 0) {
+        errno = err;
+        return PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, name_obj);
+    }
+    PyObject *listing = err ? Py_NewRef(Py_None) : listing_tuple(&names, total);
+    free(names.data);
+    if (listing == NULL) {
+        close(fd);
+        return NULL;
+    }
+    return Py_BuildValue("(iN)", fd, listing);
 }
 
 PyObject *native_mtimes(PyObject *self, PyObject *args) {
