@@ -290,20 +290,31 @@ class Matcher:
         )
 
 
-def _newest_first_keys(walker: Walker, pick: Callable[[State], Pick]) -> list[tuple[int, str]]:
-    """``(-mtime_ns, path)`` of every matching file walked (one gone meanwhile is left out)."""
+def _matching_files(walker: Walker, pick: Callable[[State], Pick]) -> tuple[list[int], list[str]]:
+    """The st_mtime_ns and path of every matching file walked (one gone meanwhile
+    is left out), in walk order."""
     lib = native.NATIVE
     if lib is not None:
-        return _native_keys(lib, walker, pick)
-    found: list[tuple[int, str]] = []
+        return _native_files(lib, walker, pick)
+    mtimes: list[int] = []
+    paths: list[str] = []
     for fd, _, prefix, files, state in walker.directories():
         for name in pick(state)(files):
             try:
                 st = os.stat(name, dir_fd=fd, follow_symlinks=False)
             except OSError:
                 continue
-            found.append((-st.st_mtime_ns, prefix + name))
-    return found
+            mtimes.append(st.st_mtime_ns)
+            paths.append(prefix + name)
+    return mtimes, paths
+
+
+def newest_first(mtimes: list[int], paths: list[str]) -> list[str]:
+    """Paths by mtime, newest first, ties by path."""
+    lib = native.NATIVE
+    if lib is not None:
+        return list(lib.newest_first(mtimes, paths))
+    return [path for _, path in sorted(zip([-m for m in mtimes], paths, strict=True))]
 
 
 # Names per tools._native.Stats: its thread stats one batch while the walk goes on.
@@ -334,9 +345,12 @@ class _StatBatch:
         self.groups.clear()
 
 
-def _native_keys(lib: Any, walker: Walker, pick: Callable[[State], Pick]) -> list[tuple[int, str]]:
-    """The same keys, stat'ed on a background thread a batch behind the walk."""
-    found: list[tuple[int, str]] = []
+def _native_files(
+    lib: Any, walker: Walker, pick: Callable[[State], Pick]
+) -> tuple[list[int], list[str]]:
+    """The same, stat'ed on a background thread a batch behind the walk."""
+    mtimes: list[int] = []
+    paths: list[str] = []
     batch, running = _StatBatch(), None
 
     def collect(job: Any, done: _StatBatch) -> None:
@@ -344,7 +358,11 @@ def _native_keys(lib: Any, walker: Walker, pick: Callable[[State], Pick]) -> lis
             times = job.wait()
         finally:
             done.close()
-        found.extend([(-t, p) for t, p in zip(times, done.paths, strict=True) if t is not None])
+        if None in times:  # gone since the walk listed them
+            kept = [(t, p) for t, p in zip(times, done.paths, strict=True) if t is not None]
+            times, done.paths = [t for t, _ in kept], [p for _, p in kept]
+        mtimes.extend(times)
+        paths.extend(done.paths)
 
     try:
         for fd, _, prefix, files, state in walker.directories():
@@ -366,7 +384,7 @@ def _native_keys(lib: Any, walker: Walker, pick: Callable[[State], Pick]) -> lis
             running[0].wait()
             running[1].close()
         batch.close()
-    return found
+    return mtimes, paths
 
 
 def glob(ctx: ToolContext, raw_args: dict[str, Any]) -> ToolResult:
@@ -385,15 +403,14 @@ def glob(ctx: ToolContext, raw_args: dict[str, Any]) -> ToolResult:
         root_state=matcher.root,
         sort_files=False,
     )
-    found = _newest_first_keys(walker, matcher.pick)
+    mtimes, found = _matching_files(walker, matcher.pick)
     walker.report.annotate(budget)
-    found.sort()
     total = len(found)
-    shown = found[: ctx.limits.max_results]
-    paths = [path for _, path in shown]
+    shown = newest_first(mtimes, found)[: ctx.limits.max_results]
+    paths = shown
     if not budget.take_output(sum(map(len, paths)) + len(paths)):
         paths = []  # the output limit falls inside: take what fits, in order
-        for _, path in shown:
+        for path in shown:
             if not budget.take_output(len(path) + 1):
                 break
             paths.append(path)

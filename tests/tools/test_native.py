@@ -223,3 +223,20 @@ def test_search_and_glob_within_a_low_descriptor_limit(tmp_path: pathlib.Path) -
     found, search_coverage, files, glob_coverage = json.loads(out.stdout)
     assert (found, files) == (1500, 1500)
     assert search_coverage["complete"] and glob_coverage["complete"]
+
+
+def test_newest_first_orders_as_python_sorts() -> None:
+    from tools.glob import newest_first
+
+    rng = random.Random(7)
+    paths = [f"d{rng.randint(0, 9)}/{rng.choice('abcé')}{i}.py" for i in range(500)]
+    mtimes = [rng.choice([10, 20, 30]) * 10**9 for _ in paths]  # many ties
+    fast = newest_first(mtimes, paths)
+    saved = native.NATIVE
+    try:
+        native.NATIVE = None
+        slow = newest_first(mtimes, paths)
+    finally:
+        native.NATIVE = saved
+    assert fast == slow
+    assert native.NATIVE.newest_first([1, 2, 2, 1], ["d", "c", "b", "a"]) == ["b", "c", "a", "d"]
