@@ -18,7 +18,7 @@ from tools.limits import Budget
 from tools.refusal import RefusalCode, Refused
 from tools.result import ToolResult, register_formatter
 from tools.tooldef import ToolDef, offloaded
-from tools.walk import Walker
+from tools.walk import HeldDirectories, Walker
 
 NAME = "glob"
 DESCRIPTION = (
@@ -324,25 +324,18 @@ STAT_BATCH = 2048
 STAT_DIRS = 128
 
 
-class _StatBatch:
-    """Directories whose matching names wait to be stat'ed: (duplicated fd, names)."""
+class _StatBatch(HeldDirectories):
+    """Directories whose matching names wait to be stat'ed, and those names' paths."""
 
-    __slots__ = ("count", "groups", "paths")
+    __slots__ = ("paths",)
 
     def __init__(self) -> None:
-        self.groups: list[tuple[int, list[str]]] = []
+        super().__init__()
         self.paths: list[str] = []
-        self.count = 0
 
     def add(self, fd: int, prefix: str, names: list[str]) -> None:
-        self.groups.append((os.dup(fd), names))
+        self.hold(fd, names)
         self.paths.extend([prefix + name for name in names])
-        self.count += len(names)
-
-    def close(self) -> None:
-        for fd, _ in self.groups:
-            os.close(fd)
-        self.groups.clear()
 
 
 def _native_files(
@@ -369,8 +362,8 @@ def _native_files(
             names = pick(state)(files)
             if names:
                 batch.add(fd, prefix, names)
-            if batch.count >= STAT_BATCH or len(batch.groups) >= STAT_DIRS:
-                job = lib.Stats(batch.groups)
+            if batch.count >= STAT_BATCH or len(batch.pairs) >= STAT_DIRS:
+                job = lib.Stats(batch.pairs)
                 if running is not None:
                     collect(*running)
                 running, batch = (job, batch), _StatBatch()
@@ -378,7 +371,7 @@ def _native_files(
             collect(*running)
             running = None
         if batch.count:
-            collect(lib.Stats(batch.groups), batch)
+            collect(lib.Stats(batch.pairs), batch)
     finally:
         if running is not None:  # an error on the way: the thread still uses the fds
             running[0].wait()

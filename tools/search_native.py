@@ -17,10 +17,10 @@ at once: about 512 descriptors in all, within the common RLIMIT_NOFILE of 1024
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any
 
 from tools.scan import LONG_LINE, Batch, Tally
+from tools.walk import HeldDirectories
 
 if TYPE_CHECKING:
     from tools.search import Include, SearchRun
@@ -30,25 +30,18 @@ GROUP_FILES = 256
 GROUP_DIRS = 128
 
 
-class Group:
-    """Directories queued for one Reader: (duplicated fd, names) and path prefixes."""
+class Group(HeldDirectories):
+    """Directories queued for one Reader, and their path prefixes."""
 
-    __slots__ = ("count", "pairs", "prefixes")
+    __slots__ = ("prefixes",)
 
     def __init__(self) -> None:
-        self.pairs: list[tuple[int, list[str]]] = []
+        super().__init__()
         self.prefixes: list[str] = []
-        self.count = 0
 
     def add(self, fd: int, prefix: str, names: list[str]) -> None:
-        self.pairs.append((os.dup(fd), names))
+        self.hold(fd, names)
         self.prefixes.append(prefix)
-        self.count += len(names)
-
-    def close(self) -> None:
-        for fd, _ in self.pairs:
-            os.close(fd)
-        self.pairs.clear()
 
 
 class Started:

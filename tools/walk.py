@@ -100,6 +100,26 @@ def _push_gitignore(fd: int, parts: tuple[str, ...], frames: list[IgnoreFrame]) 
 Listing = tuple[list[str], list[str], int, int]
 
 
+class HeldDirectories:
+    """Directories handed to tools._native work that outlives the walk's visit:
+    ``pairs`` of (duplicated fd, names); ``close()`` once that work is done."""
+
+    __slots__ = ("count", "pairs")
+
+    def __init__(self) -> None:
+        self.pairs: list[tuple[int, list[str]]] = []
+        self.count = 0  # names in all
+
+    def hold(self, fd: int, names: list[str]) -> None:
+        self.pairs.append((os.dup(fd), names))
+        self.count += len(names)
+
+    def close(self) -> None:
+        for fd, _ in self.pairs:
+            os.close(fd)
+        self.pairs.clear()
+
+
 class Walker:
     __slots__ = (
         "allow_names",

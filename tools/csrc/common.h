@@ -41,6 +41,15 @@ Py_ssize_t count_newlines(const char *p, Py_ssize_t n);
 Needle needle_of(const char *text, Py_ssize_t len);
 Py_ssize_t needle_find(const Needle *n, const char *buf, Py_ssize_t size, Py_ssize_t pos);
 
+/* threads.c: the background thread of a Reader or a Stats */
+typedef struct {
+    pthread_t thread;
+    int started, finished;
+} Background;
+
+void background_start(Background *bg, void *(*work)(void *), void *arg);
+void background_join(Background *bg); /* idempotent */
+
 /* names.c: arguments */
 typedef struct {
     PyObject **owners; /* encoded bytes, one per name */
@@ -52,6 +61,19 @@ int fd_arg(PyObject *obj, int *out);
 int cnames_alloc(CNames *c, Py_ssize_t cap);
 int cnames_add(CNames *c, Py_ssize_t cap, PyObject *name);
 void cnames_free(CNames *c);
+
+/* Groups: [(dir_fd, [names])] flattened: each name's C string, its directory fd,
+ * its group's index and its str (in a list of our own: the caller's may change). */
+typedef struct {
+    CNames names;
+    int *dir_fds;
+    Py_ssize_t *group_of;
+    PyObject *strs;
+    Py_ssize_t n;
+} Groups;
+
+int groups_collect(PyObject *groups, Groups *out);
+void groups_free(Groups *g);
 
 /* scan.c: candidate lines and hits */
 typedef struct {

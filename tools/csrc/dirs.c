@@ -274,18 +274,16 @@ PyObject *native_mtimes(PyObject *self, PyObject *args) {
  * until wait() has returned; glob walks on meanwhile. */
 typedef struct {
     PyObject_HEAD
-    CNames names;
-    int *dir_fds;
+    Groups groups;
     long long *times;
     char *ok;
-    pthread_t thread;
-    int started, finished;
+    Background thread;
 } Stats;
 
 static void stat_all(Stats *s) {
-    for (Py_ssize_t i = 0; i < s->names.n; i++) {
+    for (Py_ssize_t i = 0; i < s->groups.n; i++) {
         struct stat st;
-        if (fstatat(s->dir_fds[i], s->names.names[i], &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        if (fstatat(s->groups.dir_fds[i], s->groups.names.names[i], &st, AT_SYMLINK_NOFOLLOW) == 0) {
 #ifdef __APPLE__
             s->times[i] = (long long)st.st_mtimespec.tv_sec * 1000000000LL + st.st_mtimespec.tv_nsec;
 #else
@@ -302,35 +300,13 @@ static void *stats_thread(void *arg) {
 }
 
 static int stats_collect(Stats *s, PyObject *groups) {
-    Py_ssize_t total = 0, ngroups = PyList_GET_SIZE(groups);
-    for (Py_ssize_t g = 0; g < ngroups; g++) {
-        PyObject *item = PyList_GET_ITEM(groups, g);
-        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 ||
-            !PyList_Check(PyTuple_GET_ITEM(item, 1))) {
-            PyErr_SetString(PyExc_TypeError, "groups are (dir_fd, [names]) tuples");
-            return -1;
-        }
-        total += PyList_GET_SIZE(PyTuple_GET_ITEM(item, 1));
-    }
-    s->dir_fds = PyMem_Calloc(total ? (size_t)total : 1, sizeof(int));
-    s->times = PyMem_Calloc(total ? (size_t)total : 1, sizeof(long long));
-    s->ok = PyMem_Calloc(total ? (size_t)total : 1, 1);
-    if (s->dir_fds == NULL || s->times == NULL || s->ok == NULL) {
+    if (groups_collect(groups, &s->groups) != 0)
+        return -1;
+    s->times = PyMem_Calloc(s->groups.n ? (size_t)s->groups.n : 1, sizeof(long long));
+    s->ok = PyMem_Calloc(s->groups.n ? (size_t)s->groups.n : 1, 1);
+    if (s->times == NULL || s->ok == NULL) {
         PyErr_NoMemory();
         return -1;
-    }
-    if (cnames_alloc(&s->names, total) != 0)
-        return -1;
-    for (Py_ssize_t g = 0; g < ngroups; g++) {
-        PyObject *item = PyList_GET_ITEM(groups, g), *names = PyTuple_GET_ITEM(item, 1);
-        int fd;
-        if (fd_arg(PyTuple_GET_ITEM(item, 0), &fd) != 0)
-            return -1;
-        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(names); k++) {
-            s->dir_fds[s->names.n] = fd;
-            if (cnames_add(&s->names, total, PyList_GET_ITEM(names, k)) != 0)
-                return -1;
-        }
     }
     return 0;
 }
@@ -346,30 +322,15 @@ static PyObject *stats_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
         Py_DECREF(s);
         return NULL;
     }
-    s->started = pthread_create(&s->thread, NULL, stats_thread, s) == 0;
-    if (!s->started) {
-        Py_BEGIN_ALLOW_THREADS
-        stat_all(s);
-        Py_END_ALLOW_THREADS
-        s->finished = 1;
-    }
+    background_start(&s->thread, stats_thread, s);
     return (PyObject *)s;
 }
 
-static void stats_join(Stats *s) {
-    if (s->started && !s->finished) {
-        Py_BEGIN_ALLOW_THREADS
-        pthread_join(s->thread, NULL);
-        Py_END_ALLOW_THREADS
-    }
-    s->finished = 1;
-}
+static void stats_join(Stats *s) { background_join(&s->thread); }
 
 static void stats_dealloc(Stats *s) {
     stats_join(s);
-    if (s->names.owners != NULL)
-        cnames_free(&s->names);
-    PyMem_Free(s->dir_fds);
+    groups_free(&s->groups);
     PyMem_Free(s->times);
     PyMem_Free(s->ok);
     Py_TYPE(s)->tp_free((PyObject *)s);
@@ -377,8 +338,8 @@ static void stats_dealloc(Stats *s) {
 
 static PyObject *stats_wait(Stats *s, PyObject *unused) {
     stats_join(s);
-    PyObject *out = PyList_New(s->names.n);
-    for (Py_ssize_t i = 0; out && i < s->names.n; i++) {
+    PyObject *out = PyList_New(s->groups.n);
+    for (Py_ssize_t i = 0; out && i < s->groups.n; i++) {
         PyObject *item = s->ok[i] ? PyLong_FromLongLong(s->times[i]) : Py_NewRef(Py_None);
         if (item == NULL) {
             Py_CLEAR(out);

@@ -58,3 +58,52 @@ int cnames_alloc(CNames *c, Py_ssize_t cap) {
     return 0;
 }
 
+
+/* Groups: [(dir_fd, [names])], checked and flattened. */
+int groups_collect(PyObject *groups, Groups *out) {
+    memset(out, 0, sizeof *out);
+    Py_ssize_t total = 0, ngroups = PyList_GET_SIZE(groups);
+    for (Py_ssize_t g = 0; g < ngroups; g++) {
+        PyObject *item = PyList_GET_ITEM(groups, g);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 ||
+            !PyList_Check(PyTuple_GET_ITEM(item, 1))) {
+            PyErr_SetString(PyExc_TypeError, "groups are (dir_fd, [names]) tuples");
+            return -1;
+        }
+        total += PyList_GET_SIZE(PyTuple_GET_ITEM(item, 1));
+    }
+    out->dir_fds = PyMem_Calloc(total ? (size_t)total : 1, sizeof(int));
+    out->group_of = PyMem_Calloc(total ? (size_t)total : 1, sizeof(Py_ssize_t));
+    out->strs = PyList_New(0);
+    if (out->dir_fds == NULL || out->group_of == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (out->strs == NULL || cnames_alloc(&out->names, total) != 0)
+        return -1;
+    for (Py_ssize_t g = 0; g < ngroups; g++) {
+        PyObject *item = PyList_GET_ITEM(groups, g), *names = PyTuple_GET_ITEM(item, 1);
+        int fd;
+        if (fd_arg(PyTuple_GET_ITEM(item, 0), &fd) != 0)
+            return -1;
+        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(names) && out->names.n < total; k++) {
+            Py_ssize_t i = out->names.n;
+            out->dir_fds[i] = fd;
+            out->group_of[i] = g;
+            if (cnames_add(&out->names, total, PyList_GET_ITEM(names, k)) != 0 ||
+                PyList_Append(out->strs, PyList_GET_ITEM(names, k)) != 0)
+                return -1;
+        }
+    }
+    out->n = out->names.n;
+    return 0;
+}
+
+void groups_free(Groups *g) {
+    if (g->names.owners != NULL)
+        cnames_free(&g->names);
+    PyMem_Free(g->dir_fds);
+    PyMem_Free(g->group_of);
+    Py_CLEAR(g->strs);
+    memset(g, 0, sizeof *g);
+}

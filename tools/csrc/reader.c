@@ -46,8 +46,8 @@ typedef struct {
     PyObject_HEAD
     Job *jobs;
     Py_ssize_t n;
-    CNames names;
-    PyObject *names_list, *literal, *regex; /* names in job order (for kept()); the pattern */
+    Groups groups;             /* the names, in job order */
+    PyObject *literal, *regex; /* the pattern */
     LineSpec spec;
     int lines_found; /* the threads find (and with a native regex, check) the lines */
     long long file_room, byte_room, files, bytes;
@@ -56,8 +56,7 @@ typedef struct {
     int phase;
     Py_ssize_t next;
     pthread_mutex_t lock;
-    pthread_t driver;
-    int started, finished;
+    Background driver;
     char *arena; /* every accepted file's size + 1 bytes, back to back */
     size_t arena_cap;
 } Reader;
@@ -197,7 +196,7 @@ static void *work_loop(void *arg) {
             return NULL;
         Job *job = &r->jobs[i];
         if (r->phase == 0)
-            open_job(job, r->names.names[i]);
+            open_job(job, r->groups.names.names[i]);
         else if (job->state == J_OPEN)
             check_job(r, job);
     }
@@ -286,39 +285,19 @@ static void *drive(void *arg) {
 }
 
 static int collect_jobs(Reader *r, PyObject *groups) {
-    Py_ssize_t total = 0, ngroups = PyList_GET_SIZE(groups);
-    for (Py_ssize_t g = 0; g < ngroups; g++) {
-        PyObject *item = PyList_GET_ITEM(groups, g);
-        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 ||
-            !PyList_Check(PyTuple_GET_ITEM(item, 1))) {
-            PyErr_SetString(PyExc_TypeError, "groups are (dir_fd, [names]) tuples");
-            return -1;
-        }
-        total += PyList_GET_SIZE(PyTuple_GET_ITEM(item, 1));
-    }
-    r->jobs = PyMem_Calloc(total ? (size_t)total : 1, sizeof(Job));
+    if (groups_collect(groups, &r->groups) != 0)
+        return -1;
+    r->jobs = PyMem_Calloc(r->groups.n ? (size_t)r->groups.n : 1, sizeof(Job));
     if (r->jobs == NULL) {
         PyErr_NoMemory();
         return -1;
     }
-    if (cnames_alloc(&r->names, total) != 0)
-        return -1;
-    for (Py_ssize_t g = 0; g < ngroups; g++) {
-        PyObject *item = PyList_GET_ITEM(groups, g), *names = PyTuple_GET_ITEM(item, 1);
-        int dir_fd;
-        if (fd_arg(PyTuple_GET_ITEM(item, 0), &dir_fd) != 0)
-            return -1;
-        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(names); k++) {
-            Job *job = &r->jobs[r->names.n];
-            job->dir_fd = dir_fd;
-            job->fd = -1;
-            job->group = g;
-            if (cnames_add(&r->names, total, PyList_GET_ITEM(names, k)) != 0 ||
-                PyList_Append(r->names_list, PyList_GET_ITEM(names, k)) != 0)
-                return -1;
-            r->n = r->names.n;
-        }
+    for (Py_ssize_t i = 0; i < r->groups.n; i++) {
+        r->jobs[i].dir_fd = r->groups.dir_fds[i];
+        r->jobs[i].fd = -1;
+        r->jobs[i].group = r->groups.group_of[i];
     }
+    r->n = r->groups.n;
     return 0;
 }
 
@@ -338,37 +317,22 @@ static PyObject *reader_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
     if (r == NULL)
         return NULL;
     pthread_mutex_init(&r->lock, NULL);
-    r->names_list = PyList_New(0); /* the caller may change its lists: keep our own */
     r->literal = Py_NewRef(literal);
     r->regex = Py_NewRef(regex);
     r->file_room = file_room;
     r->byte_room = byte_room;
     /* Py_True stands for the find function scan() is given later. */
-    if (r->names_list == NULL ||
-        parse_spec(literal, Py_True, regex, trusted, long_line, &r->spec) != 0 ||
+    if (parse_spec(literal, Py_True, regex, trusted, long_line, &r->spec) != 0 ||
         collect_jobs(r, groups) != 0) {
         Py_DECREF(r);
         return NULL;
     }
     r->lines_found = want_lines && spec_finds_lines(&r->spec);
-    r->started = pthread_create(&r->driver, NULL, drive, r) == 0;
-    if (!r->started) { /* no thread to be had: do the work now */
-        Py_BEGIN_ALLOW_THREADS
-        drive(r);
-        Py_END_ALLOW_THREADS
-        r->finished = 1;
-    }
+    background_start(&r->driver, drive, r);
     return (PyObject *)r;
 }
 
-static void reader_join(Reader *r) {
-    if (r->started && !r->finished) {
-        Py_BEGIN_ALLOW_THREADS
-        pthread_join(r->driver, NULL);
-        Py_END_ALLOW_THREADS
-    }
-    r->finished = 1;
-}
+static void reader_join(Reader *r) { background_join(&r->driver); }
 
 static void reader_dealloc(Reader *r) {
     reader_join(r);
@@ -381,9 +345,7 @@ static void reader_dealloc(Reader *r) {
     }
     PyMem_Free(r->jobs);
     arena_give(r->arena, r->arena_cap);
-    if (r->names.owners != NULL)
-        cnames_free(&r->names);
-    Py_XDECREF(r->names_list);
+    groups_free(&r->groups);
     Py_XDECREF(r->literal);
     Py_XDECREF(r->regex);
     pthread_mutex_destroy(&r->lock);
@@ -421,7 +383,7 @@ static PyObject *each_kept(Reader *r, PyObject *(*fn)(Reader *, Job *)) {
 }
 
 static PyObject *kept_name(Reader *r, Job *job) {
-    return Py_BuildValue("(nO)", job->group, PyList_GET_ITEM(r->names_list, job - r->jobs));
+    return Py_BuildValue("(nO)", job->group, PyList_GET_ITEM(r->groups.strs, job - r->jobs));
 }
 
 static PyObject *kept_bytes(Reader *r, Job *job) {
