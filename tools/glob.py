@@ -363,10 +363,10 @@ def _native_files(
             if names:
                 batch.add(fd, prefix, names)
             if batch.count >= STAT_BATCH or len(batch.pairs) >= STAT_DIRS:
-                job = lib.Stats(batch.pairs)
-                if running is not None:
-                    collect(*running)
-                running, batch = (job, batch), _StatBatch()
+                previous, running = running, (lib.Stats(batch.pairs), batch)
+                batch = _StatBatch()  # (the new job is tracked before anything can raise)
+                if previous is not None:
+                    collect(*previous)
         if running is not None:
             collect(*running)
             running = None

@@ -83,13 +83,19 @@ def advance(run: SearchRun, lib: Any, previous: Started | None, group: Group) ->
     """Account for the previous group, start reading ``group``, scan the previous."""
     if previous is not None:
         account(run, previous)
-    started = None
     if run.done:
         group.close()
+        started = None
     else:
         started = Started(start(run, lib, group), group)
-    if previous is not None:
-        scan(run, previous)
+    try:
+        if previous is not None:
+            scan(run, previous)
+    except BaseException:
+        if started is not None:  # its threads use the group's fds: wait, then close
+            started.reader.wait()
+            started.group.close()
+        raise
     return started
 
 

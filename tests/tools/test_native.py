@@ -240,3 +240,38 @@ def test_newest_first_orders_as_python_sorts() -> None:
         native.NATIVE = saved
     assert fast == slow
     assert native.NATIVE.newest_first([1, 2, 2, 1], ["d", "c", "b", "a"]) == ["b", "c", "a", "d"]
+
+
+def test_a_failing_glob_batch_leaves_no_descriptor_open(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stat batch that fails while the next one runs: both are waited for and
+    their duplicated fds closed before the error surfaces as INTERNAL."""
+    for i in range(600):
+        folder = tmp_path / f"d{i:03}"
+        folder.mkdir()
+        (folder / "f.py").write_text("x\n")
+    real = native.NATIVE
+    waits = []
+
+    class Failing:
+        def __init__(self, groups: list[tuple[int, list[str]]]) -> None:
+            self.job = real.Stats(groups)
+
+        def wait(self) -> list[int | None]:
+            waits.append(1)
+            times = self.job.wait()
+            if len(waits) == 2:
+                raise RuntimeError("stat batch failed")
+            return times
+
+    class Lib:
+        def __getattr__(self, name: str) -> object:
+            return Failing if name == "Stats" else getattr(real, name)
+
+    monkeypatch.setattr(native, "NATIVE", Lib())
+    fds = len(os.listdir("/proc/self/fd"))
+    with Workspace.open(tmp_path) as ws:
+        result = run_tool_sync("glob", {"pattern": "**/*.py"}, ToolContext(ws, Limits.unbounded()))
+    assert result.refusal is not None and result.refusal.code == "INTERNAL"
+    assert len(os.listdir("/proc/self/fd")) == fds
