@@ -5,6 +5,7 @@ nox -s lint         ruff check + ruff format --check
 nox -s typecheck    mypy strict on runtime/ and tools/
 nox -s snapshots    the TUI snapshot tests (pass --snapshot-update after -- to regenerate)
 nox -s bench        benchmarks, printed as ratios against references run alongside
+nox -s sanitize     the tools tests with tools._native built under ASan and UBSan
 """
 
 from __future__ import annotations
@@ -52,3 +53,23 @@ def bench(session: nox.Session) -> None:
     session.install(".")
     session.run("python", "tests/bench/bench_stream.py", *session.posargs)
     session.run("python", "tests/bench/bench_tools.py")
+
+
+@nox.session
+def sanitize(session: nox.Session) -> None:
+    """tools._native built with AddressSanitizer and UBSan, then the tools tests (both
+    paths) and a large search under them; any report fails the session."""
+    flags = "-fsanitize=address,undefined -fno-omit-frame-pointer -g -O1"
+    session.install("-e", ".[test]", env={"CFLAGS": flags, "LDFLAGS": flags})
+    libs = [
+        session.run("gcc", f"-print-file-name={lib}", silent=True, external=True).strip()
+        for lib in ("libasan.so", "libubsan.so")
+    ]
+    env = {
+        "LD_PRELOAD": " ".join(libs),
+        "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1",
+        "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1",
+    }
+    # The one test that starts Python with a scrubbed environment cannot preload ASan.
+    session.run("python", "-m", "pytest", "tests/tools", "-k", "not stays_lean", env=env)
+    session.install("-e", ".")  # back to a normal build for the other sessions
