@@ -405,10 +405,17 @@ class SearchRun:
         }
 
 
+# What is read of a file past the size fstat gave, at most: a file still being
+# written (or one on a filesystem that never says EOF) must not hold the search.
+GROWTH_READ = 1 << 20
+
+
 def read_rest(fd: int) -> bytes:
     chunks = []
-    while chunk := os.read(fd, 1 << 20):
+    left = GROWTH_READ
+    while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
         chunks.append(chunk)
+        left -= len(chunk)
     return b"".join(chunks)
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import pathlib
 
+import pytest
+
 from tools import Limits
 
 from .conftest import code
@@ -359,3 +361,26 @@ async def test_search_worker_errors_surface_and_the_thread_ends(call, root, monk
     assert code(result) == "INTERNAL"
     assert not [t for t in threading.enumerate() if t.name == "search"]
     assert len(os.listdir("/proc/self/fd")) == fds
+
+
+async def test_a_file_growing_while_read_is_read_to_a_bound(call, root, monkeypatch, hot_path):
+    """A file longer than fstat said (still being written, or a filesystem that
+    never says EOF) is read at most 1 MiB past that size: the search ends."""
+    if hot_path == "native":
+        pytest.skip("fstat is the C library's there; the bound is the same GROWTH_READ")
+    import stat as stat_module
+
+    import tools.search
+
+    (root / "log.txt").write_bytes(b"start\n" + b"x" * (3 << 20) + b"\nend\n")
+    real_fstat = os.fstat
+
+    def small(fd):
+        st = real_fstat(fd)
+        if not stat_module.S_ISREG(st.st_mode):
+            return st
+        return os.stat_result((st.st_mode, *st[1:6], 10, *st[7:]))
+
+    monkeypatch.setattr(tools.search.os, "fstat", small)
+    found = await call("search_files", pattern="start|end")
+    assert [m["text"] for m in found.data["matches"]] == ["start"]

@@ -29,6 +29,9 @@
 #define READ_FLAGS (O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
 #define MAX_THREADS 4
 #define MIN_PARALLEL_JOBS 8
+/* What is read of a file past the size fstat gave, at most: the same bound as
+ * GROWTH_READ in tools/search.py. */
+#define GROWTH_READ (1 << 20)
 
 enum { J_OPEN, J_UNREADABLE, J_SPECIAL, J_SKIPPED, J_UNREACHED, J_BINARY, J_NO_LITERAL, J_KEPT };
 
@@ -138,8 +141,10 @@ static void open_job(Job *job, const char *name) {
  * is its end, as the Python path also takes it); a file that grew meanwhile is
  * read on to its end. 0, or -1 on an error. */
 static int read_job(Job *job) {
-    Py_ssize_t cap = job->size + 1;
+    Py_ssize_t cap = job->size + 1, limit = job->size + 1 + GROWTH_READ;
     for (;;) {
+        if (job->got >= limit)
+            return 0; /* still growing: search what was there (a read must end) */
         if (job->got == cap) { /* grew: move to a buffer of its own */
             char *grown = job->own ? realloc(job->data, (size_t)cap * 2) : malloc((size_t)cap * 2);
             if (grown == NULL)
@@ -150,7 +155,7 @@ static int read_job(Job *job) {
             job->own = 1;
             cap *= 2;
         }
-        size_t want = (size_t)(cap - job->got);
+        size_t want = (size_t)((cap < limit ? cap : limit) - job->got);
         ssize_t r = read(job->fd, job->data + job->got, want);
         if (r < 0 && errno == EINTR)
             continue;
