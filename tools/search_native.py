@@ -1,22 +1,25 @@
 """search_files over tools._native: reads in the background, overlapping the walk.
 
-The walk queues directories until GROUP_FILES files wait. Then the previous
-group's Reader is waited for and its tallies taken into the budget (in walk
-order, so the next group's rooms are exact), the next Reader is started (its
-threads open, check and read while this thread goes on), and the previous
-group's kept files are scanned here. So the walk and the scan, which hold the
-GIL, run while the reads, which do not, go on: on 2 cores this nearly doubles
-the CPU a search can use (measured with perf stat on the bench tree).
+The walk queues directories until GROUP_FILES files wait. Then a Reader is
+started for them (its threads open, check and read while this thread goes on);
+once DEPTH Readers are under way, the oldest is waited for, its tallies taken
+into the search's budget, and its kept files scanned here. So the walk and the
+scan, which hold the GIL, run while the reads, which do not, go on: on 2 cores
+this nearly doubles the CPU a search can use (measured with perf stat on the
+bench tree). The Readers share one tools._native.Budget and take their turns at
+it in walk order, so the bounds fall exactly where one reader would put them.
 
 Each directory's descriptor is duplicated until its group has been read (the
-walk closes its own as it goes). Two groups are open at a time, each with at
-most GROUP_DIRS directory fds, and a Reader holds at most GROUP_FILES file fds
-at once: about 256 descriptors in all, well within the common RLIMIT_NOFILE of 1024
+walk closes its own as it goes). DEPTH + 1 groups are open at a time, each
+with at most GROUP_DIRS directory fds, and each Reader holds at most
+GROUP_FILES file fds: about 450 descriptors in all, within the common
+RLIMIT_NOFILE of 1024
 (a test runs a search and a glob of 1,500 directories under a limit of 640).
 """
 
 from __future__ import annotations
 
+from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from tools.scan import LONG_LINE, Batch, Tally
@@ -54,9 +57,18 @@ class Started:
         self.group = group
 
 
+# Readers under way at once: while one group is scanned here, the next two are
+# read (their budget turns still taken in walk order).
+DEPTH = 2
+
+
 def search_tree(run: SearchRun, lib: Any, walker: Walker, include: Include) -> None:
     base = len(walker.start.parts)
-    group, started = Group(), None
+    limits = run.budget.limits
+    shared = lib.Budget(
+        limits.max_files - run.budget.files, limits.max_content_bytes - run.budget.content_bytes
+    )
+    group, inflight = Group(), deque[Started]()
     try:
         for fd, parts, prefix, names, _ in walker.directories():
             names = include.names(parts[base:], names)
@@ -64,39 +76,36 @@ def search_tree(run: SearchRun, lib: Any, walker: Walker, include: Include) -> N
                 continue
             group.add(fd, prefix, names)
             if group.count >= GROUP_FILES or len(group.pairs) >= GROUP_DIRS:
-                started, group = advance(run, lib, started, group), Group()
+                advance(run, lib, shared, inflight, group)
+                group = Group()
                 if run.done or run.budget.out_of_time():
                     break
         if group.count and not run.done:
-            started, group = advance(run, lib, started, group), Group()
-        if started is not None:
-            finish(run, started)
-            started = None
+            advance(run, lib, shared, inflight, group)
+            group = Group()
+        while inflight:
+            finish(run, inflight[0])
+            inflight.popleft()
     finally:
-        if started is not None:  # an error on the way: its threads still use the fds
+        for started in inflight:  # an error on the way: their threads still use the fds
             started.reader.wait()
             started.group.close()
         group.close()
 
 
-def advance(run: SearchRun, lib: Any, previous: Started | None, group: Group) -> Started | None:
-    """Account for the previous group, start reading ``group``, scan the previous."""
-    if previous is not None:
-        account(run, previous)
+def advance(run: SearchRun, lib: Any, shared: Any, inflight: deque[Started], group: Group) -> None:
+    """Start reading ``group``; when DEPTH readers are under way, account for the
+    oldest and scan it while the others read."""
+    oldest = None
+    if len(inflight) >= DEPTH:
+        account(run, inflight[0])
+        oldest = inflight.popleft()
     if run.done:
         group.close()
-        started = None
     else:
-        started = Started(start(run, lib, group), group)
-    try:
-        if previous is not None:
-            scan(run, previous)
-    except BaseException:
-        if started is not None:  # its threads use the group's fds: wait, then close
-            started.reader.wait()
-            started.group.close()
-        raise
-    return started
+        inflight.append(Started(start(run, lib, shared, group), group))
+    if oldest is not None:
+        scan(run, oldest)
 
 
 def finish(run: SearchRun, started: Started) -> None:
@@ -104,15 +113,13 @@ def finish(run: SearchRun, started: Started) -> None:
     scan(run, started)
 
 
-def start(run: SearchRun, lib: Any, group: Group) -> Any:
-    budget, matcher = run.budget, run.matcher
-    limits = budget.limits
+def start(run: SearchRun, lib: Any, shared: Any, group: Group) -> Any:
+    matcher = run.matcher
     return lib.Reader(
         group.pairs,
         matcher.literal_bytes,
         matcher.native_regex(lib),
-        limits.max_files - budget.files,
-        limits.max_content_bytes - budget.content_bytes,
+        shared,
         not matcher.context,  # candidate lines found by the threads: the native scan
         matcher.exact or not matcher.literal_bytes,
         LONG_LINE,

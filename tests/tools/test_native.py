@@ -117,7 +117,8 @@ def test_glob_matches_python_path(tmp_path: pathlib.Path) -> None:
 def read(
     lib: object, groups: list[tuple[int, list[str]]], literal: bytes | None, rooms: tuple[int, int]
 ) -> tuple[object, ...]:
-    reader = lib.Reader(groups, literal, None, *rooms, True, literal is not None, 8192)  # type: ignore[attr-defined]
+    budget = lib.Budget(*rooms)  # type: ignore[attr-defined]
+    reader = lib.Reader(groups, literal, None, budget, True, literal is not None, 8192)  # type: ignore[attr-defined]  # type: ignore[attr-defined]
     return reader, reader.wait()
 
 
@@ -182,13 +183,15 @@ def test_bad_arguments_are_typed_errors(tmp_path: pathlib.Path) -> None:
     fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         with pytest.raises(ValueError):
-            lib.Reader([(fd, ["a/b"])], None, None, 10, 10, True, True, 8192)
+            lib.Reader([(fd, ["a/b"])], None, None, lib.Budget(10, 10), True, True, 8192)
         with pytest.raises(ValueError):
             lib.mtimes(fd, ["a\x00b"])
         with pytest.raises(TypeError):
-            lib.Reader([(fd, "notalist")], None, None, 10, 10, True, True, 8192)
+            lib.Reader([(fd, "notalist")], None, None, lib.Budget(10, 10), True, True, 8192)
         with pytest.raises(TypeError):
-            lib.Reader([(fd, [])], b"", None, 10, 10, True, True, 8192)
+            lib.Reader([(fd, [])], b"", None, lib.Budget(10, 10), True, True, 8192)
+        with pytest.raises(TypeError):
+            lib.Reader([(fd, [])], None, None, (10, 10), True, True, 8192)
         with pytest.raises(ValueError):
             lib.listdir(-1)
         with pytest.raises(OSError):
@@ -275,3 +278,26 @@ def test_a_failing_glob_batch_leaves_no_descriptor_open(
         result = run_tool_sync("glob", {"pattern": "**/*.py"}, ToolContext(ws, Limits.unbounded()))
     assert result.refusal is not None and result.refusal.code == "INTERNAL"
     assert len(os.listdir("/proc/self/fd")) == fds
+
+
+def test_readers_take_the_shared_budget_in_turn(tmp_path: pathlib.Path) -> None:
+    """Three readers of one search running at once: the budget falls where one
+    reader in walk order would put it, whatever order their threads finish in."""
+    lib = native.NATIVE
+    for i in range(90):
+        (tmp_path / f"f{i:02}").write_bytes(b"x" * (i % 7 + 1) * 100 + b"\n")
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        names = sorted(os.listdir(tmp_path))
+        for rooms in ((50, 1 << 30), (1 << 30, 12_000), (40, 9_000)):
+            budget = lib.Budget(*rooms)
+            readers = [
+                lib.Reader([(fd, names[k : k + 30])], None, None, budget, True, True, 8192)
+                for k in (0, 30, 60)
+            ]
+            taken = sorted(n for r in reversed(readers) for _, n in r.kept())  # last joined first
+            single = lib.Reader([(fd, names)], None, None, lib.Budget(*rooms), True, True, 8192)
+            assert taken == sorted(n for _, n in single.kept()), rooms
+            assert sum(r.wait()[1] for r in readers) == single.wait()[1]
+    finally:
+        os.close(fd)

@@ -133,6 +133,7 @@ PyObject *native_mtimes(PyObject *self, PyObject *args);
 PyObject *native_newest_first(PyObject *self, PyObject *args);
 PyObject *native_scan(PyObject *self, PyObject *args);
 extern PyTypeObject ReaderType;
+extern PyTypeObject BudgetType;
 extern PyTypeObject StatsType;
 
 #endif

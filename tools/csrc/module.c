@@ -17,12 +17,13 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__native(void) {
     if (PyType_Ready(&ReaderType) < 0 || PyType_Ready(&RegexType) < 0 ||
-        PyType_Ready(&StatsType) < 0)
+        PyType_Ready(&StatsType) < 0 || PyType_Ready(&BudgetType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m != NULL && (PyModule_AddObjectRef(m, "Reader", (PyObject *)&ReaderType) < 0 ||
                       PyModule_AddObjectRef(m, "Regex", (PyObject *)&RegexType) < 0 ||
-                      PyModule_AddObjectRef(m, "Stats", (PyObject *)&StatsType) < 0))
+                      PyModule_AddObjectRef(m, "Stats", (PyObject *)&StatsType) < 0 ||
+                      PyModule_AddObjectRef(m, "Budget", (PyObject *)&BudgetType) < 0))
         Py_CLEAR(m);
     return m;
 }

@@ -1,7 +1,8 @@
 /* Reader: a group of files opened, checked and read on a few threads in the
  * background, while the caller goes on walking and scanning the previous group.
  *
- *   r = Reader(groups, literal, regex, file_room, byte_room, lines, trusted, long_line)
+ *   budget = Budget(file_room, byte_room)      # one per search, shared by its Readers
+ *   r = Reader(groups, literal, regex, budget, lines, trusted, long_line)
  *   r.wait()   -> (searched, files, bytes, unreadable, binary, over_budget, stopped)
  *   r.kept()   -> [(group, name)] of the files kept (text, holding the literal)
  *   r.scan(paths, find, confirm, anchor, limit) -> (hits, matched, long_lines, out)
@@ -11,9 +12,11 @@
  * until wait() has returned. The threads never touch a Python object: names are
  * encoded up front and file contents live in the Reader's own buffers.
  *
- * The budget is applied in walk order between the two phases, as
+ * The budget is applied between the two phases in walk order, as
  * tools.limits.Budget.take_file does: the file limit stops the walk, the content
- * limit skips a file that does not fit and goes on. */
+ * limit skips a file that does not fit and goes on. Several Readers of one search
+ * may run at once; each takes its turn at the shared Budget in the order the
+ * Readers were made, so the result is the one a single reader would give. */
 #include "common.h"
 
 #include <errno.h>
@@ -53,7 +56,9 @@ typedef struct {
     PyObject *literal, *regex; /* the pattern */
     LineSpec spec;
     int lines_found; /* the threads find (and with a native regex, check) the lines */
-    long long file_room, byte_room, files, bytes;
+    PyObject *budget;         /* the search's Budget */
+    long long turn;           /* when this Reader may take from it */
+    long long files, bytes;   /* what this Reader took */
     long over_budget;
     int stopped;
     int phase;
@@ -234,19 +239,30 @@ static void run_phase(Reader *r, int phase) {
         pthread_join(threads[t], NULL);
 }
 
-static void apply_budget(Reader *r) {
+typedef struct {
+    PyObject_HEAD
+    pthread_mutex_t lock;
+    pthread_cond_t turned;
+    long long file_room, byte_room, files, bytes;
+    long long turn, issued; /* the Reader now taking its turn; turns handed out */
+    int stopped;
+} Budget;
+
+static void take_turn(Budget *b, Reader *r) {
     for (Py_ssize_t i = 0; i < r->n; i++) {
         Job *job = &r->jobs[i];
         if (job->state != J_OPEN)
             continue;
-        if (!r->stopped && r->files >= r->file_room)
-            r->stopped = 1;
-        if (r->stopped) {
+        if (!b->stopped && b->files >= b->file_room)
+            b->stopped = 1;
+        if (b->stopped) {
             job->state = J_UNREACHED;
-        } else if (r->bytes + job->size > r->byte_room) {
+        } else if (b->bytes + job->size > b->byte_room) {
             job->state = J_SKIPPED;
             r->over_budget++;
         } else {
+            b->files++;
+            b->bytes += job->size;
             r->files++;
             r->bytes += job->size;
             continue;
@@ -254,7 +270,48 @@ static void apply_budget(Reader *r) {
         close(job->fd);
         job->fd = -1;
     }
+    r->stopped = b->stopped;
 }
+
+static void apply_budget(Reader *r) {
+    Budget *b = (Budget *)r->budget;
+    pthread_mutex_lock(&b->lock);
+    while (b->turn != r->turn)
+        pthread_cond_wait(&b->turned, &b->lock);
+    take_turn(b, r);
+    b->turn++;
+    pthread_cond_broadcast(&b->turned);
+    pthread_mutex_unlock(&b->lock);
+}
+
+static PyObject *budget_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    long long file_room, byte_room;
+    if (!PyArg_ParseTuple(args, "LL", &file_room, &byte_room))
+        return NULL;
+    Budget *b = (Budget *)type->tp_alloc(type, 0);
+    if (b == NULL)
+        return NULL;
+    pthread_mutex_init(&b->lock, NULL);
+    pthread_cond_init(&b->turned, NULL);
+    b->file_room = file_room;
+    b->byte_room = byte_room;
+    return (PyObject *)b;
+}
+
+static void budget_dealloc(Budget *b) {
+    pthread_cond_destroy(&b->turned);
+    pthread_mutex_destroy(&b->lock);
+    Py_TYPE(b)->tp_free((PyObject *)b);
+}
+
+PyTypeObject BudgetType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tools._native.Budget",
+    .tp_basicsize = sizeof(Budget),
+    .tp_dealloc = (destructor)budget_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A search's file and content rooms, taken by its Readers in turn.",
+    .tp_new = budget_new,
+};
 
 /* One arena for every accepted file; without one, the files are not read. */
 static void place_jobs(Reader *r) {
@@ -307,12 +364,11 @@ static int collect_jobs(Reader *r, PyObject *groups) {
 }
 
 static PyObject *reader_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    PyObject *groups, *literal, *regex;
-    long long file_room, byte_room;
+    PyObject *groups, *literal, *regex, *budget;
     int want_lines, trusted;
     Py_ssize_t long_line;
-    if (!PyArg_ParseTuple(args, "O!OOLLppn", &PyList_Type, &groups, &literal, &regex, &file_room,
-                          &byte_room, &want_lines, &trusted, &long_line))
+    if (!PyArg_ParseTuple(args, "O!OOO!ppn", &PyList_Type, &groups, &literal, &regex, &BudgetType,
+                          &budget, &want_lines, &trusted, &long_line))
         return NULL;
     if (literal != Py_None && (!PyBytes_Check(literal) || PyBytes_GET_SIZE(literal) == 0)) {
         PyErr_SetString(PyExc_TypeError, "literal must be non-empty bytes or None");
@@ -324,8 +380,7 @@ static PyObject *reader_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
     pthread_mutex_init(&r->lock, NULL);
     r->literal = Py_NewRef(literal);
     r->regex = Py_NewRef(regex);
-    r->file_room = file_room;
-    r->byte_room = byte_room;
+    r->budget = Py_NewRef(budget);
     /* Py_True stands for the find function scan() is given later. */
     if (parse_spec(literal, Py_True, regex, trusted, long_line, &r->spec) != 0 ||
         collect_jobs(r, groups) != 0) {
@@ -333,6 +388,7 @@ static PyObject *reader_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
         return NULL;
     }
     r->lines_found = want_lines && spec_finds_lines(&r->spec);
+    r->turn = ((Budget *)budget)->issued++; /* with the GIL: in the order Readers are made */
     background_start(&r->driver, drive, r);
     return (PyObject *)r;
 }
@@ -353,6 +409,7 @@ static void reader_dealloc(Reader *r) {
     groups_free(&r->groups);
     Py_XDECREF(r->literal);
     Py_XDECREF(r->regex);
+    Py_XDECREF(r->budget);
     pthread_mutex_destroy(&r->lock);
     Py_TYPE(r)->tp_free((PyObject *)r);
 }
