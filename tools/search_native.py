@@ -151,20 +151,18 @@ def scan(run: SearchRun, started: Started) -> None:
     if run.saturated:
         return
     reader, prefixes, matcher = started.reader, started.group.prefixes, run.matcher
-    paths = [prefixes[group] + name for group, name in reader.kept()]
-    if not paths:
-        return
     limit = run.max_results - len(run.hits) + 1
     if matcher.context:
         batch = Batch()
-        for path, data in zip(paths, reader.chunks(), strict=True):
-            batch.add(path, data)
+        kept = reader.kept()
+        for (group, name), data in zip(kept, reader.chunks(), strict=True):
+            batch.add(prefixes[group] + name, data)
         run.take(*matcher.search_python(batch, limit))
         return
     literal = matcher.literal_bytes
     find = None if literal else matcher.match
     tally = Tally()
     hits, tally.matched_files, tally.long_lines, out = reader.scan(
-        paths, find, matcher.match, matcher.anchor, limit
+        prefixes, find, matcher.match, matcher.anchor, limit
     )
     run.take(hits, tally, out)

@@ -140,7 +140,9 @@ def test_reader_refuses_what_is_not_a_regular_file(tmp_path: pathlib.Path) -> No
     assert unreadable == 2  # the symlink (never followed) and the vanished name
     names.clear()  # the caller's lists may change: the reader keeps its own
     assert reader.kept() == [(0, "ok.txt")]
-    hits, matched, long_lines, _ = reader.scan(["ok.txt"], None, None, None, 10)
+    with pytest.raises(ValueError):
+        reader.scan([], None, None, None, 10)  # no prefix for the file's group
+    hits, matched, long_lines, _ = reader.scan([""], None, None, None, 10)
     assert (hits, matched, long_lines) == ([{"path": "ok.txt", "line": 1, "text": "needle"}], 1, 0)
 
 
@@ -173,8 +175,9 @@ def test_reader_many_files_on_threads(tmp_path: pathlib.Path) -> None:
         os.close(fd)
     kept = [n for _, n in reader.kept()]
     assert kept == [f"f{i:03}" for i in range(0, 300, 7)]
-    hits, *_ = reader.scan(kept, None, None, None, 1000)
-    assert [(h["path"], h["line"]) for h in hits] == [(f"f{i:03}", i + 1) for i in range(0, 300, 7)]
+    hits, *_ = reader.scan(["a/", "b/"], None, None, None, 1000)
+    expected = [(f"{'a' if i < 150 else 'b'}/f{i:03}", i + 1) for i in range(0, 300, 7)]
+    assert [(h["path"], h["line"]) for h in hits] == expected
     assert tallies[0] == 300
 
 

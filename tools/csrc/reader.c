@@ -5,7 +5,7 @@
  *   r = Reader(groups, literal, regex, budget, lines, trusted, long_line)
  *   r.wait()   -> (searched, files, bytes, unreadable, binary, over_budget, stopped)
  *   r.kept()   -> [(group, name)] of the files kept (text, holding the literal)
- *   r.scan(paths, find, confirm, anchor, limit) -> (hits, matched, long_lines, out)
+ *   r.scan(prefixes, find, confirm, anchor, limit) -> (hits, matched, long_lines, out)
  *   r.chunks() -> [bytes] of the kept files (for the Python scan, with context)
  *
  * ``groups`` is [(dir_fd, [names])]: the caller keeps those descriptors open
@@ -465,11 +465,19 @@ static void drop_view(FileView *view) {
     Py_CLEAR(view->obj);
 }
 
+/* Whether a file's scan can add nothing: its candidate lines are known, and none. */
+static int nothing_to_scan(const Reader *r, const Job *job) {
+    return r->lines_found && job->lines.n == 0 && !job->lines.failed;
+}
+
+/* scan(prefixes, find, confirm, anchor, limit): the kept files' matching lines; a
+ * file's path is its group's prefix + its name, built only for files with lines. */
 static PyObject *reader_scan(Reader *r, PyObject *args) {
-    PyObject *paths, *find, *confirm, *anchor;
-    Py_ssize_t limit, k = 0;
+    PyObject *prefixes, *find, *confirm, *anchor;
+    Py_ssize_t limit;
     Found f;
-    if (!PyArg_ParseTuple(args, "O!OOOn", &PyList_Type, &paths, &find, &confirm, &anchor, &limit))
+    if (!PyArg_ParseTuple(args, "O!OOOn", &PyList_Type, &prefixes, &find, &confirm, &anchor,
+                          &limit))
         return NULL;
     reader_join(r);
     if (!r->lines_found && find == Py_None) {
@@ -480,16 +488,24 @@ static PyObject *reader_scan(Reader *r, PyObject *args) {
         return NULL;
     for (Py_ssize_t i = 0; i < r->n; i++) {
         Job *job = &r->jobs[i];
-        if (job->state != J_KEPT)
+        if (job->state != J_KEPT || nothing_to_scan(r, job))
             continue;
-        if (k >= PyList_GET_SIZE(paths) || !PyUnicode_Check(PyList_GET_ITEM(paths, k))) {
-            PyErr_SetString(PyExc_ValueError, "one str path per kept file");
+        PyObject *prefix = job->group < PyList_GET_SIZE(prefixes)
+                               ? PyList_GET_ITEM(prefixes, job->group)
+                               : NULL;
+        PyObject *path = prefix && PyUnicode_Check(prefix)
+                             ? PyUnicode_Concat(prefix, PyList_GET_ITEM(r->groups.strs, i))
+                             : NULL;
+        if (path == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "one str prefix per group");
             found_clear(&f);
             return NULL;
         }
         FileView view = {job->data, job->got, NULL, r->lines_found ? &job->lines : NULL};
-        int rc = scan_view(&r->spec, &f, PyList_GET_ITEM(paths, k++), &view);
+        int rc = scan_view(&r->spec, &f, path, &view);
         drop_view(&view);
+        Py_DECREF(path);
         if (rc != 0) {
             found_clear(&f);
             return NULL;
