@@ -188,7 +188,7 @@ def test_bad_arguments_are_typed_errors(tmp_path: pathlib.Path) -> None:
         with pytest.raises(ValueError):
             lib.Reader([(fd, ["a/b"])], None, None, lib.Budget(10, 10), True, True, 8192)
         with pytest.raises(ValueError):
-            lib.mtimes(fd, ["a\x00b"])
+            lib.Stats([(fd, ["a\x00b"])])
         with pytest.raises(TypeError):
             lib.Reader([(fd, "notalist")], None, None, lib.Budget(10, 10), True, True, 8192)
         with pytest.raises(TypeError):
@@ -199,7 +199,7 @@ def test_bad_arguments_are_typed_errors(tmp_path: pathlib.Path) -> None:
             lib.listdir(-1)
         with pytest.raises(OSError):
             lib.listdir(999_999)
-        assert lib.mtimes(fd, ["missing"]) == [None]
+        assert lib.Stats([(fd, ["missing"])]).wait() == [None]
     finally:
         os.close(fd)
 

@@ -6,8 +6,7 @@
  *
  *   listdir(fd)              classify one directory's entries by d_type   (dirs.c)
  *   open_listdir(fd, name)   open a subdirectory as the walk does, and list it (dirs.c)
- *   mtimes(fd, names)        fstatat without following links               (dirs.c)
- *   Stats(groups)            the same for many directories, in the background (dirs.c)
+ *   Stats(groups)            mtimes (fstatat, never following links), in the background (dirs.c)
  *   newest_first(m, paths)   glob's order: newest first, ties by path      (dirs.c)
  *   Reader(groups, ...)      open, check and read files on a few threads,
  *                            in the background, then scan them             (reader.c)
@@ -129,7 +128,6 @@ extern PyTypeObject RegexType;
 /* module functions */
 PyObject *native_listdir(PyObject *self, PyObject *arg);
 PyObject *native_open_listdir(PyObject *self, PyObject *args);
-PyObject *native_mtimes(PyObject *self, PyObject *args);
 PyObject *native_newest_first(PyObject *self, PyObject *args);
 PyObject *native_scan(PyObject *self, PyObject *args);
 extern PyTypeObject ReaderType;

@@ -215,58 +215,6 @@ PyObject *native_open_listdir(PyObject *self, PyObject *args) {
     return Py_BuildValue("(iN)", fd, listing);
 }
 
-PyObject *native_mtimes(PyObject *self, PyObject *args) {
-    PyObject *fd_obj, *list;
-    int fd;
-    if (!PyArg_ParseTuple(args, "OO!", &fd_obj, &PyList_Type, &list) || fd_arg(fd_obj, &fd) != 0)
-        return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(list);
-    CNames c;
-    if (cnames_alloc(&c, n) != 0)
-        return NULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (cnames_add(&c, n, PyList_GET_ITEM(list, i)) != 0) {
-            cnames_free(&c);
-            return NULL;
-        }
-    }
-    long long *times = PyMem_Calloc(n ? n : 1, sizeof(long long));
-    char *ok = PyMem_Calloc(n ? n : 1, 1);
-    if (times == NULL || ok == NULL) {
-        PyMem_Free(times);
-        PyMem_Free(ok);
-        cnames_free(&c);
-        return PyErr_NoMemory();
-    }
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < n; i++) {
-        struct stat st;
-        if (fstatat(fd, c.names[i], &st, AT_SYMLINK_NOFOLLOW) == 0) {
-#ifdef __APPLE__
-            times[i] = (long long)st.st_mtimespec.tv_sec * 1000000000LL + st.st_mtimespec.tv_nsec;
-#else
-            times[i] = (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
-#endif
-            ok[i] = 1;
-        }
-    }
-    Py_END_ALLOW_THREADS
-    PyObject *out = PyList_New(n);
-    for (Py_ssize_t i = 0; out && i < n; i++) {
-        PyObject *item = ok[i] ? PyLong_FromLongLong(times[i]) : Py_NewRef(Py_None);
-        if (item == NULL) {
-            Py_CLEAR(out);
-            break;
-        }
-        PyList_SET_ITEM(out, i, item);
-    }
-    PyMem_Free(times);
-    PyMem_Free(ok);
-    cnames_free(&c);
-    return out;
-}
-
-
 /* ---- Stats: mtimes of many names in the background ---- */
 
 /* Stats(groups) starts one thread that stats [(dir_fd, [names])] (never following

@@ -4,7 +4,6 @@
 static PyMethodDef methods[] = {
     {"listdir", native_listdir, METH_O, "(files, dirs, symlinks, entries) of a directory fd."},
     {"open_listdir", native_open_listdir, METH_VARARGS, "(fd, listing) of a subdirectory."},
-    {"mtimes", native_mtimes, METH_VARARGS, "st_mtime_ns of each name (None if gone)."},
     {"newest_first", native_newest_first, METH_VARARGS, "Paths by mtime, newest first."},
     {"scan", native_scan, METH_VARARGS, "Matching lines of files in memory, as hit dicts."},
     {NULL, NULL, 0, NULL},
