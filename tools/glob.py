@@ -313,7 +313,8 @@ def newest_first(mtimes: list[int], paths: list[str]) -> list[str]:
     """Paths by mtime, newest first, ties by path."""
     lib = native.NATIVE
     if lib is not None:
-        return list(lib.newest_first(mtimes, paths))
+        result: list[str] = lib.newest_first(mtimes, paths)
+        return result
     return [path for _, path in sorted(zip([-m for m in mtimes], paths, strict=True))]
 
 
