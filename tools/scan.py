@@ -6,6 +6,10 @@ covers a whole batch without holding the GIL, so a batch with no match costs a
 single call however many files it holds. Hits are mapped back to their file by
 offset; lines never cross a file boundary, and the newline added between files
 never produces a line of its own.
+
+ContentMatcher.search_native finds the same lines with tools._native (C, no
+joining: one file at a time); the Python scan stays for context lines and as the
+fallback and reference.
 """
 
 from __future__ import annotations

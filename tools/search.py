@@ -1,6 +1,11 @@
 """search_files: RE2 regex or literal search over the workspace, bounded.
 
-The calling thread walks and reads. With a required literal, each file is
+With tools._native, a tree is searched by search_native.py (reads on native
+threads, overlapping the walk); a single file, and everything without the
+native module, takes the pure-Python path here, which the tests hold the native
+one to.
+
+On that path the calling thread walks and reads. With a required literal, each file is
 checked for it as it is read (while most files turn out not to hold it) and the
 scan runs inline; without one, batches go to one worker thread whose RE2 scans
 run without the GIL. Results are merged back in walk order, so the matches are
