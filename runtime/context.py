@@ -64,8 +64,14 @@ def build_messages(
     current_run_id: str | None,
     tools: Sequence[ToolSpec] = (),
 ) -> tuple[Message, ...]:
+    """The request's messages. Each assistant message with tool calls is followed by
+    exactly one tool message per call, whatever order the entries are in; ids on
+    the wire are the provider's, made unique within the request where it repeated one."""
+    active = _active_entries(entries)
+    results = {e.data.get("tool_call_id"): e for e in active if e.kind == EntryKind.TOOL_RESULT}
     messages = [Message("system", system_prompt(conversation, tools))]
-    for entry in _active_entries(entries):
+    used: set[str] = set()
+    for entry in active:
         match entry.kind:
             case EntryKind.USER:
                 messages.append(Message("user", entry.text))
@@ -77,26 +83,43 @@ def build_messages(
                 if entry.text:
                     messages.append(Message("user", entry.text))
             case EntryKind.ASSISTANT:
-                message = _assistant_message(entry, current_run_id)
-                if message is not None:
-                    messages.append(message)
-            case EntryKind.TOOL_RESULT:
-                messages.append(
-                    Message(
-                        "tool", _tool_result_content(entry), tool_call_id=entry.data["tool_call_id"]
-                    )
-                )
+                messages.extend(_assistant_turn(entry, current_run_id, results, used))
     return tuple(messages)
+
+
+def _wire_id(provider_id: str, key: str, used: set[str]) -> str:
+    wire = provider_id or key
+    if wire in used:
+        wire = f"{wire}_{key.replace('-', '')[-12:]}"
+    used.add(wire)
+    return wire
+
+
+def _assistant_turn(
+    entry: Entry, current_run_id: str | None, results: dict[Any, Entry], used: set[str]
+) -> list[Message]:
+    calls = entry.data.get("tool_calls", ()) if entry.status == EntryStatus.COMPLETE else ()
+    if not calls:
+        message = _assistant_message(entry, current_run_id)
+        return [message] if message is not None else []
+    wire_calls, replies = [], []
+    for call in calls:
+        key = call.get("key") or call["id"]  # entries before own keys: the id was the key
+        wire = _wire_id(call["id"], key, used)
+        wire_calls.append(ToolCall(wire, call["name"], call["arguments"]))
+        result = results.get(key)
+        content = (
+            _tool_result_content(result)
+            if result is not None
+            else "INTERRUPTED: no result was recorded for this call; its effects are unknown."
+        )
+        replies.append(Message("tool", content, tool_call_id=wire))
+    return [Message("assistant", entry.text, tool_calls=tuple(wire_calls)), *replies]
 
 
 def _assistant_message(entry: Entry, current_run_id: str | None) -> Message | None:
     if entry.status == EntryStatus.COMPLETE:
-        calls = tuple(
-            ToolCall(c["id"], c["name"], c["arguments"]) for c in entry.data.get("tool_calls", ())
-        )
-        if not entry.text and not calls:
-            return None
-        return Message("assistant", entry.text, tool_calls=calls)
+        return Message("assistant", entry.text) if entry.text else None
     if entry.run_id == current_run_id or not entry.text:
         return None
     return Message("assistant", entry.text + "\n\n[this answer was interrupted]")

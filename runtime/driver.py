@@ -4,9 +4,13 @@ The lease (owner, pid, host, heartbeat, fencing token) lives on the
 conversation row. A live holder refuses a second driver (ConversationBusy
 naming its pid); a dead one (its pid gone on this host, or its heartbeat older
 than the TTL) is taken over with a new token, and the old owner's late
-commits are refused by that token. After taking over, the driver marks the
-streaming partials of unfinished runs interrupted and carries on with them:
-queued work runs in order; pending approvals stay pending.
+commits are refused by that token. After taking over, the driver closes the
+streaming partials of unfinished runs as interrupted and carries on with
+them: queued work runs oldest first; pending approvals stay pending.
+
+The driver is supervised: an unexpected error commits its run as failed (with
+the error, where the store still can), stops the heartbeat and releases the
+lease, so nothing is left `running` behind a process that gave up.
 """
 
 from __future__ import annotations
@@ -16,23 +20,26 @@ import contextlib
 import logging
 import os
 import socket
-import sqlite3
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from runtime import failpoints
 from runtime.approvals import ApprovalMode
-from runtime.errors import ConversationBusy, LeaseLost
+from runtime.errors import BastionError, ConversationBusy, LeaseLost, StoreError
 from runtime.events import Event
 from runtime.ids import uuid7
 from runtime.loop import LiveStream, LoopDeps, LoopSettings, RunExecutor, place_item
 from runtime.providers.base import Provider
-from runtime.records import EntryKind, EntryStatus, InboxMode, InboxState, Run, RunState
+from runtime.records import ACTIVE_RUN_STATES, EntryStatus, Run, RunState
 from runtime.store import LeaseInfo, Store
 from runtime.toolbox import Toolbox
+from runtime.tx import ENTRY_COLUMNS, Tx, entry_row
 
 log = logging.getLogger(__name__)
 HOST = socket.gethostname()
+IDLE_POLL = 1.0  # while idle, how often the store is asked for work another process admitted
+WATCH_POLL = 0.25  # while a run goes, how often the store is asked for an interrupt request
 
 
 def pid_alive(pid: int) -> bool:
@@ -52,6 +59,10 @@ def lease_expired(lease: LeaseInfo, ttl: float, now: float) -> bool:
     if lease.host == HOST and lease.pid is not None and not pid_alive(lease.pid):
         return True
     return lease.heartbeat is None or now - lease.heartbeat > ttl
+
+
+def lease_live(lease: LeaseInfo, ttl: float) -> bool:
+    return lease.owner is not None and not lease_expired(lease, ttl, time.time())
 
 
 @dataclass(slots=True)
@@ -89,23 +100,26 @@ class Driver:
         self._wake = asyncio.Event()
         self._decisions: dict[str, asyncio.Event] = {}
         self._executor: RunExecutor | None = None
+        self._run: Run | None = None
         self._run_task: asyncio.Task[Run] | None = None
         self._task: asyncio.Task[None] | None = None
         self._heartbeat: asyncio.Task[None] | None = None
+        self._released = False
 
     # --- lifecycle --------------------------------------------------------
 
     async def start(self) -> None:
         """Acquire the lease (or raise ConversationBusy), recover, start working."""
         ttl = self.config.lease_ttl
-        lease, event = await self.store.try_acquire_lease(
+        lease, taken = await self.store.try_acquire_lease(
             self.conversation_id,
             self.owner,
             os.getpid(),
             HOST,
             lambda current: lease_expired(current, ttl, time.time()),
+            publish=self.publish,
         )
-        if event is None:
+        if not taken:
             where = "" if lease.host == HOST else f" on {lease.host}"
             raise ConversationBusy(
                 f"conversation {self.conversation_id} is being driven by another bastion "
@@ -114,24 +128,34 @@ class Driver:
                 hint="wait for it to finish, follow it with `bastion attach`, or stop that process",
             )
         self.token = lease.token
-        self.publish(event)
-        await self._recover()
-        self._task = asyncio.create_task(self._work(), name=f"driver-{self.conversation_id}")
         self._heartbeat = asyncio.create_task(self._beat(), name=f"lease-{self.conversation_id}")
+        try:
+            await self._recover()
+        except BaseException:
+            await self.stop()
+            raise
+        self._task = asyncio.create_task(self._work(), name=f"driver-{self.conversation_id}")
 
     async def stop(self) -> None:
         """Shut down: commit what was streamed, leave runs resumable, release the lease."""
-        for task in (self._heartbeat, self._task):
+        for task in (self._task, self._heartbeat):
             if task is not None and not task.done():
                 task.cancel()
-        for task in (self._heartbeat, self._task):
+        for task in (self._task, self._heartbeat):
             if task is not None:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
-        if self.failure is None or not isinstance(self.failure, LeaseLost):
-            event = await self.store.release_lease(self.conversation_id, self.token)
-            if event is not None:
-                self.publish(event)
+        await self._release()
+
+    async def _release(self) -> None:
+        if self._released or isinstance(self.failure, LeaseLost):
+            return
+        self._released = True
+        try:
+            await self.store.release_lease(self.conversation_id, self.token, publish=self.publish)
+        except (StoreError, OSError) as exc:
+            # The heartbeat has stopped: the lease expires by itself after its TTL.
+            log.warning("could not release the lease of %s: %s", self.conversation_id, exc)
 
     def wake(self) -> None:
         self._wake.set()
@@ -141,16 +165,22 @@ class Driver:
         if flag is not None:
             flag.set()
 
-    async def interrupt(self) -> bool:
-        """Interrupt the run in progress; true if there was one."""
-        task, executor = self._run_task, self._executor
-        if task is None or task.done() or executor is None:
+    def cancel_run(self, run_id: str) -> bool:
+        """Cancel the run in progress if it is `run_id` (its interrupt is committed)."""
+        task, executor, run = self._run_task, self._executor, self._run
+        if task is None or task.done() or executor is None or run is None or run.id != run_id:
             return False
-        executor.interrupting = True
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.shield(task)
+        if not executor.interrupting:  # once: a second cancel would cut the clean-up short
+            executor.interrupting = True
+            task.cancel()
         return True
+
+    async def settled(self, run_id: str) -> None:
+        """Wait until the run task of `run_id` (if it is this driver's) has ended."""
+        task, run = self._run_task, self._run
+        if task is not None and run is not None and run.id == run_id:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.shield(task)
 
     # --- work -------------------------------------------------------------
 
@@ -159,7 +189,7 @@ class Driver:
             await asyncio.sleep(self.config.lease_ttl / 3)
             try:
                 held = await self.store.heartbeat(self.conversation_id, self.token)
-            except sqlite3.Error as exc:
+            except StoreError as exc:
                 # A busy or failing disk: try again next beat. If it lasts past the
                 # TTL another process may take over, and our fenced writes stop.
                 log.warning("lease heartbeat of %s failed: %s", self.conversation_id, exc)
@@ -174,60 +204,89 @@ class Driver:
                 return
 
     async def _recover(self) -> None:
-        snap = await self.store.snapshot(self.conversation_id)
-        open_runs = {r.id for r in snap.runs if not r.terminal}
-        stale = [
-            e
-            for e in snap.entries
-            if e.kind == EntryKind.ASSISTANT
-            and e.status == EntryStatus.STREAMING
-            and (e.run_id in open_runs or e.run_id is None)
-        ]
-        if not stale:
-            return
-        async with self.store.write(self.conversation_id, self.token) as tx:
-            for entry in stale:
-                tx.update_entry(entry.but(status=EntryStatus.INTERRUPTED))
-        for event in tx.events:
-            self.publish(event)
+        """Close the streaming partials of a crashed driver as interrupted (chunks joined)."""
+
+        def build(tx: Tx) -> None:
+            rows = tx.rows(
+                f"SELECT {ENTRY_COLUMNS} FROM entries WHERE conversation_id = ? "
+                "AND kind = 'assistant' AND status = 'streaming'",
+                (self.conversation_id,),
+            )
+            for row in rows:
+                entry = entry_row(row)
+                tx.close_entry(entry.id, EntryStatus.INTERRUPTED, entry.data)
+
+        await self.store.transact(
+            self.conversation_id, build, token=self.token, publish=self.publish
+        )
+        failpoints.hit("recovered")
 
     async def _next_run(self) -> Run | None:
-        snap = await self.store.snapshot(self.conversation_id)
-        for run in snap.runs:
-            if not run.terminal:
-                return run
-        queued = [i for i in snap.inbox if i.state == InboxState.QUEUED]
-        item = next((i for i in queued if i.mode != InboxMode.STEER), None) or (
-            queued[0] if queued else None
-        )
-        if item is None:
+        """The unfinished run, else a new one for the oldest queued input (one transaction)."""
+
+        def build(tx: Tx) -> Run | None:
+            active = tx.active_run()
+            if active is not None:
+                return active
+            for item in tx.queued_inbox():
+                run = new_run(item.conversation_id, item.id)
+                if place_item(tx, item, run.id) is not None:
+                    return tx.insert_run(run)
             return None
-        async with self.store.write(self.conversation_id, self.token) as tx:
-            run = new_run(item.conversation_id, item.id)
-            place_item(tx, item, run.id)
-            tx.put_run(run)
-        for event in tx.events:
-            self.publish(event)
-        return run
+
+        return await self.store.transact(
+            self.conversation_id, build, token=self.token, publish=self.publish
+        )
 
     async def _work(self) -> None:
+        run: Run | None = None
         try:
             while True:
                 self._wake.clear()
                 run = await self._next_run()
                 if run is None:
                     self.idle.set()
-                    await self._wake.wait()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._wake.wait(), timeout=IDLE_POLL)
                     continue
                 self.idle.clear()
                 await self._execute(run)
+                run = None
         except asyncio.CancelledError:
             raise
         except BaseException as exc:
-            # Reported to whoever waits on this conversation (Harness.wait raises it).
             log.debug("driver of %s failed", self.conversation_id, exc_info=True)
-            self.failure = exc
-            self.idle.set()
+            await self._supervise(run, exc)
+
+    async def _supervise(self, run: Run | None, exc: BaseException) -> None:
+        """An unexpected error: fail the run where the store still can, stop, release."""
+        self.failure = exc
+        if run is not None and not isinstance(exc, LeaseLost):
+            error = {
+                "code": getattr(exc, "code", "internal"),
+                "message": f"{type(exc).__name__}: {exc}"
+                if not isinstance(exc, BastionError)
+                else exc.message,
+            }
+            try:
+                await self.store.transact(
+                    self.conversation_id,
+                    lambda tx: tx.transition_run(
+                        run.id,
+                        ACTIVE_RUN_STATES,
+                        state=RunState.FAILED,
+                        reason=error["message"],
+                        error=error,
+                    ),
+                    token=self.token,
+                    publish=self.publish,
+                )
+            except (BastionError, OSError) as store_exc:
+                log.warning("could not record the failure of run %s: %s", run.id, store_exc)
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+        await self._release()
+        self.idle.set()
 
     async def _execute(self, run: Run) -> None:
         live = LiveStream(self.epoch)
@@ -247,20 +306,45 @@ class Driver:
             on_refusal=self.config.on_refusal,
         )
         self._executor = RunExecutor(deps, self.conversation_id)
+        self._run = run
         self._run_task = asyncio.create_task(self._executor.execute(run))
+        watcher = asyncio.create_task(self._watch(run.id))
         try:
             await self._run_task
+        except asyncio.CancelledError:
+            me = asyncio.current_task()
+            if me is not None and me.cancelling():
+                raise
+            # The run task alone was cancelled (not this driver): a bug, not a stop.
+            raise RuntimeError(f"run {run.id} was cancelled outside an interrupt") from None
         finally:
+            watcher.cancel()
             self.live.pop(run.id, None)
             self._executor = None
             self._run_task = None
+            self._run = None
+
+    async def _watch(self, run_id: str) -> None:
+        """Follow the store for an interrupt another process committed for this run."""
+        seen = -1
+        while True:
+            await asyncio.sleep(WATCH_POLL)
+            version = await self.store.version(self.conversation_id)
+            if version == seen:
+                continue
+            seen = version
+            run = await self.store.run(run_id)
+            if run is not None and run.interrupt_requested:
+                self.cancel_run(run_id)
+                return
 
     def _wait_decision(self, tool_call_id: str) -> Awaitable[None]:
         flag = self._decisions.setdefault(tool_call_id, asyncio.Event())
+        poll = self.config.loop.approval_poll
 
         async def wait() -> None:
             try:
-                await asyncio.wait_for(flag.wait(), timeout=1.0)
+                await asyncio.wait_for(flag.wait(), timeout=poll)
             except TimeoutError:
                 pass  # decisions live in the store; another process may have answered
             finally:
@@ -270,5 +354,5 @@ class Driver:
 
 
 def new_run(conversation_id: str, inbox_id: str) -> Run:
-    now = time.time()
-    return Run(uuid7(), conversation_id, inbox_id, RunState.QUEUED, now, now)
+    stamp = time.time()
+    return Run(uuid7(), conversation_id, inbox_id, RunState.QUEUED, stamp, stamp)

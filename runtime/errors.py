@@ -63,3 +63,21 @@ class LeaseLost(BastionError):
 
 class HarnessClosed(BastionError):
     code = "harness_closed"
+
+
+class RequestKeyReused(BastionError):
+    """A request key already admitted, sent again with different input."""
+
+    code = "request_key_reused"
+
+
+class UnfinishedWork(BastionError):
+    """A conversation with a run in progress or queued input cannot be deleted."""
+
+    code = "unfinished_work"
+
+
+class NotPending(BastionError):
+    """A transition lost: the approval was already answered, the item already placed."""
+
+    code = "not_pending"

@@ -52,6 +52,44 @@ class EntryTextAppended:
 
 
 @dataclass(frozen=True, slots=True)
+class EntryReasoningAppended:
+    """A checkpoint of streamed reasoning: `text` was appended at character `offset`."""
+
+    type: ClassVar[str] = "entry.reasoning_appended"
+    conversation_id: str
+    version: int
+    entry_id: str
+    offset: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class EntryClosed:
+    """A streamed entry ended with `status`: its text is the `length` characters its
+    checkpoints appended (not repeated here), its reasoning and tool calls are in `data`."""
+
+    type: ClassVar[str] = "entry.closed"
+    conversation_id: str
+    version: int
+    entry_id: str
+    status: str
+    data: dict[str, Any]
+    length: int
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutputAppended:
+    """A checkpoint of a running call's output: `text` appended at character `offset`."""
+
+    type: ClassVar[str] = "tool_call.output_appended"
+    conversation_id: str
+    version: int
+    tool_call_id: str
+    offset: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class EntryUpdated:
     """An entry's status, and its whole text and data, changed (completion, reset)."""
 
@@ -101,6 +139,9 @@ DurableEvent = (
     | EntryAdded
     | EntryTextAppended
     | EntryUpdated
+    | EntryReasoningAppended
+    | EntryClosed
+    | ToolOutputAppended
     | RunUpdated
     | ToolCallUpdated
     | InboxUpdated
@@ -154,6 +195,7 @@ class AttemptReset:
     entry_id: str
     attempt: int
     reason: str
+    delay: float = 0.0  # seconds until the retried request is sent
 
 
 TransientEvent = TextDelta | ReasoningDelta | ToolOutputDelta | AttemptReset
@@ -175,6 +217,9 @@ EVENT_TYPES: dict[str, type[Any]] = {
         EntryAdded,
         EntryTextAppended,
         EntryUpdated,
+        EntryReasoningAppended,
+        EntryClosed,
+        ToolOutputAppended,
         RunUpdated,
         ToolCallUpdated,
         InboxUpdated,
@@ -185,6 +230,9 @@ EVENT_TYPES: dict[str, type[Any]] = {
         AttemptReset,
     )
 }
+
+
+_DEFAULTED = frozenset({"delay"})
 
 
 def is_durable(event: Event) -> bool:
@@ -206,6 +254,8 @@ def event_from_dict(data: dict[str, Any]) -> Event:
         raise ValueError(f"unknown event type {data.get('type')!r}")
     kwargs: dict[str, Any] = {}
     for name in cls.__slots__:
+        if name not in data and name in _DEFAULTED:
+            continue  # a field added later: older ledger rows take its default
         value = data[name]
         record = _RECORD_FIELDS.get(name)
         kwargs[name] = record.from_dict(value) if record is not None else value

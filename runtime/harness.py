@@ -15,33 +15,48 @@ that the pure reducer (`runtime.views.reduce`) keeps current from events.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import os
 import random
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runtime import failpoints
 from runtime.approvals import ApprovalMode
-from runtime.driver import Driver, DriverConfig, new_run
-from runtime.errors import BastionError, HarnessClosed, UnknownRun
-from runtime.events import Event, InboxUpdated, RunUpdated
+from runtime.driver import Driver, DriverConfig, lease_live, new_run
+from runtime.errors import (
+    BastionError,
+    HarnessClosed,
+    NotPending,
+    RequestKeyReused,
+    StoreError,
+    UnknownRun,
+)
+from runtime.events import DurableEvent, Event, InboxUpdated, RunUpdated
 from runtime.ids import uuid7
 from runtime.loop import LoopSettings, place_item
 from runtime.providers.base import Provider
 from runtime.records import (
+    ACTIVE_RUN_STATES,
     Approval,
     Conversation,
     InboxItem,
     InboxMode,
     InboxState,
     Run,
+    ToolCallRecord,
     ToolCallState,
 )
-from runtime.store import Store
+from runtime.store import Store, remove_artifacts, request_digest
 from runtime.toolbox import Toolbox
+from runtime.tx import Tx
 from runtime.views import ConversationView, StreamCursor, view_from_snapshot
 
+log = logging.getLogger(__name__)
 ResolveModel = Callable[[str], tuple[Provider, str]]
 ToolboxFactory = Callable[[Conversation], Toolbox | None]
 
@@ -119,6 +134,8 @@ class Harness:
         self._drivers: dict[str, Driver] = {}
         self._subscriptions: set[Subscription] = set()
         self._run_waiters: dict[str, list[asyncio.Future[Run]]] = {}
+        self._deferred: dict[str, dict[str, Any]] = {}
+        self._prepared: dict[str, Conversation] = {}
         self._closed = False
 
     @classmethod
@@ -144,19 +161,27 @@ class Harness:
         )
 
     async def close(self) -> None:
+        """Stop every driver (their leases released), close providers and the store.
+        A failing store (locked, corrupt) is reported in the log, never a hang."""
         if self._closed:
             return
         self._closed = True
         for driver in list(self._drivers.values()):
-            await driver.stop()
-            if driver.config.toolbox is not None:
-                driver.config.toolbox.close()
+            try:
+                await driver.stop()
+            finally:
+                if driver.config.toolbox is not None:
+                    driver.config.toolbox.close()
         self._drivers.clear()
         for provider, _ in self._providers.values():
-            await provider.aclose()
+            with contextlib.suppress(Exception):
+                await provider.aclose()
         for sub in list(self._subscriptions):
             sub.close()
-        await self.store.close()
+        try:
+            await self.store.close()
+        except StoreError as exc:
+            log.warning("closing the store: %s", exc)
 
     async def __aenter__(self) -> Harness:
         return self
@@ -194,36 +219,65 @@ class Harness:
         title: str = "",
         conversation_id: str | None = None,
     ) -> Conversation:
+        """An empty conversation, committed now. Front ends prefer `submit(create=...)`,
+        which commits a new conversation together with its first prompt."""
         self._check_open()
-        now = time.time()
-        conv = Conversation(conversation_id or uuid7(), title, cwd, dict(settings or {}), now, now)
-        event = await self.store.create_conversation(conv)
-        self._publish(event)
-        return event.conversation
+        conv, _ = await self.store.create_conversation(
+            new_conversation(cwd, settings=settings, title=title, conversation_id=conversation_id),
+            publish=self._publish,
+        )
+        return conv
+
+    def prepare(self, conversation: Conversation) -> None:
+        """A new conversation that is not committed until its first input: `snapshot`
+        shows it empty, `drive` waits for it, and the first `submit` commits it together
+        with that input. Quitting before then leaves nothing in the store."""
+        self._prepared[conversation.id] = conversation
 
     async def get_conversation(self, conversation_id: str) -> Conversation:
         return await self.store.get_conversation(conversation_id)
 
-    async def list_conversations(self, cwd: str | None = None) -> list[Conversation]:
-        return await self.store.list_conversations(cwd)
+    async def exists(self, conversation_id: str) -> bool:
+        return await self.store.exists(conversation_id)
+
+    async def list_conversations(
+        self, cwd: str | None = None, *, with_entries: bool = False
+    ) -> list[Conversation]:
+        return await self.store.list_conversations(cwd, with_entries=with_entries)
+
+    async def search_conversations(self, query: str) -> list[Conversation]:
+        return await self.store.search_conversations(query)
 
     async def update_settings(self, conversation_id: str, **changes: Any) -> Conversation:
-        conv = await self.store.get_conversation(conversation_id)
-        updated = conv.but(settings={**conv.settings, **changes})
-        async with self.store.write(conversation_id) as tx:
+        def build(tx: Tx) -> Conversation:
+            conv = tx.conversation()
+            updated = conv.but(settings={**conv.settings, **changes})
             tx.update_conversation(updated)
-        for event in tx.events:
-            self._publish(event)
+            return updated
+
+        await self.store.transact(conversation_id, build, publish=self._publish)
         return await self.store.get_conversation(conversation_id)
+
+    async def delete_conversation(self, conversation_id: str, *, force: bool = False) -> None:
+        """Delete a conversation and everything of it (spilled output too); its id is
+        never used again. Refused (UnfinishedWork) with work in progress unless `force`."""
+        self._check_open()
+        ttl = self.lease_ttl
+        await self.store.delete_conversation(
+            conversation_id, force=force, live=lambda lease: lease_live(lease, ttl)
+        )
+        remove_artifacts(self.home / "artifacts" / conversation_id)
 
     async def snapshot(self, conversation_id: str) -> ConversationView:
         """The stored state, with what this process streamed but has not committed yet."""
+        prepared = self._prepared.get(conversation_id)
+        if prepared is not None and not await self.store.exists(conversation_id):
+            return ConversationView(conversation=prepared, version=0)
         snap = await self.store.snapshot(conversation_id)
-        view = view_from_snapshot(snap)
         driver = self._drivers.get(conversation_id)
         if driver is None or not driver.live:
-            return view
-        entries = list(view.entries)
+            return view_from_snapshot(snap)
+        entries = list(snap.entries)
         cursors: dict[str, StreamCursor] = {}
         for run_id, live in driver.live.items():
             if live.seq:
@@ -236,6 +290,9 @@ class Harness:
             type(snap)(snap.conversation, tuple(entries), snap.runs, snap.inbox, snap.tool_calls),
             cursors,
         )
+
+    async def ledger(self, conversation_id: str, after: int = 0) -> list[DurableEvent]:
+        return await self.store.ledger(conversation_id, after)
 
     # --- driving ----------------------------------------------------------
 
@@ -253,20 +310,47 @@ class Harness:
         *,
         interactive: bool = True,
         on_refusal: Callable[[str, str], None] | None = None,
-    ) -> Driver:
-        """Become this conversation's driver: take the lease, recover, run its work."""
+        approval_mode: str | None = None,
+        model: str | None = None,
+    ) -> Driver | None:
+        """Become this conversation's driver: take the lease, recover, run its work.
+
+        `approval_mode` and `model` hold for this process only (a flag applies to its
+        own invocation); without them, the conversation's stored settings. A
+        conversation not created yet is driven as soon as `submit(create=...)`
+        commits it; this returns None then."""
         self._check_open()
         if conversation_id in self._drivers:
             return self._drivers[conversation_id]
+        options = {
+            "interactive": interactive,
+            "on_refusal": on_refusal,
+            "approval_mode": approval_mode,
+            "model": model,
+        }
+        if not await self.store.exists(conversation_id):
+            self._deferred[conversation_id] = options
+            return None
+        return await self._start_driver(conversation_id, **options)  # type: ignore[arg-type]
+
+    async def _start_driver(
+        self,
+        conversation_id: str,
+        *,
+        interactive: bool,
+        on_refusal: Callable[[str, str], None] | None,
+        approval_mode: str | None,
+        model: str | None,
+    ) -> Driver:
         conv = await self.store.get_conversation(conversation_id)
         agent = conv.agent
-        provider, model = self.resolve_model(agent.model)
+        provider, model_name = self.resolve_model(model or agent.model)
         toolbox = self._toolbox_factory(conv) if self._toolbox_factory else None
         config = DriverConfig(
             provider=provider,
-            model=model,
+            model=model_name,
             toolbox=toolbox,
-            approval_mode=ApprovalMode.parse(agent.approval_mode or "ask"),
+            approval_mode=ApprovalMode.parse(approval_mode or agent.approval_mode or "ask"),
             interactive=interactive,
             loop=self.loop_settings,
             lease_ttl=self.lease_ttl,
@@ -282,12 +366,20 @@ class Harness:
         self._drivers[conversation_id] = driver
         return driver
 
+    def driver(self, conversation_id: str) -> Driver | None:
+        return self._drivers.get(conversation_id)
+
     async def release(self, conversation_id: str) -> None:
         driver = self._drivers.pop(conversation_id, None)
         if driver is not None:
             await driver.stop()
             if driver.config.toolbox is not None:
                 driver.config.toolbox.close()
+
+    async def admitted(self, request_key: str) -> tuple[str, str] | None:
+        """(conversation id, inbox item id) admitted under `request_key`, from any session."""
+        found = await self.store.admission(request_key)
+        return (found[0], found[1]) if found else None
 
     async def submit(
         self,
@@ -296,112 +388,117 @@ class Harness:
         *,
         request_key: str | None = None,
         mode: InboxMode = InboxMode.PROMPT,
+        create: Conversation | None = None,
     ) -> InboxItem:
         """Admit input. Idle: a user entry and a queued run; busy: a queued inbox item.
 
-        The same `request_key` again returns the item it admitted the first time.
-        """
+        With `create`, a conversation that does not exist yet is committed in the same
+        transaction as this first input (so no conversation is ever left empty). A
+        request key is admitted once across all conversations: the same key with the
+        same input returns the item it admitted; with other input it is refused
+        (RequestKeyReused)."""
         self._check_open()
-        if not text.strip():
-            raise EmptyInput("the prompt is empty", hint="type something for the agent to do")
-        async with self.store.write(conversation_id) as tx:
-            found = await tx.inbox_by_key(request_key) if request_key is not None else None
-            if found is not None:
-                item = found
-            else:
-                item = await self._admit(tx, conversation_id, text, request_key, mode)
-        for event in tx.events:
-            self._publish(event)
-        driver = self._drivers.get(conversation_id)
+        _check_text(text)
+
+        def admit(tx: Tx) -> InboxItem:
+            return _admit(tx, text, request_key, mode)
+
+        create = create or self._prepared.get(conversation_id)
+        if create is not None and not await self.store.exists(conversation_id):
+            _, item = await self.store.create_conversation(
+                create.but(id=conversation_id, title=create.title or _title_from(text)),
+                admit,
+                publish=self._publish,
+            )
+            assert item is not None
+            self._prepared.pop(conversation_id, None)
+            failpoints.hit("admitted")
+            options = self._deferred.pop(conversation_id, None)
+            if options is not None:
+                await self._start_driver(conversation_id, **options)
+            return item
+        item = await self.store.transact(conversation_id, admit, publish=self._publish)
+        failpoints.hit("admitted")
+        driver = self._drivers.get(item.conversation_id)
         if driver is not None:
             driver.wake()
         return item
 
-    @staticmethod
-    async def _admit(
-        tx: Any, conversation_id: str, text: str, request_key: str | None, mode: InboxMode
-    ) -> InboxItem:
-        cur = await tx.db.execute(
-            "SELECT EXISTS (SELECT 1 FROM runs WHERE conversation_id = ? AND state IN "
-            "('queued', 'running', 'awaiting_approval')), "
-            "(SELECT title FROM conversations WHERE id = ?)",
-            (conversation_id, conversation_id),
-        )
-        busy, title = await cur.fetchone()
-        item = InboxItem(
-            uuid7(), conversation_id, mode, text, InboxState.QUEUED, time.time(), request_key
-        )
-        if busy:
-            return tx.put_inbox(item)  # type: ignore[no-any-return]
-        run = new_run(conversation_id, item.id)
-        tx.put_run(run)
-        place_item(tx, item, run.id)
-        if not title:
-            conv = await tx.conversation()
-            tx.update_conversation(conv.but(title=_title_from(text)))
-        return item.but(state=InboxState.PLACED, run_id=run.id)
-
     async def withdraw(self, conversation_id: str, item_id: str) -> bool:
-        """Withdraw a queued steer or follow-up; false if it was already placed."""
-        snap = await self.store.snapshot(conversation_id)
-        item = next((i for i in snap.inbox if i.id == item_id), None)
-        if item is None or item.state != InboxState.QUEUED:
-            return False
-        async with self.store.write(conversation_id) as tx:
-            cur = await tx.db.execute("SELECT state FROM inbox WHERE id = ?", (item_id,))
-            row = await cur.fetchone()
-            if row is None or row[0] != InboxState.QUEUED:
-                return False
-            tx.put_inbox(item.but(state=InboxState.WITHDRAWN))
-        for event in tx.events:
-            self._publish(event)
-        return True
+        """Withdraw a queued steer or follow-up: false (nothing changed) if it was placed
+        first, or withdrawn already."""
+        done = await self.store.transact(
+            conversation_id,
+            lambda tx: tx.transition_inbox(item_id, InboxState.WITHDRAWN),
+            publish=self._publish,
+        )
+        return done is not None
 
     async def respond(self, conversation_id: str, tool_call_id: str, approve: bool) -> None:
-        """Answer a pending approval; the decision is committed, then the driver woken."""
-        snap = await self.store.snapshot(conversation_id)
-        call = next((c for c in snap.tool_calls if c.id == tool_call_id), None)
-        if call is None or call.approval != Approval.PENDING or call.state != ToolCallState.PENDING:
-            raise UnknownRun(f"no pending approval {tool_call_id}")
-        decided = call.but(
-            approval=Approval.APPROVED if approve else Approval.DENIED, updated_at=time.time()
-        )
-        async with self.store.write(conversation_id) as tx:
-            tx.put_tool_call(decided)
-        for event in tx.events:
-            self._publish(event)
+        """Answer a pending approval: committed, then the driver woken. NotPending if the
+        approval was answered already or its call was settled (an interrupt won)."""
+        approval = Approval.APPROVED if approve else Approval.DENIED
+
+        def build(tx: Tx) -> ToolCallRecord | None:
+            return tx.transition_tool_call(
+                tool_call_id,
+                from_states=(ToolCallState.PENDING,),
+                from_approvals=(Approval.PENDING,),
+                approval=approval,
+            )
+
+        decided = await self.store.transact(conversation_id, build, publish=self._publish)
+        if decided is None:
+            raise NotPending(
+                f"tool call {tool_call_id} is not waiting for approval",
+                hint="it was answered already, or the run was interrupted",
+            )
         driver = self._drivers.get(conversation_id)
         if driver is not None:
             driver.decided(tool_call_id)
 
-    async def interrupt(self, conversation_id: str) -> bool:
+    async def interrupt(self, conversation_id: str) -> Interruption:
+        """Interrupt the active run: the request is committed first (so any process can
+        make it), queued inputs are withdrawn and handed back, then the run is
+        cancelled by whichever process drives it."""
+
+        def build(tx: Tx) -> tuple[Run | None, list[InboxItem]]:
+            active = tx.active_run()
+            marked = None
+            if active is not None and not active.interrupt_requested:
+                marked = tx.transition_run(active.id, ACTIVE_RUN_STATES, interrupt_requested=True)
+            return marked or active, tx.withdraw_queued()
+
+        run, withdrawn = await self.store.transact(conversation_id, build, publish=self._publish)
         driver = self._drivers.get(conversation_id)
-        return await driver.interrupt() if driver is not None else False
+        if run is not None and driver is not None:
+            if not driver.cancel_run(run.id):
+                driver.wake()  # a queued run: the driver finishes it as interrupted
+            await driver.settled(run.id)
+        return Interruption(run.id if run is not None else None, tuple(withdrawn))
 
     # --- waiting ----------------------------------------------------------
 
     async def wait(self, item_id: str, conversation_id: str, *, poll: float = 1.0) -> Run:
         """Wait until the run of inbox item `item_id` ends; returns that run."""
         while True:
-            snap = await self.store.snapshot(conversation_id)
-            item = next((i for i in snap.inbox if i.id == item_id), None)
+            item = await self.store.inbox_item(item_id)
             if item is None:
                 raise UnknownRun(f"no submission {item_id} in conversation {conversation_id}")
             if item.state == InboxState.WITHDRAWN:
                 raise UnknownRun(f"submission {item_id} was withdrawn")
             if item.run_id is not None:
-                return await self.wait_run(item.run_id, conversation_id, poll=poll)
-            await self._pause(conversation_id, poll)
+                return await self.wait_run(item.run_id, item.conversation_id, poll=poll)
+            await self._pause(item.conversation_id, poll)
 
     async def wait_run(self, run_id: str, conversation_id: str, *, poll: float = 1.0) -> Run:
-        """Wait for run `run_id` to end. Woken by its event; the store is re-read every
+        """Wait for run `run_id` to end. Woken by its event; the run's row is re-read every
         `poll` seconds so a run driven by another process is seen to end too."""
         future: asyncio.Future[Run] = asyncio.get_running_loop().create_future()
         self._run_waiters.setdefault(run_id, []).append(future)
         try:
             while True:
-                snap = await self.store.snapshot(conversation_id)
-                run = next((r for r in snap.runs if r.id == run_id), None)
+                run = await self.store.run(run_id)
                 if run is None:
                     raise UnknownRun(f"no run {run_id}")
                 if run.terminal:
@@ -417,6 +514,35 @@ class Harness:
             waiters = self._run_waiters.get(run_id, [])
             if future in waiters:
                 waiters.remove(future)
+
+    async def wait_idle(self, conversation_id: str, *, poll: float = 1.0) -> Run | None:
+        """Wait until the conversation has no unfinished run or queued input; returns its
+        latest run. Raises the driver's failure if it stopped."""
+        while await self.store.unfinished(conversation_id):
+            await self._pause(conversation_id, poll)
+        driver = self._drivers.get(conversation_id)
+        if driver is not None and driver.failure is not None:
+            raise driver.failure
+        return await self.store.latest_run(conversation_id)
+
+    async def answer(self, run: Run) -> str:
+        """The text of a run's answer (its result entry, else its last assistant text)."""
+
+        def read(db: Any) -> str:
+            if run.result_entry_id:
+                row = db.execute(
+                    "SELECT text FROM entries WHERE id = ?", (run.result_entry_id,)
+                ).fetchone()
+                if row:
+                    return str(row[0])
+            row = db.execute(
+                "SELECT text FROM entries WHERE run_id = ? AND kind = 'assistant' AND text != '' "
+                "ORDER BY position DESC LIMIT 1",
+                (run.id,),
+            ).fetchone()
+            return str(row[0]) if row else ""
+
+        return await self.store.read(read)
 
     async def _pause(self, conversation_id: str, poll: float) -> None:
         driver = self._drivers.get(conversation_id)
@@ -435,6 +561,83 @@ class Harness:
             pass
         finally:
             sub.close()
+
+
+@dataclass(frozen=True, slots=True)
+class Interruption:
+    """What `Harness.interrupt` did: the run it asked to stop (None if none was active)
+    and the queued inputs it withdrew, oldest first, for the prompt to take back."""
+
+    run_id: str | None
+    withdrawn: tuple[InboxItem, ...] = ()
+
+    def __bool__(self) -> bool:
+        return self.run_id is not None
+
+
+def new_conversation(
+    cwd: str,
+    *,
+    settings: dict[str, Any] | None = None,
+    title: str = "",
+    conversation_id: str | None = None,
+) -> Conversation:
+    stamp = time.time()
+    return Conversation(conversation_id or uuid7(), title, cwd, dict(settings or {}), stamp, stamp)
+
+
+def _check_text(text: str) -> None:
+    if not text.strip():
+        raise EmptyInput("the prompt is empty", hint="type something for the agent to do")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise EmptyInput(
+            "the prompt is not valid UTF-8 text",
+            hint="pass the prompt as UTF-8 (check the terminal's or the file's encoding)",
+        ) from None
+
+
+def _admit(tx: Tx, text: str, request_key: str | None, mode: InboxMode) -> InboxItem:
+    """Inside one transaction: the admission check, then the user entry and a queued run
+    (idle) or a queued inbox item (busy)."""
+    digest = request_digest(text, mode)
+    if request_key is not None:
+        rows = tx.rows(
+            "SELECT inbox_id, digest, conversation_id FROM admissions WHERE request_key = ?",
+            (request_key,),
+        )
+        if rows:
+            inbox_id, known, owner = rows[0]
+            if known and known != digest:
+                raise RequestKeyReused(
+                    f"request key {request_key!r} was already used for a different prompt",
+                    hint="use a new request key for new input",
+                )
+            found = tx.inbox_item(inbox_id)
+            assert found is not None, f"admission {request_key} without its item in {owner}"
+            return found
+    item = InboxItem(
+        uuid7(), tx.conversation_id, mode, text, InboxState.QUEUED, time.time(), request_key
+    )
+    if request_key is not None:
+        tx.execute(
+            "INSERT INTO admissions (request_key, conversation_id, inbox_id, digest, created_at) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (request_key, tx.conversation_id, item.id, digest, item.created_at),
+        )
+    if tx.active_run() is not None or tx.queued_inbox():
+        return tx.insert_inbox(item)
+    run = new_run(tx.conversation_id, item.id)
+    tx.insert_inbox(item)
+    entry = place_item(tx, item, run.id)
+    tx.insert_run(run)
+    conv = tx.conversation()
+    if not conv.title:
+        tx.update_conversation(conv.but(title=_title_from(text)))
+    placed = tx.inbox_item(item.id)
+    assert placed is not None and entry is not None
+    return placed
 
 
 def _title_from(text: str, limit: int = 60) -> str:

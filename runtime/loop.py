@@ -1,25 +1,33 @@
 """The model loop: one run, from its admitted input to its final answer.
 
-Durable order per turn: assistant entry created (streaming) → partial text
-checkpointed at most every `checkpoint_interval` → completion committed with
-the tool call intents → each call: approval if required → execute → result
-committed → queued steers placed → next model request. Every commit is
-shielded from cancellation, so an interrupt or shutdown never abandons a
-half-written transaction, and events are published only after their commit.
+Durable order per turn: assistant entry created (streaming) → text and
+reasoning checkpointed as chunks, on arrival once `checkpoint_interval` has
+passed and on a timer during pauses, so nothing shown stays uncommitted longer
+than the interval → completion committed with the tool-call intents → each
+call (runtime.calls) → queued steers placed → next model request.
+
+The run reads the conversation once, when it starts, and then keeps its own
+list of entries current from its own commits: while it holds the lease no
+other process adds entries, so a long conversation costs one read per run,
+not one per turn. Every commit goes through `commit`, which lets a commit
+that began land even if the run is cancelled meanwhile; events are published
+only after their commit.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from runtime.approvals import ApprovalMode, Decision, decide, refusal_text
+from runtime import failpoints
+from runtime.approvals import ApprovalMode
 from runtime.context import build_messages
-from runtime.events import AttemptReset, Event, ReasoningDelta, TextDelta, ToolOutputDelta
+from runtime.events import AttemptReset, Event, ReasoningDelta, TextDelta
 from runtime.ids import uuid7
 from runtime.providers.base import (
     ModelRequest,
@@ -33,7 +41,8 @@ from runtime.providers.base import (
     UsageReport,
 )
 from runtime.records import (
-    Approval,
+    ACTIVE_RUN_STATES,
+    Conversation,
     Entry,
     EntryKind,
     EntryStatus,
@@ -43,11 +52,11 @@ from runtime.records import (
     Run,
     RunState,
     ToolCallRecord,
-    ToolCallState,
 )
-from runtime.store import Snapshot, Store, Tx
+from runtime.store import Store
 from runtime.tokens import Quality, estimate_usage_async
-from runtime.toolbox import Toolbox, ToolOutcome
+from runtime.toolbox import Toolbox
+from runtime.tx import Tx
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -60,6 +69,42 @@ class LoopSettings:
     backoff_base: float = 0.5
     backoff_cap: float = 20.0
     max_turns: int = 200
+    retry_deadline: float = 300.0  # no retry is started once this long has been spent retrying
+    approval_poll: float = (
+        0.5  # how often a pending approval is re-read (another process may answer)
+    )
+    output_commit_limit: int = 262_144  # characters of a running command's output checkpointed
+
+
+class Buffer:
+    """Streamed text: what arrived, and how much of it is committed."""
+
+    __slots__ = ("committed", "length", "parts")
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.length = 0
+        self.committed = 0
+
+    def add(self, text: str) -> int:
+        offset = self.length
+        self.parts.append(text)
+        self.length += len(text)
+        return offset
+
+    @property
+    def text(self) -> str:
+        if len(self.parts) > 1:
+            self.parts[:] = ["".join(self.parts)]
+        return self.parts[0] if self.parts else ""
+
+    def pending(self) -> tuple[int, str] | None:
+        if self.committed >= self.length:
+            return None
+        return self.committed, self.text[self.committed :]
+
+    def mark(self, end: int) -> None:
+        self.committed = max(self.committed, end)
 
 
 @dataclass(slots=True)
@@ -68,16 +113,17 @@ class LiveStream:
 
     epoch: int
     entry_id: str | None = None
-    parts: list[str] = field(default_factory=list)
-    length: int = 0
-    committed: int = 0
+    body: Buffer = field(default_factory=Buffer)
+    reasoning: Buffer = field(default_factory=Buffer)
+    outputs: dict[str, Buffer] = field(default_factory=dict)
     seq: int = 0
 
     @property
     def text(self) -> str:
-        if len(self.parts) > 1:
-            self.parts[:] = ["".join(self.parts)]
-        return self.parts[0] if self.parts else ""
+        return self.body.text
+
+    def restart(self) -> None:
+        self.body, self.reasoning = Buffer(), Buffer()
 
 
 @dataclass(slots=True)
@@ -104,40 +150,51 @@ class RunAborted(Exception):
         self.error = error
 
 
-def _now() -> float:
+class RunLost(Exception):
+    """The run was ended by someone else (it is no longer in a state this step expects)."""
+
+
+def now() -> float:
     return time.time()
 
 
 class RunExecutor:
     def __init__(self, deps: LoopDeps, conversation_id: str) -> None:
+        from runtime.calls import CallRunner  # the two halves of a run refer to each other
+
         self.deps = deps
         self.conversation_id = conversation_id
         self.interrupting = False
+        self.conversation: Conversation | None = None
+        self.entries: list[Entry] = []
+        self._positions: dict[str, int] = {}
         self._inflight: asyncio.Future[Any] | None = None
+        self.lock = asyncio.Lock()  # one stream step or checkpoint at a time
+        self._last_checkpoint = 0.0
+        self.calls = CallRunner(self)
 
     # --- commits ----------------------------------------------------------
 
     async def commit(self, build: Callable[[Tx], T], after: Callable[[T], None] | None = None) -> T:
-        """Run `build` in one fenced transaction, then `after`, then publish its events.
+        """Run `build` in one fenced transaction; `after` runs when it has committed.
 
-        Shielded: a cancellation (interrupt, shutdown) arriving mid-commit still
-        lets the commit land, so whatever the loop remembers about committed state
-        must change in `after`, inside the shield, never after the await.
+        A cancellation (interrupt, shutdown) arriving mid-commit still lets the
+        commit land, so whatever the loop remembers about committed state must
+        change in `after`, never after the await.
         """
+        future = asyncio.ensure_future(
+            self.deps.store.transact(
+                self.conversation_id,
+                build,
+                token=self.deps.token,
+                publish=self.deps.publish,
+                after=after,
+            )
+        )
+        self._inflight = future
+        return await asyncio.shield(future)
 
-        async def inner() -> T:
-            async with self.deps.store.write(self.conversation_id, self.deps.token) as tx:
-                result = build(tx)
-            if after is not None:
-                after(result)
-            for event in tx.events:
-                self.deps.publish(event)
-            return result
-
-        self._inflight = asyncio.ensure_future(inner())
-        return await asyncio.shield(self._inflight)
-
-    async def _settle_inflight(self) -> None:
+    async def settle_inflight(self) -> None:
         """After a cancellation: let a commit that was under way land before cleaning up."""
         task = self._inflight
         if task is not None and not task.done():
@@ -145,100 +202,175 @@ class RunExecutor:
         if task is not None and not task.cancelled():
             task.exception()  # retrieved here; the caller's own error path reports failures
 
-    def _next_seq(self) -> int:
+    def track(self, entry: Entry | None) -> None:
+        """Keep the run's copy of the conversation current with an entry it committed."""
+        if entry is None:
+            return
+        at = self._positions.get(entry.id)
+        if at is None:
+            self._positions[entry.id] = len(self.entries)
+            self.entries.append(entry)
+        else:
+            self.entries[at] = entry
+
+    def next_seq(self) -> int:
         """The next transient seq of this run in this process (1, 2, 3, ...)."""
         self.deps.live.seq += 1
         return self.deps.live.seq
 
-    async def set_run(self, run: Run, **changes: Any) -> Run:
-        updated = run.but(updated_at=_now(), revision=run.revision + 1, **changes)
-        return await self.commit(lambda tx: tx.put_run(updated))
+    async def transition(
+        self, run: Run, from_states: tuple[str, ...] = ACTIVE_RUN_STATES, **changes: Any
+    ) -> Run:
+        updated = await self.commit(lambda tx: tx.transition_run(run.id, from_states, **changes))
+        if updated is None:
+            raise RunLost(run.id)
+        return updated
 
     # --- the run ----------------------------------------------------------
 
     async def execute(self, run: Run) -> Run:
         """Drive `run` to a terminal state. Cancellation: see `interrupting`."""
         try:
-            if run.state != RunState.RUNNING:
-                run = await self.set_run(run, state=RunState.RUNNING)
-            return await self._turns(run)
+            snap = await self.deps.store.snapshot(self.conversation_id)
+            self.conversation = snap.conversation
+            for entry in snap.entries:
+                self.track(entry)
+            run = next((r for r in snap.runs if r.id == run.id), run)
+            if run.terminal:
+                return run
+            if run.interrupt_requested:
+                self.interrupting = True
+                return await self._finish_interrupted(run)
+            if run.state == RunState.QUEUED:
+                run = await self.transition(run, (RunState.QUEUED,), state=RunState.RUNNING)
+            unfinished = [c for c in snap.tool_calls if c.run_id == run.id and c.unfinished]
+            return await self._turns(run, unfinished)
         except asyncio.CancelledError:
-            await self._settle_inflight()
-            await self._checkpoint(run.id)
+            await self.settle_inflight()
+            async with self.lock:
+                await self.checkpoint()
             if not self.interrupting:
                 raise
             return await self._finish_interrupted(run)
         except RunAborted as aborted:
             return await self._fail(run, aborted.error)
+        except RunLost:
+            return await self.deps.store.run(run.id) or run
 
-    async def _turns(self, run: Run) -> Run:
+    async def _turns(self, run: Run, unfinished: list[ToolCallRecord]) -> Run:
+        if unfinished:
+            run = await self.calls.run_all(run, unfinished)
+            await self._place_steers(run)
         for _ in range(self.deps.settings.max_turns):
-            snap = await self.deps.store.snapshot(self.conversation_id)
-            run = next((r for r in snap.runs if r.id == run.id), run)
-            unfinished = [
-                c
-                for c in snap.tool_calls
-                if c.run_id == run.id and c.state in (ToolCallState.PENDING, ToolCallState.RUNNING)
-            ]
-            if unfinished:
-                run = await self._run_tool_calls(run, unfinished)
-                await self._place_steers(run)
-                continue
-            entry, calls, run = await self._stream_turn(run, snap)
+            entry, calls, run = await self._stream_turn(run)
             if not calls:
-                return await self.set_run(
-                    run, state=RunState.COMPLETED, reason="answered", result_entry_id=entry.id
-                )
-            run = await self._run_tool_calls(run, calls)
+                done = await self._answer_or_steer(run, entry)
+                if done is not None:
+                    return done
+                continue
+            failpoints.hit("call.intent")
+            run = await self.calls.run_all(run, calls)
             await self._place_steers(run)
         raise RunAborted({"code": "max_turns", "message": "the run reached its turn limit"})
 
+    async def _answer_or_steer(self, run: Run, entry: Entry) -> Run | None:
+        """The model answered. Steers queued ahead of any follow-up join this run (one
+        more request); otherwise the run completes. One transaction decides."""
+
+        def build(tx: Tx) -> Run | None:
+            steers = []
+            for item in tx.queued_inbox():
+                if item.mode != InboxMode.STEER:
+                    break
+                steers.append(item)
+            if steers:
+                for item in steers:
+                    self.track(place_item(tx, item, run.id))
+                return None
+            return tx.transition_run(
+                run.id,
+                ACTIVE_RUN_STATES,
+                state=RunState.COMPLETED,
+                reason="answered",
+                result_entry_id=entry.id,
+            )
+
+        return await self.commit(build)
+
+    async def _place_steers(self, run: Run) -> None:
+        """After a tool round: every queued steer joins this run, oldest first."""
+
+        def build(tx: Tx) -> None:
+            for item in tx.queued_inbox():
+                if item.mode == InboxMode.STEER:
+                    self.track(place_item(tx, item, run.id))
+
+        await self.commit(build)
+        failpoints.hit("steers.placed")
+
     # --- one model request ------------------------------------------------
 
-    def _request(self, snap: Snapshot, run: Run) -> ModelRequest:
+    def _request(self, run: Run) -> ModelRequest:
+        assert self.conversation is not None
         specs = self.deps.toolbox.specs() if self.deps.toolbox else ()
-        messages = build_messages(snap.conversation, snap.entries, run.id, specs)
+        messages = build_messages(self.conversation, self.entries, run.id, specs)
         return ModelRequest(self.deps.model, messages, specs, session_id=self.conversation_id)
 
-    async def _stream_turn(
-        self, run: Run, snap: Snapshot
-    ) -> tuple[Entry, list[ToolCallRecord], Run]:
-        request = self._request(snap, run)
-        entry = Entry(
-            uuid7(),
-            self.conversation_id,
-            0,
-            EntryKind.ASSISTANT,
-            EntryStatus.STREAMING,
-            "",
-            _now(),
-            run_id=run.id,
-        )
+    async def _stream_turn(self, run: Run) -> tuple[Entry, list[ToolCallRecord], Run]:
+        request = self._request(run)
         live = self.deps.live
-        live.parts, live.length, live.committed = [], 0, 0
-        entry = await self.commit(
-            lambda tx: tx.add_entry(entry), after=lambda e: setattr(live, "entry_id", e.id)
-        )
+        live.restart()
+        blank = Entry(
+            uuid7(), self.conversation_id, 0, EntryKind.ASSISTANT, EntryStatus.STREAMING, "",
+            now(), run_id=run.id,
+        )  # fmt: skip
+
+        def opened(e: Entry) -> None:
+            live.entry_id = e.id
+            self.track(e)
+
+        entry = await self.commit(lambda tx: tx.add_entry(blank), after=opened)
+        failpoints.hit("turn.opened")
         usage = Usage.from_dict(run.usage)
+        ticker = asyncio.create_task(self._tick(), name="checkpoint-timer")
+        try:
+            state = await self._attempts(run, entry, request, usage)
+        finally:
+            ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await ticker
+        usage = usage + state.spent
+        turn_usage, quality = await self._turn_usage(request, state)
+        usage_dict = (usage + turn_usage).to_dict()
+        usage_dict["quality"] = _worse(run.usage.get("quality", Quality.MEASURED), quality)
+        return await self._complete_turn(run, entry, state, usage_dict)
+
+    async def _attempts(
+        self, run: Run, entry: Entry, request: ModelRequest, usage: Usage
+    ) -> _TurnState:
+        """Stream the response, retrying what may be retried within the deadline."""
+        settings = self.deps.settings
+        started = time.monotonic()
+        spent = Usage()
         attempt = 0
         while True:
             attempt += 1
             state = _TurnState()
             try:
                 await self._consume(run, entry, request, state)
-                break
+                state.spent = spent
+                return state
             except ProviderError as exc:
-                usage = usage + state.usage  # failed attempts count too, as measured
-                if not exc.retryable or state.calls or attempt > self.deps.settings.max_retries:
-                    await self._checkpoint(run.id)
-                    await self._close_entry(entry, EntryStatus.FAILED, state)
+                spent = spent + state.usage  # failed attempts count too, as measured
+                delay = self._backoff(attempt, exc)
+                late = time.monotonic() - started + delay > settings.retry_deadline
+                if not exc.retryable or state.calls or attempt > settings.max_retries or late:
+                    async with self.lock:
+                        await self.checkpoint()
+                    await self._close_entry(entry, EntryStatus.FAILED)
                     raise RunAborted(exc.to_dict()) from exc
-                await self._reset_attempt(run, entry, attempt, exc)
-                await asyncio.sleep(self._backoff(attempt, exc))
-        turn_usage, quality = await self._turn_usage(request, state)
-        usage_dict = (usage + turn_usage).to_dict()
-        usage_dict["quality"] = _worse(run.usage.get("quality", Quality.MEASURED), quality)
-        return await self._complete_turn(run, entry, state, usage_dict)
+                await self._reset_attempt(run, entry, attempt, exc, delay)
+                await asyncio.sleep(delay)
 
     async def _turn_usage(self, request: ModelRequest, state: _TurnState) -> tuple[Usage, Quality]:
         """The provider's usage for this response, or a tiktoken estimate if it sent none."""
@@ -251,80 +383,88 @@ class RunExecutor:
     ) -> None:
         live = self.deps.live
         interval = self.deps.settings.checkpoint_interval
-        last = time.monotonic()
         async for item in self.deps.provider.stream(request):
-            if isinstance(item, TextChunk):
-                offset = live.length
-                live.parts.append(item.text)
-                live.length += len(item.text)
-                self.deps.publish(
-                    TextDelta(
-                        self.conversation_id,
-                        run.id,
-                        live.epoch,
-                        self._next_seq(),
-                        entry.id,
-                        offset,
-                        item.text,
-                    )
-                )
-                if time.monotonic() - last >= interval:
-                    await self._checkpoint(run.id)
-                    last = time.monotonic()
-            elif isinstance(item, ReasoningChunk):
-                state.reasoning.append(item.text)
-                self.deps.publish(
-                    ReasoningDelta(
-                        self.conversation_id,
-                        run.id,
-                        live.epoch,
-                        self._next_seq(),
-                        entry.id,
-                        item.text,
-                    )
-                )
-            elif isinstance(item, ToolCallChunk):
-                state.add_call_chunk(item)
-            elif isinstance(item, UsageReport):
-                state.usage = item.usage
-                state.usage_reported = True
-            elif isinstance(item, StreamEnd):
-                state.finish_reason = item.finish_reason
+            async with self.lock:
+                if isinstance(item, TextChunk):
+                    offset = live.body.add(item.text)
+                    self.deps.publish(
+                        TextDelta(
+                            self.conversation_id, run.id, live.epoch, self.next_seq(), entry.id,
+                            offset, item.text,
+                        )
+                    )  # fmt: skip
+                elif isinstance(item, ReasoningChunk):
+                    live.reasoning.add(item.text)
+                    self.deps.publish(
+                        ReasoningDelta(
+                            self.conversation_id, run.id, live.epoch, self.next_seq(), entry.id,
+                            item.text,
+                        )
+                    )  # fmt: skip
+                elif isinstance(item, ToolCallChunk):
+                    state.add_call_chunk(item)
+                elif isinstance(item, UsageReport):
+                    state.usage = item.usage
+                    state.usage_reported = True
+                elif isinstance(item, StreamEnd):
+                    state.finish_reason = item.finish_reason
+                if time.monotonic() - self._last_checkpoint >= interval:
+                    await self.checkpoint()
 
-    async def _checkpoint(self, run_id: str) -> None:
+    async def _tick(self) -> None:
+        """Checkpoint during pauses: nothing shown stays uncommitted past the interval."""
+        interval = self.deps.settings.checkpoint_interval
+        while True:
+            await asyncio.sleep(interval)
+            if time.monotonic() - self._last_checkpoint < interval:
+                continue
+            async with self.lock:
+                await self.checkpoint()
+
+    async def checkpoint(self) -> None:
+        """Commit the streamed text and reasoning not committed yet, as chunks. Hold `lock`."""
         live = self.deps.live
-        if live.entry_id is None or live.committed >= live.length:
+        entry_id = live.entry_id
+        self._last_checkpoint = time.monotonic()
+        if entry_id is None:
             return
-        text = live.text[live.committed :]
-        offset, entry_id = live.committed, live.entry_id
+        body, reasoning = live.body, live.reasoning
+        text, thought = body.pending(), reasoning.pending()
+        if text is None and thought is None:
+            return
 
-        def committed(_: None) -> None:
-            live.committed = offset + len(text)
+        def build(tx: Tx) -> tuple[int, int]:
+            ends = [body.committed, reasoning.committed]
+            if text is not None:
+                ends[0] = tx.append_chunk(entry_id, "text", *text)
+            if thought is not None:
+                ends[1] = tx.append_chunk(entry_id, "reasoning", *thought)
+            return ends[0], ends[1]
 
-        await self.commit(lambda tx: tx.append_text(entry_id, offset, text), after=committed)
+        def committed(ends: tuple[int, int]) -> None:
+            body.mark(ends[0])
+            reasoning.mark(ends[1])
+
+        await self.commit(build, after=committed)
+        self._last_checkpoint = time.monotonic()
+        failpoints.hit("checkpoint")
 
     async def _reset_attempt(
-        self, run: Run, entry: Entry, attempt: int, exc: ProviderError
+        self, run: Run, entry: Entry, attempt: int, exc: ProviderError, delay: float
     ) -> None:
         log.info("retrying model request (attempt %d): %s", attempt + 1, exc.message)
         live = self.deps.live
-        reset = entry.but(text="", status=EntryStatus.STREAMING)
-
-        def forget(_: Entry) -> None:
-            live.parts, live.length, live.committed = [], 0, 0
-
-        await self.commit(lambda tx: tx.update_entry(reset), after=forget)
-        self.deps.publish(
-            AttemptReset(
-                self.conversation_id,
-                run.id,
-                live.epoch,
-                self._next_seq(),
-                entry.id,
-                attempt + 1,
-                exc.message,
+        async with self.lock:
+            await self.commit(
+                lambda tx: tx.reset_entry(entry.but(status=EntryStatus.STREAMING)),
+                after=lambda _: live.restart(),
             )
-        )
+            self.deps.publish(
+                AttemptReset(
+                    self.conversation_id, run.id, live.epoch, self.next_seq(), entry.id,
+                    attempt + 1, exc.message, delay,
+                )
+            )  # fmt: skip
 
     def _backoff(self, attempt: int, exc: ProviderError) -> float:
         if exc.retry_after is not None:
@@ -332,246 +472,80 @@ class RunExecutor:
         s = self.deps.settings
         return float(min(s.backoff_cap, s.backoff_base * (2 ** (attempt - 1))))
 
-    async def _close_entry(self, entry: Entry, status: EntryStatus, state: _TurnState) -> Entry:
-        data = {"reasoning": "".join(state.reasoning)} if state.reasoning else {}
-        closed = entry.but(status=status, text=self.deps.live.text, data=data)
-        return await self.commit(lambda tx: tx.update_entry(closed), after=self._stream_closed)
+    async def _close_entry(
+        self, entry: Entry, status: EntryStatus, data: dict[str, Any] | None = None
+    ) -> Entry | None:
+        """Close the streaming entry: its committed chunks become its text."""
+
+        def closed(e: Entry | None) -> None:
+            self.deps.live.entry_id = None
+            self.track(e)
+
+        return await self.commit(
+            lambda tx: tx.close_entry(entry.id, status, data or {}), after=closed
+        )
 
     async def _complete_turn(
         self, run: Run, entry: Entry, state: _TurnState, usage: dict[str, Any]
     ) -> tuple[Entry, list[ToolCallRecord], Run]:
-        text = self.deps.live.text
+        async with self.lock:
+            await self.checkpoint()
+        records = [self.calls.intent(run, entry, i, c) for i, c in enumerate(state.finished())]
         data: dict[str, Any] = {}
-        if state.reasoning:
-            data["reasoning"] = "".join(state.reasoning)
-        calls = state.finished_calls()
-        if calls:
-            data["tool_calls"] = [{"id": c[0], "name": c[1], "arguments": c[2]} for c in calls]
-        done = entry.but(status=EntryStatus.COMPLETE, text=text, data=data)
-        records = [self._intent(run, done, i, c) for i, c in enumerate(calls)]
-        updated = run.but(updated_at=_now(), revision=run.revision + 1, usage=usage)
+        if records:
+            data["tool_calls"] = [
+                {"key": r.id, "id": r.provider_id, "name": r.name, "arguments": r.arguments}
+                for r in records
+            ]
 
-        def build(tx: Tx) -> None:
-            tx.update_entry(done)
+        def build(tx: Tx) -> tuple[Entry | None, Run | None]:
+            closed = tx.close_entry(entry.id, EntryStatus.COMPLETE, data)
             for record in records:
-                tx.put_tool_call(record)
-            tx.put_run(updated)
+                tx.insert_tool_call(record)
+            return closed, tx.transition_run(run.id, ACTIVE_RUN_STATES, usage=usage)
 
-        await self.commit(build, after=self._stream_closed)
-        return done, records, updated
+        def landed(out: tuple[Entry | None, Run | None]) -> None:
+            self.deps.live.entry_id = None
+            self.track(out[0])
 
-    def _stream_closed(self, _: object) -> None:
-        """The streaming entry's final state is committed: nothing live is left to close."""
-        self.deps.live.entry_id = None
-
-    def _intent(
-        self, run: Run, entry: Entry, index: int, call: tuple[str, str, str]
-    ) -> ToolCallRecord:
-        call_id, name, arguments = call
-        info = self.deps.toolbox.info(name) if self.deps.toolbox else None
-        read_only = info.read_only if info else True
-        decision = decide(self.deps.approval_mode, name, read_only)
-        approval = {
-            Decision.RUN: Approval.NOT_REQUIRED,
-            Decision.ASK: Approval.PENDING if self.deps.interactive else Approval.DENIED,
-            Decision.REFUSE: Approval.DENIED,
-        }[decision]
-        now = _now()
-        return ToolCallRecord(
-            call_id,
-            self.conversation_id,
-            run.id,
-            entry.id,
-            index,
-            name,
-            arguments,
-            info.replay_safe if info else True,
-            approval,
-            ToolCallState.PENDING,
-            now,
-            now,
-        )
-
-    # --- tool calls -------------------------------------------------------
-
-    async def _run_tool_calls(self, run: Run, calls: list[ToolCallRecord]) -> Run:
-        for call in calls:
-            run = await self._run_tool_call(run, call)
-        return run
-
-    async def _run_tool_call(self, run: Run, call: ToolCallRecord) -> Run:
-        if call.state == ToolCallState.RUNNING and not call.replay_safe:
-            outcome = ToolOutcome(
-                False,
-                (
-                    f"INTERRUPTED: {call.name} was running when the previous process stopped; "
-                    "its effects are unknown.\nhint: check the workspace state before repeating it."
-                ),
-                {"refusal": {"code": "INTERRUPTED"}},
-            )
-            await self._commit_result(call, ToolCallState.INTERRUPTED, outcome)
-            return run
-        if call.approval == Approval.PENDING and not self.deps.interactive:
-            # Asked for by an interactive session that stopped; this one cannot ask.
-            call = call.but(approval=Approval.DENIED, updated_at=_now())
-        while call.approval == Approval.PENDING:
-            if run.state != RunState.AWAITING_APPROVAL:
-                run = await self.set_run(run, state=RunState.AWAITING_APPROVAL)
-            await self.deps.wait_for_decision(call.id)
-            snap = await self.deps.store.snapshot(self.conversation_id)
-            call = next(c for c in snap.tool_calls if c.id == call.id)
-        if run.state == RunState.AWAITING_APPROVAL:
-            run = await self.set_run(run, state=RunState.RUNNING)
-        if call.approval == Approval.DENIED:
-            text = refusal_text(
-                self.deps.approval_mode, call.name, interactive=self.deps.interactive
-            )
-            if self.deps.on_refusal is not None:
-                self.deps.on_refusal(call.name, text)
-            await self._commit_result(
-                call,
-                ToolCallState.DENIED,
-                ToolOutcome(False, text, {"refusal": {"code": "FORBIDDEN", "message": text}}),
-            )
-            return run
-        started = call.but(state=ToolCallState.RUNNING, updated_at=_now())
-        await self.commit(lambda tx: tx.put_tool_call(started))
-        outcome = await self._execute(call)
-        await self._commit_result(started, ToolCallState.DONE, outcome)
-        return run
-
-    async def _execute(self, call: ToolCallRecord) -> ToolOutcome:
-        if self.deps.toolbox is None:
-            return ToolOutcome(
-                False,
-                f"REFUSED INVALID_ARGUMENT: no tools are available here "
-                f"(asked for {call.name}).\nhint: answer without tools.",
-            )
-        live = self.deps.live
-
-        def output(text: str) -> None:
-            self.deps.publish(
-                ToolOutputDelta(
-                    self.conversation_id, call.run_id, live.epoch, self._next_seq(), call.id, text
-                )
-            )
-
-        try:
-            return await self.deps.toolbox.run(call.name, call.arguments, on_output=output)
-        except Exception as exc:  # a tool's failure is that call's, never the run's
-            log.warning("tool %s raised", call.name, exc_info=True)
-            return ToolOutcome(
-                False,
-                f"REFUSED INTERNAL: {call.name} failed unexpectedly ({type(exc).__name__}).\n"
-                "hint: try again once; if it fails again, take another approach.",
-                {"refusal": {"code": "INTERNAL", "message": type(exc).__name__}},
-            )
-
-    async def _commit_result(
-        self, call: ToolCallRecord, state: ToolCallState, outcome: ToolOutcome
-    ) -> None:
-        entry = Entry(
-            uuid7(),
-            self.conversation_id,
-            0,
-            EntryKind.TOOL_RESULT,
-            EntryStatus.COMPLETE,
-            outcome.model_text,
-            _now(),
-            run_id=call.run_id,
-            data={
-                "tool_call_id": call.id,
-                "name": call.name,
-                "ok": outcome.ok,
-                "images": list(outcome.images),
-            },
-        )
-
-        def build(tx: Tx) -> None:
-            placed = tx.add_entry(entry)
-            tx.put_tool_call(
-                call.but(
-                    state=state,
-                    updated_at=_now(),
-                    result=outcome.data | {"ok": outcome.ok},
-                    result_entry_id=placed.id,
-                )
-            )
-
-        await self.commit(build)
-
-    async def _place_steers(self, run: Run) -> None:
-        snap = await self.deps.store.snapshot(self.conversation_id)
-        steers = [
-            i for i in snap.inbox if i.state == InboxState.QUEUED and i.mode == InboxMode.STEER
-        ]
-        if steers:
-            await self.commit(lambda tx: [place_item(tx, item, run.id) for item in steers])
+        closed, updated = await self.commit(build, after=landed)
+        if closed is None or updated is None:
+            raise RunLost(run.id)
+        return closed, records, updated
 
     # --- endings ----------------------------------------------------------
 
-    async def _settle_calls(self, run: Run, reason: str) -> None:
-        snap = await self.deps.store.snapshot(self.conversation_id)
-        for call in snap.tool_calls:
-            if call.run_id == run.id and call.state in (
-                ToolCallState.PENDING,
-                ToolCallState.RUNNING,
-            ):
-                effects = (
-                    "its effects are unknown"
-                    if call.state == ToolCallState.RUNNING
-                    else "it did not run"
-                )
-                await self._commit_result(
-                    call,
-                    ToolCallState.INTERRUPTED,
-                    ToolOutcome(
-                        False,
-                        f"INTERRUPTED: {reason}; {effects}.",
-                        {"refusal": {"code": "INTERRUPTED"}},
-                    ),
-                )
+    async def _close_streaming(self, status: EntryStatus) -> None:
+        entry_id = self.deps.live.entry_id
+        if entry_id is not None:
+            await self._close_entry(self.entries[self._positions[entry_id]], status)
 
     async def _finish_interrupted(self, run: Run) -> Run:
-        live = self.deps.live
-        if live.entry_id is not None:
-            snap = await self.deps.store.snapshot(self.conversation_id)
-            entry = next(e for e in snap.entries if e.id == live.entry_id)
-            closed = entry.but(status=EntryStatus.INTERRUPTED)
-            await self.commit(lambda tx: tx.update_entry(closed), after=self._stream_closed)
-        await self._settle_calls(run, "the user interrupted the run")
-        run = await self._latest(run)
-        return await self.set_run(run, state=RunState.INTERRUPTED, reason="interrupted by the user")
+        await self._close_streaming(EntryStatus.INTERRUPTED)
+        await self.calls.settle(run, "the user interrupted the run")
+        return await self.transition(
+            run, state=RunState.INTERRUPTED, reason="interrupted by the user"
+        )
 
     async def _fail(self, run: Run, error: dict[str, Any]) -> Run:
-        await self._settle_calls(run, "the run failed")
-        run = await self._latest(run)
-        return await self.set_run(
+        await self._close_streaming(EntryStatus.FAILED)
+        await self.calls.settle(run, "the run failed")
+        return await self.transition(
             run, state=RunState.FAILED, reason=error.get("message"), error=error
         )
 
-    async def _latest(self, run: Run) -> Run:
-        snap = await self.deps.store.snapshot(self.conversation_id)
-        return next((r for r in snap.runs if r.id == run.id), run)
 
-
-def place_item(tx: Tx, item: InboxItem, run_id: str) -> Entry:
-    """Place a queued inbox item into run `run_id`: its user entry, and the item marked placed."""
-    entry = tx.add_entry(
-        Entry(
-            uuid7(),
-            item.conversation_id,
-            0,
-            EntryKind.USER,
-            EntryStatus.COMPLETE,
-            item.text,
-            _now(),
-            run_id=run_id,
-            data={"inbox_id": item.id},
-        )
-    )
-    tx.put_inbox(item.but(state=InboxState.PLACED, run_id=run_id, entry_id=entry.id))
-    return entry
+def place_item(tx: Tx, item: InboxItem, run_id: str) -> Entry | None:
+    """Place a queued inbox item into run `run_id`: its user entry, and the item marked
+    placed (compare-and-set: None, and nothing written, if it is no longer queued)."""
+    entry = Entry(
+        uuid7(), item.conversation_id, 0, EntryKind.USER, EntryStatus.COMPLETE, item.text,
+        now(), run_id=run_id, data={"inbox_id": item.id},
+    )  # fmt: skip
+    placed = tx.transition_inbox(item.id, InboxState.PLACED, run_id=run_id, entry_id=entry.id)
+    if placed is None:
+        return None
+    return tx.add_entry(entry)
 
 
 _QUALITY_ORDER = (Quality.MEASURED, Quality.ESTIMATED, Quality.UNAVAILABLE)
@@ -583,12 +557,12 @@ def _worse(a: str, b: str) -> Quality:
 
 
 class _TurnState:
-    __slots__ = ("calls", "finish_reason", "reasoning", "usage", "usage_reported")
+    __slots__ = ("calls", "finish_reason", "spent", "usage", "usage_reported")
 
     def __init__(self) -> None:
-        self.reasoning: list[str] = []
         self.calls: dict[int, list[str]] = {}
         self.usage = Usage()
+        self.spent = Usage()  # what failed attempts before this one used
         self.usage_reported = False
         self.finish_reason: str | None = None
 
@@ -600,9 +574,9 @@ class _TurnState:
             call[1] = chunk.name
         call[2] += chunk.arguments
 
-    def finished_calls(self) -> list[tuple[str, str, str]]:
-        out = []
-        for index in sorted(self.calls):
-            call_id, name, arguments = self.calls[index]
-            out.append((call_id or f"call_{uuid7()}", name, arguments or "{}"))
-        return out
+    def finished(self) -> list[tuple[str, str, str]]:
+        """(provider id, name, arguments) of each call, in index order."""
+        return [
+            (call_id, name, arguments or "{}")
+            for call_id, name, arguments in (self.calls[i] for i in sorted(self.calls))
+        ]

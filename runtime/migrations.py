@@ -135,6 +135,79 @@ def _initial(db: sqlite3.Connection) -> None:
     )
 
 
+@migration(2, "own tool-call keys, streamed chunks, global admissions, tombstones")
+def _keys_chunks_admissions(db: sqlite3.Connection) -> None:
+    """Tool calls get a key of their own (the provider's id becomes data: providers
+    repeat ids); streamed text, reasoning and command output are checkpointed as
+    append-only chunks, joined when their entry closes; a request key is admitted
+    once across all conversations; a deleted conversation's id is never reused."""
+    _run_script(
+        db,
+        """
+        ALTER TABLE tool_calls RENAME TO tool_calls_v1;
+        DROP INDEX tool_calls_by_run;
+        CREATE TABLE tool_calls (
+            id TEXT PRIMARY KEY,
+            provider_id TEXT NOT NULL,
+            conversation_id TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+            run_id TEXT NOT NULL,
+            entry_id TEXT NOT NULL,
+            "index" INTEGER NOT NULL,
+            name TEXT NOT NULL,
+            arguments TEXT NOT NULL,
+            replay_safe INTEGER NOT NULL,
+            approval TEXT NOT NULL,
+            state TEXT NOT NULL,
+            result TEXT,
+            result_entry_id TEXT,
+            process TEXT,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL
+        );
+        INSERT INTO tool_calls (id, provider_id, conversation_id, run_id, entry_id, "index",
+            name, arguments, replay_safe, approval, state, result, result_entry_id,
+            created_at, updated_at)
+        SELECT id, id, conversation_id, run_id, entry_id, "index", name, arguments,
+            replay_safe, approval, state, result, result_entry_id, created_at, updated_at
+        FROM tool_calls_v1;
+        DROP TABLE tool_calls_v1;
+        CREATE INDEX tool_calls_by_run ON tool_calls (run_id, "index");
+        CREATE INDEX tool_calls_by_conversation ON tool_calls (conversation_id, state);
+
+        ALTER TABLE runs ADD COLUMN interrupt_requested INTEGER NOT NULL DEFAULT 0;
+
+        CREATE TABLE chunks (
+            conversation_id TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+            owner_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            start INTEGER NOT NULL,
+            text TEXT NOT NULL,
+            PRIMARY KEY (owner_id, kind, start)
+        ) WITHOUT ROWID;
+        CREATE INDEX chunks_by_conversation ON chunks (conversation_id);
+
+        CREATE TABLE admissions (
+            request_key TEXT PRIMARY KEY,
+            conversation_id TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+            inbox_id TEXT NOT NULL,
+            digest TEXT NOT NULL,
+            created_at REAL NOT NULL
+        );
+        INSERT OR IGNORE INTO admissions (request_key, conversation_id, inbox_id, digest, created_at)
+        SELECT request_key, conversation_id, id, '', created_at FROM inbox
+        WHERE request_key IS NOT NULL ORDER BY created_at;
+
+        CREATE TABLE deleted_conversations (
+            id TEXT PRIMARY KEY,
+            deleted_at REAL NOT NULL
+        );
+
+        CREATE INDEX entries_by_run ON entries (run_id);
+        CREATE INDEX inbox_by_state ON inbox (conversation_id, state);
+        """,
+    )
+
+
 def _run_script(db: sqlite3.Connection, script: str) -> None:
     """Run statements one by one: `executescript` would commit the open transaction."""
     pending = ""

@@ -56,6 +56,9 @@ class InboxState(StrEnum):
     WITHDRAWN = "withdrawn"
 
 
+ACTIVE_RUN_STATES = (RunState.QUEUED, RunState.RUNNING, RunState.AWAITING_APPROVAL)
+
+
 class ToolCallState(StrEnum):
     PENDING = "pending"  # intent committed, not yet started (may await approval)
     RUNNING = "running"
@@ -136,6 +139,8 @@ class Run(_Record):
     error: dict[str, Any] | None = None
     usage: dict[str, Any] = field(default_factory=dict)
     result_entry_id: str | None = None
+    # Committed before anything is cancelled, so any process can ask for it.
+    interrupt_requested: bool = False
 
     @property
     def terminal(self) -> bool:
@@ -171,3 +176,16 @@ class ToolCallRecord(_Record):
     updated_at: float
     result: dict[str, Any] | None = None
     result_entry_id: str | None = None
+    # The id the provider gave this call: data, never a key (providers repeat ids).
+    # Ledger events written before it existed have none; their `id` was the provider's.
+    provider_id: str = ""
+    # What a running command started (process group, start time), to reap it on resume.
+    process: dict[str, Any] | None = None
+
+    @property
+    def wire_id(self) -> str:
+        return self.provider_id or self.id
+
+    @property
+    def unfinished(self) -> bool:
+        return self.state in (ToolCallState.PENDING, ToolCallState.RUNNING)

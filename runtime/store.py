@@ -1,61 +1,64 @@
-"""The SQLite store: one file, WAL, one writer connection per process.
+"""The SQLite store: one file, WAL, a writer thread and a reader thread per process.
 
-Every mutation runs in a `BEGIN IMMEDIATE` transaction that also appends its
-ledger events and advances the conversation version (= last ledger seq). A
-driver's writes carry its fencing token; a token that is no longer the
-conversation's current one makes the whole transaction roll back with
-`LeaseLost`, so a process whose lease was taken over cannot write late.
+Every mutation is one `BEGIN IMMEDIATE` transaction that runs whole on the
+writer thread: a synchronous body (`Tx`) whose statements run at once, so each
+state change is a compare-and-set decided by its row count, and whose ledger
+events and new conversation version commit with it. Because the whole
+transaction runs in the thread, a caller cancelled while it waits cannot leave
+the connection inside a transaction: a job not yet begun is dropped, one that
+began finishes (commit or rollback) and its events are still published.
+
+A driver's transactions carry its fencing token; a token that is no longer the
+conversation's lease token rolls the transaction back with `LeaseLost`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import hashlib
 import json
 import os
+import shutil
 import sqlite3
+import threading
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import aiosqlite
+from typing import Any, TypeVar
 
 from runtime import migrations
-from runtime.errors import LeaseLost, SchemaTooNew, StoreError, UnknownConversation
-from runtime.events import (
-    ConversationCreated,
-    ConversationUpdated,
-    DurableEvent,
-    EntryAdded,
-    EntryTextAppended,
-    EntryUpdated,
-    InboxUpdated,
-    LeaseChanged,
-    RunUpdated,
-    ToolCallUpdated,
-    event_from_dict,
-    event_to_dict,
+from runtime.errors import (
+    LeaseLost,
+    SchemaTooNew,
+    StoreError,
+    UnfinishedWork,
+    UnknownConversation,
 )
+from runtime.events import ConversationCreated, DurableEvent, LeaseChanged, event_from_dict
 from runtime.records import Conversation, Entry, InboxItem, Run, ToolCallRecord
+from runtime.tx import (
+    CONVERSATION_COLUMNS,
+    ENTRY_COLUMNS,
+    INBOX_COLUMNS,
+    LEDGER_INSERT,
+    RUN_COLUMNS,
+    TOOL_COLUMNS,
+    Tx,
+    conversation_row,
+    entry_row,
+    inbox_row,
+    joined_chunks,
+    ledger_row,
+    run_row,
+    tool_call_row,
+)
 
+T = TypeVar("T")
 BUSY_TIMEOUT_MS = 10_000
-
-_CONVERSATION_COLUMNS = (
-    "id, title, cwd, settings, created_at, updated_at, parent_id, fork_seq, version"
-)
-_ENTRY_COLUMNS = "id, conversation_id, position, kind, status, text, created_at, run_id, data"
-_RUN_COLUMNS = (
-    "id, conversation_id, inbox_id, state, created_at, updated_at, revision, reason, error,"
-    " usage, result_entry_id"
-)
-_INBOX_COLUMNS = "id, conversation_id, mode, text, state, created_at, request_key, run_id, entry_id"
-_TOOL_COLUMNS = (
-    'id, conversation_id, run_id, entry_id, "index", name, arguments, replay_safe, approval,'
-    " state, created_at, updated_at, result, result_entry_id"
-)
+_BUSY_STEP_MS = 50  # the writer waits for another process's lock in steps, to stay cancellable
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,73 +79,6 @@ class LeaseInfo:
     host: str | None
     heartbeat: float | None
     token: int
-
-
-def _conversation(row: Any) -> Conversation:
-    return Conversation(
-        id=row[0],
-        title=row[1],
-        cwd=row[2],
-        settings=json.loads(row[3]),
-        created_at=row[4],
-        updated_at=row[5],
-        parent_id=row[6],
-        fork_seq=row[7],
-        version=row[8],
-    )
-
-
-def _entry(row: Any) -> Entry:
-    return Entry(
-        id=row[0],
-        conversation_id=row[1],
-        position=row[2],
-        kind=row[3],
-        status=row[4],
-        text=row[5],
-        created_at=row[6],
-        run_id=row[7],
-        data=json.loads(row[8]),
-    )
-
-
-def _run(row: Any) -> Run:
-    return Run(
-        id=row[0],
-        conversation_id=row[1],
-        inbox_id=row[2],
-        state=row[3],
-        created_at=row[4],
-        updated_at=row[5],
-        revision=row[6],
-        reason=row[7],
-        error=json.loads(row[8]) if row[8] else None,
-        usage=json.loads(row[9]),
-        result_entry_id=row[10],
-    )
-
-
-def _inbox(row: Any) -> InboxItem:
-    return InboxItem(*row)
-
-
-def _tool_call(row: Any) -> ToolCallRecord:
-    return ToolCallRecord(
-        id=row[0],
-        conversation_id=row[1],
-        run_id=row[2],
-        entry_id=row[3],
-        index=row[4],
-        name=row[5],
-        arguments=row[6],
-        replay_safe=bool(row[7]),
-        approval=row[8],
-        state=row[9],
-        created_at=row[10],
-        updated_at=row[11],
-        result=json.loads(row[12]) if row[12] else None,
-        result_entry_id=row[13],
-    )
 
 
 def _store_error(path: Path, exc: sqlite3.Error) -> StoreError:
@@ -196,100 +132,185 @@ def _prepare_file(path: Path) -> None:
         db.close()
 
 
-async def _connect(path: Path) -> aiosqlite.Connection:
-    conn = await aiosqlite.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
-    await conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-    await conn.execute("PRAGMA synchronous=NORMAL")
-    await conn.execute("PRAGMA foreign_keys=ON")
-    return conn
+def _connect(path: Path, busy_ms: int) -> sqlite3.Connection:
+    db = sqlite3.connect(
+        path, isolation_level=None, check_same_thread=False, timeout=busy_ms / 1000
+    )
+    db.execute(f"PRAGMA busy_timeout={busy_ms}")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.execute("PRAGMA foreign_keys=ON")
+    return db
+
+
+class _Job:
+    """One unit of work for a connection's thread; abandoned when its caller is cancelled."""
+
+    __slots__ = ("abandoned", "fn")
+
+    def __init__(self, fn: Callable[[_Job], Any]) -> None:
+        self.fn = fn
+        self.abandoned = False
+
+    def __call__(self) -> Any:
+        if self.abandoned:
+            raise asyncio.CancelledError()  # dropped before it began
+        return self.fn(self)
+
+
+class _Connection:
+    """A sqlite3 connection owned by one thread; work goes to it as whole functions."""
+
+    def __init__(self, path: Path, name: str, busy_ms: int) -> None:
+        self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=name)
+        self.db: sqlite3.Connection = self._pool.submit(_connect, path, busy_ms).result()
+
+    async def run(self, fn: Callable[[_Job], T], on_done: Callable[[T], None] | None = None) -> T:
+        """Run `fn(job)` on the thread. Cancelling the caller drops a job not begun (and
+        marks one under way abandoned: `fn` may look); a job under way finishes, and
+        `on_done` still runs with its result."""
+        job = _Job(fn)
+        future = asyncio.wrap_future(self._pool.submit(job))
+        if on_done is not None:
+
+            def done(f: asyncio.Future[T]) -> None:
+                if not f.cancelled() and f.exception() is None:
+                    on_done(f.result())
+
+            future.add_done_callback(done)
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            job.abandoned = True
+            raise
+
+    def close(self) -> None:
+        def close() -> None:
+            with contextlib.suppress(sqlite3.Error):
+                self.db.close()
+
+        with contextlib.suppress(RuntimeError):
+            self._pool.submit(close)
+        self._pool.shutdown(wait=False)
 
 
 class Store:
     """Async access to one Bastion database file."""
 
-    def __init__(self, path: Path, writer: aiosqlite.Connection, reader: aiosqlite.Connection):
+    def __init__(self, path: Path, writer: _Connection, reader: _Connection) -> None:
         self.path = path
         self._writer = writer
         self._reader = reader
-        self._write_lock = asyncio.Lock()
-        self._read_lock = asyncio.Lock()
         self._closed = False
+        self._cancel_waits = threading.Event()
 
     @classmethod
     async def open(cls, path: str | os.PathLike[str]) -> Store:
         file = Path(path)
         await asyncio.to_thread(_prepare_file, file)
         try:
-            writer = await _connect(file)
-            reader = await _connect(file)
+            writer = await asyncio.to_thread(_Connection, file, "bastion-writer", _BUSY_STEP_MS)
+            reader = await asyncio.to_thread(_Connection, file, "bastion-reader", BUSY_TIMEOUT_MS)
         except sqlite3.Error as exc:
-            raise StoreError(f"cannot open {file}: {exc}") from exc
+            raise _store_error(file, exc) from exc
         return cls(file, writer, reader)
 
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        async with self._write_lock:
-            await self._writer.close()
-        async with self._read_lock:
-            await self._reader.close()
+        self._cancel_waits.set()
+        self._writer.close()
+        self._reader.close()
 
     # --- writes -----------------------------------------------------------
 
-    @asynccontextmanager
-    async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:
-        """BEGIN IMMEDIATE ... COMMIT on the writer; rolled back on any exception.
-
-        SQLite failures (locked past the busy timeout, disk full, I/O) surface as
-        StoreError; nothing of the transaction is kept.
-        """
-        async with self._write_lock:
-            db = self._writer
+    def _begin(self, db: sqlite3.Connection, job_abandoned: Callable[[], bool]) -> None:
+        """BEGIN IMMEDIATE, waiting in short steps for another process's write lock."""
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        while True:
             try:
-                await db.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
+                db.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                if time.monotonic() > deadline or job_abandoned() or self._cancel_waits.is_set():
+                    raise
+
+    def _in_transaction(self, body: Callable[[sqlite3.Connection], T], job: _Job) -> T:
+        db = self._writer.db
+        try:
+            self._begin(db, lambda: job.abandoned)
+        except sqlite3.Error as exc:
+            raise _store_error(self.path, exc) from exc
+        try:
+            result = body(db)
+            db.execute("COMMIT")
+            return result
+        except BaseException as exc:
+            with contextlib.suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
                 raise _store_error(self.path, exc) from exc
-            try:
-                yield db
-                await db.execute("COMMIT")
-            except BaseException as exc:
-                with contextlib.suppress(sqlite3.Error):
-                    await db.execute("ROLLBACK")
-                if isinstance(exc, sqlite3.Error):
-                    raise _store_error(self.path, exc) from exc
-                raise
+            raise
 
-    @asynccontextmanager
-    async def write(self, conversation_id: str, token: int | None = None) -> AsyncIterator[Tx]:
-        """One mutation of one conversation: statements and ledger events commit together.
+    async def _write(
+        self, body: Callable[[sqlite3.Connection], T], on_done: Callable[[T], None] | None = None
+    ) -> T:
+        if self._closed:
+            raise StoreError("the store is closed")
+        return await self._writer.run(lambda job: self._in_transaction(body, job), on_done)
 
-        With `token`, the transaction is refused (LeaseLost) unless the token is
-        still the conversation's lease token.
-        """
-        async with self._transaction() as db:
-            cur = await db.execute(
-                "SELECT version, lease_token FROM conversations WHERE id = ?",
-                (conversation_id,),
-            )
-            row = await cur.fetchone()
-            if row is None:
-                raise UnknownConversation(f"no conversation {conversation_id}")
-            if token is not None and row[1] != token:
-                raise LeaseLost(
-                    f"conversation {conversation_id} was taken over by another process",
-                    hint="this process stopped driving it; nothing it had not committed was kept",
-                )
-            tx = Tx(db, conversation_id, row[0])
-            yield tx
-            await tx.flush()
+    async def transact(
+        self,
+        conversation_id: str,
+        body: Callable[[Tx], T],
+        *,
+        token: int | None = None,
+        publish: Callable[[DurableEvent], None] | None = None,
+        after: Callable[[T], None] | None = None,
+    ) -> T:
+        """Run `body` in one transaction of `conversation_id`. When it has committed,
+        `after(result)` runs, then its events are published, even if the caller was
+        cancelled meanwhile. With `token`, the transaction is refused (LeaseLost)
+        unless the token is still the conversation's lease token."""
 
-    async def create_conversation(self, conversation: Conversation) -> ConversationCreated:
+        def run(db: sqlite3.Connection) -> tuple[T, list[DurableEvent]]:
+            tx = _open_tx(db, conversation_id, token)
+            result = body(tx)
+            tx.finish()
+            return result, tx.events
+
+        def done(out: tuple[T, list[DurableEvent]]) -> None:
+            if after is not None:
+                after(out[0])
+            if publish is not None:
+                for event in out[1]:
+                    publish(event)
+
+        result, _ = await self._write(run, done)
+        return result
+
+    async def create_conversation(
+        self,
+        conversation: Conversation,
+        then: Callable[[Tx], T] | None = None,
+        *,
+        publish: Callable[[DurableEvent], None] | None = None,
+    ) -> tuple[Conversation, T | None]:
+        """Insert `conversation` and, in the same transaction, run `then` (its first prompt)."""
         created = conversation.but(version=1)
-        event = ConversationCreated(created.id, 1, created)
-        async with self._transaction() as db:
-            await db.execute(
-                f"INSERT INTO conversations ({_CONVERSATION_COLUMNS}) "
+
+        def run(db: sqlite3.Connection) -> tuple[T | None, list[DurableEvent]]:
+            if db.execute(
+                "SELECT 1 FROM deleted_conversations WHERE id = ?", (created.id,)
+            ).fetchone():
+                raise UnknownConversation(
+                    f"conversation {created.id} was deleted; its id is not used again",
+                    hint="start a new session without --session-id, or pick another id",
+                )
+            db.execute(
+                f"INSERT INTO conversations ({CONVERSATION_COLUMNS}) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     created.id,
@@ -303,15 +324,62 @@ class Store:
                     1,
                 ),
             )
-            await db.executemany(_LEDGER_INSERT, [_ledger_row(event)])
-        return event
+            first = ConversationCreated(created.id, 1, created)
+            db.execute(LEDGER_INSERT, ledger_row(first))
+            tx = Tx(db, created.id, 1)
+            result = then(tx) if then is not None else None
+            tx.finish()
+            return result, [first, *tx.events]
 
-    async def delete_conversation(self, conversation_id: str) -> None:
-        async with self._transaction() as db:
-            cur = await db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
-            if cur.rowcount == 0:
-                raise UnknownConversation(f"no conversation {conversation_id}")
-            await db.execute("DELETE FROM ledger WHERE conversation_id = ?", (conversation_id,))
+        def done(out: tuple[T | None, list[DurableEvent]]) -> None:
+            if publish is not None:
+                for event in out[1]:
+                    publish(event)
+
+        result, _ = await self._write(run, done)
+        return created, result
+
+    async def delete_conversation(
+        self, conversation_id: str, *, force: bool = False, live: Callable[[LeaseInfo], bool]
+    ) -> None:
+        """Delete everything of a conversation and keep its id from being used again.
+
+        Refused (UnfinishedWork) while it has unfinished runs or queued input, or a
+        live driver, unless `force`."""
+
+        def run(db: sqlite3.Connection) -> None:
+            row = db.execute(
+                "SELECT lease_owner, lease_pid, lease_host, lease_heartbeat, lease_token "
+                "FROM conversations WHERE id = ?",
+                (conversation_id,),
+            ).fetchone()
+            if row is None:
+                raise UnknownConversation(
+                    f"no conversation {conversation_id}", hint="list them with `bastion sessions`"
+                )
+            if not force:
+                _refuse_unfinished(db, conversation_id, LeaseInfo(*row), live)
+            db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+            db.execute("DELETE FROM ledger WHERE conversation_id = ?", (conversation_id,))
+            db.execute(
+                "INSERT OR IGNORE INTO deleted_conversations (id, deleted_at) VALUES (?, ?)",
+                (conversation_id, time.time()),
+            )
+
+        await self._write(run)
+
+    # --- admission ----------------------------------------------------------
+
+    async def admission(self, request_key: str) -> tuple[str, str, str] | None:
+        """(conversation id, inbox item id, digest) admitted under `request_key`, if any."""
+        rows = await self._fetchall(
+            "SELECT conversation_id, inbox_id, digest FROM admissions WHERE request_key = ?",
+            (request_key,),
+        )
+        if not rows:
+            return None
+        conversation_id, inbox_id, digest = rows[0]
+        return str(conversation_id), str(inbox_id), str(digest)
 
     # --- lease ------------------------------------------------------------
 
@@ -322,69 +390,118 @@ class Store:
         pid: int,
         host: str,
         can_take: Callable[[LeaseInfo], bool],
-    ) -> tuple[LeaseInfo, LeaseChanged | None]:
-        """Take the lease if free or `can_take(current)`; returns (lease now, event if taken)."""
-        async with self.write(conversation_id) as tx:
-            cur = await tx.db.execute(
+        publish: Callable[[DurableEvent], None] | None = None,
+    ) -> tuple[LeaseInfo, bool]:
+        """Take the lease if free or `can_take(current)`; returns (lease now, taken)."""
+
+        def body(tx: Tx) -> tuple[LeaseInfo, bool]:
+            row = tx.rows(
                 "SELECT lease_owner, lease_pid, lease_host, lease_heartbeat, lease_token "
                 "FROM conversations WHERE id = ?",
                 (conversation_id,),
-            )
-            row = await cur.fetchone()
-            assert row is not None
-            current = LeaseInfo(row[0], row[1], row[2], row[3], row[4])
+            )[0]
+            current = LeaseInfo(*row)
             if current.owner is not None and current.owner != owner and not can_take(current):
-                return current, None
-            token = current.token + 1
+                return current, False
+            token, now = current.token + 1, time.time()
             tx.execute(
                 "UPDATE conversations SET lease_owner = ?, lease_pid = ?, lease_host = ?, "
-                "lease_heartbeat = ?, lease_token = ? WHERE id = ?",
-                (owner, pid, host, time.time(), token, conversation_id),
+                "lease_heartbeat = ?, lease_token = ? WHERE id = ? AND lease_token = ?",
+                (owner, pid, host, now, token, conversation_id, current.token),
             )
-            event = tx.emit(lambda v: LeaseChanged(conversation_id, v, owner, pid, token))
-        return LeaseInfo(owner, pid, host, time.time(), token), event  # type: ignore[return-value]
+            tx.emit(lambda v: LeaseChanged(conversation_id, v, owner, pid, token))
+            return LeaseInfo(owner, pid, host, now, token), True
+
+        return await self.transact(conversation_id, body, publish=publish)
 
     async def heartbeat(self, conversation_id: str, token: int) -> bool:
         """Refresh the lease; false if the token is no longer current. Not a ledger event."""
-        async with self._write_lock:
-            cur = await self._writer.execute(
+
+        def body(db: sqlite3.Connection) -> bool:
+            cur = db.execute(
                 "UPDATE conversations SET lease_heartbeat = ? WHERE id = ? AND lease_token = ?",
                 (time.time(), conversation_id, token),
             )
             return cur.rowcount == 1
 
-    async def release_lease(self, conversation_id: str, token: int) -> LeaseChanged | None:
+        return await self._write(body)
+
+    async def release_lease(
+        self,
+        conversation_id: str,
+        token: int,
+        publish: Callable[[DurableEvent], None] | None = None,
+    ) -> bool:
+        def body(tx: Tx) -> None:
+            tx.execute(
+                "UPDATE conversations SET lease_owner = NULL, lease_pid = NULL, "
+                "lease_host = NULL, lease_heartbeat = NULL WHERE id = ?",
+                (conversation_id,),
+            )
+            tx.emit(lambda v: LeaseChanged(conversation_id, v, None, None, token))
+
         try:
-            async with self.write(conversation_id, token) as tx:
-                tx.execute(
-                    "UPDATE conversations SET lease_owner = NULL, lease_pid = NULL, "
-                    "lease_host = NULL, lease_heartbeat = NULL WHERE id = ?",
-                    (conversation_id,),
-                )
-                event = tx.emit(lambda v: LeaseChanged(conversation_id, v, None, None, token))
-            return event  # type: ignore[return-value]
+            await self.transact(conversation_id, body, token=token, publish=publish)
+            return True
         except (LeaseLost, UnknownConversation):
-            return None
+            return False
 
     # --- reads ------------------------------------------------------------
 
-    async def _fetchall(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
-        async with self._read_lock:
+    async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._closed:
+            raise StoreError("the store is closed")
+
+        def run(_: _Job) -> T:
+            db = self._reader.db
             try:
-                cur = await self._reader.execute(sql, params)
-                return list(await cur.fetchall())
+                db.execute("BEGIN")
+                try:
+                    return fn(db)
+                finally:
+                    db.execute("COMMIT")
             except sqlite3.Error as exc:
                 raise _store_error(self.path, exc) from exc
 
+        return await self._reader.run(run)
+
+    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `fn(db)` in one read transaction on the reader thread."""
+        return await self._read(fn)
+
+    async def open_tool_calls(self, run_id: str) -> list[ToolCallRecord]:
+        """The calls of `run_id` still pending or running, in order."""
+        rows = await self._fetchall(
+            f"SELECT {TOOL_COLUMNS} FROM tool_calls WHERE run_id = ? "
+            "AND state IN ('pending', 'running') ORDER BY \"index\"",
+            (run_id,),
+        )
+        return [tool_call_row(r) for r in rows]
+
+    async def _fetchall(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+        return await self._read(lambda db: db.execute(sql, params).fetchall())
+
     async def get_conversation(self, conversation_id: str) -> Conversation:
         rows = await self._fetchall(
-            f"SELECT {_CONVERSATION_COLUMNS} FROM conversations WHERE id = ?", (conversation_id,)
+            f"SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id = ?", (conversation_id,)
         )
         if not rows:
             raise UnknownConversation(
                 f"no conversation {conversation_id}", hint="list them with `bastion sessions`"
             )
-        return _conversation(rows[0])
+        return conversation_row(rows[0])
+
+    async def exists(self, conversation_id: str) -> bool:
+        rows = await self._fetchall("SELECT 1 FROM conversations WHERE id = ?", (conversation_id,))
+        return bool(rows)
+
+    async def version(self, conversation_id: str) -> int:
+        rows = await self._fetchall(
+            "SELECT version FROM conversations WHERE id = ?", (conversation_id,)
+        )
+        if not rows:
+            raise UnknownConversation(f"no conversation {conversation_id}")
+        return int(rows[0][0])
 
     async def lease(self, conversation_id: str) -> LeaseInfo:
         rows = await self._fetchall(
@@ -396,57 +513,69 @@ class Store:
             raise UnknownConversation(f"no conversation {conversation_id}")
         return LeaseInfo(*rows[0])
 
-    async def list_conversations(
-        self, cwd: str | None = None, limit: int = 200
-    ) -> list[Conversation]:
-        where, params = ("WHERE cwd = ?", (cwd,)) if cwd is not None else ("", ())
+    async def run(self, run_id: str) -> Run | None:
+        rows = await self._fetchall(f"SELECT {RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,))
+        return run_row(rows[0]) if rows else None
+
+    async def inbox_item(self, item_id: str) -> InboxItem | None:
+        rows = await self._fetchall(f"SELECT {INBOX_COLUMNS} FROM inbox WHERE id = ?", (item_id,))
+        return inbox_row(rows[0]) if rows else None
+
+    async def tool_call(self, call_id: str) -> ToolCallRecord | None:
         rows = await self._fetchall(
-            f"SELECT {_CONVERSATION_COLUMNS} FROM conversations {where} "
+            f"SELECT {TOOL_COLUMNS} FROM tool_calls WHERE id = ?", (call_id,)
+        )
+        return tool_call_row(rows[0]) if rows else None
+
+    async def unfinished(self, conversation_id: str) -> bool:
+        """Does the conversation have an unfinished run or queued input?"""
+        rows = await self._fetchall(_UNFINISHED, (conversation_id, conversation_id))
+        return bool(rows[0][0])
+
+    async def latest_run(self, conversation_id: str) -> Run | None:
+        rows = await self._fetchall(
+            f"SELECT {RUN_COLUMNS} FROM runs WHERE conversation_id = ? "
+            "ORDER BY created_at DESC, id DESC LIMIT 1",
+            (conversation_id,),
+        )
+        return run_row(rows[0]) if rows else None
+
+    async def list_conversations(
+        self, cwd: str | None = None, limit: int = 200, *, with_entries: bool = False
+    ) -> list[Conversation]:
+        clauses, params = [], []
+        if cwd is not None:
+            clauses.append("cwd = ?")
+            params.append(cwd)
+        if with_entries:
+            clauses.append("EXISTS (SELECT 1 FROM entries e WHERE e.conversation_id = c.id)")
+        where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
+        rows = await self._fetchall(
+            f"SELECT {CONVERSATION_COLUMNS} FROM conversations c {where} "
             "ORDER BY updated_at DESC, id DESC LIMIT ?",
             (*params, limit),
         )
-        return [_conversation(r) for r in rows]
+        return [conversation_row(r) for r in rows]
 
     async def search_conversations(self, query: str, limit: int = 50) -> list[Conversation]:
         pattern = "%" + query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         rows = await self._fetchall(
-            f"SELECT {_CONVERSATION_COLUMNS} FROM conversations c WHERE c.title LIKE ?1 ESCAPE '\\' "
+            f"SELECT {CONVERSATION_COLUMNS} FROM conversations c WHERE c.title LIKE ?1 ESCAPE '\\' "
             "OR EXISTS (SELECT 1 FROM entries e WHERE e.conversation_id = c.id "
             "AND e.text LIKE ?1 ESCAPE '\\') ORDER BY updated_at DESC LIMIT ?2",
             (pattern, limit),
         )
-        return [_conversation(r) for r in rows]
-
-    async def _read_snapshot(self, conversation_id: str) -> list[list[Any]]:
-        db = self._reader
-        await db.execute("BEGIN")
-        try:
-            results = []
-            for sql in _SNAPSHOT_QUERIES:
-                cur = await db.execute(sql, (conversation_id,))
-                results.append(list(await cur.fetchall()))
-            return results
-        finally:
-            await db.execute("COMMIT")
+        return [conversation_row(r) for r in rows]
 
     async def snapshot(self, conversation_id: str) -> Snapshot:
-        """Everything about one conversation, read in one read transaction."""
-        async with self._read_lock:
-            try:
-                results = await self._read_snapshot(conversation_id)
-            except sqlite3.Error as exc:
-                raise _store_error(self.path, exc) from exc
-        if not results[0]:
+        """Everything about one conversation, read in one read transaction; a streaming
+        entry's text (and reasoning) is its checkpointed chunks, joined."""
+        snap = await self._read(lambda db: _read_snapshot(db, conversation_id))
+        if snap is None:
             raise UnknownConversation(
                 f"no conversation {conversation_id}", hint="list them with `bastion sessions`"
             )
-        return Snapshot(
-            _conversation(results[0][0]),
-            tuple(_entry(r) for r in results[1]),
-            tuple(_run(r) for r in results[2]),
-            tuple(_inbox(r) for r in results[3]),
-            tuple(_tool_call(r) for r in results[4]),
-        )
+        return snap
 
     async def ledger(
         self, conversation_id: str, after: int = 0, limit: int = 10_000
@@ -464,188 +593,88 @@ class Store:
         return events
 
 
+_UNFINISHED = (
+    "SELECT EXISTS (SELECT 1 FROM runs WHERE conversation_id = ? AND state IN "
+    "('queued', 'running', 'awaiting_approval')) OR EXISTS (SELECT 1 FROM inbox "
+    "WHERE conversation_id = ? AND state = 'queued')"
+)
+
 _SNAPSHOT_QUERIES = (
-    f"SELECT {_CONVERSATION_COLUMNS} FROM conversations WHERE id = ?",
-    f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE conversation_id = ? ORDER BY position",
-    f"SELECT {_RUN_COLUMNS} FROM runs WHERE conversation_id = ? ORDER BY created_at, id",
-    f"SELECT {_INBOX_COLUMNS} FROM inbox WHERE conversation_id = ? ORDER BY created_at, id",
-    f'SELECT {_TOOL_COLUMNS} FROM tool_calls WHERE conversation_id = ? ORDER BY created_at, "index"',
-)
-
-_LEDGER_INSERT = (
-    "INSERT INTO ledger (conversation_id, seq, type, payload, time) VALUES (?, ?, ?, ?, ?)"
+    f"SELECT {ENTRY_COLUMNS} FROM entries WHERE conversation_id = ? ORDER BY position",
+    f"SELECT {RUN_COLUMNS} FROM runs WHERE conversation_id = ? ORDER BY created_at, id",
+    f"SELECT {INBOX_COLUMNS} FROM inbox WHERE conversation_id = ? ORDER BY created_at, id",
+    f'SELECT {TOOL_COLUMNS} FROM tool_calls WHERE conversation_id = ? ORDER BY created_at, "index"',
 )
 
 
-def _ledger_row(event: DurableEvent) -> tuple[Any, ...]:
-    data = event_to_dict(event)
-    for key in ("type", "conversation_id", "version"):
-        data.pop(key)
-    return (event.conversation_id, event.version, event.type, json.dumps(data), time.time())
+def _read_snapshot(db: sqlite3.Connection, conversation_id: str) -> Snapshot | None:
+    row = db.execute(
+        f"SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id = ?", (conversation_id,)
+    ).fetchone()
+    if row is None:
+        return None
+    entries, runs, inbox, calls = (
+        db.execute(sql, (conversation_id,)).fetchall() for sql in _SNAPSHOT_QUERIES
+    )
+    return Snapshot(
+        conversation_row(row),
+        tuple(_with_chunks(db, entry_row(r)) for r in entries),
+        tuple(run_row(r) for r in runs),
+        tuple(inbox_row(r) for r in inbox),
+        tuple(tool_call_row(r) for r in calls),
+    )
 
 
-class Tx:
-    """A transaction in progress: buffered statements plus the events they make.
-
-    Reads (`db.execute`) run immediately inside the transaction; writes are
-    buffered and flushed in order on exit, with the ledger rows and the new
-    conversation version, so a transaction costs a handful of awaits.
-    """
-
-    def __init__(self, db: aiosqlite.Connection, conversation_id: str, version: int) -> None:
-        self.db = db
-        self.conversation_id = conversation_id
-        self.version = version
-        self.events: list[DurableEvent] = []
-        self._statements: list[tuple[str, tuple[Any, ...]]] = []
-
-    async def conversation(self) -> Conversation:
-        cur = await self.db.execute(
-            f"SELECT {_CONVERSATION_COLUMNS} FROM conversations WHERE id = ?",
-            (self.conversation_id,),
-        )
-        row = await cur.fetchone()
-        if row is None:
-            raise UnknownConversation(f"no conversation {self.conversation_id}")
-        return _conversation(row)
-
-    async def inbox_by_key(self, request_key: str) -> InboxItem | None:
-        """The item admitted under `request_key`, read inside this transaction."""
-        cur = await self.db.execute(
-            f"SELECT {_INBOX_COLUMNS} FROM inbox WHERE conversation_id = ? AND request_key = ?",
-            (self.conversation_id, request_key),
-        )
-        row = await cur.fetchone()
-        return _inbox(row) if row else None
-
-    def execute(self, sql: str, params: tuple[Any, ...]) -> None:
-        self._statements.append((sql, params))
-
-    def emit(self, make: Callable[[int], DurableEvent]) -> DurableEvent:
-        self.version += 1
-        event = make(self.version)
-        self.events.append(event)
-        return event
-
-    async def flush(self) -> None:
-        for sql, params in self._statements:
-            await self.db.execute(sql, params)
-        if self.events:
-            await self.db.execute(
-                "UPDATE conversations SET version = ?, updated_at = ? WHERE id = ?",
-                (self.version, time.time(), self.conversation_id),
-            )
-            await self.db.executemany(_LEDGER_INSERT, [_ledger_row(e) for e in self.events])
-
-    # --- typed mutations: each one statement and one event ----------------
-
-    def add_entry(self, entry: Entry) -> Entry:
-        """Insert `entry`; its position becomes the version of its EntryAdded event."""
-        placed = entry.but(position=self.version + 1)
-        self.execute(
-            f"INSERT INTO entries ({_ENTRY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                placed.id,
-                placed.conversation_id,
-                placed.position,
-                placed.kind,
-                placed.status,
-                placed.text,
-                placed.created_at,
-                placed.run_id,
-                json.dumps(placed.data),
-            ),
-        )
-        self.emit(lambda v: EntryAdded(self.conversation_id, v, placed))
-        return placed
-
-    def append_text(self, entry_id: str, offset: int, text: str) -> None:
-        self.execute("UPDATE entries SET text = text || ? WHERE id = ?", (text, entry_id))
-        self.emit(lambda v: EntryTextAppended(self.conversation_id, v, entry_id, offset, text))
-
-    def update_entry(self, entry: Entry) -> Entry:
-        self.execute(
-            "UPDATE entries SET status = ?, text = ?, data = ? WHERE id = ?",
-            (entry.status, entry.text, json.dumps(entry.data), entry.id),
-        )
-        self.emit(lambda v: EntryUpdated(self.conversation_id, v, entry))
+def _with_chunks(db: sqlite3.Connection, entry: Entry) -> Entry:
+    if entry.status != "streaming":
         return entry
+    text = joined_chunks(db, entry.id, "text")
+    reasoning = joined_chunks(db, entry.id, "reasoning")
+    data = {**entry.data, "reasoning": reasoning} if reasoning else entry.data
+    return entry.but(text=entry.text + text, data=data)
 
-    def put_run(self, run: Run) -> Run:
-        self.execute(
-            f"INSERT INTO runs ({_RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (id) DO UPDATE SET state = excluded.state, "
-            "updated_at = excluded.updated_at, revision = excluded.revision, "
-            "reason = excluded.reason, error = excluded.error, usage = excluded.usage, "
-            "result_entry_id = excluded.result_entry_id",
-            (
-                run.id,
-                run.conversation_id,
-                run.inbox_id,
-                run.state,
-                run.created_at,
-                run.updated_at,
-                run.revision,
-                run.reason,
-                json.dumps(run.error) if run.error else None,
-                json.dumps(run.usage),
-                run.result_entry_id,
-            ),
-        )
-        self.emit(lambda v: RunUpdated(self.conversation_id, v, run))
-        return run
 
-    def put_inbox(self, item: InboxItem) -> InboxItem:
-        self.execute(
-            f"INSERT INTO inbox ({_INBOX_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (id) DO UPDATE SET state = excluded.state, run_id = excluded.run_id, "
-            "entry_id = excluded.entry_id",
-            (
-                item.id,
-                item.conversation_id,
-                item.mode,
-                item.text,
-                item.state,
-                item.created_at,
-                item.request_key,
-                item.run_id,
-                item.entry_id,
-            ),
+def _open_tx(db: sqlite3.Connection, conversation_id: str, token: int | None) -> Tx:
+    row = db.execute(
+        "SELECT version, lease_token FROM conversations WHERE id = ?", (conversation_id,)
+    ).fetchone()
+    if row is None:
+        raise UnknownConversation(
+            f"no conversation {conversation_id}", hint="list them with `bastion sessions`"
         )
-        self.emit(lambda v: InboxUpdated(self.conversation_id, v, item))
-        return item
+    if token is not None and row[1] != token:
+        raise LeaseLost(
+            f"conversation {conversation_id} was taken over by another process",
+            hint="this process stopped driving it; nothing it had not committed was kept",
+        )
+    return Tx(db, conversation_id, row[0])
 
-    def put_tool_call(self, call: ToolCallRecord) -> ToolCallRecord:
-        self.execute(
-            f"INSERT INTO tool_calls ({_TOOL_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (id) DO UPDATE SET approval = excluded.approval, state = excluded.state, "
-            "updated_at = excluded.updated_at, result = excluded.result, "
-            "result_entry_id = excluded.result_entry_id",
-            (
-                call.id,
-                call.conversation_id,
-                call.run_id,
-                call.entry_id,
-                call.index,
-                call.name,
-                call.arguments,
-                int(call.replay_safe),
-                call.approval,
-                call.state,
-                call.created_at,
-                call.updated_at,
-                json.dumps(call.result) if call.result is not None else None,
-                call.result_entry_id,
-            ),
-        )
-        self.emit(lambda v: ToolCallUpdated(self.conversation_id, v, call))
-        return call
 
-    def update_conversation(self, conversation: Conversation) -> None:
-        self.execute(
-            "UPDATE conversations SET title = ?, settings = ? WHERE id = ?",
-            (conversation.title, json.dumps(conversation.settings), conversation.id),
+def _refuse_unfinished(
+    db: sqlite3.Connection,
+    conversation_id: str,
+    lease: LeaseInfo,
+    live: Callable[[LeaseInfo], bool],
+) -> None:
+    busy = db.execute(_UNFINISHED, (conversation_id, conversation_id)).fetchone()[0]
+    if lease.owner is not None and live(lease):
+        raise UnfinishedWork(
+            f"conversation {conversation_id} is being driven by a live bastion (pid {lease.pid})",
+            hint="stop that process first, or pass --force",
         )
-        self.emit(
-            lambda v: ConversationUpdated(self.conversation_id, v, conversation.but(version=v))
+    if busy:
+        raise UnfinishedWork(
+            f"conversation {conversation_id} has unfinished work (a run or queued input)",
+            hint=f"finish it with `bastion -p --resume {conversation_id}`, or pass --force",
         )
+
+
+def request_digest(text: str, mode: str) -> str:
+    """What a request key stands for: the same key must come with the same input."""
+    return hashlib.sha256(f"{mode}\0{text}".encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def remove_artifacts(directory: Path) -> None:
+    """Delete a conversation's spilled command output (none is fine)."""
+    if directory.exists():
+        shutil.rmtree(directory)

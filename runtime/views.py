@@ -18,6 +18,8 @@ from runtime.events import (
     ConversationCreated,
     ConversationUpdated,
     EntryAdded,
+    EntryClosed,
+    EntryReasoningAppended,
     EntryTextAppended,
     EntryUpdated,
     Event,
@@ -27,6 +29,7 @@ from runtime.events import (
     RunUpdated,
     TextDelta,
     ToolCallUpdated,
+    ToolOutputAppended,
     ToolOutputDelta,
 )
 from runtime.records import Conversation, Entry, InboxItem, Run, ToolCallRecord
@@ -121,6 +124,18 @@ def _reduce_durable(view: ConversationView, event: Any) -> ConversationView:
             return _append_text(view, entry_id, offset, text)
         case EntryUpdated(entry=entry):
             return replace(view, entries=_replace_by_id(view.entries, entry))
+        case EntryClosed(entry_id=entry_id, status=status, data=data, length=length):
+            return _close_entry(view, entry_id, status, data, length)
+        case EntryReasoningAppended(entry_id=entry_id, offset=offset, text=text):
+            known = view.reasoning.get(entry_id, "")
+            if offset > len(known):
+                return _resync(view)
+            merged = (
+                known + text[len(known) - offset :] if offset + len(text) > len(known) else known
+            )
+            return replace(view, reasoning=_with(view.reasoning, entry_id, merged))
+        case ToolOutputAppended():
+            return view  # the live tail comes from deltas; the result carries the output
         case RunUpdated(run=run):
             return _run_updated(view, run)
         case ToolCallUpdated(tool_call=call):
@@ -138,6 +153,24 @@ def _run_updated(view: ConversationView, run: Run) -> ConversationView:
         cursors = {k: v for k, v in view.cursors.items() if k != run.id}
         view = replace(view, cursors=MappingProxyType(cursors))
     return view
+
+
+def _close_entry(
+    view: ConversationView, entry_id: str, status: str, data: dict[str, Any], length: int
+) -> ConversationView:
+    """A streamed entry ended: its text is the `length` characters streamed so far."""
+    entry = view.entry(entry_id)
+    if entry is None or len(entry.text) < length:
+        return _resync(view)
+    closed = entry.but(status=status, data=data, text=entry.text[:length])
+    reasoning = {k: v for k, v in view.reasoning.items() if k != entry_id}
+    return replace(
+        view,
+        entries=_replace_by_id(view.entries, closed),
+        reasoning=MappingProxyType(reasoning)
+        if len(reasoning) != len(view.reasoning)
+        else view.reasoning,
+    )
 
 
 def _append_text(view: ConversationView, entry_id: str, offset: int, text: str) -> ConversationView:

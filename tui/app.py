@@ -184,7 +184,19 @@ class BastionApp(App[int]):
 
     def action_interrupt(self) -> None:
         if self.harness is not None and self.view is not None and self.view.active_run is not None:
-            self.run_worker(self.harness.interrupt(self.conversation_id), group="input")
+            self.run_worker(self._interrupt(), group="input")
+
+    async def _interrupt(self) -> None:
+        """Interrupt the run; queued steers and follow-ups come back to the prompt."""
+        assert self.harness is not None
+        done = await self.harness.interrupt(self.conversation_id)
+        if done.withdrawn:
+            prompt = self.query_one("#prompt", Input)
+            texts = [item.text for item in done.withdrawn]
+            if prompt.value.strip():
+                texts.append(prompt.value)
+            prompt.value = "\n".join(texts)
+            prompt.cursor_position = len(prompt.value)
 
     async def action_quit_twice(self) -> None:
         """First press warns; a second within QUIT_WINDOW interrupts any run and quits.

@@ -98,6 +98,9 @@ def sessions_parser() -> argparse.ArgumentParser:
     search.add_argument("--json", action="store_true")
     rm = sub.add_parser("rm", help="delete a conversation and everything stored for it")
     rm.add_argument("id")
+    rm.add_argument(
+        "--force", action="store_true", help="delete even with a run in progress or queued input"
+    )
     return p
 
 

@@ -9,10 +9,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runtime import BastionError, Harness, reduce, view_from_snapshot
+from runtime import BastionError, Harness, reduce
 from runtime.ids import parse_uuid
 from runtime.records import Entry, EntryKind
-from runtime.store import Snapshot
+from runtime.views import ConversationView as Snapshot
 from tui.cli import EXIT_OK, EXIT_USAGE, UsageError, error_line
 
 
@@ -44,20 +44,11 @@ async def _sessions(opts: Any) -> int:
     try:
         if opts.action == "rm":
             conv_id = _id(opts.id)
-            lease = await harness.store.lease(conv_id)
-            if lease.owner is not None:
-                from runtime.driver import lease_expired
-
-                if not lease_expired(lease, harness.lease_ttl, time.time()):
-                    error_line(
-                        f"conversation {conv_id} is being driven by pid {lease.pid}; stop it first"
-                    )
-                    return EXIT_USAGE
-            await harness.store.delete_conversation(conv_id)
+            await harness.delete_conversation(conv_id, force=getattr(opts, "force", False))
             print(f"removed {conv_id}", file=sys.stderr)
             return EXIT_OK
         if opts.action == "search":
-            found = await harness.store.search_conversations(opts.query)
+            found = await harness.search_conversations(opts.query)
         else:
             found = await harness.list_conversations(None if opts.all else os.getcwd())
         if opts.json:
@@ -192,7 +183,7 @@ async def _export(opts: Any) -> int:
     conv_id = _id(opts.id)
     harness = await Harness.open()
     try:
-        snap = await harness.store.snapshot(conv_id)
+        snap = await harness.snapshot(conv_id)
     finally:
         await harness.close()
     if opts.format == "json":
@@ -214,14 +205,14 @@ async def _attach(conv_id: str, poll: float = 0.2) -> int:
     """Follow the ledger: print each entry's text as its checkpoints are committed."""
     harness = await Harness.open()
     try:
-        view = view_from_snapshot(await harness.store.snapshot(conv_id))
+        view = await harness.snapshot(conv_id)
         shown: dict[str, int] = {}  # entry id -> characters printed; everything so far first
         print(f"attached to {conv_id} at version {view.version} (Ctrl+C to leave)", file=sys.stderr)
         while True:
-            for event in await harness.store.ledger(conv_id, after=view.version):
+            for event in await harness.ledger(conv_id, after=view.version):
                 view = reduce(view, event)
             if view.resync_required:
-                view = view_from_snapshot(await harness.store.snapshot(conv_id))
+                view = await harness.snapshot(conv_id)
             for entry in view.entries:
                 done = shown.get(entry.id)
                 if done is None:

@@ -16,10 +16,11 @@ import sys
 import time
 from typing import Any, TextIO
 
-from runtime import BastionError, Harness, Subscription
+from runtime import BastionError, EmptyInput, Harness, Subscription
 from runtime.context import arguments_preview
+from runtime.errors import RequestKeyReused
 from runtime.events import AttemptReset, Event, ToolCallUpdated, event_to_dict
-from runtime.records import EntryKind, InboxState, Run, RunState
+from runtime.records import Run, RunState
 from tui.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError, error_line
 from tui.session import Session, start_session
 
@@ -61,13 +62,14 @@ async def _main(opts: Any, prompt: str | None) -> int:
     except BastionError as exc:
         error_line(str(exc))
         return EXIT_USAGE
-    harness, conv, driver = session.harness, session.conversation, session.driver
+    harness, conv = session.harness, session.conversation
+    run: Run | None = None
     try:
         sub = harness.subscribe(conv.id)
         pump = asyncio.create_task(out.pump(sub))
         interrupted = _install_interrupt(harness, conv.id)
         try:
-            run = await _work(harness, session, prompt, driver, opts)
+            run = await _work(harness, session, prompt, opts)
         finally:
             sub.close()
             await pump
@@ -79,34 +81,42 @@ async def _main(opts: Any, prompt: str | None) -> int:
             result["status"] = "interrupted"
         out.result(result)
         return EXIT[result["status"]]
-    except BastionError as exc:
+    except (EmptyInput, RequestKeyReused) as exc:
         error_line(str(exc))
+        return EXIT_USAGE
+    except BastionError as exc:
+        # The run could not go on (its driver failed, the store gave out): the result
+        # object still ends json output, saying so.
+        out.result(_failure(conv.id, run, exc, started))
         return EXIT_FAILED
     finally:
         await harness.close()
 
 
-async def _work(
-    harness: Harness, session: Session, prompt: str | None, driver: Any, opts: Any
-) -> Run | None:
+async def _work(harness: Harness, session: Session, prompt: str | None, opts: Any) -> Run | None:
     conv_id = session.conversation.id
     if prompt is not None:
         item = await harness.submit(conv_id, prompt, request_key=opts.request_key)
-        return await harness.wait(item.id, conv_id)
-    snap = await harness.store.snapshot(conv_id)
-    unfinished = any(not r.terminal for r in snap.runs) or any(
-        i.state == InboxState.QUEUED for i in snap.inbox
-    )
-    if unfinished:
-        while True:
-            await asyncio.wait_for(driver.idle.wait(), timeout=None)
-            if driver.failure is not None:
-                raise driver.failure
-            snap = await harness.store.snapshot(conv_id)
-            if all(r.terminal for r in snap.runs):
-                break
-            driver.idle.clear()
-    return snap.runs[-1] if snap.runs else None
+        return await harness.wait(item.id, item.conversation_id)
+    if session.created:
+        return None
+    return await harness.wait_idle(conv_id)
+
+
+def _failure(
+    conversation_id: str, run: Run | None, exc: BastionError, started: float
+) -> dict[str, Any]:
+    return {
+        "type": "result",
+        "session_id": conversation_id,
+        "run_id": run.id if run is not None else None,
+        "status": "failed",
+        "result": "",
+        "usage": {"input_tokens": 0, "output_tokens": 0, "cached_input_tokens": 0,
+                  "cost": None, "quality": "unavailable"},
+        "error": {"code": exc.code, "message": str(exc)},
+        "duration_ms": int((time.monotonic() - started) * 1000),
+    }  # fmt: skip
 
 
 def _install_interrupt(harness: Harness, conversation_id: str) -> asyncio.Event:
@@ -133,13 +143,8 @@ def _install_interrupt(harness: Harness, conversation_id: str) -> asyncio.Event:
 async def _result(
     harness: Harness, conversation_id: str, run: Run, started: float
 ) -> dict[str, Any]:
-    snap = await harness.store.snapshot(conversation_id)
-    answer = ""
-    for entry in snap.entries:
-        if entry.run_id == run.id and entry.kind == EntryKind.ASSISTANT and entry.text:
-            answer = entry.text
-    if run.result_entry_id:
-        answer = next((e.text for e in snap.entries if e.id == run.result_entry_id), answer)
+    answer = await harness.answer(run)
+    conv = await harness.get_conversation(conversation_id)
     status = STATUS.get(RunState(run.state), "failed")
     usage = run.usage or {}
     return {
@@ -158,7 +163,7 @@ async def _result(
         "error": None
         if status == "completed"
         else (run.error or {"code": status, "message": run.reason or status}),
-        "model": snap.conversation.agent.model,
+        "model": conv.agent.model,
         "duration_ms": int((time.monotonic() - started) * 1000),
     }
 

@@ -12,7 +12,8 @@ from runtime import Harness
 from runtime.config import Config, load_config, model_resolver
 from runtime.driver import Driver
 from runtime.errors import BastionError, UnknownConversation
-from runtime.ids import parse_uuid
+from runtime.harness import new_conversation
+from runtime.ids import parse_uuid, uuid7
 from runtime.loop import LoopSettings
 from runtime.records import Conversation
 from runtime.toolbox import Toolbox
@@ -27,7 +28,9 @@ class Session:
     harness: Harness
     conversation: Conversation
     config: Config
-    created: bool
+    created: bool  # new: committed only with its first prompt (harness.prepare)
+    approval_mode: str = "ask"  # this invocation's: flag, then config, then ask
+    model: str = ""
     driver: Driver | None = None
 
 
@@ -71,10 +74,11 @@ def _session_id(opts: Any) -> str | None:
 
 
 async def open_session(opts: Any, cwd: str | None = None) -> Session:
-    """Resolve config and model, open the store, find or create the conversation.
+    """Resolve config and model, open the store, find the conversation or prepare a new one.
 
-    Nothing is written before the model resolves and the conversation is found,
-    so bad input leaves the store as it was.
+    Nothing is written here: a new conversation is committed with its first prompt,
+    so bad input (and quitting before a prompt) leaves the store as it was. A flag
+    applies to its own invocation: `--approval-mode` and `--model` are not stored.
     """
     cwd = cwd or os.getcwd()
     config = load_config(cwd)
@@ -85,21 +89,25 @@ async def open_session(opts: Any, cwd: str | None = None) -> Session:
     )
     harness._toolbox_factory = toolbox_factory(harness.home)
     try:
+        request_key = getattr(opts, "request_key", None)
+        if request_key and session_id is None and not getattr(opts, "continue_", False):
+            admitted = await harness.admitted(request_key)
+            if admitted is not None:  # a retried script: the same session, not a second one
+                session_id = admitted[0]
         conversation, created = await _find_conversation(harness, opts, cwd, session_id)
         stored = conversation.agent
         model = opts.model or stored.model or config.model
-        approval = opts.approval_mode or stored.approval_mode or config.approval_mode.value
+        approval = opts.approval_mode or config.approval_mode.value
         harness.resolve_model(model)  # ConfigError now, before anything is written
-        settings: dict[str, Any] = {"model": model, "approval_mode": approval}
-        if config.instructions and not stored.instructions:
-            settings["instructions"] = config.instructions
         if created:
-            conversation = await harness.create_conversation(
-                cwd, settings=settings, conversation_id=session_id
+            settings: dict[str, Any] = {"model": model}
+            if config.instructions:
+                settings["instructions"] = config.instructions
+            conversation = new_conversation(
+                cwd, settings=settings, conversation_id=session_id or uuid7()
             )
-        elif any(conversation.settings.get(k) != v for k, v in settings.items()):
-            conversation = await harness.update_settings(conversation.id, **settings)
-        return Session(harness, conversation, config, created)
+            harness.prepare(conversation)
+        return Session(harness, conversation, config, created, approval, model)
     except BaseException:
         await harness.close()
         raise
@@ -108,7 +116,8 @@ async def open_session(opts: Any, cwd: str | None = None) -> Session:
 async def start_session(
     opts: Any, *, interactive: bool, on_refusal: Callable[[str, str], None] | None = None
 ) -> Session:
-    """`open_session`, then drive the conversation (take its lease, resume its work).
+    """`open_session`, then drive the conversation (take its lease, resume its work; a new
+    one is driven once its first prompt commits it).
 
     Every front end starts this way; on a BastionError nothing is left open and
     the caller prints the one line and exits 2.
@@ -116,7 +125,11 @@ async def start_session(
     session = await open_session(opts)
     try:
         session.driver = await session.harness.drive(
-            session.conversation.id, interactive=interactive, on_refusal=on_refusal
+            session.conversation.id,
+            interactive=interactive,
+            on_refusal=on_refusal,
+            approval_mode=session.approval_mode,
+            model=session.model,
         )
     except BaseException:
         await session.harness.close()
@@ -129,7 +142,7 @@ async def _find_conversation(
 ) -> tuple[Conversation, bool]:
     placeholder = Conversation("", "", cwd, {}, 0.0, 0.0)
     if getattr(opts, "continue_", False):
-        found = await harness.list_conversations(cwd)
+        found = await harness.list_conversations(cwd, with_entries=True)
         if not found:
             raise SessionUsageError(
                 "no conversation in this directory to continue",

@@ -269,15 +269,17 @@ async def test_empty_prompt_is_refused_and_nothing_stored(tmp_path):
 async def test_interrupt_during_a_slow_checkpoint_never_duplicates_text(tmp_path, monkeypatch):
     """A commit the interrupt cancels still lands (it is shielded); what the loop
     remembers as committed must say so, or the final checkpoint appends it twice."""
-    from runtime.store import Tx
+    import time
 
-    real_flush = Tx.flush
+    from runtime.tx import Tx
 
-    async def slow_flush(self):
-        await asyncio.sleep(0.03)
-        await real_flush(self)
+    real_finish = Tx.finish
 
-    monkeypatch.setattr(Tx, "flush", slow_flush)
+    def slow_finish(self):
+        time.sleep(0.03)  # on the writer thread, inside the transaction
+        real_finish(self)
+
+    monkeypatch.setattr(Tx, "finish", slow_finish)
     text = "".join(f"{i:04d} " for i in range(400))
     for delay in (0.01, 0.03, 0.05, 0.08, 0.11, 0.17, 0.23):
         harness, conv, _ = await start(
@@ -315,7 +317,9 @@ async def test_command_output_streams_as_transient_deltas(tmp_path):
     for event in events:
         view = reduce(view, event)
     assert not view.resync_required
-    assert view.tool_output["call_1"] == "line one\nline two\n"
+    (call,) = view.tool_calls
+    assert call.provider_id == "call_1" and call.id != "call_1"  # a key of its own
+    assert view.tool_output[call.id] == "line one\nline two\n"
     await harness.close()
 
 

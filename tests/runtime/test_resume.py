@@ -81,7 +81,7 @@ async def test_pending_approval_survives_a_restart(tmp_path):
     snap = await b.store.snapshot(conv.id)
     assert snap.tool_calls[0].approval == "pending"
     await b.drive(conv.id)
-    await b.respond(conv.id, "call_1", approve=True)
+    await b.respond(conv.id, snap.tool_calls[0].id, approve=True)
     run = await b.wait(item.id, conv.id)
     assert run.state == "completed" and toolbox.calls == [("run_command", {"command": "ls"})]
     await b.close()

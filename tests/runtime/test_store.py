@@ -84,7 +84,7 @@ async def test_delete_conversation_removes_its_ledger(tmp_path):
     harness = await Harness.open(tmp_path / "b.sqlite")
     keep = await harness.create_conversation(str(tmp_path))
     gone = await harness.create_conversation(str(tmp_path))
-    await harness.store.delete_conversation(gone.id)
+    await harness.delete_conversation(gone.id)
     assert await harness.store.ledger(gone.id) == []
     assert len(await harness.store.ledger(keep.id)) == 1
     await harness.close()

@@ -133,17 +133,15 @@ async def test_enter_while_a_run_is_going_queues_a_steer(tmp_path):
             assert strip.has_class("-shown")
             assert "steer" in str(strip.render()) and "use tabs" in str(strip.render())
             assert "1 queued" in label_text(app, "#status-left")
-            # Interrupted before any tool round, the steer starts the next run instead.
-            await pilot.press("escape")
-            await wait_for(
-                lambda: "use tabs" in [str(w.render()) for w in app.query(UserEntry)], pilot
-            )
+            # Esc interrupts and gives the queued steer back to the prompt, to edit or send.
             await pilot.press("escape")
             await wait_for(lambda: run_settled(app), pilot)
+            await wait_for(lambda: app.query_one("#prompt", Input).value == "use tabs", pilot)
+            assert not app.view.queued_inbox
         snap = await harness.store.snapshot(conv_id)
         [steer] = [i for i in snap.inbox if i.text == "use tabs"]
-        assert (steer.mode, steer.state) == (InboxMode.STEER, "placed")
-        assert [r.state for r in snap.runs] == [RunState.INTERRUPTED, RunState.INTERRUPTED]
+        assert (steer.mode, steer.state) == (InboxMode.STEER, "withdrawn")
+        assert [r.state for r in snap.runs] == [RunState.INTERRUPTED]
     finally:
         await harness.close()
 

@@ -243,15 +243,16 @@ class AssistantEntry(Vertical):
             return
         records = {c.id: c for c in view.tool_calls if c.entry_id == entry.id}
         for call in calls:
-            line = self._calls.get(call["id"])
+            key = call.get("key") or call["id"]  # the call's own key (older entries: its id)
+            line = self._calls.get(key)
             if line is None:
-                line = self._calls[call["id"]] = ToolCallLine(call)
+                line = self._calls[key] = ToolCallLine(call)
                 await self.mount(line, before=self.query_one(".marker"))
-            record = records.get(call["id"])
+            record = records.get(key)
             result = (
                 view.entry(record.result_entry_id) if record and record.result_entry_id else None
             )
-            line.show(record, result, view.tool_output.get(call["id"]))
+            line.show(record, result, view.tool_output.get(key))
 
     def _show_marker(self, entry: Entry, view: ConversationView) -> None:
         """Under the text: `thinking…` before the first token, or how the turn ended badly."""

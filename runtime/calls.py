@@ -1,0 +1,282 @@
+"""Tool calls of a run: intent → approval → start → execute → result, each a
+compare-and-set in its own transaction.
+
+A call's key is its own (uuid7); the provider's id is kept as data. Approval
+answers and interrupts race through the store: `respond` moves approval
+pending → approved/denied only while the call is pending; an interrupt moves a
+pending or running call to interrupted. Exactly one of them wins; this side
+re-reads the call and goes on from whatever won. A running command's output is
+checkpointed as chunks at the loop's cadence, so a call cut off by a crash or
+an interrupt reports the output it had produced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING, Any
+
+from runtime import failpoints
+from runtime.approvals import Decision, decide, refusal_text
+from runtime.events import ToolOutputDelta
+from runtime.ids import uuid7
+from runtime.loop import Buffer, now
+from runtime.records import (
+    Approval,
+    Entry,
+    EntryKind,
+    EntryStatus,
+    Run,
+    RunState,
+    ToolCallRecord,
+    ToolCallState,
+)
+from runtime.toolbox import ToolOutcome
+from runtime.tx import Tx, joined_chunks
+
+if TYPE_CHECKING:
+    from runtime.loop import RunExecutor
+
+log = logging.getLogger(__name__)
+_OPEN = (ToolCallState.PENDING, ToolCallState.RUNNING)
+OUTPUT_TAIL = 4_000  # characters of a cut-off command's output given to the model
+
+
+class CallRunner:
+    def __init__(self, executor: RunExecutor) -> None:
+        self.ex = executor
+        self.deps = executor.deps
+
+    # --- intent -------------------------------------------------------------
+
+    def intent(
+        self, run: Run, entry: Entry, index: int, call: tuple[str, str, str]
+    ) -> ToolCallRecord:
+        provider_id, name, arguments = call
+        key = uuid7()
+        info = self.deps.toolbox.info(name) if self.deps.toolbox else None
+        read_only = info.read_only if info else True
+        decision = decide(self.deps.approval_mode, name, read_only)
+        approval = {
+            Decision.RUN: Approval.NOT_REQUIRED,
+            Decision.ASK: Approval.PENDING if self.deps.interactive else Approval.DENIED,
+            Decision.REFUSE: Approval.DENIED,
+        }[decision]
+        stamp = now()
+        return ToolCallRecord(
+            key, self.ex.conversation_id, run.id, entry.id, index, name, arguments,
+            info.replay_safe if info else True, approval, ToolCallState.PENDING, stamp, stamp,
+            provider_id=provider_id or f"call_{key.replace('-', '')}",
+        )  # fmt: skip
+
+    # --- running ------------------------------------------------------------
+
+    async def run_all(self, run: Run, calls: list[ToolCallRecord]) -> Run:
+        for call in calls:
+            run = await self._one(run, call)
+        if run.state == RunState.AWAITING_APPROVAL:
+            run = await self.ex.transition(run, state=RunState.RUNNING)
+        return run
+
+    async def _one(self, run: Run, call: ToolCallRecord) -> Run:
+        if call.state == ToolCallState.RUNNING and not call.replay_safe:
+            await self._cut_off(call, "was running when the previous process stopped")
+            return run
+        if call.approval == Approval.PENDING and not self.deps.interactive:
+            # Asked for by an interactive session that stopped; this one cannot ask.
+            call = await self._decide(call, Approval.DENIED) or call
+        if call.approval == Approval.PENDING:
+            run, found = await self._await_approval(run, call)
+            if found is None:
+                return run
+            call = found
+        if run.state == RunState.AWAITING_APPROVAL:
+            run = await self.ex.transition(run, state=RunState.RUNNING)
+        if call.approval == Approval.DENIED:
+            await self._deny(call)
+            return run
+        if call.state == ToolCallState.PENDING:
+            started = await self.ex.commit(
+                lambda tx: tx.transition_tool_call(
+                    call.id, from_states=(ToolCallState.PENDING,), state=ToolCallState.RUNNING
+                )
+            )
+            if started is None:
+                return run  # settled meanwhile (an interrupt won)
+            call = started
+        failpoints.hit("call.started")
+        outcome = await self._execute(call)
+        failpoints.hit("call.executed")
+        await self.commit_result(call, ToolCallState.DONE, outcome)
+        failpoints.hit("call.result")
+        return run
+
+    async def _await_approval(
+        self, run: Run, call: ToolCallRecord
+    ) -> tuple[Run, ToolCallRecord | None]:
+        """Wait for an answer from any front end (the store decides); None if the call
+        was settled meanwhile."""
+        if run.state != RunState.AWAITING_APPROVAL:
+            run = await self.ex.transition(run, state=RunState.AWAITING_APPROVAL)
+        failpoints.hit("approval.wait")
+        while True:
+            await self.deps.wait_for_decision(call.id)
+            found = await self.deps.store.tool_call(call.id)
+            if found is None or found.state != ToolCallState.PENDING:
+                return run, None
+            if found.approval != Approval.PENDING:
+                return run, found
+
+    async def _decide(self, call: ToolCallRecord, approval: Approval) -> ToolCallRecord | None:
+        return await self.ex.commit(
+            lambda tx: tx.transition_tool_call(
+                call.id,
+                from_states=(ToolCallState.PENDING,),
+                from_approvals=(Approval.PENDING,),
+                approval=approval,
+            )
+        )
+
+    async def _deny(self, call: ToolCallRecord) -> None:
+        text = refusal_text(self.deps.approval_mode, call.name, interactive=self.deps.interactive)
+        if self.deps.on_refusal is not None:
+            self.deps.on_refusal(call.name, text)
+        await self.commit_result(
+            call,
+            ToolCallState.DENIED,
+            ToolOutcome(False, text, {"refusal": {"code": "FORBIDDEN", "message": text}}),
+        )
+
+    async def _execute(self, call: ToolCallRecord) -> ToolOutcome:
+        if self.deps.toolbox is None:
+            return ToolOutcome(
+                False,
+                f"REFUSED INVALID_ARGUMENT: no tools are available here "
+                f"(asked for {call.name}).\nhint: answer without tools.",
+            )
+        live = self.deps.live
+        buffer = live.outputs[call.id] = Buffer()
+        limit = self.deps.settings.output_commit_limit
+
+        def output(text: str) -> None:
+            if buffer.length < limit:
+                buffer.add(text[: limit - buffer.length])
+            self.deps.publish(
+                ToolOutputDelta(
+                    self.ex.conversation_id, call.run_id, live.epoch, self.ex.next_seq(),
+                    call.id, text,
+                )
+            )  # fmt: skip
+
+        ticker = asyncio.create_task(self._checkpoint_output(call.id, buffer))
+        try:
+            return await self.deps.toolbox.run(call.name, call.arguments, on_output=output)
+        except Exception as exc:  # a tool's failure is that call's, never the run's
+            log.warning("tool %s raised", call.name, exc_info=True)
+            return ToolOutcome(
+                False,
+                f"REFUSED INTERNAL: {call.name} failed unexpectedly ({type(exc).__name__}).\n"
+                "hint: try again once; if it fails again, take another approach.",
+                {"refusal": {"code": "INTERNAL", "message": type(exc).__name__}},
+            )
+        finally:
+            ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await ticker
+            await self._commit_output(call.id, buffer)  # what it printed, even if cut off
+            live.outputs.pop(call.id, None)
+
+    async def _checkpoint_output(self, call_id: str, buffer: Buffer) -> None:
+        interval = self.deps.settings.checkpoint_interval
+        while True:
+            await asyncio.sleep(interval)
+            await self._commit_output(call_id, buffer)
+
+    async def _commit_output(self, call_id: str, buffer: Buffer) -> None:
+        pending = buffer.pending()
+        if pending is None:
+            return
+        await self.ex.commit(
+            lambda tx: tx.append_chunk(call_id, "output", *pending), after=buffer.mark
+        )
+
+    # --- results ------------------------------------------------------------
+
+    async def commit_result(
+        self, call: ToolCallRecord, state: ToolCallState, outcome: ToolOutcome
+    ) -> bool:
+        """The result entry and the call's final state, together; false if the call was
+        already settled (nothing written)."""
+        entry = Entry(
+            uuid7(), self.ex.conversation_id, 0, EntryKind.TOOL_RESULT, EntryStatus.COMPLETE,
+            outcome.model_text, now(), run_id=call.run_id,
+            data={
+                "tool_call_id": call.id,
+                "provider_id": call.wire_id,
+                "name": call.name,
+                "ok": outcome.ok,
+                "images": list(outcome.images),
+            },
+        )  # fmt: skip
+
+        def build(tx: Tx) -> Entry | None:
+            settled = tx.transition_tool_call(
+                call.id,
+                from_states=_OPEN,
+                state=state,
+                result=outcome.data | {"ok": outcome.ok},
+                result_entry_id=entry.id,
+            )
+            if settled is None:
+                return None
+            tx.execute("DELETE FROM chunks WHERE owner_id = ? AND kind = 'output'", (call.id,))
+            return tx.add_entry(entry)
+
+        placed = await self.ex.commit(build, after=self.ex.track)
+        return placed is not None
+
+    async def _cut_off(self, call: ToolCallRecord, why: str) -> None:
+        """A side-effecting call that cannot be run again: make sure what it started is
+        gone, then tell the model what it printed and that its effects are unknown."""
+        reaped = await self._reap(call)
+        output = await self.deps.store.read(lambda db: joined_chunks(db, call.id, "output"))
+        text = f"INTERRUPTED: {call.name} {why}; its effects are unknown."
+        if reaped:
+            text += f"\n{reaped}"
+        if output:
+            tail = output[-OUTPUT_TAIL:]
+            cut = " (last part)" if len(output) > len(tail) else ""
+            text += f"\noutput before it stopped{cut}:\n{tail}"
+        text += "\nhint: check the workspace state before repeating it."
+        outcome = ToolOutcome(False, text, {"refusal": {"code": "INTERRUPTED"}})
+        await self.commit_result(call, ToolCallState.INTERRUPTED, outcome)
+
+    async def _reap(self, call: ToolCallRecord) -> str:
+        reap = getattr(self.deps.toolbox, "reap", None)
+        if call.process is None or reap is None:
+            return ""
+        result: Any = await reap(call.process)
+        return str(result or "")
+
+    async def settle(self, run: Run, reason: str) -> None:
+        """Every call of `run` still open ends as interrupted (the run is ending)."""
+        rows = await self.deps.store.open_tool_calls(run.id)
+        for call in rows:
+            if call.state == ToolCallState.RUNNING and not call.replay_safe:
+                await self._cut_off(call, f"was cut off: {reason}")
+                continue
+            effects = (
+                "its effects are unknown"
+                if call.state == ToolCallState.RUNNING
+                else "it did not run"
+            )
+            await self.commit_result(
+                call,
+                ToolCallState.INTERRUPTED,
+                ToolOutcome(
+                    False,
+                    f"INTERRUPTED: {reason}; {effects}.",
+                    {"refusal": {"code": "INTERRUPTED"}},
+                ),
+            )
