@@ -23,17 +23,19 @@ from runtime.events import ToolOutputDelta
 from runtime.ids import uuid7
 from runtime.loop import Buffer, now
 from runtime.records import (
+    ACTIVE_RUN_STATES,
     Approval,
     Entry,
     EntryKind,
     EntryStatus,
+    InboxItem,
     Run,
     RunState,
     ToolCallRecord,
     ToolCallState,
 )
 from runtime.toolbox import ToolOutcome
-from runtime.tx import Tx, joined_chunks
+from runtime.tx import TOOL_COLUMNS, Tx, joined_chunks, tool_call_row
 
 if TYPE_CHECKING:
     from runtime.loop import RunExecutor
@@ -208,30 +210,9 @@ class CallRunner:
     ) -> bool:
         """The result entry and the call's final state, together; false if the call was
         already settled (nothing written)."""
-        entry = Entry(
-            uuid7(), self.ex.conversation_id, 0, EntryKind.TOOL_RESULT, EntryStatus.COMPLETE,
-            outcome.model_text, now(), run_id=call.run_id,
-            data={
-                "tool_call_id": call.id,
-                "provider_id": call.wire_id,
-                "name": call.name,
-                "ok": outcome.ok,
-                "images": list(outcome.images),
-            },
-        )  # fmt: skip
 
         def build(tx: Tx) -> Entry | None:
-            settled = tx.transition_tool_call(
-                call.id,
-                from_states=_OPEN,
-                state=state,
-                result=outcome.data | {"ok": outcome.ok},
-                result_entry_id=entry.id,
-            )
-            if settled is None:
-                return None
-            tx.execute("DELETE FROM chunks WHERE owner_id = ? AND kind = 'output'", (call.id,))
-            return tx.add_entry(entry)
+            return settle_call(tx, call, state, outcome)
 
         placed = await self.ex.commit(build, after=self.ex.track)
         return placed is not None
@@ -280,3 +261,54 @@ class CallRunner:
                     {"refusal": {"code": "INTERRUPTED"}},
                 ),
             )
+
+
+def settle_call(
+    tx: Tx, call: ToolCallRecord, state: ToolCallState, outcome: ToolOutcome
+) -> Entry | None:
+    """In one transaction: the call's final state and its result entry (compare-and-set
+    on the call still being pending or running; None, nothing written, if it was not)."""
+    entry = Entry(
+        uuid7(), call.conversation_id, 0, EntryKind.TOOL_RESULT, EntryStatus.COMPLETE,
+        outcome.model_text, now(), run_id=call.run_id,
+        data={
+            "tool_call_id": call.id,
+            "provider_id": call.wire_id,
+            "name": call.name,
+            "ok": outcome.ok,
+            "images": list(outcome.images),
+        },
+    )  # fmt: skip
+    settled = tx.transition_tool_call(
+        call.id,
+        from_states=_OPEN,
+        state=state,
+        result=outcome.data | {"ok": outcome.ok},
+        result_entry_id=entry.id,
+    )
+    if settled is None:
+        return None
+    tx.execute("DELETE FROM chunks WHERE owner_id = ? AND kind = 'output'", (call.id,))
+    return tx.add_entry(entry)
+
+
+def interrupt_tx(tx: Tx) -> tuple[Run | None, list[InboxItem]]:
+    """The interrupt, committed: the active run marked `interrupt_requested`, its calls
+    that have not started settled (so a late approval cannot start them), and every
+    queued input withdrawn. The driver then cancels what is running."""
+    active = tx.active_run()
+    if active is None:
+        return None, tx.withdraw_queued()
+    marked = active
+    if not active.interrupt_requested:
+        marked = tx.transition_run(active.id, ACTIVE_RUN_STATES, interrupt_requested=True) or active
+    rows = tx.rows(
+        f"SELECT {TOOL_COLUMNS} FROM tool_calls WHERE run_id = ? AND state = 'pending' "
+        'ORDER BY "index"',
+        (active.id,),
+    )
+    text = "INTERRUPTED: the user interrupted the run; it did not run."
+    for row in rows:
+        outcome = ToolOutcome(False, text, {"refusal": {"code": "INTERRUPTED"}})
+        settle_call(tx, tool_call_row(row), ToolCallState.INTERRUPTED, outcome)
+    return marked, tx.withdraw_queued()

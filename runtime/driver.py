@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from runtime import failpoints
+from runtime.aio import wait_until
 from runtime.approvals import ApprovalMode
 from runtime.errors import BastionError, ConversationBusy, LeaseLost, StoreError
 from runtime.events import Event
@@ -246,8 +247,7 @@ class Driver:
                 run = await self._next_run()
                 if run is None:
                     self.idle.set()
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._wake.wait(), timeout=IDLE_POLL)
+                    await wait_until(self._wake.wait(), IDLE_POLL)
                     continue
                 self.idle.clear()
                 await self._execute(run)
@@ -343,10 +343,8 @@ class Driver:
         poll = self.config.loop.approval_poll
 
         async def wait() -> None:
-            try:
-                await asyncio.wait_for(flag.wait(), timeout=poll)
-            except TimeoutError:
-                pass  # decisions live in the store; another process may have answered
+            try:  # decisions live in the store: another process may answer, so poll too
+                await wait_until(flag.wait(), poll)
             finally:
                 self._decisions.pop(tool_call_id, None)
 

@@ -26,7 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from runtime import failpoints
+from runtime.aio import wait_until
 from runtime.approvals import ApprovalMode
+from runtime.calls import interrupt_tx
 from runtime.driver import Driver, DriverConfig, lease_live, new_run
 from runtime.errors import (
     BastionError,
@@ -41,7 +43,6 @@ from runtime.ids import uuid7
 from runtime.loop import LoopSettings, place_item
 from runtime.providers.base import Provider
 from runtime.records import (
-    ACTIVE_RUN_STATES,
     Approval,
     Conversation,
     InboxItem,
@@ -462,14 +463,9 @@ class Harness:
         make it), queued inputs are withdrawn and handed back, then the run is
         cancelled by whichever process drives it."""
 
-        def build(tx: Tx) -> tuple[Run | None, list[InboxItem]]:
-            active = tx.active_run()
-            marked = None
-            if active is not None and not active.interrupt_requested:
-                marked = tx.transition_run(active.id, ACTIVE_RUN_STATES, interrupt_requested=True)
-            return marked or active, tx.withdraw_queued()
-
-        run, withdrawn = await self.store.transact(conversation_id, build, publish=self._publish)
+        run, withdrawn = await self.store.transact(
+            conversation_id, interrupt_tx, publish=self._publish
+        )
         driver = self._drivers.get(conversation_id)
         if run is not None and driver is not None:
             if not driver.cancel_run(run.id):
@@ -506,10 +502,8 @@ class Harness:
                 driver = self._drivers.get(conversation_id)
                 if driver is not None and driver.failure is not None:
                     raise driver.failure
-                try:
-                    return await asyncio.wait_for(asyncio.shield(future), timeout=poll)
-                except TimeoutError:
-                    continue
+                if await wait_until(future, poll):
+                    return future.result()
         finally:
             waiters = self._run_waiters.get(run_id, [])
             if future in waiters:
@@ -556,9 +550,7 @@ class Harness:
                     if isinstance(event, InboxUpdated | RunUpdated):
                         return
 
-            await asyncio.wait_for(next_placement(), timeout=poll)
-        except TimeoutError:
-            pass
+            await wait_until(next_placement(), poll)
         finally:
             sub.close()
 

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 from runtime import failpoints
 from runtime.approvals import ApprovalMode
 from runtime.context import build_messages
+from runtime.errors import BastionError
 from runtime.events import AttemptReset, Event, ReasoningDelta, TextDelta
 from runtime.ids import uuid7
 from runtime.providers.base import (
@@ -256,6 +257,12 @@ class RunExecutor:
             return await self._fail(run, aborted.error)
         except RunLost:
             return await self.deps.store.run(run.id) or run
+        except (BastionError, OSError):
+            raise  # the store or the lease gave out: the driver's supervisor takes over
+        except Exception as exc:  # a provider or tool adapter that broke its contract
+            log.warning("run %s failed unexpectedly", run.id, exc_info=True)
+            error = {"code": "internal", "message": f"{type(exc).__name__}: {exc}"}
+            return await self._fail(run, error)
 
     async def _turns(self, run: Run, unfinished: list[ToolCallRecord]) -> Run:
         if unfinished:

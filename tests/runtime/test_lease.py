@@ -83,7 +83,9 @@ async def test_heartbeat_notices_a_takeover(tmp_path):
     a.lease_ttl = 0.3
     conv = await a.create_conversation(str(tmp_path), settings={"model": "s/m"})
     driver = await a.drive(conv.id)
-    await raw_write(a, "UPDATE conversations SET lease_token = lease_token + 1 WHERE id = ?", (conv.id,))
+    await raw_write(
+        a, "UPDATE conversations SET lease_token = lease_token + 1 WHERE id = ?", (conv.id,)
+    )
     await asyncio.sleep(0.5)
     assert isinstance(driver.failure, LeaseLost)
     await a.close()

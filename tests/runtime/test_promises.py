@@ -1,0 +1,417 @@
+"""The durable core's promises, one test (or a few) per way it was seen to break them:
+repeated provider ids, check-then-act races, a cancelled write, a failing provider,
+text shown but not committed, input order, interrupts, request keys, empty sessions,
+purges. Races are forced: a delay is injected inside one side's transaction while a
+second store (another connection, as another process would have) goes for the same row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import time
+
+import pytest
+
+from runtime import Harness
+from runtime.calls import interrupt_tx
+from runtime.errors import NotPending, RequestKeyReused, UnfinishedWork, UnknownConversation
+from runtime.harness import new_conversation
+from runtime.providers.base import ToolCall
+from runtime.records import InboxMode
+from runtime.store import Store
+from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
+from runtime.tx import Tx
+from tests.runtime.helpers import RecordingToolbox, open_harness, until_awaiting_approval
+
+
+async def start(tmp_path, turns, toolbox=None, approval="full-auto", **settings):
+    provider = ScriptedProvider(turns)
+    harness = await open_harness(tmp_path, provider, toolbox, **settings)
+    conv = await harness.create_conversation(
+        str(tmp_path), settings={"model": "s/m", "approval_mode": approval}
+    )
+    await harness.drive(conv.id)
+    return harness, conv, provider
+
+
+def call(name, path, call_id="call_0"):
+    return ScriptedTurn(tool_calls=(ToolCall(call_id, name, json.dumps({"path": path})),))
+
+
+def assert_valid_openai_sequence(messages):
+    """Each assistant message with tool calls is followed by one tool message per id."""
+    i = 0
+    while i < len(messages):
+        message = messages[i]
+        if message.role == "assistant" and message.tool_calls:
+            ids = [c.id for c in message.tool_calls]
+            assert len(set(ids)) == len(ids), ids
+            replies = [m.tool_call_id for m in messages[i + 1 : i + 1 + len(ids)]]
+            assert replies == ids, (ids, replies)
+            i += len(ids)
+        elif message.role == "tool":
+            raise AssertionError(f"a tool message with no call before it: {message}")
+        i += 1
+
+
+# --- 1. tool-call ids ---------------------------------------------------------
+
+
+async def test_two_turns_and_two_conversations_reusing_one_provider_id(tmp_path):
+    """llama.cpp and small proxies send `call_0` every time: each call keeps its own row,
+    its own result, and the requests stay valid."""
+    toolbox = RecordingToolbox()
+    turns = [
+        call("read_file", "a"), call("write_file", "b"), ScriptedTurn(text="done one"),
+        call("read_file", "c"), ScriptedTurn(text="done two"),
+    ]  # fmt: skip
+    harness, conv, provider = await start(tmp_path, turns, toolbox)
+    item = await harness.submit(conv.id, "first")
+    assert (await harness.wait(item.id, conv.id)).state == "completed"
+    other = await harness.create_conversation(str(tmp_path), settings={"model": "s/m"})
+    await harness.drive(other.id, approval_mode="full-auto")
+    item2 = await harness.submit(other.id, "second")
+    assert (await harness.wait(item2.id, other.id)).state == "completed"
+
+    snap = await harness.store.snapshot(conv.id)
+    assert [c.provider_id for c in snap.tool_calls] == ["call_0", "call_0"]
+    assert len({c.id for c in snap.tool_calls}) == 2
+    results = {e.data["tool_call_id"]: e.data["name"] for e in snap.entries if e.data.get("name")}
+    assert [results[c.id] for c in snap.tool_calls] == ["read_file", "write_file"]
+    for request in provider.requests:
+        assert_valid_openai_sequence(request.messages[1:])
+    # The third request (after two rounds) sends both calls, with ids made unique.
+    ids = [c.id for m in provider.requests[2].messages for c in m.tool_calls]
+    assert len(ids) == 2 and len(set(ids)) == 2 and ids[0] == "call_0"
+    snap2 = await harness.store.snapshot(other.id)
+    assert snap2.tool_calls[0].provider_id == "call_0" and snap2.tool_calls[0].state == "done"
+    await harness.close()
+
+
+# --- 2. compare-and-set transitions ----------------------------------------------
+
+
+async def _hold(store: Store, conversation_id: str, seconds: float, then) -> object:
+    """A transaction that sleeps inside (holding the write lock), then does `then(tx)`."""
+
+    def body(tx: Tx):
+        time.sleep(seconds)
+        return then(tx)
+
+    return await store.transact(conversation_id, body)
+
+
+@pytest.mark.parametrize("first", ["place", "withdraw"])
+async def test_withdraw_racing_placement_has_one_winner(tmp_path, first):
+    harness, conv, _ = await start(tmp_path, [])
+    await harness.release(conv.id)
+    other = await Store.open(harness.store.path)  # another connection, as another process
+    try:
+        await harness.submit(conv.id, "busy")  # makes a run, so the next input queues
+        item = await harness.submit(conv.id, "steer me", mode=InboxMode.STEER)
+        assert item.state == "queued"
+
+        def place(tx: Tx):
+            return tx.transition_inbox(item.id, "placed", run_id="r", entry_id="e")
+
+        if first == "place":
+            placing = asyncio.create_task(_hold(other, conv.id, 0.3, place))
+            await asyncio.sleep(0.1)
+            withdrawn = await harness.withdraw(conv.id, item.id)
+            placed = await placing
+            assert placed is not None and withdrawn is False
+        else:
+            withdrawing = asyncio.create_task(
+                _hold(
+                    harness.store,
+                    conv.id,
+                    0.3,
+                    lambda tx: tx.transition_inbox(item.id, "withdrawn"),
+                )
+            )
+            await asyncio.sleep(0.1)
+            placed = await other.transact(conv.id, place)
+            assert (await withdrawing) is not None and placed is None
+        final = await harness.store.inbox_item(item.id)
+        assert final.state == ("placed" if first == "place" else "withdrawn")
+    finally:
+        await other.close()
+        await harness.close()
+
+
+@pytest.mark.parametrize("first", ["interrupt", "respond"])
+async def test_respond_racing_interrupt_has_one_winner(tmp_path, first):
+    toolbox = RecordingToolbox()
+    turns = [call("write_file", "x"), ScriptedTurn(text="after")]
+    harness, conv, _ = await start(tmp_path, turns, toolbox, approval="ask")
+    item = await harness.submit(conv.id, "write it")
+    snap = await until_awaiting_approval(harness, conv.id)
+    call_id = snap.tool_calls[0].id
+    other = await Store.open(harness.store.path)
+    try:
+        if first == "interrupt":
+            # Another process's interrupt (attach) commits while holding the lock.
+            settling = asyncio.create_task(_hold(other, conv.id, 0.3, interrupt_tx))
+            await asyncio.sleep(0.1)
+            with pytest.raises(NotPending):
+                await harness.respond(conv.id, call_id, approve=True)
+            assert (await settling) is not None
+        else:
+            answering = asyncio.create_task(
+                _hold(other, conv.id, 0.3, lambda tx: tx.transition_tool_call(
+                    call_id, from_states=("pending",), from_approvals=("pending",),
+                    approval="approved"))
+            )  # fmt: skip
+            await asyncio.sleep(0.1)
+            done = await harness.interrupt(conv.id)
+            assert done.run_id == item.run_id
+            assert (await answering) is not None
+        run = await harness.wait(item.id, conv.id)
+        assert run.state == "interrupted"
+        final = await harness.store.tool_call(call_id)
+        assert final.state == "interrupted" and toolbox.calls == []  # never revived
+    finally:
+        await other.close()
+        await harness.close()
+
+
+# --- 3. a cancelled write never wedges the store --------------------------------------
+
+
+async def test_write_cancelled_while_another_process_holds_the_lock(tmp_path):
+    harness, conv, _ = await start(tmp_path, [])
+    blocker = sqlite3.connect(harness.store.path, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    try:
+        stuck = asyncio.create_task(harness.update_settings(conv.id, instructions="lost"))
+        await asyncio.sleep(0.3)
+        stuck.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await stuck
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    updated = await harness.update_settings(conv.id, instructions="kept")
+    assert updated.settings["instructions"] == "kept"
+    item = await harness.submit(conv.id, "still works")
+    assert item.state == "placed"
+    await harness.close()
+    # Another process sees no lock left behind.
+    check = sqlite3.connect(harness.store.path, timeout=0.5)
+    check.execute("BEGIN IMMEDIATE")
+    check.execute("ROLLBACK")
+    check.close()
+
+
+# --- 4. supervised driver ---------------------------------------------------------------
+
+
+class BrokenProvider(ScriptedProvider):
+    async def stream(self, request):
+        self.requests.append(request)
+        yield  # an async generator that breaks its contract
+        raise KeyError("choices")
+
+
+async def test_a_provider_raising_unexpectedly_fails_the_run_and_frees_the_lease(tmp_path):
+    provider = BrokenProvider()
+    harness = await open_harness(tmp_path, provider)
+    conv = await harness.create_conversation(str(tmp_path), settings={"model": "s/m"})
+    await harness.drive(conv.id)
+    item = await harness.submit(conv.id, "hi")
+    run = await harness.wait(item.id, conv.id)
+    assert run.state == "failed" and "KeyError" in run.error["message"]
+    view = await harness.snapshot(conv.id)
+    assert view.entries[-1].status == "failed"  # the partial is closed, not left streaming
+    await harness.close()
+    lease = await (await Store.open(tmp_path / "bastion.sqlite")).lease(conv.id)
+    assert lease.owner is None
+
+
+async def test_a_store_failure_mid_run_releases_what_it_can(tmp_path, monkeypatch):
+    harness, conv, _ = await start(
+        tmp_path, [ScriptedTurn(text="x" * 50, chunk_size=5, delay=0.01)]
+    )
+    real = Tx.append_chunk
+
+    def failing(self, *args):
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(Tx, "append_chunk", failing)
+    item = await harness.submit(conv.id, "hi")
+    run = await harness.wait(item.id, conv.id)
+    assert run.state == "failed" and "disk I/O error" in run.error["message"]
+    monkeypatch.setattr(Tx, "append_chunk", real)
+    driver = harness.driver(conv.id)
+    await asyncio.wait_for(driver.idle.wait(), 5)  # set once the supervisor has released
+    assert driver.failure is not None
+    assert (await harness.store.lease(conv.id)).owner is None
+    await harness.close()
+
+
+# --- 5. nothing shown stays uncommitted past the cadence ----------------------------------
+
+
+async def test_text_and_reasoning_shown_before_a_pause_are_committed_during_it(tmp_path):
+    gate = asyncio.Event()
+
+    class PausingProvider(ScriptedProvider):
+        async def stream(self, request):
+            async for item in super().stream(request):
+                yield item
+                if type(item).__name__ == "TextChunk":
+                    await gate.wait()  # the model goes quiet after its first words
+
+    provider = PausingProvider([ScriptedTurn(text="first words", reasoning="a thought")])
+    harness = await open_harness(tmp_path, provider, checkpoint_interval=0.05)
+    conv = await harness.create_conversation(str(tmp_path), settings={"model": "s/m"})
+    await harness.drive(conv.id)
+    await harness.submit(conv.id, "hi")
+    await asyncio.sleep(0.4)
+    other = await Store.open(tmp_path / "bastion.sqlite")
+    snap = await other.snapshot(conv.id)
+    assert snap.entries[-1].status == "streaming"
+    assert snap.entries[-1].text == "first words"
+    assert snap.entries[-1].data["reasoning"] == "a thought"
+    await other.close()
+    gate.set()
+    await harness.close()
+
+
+# --- 7. input order and interrupt -----------------------------------------------------------
+
+
+async def test_a_steer_during_the_final_answer_is_answered_before_a_later_follow_up(tmp_path):
+    turns = [
+        ScriptedTurn(text="the answer " * 20, chunk_size=10, delay=0.02),
+        ScriptedTurn(text="steered"),
+        ScriptedTurn(text="followed up"),
+    ]
+    harness, conv, provider = await start(tmp_path, turns)
+    first = await harness.submit(conv.id, "question")
+    await asyncio.sleep(0.1)
+    steer = await harness.submit(conv.id, "shorter please", mode=InboxMode.STEER)
+    follow = await harness.submit(conv.id, "next task", mode=InboxMode.FOLLOW_UP)
+    run = await harness.wait(first.id, conv.id)
+    assert run.state == "completed"
+    later = await harness.wait(follow.id, conv.id)
+    assert later.id != run.id
+    placed = await harness.store.inbox_item(steer.id)
+    assert placed.run_id == run.id  # joined the running work
+    assert [r.messages[-1].content for r in provider.requests[1:]] == [
+        "shorter please",
+        "next task",
+    ]
+    await harness.close()
+
+
+async def test_interrupt_withdraws_queued_inputs_and_hands_them_back(tmp_path):
+    turns = [ScriptedTurn(text="slow " * 100, chunk_size=5, delay=0.02)]
+    harness, conv, provider = await start(tmp_path, turns)
+    item = await harness.submit(conv.id, "go")
+    await asyncio.sleep(0.1)
+    a = await harness.submit(conv.id, "steer", mode=InboxMode.STEER)
+    b = await harness.submit(conv.id, "later", mode=InboxMode.FOLLOW_UP)
+    done = await harness.interrupt(conv.id)
+    assert done.run_id == item.run_id
+    assert [i.id for i in done.withdrawn] == [a.id, b.id]
+    assert (await harness.wait(item.id, conv.id)).state == "interrupted"
+    await asyncio.sleep(0.2)
+    snap = await harness.store.snapshot(conv.id)
+    assert len(snap.runs) == 1 and len(provider.requests) == 1  # nothing started by itself
+    assert snap.runs[0].interrupt_requested
+    await harness.close()
+
+
+async def test_an_interrupt_committed_by_another_process_stops_the_run(tmp_path):
+    turns = [ScriptedTurn(text="slow " * 200, chunk_size=5, delay=0.02)]
+    harness, conv, _ = await start(tmp_path, turns)
+    item = await harness.submit(conv.id, "go")
+    await asyncio.sleep(0.1)
+    attached = await Harness.open(tmp_path / "bastion.sqlite")  # drives nothing
+    done = await attached.interrupt(conv.id)
+    assert done.run_id == item.run_id
+    run = await harness.wait(item.id, conv.id)
+    assert run.state == "interrupted"
+    await attached.close()
+    await harness.close()
+
+
+# --- 8. request keys ---------------------------------------------------------------------------
+
+
+async def test_a_request_key_is_admitted_once_across_conversations(tmp_path):
+    harness, conv, provider = await start(tmp_path, [ScriptedTurn(text="once")])
+    first = await harness.submit(conv.id, "append a line", request_key="k")
+    await harness.wait(first.id, conv.id)
+    other = await harness.create_conversation(str(tmp_path), settings={"model": "s/m"})
+    again = await harness.submit(other.id, "append a line", request_key="k")
+    assert again.id == first.id and again.conversation_id == conv.id
+    with pytest.raises(RequestKeyReused):
+        await harness.submit(conv.id, "something else", request_key="k")
+    assert await harness.admitted("k") == (conv.id, first.id)
+    assert len(provider.requests) == 1
+    await harness.close()
+
+
+# --- 9. sessions that hold nothing -------------------------------------------------------------
+
+
+async def test_a_prepared_conversation_is_stored_only_with_its_first_prompt(tmp_path):
+    provider = ScriptedProvider([ScriptedTurn(text="hello")])
+    harness = await open_harness(tmp_path, provider)
+    conv = new_conversation(str(tmp_path), settings={"model": "s/m"})
+    harness.prepare(conv)
+    assert await harness.drive(conv.id) is None  # waits for the conversation
+    view = await harness.snapshot(conv.id)
+    assert view.entries == () and view.version == 0
+    assert await harness.list_conversations() == []
+    item = await harness.submit(conv.id, "hi")
+    assert (await harness.wait(item.id, conv.id)).state == "completed"
+    [stored] = await harness.list_conversations(with_entries=True)
+    assert stored.id == conv.id and stored.title == "hi"
+    ledger = await harness.ledger(conv.id)
+    assert [e.type for e in ledger[:2]] == ["conversation.created", "inbox.updated"]
+    await harness.close()
+
+    quitter = await open_harness(tmp_path / "q", ScriptedProvider())
+    quitter.prepare(new_conversation(str(tmp_path), settings={"model": "s/m"}))
+    await quitter.close()
+    reopened = await Harness.open(tmp_path / "q" / "bastion.sqlite")
+    assert await reopened.list_conversations() == []
+    await reopened.close()
+
+
+# --- 10. purge -----------------------------------------------------------------------------------
+
+
+async def test_delete_removes_everything_and_never_reuses_the_id(tmp_path):
+    harness, conv, _ = await start(tmp_path, [ScriptedTurn(text="x")])
+    item = await harness.submit(conv.id, "hi")
+    await harness.wait(item.id, conv.id)
+    spilled = harness.home / "artifacts" / conv.id
+    spilled.mkdir(parents=True)
+    (spilled / "out-1.txt").write_text("secret output")
+    with pytest.raises(UnfinishedWork):  # its driver is alive
+        await harness.delete_conversation(conv.id)
+    await harness.release(conv.id)
+    await harness.delete_conversation(conv.id)
+    assert not spilled.exists()
+    with pytest.raises(UnknownConversation):
+        await harness.snapshot(conv.id)
+    with pytest.raises(UnknownConversation, match="not used again"):
+        await harness.create_conversation(str(tmp_path), conversation_id=conv.id)
+    await harness.close()
+
+
+async def test_delete_refuses_unfinished_work_unless_forced(tmp_path):
+    harness = await open_harness(tmp_path, ScriptedProvider())
+    conv = await harness.create_conversation(str(tmp_path), settings={"model": "s/m"})
+    await harness.submit(conv.id, "queued, never run")  # no driver: the run stays queued
+    with pytest.raises(UnfinishedWork, match="unfinished work"):
+        await harness.delete_conversation(conv.id)
+    await harness.delete_conversation(conv.id, force=True)
+    assert await harness.list_conversations() == []
+    await harness.close()
