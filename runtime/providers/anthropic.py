@@ -80,7 +80,7 @@ class AnthropicProvider:
         self.base_url = base_url.rstrip("/")
         self._url = self.base_url + "/v1/messages"
         self._redact = Redactor(api_key)
-        self._idle = idle_timeout
+        self.idle_timeout = idle_timeout
         client_headers = {
             "Accept": "text/event-stream",
             "User-Agent": "bastion",
@@ -103,7 +103,7 @@ class AnthropicProvider:
         body = build_messages_body(request)
         try:
             async with open_stream(
-                self._client, self._url, body, idle=self._idle, provider=self.name
+                self._client, self._url, body, idle=self.idle_timeout, provider=self.name
             ) as response:
                 if not response.is_success:
                     payload = await response.aread()
@@ -116,7 +116,7 @@ class AnthropicProvider:
                     )
                 decoder = SSEDecoder()
                 state = _MessageStream(self.name, self._redact)
-                reads = IdleGuard(response.aiter_bytes(), self._idle, self.name)
+                reads = IdleGuard(response.aiter_bytes(), self.idle_timeout, self.name)
                 async for chunk in reads:
                     events = decoder.feed(chunk)
                     if events:
@@ -132,7 +132,7 @@ class AnthropicProvider:
                     yield item
         except httpx.RequestError as exc:
             raise transport_error(
-                self.name, self._url, exc, redact=self._redact, idle=self._idle
+                self.name, self._url, exc, redact=self._redact, idle=self.idle_timeout
             ) from exc
 
 

@@ -78,7 +78,7 @@ class OpenAIChatProvider:
         self._url = self.base_url + "/chat/completions"
         self._max_tokens_field = max_tokens_field
         self._redact = Redactor(api_key)
-        self._idle = idle_timeout
+        self.idle_timeout = idle_timeout
         client_headers = {"Accept": "text/event-stream", "User-Agent": "bastion"}
         if api_key:
             client_headers["Authorization"] = f"Bearer {api_key}"
@@ -97,7 +97,7 @@ class OpenAIChatProvider:
         body = build_chat_body(request, max_tokens_field=self._max_tokens_field)
         try:
             async with open_stream(
-                self._client, self._url, body, idle=self._idle, provider=self.name
+                self._client, self._url, body, idle=self.idle_timeout, provider=self.name
             ) as response:
                 if not response.is_success:
                     payload = await response.aread()
@@ -116,7 +116,7 @@ class OpenAIChatProvider:
                     return
                 decoder = SSEDecoder()
                 state = _ChatStream(self.name, self._redact)
-                reads = IdleGuard(response.aiter_bytes(), self._idle, self.name)
+                reads = IdleGuard(response.aiter_bytes(), self.idle_timeout, self.name)
                 async for chunk in reads:
                     events = decoder.feed_batch(chunk)
                     if events:
@@ -132,7 +132,7 @@ class OpenAIChatProvider:
                     yield item
         except httpx.RequestError as exc:
             raise transport_error(
-                self.name, self._url, exc, redact=self._redact, idle=self._idle
+                self.name, self._url, exc, redact=self._redact, idle=self.idle_timeout
             ) from exc
 
     def _whole_response(self, payload: bytes) -> list[StreamItem]:
