@@ -188,8 +188,29 @@ def export_markdown(snap: Snapshot) -> str:
     return "\n".join(lines)
 
 
+def _check_output(path: str) -> None:
+    """Refuse an -o FILE whose directory is missing before the store is opened."""
+    parent = Path(path).parent
+    if not parent.is_dir():
+        raise UsageError(
+            f"cannot write {path}: the directory {parent} does not exist "
+            "(create it, or pick another -o FILE)"
+        )
+
+
+def _write_output(path: str, text: str) -> None:
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(
+            f"cannot write {path}: {exc.strerror or exc} (pick another -o FILE)"
+        ) from None
+
+
 async def _export(opts: Any) -> int:
     conv_id = _id(opts.id)
+    if opts.output:
+        _check_output(opts.output)
     harness = await Harness.open()
     try:
         snap = await harness.store.snapshot(conv_id)
@@ -200,7 +221,7 @@ async def _export(opts: Any) -> int:
     else:
         text = export_markdown(snap)
     if opts.output:
-        Path(opts.output).write_text(text, encoding="utf-8")
+        _write_output(opts.output, text)
     else:
         sys.stdout.write(text)
     return EXIT_OK
