@@ -83,6 +83,11 @@ def check_writable(path: Path) -> None:
                 hint="move it aside or set BASTION_HOME to another directory",
             )
         if not os.access(path, os.R_OK | os.W_OK):
+            if not os.access(parent, os.W_OK | os.X_OK):
+                raise StoreReadOnly(
+                    f"{parent} is read-only: the database {path.name} in it cannot be written",
+                    hint=_HOME_HINT,
+                )
             raise StoreReadOnly(
                 f"the database {path} is read-only",
                 hint=f"make it writable (chmod u+rw {path}) or {_HOME_HINT}",

@@ -141,8 +141,10 @@ def test_read_only_file_and_directory_are_called_read_only(
     denied.add(database)
     with pytest.raises(StoreReadOnly, match=r"the database .* is read-only"):
         storefile.check_writable(database)
-    denied.clear()
     denied.add(database.parent)
+    with pytest.raises(StoreReadOnly, match=r"home is read-only: the database bastion\.sqlite in"):
+        storefile.check_writable(database)
+    denied.remove(database)
     with pytest.raises(StoreReadOnly, match="is read-only: cannot create the database there"):
         storefile.check_writable(database.with_name("new.sqlite"))
     with pytest.raises(StoreReadOnly, match="is read-only: cannot create its journal files"):
