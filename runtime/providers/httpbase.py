@@ -112,9 +112,9 @@ def empty_response_error(provider: str, finish_reason: str | None) -> ProviderEr
             code=EMPTY_RESPONSE,
             reason="answer withheld",
         )
-    said = f" (finish reason {finish_reason!r})" if finish_reason else ""
+    said = f", finish reason {finish_reason!r}" if finish_reason else ""
     return ProviderError(
-        f"{provider} ended its response without any text or tool call{said}",
+        f"{provider} sent an empty answer (no text and no tool call{said})",
         provider=provider,
         code=EMPTY_RESPONSE,
         retryable=True,

@@ -150,7 +150,7 @@ async def test_a_stream_with_no_content_is_an_error(wire: str) -> None:
     assert error is not None, items
     assert (error.code, error.retryable, error.retry_limit) == ("empty_response", True, 1)
     assert error.is_empty_response() and error.reason == "empty answer"
-    assert "without any text or tool call" in error.message
+    assert "sent an empty answer (no text and no tool call" in error.message
     assert not any(isinstance(i, StreamEnd) for i in items)
 
 
