@@ -229,7 +229,10 @@ class RunExecutor:
                 break
             except ProviderError as exc:
                 usage = usage + state.usage  # failed attempts count too, as measured
-                if not exc.retryable or state.calls or attempt > self.deps.settings.max_retries:
+                limit = self.deps.settings.max_retries
+                if exc.retry_limit is not None:  # this failure is worth fewer tries (empty answer)
+                    limit = min(limit, exc.retry_limit)
+                if not exc.retryable or state.calls or attempt > limit:
                     await self._checkpoint(run.id)
                     await self._close_entry(entry, EntryStatus.FAILED, state)
                     raise RunAborted(exc.to_dict()) from exc
