@@ -5,7 +5,8 @@ so the one line a person reads names the real cause and the fix:
 
 - locked: another process held SQLite's write lock past the busy timeout; on
   Linux `/proc/locks` names that process (WAL mode: the write-lock byte of the
-  `-shm` file; rollback mode: a write lock on the database itself);
+  `-shm` file; rollback mode: a write lock on the database itself); elsewhere
+  a live process holding a conversation's lease is named as a likely suspect;
 - read-only: the file, or the directory where SQLite must create it and its
   `-wal`/`-shm` companions, cannot be written;
 - not a directory: BASTION_HOME (or one of its parents) is a file;
@@ -25,7 +26,7 @@ from pathlib import Path
 
 from runtime.errors import StoreCorrupt, StoreError, StoreLocked, StoreReadOnly
 
-__all__ = ["check_writable", "explain", "lock_holder", "prepare_directory"]
+__all__ = ["check_writable", "explain", "live_drivers", "lock_holder", "prepare_directory"]
 
 _HOME_HINT = "set BASTION_HOME to a writable directory"
 #: The byte of the `-shm` file a WAL writer locks (WALINDEX_LOCK_OFFSET + WAL_WRITE_LOCK).
@@ -132,15 +133,46 @@ def explain(path: Path, exc: sqlite3.Error, *, waited: float) -> StoreError:
 
 def _locked(path: Path, waited: float) -> StoreLocked:
     pid = lock_holder(path)
-    who = f"pid {pid}{_command(pid)}" if pid is not None else "another process"
-    hint = (
-        f"wait for pid {pid} to finish, or stop it, then try again"
-        if pid is not None
-        else f"try again; if it persists, find the process with `fuser {path}*`"
-    )
+    if pid is not None:
+        who = f"pid {pid}{_command(pid)}"
+        hint = f"wait for pid {pid} to finish, or stop it, then try again"
+    else:
+        drivers = live_drivers(path)
+        who = "another process"
+        if len(drivers) == 1:
+            who += f" (pid {drivers[0]} is driving a conversation in it)"
+        hint = f"try again; if it persists, find the process with `fuser {path}*`"
     return StoreLocked(
         f"the database {path} is locked by {who} (waited {waited:g} s)", pid=pid, hint=hint
     )
+
+
+def live_drivers(path: Path) -> list[int]:
+    """Pids of other live processes holding a conversation's lease in `path` (a hint only:
+    used where /proc/locks cannot say who holds the lock). Read without waiting."""
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=0)
+    except sqlite3.Error:
+        return []
+    try:
+        rows = db.execute(
+            "SELECT DISTINCT lease_pid FROM conversations WHERE lease_pid IS NOT NULL"
+        ).fetchall()
+    except sqlite3.Error:
+        return []
+    finally:
+        db.close()
+    return sorted(pid for (pid,) in rows if pid != os.getpid() and _alive(pid))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _command(pid: int) -> str:

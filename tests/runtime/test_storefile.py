@@ -176,3 +176,33 @@ def test_sqlite_errors_are_named_by_their_code(database: Path, tmp_path: Path) -
         raise AssertionError("garbage read as a database")
     finally:
         db.close()
+
+
+def test_without_proc_locks_a_live_lease_holder_is_named_as_the_suspect(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "bastion.sqlite"
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    try:
+        db = sqlite3.connect(path, isolation_level=None)
+        db.execute("CREATE TABLE conversations (id TEXT, lease_pid INTEGER)")
+        rows = [("a", sleeper.pid), ("b", dead.pid), ("c", os.getpid()), ("d", None)]
+        db.executemany("INSERT INTO conversations VALUES (?, ?)", rows)
+        db.close()
+        assert storefile.live_drivers(path) == [sleeper.pid]
+        monkeypatch.setattr(storefile, "lock_holder", lambda p: None)
+        error = storefile.explain(path, sqlite3.OperationalError("database is locked"), waited=10)
+        assert isinstance(error, StoreLocked) and error.pid is None
+        assert f"locked by another process (pid {sleeper.pid} is driving" in str(error)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_no_suspect_is_named_from_a_file_that_cannot_be_read(tmp_path: Path) -> None:
+    assert storefile.live_drivers(tmp_path / "missing.sqlite") == []
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(b"\x00garbage" * 1000)
+    assert storefile.live_drivers(junk) == []
