@@ -99,8 +99,8 @@ def empty_response_error(provider: str, finish_reason: str | None) -> ProviderEr
     """
     if finish_reason in ("length", "max_tokens"):
         return ProviderError(
-            f"{provider} spent the whole output limit before answering (finish reason "
-            f"{finish_reason!r}); raise max_output_tokens or lower the reasoning effort",
+            f"{provider} spent its whole output limit before answering (finish reason "
+            f"{finish_reason!r}): raise the output limit or ask for a smaller step",
             provider=provider,
             code=EMPTY_RESPONSE,
             reason="output limit reached with no answer",
