@@ -192,8 +192,9 @@ def _check_output(path: str) -> None:
     """Refuse an -o FILE whose directory is missing before the store is opened."""
     parent = Path(path).parent
     if not parent.is_dir():
+        problem = "is not a directory" if parent.exists() else "does not exist"
         raise UsageError(
-            f"cannot write {path}: the directory {parent} does not exist "
+            f"cannot write {path}: the directory {parent} {problem} "
             "(create it, or pick another -o FILE)"
         )
 
