@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -72,17 +73,27 @@ def _read(path: Path) -> dict[str, Any]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise ConfigError(
-            f"{path} is not UTF-8 text (byte 0x{raw[exc.start]:02x} on line {line})",
-            hint="save it as UTF-8",
-        ) from None
+        raise _not_utf8(path, raw, exc.start) from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML ({exc})", hint="fix or remove that file") from exc
     _check(path, data)
     return data
+
+
+_BARE_KEY = re.compile(r"\s*([A-Za-z0-9_.-]+)\s*=")
+
+
+def _not_utf8(path: Path, raw: bytes, at: int) -> ConfigError:
+    """Name the bad byte, its line and, when the line is `key = ...`, the key."""
+    line = raw.count(b"\n", 0, at) + 1
+    start = raw.rfind(b"\n", 0, at) + 1
+    key = _BARE_KEY.match(raw[start:at].decode("utf-8", "replace"))
+    where = f"line {line}, in the value of {key.group(1)}" if key else f"line {line}"
+    return ConfigError(
+        f"{path} is not UTF-8 text (byte 0x{raw[at]:02x} on {where})", hint="save it as UTF-8"
+    )
 
 
 def _kind(value: Any) -> str:

@@ -57,7 +57,11 @@ def refused(tmp_path: Path, content: bytes | str) -> tuple[Path, str]:
         ),
         ("colour = 'red'\n", ["unknown setting 'colour'"]),
         ("model = 'a\n", ["invalid TOML"]),
-        (b'theme = "ok"\nmodel = "\xff\xfe"\n', ["is not UTF-8 text (byte 0xff on line 2)"]),
+        (
+            b'theme = "ok"\nmodel = "\xff\xfe"\n',
+            ["is not UTF-8 text (byte 0xff on line 2, in the value of model)"],
+        ),
+        (b"# caf\xe9\n", ["is not UTF-8 text (byte 0xe9 on line 1)"]),
     ],
 )
 def test_an_unusable_value_names_the_file_and_the_key(
