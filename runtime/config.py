@@ -3,13 +3,21 @@
     $XDG_CONFIG_HOME/bastion/config.toml   (user)
     <cwd>/.bastion/config.toml             (project; wins over user)
 
-Keys: model, approval_mode, theme, and [providers.NAME] tables with base_url,
-api_key_env and headers. BASTION_MODEL overrides the files; flags override all.
+Keys: model, approval_mode, theme, instructions (strings), stream_idle_timeout
+(seconds without a byte from a streaming model before the request is dropped
+and retried; default 90), and [providers.NAME] tables with base_url,
+api_key_env, headers (a table of strings) and stream_idle_timeout. BASTION_MODEL
+overrides the files; flags override all.
+
+A file that cannot be used is a ConfigError naming the file, the key and what it
+should hold: it is never half-applied, and nothing is stored before it is read.
 """
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -21,8 +29,19 @@ from runtime.errors import ConfigError
 
 DEFAULT_MODEL = "openai/gpt-4.1"
 DEFAULT_APPROVAL_MODE = ApprovalMode.ASK
-_KEYS = {"model", "approval_mode", "theme", "providers", "instructions"}
-_PROVIDER_KEYS = {"base_url", "api_key_env", "headers"}
+_STRING_KEYS = ("model", "approval_mode", "theme", "instructions")
+_KEYS = {*_STRING_KEYS, "providers", "stream_idle_timeout"}
+_PROVIDER_KEYS = {"base_url", "api_key_env", "headers", "stream_idle_timeout"}
+_EXAMPLES = {
+    "model": 'model = "openai/gpt-4.1"',
+    "approval_mode": 'approval_mode = "ask"',
+    "theme": 'theme = "bastion-dark"',
+    "instructions": 'instructions = "..."',
+    "base_url": 'base_url = "https://api.example.com/v1"',
+    "api_key_env": 'api_key_env = "EXAMPLE_API_KEY"',
+    "headers": 'headers = { "X-Title" = "bastion" }',
+    "stream_idle_timeout": "stream_idle_timeout = 90",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +50,7 @@ class Config:
     approval_mode: ApprovalMode = DEFAULT_APPROVAL_MODE
     theme: str = "bastion-dark"
     instructions: str = ""
+    stream_idle_timeout: float | None = None
     providers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     sources: tuple[str, ...] = ()
 
@@ -42,32 +62,124 @@ def user_config_path(env: Mapping[str, str]) -> Path:
 
 def _read(path: Path) -> dict[str, Any]:
     try:
-        with path.open("rb") as fh:
-            data = tomllib.load(fh)
+        raw = path.read_bytes()
     except FileNotFoundError:
         return {}
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot read {path}: {exc.strerror or exc}",
+            hint="fix its permissions or remove it",
+        ) from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _not_utf8(path, raw, exc.start) from None
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML ({exc})", hint="fix or remove that file") from exc
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror}") from exc
+    _check(path, data)
+    return data
+
+
+_BARE_KEY = re.compile(r"\s*([A-Za-z0-9_.-]+)\s*=")
+
+
+def _not_utf8(path: Path, raw: bytes, at: int) -> ConfigError:
+    """Name the bad byte, its line and, when the line is `key = ...`, the key."""
+    line = raw.count(b"\n", 0, at) + 1
+    start = raw.rfind(b"\n", 0, at) + 1
+    key = _BARE_KEY.match(raw[start:at].decode("utf-8", "replace"))
+    where = f"line {line}, in the value of {key.group(1)}" if key else f"line {line}"
+    return ConfigError(
+        f"{path} is not UTF-8 text (byte 0x{raw[at]:02x} on {where})", hint="save it as UTF-8"
+    )
+
+
+def _kind(value: Any) -> str:
+    """How TOML calls the type of `value`, with the value when it is short."""
+    names: dict[type, str] = {bool: "boolean", int: "integer", float: "float", str: "string"}
+    name = names.get(type(value))
+    if name is None:
+        containers: dict[type, str] = {dict: "a table", list: "an array"}
+        return containers.get(type(value), type(value).__name__)
+    shown = repr(value) if not isinstance(value, bool) else str(value).lower()
+    return f"{name} {shown}" if len(shown) <= 40 else name
+
+
+def _type_error(path: Path, where: str, key: str, expected: str, value: Any) -> ConfigError:
+    return ConfigError(
+        f"{path}: {where}{key} must be {expected}, not {_kind(value)}",
+        hint=f"for example {_EXAMPLES[key]}",
+    )
+
+
+def _check_seconds(path: Path, where: str, value: Any) -> None:
+    key = "stream_idle_timeout"
+    if type(value) not in (int, float):
+        raise _type_error(path, where, key, "a number of seconds", value)
+    if not (math.isfinite(value) and value > 0):
+        raise ConfigError(
+            f"{path}: {where}{key} must be more than 0 seconds, not {value}",
+            hint=f"for example {_EXAMPLES[key]}",
+        )
+
+
+def _check(path: Path, data: dict[str, Any]) -> None:
+    """Refuse unknown keys and wrongly typed values, naming the file and the key."""
     unknown = set(data) - _KEYS
     if unknown:
         raise ConfigError(
             f"{path}: unknown setting {sorted(unknown)[0]!r}",
             hint=f"known settings: {', '.join(sorted(_KEYS))}",
         )
+    for key in _STRING_KEYS:
+        if key in data and not isinstance(data[key], str):
+            raise _type_error(path, "", key, "a string", data[key])
+    if "approval_mode" in data:
+        try:
+            ApprovalMode.parse(data["approval_mode"])
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: {exc.message}", hint=exc.hint) from None
+    if "stream_idle_timeout" in data:
+        _check_seconds(path, "", data["stream_idle_timeout"])
     providers = data.get("providers", {})
     if not isinstance(providers, dict):
-        raise ConfigError(f"{path}: [providers] must be a table of [providers.NAME] tables")
+        raise ConfigError(
+            f"{path}: providers must be a table of [providers.NAME] tables, not {_kind(providers)}",
+            hint='for example [providers.openrouter] with base_url = "https://..."',
+        )
     for name, table in providers.items():
-        if not isinstance(table, dict) or set(table) - _PROVIDER_KEYS:
+        _check_provider(path, name, table)
+
+
+def _check_provider(path: Path, name: str, table: Any) -> None:
+    where = f"[providers.{name}] "
+    if not isinstance(table, dict):
+        raise ConfigError(
+            f"{path}: providers.{name} must be a table, not {_kind(table)}",
+            hint=f'write it as [providers.{name}] with base_url = "https://..." under it',
+        )
+    unknown = set(table) - _PROVIDER_KEYS
+    if unknown:
+        raise ConfigError(
+            f"{path}: {where}has an unknown setting {sorted(unknown)[0]!r}",
+            hint=f"[providers.NAME] takes only {', '.join(sorted(_PROVIDER_KEYS))}",
+        )
+    for key in ("base_url", "api_key_env"):
+        if key in table and not isinstance(table[key], str):
+            raise _type_error(path, where, key, "a string", table[key])
+    headers = table.get("headers", {})
+    if not isinstance(headers, dict):
+        raise _type_error(path, where, "headers", "a table of strings", headers)
+    for header, value in headers.items():
+        if not isinstance(value, str):
             raise ConfigError(
-                f"{path}: [providers.{name}] takes only {', '.join(sorted(_PROVIDER_KEYS))}"
+                f"{path}: {where}headers.{header} must be a string, not {_kind(value)}",
+                hint=f"for example {_EXAMPLES['headers']}",
             )
-    for key in ("model", "approval_mode", "theme", "instructions"):
-        if key in data and not isinstance(data[key], str):
-            raise ConfigError(f"{path}: {key} must be a string")
-    return data
+    if "stream_idle_timeout" in table:
+        _check_seconds(path, where, table["stream_idle_timeout"])
 
 
 def load_config(cwd: str, env: Mapping[str, str] | None = None) -> Config:
@@ -89,6 +201,7 @@ def load_config(cwd: str, env: Mapping[str, str] | None = None) -> Config:
         approval_mode=ApprovalMode.parse(merged.get("approval_mode", DEFAULT_APPROVAL_MODE.value)),
         theme=merged.get("theme", "bastion-dark"),
         instructions=merged.get("instructions", ""),
+        stream_idle_timeout=merged.get("stream_idle_timeout"),
         providers=providers,
         sources=tuple(sources),
     )
@@ -104,11 +217,14 @@ def model_resolver(config: Config, env: Mapping[str, str] | None = None) -> Any:
             base_url=table.get("base_url"),
             api_key_env=table.get("api_key_env"),
             headers=dict(table.get("headers") or {}),
+            stream_idle_timeout=table.get("stream_idle_timeout"),
         )
         for name, table in config.providers.items()
     }
 
     def resolve(spec: str) -> Any:
-        return resolve_model(spec, env=env, providers=settings)
+        return resolve_model(
+            spec, env=env, providers=settings, stream_idle_timeout=config.stream_idle_timeout
+        )
 
     return resolve

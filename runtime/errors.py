@@ -81,3 +81,25 @@ class NotPending(BastionError):
     """A transition lost: the approval was already answered, the item already placed."""
 
     code = "not_pending"
+
+
+class StoreLocked(StoreError):
+    """Another process held the database's write lock for longer than we wait."""
+
+    code = "store_locked"
+
+    def __init__(self, message: str, *, pid: int | None, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.pid = pid
+
+
+class StoreReadOnly(StoreError):
+    """The database, or the directory it must live in, cannot be written."""
+
+    code = "store_read_only"
+
+
+class StoreCorrupt(StoreError):
+    """The file is damaged or is not an SQLite database at all."""
+
+    code = "store_corrupt"

@@ -371,7 +371,10 @@ class RunExecutor:
                 spent = spent + state.usage  # failed attempts count too, as measured
                 delay = self._backoff(attempt, exc)
                 late = time.monotonic() - started + delay > settings.retry_deadline
-                if not exc.retryable or state.calls or attempt > settings.max_retries or late:
+                limit = settings.max_retries
+                if exc.retry_limit is not None:  # this failure is worth fewer tries (empty answer)
+                    limit = min(limit, exc.retry_limit)
+                if not exc.retryable or state.calls or attempt > limit or late:
                     async with self.lock:
                         await self.checkpoint()
                     await self._close_entry(entry, EntryStatus.FAILED)
@@ -469,7 +472,7 @@ class RunExecutor:
             self.deps.publish(
                 AttemptReset(
                     self.conversation_id, run.id, live.epoch, self.next_seq(), entry.id,
-                    attempt + 1, exc.message, delay,
+                    attempt + 1, exc.reason or exc.message, delay,
                 )
             )  # fmt: skip
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from runtime import migrations
+from runtime import migrations, storefile
 from runtime.errors import (
     LeaseLost,
     SchemaTooNew,
@@ -82,24 +82,23 @@ class LeaseInfo:
 
 
 def _store_error(path: Path, exc: sqlite3.Error) -> StoreError:
-    if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
-        return StoreError(
-            f"{path} stayed locked by another process for {BUSY_TIMEOUT_MS // 1000} s",
-            hint="try again; if it persists, look for a stuck bastion process",
-        )
-    return StoreError(f"database error in {path}: {exc}", hint="nothing of that step was saved")
+    """What `exc` means for a person: locked (by pid when known), read-only, full, corrupt."""
+    return storefile.explain(path, exc, waited=BUSY_TIMEOUT_MS / 1000)
 
 
 def _prepare_file(path: Path) -> None:
-    """Create or migrate the file synchronously, refusing what this build cannot use."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Create or migrate the file synchronously, refusing what this build cannot use.
+
+    A home that is a file or read-only is refused before SQLite is asked, so
+    nothing is created. A file already at the latest schema is only read, so
+    opening never waits for another process's write lock.
+    """
+    storefile.prepare_directory(path)
+    storefile.check_writable(path)
     try:
         db = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
     except sqlite3.Error as exc:
-        raise StoreError(
-            f"cannot open the database {path}: {exc}",
-            hint="check the path and its permissions, or set BASTION_HOME",
-        ) from exc
+        raise _store_error(path, exc) from exc
     try:
         try:
             tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -109,10 +108,11 @@ def _prepare_file(path: Path) -> None:
                     hint="point BASTION_HOME at another directory",
                 )
             version = migrations.current_version(db) if "meta" in tables else 0
-            if version > migrations.latest_version():
+            latest = migrations.latest_version()
+            if version > latest:
                 raise SchemaTooNew(
                     f"{path} has schema version {version}, newer than this bastion knows "
-                    f"({migrations.latest_version()})",
+                    f"({latest})",
                     hint="upgrade bastion (pip install -U bastion); the file was not changed",
                 )
             mode = db.execute("PRAGMA journal_mode=WAL").fetchone()
@@ -121,13 +121,11 @@ def _prepare_file(path: Path) -> None:
                     f"{path}: cannot switch to WAL journal mode",
                     hint="put BASTION_HOME on a local filesystem",
                 )
-            migrations.ensure_meta(db)
-            migrations.apply_pending(db)
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(
-                f"{path} is corrupt or not a database ({exc})",
-                hint="move the file aside (nothing was changed) and run bastion again",
-            ) from exc
+            if version < latest:
+                migrations.ensure_meta(db)
+                migrations.apply_pending(db)
+        except sqlite3.Error as exc:
+            raise _store_error(path, exc) from exc
     finally:
         db.close()
 

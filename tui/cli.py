@@ -7,13 +7,20 @@
 
 Exit codes: 0 completed, 1 run failed, 2 bad usage or configuration, 130 interrupted.
 Imports stay light here: print mode never loads Textual.
+
+Text the user gives (the prompt, as an argument or on stdin, and the options
+that are stored or sent) must be UTF-8: anything else is refused here, in one
+line, before a store is opened.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
+import re
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 SUBCOMMANDS = ("sessions", "export", "attach")
@@ -152,17 +159,71 @@ def _silence_stdout() -> None:
     os.dup2(devnull, sys.stdout.fileno())
 
 
+# Lone surrogates: how Python hands over argv bytes that are not UTF-8.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_UTF8_HINT = "pass UTF-8 text (convert it with `iconv -t UTF-8`)"
+#: Options whose text is stored or sent to the model, by their flag.
+_TEXT_OPTIONS = {
+    "prompt": "the prompt",
+    "model": "--model",
+    "session_id": "--session-id",
+    "resume": "--resume",
+    "request_key": "--request-key",
+    "query": "the search query",
+}
+
+
+def require_utf8(value: str, what: str) -> None:
+    """UsageError naming `what` and the first byte that is not UTF-8, if there is one."""
+    found = _SURROGATE.search(value)
+    if found is None:
+        return
+    char = ord(found.group())
+    offset = len(value[: found.start()].encode("utf-8", "surrogateescape"))
+    byte = f"byte 0x{char - 0xDC00:02x}" if 0xDC80 <= char <= 0xDCFF else f"U+{char:04X}"
+    raise UsageError(f"{what} is not valid UTF-8 ({byte} at offset {offset}): {_UTF8_HINT}")
+
+
+def _check_text_options(opts: argparse.Namespace) -> None:
+    for dest, what in _TEXT_OPTIONS.items():
+        value = getattr(opts, dest, None)
+        if isinstance(value, str):
+            require_utf8(value, what)
+
+
+def utf8_stdin(stdin: Any) -> io.StringIO:
+    """All of stdin, decoded strictly as UTF-8 (a UsageError saying where it is not)."""
+    raw = stdin.buffer.read() if hasattr(stdin, "buffer") else stdin.read()
+    if isinstance(raw, str):
+        require_utf8(raw, "the prompt on stdin")
+        return io.StringIO(raw)
+    try:
+        return io.StringIO(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise UsageError(
+            f"the prompt on stdin is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset "
+            f"{exc.start}): {_UTF8_HINT}"
+        ) from None
+
+
 def _dispatch(args: list[str]) -> int:
     if args and args[0] in SUBCOMMANDS:
         from tui import commands
 
         name, rest = args[0], args[1:]
         if name == "sessions":
-            return commands.sessions(sessions_parser().parse_args(rest))
+            sessions_opts = sessions_parser().parse_args(rest)
+            _check_text_options(sessions_opts)
+            return commands.sessions(sessions_opts)
         if name == "export":
             return commands.export(export_parser().parse_args(rest))
         return commands.attach(attach_parser().parse_args(rest))
     opts = main_parser().parse_args(args)
+    _check_text_options(opts)
+    if opts.print_mode and opts.prompt is None and sys.stdin is not None and not sys.stdin.isatty():
+        # Print mode reads its prompt from stdin: read and check it before anything
+        # is opened, and hand print mode the decoded text.
+        sys.stdin = utf8_stdin(sys.stdin)
     if opts.print_mode:
         from tui import print_mode
 

@@ -179,8 +179,30 @@ def export_markdown(snap: Snapshot) -> str:
     return "\n".join(lines)
 
 
+def _check_output(path: str) -> None:
+    """Refuse an -o FILE whose directory is missing before the store is opened."""
+    parent = Path(path).parent
+    if not parent.is_dir():
+        problem = "is not a directory" if parent.exists() else "does not exist"
+        raise UsageError(
+            f"cannot write {path}: the directory {parent} {problem} "
+            "(create it, or pick another -o FILE)"
+        )
+
+
+def _write_output(path: str, text: str) -> None:
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(
+            f"cannot write {path}: {exc.strerror or exc} (pick another -o FILE)"
+        ) from None
+
+
 async def _export(opts: Any) -> int:
     conv_id = _id(opts.id)
+    if opts.output:
+        _check_output(opts.output)
     harness = await Harness.open()
     try:
         snap = await harness.snapshot(conv_id)
@@ -191,7 +213,7 @@ async def _export(opts: Any) -> int:
     else:
         text = export_markdown(snap)
     if opts.output:
-        Path(opts.output).write_text(text, encoding="utf-8")
+        _write_output(opts.output, text)
     else:
         sys.stdout.write(text)
     return EXIT_OK

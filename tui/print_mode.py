@@ -18,7 +18,7 @@ from typing import Any, TextIO
 
 from runtime import BastionError, EmptyInput, Harness, Subscription
 from runtime.context import arguments_preview
-from runtime.errors import RequestKeyReused
+from runtime.errors import RequestKeyReused, StoreError
 from runtime.events import AttemptReset, Event, ToolCallUpdated, event_to_dict
 from runtime.records import Run, RunState
 from tui.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError, error_line
@@ -81,8 +81,8 @@ async def _main(opts: Any, prompt: str | None) -> int:
             result["status"] = "interrupted"
         out.result(result)
         return EXIT[result["status"]]
-    except (EmptyInput, RequestKeyReused) as exc:
-        error_line(str(exc))
+    except (EmptyInput, RequestKeyReused, NotAdmitted) as exc:
+        error_line(str(exc))  # nothing was admitted: bad input or an unusable store
         return EXIT_USAGE
     except BastionError as exc:
         # The run could not go on (its driver failed, the store gave out): the result
@@ -96,11 +96,20 @@ async def _main(opts: Any, prompt: str | None) -> int:
 async def _work(harness: Harness, session: Session, prompt: str | None, opts: Any) -> Run | None:
     conv_id = session.conversation.id
     if prompt is not None:
-        item = await harness.submit(conv_id, prompt, request_key=opts.request_key)
+        try:
+            item = await harness.submit(conv_id, prompt, request_key=opts.request_key)
+        except StoreError as exc:
+            raise NotAdmitted(exc.message, hint=exc.hint) from exc
         return await harness.wait(item.id, item.conversation_id)
     if session.created:
         return None
     return await harness.wait_idle(conv_id)
+
+
+class NotAdmitted(BastionError):
+    """The prompt could not be admitted (the store refused it): nothing was stored."""
+
+    code = "not_admitted"
 
 
 def _failure(

@@ -41,12 +41,16 @@ from runtime.providers.base import (
     UsageReport,
 )
 from runtime.providers.httpbase import (
-    DEFAULT_TIMEOUT,
+    DEFAULT_IDLE_TIMEOUT,
+    IdleGuard,
     Redactor,
     drain,
+    empty_response_error,
     error_from_body,
     make_client,
+    open_stream,
     status_error,
+    stream_timeout,
     transport_error,
 )
 from runtime.providers.sse import ServerSentEvent, SSEDecoder
@@ -67,14 +71,16 @@ class AnthropicProvider:
         base_url: str,
         api_key: str | None = None,
         headers: Mapping[str, str] | None = None,
-        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
+        timeout: float | httpx.Timeout | None = None,
         *,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.name = name
         self.base_url = base_url.rstrip("/")
         self._url = self.base_url + "/v1/messages"
         self._redact = Redactor(api_key)
+        self.idle_timeout = idle_timeout
         client_headers = {
             "Accept": "text/event-stream",
             "User-Agent": "bastion",
@@ -83,6 +89,8 @@ class AnthropicProvider:
         if api_key:
             client_headers["x-api-key"] = api_key
         client_headers.update(headers or {})
+        if timeout is None:
+            timeout = stream_timeout(idle_timeout)
         self._client = make_client(self.base_url, client_headers, timeout, transport)
 
     def __repr__(self) -> str:
@@ -94,7 +102,9 @@ class AnthropicProvider:
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
         body = build_messages_body(request)
         try:
-            async with self._client.stream("POST", self._url, json=body) as response:
+            async with open_stream(
+                self._client, self._url, body, idle=self.idle_timeout, provider=self.name
+            ) as response:
                 if not response.is_success:
                     payload = await response.aread()
                     raise status_error(
@@ -106,14 +116,14 @@ class AnthropicProvider:
                     )
                 decoder = SSEDecoder()
                 state = _MessageStream(self.name, self._redact)
-                reads = response.aiter_bytes()
+                reads = IdleGuard(response.aiter_bytes(), self.idle_timeout, self.name)
                 async for chunk in reads:
                     events = decoder.feed(chunk)
                     if events:
                         for item in state.consume(events):
                             yield item
                         if state.stopped:
-                            await drain(reads)
+                            await drain(reads.reads)
                             break
                 else:
                     for item in state.consume(decoder.close()):
@@ -121,7 +131,9 @@ class AnthropicProvider:
                 for item in state.finish():
                     yield item
         except httpx.RequestError as exc:
-            raise transport_error(self.name, self._url, exc, redact=self._redact) from exc
+            raise transport_error(
+                self.name, self._url, exc, redact=self._redact, idle=self.idle_timeout
+            ) from exc
 
 
 class _MessageStream:
@@ -137,6 +149,7 @@ class _MessageStream:
         self._tool_head: tuple[str | None, str | None] = (None, None)
         self._blocks: dict[int, int] = {}  # content block index -> tool call ordinal
         self._usage: dict[str, int] = {}
+        self._answered = False  # any answer text or tool call yet
         self.stop_reason: str | None = None
         self.stopped = False
 
@@ -232,12 +245,14 @@ class _MessageStream:
         buffer = self._buffer
         if self._kind == _TEXT:
             self._items.append(TextChunk("".join(buffer)))
+            self._answered = True  # _append never buffers empty text
         elif self._kind == _REASONING:
             self._items.append(ReasoningChunk("".join(buffer)))
         elif self._kind == _TOOL:
             call_id, name = self._tool_head
             self._items.append(ToolCallChunk(self._tool_index, call_id, name, "".join(buffer)))
             self._tool_head = (None, None)
+            self._answered = True
         self._buffer = []
         self._kind = kind
 
@@ -254,6 +269,8 @@ class _MessageStream:
         return items
 
     def finish(self) -> list[StreamItem]:
+        """Usage and StreamEnd, or an error: an incomplete stream, or one with
+        neither text nor a tool call (`empty_response`; thinking alone is not an answer)."""
         if not self.stopped and self.stop_reason is None:
             raise ProviderError(
                 f"{self._provider} ended the stream before the response was complete",
@@ -262,6 +279,8 @@ class _MessageStream:
                 retryable=True,
             )
         items = self.drain()
+        if not self._answered:
+            raise empty_response_error(self._provider, self.stop_reason)
         if self._usage:
             u = self._usage
             cache_read = u.get("cache_read_input_tokens", 0)

@@ -152,8 +152,12 @@ StreamItem = TextChunk | ReasoningChunk | ToolCallChunk | UsageReport | StreamEn
 class ProviderError(Exception):
     """Anything that went wrong talking to a provider, with structured fields.
 
-    `retryable` is true for connect errors, 408, 409, 429 and 5xx; `retry_after`
-    is the server's Retry-After in seconds when it sent one.
+    `retryable` is true for connect errors, 408, 409, 429, 5xx, silent and empty
+    streams; `retry_after` is the server's Retry-After in seconds when it sent
+    one; `retry_limit`, when set, caps how many times this kind of failure is
+    worth retrying whatever the loop's own limit (an empty answer: once).
+    `reason` is a few words for a person ("rate limited", "no data for 90 s"),
+    short enough for "retrying in 4 s (reason)".
     """
 
     def __init__(
@@ -165,6 +169,8 @@ class ProviderError(Exception):
         code: str | None = None,
         retryable: bool = False,
         retry_after: float | None = None,
+        retry_limit: int | None = None,
+        reason: str | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -173,6 +179,8 @@ class ProviderError(Exception):
         self.code = code
         self.retryable = retryable
         self.retry_after = retry_after
+        self.retry_limit = retry_limit
+        self.reason = reason or default_reason(status, code)
 
     def is_context_overflow(self) -> bool:
         text = f"{self.code or ''} {self.message}".lower()
@@ -185,15 +193,65 @@ class ProviderError(Exception):
     def is_auth(self) -> bool:
         return self.status in (401, 403)
 
+    def is_idle_timeout(self) -> bool:
+        return self.code == IDLE_TIMEOUT
+
+    def is_empty_response(self) -> bool:
+        return self.code == EMPTY_RESPONSE
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "code": self.code
             or ("provider_http_" + str(self.status) if self.status else "provider"),
             "message": self.message,
+            "reason": self.reason,
             "provider": self.provider,
             "status": self.status,
             "retryable": self.retryable,
         }
+
+
+#: Codes of the failures the stream itself detects (not the server).
+IDLE_TIMEOUT = "idle_timeout"
+EMPTY_RESPONSE = "empty_response"
+
+_REASONS = {
+    "connect_error": "cannot connect",
+    "connect_timeout": "connecting timed out",
+    "pool_timeout": "no free connection",
+    "timeout": "timed out",
+    "connection_lost": "connection lost",
+    "invalid_stream": "malformed stream",
+    "invalid_response": "malformed response",
+    "incomplete_stream": "stream ended early",
+    "stream_error": "error mid-stream",
+    "server_error": "server error",
+    "internal_error": "server error",
+    "api_error": "server error",
+    "overloaded": "overloaded",
+    "overloaded_error": "overloaded",
+    "rate_limit_error": "rate limited",
+    "rate_limit_exceeded": "rate limited",
+    "service_unavailable": "service unavailable",
+    "context_length_exceeded": "prompt too long",
+    EMPTY_RESPONSE: "empty answer",
+    IDLE_TIMEOUT: "no data",
+}
+
+
+def default_reason(status: int | None, code: str | None) -> str:
+    """A few words for a ProviderError that was not given its own reason."""
+    if code in _REASONS:
+        return _REASONS[code]
+    if status == 429:
+        return "rate limited"
+    if status == 408:
+        return "request timed out"
+    if status is not None and status >= 500:
+        return f"server error (HTTP {status})"
+    if status is not None:
+        return f"HTTP {status}"
+    return code.replace("_", " ") if code else "provider error"
 
 
 class Provider(Protocol):

@@ -1,15 +1,26 @@
 """What every HTTP provider shares: the client, error classification, Retry-After,
-redaction, and reading a finished response to its end.
+redaction, the idle watchdog, and reading a finished response to its end.
 
 Providers never retry a stream themselves; they turn whatever went wrong into a
 `ProviderError` whose `retryable` and `retry_after` the model loop acts on.
-Retryable: connect errors, timeouts, connections dropped mid-response, and the
-HTTP statuses 408, 409, 429 (unless it says the quota is gone) and 5xx.
+Retryable: connect errors, timeouts, connections dropped mid-response, silent
+streams, empty answers (once), and the HTTP statuses 408, 409, 429 (unless it
+says the quota is gone) and 5xx.
+
+The idle watchdog: from sending a request to its response headers, and then
+between any two reads of the body, at most `idle` seconds may pass without a
+byte (default 90 s, `stream_idle_timeout` in config.toml). Bytes count, not
+events, so a server's keep-alive comments (`: ping`, OpenRouter's
+`: OPENROUTER PROCESSING`) and Anthropic's `ping` events keep a slow model
+alive. When it fires the request is dropped with a retryable `idle_timeout`
+error. httpx's own timeouts are kept at or just above it: its read timeout is
+only a backstop, and connecting may not take longer than the idle time either.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import ipaddress
 import json
@@ -20,24 +31,143 @@ from typing import Any
 
 import httpx
 
-from runtime.providers.base import ProviderError
+from runtime.providers.base import EMPTY_RESPONSE, IDLE_TIMEOUT, ProviderError
 
 __all__ = [
+    "DEFAULT_IDLE_TIMEOUT",
     "DEFAULT_TIMEOUT",
     "RETRYABLE_STATUSES",
+    "IdleGuard",
     "Redactor",
     "drain",
+    "empty_response_error",
     "error_from_body",
+    "idle_timeout_error",
     "is_loopback_url",
     "make_client",
+    "open_stream",
     "parse_retry_after",
     "status_error",
+    "stream_timeout",
     "transport_error",
 ]
 
-#: Connect quickly or fail; a reasoning model may think for minutes before its
-#: first byte, so the read timeout (the longest silence tolerated) is generous.
-DEFAULT_TIMEOUT = httpx.Timeout(connect=15.0, read=300.0, write=60.0, pool=15.0)
+#: The longest silence tolerated from a streaming model, in seconds.
+DEFAULT_IDLE_TIMEOUT = 90.0
+
+
+def stream_timeout(idle: float) -> httpx.Timeout:
+    """httpx timeouts that never outlast the idle watchdog pointlessly.
+
+    Connect quickly or fail (15 s, less if the idle time is shorter); the read
+    timeout is a backstop one second past the watchdog, which fires first with
+    the clearer error; a write may stall no longer than a read.
+    """
+    quick = min(15.0, idle)
+    return httpx.Timeout(connect=quick, read=idle + 1.0, write=min(60.0, idle), pool=quick)
+
+
+DEFAULT_TIMEOUT = stream_timeout(DEFAULT_IDLE_TIMEOUT)
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g} s"
+
+
+def idle_timeout_error(provider: str, seconds: float) -> ProviderError:
+    """The retryable error of a stream that stayed silent for `seconds`."""
+    return ProviderError(
+        f"no data from {provider} for {_seconds(seconds)} (the stream went silent)",
+        provider=provider,
+        code=IDLE_TIMEOUT,
+        retryable=True,
+        reason=f"no data for {_seconds(seconds)}",
+    )
+
+
+#: How often an empty answer is worth asking again for: a model that ends a turn
+#: with nothing usually answers the second time, and rarely the third.
+EMPTY_RESPONSE_RETRIES = 1
+
+
+def empty_response_error(provider: str, finish_reason: str | None) -> ProviderError:
+    """The error of a response that ended with no text and no tool call.
+
+    Retried once (`retry_limit`), unless the response says why it is empty: the
+    output limit was spent (on reasoning, say) or a content filter withheld it,
+    which asking again would only repeat.
+    """
+    if finish_reason in ("length", "max_tokens"):
+        return ProviderError(
+            f"{provider} spent its whole output limit before answering (finish reason "
+            f"{finish_reason!r}): raise the output limit or ask for a smaller step",
+            provider=provider,
+            code=EMPTY_RESPONSE,
+            reason="output limit reached with no answer",
+        )
+    if finish_reason in ("content_filter", "refusal"):
+        return ProviderError(
+            f"{provider} withheld its answer (finish reason {finish_reason!r})",
+            provider=provider,
+            code=EMPTY_RESPONSE,
+            reason="answer withheld",
+        )
+    said = f", finish reason {finish_reason!r}" if finish_reason else ""
+    return ProviderError(
+        f"{provider} sent an empty answer (no text and no tool call{said})",
+        provider=provider,
+        code=EMPTY_RESPONSE,
+        retryable=True,
+        retry_limit=EMPTY_RESPONSE_RETRIES,
+        reason="empty answer",
+    )
+
+
+class IdleGuard:
+    """The body's reads, each allowed at most `seconds`; past that, `idle_timeout`.
+
+    Only the wait for the next read is timed, never what the consumer does
+    with a chunk between reads. `reads` is the unguarded iterator (for `drain`).
+    """
+
+    __slots__ = ("_provider", "_seconds", "reads")
+
+    def __init__(self, reads: AsyncIterator[bytes], seconds: float, provider: str) -> None:
+        self.reads = reads
+        self._seconds = seconds
+        self._provider = provider
+
+    def __aiter__(self) -> IdleGuard:
+        return self
+
+    async def __anext__(self) -> bytes:
+        scope = asyncio.timeout(self._seconds)
+        try:
+            async with scope:
+                return await anext(self.reads)
+        except TimeoutError:
+            if scope.expired():
+                raise idle_timeout_error(self._provider, self._seconds) from None
+            raise
+
+
+@contextlib.asynccontextmanager
+async def open_stream(
+    client: httpx.AsyncClient, url: str, body: Any, *, idle: float, provider: str
+) -> AsyncIterator[httpx.Response]:
+    """POST `body` and yield the streaming response once its headers arrived,
+    waiting at most `idle` seconds for them."""
+    async with contextlib.AsyncExitStack() as stack:
+        scope = asyncio.timeout(idle)
+        try:
+            async with scope:
+                response = await stack.enter_async_context(client.stream("POST", url, json=body))
+        except TimeoutError:
+            if scope.expired():
+                raise idle_timeout_error(provider, idle) from None
+            raise
+        yield response
+
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429})
 
@@ -255,9 +385,22 @@ def error_from_body(provider: str, body: Any, *, redact: Redactor) -> ProviderEr
 
 
 def transport_error(
-    provider: str, url: str, exc: httpx.RequestError, *, redact: Redactor
+    provider: str,
+    url: str,
+    exc: httpx.RequestError,
+    *,
+    redact: Redactor,
+    idle: float | None = None,
 ) -> ProviderError:
-    """The ProviderError for a failure below HTTP: connect, timeout, dropped connection."""
+    """The ProviderError for a failure below HTTP: connect, timeout, dropped connection.
+
+    A read timeout is a silent stream: with `idle` (the watchdog's seconds) it
+    is reported as `idle_timeout`, naming the shorter of the two.
+    """
+    if isinstance(exc, httpx.ReadTimeout) and idle is not None:
+        read = exc.request.extensions.get("timeout", {}).get("read") if _has_request(exc) else None
+        seconds = min(idle, read) if isinstance(read, int | float) else idle
+        return idle_timeout_error(provider, seconds)
     parsed = httpx.URL(url)
     host = (parsed.netloc.decode("ascii", "replace") if parsed.host else "") or url
     detail = redact(str(exc).strip())
@@ -283,3 +426,11 @@ def transport_error(
     else:
         message, code = f"request to {provider} at {host} failed{suffix}", "transport_error"
     return ProviderError(message, provider=provider, code=code, retryable=True)
+
+
+def _has_request(exc: httpx.RequestError) -> bool:
+    try:
+        exc.request  # noqa: B018 (raises RuntimeError when the error has none)
+    except RuntimeError:
+        return False
+    return True

@@ -39,12 +39,16 @@ from runtime.providers.base import (
     UsageReport,
 )
 from runtime.providers.httpbase import (
-    DEFAULT_TIMEOUT,
+    DEFAULT_IDLE_TIMEOUT,
+    IdleGuard,
     Redactor,
     drain,
+    empty_response_error,
     error_from_body,
     make_client,
+    open_stream,
     status_error,
+    stream_timeout,
     transport_error,
 )
 from runtime.providers.sse import DataBatch, ServerSentEvent, SSEDecoder
@@ -63,8 +67,9 @@ class OpenAIChatProvider:
         base_url: str,
         api_key: str | None = None,
         headers: Mapping[str, str] | None = None,
-        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
+        timeout: float | httpx.Timeout | None = None,
         *,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         max_tokens_field: str = "max_tokens",
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
@@ -73,10 +78,13 @@ class OpenAIChatProvider:
         self._url = self.base_url + "/chat/completions"
         self._max_tokens_field = max_tokens_field
         self._redact = Redactor(api_key)
+        self.idle_timeout = idle_timeout
         client_headers = {"Accept": "text/event-stream", "User-Agent": "bastion"}
         if api_key:
             client_headers["Authorization"] = f"Bearer {api_key}"
         client_headers.update(headers or {})
+        if timeout is None:
+            timeout = stream_timeout(idle_timeout)
         self._client = make_client(self.base_url, client_headers, timeout, transport)
 
     def __repr__(self) -> str:
@@ -88,7 +96,9 @@ class OpenAIChatProvider:
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
         body = build_chat_body(request, max_tokens_field=self._max_tokens_field)
         try:
-            async with self._client.stream("POST", self._url, json=body) as response:
+            async with open_stream(
+                self._client, self._url, body, idle=self.idle_timeout, provider=self.name
+            ) as response:
                 if not response.is_success:
                     payload = await response.aread()
                     raise status_error(
@@ -106,14 +116,14 @@ class OpenAIChatProvider:
                     return
                 decoder = SSEDecoder()
                 state = _ChatStream(self.name, self._redact)
-                reads = response.aiter_bytes()
+                reads = IdleGuard(response.aiter_bytes(), self.idle_timeout, self.name)
                 async for chunk in reads:
                     events = decoder.feed_batch(chunk)
                     if events:
                         for item in state.consume(events):
                             yield item
                         if state.done:
-                            await drain(reads)
+                            await drain(reads.reads)
                             break
                 else:
                     for item in state.consume(decoder.close()):
@@ -121,7 +131,9 @@ class OpenAIChatProvider:
                 for item in state.finish():
                     yield item
         except httpx.RequestError as exc:
-            raise transport_error(self.name, self._url, exc, redact=self._redact) from exc
+            raise transport_error(
+                self.name, self._url, exc, redact=self._redact, idle=self.idle_timeout
+            ) from exc
 
     def _whole_response(self, payload: bytes) -> list[StreamItem]:
         try:
@@ -150,6 +162,7 @@ class _ChatStream:
     """Turns parsed chat.completion.chunk objects into coalesced stream items."""
 
     __slots__ = (
+        "_answered",
         "_buffer",
         "_items",
         "_kind",
@@ -180,6 +193,7 @@ class _ChatStream:
         self._named: set[int] = set()  # indices whose name was sent
         self._sent_ids: set[int] = set()  # indices whose id was sent
         self._remap: dict[int, int] = {}  # wire index -> our index, when a server reuses one
+        self._answered = False  # any answer text or tool call yet
         self.done = False
         self.finish_reason: str | None = None
         self.usage: dict[str, Any] | None = None
@@ -313,7 +327,11 @@ class _ChatStream:
         return items
 
     def finish(self) -> list[StreamItem]:
-        """The tail of a stream that ended: usage and StreamEnd, or an error."""
+        """The tail of a stream that ended: usage and StreamEnd, or an error.
+
+        A response with neither answer text nor a tool call (reasoning alone
+        does not count) is an `empty_response` error, not an empty answer.
+        """
         if not self.done and self.finish_reason is None:
             raise ProviderError(
                 f"{self._provider} ended the stream before the response was complete",
@@ -322,6 +340,8 @@ class _ChatStream:
                 retryable=True,
             )
         items = self.drain()
+        if not self._answered:
+            raise empty_response_error(self._provider, self.finish_reason)
         if self.usage:
             items.append(UsageReport(usage_from_wire(self.usage)))
         items.append(StreamEnd(self.finish_reason))
@@ -331,13 +351,16 @@ class _ChatStream:
         """Flush what is buffered as one item, then start buffering `kind`."""
         buffer = self._buffer
         if self._kind == _TEXT:
-            self._items.append(TextChunk(buffer[0] if len(buffer) == 1 else "".join(buffer)))
+            text = buffer[0] if len(buffer) == 1 else "".join(buffer)
+            self._items.append(TextChunk(text))
+            self._answered = self._answered or bool(text)
         elif self._kind == _REASONING:
             self._items.append(ReasoningChunk(buffer[0] if len(buffer) == 1 else "".join(buffer)))
         elif self._kind == _TOOL:
             self._items.append(
                 ToolCallChunk(self._tool_index, self._tool_id, self._tool_name, "".join(buffer))
             )
+            self._answered = True
             self._tool_id = self._tool_name = None
         if buffer:
             self._buffer = []

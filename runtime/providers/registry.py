@@ -21,23 +21,29 @@ The spec splits on the first slash: `openai/meta-llama/llama-3.3-70b` is model
 `[providers.NAME]` table overrides the defaults (`api_key_env`, `headers`, and
 `base_url` when the environment variable does not set one): the order is
 environment, then config file, then built-in default.
+
+The stream idle timeout (seconds without a byte before a streaming request is
+dropped and retried) is, in that order: BASTION_STREAM_IDLE_TIMEOUT, the
+provider table's `stream_idle_timeout`, the top-level one, 90 s.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import httpx
 
 from runtime.errors import ConfigError
 from runtime.providers.base import Provider
-from runtime.providers.httpbase import is_loopback_url
+from runtime.providers.httpbase import DEFAULT_IDLE_TIMEOUT, is_loopback_url
 from runtime.providers.openai import OpenAIChatProvider
 
 __all__ = ["BUILTIN_PREFIXES", "ProviderSettings", "is_loopback_url", "resolve_model"]
 
 BUILTIN_PREFIXES = ("openai", "anthropic", "openai-responses", "ollama")
+IDLE_TIMEOUT_ENV = "BASTION_STREAM_IDLE_TIMEOUT"
 _AVAILABLE = "openai/, anthropic/ or ollama/"
 
 
@@ -48,6 +54,7 @@ class ProviderSettings:
     base_url: str | None = None
     api_key_env: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    stream_idle_timeout: float | None = None
 
 
 def resolve_model(
@@ -55,8 +62,13 @@ def resolve_model(
     *,
     env: Mapping[str, str],
     providers: Mapping[str, ProviderSettings] | None = None,
+    stream_idle_timeout: float | None = None,
 ) -> tuple[Provider, str]:
-    """The provider for `spec` ("PROVIDER/NAME") and the model NAME to send it."""
+    """The provider for `spec` ("PROVIDER/NAME") and the model NAME to send it.
+
+    `stream_idle_timeout` is the configured default for providers whose table
+    does not set one.
+    """
     providers = providers or {}
     prefix, slash, model = spec.strip().partition("/")
     known = _known_prefixes(providers)
@@ -67,15 +79,34 @@ def resolve_model(
         )
     settings = providers.get(prefix)
     factory = _BUILTINS.get(prefix)
+    if factory is None and settings is None:
+        raise ConfigError(
+            f"unknown provider {prefix!r} in model {spec!r}",
+            hint=f"use PROVIDER/NAME with one of: {known} (or add a [providers.{prefix}] "
+            "table with a base_url to config.toml)",
+        )
+    settings = settings or ProviderSettings()
+    idle = _idle_timeout(env) or settings.stream_idle_timeout or stream_idle_timeout
+    settings = replace(settings, stream_idle_timeout=idle or DEFAULT_IDLE_TIMEOUT)
     if factory is not None:
-        return factory(prefix, settings or ProviderSettings(), env), model
-    if settings is not None:
-        return _custom(prefix, settings, env), model
-    raise ConfigError(
-        f"unknown provider {prefix!r} in model {spec!r}",
-        hint=f"use PROVIDER/NAME with one of: {known} (or add a [providers.{prefix}] "
-        "table with a base_url to config.toml)",
-    )
+        return factory(prefix, settings, env), model
+    return _custom(prefix, settings, env), model
+
+
+def _idle_timeout(env: Mapping[str, str]) -> float | None:
+    raw = env.get(IDLE_TIMEOUT_ENV)
+    if not raw:
+        return None
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ConfigError(
+            f"{IDLE_TIMEOUT_ENV}={raw!r} is not a number of seconds above 0",
+            hint="set it to, for example, 90, or unset it",
+        )
+    return seconds
 
 
 def _known_prefixes(providers: Mapping[str, ProviderSettings]) -> str:
@@ -103,6 +134,7 @@ def _openai(name: str, settings: ProviderSettings, env: Mapping[str, str]) -> Pr
         headers=_headers(settings),
         # OpenAI's reasoning models refuse max_tokens; the others take both.
         max_tokens_field="max_completion_tokens" if official else "max_tokens",
+        idle_timeout=_idle(settings),
     )
 
 
@@ -114,7 +146,13 @@ def _ollama(name: str, settings: ProviderSettings, env: Mapping[str, str]) -> Pr
     else:
         base_url = _ollama_base("http://127.0.0.1:11434")
     key = env.get(settings.api_key_env) if settings.api_key_env else None
-    return OpenAIChatProvider(name, base_url, api_key=key or None, headers=_headers(settings))
+    return OpenAIChatProvider(
+        name,
+        base_url,
+        api_key=key or None,
+        headers=_headers(settings),
+        idle_timeout=_idle(settings),
+    )
 
 
 def _ollama_base(host: str) -> str:
@@ -145,7 +183,9 @@ def _anthropic(name: str, settings: ProviderSettings, env: Mapping[str, str]) ->
             f"{key_env} is not set",
             hint=f"export {key_env}=... or pick another --model",
         )
-    return AnthropicProvider(name, base_url, api_key=key, headers=_headers(settings))
+    return AnthropicProvider(
+        name, base_url, api_key=key, headers=_headers(settings), idle_timeout=_idle(settings)
+    )
 
 
 def _responses(name: str, settings: ProviderSettings, env: Mapping[str, str]) -> Provider:
@@ -170,7 +210,9 @@ def _custom(name: str, settings: ProviderSettings, env: Mapping[str, str]) -> Pr
                 f"{settings.api_key_env} is not set (provider {name!r})",
                 hint=f"export {settings.api_key_env}=... or pick another --model",
             )
-    return OpenAIChatProvider(name, base_url, api_key=key, headers=_headers(settings))
+    return OpenAIChatProvider(
+        name, base_url, api_key=key, headers=_headers(settings), idle_timeout=_idle(settings)
+    )
 
 
 _BUILTINS: dict[str, Callable[[str, ProviderSettings, Mapping[str, str]], Provider]] = {
@@ -179,6 +221,10 @@ _BUILTINS: dict[str, Callable[[str, ProviderSettings, Mapping[str, str]], Provid
     "anthropic": _anthropic,
     "openai-responses": _responses,
 }
+
+
+def _idle(settings: ProviderSettings) -> float:
+    return settings.stream_idle_timeout or DEFAULT_IDLE_TIMEOUT
 
 
 def _headers(settings: ProviderSettings) -> dict[str, str]:
@@ -198,6 +244,11 @@ def _parse(value: str, source: str) -> httpx.URL:
 
 def _check_url(value: str, source: str) -> str:
     """The base URL without a trailing slash, or a ConfigError saying what is wrong."""
+    if not isinstance(value, str):
+        raise ConfigError(
+            f"{source} must be a string, not {type(value).__name__} {value!r}",
+            hint='use a base URL like "https://api.example.com/v1"',
+        )
     url = _parse(value.strip(), source)
     try:
         port = url.port

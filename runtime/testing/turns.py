@@ -14,6 +14,12 @@ reason, how finely to cut it into chunks, and optionally a fault to inject.
             | {"disconnect_after_chunks": k} | {"error_event_after_chunks": k}
             | {"hang_after_chunks": k} | {"delay_first_byte_ms": n}}
 
+Faults for the watchdog: `hang_after_chunks` sends k content chunks and then
+nothing, keeping the connection open (a silent stream); `delay_first_byte_ms`
+holds back the response headers. A turn with no text, reasoning or tool call
+(`{}`, or `{"reasoning": "..."}`) is a well-formed stream with no answer in it
+(an empty response), in both wire formats.
+
 `render_stream` turns a turn into the exact bytes OpenAI streams: one
 `data: {chat.completion.chunk}\\n\\n` event per piece, a finish chunk, the usage
 chunk with `choices: []` when `stream_options.include_usage` was asked for, and

@@ -365,9 +365,11 @@ async def test_error_event_mid_stream(served: Any) -> None:
 
 
 async def test_hang_hits_the_read_timeout(served: Any) -> None:
+    """An httpx read timeout shorter than the watchdog is the same silence, named by its length."""
     timeout = httpx.Timeout(5.0, read=0.3)
     error, _seen = await fault(served, {"hang_after_chunks": 2}, timeout=timeout)
-    assert error.retryable and error.code == "timeout"
+    assert error.retryable and error.code == "idle_timeout"
+    assert error.reason == "no data for 0.3 s"
 
 
 async def test_slow_first_byte_within_the_timeout(served: Any) -> None:
@@ -379,7 +381,7 @@ async def test_slow_first_byte_past_the_timeout(served: Any) -> None:
     error, _ = await fault(
         served, {"delay_first_byte_ms": 1000}, timeout=httpx.Timeout(5.0, read=0.2)
     )
-    assert error.retryable and error.code == "timeout"
+    assert error.retryable and error.code == "idle_timeout"
 
 
 async def test_fail_once_then_succeed(served: Any) -> None:

@@ -1,0 +1,228 @@
+"""What can be said about the database file when SQLite cannot use it, and by whom.
+
+The store reports every failure to open or write its file through `explain`,
+so the one line a person reads names the real cause and the fix:
+
+- locked: another process held SQLite's write lock past the busy timeout; on
+  Linux `/proc/locks` names that process (WAL mode: the write-lock byte of the
+  `-shm` file; rollback mode: a write lock on the database itself); elsewhere
+  a live process holding a conversation's lease is named as a likely suspect;
+- read-only: the file, or the directory where SQLite must create it and its
+  `-wal`/`-shm` companions, cannot be written;
+- not a directory: BASTION_HOME (or one of its parents) is a file;
+- disk full, corrupt or not a database, and anything else SQLite says.
+
+`prepare_directory` and `check_writable` refuse the first three before SQLite
+is asked, so nothing is created or changed when they fail.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import sqlite3
+from pathlib import Path
+
+from runtime.errors import StoreCorrupt, StoreError, StoreLocked, StoreReadOnly
+
+__all__ = ["check_writable", "explain", "live_drivers", "lock_holder", "prepare_directory"]
+
+_HOME_HINT = "set BASTION_HOME to a writable directory"
+#: The byte of the `-shm` file a WAL writer locks (WALINDEX_LOCK_OFFSET + WAL_WRITE_LOCK).
+_WAL_WRITE_LOCK_BYTE = 120
+
+
+def prepare_directory(path: Path) -> None:
+    """Create the directory that holds `path`, or say why it cannot be."""
+    parent = path.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        blocker = _file_in_the_way(parent)
+        raise StoreError(
+            f"{blocker} is a file, not a directory, so the database {path} cannot be kept there",
+            hint="set BASTION_HOME to a directory (bastion keeps bastion.sqlite in it)",
+        ) from None
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise StoreReadOnly(
+                f"cannot create {parent}: {_read_only_why(exc)}", hint=_HOME_HINT
+            ) from None
+        raise StoreError(
+            f"cannot create {parent}: {exc.strerror or exc}", hint=_HOME_HINT
+        ) from None
+
+
+def _file_in_the_way(directory: Path) -> Path:
+    """The nearest ancestor of `directory` (itself included) that exists and is not a directory."""
+    for candidate in (directory, *directory.parents):
+        if candidate.exists() or candidate.is_symlink():
+            return candidate if not candidate.is_dir() else directory
+    return directory
+
+
+def _read_only_why(exc: OSError) -> str:
+    return "read-only file system" if exc.errno == errno.EROFS else "permission denied (read-only)"
+
+
+def _companions(path: Path) -> tuple[Path, Path]:
+    return path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")
+
+
+def check_writable(path: Path) -> None:
+    """Refuse, by name, a database that SQLite could open but never write.
+
+    The file must be a writable regular file; the directory must be writable
+    when SQLite has to create something in it (the file, or its -wal and -shm).
+    """
+    parent = path.parent
+    if path.exists():
+        if not path.is_file():
+            raise StoreError(
+                f"{path} is not a file (the database must be one)",
+                hint="move it aside or set BASTION_HOME to another directory",
+            )
+        if not os.access(path, os.R_OK | os.W_OK):
+            if not os.access(parent, os.W_OK | os.X_OK):
+                raise StoreReadOnly(
+                    f"{parent} is read-only: the database {path.name} in it cannot be written",
+                    hint=_HOME_HINT,
+                )
+            raise StoreReadOnly(
+                f"the database {path} is read-only",
+                hint=f"make it writable (chmod u+rw {path}) or {_HOME_HINT}",
+            )
+        must_create = not all(p.exists() for p in _companions(path))
+    else:
+        must_create = True
+    if must_create and not os.access(parent, os.W_OK | os.X_OK):
+        what = "its journal files" if path.exists() else "the database"
+        raise StoreReadOnly(f"{parent} is read-only: cannot create {what} there", hint=_HOME_HINT)
+
+
+def explain(path: Path, exc: sqlite3.Error, *, waited: float) -> StoreError:
+    """The StoreError saying what `exc` (met using `path`) means, and what to do.
+
+    `waited` is the busy timeout in seconds, named when the file stayed locked.
+    """
+    primary = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+    text = str(exc)
+    if primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or "database is locked" in text:
+        return _locked(path, waited)
+    if primary == sqlite3.SQLITE_READONLY or "readonly database" in text:
+        return StoreReadOnly(f"the database {path} is read-only ({text})", hint=_HOME_HINT)
+    if primary in (sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM):
+        if not os.access(path.parent, os.W_OK | os.X_OK):
+            return StoreReadOnly(f"{path.parent} is read-only ({text})", hint=_HOME_HINT)
+        return StoreError(
+            f"cannot open the database {path} ({text})",
+            hint="check the path and its permissions, or set BASTION_HOME",
+        )
+    if primary == sqlite3.SQLITE_FULL:
+        return StoreError(
+            f"the disk holding {path} is full", hint="free some space; that step was not saved"
+        )
+    if primary in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+        return StoreCorrupt(
+            f"{path} is corrupt or not a database ({text})",
+            hint="move the file aside (nothing was changed) and run bastion again",
+        )
+    return StoreError(f"database error in {path}: {text}", hint="that step was not saved")
+
+
+def _locked(path: Path, waited: float) -> StoreLocked:
+    pid = lock_holder(path)
+    if pid is not None:
+        who = f"pid {pid}{_command(pid)}"
+        hint = f"wait for pid {pid} to finish, or stop it, then try again"
+    else:
+        drivers = live_drivers(path)
+        who = "another process"
+        if len(drivers) == 1:
+            who += f" (pid {drivers[0]} is driving a conversation in it)"
+        hint = f"try again; if it persists, find the process with `fuser {path}*`"
+    return StoreLocked(
+        f"the database {path} is locked by {who} (waited {waited:g} s)", pid=pid, hint=hint
+    )
+
+
+def live_drivers(path: Path) -> list[int]:
+    """Pids of other live processes holding a conversation's lease in `path` (a hint only:
+    used where /proc/locks cannot say who holds the lock). Read without waiting."""
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=0)
+    except sqlite3.Error:
+        return []
+    try:
+        rows = db.execute(
+            "SELECT DISTINCT lease_pid FROM conversations WHERE lease_pid IS NOT NULL"
+        ).fetchall()
+    except sqlite3.Error:
+        return []
+    finally:
+        db.close()
+    return sorted(pid for (pid,) in rows if pid != os.getpid() and _alive(pid))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _command(pid: int) -> str:
+    try:
+        name = Path(f"/proc/{pid}/comm").read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return ""
+    return f" ({name})" if name else ""
+
+
+def lock_holder(path: Path, locks: str | None = None) -> int | None:
+    """The pid holding SQLite's write lock on `path`, from /proc/locks; None if unknown.
+
+    Best effort and Linux only: `locks` is the text of /proc/locks (read when
+    None). Waiters (`->` lines) and this process are skipped.
+    """
+    inodes: dict[int, bool] = {}  # inode -> is the -shm file
+    for candidate, is_shm in ((path, False), (_companions(path)[1], True)):
+        with contextlib.suppress(OSError):
+            inodes[os.stat(candidate).st_ino] = is_shm
+    if not inodes:
+        return None
+    if locks is None:
+        try:
+            locks = Path("/proc/locks").read_text(encoding="ascii", errors="replace")
+        except OSError:
+            return None
+    for line in locks.splitlines():
+        pid = _writer(line, inodes)
+        if pid is not None and pid != os.getpid():
+            return pid
+    return None
+
+
+def _writer(line: str, inodes: dict[int, bool]) -> int | None:
+    """The pid of a /proc/locks line that is a write lock SQLite's writer would hold."""
+    fields = line.split()
+    if len(fields) < 8 or fields[1] == "->" or fields[3] != "WRITE":
+        return None
+    try:
+        pid = int(fields[4])
+        inode = int(fields[5].rsplit(":", 1)[1])
+        start = int(fields[6])
+        end = None if fields[7] == "EOF" else int(fields[7])
+    except (ValueError, IndexError):
+        return None
+    if inode not in inodes or pid <= 0:
+        return None
+    if inodes[inode] and not (
+        start <= _WAL_WRITE_LOCK_BYTE and (end is None or end >= _WAL_WRITE_LOCK_BYTE)
+    ):
+        return None  # a lock on the -shm file other than the writer's byte
+    return pid

@@ -1,0 +1,57 @@
+"""Silent and empty streams through the installed command: dropped quickly, retried, reported.
+
+The idle time is 0.3 s (BASTION_STREAM_IDLE_TIMEOUT); before the watchdog, a
+silent server held print mode for httpx's 300 s read timeout per attempt.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+QUICK = {"BASTION_STREAM_IDLE_TIMEOUT": "0.3", "BASTION_MAX_RETRIES": "1"}
+SILENT = {"text": "half an answer", "chunk_size": 4, "fault": {"hang_after_chunks": 2}}
+
+
+def test_a_silent_stream_is_retried_and_the_answer_arrives(loopback, bastion):
+    server = loopback([SILENT, {"text": "the whole answer"}])
+    b = bastion(server)
+    started = time.monotonic()
+    out = b.run("-p", "hi", env=QUICK)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "the whole answer\n"
+    assert "retrying" in out.stderr and "no data" in out.stderr  # the retry says why
+    assert "0.3 s" in out.stderr
+    assert time.monotonic() - started < 20
+    assert len(server.requests()) == 2
+
+
+def test_a_server_that_stays_silent_fails_the_run_soon(loopback, bastion):
+    server = loopback([SILENT, SILENT])
+    b = bastion(server)
+    started = time.monotonic()
+    out = b.run("-p", "hi", env=QUICK, timeout=30)
+    assert out.returncode == 1, out.stderr
+    assert "no data from openai for 0.3 s" in out.stderr and "Traceback" not in out.stderr
+    assert time.monotonic() - started < 20
+    assert len(server.requests()) == 2
+
+
+def test_an_empty_answer_is_asked_again(loopback, bastion):
+    server = loopback([{"text": ""}, {"text": "now with words"}])
+    b = bastion(server)
+    out = b.run("-p", "hi", env=QUICK)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "now with words\n"
+    assert "retrying" in out.stderr and "empty answer" in out.stderr
+
+
+def test_empty_answers_fail_the_run_instead_of_succeeding_with_nothing(loopback, bastion):
+    server = loopback([{"text": ""}, {"reasoning": "only thinking"}])
+    b = bastion(server)
+    out = b.run("-p", "hi", "--output-format", "json", env=QUICK)
+    assert out.returncode == 1, (out.stdout, out.stderr)
+    assert "empty answer" in out.stdout + out.stderr

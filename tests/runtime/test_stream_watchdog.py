@@ -1,0 +1,215 @@
+"""Silent and empty streams, for both wire formats, against the loopback server.
+
+The watchdog's idle time is short here (0.3 s) while httpx's own timeouts are
+long (30 s), so a test that passes quickly shows the watchdog fired, not httpx.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from runtime.providers.anthropic import AnthropicProvider
+from runtime.providers.base import (
+    Message,
+    ModelRequest,
+    ProviderError,
+    StreamEnd,
+    StreamItem,
+    TextChunk,
+    ToolCallChunk,
+)
+from runtime.providers.httpbase import DEFAULT_IDLE_TIMEOUT, stream_timeout
+from runtime.providers.openai import OpenAIChatProvider
+from runtime.testing.server import LoopbackServer
+
+HELLO = ModelRequest("loopback-model", (Message("user", "hello"),))
+IDLE = 0.3
+LONG = httpx.Timeout(30.0)
+WIRES = ["openai", "anthropic"]
+
+Provider = OpenAIChatProvider | AnthropicProvider
+
+
+def make(wire: str, server: LoopbackServer, **kwargs: Any) -> Provider:
+    kwargs.setdefault("idle_timeout", IDLE)
+    kwargs.setdefault("timeout", LONG)
+    if wire == "openai":
+        return OpenAIChatProvider("openai", server.base_url, **kwargs)
+    return AnthropicProvider("anthropic", server.url, **kwargs)
+
+
+async def stream(
+    wire: str, turns: list[dict[str, Any]], *, pause: float = 0.0, **kwargs: Any
+) -> tuple[list[StreamItem], ProviderError | None, float]:
+    """(items seen, the error if one was raised, seconds taken); `pause` after the first item."""
+    items: list[StreamItem] = []
+    async with LoopbackServer(turns) as server:
+        provider = make(wire, server, **kwargs)
+        started = time.monotonic()
+        try:
+            async for item in provider.stream(HELLO):
+                items.append(item)
+                if pause and len(items) == 1:
+                    await asyncio.sleep(pause)
+        except ProviderError as exc:
+            return items, exc, time.monotonic() - started
+        finally:
+            await provider.aclose()
+    return items, None, time.monotonic() - started
+
+
+def text(items: list[StreamItem]) -> str:
+    return "".join(i.text for i in items if isinstance(i, TextChunk))
+
+
+# --- silence ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("wire", WIRES)
+async def test_a_stream_that_goes_silent_is_dropped_after_the_idle_time(wire: str) -> None:
+    turn = {"text": "abcdefghij" * 4, "chunk_size": 5, "fault": {"hang_after_chunks": 3}}
+    items, error, took = await stream(wire, [turn])
+    assert error is not None, "a silent stream must not wait for httpx's 30 s"
+    assert (error.code, error.retryable, error.status) == ("idle_timeout", True, None)
+    assert error.is_idle_timeout()
+    assert error.reason == "no data for 0.3 s"
+    assert "no data from" in error.message and "0.3 s" in error.message
+    assert error.to_dict()["reason"] == "no data for 0.3 s"
+    assert text(items) == "abcdefghijabcde"  # what came before the silence was delivered
+    assert IDLE <= took < 10
+
+
+@pytest.mark.parametrize("wire", WIRES)
+async def test_waiting_for_the_response_headers_is_watched_too(wire: str) -> None:
+    turn = {"text": "late", "fault": {"delay_first_byte_ms": 3000}}
+    items, error, took = await stream(wire, [turn])
+    assert error is not None and error.code == "idle_timeout" and error.retryable
+    assert items == [] and took < 2.5
+
+
+@pytest.mark.parametrize("wire", WIRES)
+async def test_a_slow_steady_stream_is_not_silent(wire: str) -> None:
+    """0.1 s between chunks for 2 s in all, watched at 0.6 s: only a gap counts, not the total."""
+    answer = "0123456789" * 6
+    turn = {"text": answer, "chunk_size": 3, "delay_ms": 100}
+    items, error, took = await stream(wire, [turn], idle_timeout=0.6)
+    assert error is None
+    assert text(items) == answer and took > 2 * 0.6
+
+
+@pytest.mark.parametrize("wire", WIRES)
+async def test_time_spent_by_the_consumer_between_reads_is_not_silence(wire: str) -> None:
+    turn = {"text": "abc", "chunk_size": 1, "delay_ms": 20}
+    items, error, _ = await stream(wire, [turn], pause=3 * IDLE)
+    assert error is None and text(items) == "abc"
+
+
+async def test_a_transport_without_timeouts_is_watched_as_well() -> None:
+    """The watchdog does not rely on httpx's timeouts: a body that never ends is cut."""
+
+    class Silent(httpx.AsyncByteStream):
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            yield b'data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}\n\n'
+            await asyncio.sleep(3600)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=Silent())
+
+    provider = OpenAIChatProvider(
+        "mock", "http://mock.invalid/v1", idle_timeout=IDLE, transport=httpx.MockTransport(handler)
+    )
+    seen: list[StreamItem] = []
+    try:
+        with pytest.raises(ProviderError) as caught:
+            async for item in provider.stream(HELLO):
+                seen.append(item)
+    finally:
+        await provider.aclose()
+    assert caught.value.code == "idle_timeout" and seen == [TextChunk("hi")]
+
+
+def test_httpx_timeouts_follow_the_idle_time() -> None:
+    default = stream_timeout(DEFAULT_IDLE_TIMEOUT)
+    assert DEFAULT_IDLE_TIMEOUT == 90.0
+    assert (default.connect, default.read, default.write, default.pool) == (15.0, 91.0, 60.0, 15.0)
+    short = stream_timeout(5.0)
+    assert (short.connect, short.read, short.write, short.pool) == (5.0, 6.0, 5.0, 5.0)
+
+
+# --- empty answers ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("wire", WIRES)
+async def test_a_stream_with_no_content_is_an_error(wire: str) -> None:
+    items, error, _ = await stream(wire, [{"text": ""}])
+    assert error is not None, items
+    assert (error.code, error.retryable, error.retry_limit) == ("empty_response", True, 1)
+    assert error.is_empty_response() and error.reason == "empty answer"
+    assert "sent an empty answer (no text and no tool call" in error.message
+    assert not any(isinstance(i, StreamEnd) for i in items)
+
+
+@pytest.mark.parametrize("wire", WIRES)
+async def test_reasoning_alone_is_not_an_answer(wire: str) -> None:
+    _, error, _ = await stream(wire, [{"reasoning": "thinking hard", "text": ""}])
+    assert error is not None and error.code == "empty_response" and error.retryable
+
+
+@pytest.mark.parametrize("wire", WIRES)
+async def test_an_empty_answer_cut_by_the_output_limit_is_not_retried(wire: str) -> None:
+    turn = {"reasoning": "a very long thought", "finish_reason": "length"}
+    _, error, _ = await stream(wire, [turn])
+    assert error is not None and error.code == "empty_response"
+    assert not error.retryable and "output limit" in error.message
+
+
+@pytest.mark.parametrize("wire", WIRES)
+async def test_a_tool_call_without_text_is_an_answer(wire: str) -> None:
+    turn = {"tool_calls": [{"id": "c1", "name": "read_file", "arguments": {"path": "a"}}]}
+    items, error, _ = await stream(wire, [turn])
+    assert error is None
+    assert any(isinstance(i, ToolCallChunk) and i.name == "read_file" for i in items)
+
+
+async def test_a_whole_json_answer_with_no_content_is_an_error_too() -> None:
+    body = b'{"choices":[{"index":0,"message":{"role":"assistant","content":""},"finish_reason":"stop"}]}'
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"content-type": "application/json"}, content=body)
+
+    provider = OpenAIChatProvider(
+        "mock", "http://mock.invalid/v1", transport=httpx.MockTransport(handler)
+    )
+    try:
+        with pytest.raises(ProviderError) as caught:
+            _ = [item async for item in provider.stream(HELLO)]
+    finally:
+        await provider.aclose()
+    assert caught.value.code == "empty_response"
+
+
+# --- reasons ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "reason"),
+    [
+        (429, "rate_limit_exceeded", "rate limited"),
+        (429, None, "rate limited"),
+        (503, None, "server error (HTTP 503)"),
+        (None, "connection_lost", "connection lost"),
+        (None, "incomplete_stream", "stream ended early"),
+        (None, "something_new", "something new"),
+        (None, None, "provider error"),
+    ],
+)
+def test_every_provider_error_has_a_short_reason(
+    status: int | None, code: str | None, reason: str
+) -> None:
+    assert ProviderError("long message", provider="p", status=status, code=code).reason == reason
