@@ -172,6 +172,7 @@ class RunExecutor:
         self._inflight: asyncio.Future[Any] | None = None
         self.lock = asyncio.Lock()  # one stream step or checkpoint at a time
         self._last_checkpoint = 0.0
+        self._turns_streamed = 0  # in this process: names the per-turn crash points
         self.calls = CallRunner(self)
 
     # --- commits ----------------------------------------------------------
@@ -337,6 +338,7 @@ class RunExecutor:
             self.track(e)
 
         entry = await self.commit(lambda tx: tx.add_entry(blank), after=opened)
+        self._turns_streamed += 1
         failpoints.hit("turn.opened")
         usage = Usage.from_dict(run.usage)
         ticker = asyncio.create_task(self._tick(), name="checkpoint-timer")
@@ -458,6 +460,7 @@ class RunExecutor:
         await self.commit(build, after=committed)
         self._last_checkpoint = time.monotonic()
         failpoints.hit("checkpoint")
+        failpoints.hit(f"checkpoint.{self._turns_streamed}")  # the Nth of this turn
 
     async def _reset_attempt(
         self, run: Run, entry: Entry, attempt: int, exc: ProviderError, delay: float

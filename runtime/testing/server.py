@@ -135,8 +135,19 @@ class _Script:
 
     def take(self, body: Any) -> tuple[LoopbackTurn | None, int]:
         text = last_user_text(body) if isinstance(body, Mapping) else ""
+        results = _tool_results(body) if isinstance(body, Mapping) else []
         with self._lock:
             self.served += 1
+            step = next(
+                (
+                    t
+                    for t in self._turns
+                    if t.unless and not any(m in r for m in t.unless for r in results)
+                ),
+                None,
+            )
+            if step is not None:
+                return step, self.served
             chosen = next(
                 (
                     i
@@ -147,13 +158,36 @@ class _Script:
             )
             if chosen is None:
                 chosen = next(
-                    (i for i, t in enumerate(self._turns) if not self._used[i] and t.match is None),
+                    (
+                        i
+                        for i, t in enumerate(self._turns)
+                        if not self._used[i] and t.match is None and not t.unless
+                    ),
                     None,
                 )
             if chosen is None:
                 return None, self.served
-            self._used[chosen] = True
+            self._used[chosen] = not self._turns[chosen].repeat
             return self._turns[chosen], self.served
+
+
+def _tool_results(body: Mapping[str, Any]) -> list[str]:
+    """The text of every tool result in a request (OpenAI tool messages, Anthropic
+    tool_result blocks)."""
+    out: list[str] = []
+    for message in body.get("messages") or ():
+        if not isinstance(message, Mapping):
+            continue
+        content = message.get("content")
+        if message.get("role") == "tool":
+            out.append(content if isinstance(content, str) else json.dumps(content))
+        elif isinstance(content, list):
+            out.extend(
+                json.dumps(block.get("content"))
+                for block in content
+                if isinstance(block, Mapping) and block.get("type") == "tool_result"
+            )
+    return out
 
 
 class _Protocol:
@@ -314,11 +348,11 @@ async def _stream(
             keep_alive,
         )
     )
-    if turn.delay_ms > 0:
+    if turn.delay_ms > 0 or turn.pauses:
         _write_chunked(writer, rendered.head)
-        for chunk in chunks:
+        for index, chunk in enumerate(chunks):
             await writer.drain()
-            await asyncio.sleep(turn.delay_ms / 1000)
+            await asyncio.sleep((turn.delay_ms + turn.pauses.get(str(index), 0.0)) / 1000)
             _write_chunked(writer, chunk)
     else:
         await _write_blocks(writer, [rendered.head, *chunks])

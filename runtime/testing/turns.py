@@ -10,6 +10,7 @@ reason, how finely to cut it into chunks, and optionally a fault to inject.
      "usage": {"prompt_tokens": 10, "completion_tokens": 3},
      "finish_reason": "stop" | "tool_calls",
      "match": "substring of the last user message",
+     "unless": ["marker", ...], "repeat": false, "pauses": {"12": 400},
      "fault": {"status": 429, "retry_after": 1, "body": {...}}
             | {"disconnect_after_chunks": k} | {"error_event_after_chunks": k}
             | {"hang_after_chunks": k} | {"delay_first_byte_ms": n}}
@@ -91,6 +92,14 @@ class LoopbackTurn:
     #: vLLM, llama.cpp) or "reasoning" (OpenRouter, Ollama).
     reasoning_field: str = "reasoning_content"
     extra: Mapping[str, Any] = field(default_factory=dict)
+    #: A step of a task: served (and never used up) while no tool result in the
+    #: request contains any of these markers, so a request repeated after a crash,
+    #: or after an interrupted call, gets the same step again.
+    unless: tuple[str, ...] = ()
+    #: Never used up: served again whenever it is next (a final answer that a crash cut).
+    repeat: bool = False
+    #: Extra milliseconds slept before content chunk N (a model pausing mid-answer).
+    pauses: Mapping[str, float] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LoopbackTurn:
@@ -101,6 +110,8 @@ class LoopbackTurn:
         unknown = set(data) - known
         if unknown:
             raise ValueError(f"unknown turn fields: {sorted(unknown)}")
+        if "unless" in data:
+            data["unless"] = tuple(data["unless"])
         return cls(
             tool_calls=calls,
             fault=Fault.from_dict(fault) if fault else None,
