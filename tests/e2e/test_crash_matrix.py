@@ -168,7 +168,7 @@ def test_sigkill_at_each_point_then_resume(loopback, bastion, point, again):
     assert first.returncode == -signal.SIGKILL, (point, first.returncode, first.stderr[-2000:])
     before, _ = store_state(b.home, conv_id)
     for event in emitted(first.stdout):
-        status, text = before[event["entry_id"]]
+        _status, text = before[event["entry_id"]]
         start, piece = event["offset"], event["text"]
         assert text[start : start + len(piece)] == piece, (point, "emitted but not stored")
 
@@ -185,7 +185,7 @@ def test_sigkill_at_each_point_then_resume(loopback, bastion, point, again):
     assert (b.cwd / "log.txt").read_text() == "done\n"  # appended exactly once
 
     after, results = store_state(b.home, conv_id)
-    for entry_id, (status, text) in before.items():
+    for entry_id, (_status, text) in before.items():
         assert entry_id in after, (point, "a committed entry was lost")
         assert after[entry_id][1].startswith(text), (point, "committed text changed")
     keys = [key for key, _ in results]
