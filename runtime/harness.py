@@ -241,6 +241,9 @@ class Harness:
     async def exists(self, conversation_id: str) -> bool:
         return await self.store.exists(conversation_id)
 
+    async def was_deleted(self, conversation_id: str) -> bool:
+        return await self.store.deleted(conversation_id)
+
     async def list_conversations(
         self, cwd: str | None = None, *, with_entries: bool = False
     ) -> list[Conversation]:

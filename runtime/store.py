@@ -493,6 +493,13 @@ class Store:
         rows = await self._fetchall("SELECT 1 FROM conversations WHERE id = ?", (conversation_id,))
         return bool(rows)
 
+    async def deleted(self, conversation_id: str) -> bool:
+        """Was a conversation with this id deleted? (Its id is never used again.)"""
+        rows = await self._fetchall(
+            "SELECT 1 FROM deleted_conversations WHERE id = ?", (conversation_id,)
+        )
+        return bool(rows)
+
     async def version(self, conversation_id: str) -> int:
         rows = await self._fetchall(
             "SELECT version FROM conversations WHERE id = ?", (conversation_id,)

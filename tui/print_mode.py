@@ -18,7 +18,7 @@ from typing import Any, TextIO
 
 from runtime import BastionError, EmptyInput, Harness, Subscription
 from runtime.context import arguments_preview
-from runtime.errors import RequestKeyReused, StoreError
+from runtime.errors import RequestKeyReused, StoreError, UnknownConversation
 from runtime.events import AttemptReset, Event, ToolCallUpdated, event_to_dict
 from runtime.records import Run, RunState
 from tui.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError, error_line
@@ -98,7 +98,7 @@ async def _work(harness: Harness, session: Session, prompt: str | None, opts: An
     if prompt is not None:
         try:
             item = await harness.submit(conv_id, prompt, request_key=opts.request_key)
-        except StoreError as exc:
+        except (StoreError, UnknownConversation) as exc:
             raise NotAdmitted(exc.message, hint=exc.hint) from exc
         return await harness.wait(item.id, item.conversation_id)
     if session.created:

@@ -154,6 +154,11 @@ async def _find_conversation(
     try:
         return await harness.get_conversation(session_id), False
     except UnknownConversation:
+        if await harness.was_deleted(session_id):
+            raise SessionUsageError(
+                f"conversation {session_id} was deleted; its id is not used again",
+                hint="start a new session without --session-id, or pick another id",
+            ) from None
         if opts.resume:
             raise UnknownConversation(
                 f"no conversation {session_id}", hint="list them with `bastion sessions --all`"
