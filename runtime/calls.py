@@ -126,6 +126,7 @@ class CallRunner:
             await self.deps.wait_for_decision(call.id)
             found = await self.deps.store.tool_call(call.id)
             if found is None or found.state != ToolCallState.PENDING:
+                await self.ex.check_interrupt(run)  # settled by an interrupt: stop here
                 return run, None
             if found.approval != Approval.PENDING:
                 return run, found

@@ -151,6 +151,10 @@ class RunAborted(Exception):
         self.error = error
 
 
+class RunInterrupted(Exception):
+    """An interrupt was committed for this run (by any process): stop at this step."""
+
+
 class RunLost(Exception):
     """The run was ended by someone else (it is no longer in a state this step expects)."""
 
@@ -254,6 +258,9 @@ class RunExecutor:
             if not self.interrupting:
                 raise
             return await self._finish_interrupted(run)
+        except RunInterrupted:
+            self.interrupting = True
+            return await self._finish_interrupted(run)
         except RunAborted as aborted:
             return await self._fail(run, aborted.error)
         except RunLost:
@@ -270,6 +277,7 @@ class RunExecutor:
             run = await self.calls.run_all(run, unfinished)
             await self._place_steers(run)
         for _ in range(self.deps.settings.max_turns):
+            await self.check_interrupt(run)
             entry, calls, run = await self._stream_turn(run)
             if not calls:
                 done = await self._answer_or_steer(run, entry)
@@ -315,6 +323,13 @@ class RunExecutor:
 
         await self.commit(build)
         failpoints.hit("steers.placed")
+
+    async def check_interrupt(self, run: Run) -> None:
+        """Before each model request: an interrupt committed by any process stops the run
+        here, even if the watcher that cancels it has not seen it yet."""
+        fresh = await self.deps.store.run(run.id)
+        if fresh is not None and fresh.interrupt_requested:
+            raise RunInterrupted(run.id)
 
     # --- one model request ------------------------------------------------
 
