@@ -415,3 +415,19 @@ async def test_delete_refuses_unfinished_work_unless_forced(tmp_path):
     await harness.delete_conversation(conv.id, force=True)
     assert await harness.list_conversations() == []
     await harness.close()
+
+
+async def test_a_store_failing_while_closing_does_not_hang(tmp_path, monkeypatch):
+    """`-p -c` once never exited after "database disk image is malformed" in the lease
+    release: closing reports it and goes on."""
+    from runtime.errors import StoreCorrupt
+
+    harness, conv, _ = await start(tmp_path, [ScriptedTurn(text="x")])
+    item = await harness.submit(conv.id, "hi")
+    await harness.wait(item.id, conv.id)
+
+    async def malformed(*args, **kwargs):
+        raise StoreCorrupt("database disk image is malformed")
+
+    monkeypatch.setattr(Store, "release_lease", malformed)
+    await asyncio.wait_for(harness.close(), 5)
