@@ -10,8 +10,10 @@ Three rows, each against a reference measured in the same run:
    committed chunks vs on an empty one (median of interleaved checkpoints; target
    within 2x). For the record, the old `UPDATE entries SET text = text || ?` is
    timed the same way at 2 MB.
-2. size: the real Harness over a ScriptedProvider runs `--turns` turns (a 100-300
-   character prompt, a 2-4 KB answer streamed in 256-character chunks with
+2. size: the real Harness over a ScriptedProvider runs `--turns` turns, 100 to a
+   conversation (a run reads its conversation once, so one 1,000-turn conversation
+   costs O(n^2) time here; the bytes per turn are the same) (a 100-300
+   character prompt, a 2-4 KB answer streamed in `--chunk` (256) character chunks with
    checkpoint_interval=0, so every chunk is a checkpoint: 8-16 per answer); then
    `PRAGMA wal_checkpoint(TRUNCATE)` and the file's pages (page_count * page_size)
    and a VACUUMed copy vs the characters of text (target <= 3x). Where the bytes
@@ -176,11 +178,11 @@ async def bench_checkpoint(home: Path, count: int) -> None:
 # --- 2. store bytes per byte of text ---------------------------------------------
 
 
-async def bench_size(home: Path, turns: int) -> None:
+async def bench_size(home: Path, turns: int, chunk: int, per_conversation: int) -> None:
     rng = random.Random(3)
     prompts = [prose(rng.randint(100, 300), 10_000 + i) for i in range(turns)]
     answers = [prose(rng.randint(2048, 4096), 20_000 + i) for i in range(turns)]
-    provider = ScriptedProvider(ScriptedTurn(text=a, chunk_size=256) for a in answers)
+    provider = ScriptedProvider(ScriptedTurn(text=a, chunk_size=chunk) for a in answers)
     path = home / "size.sqlite"
     harness = await Harness.open(
         path,
@@ -189,10 +191,15 @@ async def bench_size(home: Path, turns: int) -> None:
     )
     started = time.perf_counter()
     try:
-        conv = new_conversation(str(home), settings={"model": "scripted/bench"})
-        await harness.drive(conv.id, interactive=False)
         for i, prompt in enumerate(prompts):
-            item = await harness.submit(conv.id, prompt, create=conv if i == 0 else None)
+            if i % per_conversation == 0:
+                if i:
+                    await harness.release(conv.id)
+                conv = new_conversation(str(home), settings={"model": "scripted/bench"})
+                await harness.drive(conv.id, interactive=False)
+                item = await harness.submit(conv.id, prompt, create=conv)
+            else:
+                item = await harness.submit(conv.id, prompt)
             run = await harness.wait(item.id, conv.id)
             if run.state != RunState.COMPLETED:
                 raise SystemExit(f"turn {i} ended {run.state}: {run.error}")
@@ -218,8 +225,9 @@ async def bench_size(home: Path, turns: int) -> None:
         db.close()
     file_bytes, packed = pages * page_size, vacuumed.stat().st_size
     print(
-        f"store size after {turns} streamed turns ({elapsed:.1f} s; 2-4 KB answers in "
-        f"256-character chunks, checkpoint_interval=0: {chunk_rows} checkpoints), "
+        f"store size after {turns} streamed turns in {-(-turns // per_conversation)} "
+        f"conversations ({elapsed:.1f} s; 2-4 KB answers in "
+        f"{chunk}-character chunks, checkpoint_interval=0: {chunk_rows} checkpoints), "
         f"{text_chars:,} characters of text ({text_bytes:,} bytes as UTF-8)"
     )
     row(
@@ -379,6 +387,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoints", type=int, default=300)
     parser.add_argument("--turns", type=int, default=1000)
+    parser.add_argument("--chunk", type=int, default=256, help="characters per checkpoint")
+    parser.add_argument(
+        "--per-conversation", type=int, default=100, help="turns per conversation (row 2)"
+    )
     parser.add_argument("--messages", type=int, default=5000)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--only", default="checkpoint,size,continue")
@@ -389,7 +401,7 @@ def main() -> int:
         if "checkpoint" in only:
             asyncio.run(bench_checkpoint(tmp, args.checkpoints))
         if "size" in only:
-            asyncio.run(bench_size(tmp, args.turns))
+            asyncio.run(bench_size(tmp, args.turns, args.chunk, args.per_conversation))
         if "continue" in only:
             bench_continue(tmp, args.messages, args.runs)
     return 0
