@@ -84,7 +84,9 @@ def verdict(ratio: float, target: float) -> str:
 
 
 def row(what: str, ours: str, ref: str, ratio: float, target: float) -> None:
-    print(f"  {what}: {ours} vs {ref} -> {ratio:.2f}x (target <= {target:g}x: {verdict(ratio, target)})")
+    print(
+        f"  {what}: {ours} vs {ref} -> {ratio:.2f}x (target <= {target:g}x: {verdict(ratio, target)})"
+    )
 
 
 # --- 1. checkpoint cost ---------------------------------------------------------
@@ -160,7 +162,9 @@ async def bench_checkpoint(home: Path, count: int) -> None:
             old_times.append(await timed(concat))
     finally:
         await store.close()
-    empty, at_2mb, old_2mb = (statistics.median(t) * 1000 for t in (empty_times, big_times, old_times))
+    empty, at_2mb, old_2mb = (
+        statistics.median(t) * 1000 for t in (empty_times, big_times, old_times)
+    )
     print(f"checkpoint of a {len(chunk)}-character chunk, median of {count} interleaved")
     row(
         "append_chunk at 2 MB vs at 0 bytes",
@@ -190,6 +194,7 @@ async def bench_size(home: Path, turns: int, chunk: int, per_conversation: int) 
         loop_settings=LoopSettings(checkpoint_interval=0.0),
     )
     started = time.perf_counter()
+    conv = new_conversation(str(home))
     try:
         for i, prompt in enumerate(prompts):
             if i % per_conversation == 0:
@@ -205,7 +210,9 @@ async def bench_size(home: Path, turns: int, chunk: int, per_conversation: int) 
                 raise SystemExit(f"turn {i} ended {run.state}: {run.error}")
             provider.requests.clear()  # each request holds the whole conversation
         chunk_rows = await harness.store.read(
-            lambda db: db.execute("SELECT count(*) FROM ledger WHERE type = ?", ("entry.text_appended",)).fetchone()[0]
+            lambda db: db.execute(
+                "SELECT count(*) FROM ledger WHERE type = ?", ("entry.text_appended",)
+            ).fetchone()[0]
         )
     finally:
         await harness.close()
@@ -346,6 +353,8 @@ def bench_continue(tmp: Path, messages: int, runs: int) -> None:
     answer = prose(300, 99)
     with LoopbackServer([{"text": answer, "chunk_size": 16}] * (2 * runs + 2)) as server:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "BASTION_"))}
+        # As a user has it: bytecode cached (the warm-up runs write it), not compiled per run.
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
         env.update(
             OPENAI_BASE_URL=server.base_url,
             BASTION_HOME=str(home),
