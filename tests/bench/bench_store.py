@@ -24,7 +24,8 @@ Three rows, each against a reference measured in the same run:
    and the child's peak RSS (/usr/bin/time), medians (target <= 1.5x each). The long
    conversation (2,500 prompts of ~100 characters, 2,500 answers of ~300, each
    with its inbox item, run and ledger events) is written with the real `Tx`
-   mutations in a few large transactions.
+   mutations in a few large transactions; the store is restored from a copy before
+   each run, so every run sees exactly 5,000 and 2 messages.
 
 Run by `nox -s bench`. Not collected by pytest.
 """
@@ -35,6 +36,7 @@ import argparse
 import asyncio
 import os
 import random
+import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -326,6 +328,22 @@ async def build_conversations(home: Path, long_dir: Path, short_dir: Path, messa
 TIME = Path("/usr/bin/time")
 
 
+def keep_pristine(home: Path) -> None:
+    """Keep a copy of the store as built, so every run starts from 5,000 and 2 messages."""
+    db = sqlite3.connect(home / "bastion.sqlite")
+    try:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        db.close()
+    shutil.copyfile(home / "bastion.sqlite", home / "pristine.sqlite")
+
+
+def restore(home: Path) -> None:
+    for suffix in ("-wal", "-shm"):
+        (home / f"bastion.sqlite{suffix}").unlink(missing_ok=True)
+    shutil.copyfile(home / "pristine.sqlite", home / "bastion.sqlite")
+
+
 def one_turn(
     bastion: str, cwd: Path, env: dict[str, str], server: LoopbackServer, out: Path
 ) -> tuple[float, int | None, int]:
@@ -336,6 +354,7 @@ def one_turn(
     higher, since Linux keeps the larger of the two across exec.
     """
     seen = len(server.requests)
+    restore(Path(env["BASTION_HOME"]))
     rss = out.with_suffix(".rss")
     cmd = [bastion, "-p", "-c", "one more", "--model", "openai/bench"]
     if TIME.exists():
@@ -362,6 +381,7 @@ def bench_continue(tmp: Path, messages: int, runs: int) -> None:
         d.mkdir()
     built = time.perf_counter()
     asyncio.run(build_conversations(home, long_dir, short_dir, messages))
+    keep_pristine(home)
     built = time.perf_counter() - built
     bastion = str(Path(sys.executable).parent / "bastion")
     answer = prose(300, 99)
