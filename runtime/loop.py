@@ -237,11 +237,7 @@ class RunExecutor:
     async def execute(self, run: Run) -> Run:
         """Drive `run` to a terminal state. Cancellation: see `interrupting`."""
         try:
-            snap = await self.deps.store.snapshot(self.conversation_id)
-            self.conversation = snap.conversation
-            for entry in snap.entries:
-                self.track(entry)
-            run = next((r for r in snap.runs if r.id == run.id), run)
+            run, unfinished = await self._load(run)
             if run.terminal:
                 return run
             if run.interrupt_requested:
@@ -249,7 +245,6 @@ class RunExecutor:
                 return await self._finish_interrupted(run)
             if run.state == RunState.QUEUED:
                 run = await self.transition(run, (RunState.QUEUED,), state=RunState.RUNNING)
-            unfinished = [c for c in snap.tool_calls if c.run_id == run.id and c.unfinished]
             return await self._turns(run, unfinished)
         except asyncio.CancelledError:
             await self.settle_inflight()
@@ -271,6 +266,16 @@ class RunExecutor:
             log.warning("run %s failed unexpectedly", run.id, exc_info=True)
             error = {"code": "internal", "message": f"{type(exc).__name__}: {exc}"}
             return await self._fail(run, error)
+
+    async def _load(self, run: Run) -> tuple[Run, list[ToolCallRecord]]:
+        """Read the conversation once: its entries (kept current from here on), this run
+        as stored and its unfinished calls. Nothing else of the conversation is read or
+        kept (its other runs and inbox cost a long session time and memory)."""
+        start = await self.deps.store.run_start(self.conversation_id, run.id)
+        self.conversation = start.conversation
+        for entry in start.entries:
+            self.track(entry)
+        return start.run or run, [c for c in start.tool_calls if c.unfinished]
 
     async def _turns(self, run: Run, unfinished: list[ToolCallRecord]) -> Run:
         if unfinished:

@@ -73,6 +73,17 @@ class Snapshot:
 
 
 @dataclass(frozen=True, slots=True)
+class RunStart:
+    """What a run reads once when it starts, in one read transaction: the conversation,
+    its entries, the run itself and the run's tool calls (not the other runs or inbox)."""
+
+    conversation: Conversation
+    entries: tuple[Entry, ...]
+    run: Run | None
+    tool_calls: tuple[ToolCallRecord, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class LeaseInfo:
     owner: str | None
     pid: int | None
@@ -582,6 +593,16 @@ class Store:
             )
         return snap
 
+    async def run_start(self, conversation_id: str, run_id: str) -> RunStart:
+        """The conversation, its entries (a streaming entry's chunks joined), run
+        `run_id` and its tool calls, read in one read transaction."""
+        start = await self._read(lambda db: _read_run_start(db, conversation_id, run_id))
+        if start is None:
+            raise UnknownConversation(
+                f"no conversation {conversation_id}", hint="list them with `bastion sessions`"
+            )
+        return start
+
     async def ledger(
         self, conversation_id: str, after: int = 0, limit: int = 10_000
     ) -> list[DurableEvent]:
@@ -626,6 +647,29 @@ def _read_snapshot(db: sqlite3.Connection, conversation_id: str) -> Snapshot | N
         tuple(_with_chunks(db, entry_row(r)) for r in entries),
         tuple(run_row(r) for r in runs),
         tuple(inbox_row(r) for r in inbox),
+        tuple(tool_call_row(r) for r in calls),
+    )
+
+
+def _read_run_start(db: sqlite3.Connection, conversation_id: str, run_id: str) -> RunStart | None:
+    row = db.execute(
+        f"SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id = ?", (conversation_id,)
+    ).fetchone()
+    if row is None:
+        return None
+    # Rows are decoded as they are stepped, so a long conversation is never held twice.
+    entries = tuple(
+        _with_chunks(db, entry_row(r)) for r in db.execute(_SNAPSHOT_QUERIES[0], (conversation_id,))
+    )
+    run = db.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,)).fetchone()
+    calls = db.execute(
+        f'SELECT {TOOL_COLUMNS} FROM tool_calls WHERE run_id = ? ORDER BY created_at, "index"',
+        (run_id,),
+    ).fetchall()
+    return RunStart(
+        conversation_row(row),
+        entries,
+        run_row(run) if run is not None else None,
         tuple(tool_call_row(r) for r in calls),
     )
 

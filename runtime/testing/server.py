@@ -41,6 +41,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,12 +87,14 @@ _REASONS = {
 
 @dataclass(frozen=True, slots=True)
 class RecordedRequest:
-    """One request as the server saw it; header names are lower-case."""
+    """One request as the server saw it; header names are lower-case. `received` is
+    the wall-clock time (time.time()) at which its whole body had arrived."""
 
     method: str
     path: str
     headers: dict[str, str]
     body: Any
+    received: float = 0.0
 
     @property
     def json(self) -> Any:
@@ -261,11 +264,14 @@ class _Protocol:
         dialect: _Dialect,
     ) -> bool:
         keep_alive = request.keep_alive
+        received = time.time()
         try:
             body = json.loads(request.raw_body) if request.raw_body else None
         except ValueError:
             body = None
-        self.script.record(RecordedRequest(request.method, request.path, request.headers, body))
+        self.script.record(
+            RecordedRequest(request.method, request.path, request.headers, body, received)
+        )
         if self.record_file is not None:
             self.record_file.write(json.dumps(body, ensure_ascii=False) + "\n")
             self.record_file.flush()
