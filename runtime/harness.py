@@ -40,7 +40,7 @@ from runtime.errors import (
 )
 from runtime.events import DurableEvent, Event, InboxUpdated, RunUpdated
 from runtime.ids import uuid7
-from runtime.loop import LoopSettings, place_item
+from runtime.loop import LoopSettings, user_entry
 from runtime.providers.base import Provider
 from runtime.records import (
     Approval,
@@ -623,15 +623,15 @@ def _admit(tx: Tx, text: str, request_key: str | None, mode: InboxMode) -> Inbox
         )
     if tx.active_run() is not None or tx.queued_inbox():
         return tx.insert_inbox(item)
+    # Idle: admitted straight into a new run (the item is placed as it is inserted).
     run = new_run(tx.conversation_id, item.id)
-    tx.insert_inbox(item)
-    entry = place_item(tx, item, run.id)
+    entry = user_entry(item, run.id)
+    placed = tx.insert_inbox(item.but(state=InboxState.PLACED, run_id=run.id, entry_id=entry.id))
+    tx.add_entry(entry)
     tx.insert_run(run)
     conv = tx.conversation()
     if not conv.title:
         tx.update_conversation(conv.but(title=_title_from(text)))
-    placed = tx.inbox_item(item.id)
-    assert placed is not None and entry is not None
     return placed
 
 

@@ -307,6 +307,7 @@ class RunExecutor:
             if steers:
                 for item in steers:
                     self.track(place_item(tx, item, run.id))
+                tx.transition_run(run.id, ACTIVE_RUN_STATES, usage=run.usage)
                 return None
             return tx.transition_run(
                 run.id,
@@ -314,6 +315,7 @@ class RunExecutor:
                 state=RunState.COMPLETED,
                 reason="answered",
                 result_entry_id=entry.id,
+                usage=run.usage,
             )
 
         return await self.commit(build)
@@ -535,6 +537,8 @@ class RunExecutor:
             closed = tx.close_entry(entry.id, EntryStatus.COMPLETE, data)
             for record in records:
                 tx.insert_tool_call(record)
+            if not records:  # the answer: usage lands with the run's end (one event less)
+                return closed, run.but(usage=usage)
             return closed, tx.transition_run(run.id, ACTIVE_RUN_STATES, usage=usage)
 
         def landed(out: tuple[Entry | None, Run | None]) -> None:
@@ -568,13 +572,18 @@ class RunExecutor:
         )
 
 
-def place_item(tx: Tx, item: InboxItem, run_id: str) -> Entry | None:
-    """Place a queued inbox item into run `run_id`: its user entry, and the item marked
-    placed (compare-and-set: None, and nothing written, if it is no longer queued)."""
-    entry = Entry(
+def user_entry(item: InboxItem, run_id: str) -> Entry:
+    """The user entry an inbox item becomes when it is placed into run `run_id`."""
+    return Entry(
         uuid7(), item.conversation_id, 0, EntryKind.USER, EntryStatus.COMPLETE, item.text,
         now(), run_id=run_id, data={"inbox_id": item.id},
     )  # fmt: skip
+
+
+def place_item(tx: Tx, item: InboxItem, run_id: str) -> Entry | None:
+    """Place a queued inbox item into run `run_id`: its user entry, and the item marked
+    placed (compare-and-set: None, and nothing written, if it is no longer queued)."""
+    entry = user_entry(item, run_id)
     placed = tx.transition_inbox(item.id, InboxState.PLACED, run_id=run_id, entry_id=entry.id)
     if placed is None:
         return None

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from runtime import migrations, storefile
+from runtime import ledger, migrations, storefile
 from runtime.errors import (
     LeaseLost,
     SchemaTooNew,
@@ -37,13 +37,12 @@ from runtime.errors import (
     UnfinishedWork,
     UnknownConversation,
 )
-from runtime.events import ConversationCreated, DurableEvent, LeaseChanged, event_from_dict
+from runtime.events import ConversationCreated, DurableEvent, LeaseChanged
 from runtime.records import Conversation, Entry, InboxItem, Run, ToolCallRecord
 from runtime.tx import (
     CONVERSATION_COLUMNS,
     ENTRY_COLUMNS,
     INBOX_COLUMNS,
-    LEDGER_INSERT,
     RUN_COLUMNS,
     TOOL_COLUMNS,
     Tx,
@@ -51,13 +50,13 @@ from runtime.tx import (
     entry_row,
     inbox_row,
     joined_chunks,
-    ledger_row,
     run_row,
     tool_call_row,
 )
 
 T = TypeVar("T")
 BUSY_TIMEOUT_MS = 10_000
+PAGE_SIZE = 16_384
 _BUSY_STEP_MS = 50  # the writer waits for another process's lock in steps, to stay cancellable
 
 
@@ -126,6 +125,10 @@ def _prepare_file(path: Path) -> None:
                     f"({latest})",
                     hint="upgrade bastion (pip install -U bastion); the file was not changed",
                 )
+            if not tables:
+                # A new file: 16 KiB pages pack a streamed answer of a few KiB with its
+                # neighbours (on 4 KiB pages each one took a page of its own).
+                db.execute(f"PRAGMA page_size={PAGE_SIZE}")
             mode = db.execute("PRAGMA journal_mode=WAL").fetchone()
             if mode is None or str(mode[0]).lower() != "wal":
                 raise StoreError(
@@ -334,7 +337,7 @@ class Store:
                 ),
             )
             first = ConversationCreated(created.id, 1, created)
-            db.execute(LEDGER_INSERT, ledger_row(first))
+            db.execute(ledger.INSERT, ledger.row(first))
             tx = Tx(db, created.id, 1)
             result = then(tx) if then is not None else None
             tx.finish()
@@ -606,17 +609,7 @@ class Store:
     async def ledger(
         self, conversation_id: str, after: int = 0, limit: int = 10_000
     ) -> list[DurableEvent]:
-        rows = await self._fetchall(
-            "SELECT type, payload, seq FROM ledger WHERE conversation_id = ? AND seq > ? "
-            "ORDER BY seq LIMIT ?",
-            (conversation_id, after, limit),
-        )
-        events: list[DurableEvent] = []
-        for type_, payload, seq in rows:
-            data = json.loads(payload)
-            data.update(type=type_, conversation_id=conversation_id, version=seq)
-            events.append(event_from_dict(data))  # type: ignore[arg-type]
-        return events
+        return await self._read(lambda db: ledger.read(db, conversation_id, after, limit))
 
 
 _UNFINISHED = (

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from runtime import ledger
 from runtime.errors import UnknownConversation
 from runtime.events import (
     ConversationUpdated,
@@ -28,7 +29,6 @@ from runtime.events import (
     RunUpdated,
     ToolCallUpdated,
     ToolOutputAppended,
-    event_to_dict,
 )
 from runtime.records import (
     ACTIVE_RUN_STATES,
@@ -52,9 +52,6 @@ INBOX_COLUMNS = "id, conversation_id, mode, text, state, created_at, request_key
 TOOL_COLUMNS = (
     'id, conversation_id, run_id, entry_id, "index", name, arguments, replay_safe, approval,'
     " state, created_at, updated_at, result, result_entry_id, provider_id, process"
-)
-LEDGER_INSERT = (
-    "INSERT INTO ledger (conversation_id, seq, type, payload, time) VALUES (?, ?, ?, ?, ?)"
 )
 _ACTIVE = ", ".join(f"'{s.value}'" for s in ACTIVE_RUN_STATES)
 
@@ -129,19 +126,6 @@ def tool_call_row(row: Sequence[Any]) -> ToolCallRecord:
     )
 
 
-def ledger_row(event: DurableEvent) -> tuple[Any, ...]:
-    data = event_to_dict(event)
-    for key in ("type", "conversation_id", "version"):
-        data.pop(key)
-    return (
-        event.conversation_id,
-        event.version,
-        event.type,
-        json.dumps(data, ensure_ascii=False),
-        time.time(),
-    )
-
-
 def joined_chunks(db: sqlite3.Connection, owner_id: str, kind: str) -> str:
     rows = db.execute(
         "SELECT text FROM chunks WHERE owner_id = ? AND kind = ? ORDER BY start",
@@ -182,7 +166,7 @@ class Tx:
             "UPDATE conversations SET version = ?, updated_at = ? WHERE id = ?",
             (self.version, time.time(), self.conversation_id),
         )
-        self.db.executemany(LEDGER_INSERT, [ledger_row(e) for e in self.events])
+        self.db.executemany(ledger.INSERT, [ledger.row(e) for e in self.events])
 
     # --- reads inside the transaction --------------------------------------
 

@@ -431,3 +431,40 @@ async def test_a_store_failing_while_closing_does_not_hang(tmp_path, monkeypatch
 
     monkeypatch.setattr(Store, "release_lease", malformed)
     await asyncio.wait_for(harness.close(), 5)
+
+
+# --- 12. each text stored once -------------------------------------------------------------
+
+
+async def test_the_ledger_reads_back_the_events_that_were_published(tmp_path):
+    """Payloads leave out what the tables keep (texts, arguments); read back, every
+    event equals the one published."""
+    from runtime.events import is_durable
+
+    toolbox = RecordingToolbox()
+    turns = [
+        ScriptedTurn(text="looking " * 30, reasoning="think " * 20, chunk_size=7, delay=0.002,
+                     tool_calls=(ToolCall("c", "write_file", json.dumps({"path": "p", "content": "x" * 500})),)),
+        ScriptedTurn(text="done " * 40, chunk_size=9, delay=0.002),
+    ]  # fmt: skip
+    provider = ScriptedProvider(turns)
+    harness = await open_harness(tmp_path, provider, toolbox, checkpoint_interval=0.005)
+    sub = harness.subscribe()
+    conv = new_conversation(str(tmp_path), settings={"model": "s/m"})
+    harness.prepare(conv)
+    await harness.drive(conv.id, approval_mode="full-auto")
+    item = await harness.submit(conv.id, "write p " * 50)
+    await harness.wait(item.id, conv.id)
+    published = [e for e in sub.pending() if is_durable(e)]
+    stored = await harness.ledger(conv.id)
+    assert [e.version for e in stored] == list(range(1, len(stored) + 1))
+    assert [e for e in published if e.conversation_id == conv.id] == stored
+    kinds = {e.type for e in stored}
+    assert {"entry.text_appended", "entry.reasoning_appended", "entry.closed"} <= kinds
+    db = sqlite3.connect(harness.store.path)
+    payloads = "".join(p for (p,) in db.execute("SELECT payload FROM ledger"))
+    db.close()
+    for word in ("looking", "think think", "write p " * 20, "x" * 100):
+        at = payloads.find(word)
+        assert at < 0, payloads[max(0, at - 300) : at + 50]
+    await harness.close()

@@ -1,0 +1,149 @@
+"""Ledger rows: each durable event stored with what changed, each text stored once.
+
+An event's payload leaves out what the tables already hold and never change:
+the text of an added entry, of an inbox item, a tool call's arguments, a
+closed entry's data (its tool calls, its reasoning), and the text a checkpoint
+appended (kept as its length: the chunks, and later the
+entry, hold it). Nested records lose the conversation id (the row has it) and
+every field still at its default. Reading the ledger back puts all of it back
+from the tables, so an event read back equals the event published: a follower
+(`bastion attach`) and the reducer see the same thing either way.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import MISSING, fields
+from typing import Any
+
+from runtime.events import DurableEvent, event_from_dict, event_to_dict
+from runtime.records import Conversation, Entry, InboxItem, Run, ToolCallRecord
+
+INSERT = "INSERT INTO ledger (conversation_id, seq, type, payload, time) VALUES (?, ?, ?, ?, ?)"
+_RECORDS = {
+    "conversation": Conversation,
+    "entry": Entry,
+    "run": Run,
+    "item": InboxItem,
+    "tool_call": ToolCallRecord,
+}
+_APPENDED = ("entry.text_appended", "entry.reasoning_appended")
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def _defaults(cls: type[Any]) -> dict[str, Any]:
+    out = {}
+    for f in fields(cls):
+        if f.default is not MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not MISSING:
+            out[f.name] = f.default_factory()
+    return out
+
+
+_DEFAULTS = {name: _defaults(cls) for name, cls in _RECORDS.items()}
+# Fields the tables keep unchanged for good: left out of the payload, read back from there.
+_AT_REST = {
+    "entry": ("text",),
+    "item": ("text", "created_at"),
+    "tool_call": ("arguments",),
+    "run": ("inbox_id", "created_at"),
+}
+
+
+def row(event: DurableEvent) -> tuple[Any, ...]:
+    data = event_to_dict(event)
+    for key in ("type", "conversation_id", "version"):
+        data.pop(key)
+    if event.type in _APPENDED:  # the commonest row: [entry id, offset, length]
+        payload = _dumps([data["entry_id"], data["offset"], len(data["text"])])
+        return (event.conversation_id, event.version, event.type, payload, time.time())
+    if event.type == "entry.closed" and data["data"]:
+        data["data"] = "@rest"  # a closed entry's data never changes again
+    for name, defaults in _DEFAULTS.items():
+        record = data.get(name)
+        if not isinstance(record, dict):
+            continue
+        record.pop("conversation_id", None)
+        slim = {k: v for k, v in record.items() if k not in defaults or defaults[k] != v}
+        if slim.get("text") == "":
+            slim.pop("text")  # an entry that starts empty (read back as "")
+        if event.type != "entry.updated":
+            rest = [f for f in _AT_REST.get(name, ()) if slim.get(f)]
+            for f in rest:
+                slim.pop(f)
+            if rest:
+                slim["@rest"] = rest
+        data[name] = slim
+    return (event.conversation_id, event.version, event.type, _dumps(data), time.time())
+
+
+def read(
+    db: sqlite3.Connection, conversation_id: str, after: int, limit: int
+) -> list[DurableEvent]:
+    """Events of `conversation_id` after version `after`, whole again."""
+    rows = db.execute(
+        "SELECT type, payload, seq FROM ledger WHERE conversation_id = ? AND seq > ? "
+        "ORDER BY seq LIMIT ?",
+        (conversation_id, after, limit),
+    ).fetchall()
+    events: list[DurableEvent] = []
+    for type_, payload, seq in rows:
+        data = json.loads(payload)
+        if isinstance(data, list):
+            data = {"entry_id": data[0], "offset": data[1], "length": data[2]}
+        for name in _RECORDS:
+            record = data.get(name)
+            if isinstance(record, dict):
+                record.setdefault("conversation_id", conversation_id)
+                if name == "entry":
+                    record.setdefault("text", "")
+                _restore(db, name, record)
+        if type_ in _APPENDED and "text" not in data:
+            data["text"] = _appended(db, type_, data)
+        elif data.get("data") == "@rest":
+            found = db.execute("SELECT data FROM entries WHERE id = ?", (data["entry_id"],))
+            stored = found.fetchone()
+            data["data"] = json.loads(stored[0]) if stored else {}
+        data.update(type=type_, conversation_id=conversation_id, version=seq)
+        events.append(event_from_dict(data))  # type: ignore[arg-type]
+    return events
+
+
+_TABLES = {"entry": "entries", "item": "inbox", "tool_call": "tool_calls", "run": "runs"}
+
+
+def _restore(db: sqlite3.Connection, name: str, record: dict[str, Any]) -> None:
+    rest = record.pop("@rest", None)
+    if not rest:
+        return
+    if isinstance(rest, str):
+        rest = [rest]
+    allowed = [f for f in rest if f in _AT_REST[name]]  # column names come from this module
+    found = db.execute(
+        f"SELECT {', '.join(allowed)} FROM {_TABLES[name]} WHERE id = ?", (record["id"],)
+    ).fetchone()
+    for i, f in enumerate(allowed):
+        record[f] = found[i] if found else ("" if f in ("text", "arguments") else None)
+
+
+def _appended(db: sqlite3.Connection, type_: str, data: dict[str, Any]) -> str:
+    """The text a checkpoint appended: from the chunks while the entry streams, else
+    from the entry it was joined into."""
+    kind = "text" if type_ == "entry.text_appended" else "reasoning"
+    start, length = int(data["offset"]), int(data.pop("length"))
+    found = db.execute(
+        "SELECT text FROM chunks WHERE owner_id = ? AND kind = ? AND start = ?",
+        (data["entry_id"], kind, start),
+    ).fetchone()
+    if found is not None:
+        return str(found[0])[:length]
+    entry = db.execute(
+        "SELECT text, data FROM entries WHERE id = ?", (data["entry_id"],)
+    ).fetchone()
+    if entry is None:
+        return ""
+    whole = entry[0] if kind == "text" else json.loads(entry[1]).get("reasoning", "")
+    return str(whole)[start : start + length]
