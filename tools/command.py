@@ -22,11 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from tools.context import Access, ToolContext
-from tools.output import discard_artifact, new_artifact
-from tools.reaper import ReapResult
+from tools.lifetime import ReapResult, Supervised
+from tools.output import HEAD_BYTES, TAIL_BYTES, discard_artifact, excerpt, new_artifact
 from tools.refusal import RefusalCode, Refused
 from tools.result import ToolResult, register_formatter
-from tools.spawn import Supervised
 from tools.tooldef import ToolDef
 
 NAME = "run_command"
@@ -54,8 +53,6 @@ PARAMETERS: dict[str, Any] = {
 }
 DEFAULT_TIMEOUT_MS = 120_000
 MAX_TIMEOUT_MS = 600_000
-HEAD_BYTES = 16 * 1024
-TAIL_BYTES = 16 * 1024
 MAX_ARTIFACT_BYTES = 64 * 1024 * 1024
 DRAIN_S = 1.0
 ENV_KEEP = (
@@ -151,29 +148,16 @@ class Sink:
         os.close(self.fd)
         self.fd = -1
         truncated = self.total > HEAD_BYTES + TAIL_BYTES
+        tail = bytes(self.tail[-TAIL_BYTES:] if truncated else self.tail)
+        data: dict[str, Any] = {
+            "output": excerpt(bytes(self.head), tail, self.total),
+            "truncated": truncated,
+            "output_bytes": self.total,
+            "output_id": self.artifact_id if truncated else None,
+        }
         if not truncated:
             discard_artifact(self.ctx, self.artifact_id)
-            text = bytes(self.head + self.tail).decode("utf-8", "replace")
-            return {
-                "output": text,
-                "truncated": False,
-                "output_bytes": self.total,
-                "output_id": None,
-            }
-        tail = bytes(self.tail[-TAIL_BYTES:])
-        omitted = self.total - len(self.head) - len(tail)
-        text = (
-            bytes(self.head).decode("utf-8", "replace")
-            + f"\n…[{omitted} bytes omitted; page the full output with read_output]…\n"
-            + tail.decode("utf-8", "replace")
-        )
-        data: dict[str, Any] = {
-            "output": text,
-            "truncated": True,
-            "output_bytes": self.total,
-            "output_id": self.artifact_id,
-        }
-        if self.written < self.total:
+        elif self.written < self.total:
             data["artifact_dropped_bytes"] = self.total - self.written
         return data
 

@@ -22,41 +22,47 @@ Without a subreaper (macOS, other Unixes) the supervisor kills the command's
 process group; processes that left it (``setsid``) cannot be found there, and
 the result says so.
 
-``reap(record)`` is the second line of defence, for a fresh process after a
-crash: given the record run_command handed to ``on_start``, it kills what is left
-of the supervisor's tree and of the command's group, and says what it killed and
-what may remain.
+``tools.lifetime.reap(record)`` is the second line of defence, for a fresh
+process after a crash; it uses the functions here.
+
+This file starts a process per command, so it imports little: no dataclasses,
+contextlib or typing (each costs milliseconds at every start).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import select
 import signal
 import sys
 import time
-from dataclasses import dataclass
-from typing import Any
+
+TYPE_CHECKING = False  # typing is not imported: the supervisor starts faster without it
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from typing import Any
 
 RECORD_VERSION = 1
 KILL_BOUND_S = 3.0  # how long the supervisor keeps killing before it reports leftovers
 TERM_GRACE_S = 1.0  # SIGTERM -> SIGKILL on timeout
 PR_SET_CHILD_SUBREAPER = 36
 LINUX = sys.platform.startswith("linux")
+UNTRACKED = (
+    "on this platform only the command's process group is tracked; processes that "
+    "left it (setsid, daemons) may remain"
+)
 
 
-@dataclass(frozen=True, slots=True)
 class Proc:
-    """One line of ``/proc/PID/stat``: what is needed to find a process again."""
+    """One line of ``/proc/PID/stat``: what is needed to find a process again.
+    ``start`` is field 22, the start time in clock ticks since boot."""
 
-    pid: int
-    name: str
-    state: str
-    ppid: int
-    pgid: int
-    start: int  # field 22: start time in clock ticks since boot
+    __slots__ = ("name", "pgid", "pid", "ppid", "start", "state")
+
+    def __init__(self, pid: int, name: str, state: str, ppid: int, pgid: int, start: int):
+        self.pid, self.name, self.state = pid, name, state
+        self.ppid, self.pgid, self.start = ppid, pgid, start
 
     @property
     def dead(self) -> bool:
@@ -109,7 +115,10 @@ def signal_exact(proc: Proc, sig: int) -> bool:
     start time), through a pidfd where the kernel has them. True if it was sent;
     PermissionError propagates."""
     if not LINUX or not hasattr(os, "pidfd_open"):
-        os.kill(proc.pid, sig)
+        try:
+            os.kill(proc.pid, sig)
+        except ProcessLookupError:
+            return False
         return True
     try:
         fd = os.pidfd_open(proc.pid)
@@ -129,53 +138,35 @@ def signal_exact(proc: Proc, sig: int) -> bool:
 
 def reap_children() -> None:
     """Collect exited children (the command's orphans re-parent to us)."""
-    with contextlib.suppress(ChildProcessError):
+    try:
         while os.waitpid(-1, os.WNOHANG)[0] > 0:
             pass
+    except ChildProcessError:
+        pass
 
 
-@dataclass(frozen=True, slots=True)
-class ReapResult:
-    """What ``reap`` (or the supervisor) killed, and what may remain: each a tuple
-    of ``(pid, name)``. ``note`` says why something could not be checked."""
-
-    killed: tuple[tuple[int, str], ...] = ()
-    remaining: tuple[tuple[int, str], ...] = ()
-    note: str = ""
-
-    @property
-    def clean(self) -> bool:
-        return not self.remaining and not self.note
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "killed": [list(p) for p in self.killed],
-            "remaining": [list(p) for p in self.remaining],
-            "note": self.note,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ReapResult:
-        def pairs(key: str) -> tuple[tuple[int, str], ...]:
-            return tuple((int(p), str(n)) for p, n in data.get(key, ()))
-
-        return cls(pairs("killed"), pairs("remaining"), str(data.get("note", "")))
+Pairs = list[tuple[int, str]]
 
 
 def kill_tree(
-    roots: list[Proc], members: Any, bound_s: float = KILL_BOUND_S, reaper: bool = False
-) -> ReapResult:
+    roots: Iterable[Proc],
+    members: Callable[[dict[int, Proc]], Iterable[Proc]],
+    bound_s: float = KILL_BOUND_S,
+    reaper: bool = False,
+) -> tuple[Pairs, Pairs]:
     """SIGKILL ``roots`` and everything ``members(procs)`` lists, again and again,
-    until none is alive or ``bound_s`` passes. A killed parent's children re-parent
-    (to us when we are the subreaper), so the next listing still finds them."""
+    until none is alive or ``bound_s`` passes; returns (killed, remaining) as
+    (pid, name) pairs. A killed parent's children re-parent (to us when we are the
+    subreaper), so the next listing still finds them."""
     killed: dict[int, str] = {}
     denied: set[tuple[int, int]] = set()
     deadline = time.monotonic() + bound_s
     delay = 0.001
     while True:
         procs = table()
-        live = [p for p in (*roots, *members(procs)) if p.pid in procs and not procs[p.pid].dead]
-        live = [procs[p.pid] for p in live if procs[p.pid].start == p.start]
+        listed = [*roots, *members(procs)]
+        live = [procs[p.pid] for p in listed if p.pid in procs and procs[p.pid].start == p.start]
+        live = [p for p in live if not p.dead]
         if not live or all((p.pid, p.start) in denied for p in live):
             break
         if time.monotonic() > deadline:
@@ -190,60 +181,18 @@ def kill_tree(
             reap_children()
         time.sleep(delay)
         delay = min(delay * 2, 0.05)
-    left = tuple((p.pid, p.name) for p in live)
-    return ReapResult(tuple(killed.items()), left)
+    return list(killed.items()), [(p.pid, p.name) for p in live]
 
 
-def reap(record: dict[str, Any], bound_s: float = 5.0) -> ReapResult:
-    """Make sure nothing the command of ``record`` (from run_command's ``on_start``)
-    started is still running; safe to call from a fresh process after a crash, and
-    more than once. Blocks up to about ``bound_s`` (call it from a thread in async
-    code). A pid is only ever signalled if its start time shows it is the process
-    that was recorded, or (for the command's group) started after it."""
-    if record.get("version") != RECORD_VERSION:
-        return ReapResult(note=f"unknown process record version {record.get('version')!r}")
-    if not LINUX or not os.path.isdir("/proc/self"):
-        return reap_group_only(record)
-    if record.get("boot_id") and record["boot_id"] != boot_id():
-        return ReapResult()  # the machine restarted: nothing of it can be running
-    sup_pid, sup_start = int(record["supervisor_pid"]), int(record["supervisor_start"])
-    pgid, start = int(record["pgid"]), int(record["start_time"])
-    supervisor = stat(sup_pid)
-    roots = [supervisor] if supervisor is not None and supervisor.start == sup_start else []
-    leader = stat(pgid)
-    recycled = leader is not None and leader.start != start
-
-    def members(procs: dict[int, Proc]) -> list[Proc]:
-        found = [p for r in roots for p in descendants(r.pid, procs)]
-        if not recycled:
-            found += [p for p in procs.values() if p.pgid == pgid and p.start >= start]
-        return found
-
-    # Descendants first: the supervisor dies last, so nothing re-parents away from it.
-    result = kill_tree([], members, bound_s)
-    if roots:
-        last = kill_tree(roots, lambda procs: [], bound_s)
-        result = ReapResult(result.killed + last.killed, result.remaining + last.remaining)
-    return result
-
-
-def reap_group_only(record: dict[str, Any]) -> ReapResult:
-    """Where there is no /proc: the command's process group is all that can be found."""
-    pgid = int(record["pgid"])
+def kill_group(pgid: int) -> tuple[Pairs, Pairs]:
+    """Where descendants cannot be listed: SIGKILL the command's process group."""
     try:
         os.killpg(pgid, signal.SIGKILL)
-        killed: tuple[tuple[int, str], ...] = ((pgid, "process group"),)
     except ProcessLookupError:
-        killed = ()
+        return [], []
     except PermissionError:
-        return ReapResult(remaining=((pgid, "process group"),))
-    return ReapResult(killed, note=UNTRACKED)
-
-
-UNTRACKED = (
-    "on this platform only the command's process group is tracked; processes that "
-    "left it (setsid, daemons) may remain"
-)
+        return [], [(pgid, "process group")]
+    return [(pgid, "process group")], []
 
 
 # -- the supervisor (run as a script) -------------------------------------------------
@@ -262,13 +211,14 @@ class Supervisor:
     def __init__(self, life: int, report: int, argv: list[str]) -> None:
         self.life, self.report, self.argv = life, report, argv
         self.child = 0
-        self.child_start = 0
         self.status: int | None = None
         self.tracked = False
 
     def send(self, **message: Any) -> None:
-        with contextlib.suppress(OSError):  # bastion is gone: keep cleaning up
+        try:  # noqa: SIM105 (contextlib costs the supervisor's start-up time)
             os.write(self.report, json.dumps(message).encode() + b"\n")
+        except OSError:
+            pass  # bastion is gone: keep cleaning up
 
     def start(self) -> bool:
         self.tracked = subreaper()
@@ -281,8 +231,8 @@ class Supervisor:
             self.send(spawn_error=exc.errno, message=exc.strerror or type(exc).__name__)
             return False
         proc = stat(self.child)
-        self.child_start = proc.start if proc is not None else 0
-        self.send(started=self.child, start_time=self.child_start, tracked=self.tracked)
+        start = proc.start if proc is not None else 0
+        self.send(started=self.child, start_time=start, tracked=self.tracked)
         # The command holds the output pipe; we must not, or it never ends.
         null = os.open(os.devnull, os.O_RDWR)
         os.dup2(null, 1)
@@ -291,7 +241,7 @@ class Supervisor:
         return True
 
     def collect(self) -> None:
-        with contextlib.suppress(ChildProcessError):
+        try:
             while True:
                 pid, status = os.waitpid(-1, os.WNOHANG)
                 if pid == 0:
@@ -299,6 +249,8 @@ class Supervisor:
                 if pid == self.child:
                     self.status = os.waitstatus_to_exitcode(status)
                     self.send(exit=self.status)
+        except ChildProcessError:
+            return
 
     def watch(self, wake: int) -> None:
         """Until the command exits, the lifeline ends, or a timeout's grace runs out."""
@@ -307,8 +259,10 @@ class Supervisor:
             wait = None if term_at is None else max(0.0, term_at - time.monotonic())
             ready, _, _ = select.select([self.life, wake], [], [], wait)
             if wake in ready:
-                with contextlib.suppress(BlockingIOError):
+                try:  # noqa: SIM105
                     os.read(wake, 4096)
+                except BlockingIOError:
+                    pass
             self.collect()
             if self.status is not None:
                 return
@@ -323,24 +277,34 @@ class Supervisor:
                 return
 
     def signal_all(self, sig: int) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
+        targets = descendants(os.getpid(), table()) if self.tracked else []
+        try:  # noqa: SIM105
             os.killpg(self.child, sig)
-        if self.tracked:
-            for proc in descendants(os.getpid(), table()):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    signal_exact(proc, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+        for proc in targets:
+            try:  # noqa: SIM105
+                signal_exact(proc, sig)
+            except PermissionError:
+                pass
 
     def finish(self) -> None:
-        def members(procs: dict[int, Proc]) -> list[Proc]:
-            return descendants(os.getpid(), procs) if self.tracked else []
-
         if self.tracked:
-            result = kill_tree([], members, reaper=True)
+            me = os.getpid()
+            killed, left = kill_tree([], lambda procs: descendants(me, procs), reaper=True)
         else:
-            result = reap_group_only({"pgid": self.child})
+            killed, left = kill_group(self.child)
         reap_children()
         note = "" if self.tracked else UNTRACKED
-        self.send(reaped=ReapResult(result.killed, result.remaining, note).to_dict())
+        self.send(reaped={"killed": killed, "remaining": left, "note": note})
+
+
+class Stop(Exception):
+    """The supervisor itself was asked to end (SIGTERM, SIGHUP, SIGINT)."""
+
+
+def stop(signum: int, frame: object) -> None:
+    raise Stop(signum)
 
 
 def main(argv: list[str]) -> int:
@@ -366,14 +330,6 @@ def main(argv: list[str]) -> int:
             signal.signal(sig, signal.SIG_IGN)
         supervisor.finish()
     return 0
-
-
-class Stop(Exception):
-    """The supervisor itself was asked to end (SIGTERM, SIGHUP, SIGINT)."""
-
-
-def stop(signum: int, frame: object) -> None:
-    raise Stop(signum)
 
 
 if __name__ == "__main__":

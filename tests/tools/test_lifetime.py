@@ -21,7 +21,9 @@ import time
 import pytest
 
 from tools import ToolContext, run_tool
-from tools.reaper import reap, stat
+from tools.lifetime import reap
+from tools.output import artifact_excerpt
+from tools.reaper import stat
 
 from .conftest import code
 
@@ -148,6 +150,7 @@ async def test_a_cancel_at_any_moment_of_start_up_leaves_nothing(ctx):
         assert with_token(token) == [], f"survivors after a cancel at step {step}"
 
 
+TICKS = "i=0; while :; do i=$((i+1)); echo tick >> counter.txt; echo tick $i; sleep 0.1; done"
 CRASHING_HOST = """
 import asyncio, json, sys
 from tools import ToolContext, Workspace, run_tool
@@ -175,11 +178,15 @@ def start_host(ctx: ToolContext, root: pathlib.Path, command: str) -> subprocess
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGHUP])
 async def test_nothing_survives_the_death_of_bastion(ctx, root, sig):
-    host = start_host(ctx, root, ESCAPES + "while :; do echo tick >> counter.txt; sleep 0.1; done")
+    host = start_host(ctx, root, ESCAPES + TICKS)
     try:
         assert host.stdout is not None
         record = json.loads(host.stdout.readline())
         pids = await wait_for_pids(root)
+        counter = root / "counter.txt"
+        while not counter.exists() or counter.read_text().count("\n") < 3:
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.05)  # let the host read what the command printed
         pids["foreground"] = record["pid"]
         pids["supervisor"] = record["supervisor_pid"]
         host.send_signal(sig)
@@ -192,6 +199,8 @@ async def test_nothing_survives_the_death_of_bastion(ctx, root, sig):
         await asyncio.sleep(0.4)
         assert (root / "counter.txt").read_text().count("\n") == lines  # nothing still writes
         assert reap(record).killed == ()  # nothing left for the resume to do
+        found = artifact_excerpt(ctx, record["output_id"])
+        assert found is not None and found[0].startswith("tick 1\ntick 2\n")
     finally:
         host.kill()
         host.wait()
@@ -220,6 +229,26 @@ async def test_reap_after_a_crash_finds_what_a_stuck_supervisor_holds(ctx, root)
     finally:
         host.kill()
         host.wait()
+
+
+async def test_on_start_gets_a_record_before_the_command_is_waited_for(ctx, root):
+    records: list[dict[str, object]] = []
+
+    async def started(record: dict[str, object]) -> None:
+        await asyncio.sleep(0)  # an awaitable is awaited
+        assert (root / "marker").exists() is False  # the command has not been waited for
+        records.append(record)
+
+    result = await run_tool(
+        "run_command", {"command": "sleep 0.2; touch marker"}, ctx._replace(on_start=started)
+    )
+    assert result.ok and len(records) == 1
+    record = records[0]
+    assert json.loads(json.dumps(record)) == record
+    assert record["version"] == 1 and record["pgid"] == record["pid"]
+    assert record["supervisor_pid"] != record["pid"] and record["start_time"]
+    assert record["tracked"] is True and str(record["output_id"]).startswith("out_")
+    assert reap(record).killed == ()  # all gone with the call
 
 
 async def test_reap_never_signals_a_recycled_pid():

@@ -1,4 +1,5 @@
-"""bastion's side of a supervised command (the supervisor is ``tools/reaper.py``).
+"""bastion's side of a supervised command (the supervisor is ``tools/reaper.py``),
+and ``reap(record)``, which makes sure a recorded command is gone.
 
 ``Supervised.spawn`` starts the supervisor synchronously (``subprocess.Popen``
 returns with the pid in hand, before any ``await``), so there is no moment in
@@ -19,12 +20,90 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from tools import reaper
+from tools.reaper import (
+    LINUX,
+    RECORD_VERSION,
+    UNTRACKED,
+    Proc,
+    boot_id,
+    descendants,
+    kill_group,
+    kill_tree,
+    stat,
+)
 
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reaper.py")
 FINISH_BOUND_S = reaper.TERM_GRACE_S + reaper.KILL_BOUND_S + 2.0
+UNREPORTED = (
+    "the supervisor ended without reporting; processes the command started outside "
+    "its process group may remain"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ReapResult:
+    """What ``reap`` (or the supervisor) killed, and what may remain: each a tuple
+    of ``(pid, name)``. ``note`` says why something could not be checked."""
+
+    killed: tuple[tuple[int, str], ...] = ()
+    remaining: tuple[tuple[int, str], ...] = ()
+    note: str = ""
+
+    @property
+    def clean(self) -> bool:
+        return not self.remaining and not self.note
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "killed": [list(p) for p in self.killed],
+            "remaining": [list(p) for p in self.remaining],
+            "note": self.note,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ReapResult:
+        def pairs(key: str) -> tuple[tuple[int, str], ...]:
+            return tuple((int(p), str(n)) for p, n in data.get(key, ()))
+
+        return cls(pairs("killed"), pairs("remaining"), str(data.get("note", "")))
+
+
+def reap(record: dict[str, Any], bound_s: float = 5.0) -> ReapResult:
+    """Make sure nothing the command of ``record`` (from run_command's ``on_start``)
+    started is still running; safe to call from a fresh process after a crash, and
+    more than once. Blocks up to about ``bound_s`` (call it from a thread in async
+    code). A pid is only ever signalled if its start time shows it is the process
+    that was recorded, or (for the command's group) started after it."""
+    if record.get("version") != RECORD_VERSION:
+        return ReapResult(note=f"unknown process record version {record.get('version')!r}")
+    if not LINUX or not os.path.isdir("/proc/self"):
+        killed, left = kill_group(int(record["pgid"]))
+        return ReapResult(tuple(killed), tuple(left), UNTRACKED)
+    if record.get("boot_id") and record["boot_id"] != boot_id():
+        return ReapResult()  # the machine restarted: nothing of it can be running
+    sup_pid, sup_start = int(record["supervisor_pid"]), int(record["supervisor_start"])
+    pgid, start = int(record["pgid"]), int(record["start_time"])
+    supervisor = stat(sup_pid)
+    roots = [supervisor] if supervisor is not None and supervisor.start == sup_start else []
+    leader = stat(pgid)
+    recycled = leader is not None and leader.start != start
+
+    def members(procs: dict[int, Proc]) -> list[Proc]:
+        found = [p for r in roots for p in descendants(r.pid, procs)]
+        if not recycled:
+            found += [p for p in procs.values() if p.pgid == pgid and p.start >= start]
+        return found
+
+    # Descendants first: the supervisor dies last, so nothing re-parents away from it.
+    killed, left = kill_tree([], members, bound_s)
+    if roots:
+        more, rest = kill_tree(roots, lambda procs: [], bound_s)
+        killed, left = killed + more, left + rest
+    return ReapResult(tuple(killed), tuple(left))
 
 
 class SupervisorError(Exception):
@@ -45,7 +124,7 @@ class Supervised:
         self.child_start = 0
         self.tracked = False
         self.exit_code: int | None = None
-        self.reaped: reaper.ReapResult | None = None
+        self.reaped: ReapResult | None = None
         self.supervisor_start = start_time(proc.pid)
 
     @classmethod
@@ -98,7 +177,7 @@ class Supervised:
         if "exit" in message:
             self.exit_code = int(message["exit"])
         if "reaped" in message:
-            self.reaped = reaper.ReapResult.from_dict(message["reaped"])
+            self.reaped = ReapResult.from_dict(message["reaped"])
         return message
 
     async def started(self) -> dict[str, Any]:
@@ -115,13 +194,13 @@ class Supervised:
     def record(self, output_id: str) -> dict[str, Any]:
         """What ``reaper.reap`` needs to find this command again after a crash."""
         return {
-            "version": reaper.RECORD_VERSION,
+            "version": RECORD_VERSION,
             "supervisor_pid": self.proc.pid,
             "supervisor_start": self.supervisor_start,
             "pid": self.child,
             "pgid": self.child,
             "start_time": self.child_start,
-            "boot_id": reaper.boot_id(),
+            "boot_id": boot_id(),
             "tracked": self.tracked,
             "output_id": output_id,
         }
@@ -152,7 +231,7 @@ class Supervised:
             os.close(self.life)
             self.life = -1
 
-    async def finished(self) -> reaper.ReapResult:
+    async def finished(self) -> ReapResult:
         """Read reports to the supervisor's end and collect it; if it does not end in
         time, kill it and the command's group and say what may remain."""
         try:
@@ -163,10 +242,7 @@ class Supervised:
             self.force()
         await self.wait_supervisor()
         if self.reaped is None:
-            return reaper.ReapResult(
-                note="the supervisor ended without reporting; processes the command "
-                "started outside its process group may remain"
-            )
+            return ReapResult(note=UNREPORTED)
         return self.reaped
 
     def force(self) -> None:
@@ -193,5 +269,5 @@ class Supervised:
 
 
 def start_time(pid: int) -> int:
-    proc = reaper.stat(pid)
+    proc = stat(pid)
     return proc.start if proc is not None else 0
