@@ -20,6 +20,8 @@ import pytest
 from tools import Limits, ToolContext, Workspace, native, run_tool_sync
 from tools.scan import ContentMatcher
 
+from .conftest import require_native
+
 PATTERNS: list[tuple[str, bool]] = [
     ("needle", True),
     ("a\nb", True),
@@ -73,10 +75,7 @@ def both(root: pathlib.Path, name: str, args: dict[str, object], limits: Limits)
 @pytest.fixture(autouse=True)
 def hot_path() -> str:
     """Overrides the conftest's two-way parametrization: these tests hold both paths."""
-    if native.NATIVE is None:
-        pytest.fail(
-            "tools._native is not built (`pip install -e .` compiles tools/csrc/ (needs libre2-dev))"
-        )
+    require_native()
     return "native"
 
 
@@ -302,5 +301,119 @@ def test_readers_take_the_shared_budget_in_turn(tmp_path: pathlib.Path) -> None:
             single = lib.Reader([(fd, names)], None, None, lib.Budget(*rooms), True, True, 8192)
             assert taken == sorted(n for _, n in single.kept()), rooms
             assert sum(r.wait()[1] for r in readers) == single.wait()[1]
+    finally:
+        os.close(fd)
+
+
+# -- error paths (nox -s sanitize runs these under ASan and UBSan) -----------------------
+
+
+class Boom(Exception):
+    pass
+
+
+def raising_find(*args: object) -> object:
+    raise Boom("find failed")
+
+
+def test_a_raising_find_surfaces_its_own_error(tmp_path: pathlib.Path) -> None:
+    """Reader.scan without a literal calls RE2's Match through Python on a view of
+    its buffer; the view is released after the error, which stays the one raised
+    (it used to become SystemError: release was called with the error pending)."""
+    lib = native.NATIVE
+    (tmp_path / "a.txt").write_bytes(b"one\ntwo\n")
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        reader = lib.Reader(
+            [(fd, ["a.txt"])], None, None, lib.Budget(10, 1 << 20), True, False, 8192
+        )
+        assert reader.wait()[0] == 1
+        with pytest.raises(Boom):
+            reader.scan([""], raising_find, None, None, 10)
+        with pytest.raises(Boom):
+            lib.scan(["a"], [b"x\n"], None, None, raising_find, None, None, False, 10, 8192)
+    finally:
+        os.close(fd)
+
+
+def test_scan_holds_its_own_lists_while_python_runs() -> None:
+    """The find function may change the caller's lists; scan reads its own copies."""
+    paths, chunks = ["a", "b"], [b"x1\n" * 100, b"x2\n" * 100]
+
+    def find(anchor: object, data: object, pos: int, end: int) -> list[tuple[int, int]]:
+        paths.clear()
+        chunks.clear()
+        return [(pos, pos + 1)] if pos < end else [(-1, -1)]
+
+    hits, matched, _, _ = native.NATIVE.scan(
+        paths, chunks, None, None, find, None, None, True, 1000, 8192
+    )
+    assert matched == 2 and [h["path"] for h in hits[:1] + hits[-1:]] == ["a", "b"]
+
+
+def fail_alloc() -> object:
+    fail = getattr(native.NATIVE, "_fail_alloc", None)
+    if fail is None:
+        pytest.skip("allocation faults are compiled only into the sanitize build (nox -s sanitize)")
+    return fail
+
+
+def each_allocation_failing(fail: object, work: object) -> int:
+    """Run ``work`` with its 1st, 2nd, ... allocation failing, until it gets through
+    with none failing; each run either raises MemoryError or gives a result (a read
+    whose buffer failed counts the file unreadable). Returns how many failed."""
+    failures = 0
+    for n in range(1, 200):
+        fail(n)  # type: ignore[operator]
+        try:
+            work()  # type: ignore[operator]
+        except MemoryError:
+            failures += 1
+        if fail(0) != 0:  # type: ignore[operator]  # the n-th allocation never came
+            return failures
+    raise AssertionError("more than 200 allocations")
+
+
+def test_allocation_failures_are_memory_errors(tmp_path: pathlib.Path) -> None:
+    fail, lib = fail_alloc(), native.NATIVE
+    for i in range(12):
+        (tmp_path / f"f{i}.txt").write_bytes(b"needle here\nplain\n" * (i + 1))
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    names = sorted(os.listdir(tmp_path))
+    regex = lib.Regex("ne+dle", False)
+    try:
+
+        def stats() -> None:
+            assert len(lib.Stats([(fd, names[:6]), (fd, names[6:])]).wait()) == 12
+
+        def reader() -> None:
+            for literal, pattern in ((b"needle", None), (None, regex)):
+                r = lib.Reader(
+                    [(fd, names)], literal, pattern, lib.Budget(99, 1 << 20), True, True, 8192
+                )
+                r.wait()
+                r.scan([""], None, None, None, 100)
+
+        def scan() -> None:
+            lib.scan(
+                ["a", "b"],
+                [b"needle\n" * 50, b"x\n"],
+                b"needle",
+                None,
+                None,
+                None,
+                None,
+                True,
+                100,
+                8192,
+            )
+
+        def listing() -> None:
+            lib.listdir(fd)
+            sub, _ = lib.open_listdir(fd, ".")
+            os.close(sub)
+
+        for work in (stats, reader, scan, listing):
+            assert each_allocation_failing(fail, work) >= 1, work.__name__
     finally:
         os.close(fd)

@@ -125,6 +125,18 @@ void bastion_regex_free(void *handle);
 const void *regex_handle(PyObject *obj); /* NULL for None; -1 cast on a wrong type */
 extern PyTypeObject RegexType;
 
+/* Allocation-failure injection, compiled only with -DBASTION_FAULTS (nox -s
+ * sanitize): _fail_alloc(n) makes the n-th allocation from now fail, once. */
+#if defined(BASTION_FAULTS) && !defined(BASTION_FAULTS_IMPL)
+#include <stdlib.h>
+void *fault_malloc(size_t size);
+void *fault_realloc(void *ptr, size_t size);
+void *fault_calloc(size_t n, size_t size);
+#define malloc fault_malloc
+#define realloc fault_realloc
+#define PyMem_Calloc fault_calloc
+#endif
+
 /* module functions */
 PyObject *native_listdir(PyObject *self, PyObject *arg);
 PyObject *native_open_listdir(PyObject *self, PyObject *args);

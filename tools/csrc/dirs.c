@@ -208,11 +208,10 @@ PyObject *native_open_listdir(PyObject *self, PyObject *args) {
     }
     PyObject *listing = err ? Py_NewRef(Py_None) : listing_tuple(&names, total);
     free(names.data);
-    if (listing == NULL) {
+    PyObject *out = listing ? Py_BuildValue("(iN)", fd, listing) : NULL;
+    if (out == NULL)
         close(fd);
-        return NULL;
-    }
-    return Py_BuildValue("(iN)", fd, listing);
+    return out;
 }
 
 /* ---- Stats: mtimes of many names in the background ---- */

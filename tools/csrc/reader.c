@@ -456,13 +456,23 @@ static PyObject *reader_kept(Reader *r, PyObject *unused) { return each_kept(r, 
 
 static PyObject *reader_chunks(Reader *r, PyObject *unused) { return each_kept(r, kept_bytes); }
 
-/* A view RE2 was given must not outlive the buffer: release it after each file. */
-static void drop_view(FileView *view) {
+/* A view RE2 was given must not outlive the buffer: release it after each file.
+ * ``rc`` is the scan's: an exception it left pending is set aside for the call
+ * (nothing may be called with one pending) and stays the one raised; a failed
+ * release (a buffer still exported) is an error of its own. */
+static int drop_view(FileView *view, int rc) {
     if (view->obj == NULL)
-        return;
+        return rc;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
     PyObject *done = PyObject_CallMethod(view->obj, "release", NULL);
-    Py_XDECREF(done);
     Py_CLEAR(view->obj);
+    if (done == NULL && type != NULL)
+        PyErr_WriteUnraisable(NULL); /* reported; the scan's own error goes on */
+    Py_XDECREF(done);
+    if (type != NULL)
+        PyErr_Restore(type, value, tb);
+    return done == NULL ? -1 : rc;
 }
 
 /* Whether a file's scan can add nothing: its candidate lines are known, and none. */
@@ -503,8 +513,7 @@ static PyObject *reader_scan(Reader *r, PyObject *args) {
             return NULL;
         }
         FileView view = {job->data, job->got, NULL, r->lines_found ? &job->lines : NULL};
-        int rc = scan_view(&r->spec, &f, path, &view);
-        drop_view(&view);
+        int rc = drop_view(&view, scan_view(&r->spec, &f, path, &view));
         Py_DECREF(path);
         if (rc != 0) {
             found_clear(&f);

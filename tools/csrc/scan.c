@@ -350,14 +350,22 @@ PyObject *native_scan(PyObject *self, PyObject *args) {
     Found f;
     if (!PyArg_ParseTuple(args, "O!O!OOOOOpnn", &PyList_Type, &paths, &PyList_Type, &chunks,
                           &literal, &regex, &find, &confirm, &anchor, &trusted, &limit,
-                          &long_line) ||
-        check_lists(paths, chunks) != 0 ||
-        parse_spec(literal, find, regex, trusted, long_line, &spec) != 0)
+                          &long_line))
         return NULL;
-    if (found_init(&f, find, confirm, anchor, limit) != 0 ||
-        scan_chunks(&spec, &f, paths, chunks) != 0) {
-        found_clear(&f);
-        return NULL;
+    /* Our own lists: the bytes are read without the GIL and the paths used while
+     * RE2's Python calls run, either of which may change the caller's lists. */
+    PyObject *own_paths = PyList_GetSlice(paths, 0, PY_SSIZE_T_MAX);
+    PyObject *own_chunks = PyList_GetSlice(chunks, 0, PY_SSIZE_T_MAX);
+    PyObject *out = NULL;
+    if (own_paths && own_chunks && check_lists(own_paths, own_chunks) == 0 &&
+        parse_spec(literal, find, regex, trusted, long_line, &spec) == 0) {
+        if (found_init(&f, find, confirm, anchor, limit) == 0 &&
+            scan_chunks(&spec, &f, own_paths, own_chunks) == 0)
+            out = found_result(&f);
+        else
+            found_clear(&f);
     }
-    return found_result(&f);
+    Py_XDECREF(own_paths);
+    Py_XDECREF(own_chunks);
+    return out;
 }
