@@ -73,6 +73,9 @@ def sanitize(session: nox.Session) -> None:
         "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1",
         "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1",
         "BASTION_REQUIRE_NATIVE": "1",
+        # Python's own allocator hides PyMem_* blocks from ASan (a double PyMem_Free
+        # corrupts its free lists and crashes later, elsewhere); plain malloc shows it.
+        "PYTHONMALLOC": "malloc",
     }
     # The one test that starts Python with a scrubbed environment cannot preload ASan.
     session.run("python", "-m", "pytest", "tests/tools", "-k", "not stays_lean", env=env)

@@ -199,11 +199,16 @@ def kill_group(pgid: int) -> tuple[Pairs, Pairs]:
 
 
 def subreaper() -> bool:
+    """Become a child subreaper (Linux 3.4+). False where that is impossible (no
+    prctl, a Python without ctypes): the process group is then all that is tracked."""
     if not LINUX:
         return False
-    import ctypes
+    try:
+        import ctypes
 
-    libc = ctypes.CDLL(None, use_errno=True)
+        libc = ctypes.CDLL(None, use_errno=True)
+    except (ImportError, OSError):
+        return False
     return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
 
 

@@ -380,7 +380,7 @@ def test_allocation_failures_are_memory_errors(tmp_path: pathlib.Path) -> None:
         (tmp_path / f"f{i}.txt").write_bytes(b"needle here\nplain\n" * (i + 1))
     fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
     names = sorted(os.listdir(tmp_path))
-    regex = lib.Regex("ne+dle", False)
+    regex = lib.Regex(b"ne+dle", False)
     try:
 
         def stats() -> None:
