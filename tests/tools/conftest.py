@@ -9,26 +9,30 @@ import pytest
 
 from tools import Access, Limits, ToolContext, ToolResult, Workspace, native, run_tool
 
+REQUIRED = os.environ.get("BASTION_REQUIRE_NATIVE") == "1"
+WHY_NOT_NATIVE = (
+    f"tools._native is not in use ({native.REASON}); to build it, install a C/C++ "
+    "compiler and RE2's headers (Debian: build-essential libre2-dev), then "
+    "`pip install -e .` again"
+)
+# Without the module (and unless CI requires it) the tools tests run on the Python
+# path only, and test_native.py skips as a whole: one line each says why.
+PATHS = ["native", "python"] if native.NATIVE is not None or REQUIRED else ["python"]
+
 
 def require_native() -> None:
-    """Skip a test that needs tools._native where it is not built, saying why and how
-    to build it; with BASTION_REQUIRE_NATIVE=1 (CI) its absence fails instead."""
-    if native.NATIVE is not None:
-        return
-    why = (
-        f"tools._native is not in use ({native.REASON}); to build it, install a C/C++ "
-        "compiler and RE2's headers (Debian: build-essential libre2-dev), then "
-        "`pip install -e .` again"
-    )
-    if os.environ.get("BASTION_REQUIRE_NATIVE") == "1":
-        pytest.fail(why + " [BASTION_REQUIRE_NATIVE=1]")
-    pytest.skip(why)
+    """Skip what needs tools._native where it is not built, saying why and how to
+    build it; with BASTION_REQUIRE_NATIVE=1 (CI) its absence fails instead."""
+    if native.NATIVE is None:
+        if REQUIRED:
+            pytest.fail(WHY_NOT_NATIVE + " [BASTION_REQUIRE_NATIVE=1]")
+        pytest.skip(WHY_NOT_NATIVE)
 
 
-@pytest.fixture(autouse=True, params=["native", "python"])
+@pytest.fixture(autouse=True, params=PATHS)
 def hot_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Every tools test runs twice: with tools._native and on the pure-Python path
-    it falls back to. Without the module the native run skips (see require_native)."""
+    it falls back to (only the latter where the module is missing, see PATHS)."""
     if request.param == "python":
         monkeypatch.setattr(native, "NATIVE", None)
     else:

@@ -20,7 +20,10 @@ import pytest
 from tools import Limits, ToolContext, Workspace, native, run_tool_sync
 from tools.scan import ContentMatcher
 
-from .conftest import require_native
+from .conftest import REQUIRED, WHY_NOT_NATIVE, require_native
+
+if native.NATIVE is None and not REQUIRED:
+    pytest.skip(WHY_NOT_NATIVE, allow_module_level=True)
 
 PATTERNS: list[tuple[str, bool]] = [
     ("needle", True),
