@@ -420,3 +420,23 @@ def test_allocation_failures_are_memory_errors(tmp_path: pathlib.Path) -> None:
             assert each_allocation_failing(fail, work) >= 1, work.__name__
     finally:
         os.close(fd)
+
+
+def test_arenas_are_kept_only_while_a_search_runs(tmp_path: pathlib.Path) -> None:
+    """A Reader's arena goes back to a cache for the search's next Reader; when the
+    search's Budget goes, the cache is emptied (a TUI holds no arena between
+    searches). Counted only in the sanitize build."""
+    fail_alloc()
+    lib = native.NATIVE
+    (tmp_path / "a.txt").write_bytes(b"needle\n")
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        budget = lib.Budget(10, 1 << 20)
+        reader = lib.Reader([(fd, ["a.txt"])], b"needle", None, budget, True, True, 8192)
+        assert reader.wait()[0] == 1
+        del reader
+        assert lib._cached_arenas() == 1  # kept for the search's next group
+        del budget
+        assert lib._cached_arenas() == 0
+    finally:
+        os.close(fd)

@@ -136,6 +136,9 @@ void *fault_calloc(size_t n, size_t size);
 #define realloc fault_realloc
 #define PyMem_Calloc fault_calloc
 #endif
+#ifdef BASTION_FAULTS
+PyObject *native_cached_arenas(PyObject *self, PyObject *unused);
+#endif
 
 /* module functions */
 PyObject *native_listdir(PyObject *self, PyObject *arg);

@@ -33,6 +33,7 @@ static PyMethodDef methods[] = {
     {"scan", native_scan, METH_VARARGS, "Matching lines of files in memory, as hit dicts."},
 #ifdef BASTION_FAULTS
     {"_fail_alloc", native_fail_alloc, METH_O, "Fail the n-th allocation from now (tests)."},
+    {"_cached_arenas", native_cached_arenas, METH_NOARGS, "Arenas kept for the next Reader."},
 #endif
     {NULL, NULL, 0, NULL},
 };

@@ -71,7 +71,9 @@ typedef struct {
 
 /* Arenas are kept for the next Reader: a search reads group after group, and a
  * fresh arena would be faulted in page by page each time (45k page faults on the
- * bench tree's 250 MB, a third of the search's system time). */
+ * bench tree's 250 MB, a third of the search's system time). They are kept only
+ * while a search runs: when the last Budget (one per search, outliving its
+ * Readers) goes, so do they, and a long-running TUI holds none between searches. */
 #define ARENA_SLOTS 2
 #define ARENA_KEEP_MAX (64u << 20)
 static struct {
@@ -115,6 +117,29 @@ static void arena_give(char *ptr, size_t cap) {
     pthread_mutex_unlock(&arenas_lock);
     free(ptr);
 }
+
+static long live_budgets; /* changed with the GIL held */
+
+static void arenas_drop(void) {
+    pthread_mutex_lock(&arenas_lock);
+    for (int i = 0; i < ARENA_SLOTS; i++) {
+        free(arenas[i].ptr);
+        arenas[i].ptr = NULL;
+        arenas[i].cap = 0;
+    }
+    pthread_mutex_unlock(&arenas_lock);
+}
+
+#ifdef BASTION_FAULTS
+PyObject *native_cached_arenas(PyObject *self, PyObject *unused) {
+    long n = 0;
+    pthread_mutex_lock(&arenas_lock);
+    for (int i = 0; i < ARENA_SLOTS; i++)
+        n += arenas[i].ptr != NULL;
+    pthread_mutex_unlock(&arenas_lock);
+    return PyLong_FromLong(n);
+}
+#endif
 
 static void open_job(Job *job, const char *name) {
     int fd;
@@ -295,10 +320,13 @@ static PyObject *budget_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
     pthread_cond_init(&b->turned, NULL);
     b->file_room = file_room;
     b->byte_room = byte_room;
+    live_budgets++;
     return (PyObject *)b;
 }
 
 static void budget_dealloc(Budget *b) {
+    if (--live_budgets == 0)
+        arenas_drop();
     pthread_cond_destroy(&b->turned);
     pthread_mutex_destroy(&b->lock);
     Py_TYPE(b)->tp_free((PyObject *)b);
