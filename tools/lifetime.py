@@ -80,6 +80,8 @@ def reap(record: dict[str, Any], bound_s: float = 5.0) -> ReapResult:
     that was recorded, or (for the command's group) started after it."""
     if record.get("version") != RECORD_VERSION:
         return ReapResult(note=f"unknown process record version {record.get('version')!r}")
+    if int(record.get("pgid", 0)) <= 1:  # killpg(0) would be our own group
+        return ReapResult(note="the process record names no process group")
     if not LINUX or not os.path.isdir("/proc/self"):
         killed, left = kill_group(int(record["pgid"]))
         return ReapResult(tuple(killed), tuple(left), UNTRACKED)

@@ -266,3 +266,4 @@ async def test_reap_never_signals_a_recycled_pid():
     result = reap(record, bound_s=0.5)
     assert result.killed == () and result.remaining == ()
     assert reap({"version": 99}).note.startswith("unknown process record version")
+    assert reap({**record, "pgid": 0}).note == "the process record names no process group"
