@@ -198,9 +198,11 @@ def kill_group(pgid: int) -> tuple[Pairs, Pairs]:
 # -- the supervisor (run as a script) -------------------------------------------------
 
 
-def subreaper() -> bool:
-    """Become a child subreaper (Linux 3.4+). False where that is impossible (no
-    prctl, a Python without ctypes): the process group is then all that is tracked."""
+def subreaper(become: bool = True) -> bool:
+    """Become a child subreaper (Linux 3.4+); with ``become=False`` only ask whether
+    this kernel has them (``PR_GET_CHILD_SUBREAPER``, changing nothing). False where
+    it is impossible (no prctl, a Python without ctypes): the process group is then
+    all that is tracked."""
     if not LINUX:
         return False
     try:
@@ -209,6 +211,9 @@ def subreaper() -> bool:
         libc = ctypes.CDLL(None, use_errno=True)
     except (ImportError, OSError):
         return False
+    if not become:
+        flag = ctypes.c_int()
+        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER + 1, ctypes.byref(flag), 0, 0, 0) == 0)
     return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
 
 

@@ -32,7 +32,7 @@ def search_path() -> Check:
 def commands() -> Check:
     from tools import reaper
 
-    if reaper.subreaper():  # harmless here: doctor starts no processes and exits
+    if reaper.subreaper(become=False):
         return Check(
             "commands",
             True,

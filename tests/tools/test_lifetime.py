@@ -267,3 +267,28 @@ async def test_reap_never_signals_a_recycled_pid():
     assert result.killed == () and result.remaining == ()
     assert reap({"version": 99}).note.startswith("unknown process record version")
     assert reap({**record, "pgid": 0}).note == "the process record names no process group"
+
+
+async def test_without_a_subreaper_the_group_dies_and_the_result_says_what_may_remain(
+    call, ctx, root, tmp_path, monkeypatch
+):
+    """What macOS gets (no subreaper), simulated by a supervisor whose prctl fails:
+    the command's process group is killed, a setsid'd process is out of reach, and
+    the result says so."""
+    import tools
+    import tools.lifetime
+
+    wrapper = tmp_path / "no_subreaper.py"
+    wrapper.write_text(
+        f"import sys\nsys.path.insert(0, {str(pathlib.Path(tools.__file__).parent)!r})\n"
+        "import reaper\nreaper.subreaper = lambda: False\nsys.exit(reaper.main(sys.argv))\n"
+    )
+    monkeypatch.setattr(tools.lifetime, "SCRIPT", str(wrapper))
+    script = "sleep 1012 & echo $! > bg.pid; setsid sleep 1012 & echo $! > setsid.pid; sleep 0.2"
+    result = await call("run_command", command=script)
+    assert result.ok and result.data["process_note"].startswith("on this platform only")
+    assert "may remain" in result.model_text()
+    bg, escaped = int((root / "bg.pid").read_text()), int((root / "setsid.pid").read_text())
+    assert gone(bg)
+    assert not gone(escaped)  # the limit the note names
+    os.kill(escaped, signal.SIGKILL)
