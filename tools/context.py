@@ -30,7 +30,8 @@ class ToolContext(NamedTuple):
     ``on_start(record)``, when given, is called once a command has started with a
     JSON-able record of its processes, which ``tools.reaper.reap(record)`` uses to
     make sure they are gone (after a crash, say); an awaitable it returns is awaited
-    before the command is waited for."""
+    before the command is waited for. If it raises, the command is killed and the
+    call fails (INTERNAL): a command that could not be recorded does not run on."""
 
     workspace: Workspace
     limits: Limits = Limits()  # immutable: one shared default is safe

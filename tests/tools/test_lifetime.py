@@ -292,3 +292,15 @@ async def test_without_a_subreaper_the_group_dies_and_the_result_says_what_may_r
     assert gone(bg)
     assert not gone(escaped)  # the limit the note names
     os.kill(escaped, signal.SIGKILL)
+
+
+async def test_a_command_that_cannot_be_recorded_does_not_run_on(ctx, root):
+    def broken(record: dict[str, object]) -> None:
+        (root / "leader.pid").write_text(str(record["pid"]))
+        raise OSError("the store is full")
+
+    result = await run_tool(
+        "run_command", {"command": "sleep 30; touch late"}, ctx._replace(on_start=broken)
+    )
+    assert code(result) == "INTERNAL" and "OSError" in result.refusal.message
+    assert gone(int((root / "leader.pid").read_text()))
