@@ -304,3 +304,14 @@ async def test_a_command_that_cannot_be_recorded_does_not_run_on(ctx, root):
     )
     assert code(result) == "INTERNAL" and "OSError" in result.refusal.message
     assert gone(int((root / "leader.pid").read_text()))
+
+
+def test_the_supervisors_reports_are_json():
+    import json as std_json
+
+    from tools.reaper import to_json
+
+    value = {"reaped": {"killed": [[1, 'a "b" \\ c\n\té😀'], [2, ""]], "note": None}, "ok": True}
+    assert std_json.loads(to_json(value)) == value
+    with pytest.raises(TypeError):
+        to_json(1.5)
