@@ -108,6 +108,20 @@ def test_search_bounds_match_python_path(tmp_path: pathlib.Path) -> None:
         assert fast["data"]["matches"], "what was read before the bound is still searched"
 
 
+def test_single_file_search_matches_python_path(tmp_path: pathlib.Path) -> None:
+    """A search whose path is one file goes through a one-file Reader."""
+    random_tree(tmp_path, 7)
+    files = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
+    for path in files[::4]:
+        for pattern, literal in PATTERNS[:6]:
+            args = {"pattern": pattern, "literal": literal, "path": path}
+            fast, slow = both(tmp_path, "search_files", args, Limits())
+            assert fast == slow, (path, pattern)
+    for limits in (Limits(max_content_bytes=10), Limits(max_files=0)):
+        fast, slow = both(tmp_path, "search_files", {"pattern": "needle", "path": files[0]}, limits)
+        assert fast == slow, limits
+
+
 def test_glob_matches_python_path(tmp_path: pathlib.Path) -> None:
     random_tree(tmp_path, 5)
     os.symlink("d0", tmp_path / "link")
@@ -333,25 +347,8 @@ def test_a_raising_find_surfaces_its_own_error(tmp_path: pathlib.Path) -> None:
         assert reader.wait()[0] == 1
         with pytest.raises(Boom):
             reader.scan([""], raising_find, None, None, 10)
-        with pytest.raises(Boom):
-            lib.scan(["a"], [b"x\n"], None, None, raising_find, None, None, False, 10, 8192)
     finally:
         os.close(fd)
-
-
-def test_scan_holds_its_own_lists_while_python_runs() -> None:
-    """The find function may change the caller's lists; scan reads its own copies."""
-    paths, chunks = ["a", "b"], [b"x1\n" * 100, b"x2\n" * 100]
-
-    def find(anchor: object, data: object, pos: int, end: int) -> list[tuple[int, int]]:
-        paths.clear()
-        chunks.clear()
-        return [(pos, pos + 1)] if pos < end else [(-1, -1)]
-
-    hits, matched, _, _ = native.NATIVE.scan(
-        paths, chunks, None, None, find, None, None, True, 1000, 8192
-    )
-    assert matched == 2 and [h["path"] for h in hits[:1] + hits[-1:]] == ["a", "b"]
 
 
 def fail_alloc() -> object:
@@ -397,26 +394,12 @@ def test_allocation_failures_are_memory_errors(tmp_path: pathlib.Path) -> None:
                 r.wait()
                 r.scan([""], None, None, None, 100)
 
-        def scan() -> None:
-            lib.scan(
-                ["a", "b"],
-                [b"needle\n" * 50, b"x\n"],
-                b"needle",
-                None,
-                None,
-                None,
-                None,
-                True,
-                100,
-                8192,
-            )
-
         def listing() -> None:
             lib.listdir(fd)
             sub, _ = lib.open_listdir(fd, ".")
             os.close(sub)
 
-        for work in (stats, reader, scan, listing):
+        for work in (stats, reader, listing):
             assert each_allocation_failing(fail, work) >= 1, work.__name__
     finally:
         os.close(fd)

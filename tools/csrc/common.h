@@ -10,7 +10,6 @@
  *   newest_first(m, paths)   glob's order: newest first, ties by path      (dirs.c)
  *   Reader(groups, ...)      open, check and read files on a few threads,
  *                            in the background, then scan them             (reader.c)
- *   scan(paths, chunks, ...) matching lines of bytes as the result's hits  (scan.c)
  *
  * Every open is relative to a descriptor the caller pinned, one name at a time
  * (a name with '/' or NUL is refused), with O_NOFOLLOW | O_NONBLOCK, and anything
@@ -144,7 +143,6 @@ PyObject *native_cached_arenas(PyObject *self, PyObject *unused);
 PyObject *native_listdir(PyObject *self, PyObject *arg);
 PyObject *native_open_listdir(PyObject *self, PyObject *args);
 PyObject *native_newest_first(PyObject *self, PyObject *args);
-PyObject *native_scan(PyObject *self, PyObject *args);
 extern PyTypeObject ReaderType;
 extern PyTypeObject BudgetType;
 extern PyTypeObject StatsType;

@@ -30,7 +30,6 @@ static PyMethodDef methods[] = {
     {"listdir", native_listdir, METH_O, "(files, dirs, symlinks, entries) of a directory fd."},
     {"open_listdir", native_open_listdir, METH_VARARGS, "(fd, listing) of a subdirectory."},
     {"newest_first", native_newest_first, METH_VARARGS, "Paths by mtime, newest first."},
-    {"scan", native_scan, METH_VARARGS, "Matching lines of files in memory, as hit dicts."},
 #ifdef BASTION_FAULTS
     {"_fail_alloc", native_fail_alloc, METH_O, "Fail the n-th allocation from now (tests)."},
     {"_cached_arenas", native_cached_arenas, METH_NOARGS, "Arenas kept for the next Reader."},
