@@ -60,9 +60,12 @@ def bench(session: nox.Session) -> None:
 @nox.session
 def sanitize(session: nox.Session) -> None:
     """tools._native built with AddressSanitizer and UBSan, then the tools tests (both
-    paths) and a large search under them; any report fails the session."""
+    paths) and a large search under them; any report fails the session. The build
+    has the allocation-failure hook (-DBASTION_FAULTS: ``_native._fail_alloc``), so
+    test_native's fault cases run here, and a missing module fails rather than skips."""
     flags = "-fsanitize=address,undefined -fno-omit-frame-pointer -g -O1"
-    session.install("-e", ".[test]", env={"CFLAGS": flags, "LDFLAGS": flags})
+    faults = flags + " -DBASTION_FAULTS"
+    session.install("-e", ".[test]", env={"CFLAGS": faults, "LDFLAGS": flags})
     libs = [
         session.run("gcc", f"-print-file-name={lib}", silent=True, external=True).strip()
         for lib in ("libasan.so", "libubsan.so")
@@ -71,6 +74,10 @@ def sanitize(session: nox.Session) -> None:
         "LD_PRELOAD": " ".join(libs),
         "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1",
         "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1",
+        "BASTION_REQUIRE_NATIVE": "1",
+        # Python's own allocator hides PyMem_* blocks from ASan (a double PyMem_Free
+        # corrupts its free lists and crashes later, elsewhere); plain malloc shows it.
+        "PYTHONMALLOC": "malloc",
     }
     # The one test that starts Python with a scrubbed environment cannot preload ASan.
     session.run("python", "-m", "pytest", "tests/tools", "-k", "not stays_lean", env=env)

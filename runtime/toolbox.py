@@ -30,13 +30,23 @@ class ToolOutcome:
     images: tuple[dict[str, Any], ...] = ()
 
 
+# Called once a command's processes have started, with a JSON-able record of them
+# for `reap_processes`; an awaitable it returns is awaited before the command is
+# waited for.
+OnStart = Callable[[dict[str, Any]], object]
+
+
 class Toolbox(Protocol):
     def specs(self) -> tuple[ToolSpec, ...]: ...
 
     def info(self, name: str) -> ToolInfo | None: ...
 
     async def run(
-        self, name: str, arguments: str, on_output: Callable[[str], None] | None = None
+        self,
+        name: str,
+        arguments: str,
+        on_output: Callable[[str], None] | None = None,
+        on_start: OnStart | None = None,
     ) -> ToolOutcome: ...
 
     def close(self) -> None: ...
@@ -86,7 +96,11 @@ class WorkspaceToolbox:
         return None if tool is None else ToolInfo(tool.read_only, tool.replay_safe)
 
     async def run(
-        self, name: str, arguments: str, on_output: Callable[[str], None] | None = None
+        self,
+        name: str,
+        arguments: str,
+        on_output: Callable[[str], None] | None = None,
+        on_start: OnStart | None = None,
     ) -> ToolOutcome:
         if name not in self._tools.TOOLS:
             return unknown_tool(name, list(self._tools.TOOLS))
@@ -96,7 +110,7 @@ class WorkspaceToolbox:
             return invalid_arguments(name, str(exc))
         if not isinstance(args, dict):
             return invalid_arguments(name, f"got {type(args).__name__}")
-        ctx = self._ctx if on_output is None else self._ctx._replace(on_output=on_output)
+        ctx = self._ctx._replace(on_output=on_output, on_start=on_start)
         result = await self._tools.run_tool(name, args, ctx)
         images = tuple(
             {"media_type": i.media_type, "data": i.data, "width": i.width, "height": i.height}
@@ -106,5 +120,24 @@ class WorkspaceToolbox:
         data.pop("images", None)
         return ToolOutcome(ok=result.ok, model_text=result.model_text(), data=data, images=images)
 
+    def interrupted_output(self, record: dict[str, Any]) -> str | None:
+        """What a command of `record` had printed when bastion stopped (its output
+        artifact is written as the output arrives), bounded like a result's output;
+        None if nothing was kept. Call after `reap_processes(record)`."""
+        from tools.output import artifact_excerpt
+
+        found = artifact_excerpt(self._ctx, str(record.get("output_id", "")))
+        return None if found is None else found[0]
+
     def close(self) -> None:
         self._workspace.close()
+
+
+def reap_processes(record: dict[str, Any]) -> dict[str, Any]:
+    """Make sure nothing of the command `record` (from `on_start`) still runs: kills
+    what is left and returns {"killed": [[pid, name], ...], "remaining": [...],
+    "note": str}. Blocking (up to about 10 s): call it through asyncio.to_thread.
+    Safe after a crash, from any process, and more than once."""
+    from tools.lifetime import reap  # deferred, like the tools themselves
+
+    return reap(record).to_dict()

@@ -2,33 +2,31 @@
 
 The cwd is pinned: the child starts in the directory the workspace descriptor
 resolved (Linux: ``/proc/self/fd/N`` with N passed to the child; macOS: fchdir
-before exec). Timeout and cancellation kill the whole process group; output
-keeps a head and a tail inline and spills everything to an artifact that
-read_output pages.
-
-asyncio is imported inside the functions so that ``python -m tools`` running
-another tool never pays for it.
+before exec). The command runs under a supervisor (``tools/reaper.py``) that
+kills everything it started, even after ``setsid``, when it exits, times out or
+is cancelled, and when bastion dies. ``ctx.on_start`` is given a record that
+``tools.reaper.reap`` can use after a crash. Output keeps a head and a tail
+inline and spills everything to an artifact that read_output pages.
 """
 
 from __future__ import annotations
 
+import asyncio
 import codecs
 import contextlib
+import inspect
 import os
-import signal
 import sys
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tools.context import Access, ToolContext
-from tools.output import discard_artifact, new_artifact
+from tools.lifetime import ReapResult, Supervised
+from tools.output import HEAD_BYTES, TAIL_BYTES, discard_artifact, excerpt, new_artifact
 from tools.refusal import RefusalCode, Refused
 from tools.result import ToolResult, register_formatter
 from tools.tooldef import ToolDef
-
-if TYPE_CHECKING:
-    import asyncio
 
 NAME = "run_command"
 DESCRIPTION = (
@@ -55,10 +53,7 @@ PARAMETERS: dict[str, Any] = {
 }
 DEFAULT_TIMEOUT_MS = 120_000
 MAX_TIMEOUT_MS = 600_000
-HEAD_BYTES = 16 * 1024
-TAIL_BYTES = 16 * 1024
 MAX_ARTIFACT_BYTES = 64 * 1024 * 1024
-TERM_GRACE_S = 1.0
 DRAIN_S = 1.0
 ENV_KEEP = (
     "PATH",
@@ -153,36 +148,18 @@ class Sink:
         os.close(self.fd)
         self.fd = -1
         truncated = self.total > HEAD_BYTES + TAIL_BYTES
+        tail = bytes(self.tail[-TAIL_BYTES:] if truncated else self.tail)
+        data: dict[str, Any] = {
+            "output": excerpt(bytes(self.head), tail, self.total),
+            "truncated": truncated,
+            "output_bytes": self.total,
+            "output_id": self.artifact_id if truncated else None,
+        }
         if not truncated:
             discard_artifact(self.ctx, self.artifact_id)
-            text = bytes(self.head + self.tail).decode("utf-8", "replace")
-            return {
-                "output": text,
-                "truncated": False,
-                "output_bytes": self.total,
-                "output_id": None,
-            }
-        tail = bytes(self.tail[-TAIL_BYTES:])
-        omitted = self.total - len(self.head) - len(tail)
-        text = (
-            bytes(self.head).decode("utf-8", "replace")
-            + f"\n…[{omitted} bytes omitted; page the full output with read_output]…\n"
-            + tail.decode("utf-8", "replace")
-        )
-        data: dict[str, Any] = {
-            "output": text,
-            "truncated": True,
-            "output_bytes": self.total,
-            "output_id": self.artifact_id,
-        }
-        if self.written < self.total:
+        elif self.written < self.total:
             data["artifact_dropped_bytes"] = self.total - self.written
         return data
-
-
-def kill_group(pid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, sig)
 
 
 def spawn_options(dir_fd: int) -> dict[str, Any]:
@@ -198,6 +175,8 @@ def spawn_options(dir_fd: int) -> dict[str, Any]:
 
 
 async def pump(stream: asyncio.StreamReader, sink: Sink) -> None:
+    """Every byte goes to the sink; ``on_output`` gets all of it as text, in pieces
+    of at most 64 KiB, the last one flushed when the stream ends."""
     live = sink.ctx.on_output
     decoder = codecs.getincrementaldecoder("utf-8")("replace") if live else None
     while chunk := await stream.read(1 << 16):
@@ -207,118 +186,109 @@ async def pump(stream: asyncio.StreamReader, sink: Sink) -> None:
             text = decoder.decode(chunk)
             if text:
                 live(text)
+    if live is not None and decoder is not None and (rest := decoder.decode(b"", final=True)):
+        live(rest)
 
 
-async def supervise(proc: asyncio.subprocess.Process, sink: Sink, timeout_s: float) -> bool:
-    """Wait for exit or timeout; returns True on timeout. Kills the group either way."""
-    import asyncio
+async def announce(ctx: ToolContext, record: dict[str, Any]) -> None:
+    if ctx.on_start is not None:
+        pending = ctx.on_start(record)
+        if inspect.isawaitable(pending):
+            await pending
 
-    assert proc.stdout is not None
-    reader = asyncio.ensure_future(pump(proc.stdout, sink))
-    timed_out = False
+
+async def supervise(sup: Supervised, sink: Sink, timeout_s: float) -> tuple[bool, ReapResult]:
+    """Wait for the command's exit or its timeout; either way the supervisor then
+    kills everything it started. Returns (timed out, what was killed or remains)."""
+    reader = asyncio.ensure_future(pump(sup.output, sink))
     try:
-        if not await exited(proc, timeout_s):
-            timed_out = True
-            kill_group(proc.pid, signal.SIGTERM)
-            await exited(proc, TERM_GRACE_S)
-        kill_group(proc.pid, signal.SIGKILL)  # leftovers (grandchildren) go too
+        timed_out = not await sup.exited(timeout_s)
+        if timed_out:
+            sup.request(b"T")
+        reaped = await sup.finished()
         try:
             await asyncio.wait_for(asyncio.shield(reader), DRAIN_S)
         except TimeoutError:
             reader.cancel()
     except BaseException:
-        kill_group(proc.pid, signal.SIGKILL)
+        sup.kill()
         reader.cancel()
-        await asyncio.shield(reap(proc))
+        with contextlib.suppress(Exception):
+            await asyncio.shield(sup.finished())
         raise
-    await proc.wait()
-    return timed_out
-
-
-async def exited(proc: asyncio.subprocess.Process, timeout_s: float) -> bool:
-    """Wait until the direct child has exited. Polls ``returncode``: on 3.11,
-    ``Process.wait()`` also waits for the pipes, which a background grandchild can
-    hold open for ever."""
-    import asyncio
-
-    deadline = time.monotonic() + timeout_s
-    delay = 0.002
-    while proc.returncode is None:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return False
-        await asyncio.sleep(min(delay, left))
-        delay = min(delay * 2, 0.05)
-    return True
-
-
-async def reap(proc: asyncio.subprocess.Process) -> None:
-    import asyncio
-
-    with contextlib.suppress(BaseException):
-        await asyncio.wait_for(proc.wait(), 5.0)
+    return timed_out, reaped
 
 
 async def execute(ctx: ToolContext, args: CommandArgs, dir_fd: int) -> ToolResult:
-    import asyncio
-
     env = dict(ctx.env) if ctx.env is not None else default_env()
     try:
         sink = Sink(ctx)
+        sup = Supervised.spawn(args.argv, env, spawn_options(dir_fd))
     except BaseException:
-        os.close(dir_fd)
-        raise
-    started = time.monotonic()
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            *args.argv,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-            **spawn_options(dir_fd),
-        )
-    except (FileNotFoundError, PermissionError) as exc:
-        sink.abandon()
-        raise Refused(
-            RefusalCode.NOT_FOUND,
-            f"cannot run {args.argv[0]!r}: {exc.strerror}",
-            "check the program name, or use `command` to run it through bash",
-        ) from None
-    except BaseException:
-        sink.abandon()
+        if "sink" in locals():
+            sink.abandon()
         raise
     finally:
         os.close(dir_fd)
-    try:
-        timed_out = await supervise(proc, sink, args.timeout_ms / 1000)
+    started = time.monotonic()
+    try:  # nothing awaited between the spawn and here: a cancel cannot orphan it
+        await sup.connect()
+        first = await sup.started()
+        if "spawn_error" in first:
+            raise Refused(
+                RefusalCode.NOT_FOUND,
+                f"cannot run {args.argv[0]!r}: {first.get('message')}",
+                "check the program name, or use `command` to run it through bash",
+            )
+        await announce(ctx, sup.record(sink.artifact_id))
+        timed_out, reaped = await supervise(sup, sink, args.timeout_ms / 1000)
     except BaseException:
+        sup.kill()
+        with contextlib.suppress(Exception):
+            await asyncio.shield(sup.finished())
         sink.abandon()
         raise
+    finally:
+        sup.close()
     data: dict[str, Any] = {
         "command": args.shown,
         "cwd": args.cwd,
-        "exit_code": proc.returncode,
+        "exit_code": sup.exit_code,
         "duration_ms": int((time.monotonic() - started) * 1000),
         "timed_out": timed_out,
         **sink.finish(),
+        **lifetime(reaped),
     }
-    if proc.returncode is not None and proc.returncode < 0:
-        data["signal"] = -proc.returncode
+    if sup.exit_code is not None and sup.exit_code < 0:
+        data["signal"] = -sup.exit_code
     if timed_out:
         raise Refused(
             RefusalCode.TIMEOUT,
-            f"the command ran past {args.timeout_ms} ms and its process group was killed",
+            f"the command ran past {args.timeout_ms} ms; "
+            + ("it was killed with everything it started" if reaped.clean else LEFT),
             f"raise timeout_ms (max {MAX_TIMEOUT_MS}) or run something shorter",
             data,
         )
     return ToolResult.success(NAME, data)
 
 
-async def run_command(ctx: ToolContext, raw_args: dict[str, Any]) -> ToolResult:
-    import asyncio
+LEFT = "it was killed, but see remaining_processes and process_note"
 
+
+def lifetime(reaped: ReapResult) -> dict[str, Any]:
+    """What the result says about processes: how many the end of the call killed
+    (background ones), and any that may remain, with the reason."""
+    data: dict[str, Any] = {}
+    if reaped.killed:
+        data["processes_killed"] = len(reaped.killed)
+    if reaped.remaining:
+        data["remaining_processes"] = [list(p) for p in reaped.remaining]
+    if reaped.note:
+        data["process_note"] = reaped.note
+    return data
+
+
+async def run_command(ctx: ToolContext, raw_args: dict[str, Any]) -> ToolResult:
     try:
         args = CommandArgs.from_dict(raw_args)
         ws = ctx.workspace
@@ -350,7 +320,15 @@ def format_text(data: dict[str, Any]) -> str:
     head = f"$ {data['command']}\n[{status}, {data['duration_ms']} ms"
     if data.get("truncated"):
         head += f", {data['output_bytes']} bytes, full output id {data['output_id']}"
-    return f"{head}]\n{data['output']}".rstrip()
+    if data.get("processes_killed"):
+        head += f", {data['processes_killed']} leftover processes killed"
+    text = f"{head}]\n{data['output']}".rstrip()
+    if data.get("remaining_processes"):
+        shown = ", ".join(f"{pid} ({name})" for pid, name in data["remaining_processes"])
+        text += f"\n[these processes could not be killed and may remain: {shown}]"
+    if data.get("process_note"):
+        text += f"\n[{data['process_note']}]"
+    return text
 
 
 register_formatter(NAME, format_text)

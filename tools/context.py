@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from enum import StrEnum
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tools.limits import Limits
 
@@ -26,7 +26,12 @@ class ToolContext(NamedTuple):
     """``authorize_path(path, access)`` is the host hook; the default write policy
     (never inside ``.git/`` or ``.bastion/``) applies in addition to it.
     ``on_output(text)``, when given, receives a running command's output as it
-    arrives (for a live view); the result still carries the bounded whole."""
+    arrives (for a live view); the result still carries the bounded whole.
+    ``on_start(record)``, when given, is called once a command has started with a
+    JSON-able record of its processes, which ``tools.reaper.reap(record)`` uses to
+    make sure they are gone (after a crash, say); an awaitable it returns is awaited
+    before the command is waited for. If it raises, the command is killed and the
+    call fails (INTERNAL): a command that could not be recorded does not run on."""
 
     workspace: Workspace
     limits: Limits = Limits()  # immutable: one shared default is safe
@@ -34,3 +39,4 @@ class ToolContext(NamedTuple):
     artifacts_dir: pathlib.Path | None = None
     env: Mapping[str, str] | None = None
     on_output: Callable[[str], None] | None = None
+    on_start: Callable[[dict[str, Any]], object] | None = None

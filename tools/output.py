@@ -71,6 +71,71 @@ def discard_artifact(ctx: ToolContext, artifact_id: str) -> None:
         os.unlink(os.path.join(artifacts_dir(ctx), f"{artifact_id}.log"))
 
 
+HEAD_BYTES = 16 * 1024
+TAIL_BYTES = 16 * 1024
+
+
+def excerpt(head: bytes, tail: bytes, total: int) -> str:
+    """What the model is shown of an output: all of it, or its head and tail with
+    the number of bytes between."""
+    omitted = total - len(head) - len(tail)
+    if omitted <= 0:
+        return (head + tail).decode("utf-8", "replace")
+    return (
+        head.decode("utf-8", "replace")
+        + f"\n…[{omitted} bytes omitted; page the full output with read_output]…\n"
+        + tail.decode("utf-8", "replace")
+    )
+
+
+class OutputSoFar:
+    """A running command's output as ``on_output`` delivers it, kept bounded for a
+    host that commits it at its checkpoint cadence: the first and last 16 KiB (in
+    characters) and the count of what came between. ``feed`` is an ``on_output``."""
+
+    def __init__(self, head: int = HEAD_BYTES, tail: int = TAIL_BYTES) -> None:
+        self.head_cap, self.tail_cap = head, tail
+        self.head = ""
+        self.tail = ""
+        self.total = 0
+
+    def feed(self, text: str) -> None:
+        self.total += len(text)
+        room = self.head_cap - len(self.head)
+        if room > 0:
+            self.head += text[:room]
+            text = text[room:]
+        if text:
+            self.tail = (self.tail + text)[-self.tail_cap :]
+
+    def text(self) -> str:
+        omitted = self.total - len(self.head) - len(self.tail)
+        if omitted <= 0:
+            return self.head + self.tail
+        return f"{self.head}\n…[{omitted} characters omitted]…\n{self.tail}"
+
+
+def artifact_excerpt(ctx: ToolContext, artifact_id: str) -> tuple[str, int] | None:
+    """The output a command wrote to its artifact before it was interrupted (a crash
+    of bastion, say; the artifact is written as the output arrives): its excerpt and
+    total size, or None if there is no such artifact."""
+    if not ID_PATTERN.match(artifact_id):
+        return None
+    try:
+        fd = os.open(
+            os.path.join(artifacts_dir(ctx), f"{artifact_id}.log"),
+            os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+        )
+    except FileNotFoundError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        total = os.fstat(handle.fileno()).st_size
+        head = handle.read(HEAD_BYTES)
+        handle.seek(max(len(head), total - TAIL_BYTES))
+        tail = handle.read(TAIL_BYTES)
+    return excerpt(head, tail, total), total
+
+
 @dataclass(frozen=True, slots=True)
 class OutputArgs:
     id: str

@@ -7,9 +7,9 @@ single call however many files it holds. Hits are mapped back to their file by
 offset; lines never cross a file boundary, and the newline added between files
 never produces a line of its own.
 
-ContentMatcher.search_native finds the same lines with tools._native (C, no
-joining: one file at a time); the Python scan stays for context lines and as the
-fallback and reference.
+With tools._native, a search never comes here for files without context lines:
+its Readers (tools/search_native.py) read and match them, one file at a time;
+this scan stays for context lines and as the fallback and reference.
 """
 
 from __future__ import annotations
@@ -17,8 +17,6 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Callable
 from typing import Any
-
-from tools import native
 
 LONG_LINE = 8 * 1024
 BINARY_PROBE = 8 * 1024
@@ -149,28 +147,7 @@ class ContentMatcher:
         """Matching lines of one batch, in order, at most ``limit``, and the output
         size they account for. Each hit is the result's own dict (no second copy).
         Batches hold no binary files (they are skipped as they are read)."""
-        lib = native.NATIVE
-        if lib is not None and not self.context:
-            return self.search_native(lib, batch, limit)
         return self.search_python(batch, limit)
-
-    def search_native(self, lib: Any, batch: Batch, limit: int) -> tuple[list[Hit], Tally, int]:
-        """The same lines, found by tools._native (which calls RE2 for any regex)."""
-        tally = Tally()
-        literal = self.literal_bytes
-        hits, tally.matched_files, tally.long_lines, out = lib.scan(
-            batch.paths,
-            batch.chunks,
-            literal,
-            self.native_regex(lib),
-            None if literal else self.match,
-            self.match,
-            self.anchor,
-            self.exact or not literal,
-            limit,
-            LONG_LINE,
-        )
-        return hits, tally, out
 
     def search_python(self, batch: Batch, limit: int) -> tuple[list[Hit], Tally, int]:
         tally = Tally()

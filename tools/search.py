@@ -208,8 +208,14 @@ def search_files(ctx: ToolContext, raw_args: dict[str, Any]) -> ToolResult:
     run.probing = matcher.contains is not None
     report: dict[str, Any] = {"skipped_directories": [], "skipped_directory_count": 0}
     if single_file(ctx, start):
+        lib = native.NATIVE
         with ws.directory(start.parent) as parent:
-            run.read_into(parent, start.name, start.text)
+            if lib is not None:
+                from tools.search_native import search_file
+
+                search_file(run, lib, parent, start.name, start.text)
+            else:
+                run.read_into(parent, start.name, start.text)
         run.flush(None)
     else:
         report = run.run_tree(start, include)

@@ -93,6 +93,23 @@ def search_tree(run: SearchRun, lib: Any, walker: Walker, include: Include) -> N
         group.close()
 
 
+def search_file(run: SearchRun, lib: Any, dir_fd: int, name: str, shown: str) -> None:
+    """One named file, read and scanned by a Reader as a one-file group (so the
+    native module has one way to search: Readers)."""
+    limits = run.budget.limits
+    shared = lib.Budget(
+        limits.max_files - run.budget.files, limits.max_content_bytes - run.budget.content_bytes
+    )
+    group = Group()
+    group.add(dir_fd, shown[: len(shown) - len(name)], [name])
+    try:
+        started = Started(start(run, lib, shared, group), group)
+    except BaseException:
+        group.close()
+        raise
+    finish(run, started)
+
+
 def advance(run: SearchRun, lib: Any, shared: Any, inflight: deque[Started], group: Group) -> None:
     """Start reading ``group``; when DEPTH readers are under way, account for the
     oldest and scan it while the others read."""

@@ -4,6 +4,7 @@
     bastion -p/--print [PROMPT]            print mode; PROMPT or stdin
     bastion sessions [--json] | sessions search QUERY | sessions rm ID
     bastion export ID [--format json|markdown] [-o FILE]
+    bastion doctor                         search path, process tracking, store
 
 Exit codes: 0 completed, 1 run failed, 2 bad usage or configuration, 130 interrupted.
 Imports stay light here: print mode never loads Textual.
@@ -23,7 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-SUBCOMMANDS = ("sessions", "export", "attach")
+SUBCOMMANDS = ("sessions", "export", "attach", "doctor")
 
 
 class UsageError(Exception):
@@ -57,7 +58,7 @@ def main_parser() -> argparse.ArgumentParser:
         prog="bastion",
         description="A terminal coding agent whose sessions survive a crash mid-turn.",
         epilog="Subcommands: bastion sessions [--json] | sessions search QUERY | sessions rm ID | "
-        "export ID [--format json|markdown] [-o FILE] | attach ID",
+        "export ID [--format json|markdown] [-o FILE] | attach ID | doctor",
     )
     p.add_argument("prompt", nargs="?", help="what to ask; with -p, read from stdin if omitted")
     p.add_argument(
@@ -207,6 +208,10 @@ def utf8_stdin(stdin: Any) -> io.StringIO:
 
 
 def _dispatch(args: list[str]) -> int:
+    if args and args[0] == "doctor":
+        from tui import doctor
+
+        return doctor.run(args[1:])
     if args and args[0] in SUBCOMMANDS:
         from tui import commands
 

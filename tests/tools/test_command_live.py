@@ -27,3 +27,17 @@ async def test_live_output_of_a_huge_command_is_all_delivered(call, ctx):
     result = await call("run_command", tool_ctx=live, command="yes abcdefghi | head -c 3000000")
     assert result.ok and result.data["truncated"] is True
     assert total == 3_000_000 == result.data["output_bytes"]
+
+
+def test_output_so_far_is_bounded_and_says_what_it_left_out():
+    from tools.output import OutputSoFar
+
+    small = OutputSoFar()
+    for text in ("a", "b\n", "c"):
+        small.feed(text)
+    assert small.text() == "ab\nc" and small.total == 4
+    big = OutputSoFar(head=4, tail=3)
+    for text in ("0123", "45", "6789"):
+        big.feed(text)
+    assert big.text() == "0123\n…[3 characters omitted]…\n789"
+    assert big.total == 10

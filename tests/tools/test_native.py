@@ -20,6 +20,11 @@ import pytest
 from tools import Limits, ToolContext, Workspace, native, run_tool_sync
 from tools.scan import ContentMatcher
 
+from .conftest import REQUIRED, WHY_NOT_NATIVE, require_native
+
+if native.NATIVE is None and not REQUIRED:
+    pytest.skip(WHY_NOT_NATIVE, allow_module_level=True)
+
 PATTERNS: list[tuple[str, bool]] = [
     ("needle", True),
     ("a\nb", True),
@@ -73,10 +78,7 @@ def both(root: pathlib.Path, name: str, args: dict[str, object], limits: Limits)
 @pytest.fixture(autouse=True)
 def hot_path() -> str:
     """Overrides the conftest's two-way parametrization: these tests hold both paths."""
-    if native.NATIVE is None:
-        pytest.fail(
-            "tools._native is not built (`pip install -e .` compiles tools/csrc/ (needs libre2-dev))"
-        )
+    require_native()
     return "native"
 
 
@@ -104,6 +106,20 @@ def test_search_bounds_match_python_path(tmp_path: pathlib.Path) -> None:
         assert fast == slow, limits
         assert not fast["data"]["coverage"]["complete"]
         assert fast["data"]["matches"], "what was read before the bound is still searched"
+
+
+def test_single_file_search_matches_python_path(tmp_path: pathlib.Path) -> None:
+    """A search whose path is one file goes through a one-file Reader."""
+    random_tree(tmp_path, 7)
+    files = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
+    for path in files[::4]:
+        for pattern, literal in PATTERNS[:6]:
+            args = {"pattern": pattern, "literal": literal, "path": path}
+            fast, slow = both(tmp_path, "search_files", args, Limits())
+            assert fast == slow, (path, pattern)
+    for limits in (Limits(max_content_bytes=10), Limits(max_files=0)):
+        fast, slow = both(tmp_path, "search_files", {"pattern": "needle", "path": files[0]}, limits)
+        assert fast == slow, limits
 
 
 def test_glob_matches_python_path(tmp_path: pathlib.Path) -> None:
@@ -302,5 +318,108 @@ def test_readers_take_the_shared_budget_in_turn(tmp_path: pathlib.Path) -> None:
             single = lib.Reader([(fd, names)], None, None, lib.Budget(*rooms), True, True, 8192)
             assert taken == sorted(n for _, n in single.kept()), rooms
             assert sum(r.wait()[1] for r in readers) == single.wait()[1]
+    finally:
+        os.close(fd)
+
+
+# -- error paths (nox -s sanitize runs these under ASan and UBSan) -----------------------
+
+
+class Boom(Exception):
+    pass
+
+
+def raising_find(*args: object) -> object:
+    raise Boom("find failed")
+
+
+def test_a_raising_find_surfaces_its_own_error(tmp_path: pathlib.Path) -> None:
+    """Reader.scan without a literal calls RE2's Match through Python on a view of
+    its buffer; the view is released after the error, which stays the one raised
+    (it used to become SystemError: release was called with the error pending)."""
+    lib = native.NATIVE
+    (tmp_path / "a.txt").write_bytes(b"one\ntwo\n")
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        reader = lib.Reader(
+            [(fd, ["a.txt"])], None, None, lib.Budget(10, 1 << 20), True, False, 8192
+        )
+        assert reader.wait()[0] == 1
+        with pytest.raises(Boom):
+            reader.scan([""], raising_find, None, None, 10)
+    finally:
+        os.close(fd)
+
+
+def fail_alloc() -> object:
+    fail = getattr(native.NATIVE, "_fail_alloc", None)
+    if fail is None:
+        pytest.skip("allocation faults are compiled only into the sanitize build (nox -s sanitize)")
+    return fail
+
+
+def each_allocation_failing(fail: object, work: object) -> int:
+    """Run ``work`` with its 1st, 2nd, ... allocation failing, until it gets through
+    with none failing; each run either raises MemoryError or gives a result (a read
+    whose buffer failed counts the file unreadable). Returns how many failed."""
+    failures = 0
+    for n in range(1, 200):
+        fail(n)  # type: ignore[operator]
+        try:
+            work()  # type: ignore[operator]
+        except MemoryError:
+            failures += 1
+        if fail(0) != 0:  # type: ignore[operator]  # the n-th allocation never came
+            return failures
+    raise AssertionError("more than 200 allocations")
+
+
+def test_allocation_failures_are_memory_errors(tmp_path: pathlib.Path) -> None:
+    fail, lib = fail_alloc(), native.NATIVE
+    for i in range(12):
+        (tmp_path / f"f{i}.txt").write_bytes(b"needle here\nplain\n" * (i + 1))
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    names = sorted(os.listdir(tmp_path))
+    regex = lib.Regex(b"ne+dle", False)
+    try:
+
+        def stats() -> None:
+            assert len(lib.Stats([(fd, names[:6]), (fd, names[6:])]).wait()) == 12
+
+        def reader() -> None:
+            for literal, pattern in ((b"needle", None), (None, regex)):
+                r = lib.Reader(
+                    [(fd, names)], literal, pattern, lib.Budget(99, 1 << 20), True, True, 8192
+                )
+                r.wait()
+                r.scan([""], None, None, None, 100)
+
+        def listing() -> None:
+            lib.listdir(fd)
+            sub, _ = lib.open_listdir(fd, ".")
+            os.close(sub)
+
+        for work in (stats, reader, listing):
+            assert each_allocation_failing(fail, work) >= 1, work.__name__
+    finally:
+        os.close(fd)
+
+
+def test_arenas_are_kept_only_while_a_search_runs(tmp_path: pathlib.Path) -> None:
+    """A Reader's arena goes back to a cache for the search's next Reader; when the
+    search's Budget goes, the cache is emptied (a TUI holds no arena between
+    searches). Counted only in the sanitize build."""
+    fail_alloc()
+    lib = native.NATIVE
+    (tmp_path / "a.txt").write_bytes(b"needle\n")
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        budget = lib.Budget(10, 1 << 20)
+        reader = lib.Reader([(fd, ["a.txt"])], b"needle", None, budget, True, True, 8192)
+        assert reader.wait()[0] == 1
+        del reader
+        assert lib._cached_arenas() == 1  # kept for the search's next group
+        del budget
+        assert lib._cached_arenas() == 0
     finally:
         os.close(fd)

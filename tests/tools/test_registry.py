@@ -203,3 +203,18 @@ def test_cli_encodes_large_match_lists_with_orjson_and_odd_text_with_json():
     assert out.endswith(b"\n") and json.loads(out) == large
     odd = {"ok": True, "data": {"matches": [*hits, {"path": "bad\udcff", "line": 1, "text": ""}]}}
     assert json.loads(encode(odd))["data"]["matches"][-1]["path"] == "bad\udcff"
+
+
+def test_the_native_module_is_in_use_or_its_absence_is_explained():
+    """Where tools._native is missing this is the one line saying why (and it fails
+    under BASTION_REQUIRE_NATIVE=1); where it is there, it loads."""
+    from tools import native
+
+    from .conftest import REQUIRED, WHY_NOT_NATIVE
+
+    module, reason = native.load()
+    if module is None and REQUIRED:
+        pytest.fail(WHY_NOT_NATIVE + " [BASTION_REQUIRE_NATIVE=1]")
+    if module is None:
+        pytest.skip(WHY_NOT_NATIVE)
+    assert reason == "built" and hasattr(module, "Reader")

@@ -10,7 +10,6 @@
  *   newest_first(m, paths)   glob's order: newest first, ties by path      (dirs.c)
  *   Reader(groups, ...)      open, check and read files on a few threads,
  *                            in the background, then scan them             (reader.c)
- *   scan(paths, chunks, ...) matching lines of bytes as the result's hits  (scan.c)
  *
  * Every open is relative to a descriptor the caller pinned, one name at a time
  * (a name with '/' or NUL is refused), with O_NOFOLLOW | O_NONBLOCK, and anything
@@ -125,11 +124,25 @@ void bastion_regex_free(void *handle);
 const void *regex_handle(PyObject *obj); /* NULL for None; -1 cast on a wrong type */
 extern PyTypeObject RegexType;
 
+/* Allocation-failure injection, compiled only with -DBASTION_FAULTS (nox -s
+ * sanitize): _fail_alloc(n) makes the n-th allocation from now fail, once. */
+#if defined(BASTION_FAULTS) && !defined(BASTION_FAULTS_IMPL)
+#include <stdlib.h>
+void *fault_malloc(size_t size);
+void *fault_realloc(void *ptr, size_t size);
+void *fault_calloc(size_t n, size_t size);
+#define malloc fault_malloc
+#define realloc fault_realloc
+#define PyMem_Calloc fault_calloc
+#endif
+#ifdef BASTION_FAULTS
+PyObject *native_cached_arenas(PyObject *self, PyObject *unused);
+#endif
+
 /* module functions */
 PyObject *native_listdir(PyObject *self, PyObject *arg);
 PyObject *native_open_listdir(PyObject *self, PyObject *args);
 PyObject *native_newest_first(PyObject *self, PyObject *args);
-PyObject *native_scan(PyObject *self, PyObject *args);
 extern PyTypeObject ReaderType;
 extern PyTypeObject BudgetType;
 extern PyTypeObject StatsType;

@@ -171,7 +171,7 @@ PyObject *native_listdir(PyObject *self, PyObject *arg) {
     if (err != 0) {
         free(names.data);
         errno = err;
-        return PyErr_SetFromErrno(PyExc_OSError);
+        return err == ENOMEM ? PyErr_NoMemory() : PyErr_SetFromErrno(PyExc_OSError);
     }
     return listing_tuple(&names, total);
 }
@@ -199,20 +199,22 @@ PyObject *native_open_listdir(PyObject *self, PyObject *args) {
     if (fd < 0)
         err = errno;
     else
-        err = read_names(fd, &names, &total, 1) ? -1 : 0;
+        err = read_names(fd, &names, &total, 1);
     Py_END_ALLOW_THREADS
     Py_DECREF(encoded);
     if (fd < 0) {
         errno = err;
         return PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, name_obj);
     }
-    PyObject *listing = err ? Py_NewRef(Py_None) : listing_tuple(&names, total);
+    /* Out of memory is an error; any other failure to read is the walk's to report. */
+    PyObject *listing = err == ENOMEM ? PyErr_NoMemory()
+                        : err         ? Py_NewRef(Py_None)
+                                      : listing_tuple(&names, total);
     free(names.data);
-    if (listing == NULL) {
+    PyObject *out = listing ? Py_BuildValue("(iN)", fd, listing) : NULL;
+    if (out == NULL)
         close(fd);
-        return NULL;
-    }
-    return Py_BuildValue("(iN)", fd, listing);
+    return out;
 }
 
 /* ---- Stats: mtimes of many names in the background ---- */

@@ -52,6 +52,8 @@ int cnames_alloc(CNames *c, Py_ssize_t cap) {
     if (c->owners == NULL || c->names == NULL) {
         PyMem_Free(c->owners);
         PyMem_Free(c->names);
+        c->owners = NULL; /* groups_free must not free them again */
+        c->names = NULL;
         PyErr_NoMemory();
         return -1;
     }

@@ -71,7 +71,9 @@ typedef struct {
 
 /* Arenas are kept for the next Reader: a search reads group after group, and a
  * fresh arena would be faulted in page by page each time (45k page faults on the
- * bench tree's 250 MB, a third of the search's system time). */
+ * bench tree's 250 MB, a third of the search's system time). They are kept only
+ * while a search runs: when the last Budget (one per search, outliving its
+ * Readers) goes, so do they, and a long-running TUI holds none between searches. */
 #define ARENA_SLOTS 2
 #define ARENA_KEEP_MAX (64u << 20)
 static struct {
@@ -115,6 +117,29 @@ static void arena_give(char *ptr, size_t cap) {
     pthread_mutex_unlock(&arenas_lock);
     free(ptr);
 }
+
+static long live_budgets; /* changed with the GIL held */
+
+static void arenas_drop(void) {
+    pthread_mutex_lock(&arenas_lock);
+    for (int i = 0; i < ARENA_SLOTS; i++) {
+        free(arenas[i].ptr);
+        arenas[i].ptr = NULL;
+        arenas[i].cap = 0;
+    }
+    pthread_mutex_unlock(&arenas_lock);
+}
+
+#ifdef BASTION_FAULTS
+PyObject *native_cached_arenas(PyObject *self, PyObject *unused) {
+    long n = 0;
+    pthread_mutex_lock(&arenas_lock);
+    for (int i = 0; i < ARENA_SLOTS; i++)
+        n += arenas[i].ptr != NULL;
+    pthread_mutex_unlock(&arenas_lock);
+    return PyLong_FromLong(n);
+}
+#endif
 
 static void open_job(Job *job, const char *name) {
     int fd;
@@ -295,10 +320,13 @@ static PyObject *budget_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
     pthread_cond_init(&b->turned, NULL);
     b->file_room = file_room;
     b->byte_room = byte_room;
+    live_budgets++;
     return (PyObject *)b;
 }
 
 static void budget_dealloc(Budget *b) {
+    if (--live_budgets == 0)
+        arenas_drop();
     pthread_cond_destroy(&b->turned);
     pthread_mutex_destroy(&b->lock);
     Py_TYPE(b)->tp_free((PyObject *)b);
@@ -456,13 +484,23 @@ static PyObject *reader_kept(Reader *r, PyObject *unused) { return each_kept(r, 
 
 static PyObject *reader_chunks(Reader *r, PyObject *unused) { return each_kept(r, kept_bytes); }
 
-/* A view RE2 was given must not outlive the buffer: release it after each file. */
-static void drop_view(FileView *view) {
+/* A view RE2 was given must not outlive the buffer: release it after each file.
+ * ``rc`` is the scan's: an exception it left pending is set aside for the call
+ * (nothing may be called with one pending) and stays the one raised; a failed
+ * release (a buffer still exported) is an error of its own. */
+static int drop_view(FileView *view, int rc) {
     if (view->obj == NULL)
-        return;
+        return rc;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
     PyObject *done = PyObject_CallMethod(view->obj, "release", NULL);
-    Py_XDECREF(done);
     Py_CLEAR(view->obj);
+    if (done == NULL && type != NULL)
+        PyErr_WriteUnraisable(NULL); /* reported; the scan's own error goes on */
+    Py_XDECREF(done);
+    if (type != NULL)
+        PyErr_Restore(type, value, tb);
+    return done == NULL ? -1 : rc;
 }
 
 /* Whether a file's scan can add nothing: its candidate lines are known, and none. */
@@ -503,8 +541,7 @@ static PyObject *reader_scan(Reader *r, PyObject *args) {
             return NULL;
         }
         FileView view = {job->data, job->got, NULL, r->lines_found ? &job->lines : NULL};
-        int rc = scan_view(&r->spec, &f, path, &view);
-        drop_view(&view);
+        int rc = drop_view(&view, scan_view(&r->spec, &f, path, &view));
         Py_DECREF(path);
         if (rc != 0) {
             found_clear(&f);

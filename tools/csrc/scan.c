@@ -266,8 +266,6 @@ PyObject *found_result(Found *f) {
 
 void found_clear(Found *f) { Py_CLEAR(f->hits); }
 
-/* ---- scan(): the same over bytes already in memory ---- */
-
 int parse_spec(PyObject *literal, PyObject *find, PyObject *regex, int trusted,
                Py_ssize_t long_line, LineSpec *spec) {
     memset(spec, 0, sizeof *spec);
@@ -290,74 +288,4 @@ int parse_spec(PyObject *literal, PyObject *find, PyObject *regex, int trusted,
     spec->literal = needle_of(PyBytes_AS_STRING(literal), PyBytes_GET_SIZE(literal));
     spec->has_literal = 1;
     return 0;
-}
-
-static int check_lists(PyObject *paths, PyObject *chunks) {
-    Py_ssize_t n = PyList_GET_SIZE(chunks);
-    if (PyList_GET_SIZE(paths) != n) {
-        PyErr_SetString(PyExc_ValueError, "paths and chunks differ in length");
-        return -1;
-    }
-    for (Py_ssize_t k = 0; k < n; k++) {
-        if (!PyBytes_Check(PyList_GET_ITEM(chunks, k)) ||
-            !PyUnicode_Check(PyList_GET_ITEM(paths, k))) {
-            PyErr_SetString(PyExc_TypeError, "paths are str and chunks bytes");
-            return -1;
-        }
-    }
-    return 0;
-}
-
-/* All the chunks' candidate lines, found without the GIL, then the hits. */
-static int scan_chunks(const LineSpec *spec, Found *f, PyObject *paths, PyObject *chunks) {
-    Py_ssize_t n = PyList_GET_SIZE(chunks);
-    Lines *all = PyMem_Calloc(n ? (size_t)n : 1, sizeof(Lines));
-    FileView *views = PyMem_Calloc(n ? (size_t)n : 1, sizeof(FileView));
-    int rc = 0;
-    if (all == NULL || views == NULL) {
-        PyErr_NoMemory();
-        rc = -1;
-    }
-    int lines = spec_finds_lines(spec);
-    for (Py_ssize_t k = 0; rc == 0 && k < n; k++) {
-        PyObject *data = PyList_GET_ITEM(chunks, k);
-        FileView view = {PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), data,
-                         lines ? &all[k] : NULL};
-        views[k] = view;
-    }
-    if (rc == 0 && lines) {
-        Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t k = 0; k < n; k++)
-            find_lines(spec, views[k].buf, views[k].size, &all[k]);
-        Py_END_ALLOW_THREADS
-    }
-    for (Py_ssize_t k = 0; rc == 0 && k < n; k++)
-        rc = scan_view(spec, f, PyList_GET_ITEM(paths, k), &views[k]);
-    for (Py_ssize_t k = 0; all && k < n; k++)
-        free(all[k].items);
-    PyMem_Free(all);
-    PyMem_Free(views);
-    return rc;
-}
-
-/* scan(paths, chunks, literal, regex, find, confirm, anchor, trusted, limit, long_line)
- *   -> (hits, matched_files, long_lines, output_size) */
-PyObject *native_scan(PyObject *self, PyObject *args) {
-    PyObject *paths, *chunks, *literal, *regex, *find, *confirm, *anchor;
-    int trusted;
-    Py_ssize_t limit, long_line;
-    LineSpec spec;
-    Found f;
-    if (!PyArg_ParseTuple(args, "O!O!OOOOOpnn", &PyList_Type, &paths, &PyList_Type, &chunks,
-                          &literal, &regex, &find, &confirm, &anchor, &trusted, &limit,
-                          &long_line) ||
-        check_lists(paths, chunks) != 0 ||
-        parse_spec(literal, find, regex, trusted, long_line, &spec) != 0)
-        return NULL;
-    if (found_init(&f, find, confirm, anchor, limit) != 0 ||
-        scan_chunks(&spec, &f, paths, chunks) != 0) {
-        found_clear(&f);
-        return NULL;
-    }
-    return found_result(&f);
 }

@@ -1,0 +1,46 @@
+"""`bastion doctor`: one line per check, and the search path says why it is Python."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+from tools import native
+from tui.cli import main
+
+ROOT = Path(__file__).parents[2]
+
+
+def test_doctor_names_the_python_search_path_and_why(tmp_path):
+    env = {**os.environ, "BASTION_NATIVE": "0", "BASTION_HOME": str(tmp_path)}
+    out = subprocess.run(
+        [sys.executable, "-m", "tui.cli", "doctor"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert (
+        lines[0] == "ok   search    python search path (BASTION_NATIVE=0 asks for the Python path)"
+    )
+    assert any(line.startswith("ok   store     ") and "not created yet" in line for line in lines)
+
+
+def test_doctor_reports_a_missing_native_module_and_the_store(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(native, "NATIVE", None)
+    monkeypatch.setattr(native, "REASON", "the native module did not import: No module named x")
+    monkeypatch.setenv("BASTION_HOME", str(tmp_path))
+    db = sqlite3.connect(tmp_path / "bastion.sqlite")
+    db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    db.execute("INSERT INTO meta VALUES ('schema_version', '999')")
+    db.commit()
+    db.close()
+    assert main(["doctor"]) == 1  # a store newer than this bastion is a failure
+    out = capsys.readouterr().out
+    assert "python search path (the native module did not import: No module named x)" in out
+    assert "FAIL store" in out and "schema 999, newer than" in out
+    if sys.platform.startswith("linux"):
+        assert "ok   commands  every process a command starts is tracked" in out
+    assert main(["doctor", "--bogus"]) == 2

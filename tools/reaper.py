@@ -1,0 +1,372 @@
+"""Process lifetime for run_command: the per-command supervisor, and ``reap``.
+
+Every command runs under a small supervisor process (this file, run as a script
+with ``python -I -S``, so it imports only the standard library and never the
+``tools`` package). The supervisor
+
+- is started by bastion in a session of its own and, on Linux, makes itself a
+  *child subreaper* (``prctl(PR_SET_CHILD_SUBREAPER)``): whatever the command
+  starts, even after ``setsid`` or a double fork, stays its descendant, because an
+  orphan re-parents to the nearest subreaper instead of init;
+- spawns the command in a process group of its own and reports to bastion, one
+  JSON line each, that it started, how it exited, and what it killed;
+- kills every descendant (``SIGKILL``, repeated until none is left, each kill
+  aimed through a pidfd checked against the start time, so a recycled pid is
+  never hit) when the command exits, when bastion asks (``T``: SIGTERM, a grace,
+  then SIGKILL), and when its lifeline pipe from bastion reads end-of-file: a
+  cancel closes it, and so does the kernel when bastion dies in any way (SIGKILL,
+  SIGHUP, a crash). A pipe is used rather than ``PR_SET_PDEATHSIG``, which fires
+  on the death of the *thread* that forked, not of the process.
+
+Without a subreaper (macOS, other Unixes) the supervisor kills the command's
+process group; processes that left it (``setsid``) cannot be found there, and
+the result says so.
+
+``tools.lifetime.reap(record)`` is the second line of defence, for a fresh
+process after a crash; it uses the functions here.
+
+This file starts a process per command, so it imports little: no json (which
+imports re: 20 ms at every start), dataclasses, contextlib or typing.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import sys
+import time
+
+TYPE_CHECKING = False  # typing is not imported: the supervisor starts faster without it
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from typing import Any
+
+RECORD_VERSION = 1
+KILL_BOUND_S = 3.0  # how long the supervisor keeps killing before it reports leftovers
+TERM_GRACE_S = 1.0  # SIGTERM -> SIGKILL on timeout
+PR_SET_CHILD_SUBREAPER = 36
+LINUX = sys.platform.startswith("linux")
+UNTRACKED = (
+    "on this platform only the command's process group is tracked; processes that "
+    "left it (setsid, daemons) may remain"
+)
+
+
+class Proc:
+    """One line of ``/proc/PID/stat``: what is needed to find a process again.
+    ``start`` is field 22, the start time in clock ticks since boot."""
+
+    __slots__ = ("name", "pgid", "pid", "ppid", "start", "state")
+
+    def __init__(self, pid: int, name: str, state: str, ppid: int, pgid: int, start: int):
+        self.pid, self.name, self.state = pid, name, state
+        self.ppid, self.pgid, self.start = ppid, pgid, start
+
+    @property
+    def dead(self) -> bool:
+        return self.state in ("Z", "X", "x")
+
+
+def stat(pid: int) -> Proc | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            raw = fh.read()
+    except OSError:  # gone, or not Linux
+        return None
+    close = raw.rindex(b")")
+    name = raw[raw.index(b"(") + 1 : close].decode("utf-8", "replace")
+    rest = raw[close + 2 :].split()
+    return Proc(pid, name, rest[0].decode(), int(rest[1]), int(rest[2]), int(rest[19]))
+
+
+def table() -> dict[int, Proc]:
+    procs: dict[int, Proc] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (proc := stat(int(entry))) is not None:
+            procs[proc.pid] = proc
+    return procs
+
+
+def descendants(root: int, procs: dict[int, Proc]) -> list[Proc]:
+    children: dict[int, list[Proc]] = {}
+    for proc in procs.values():
+        children.setdefault(proc.ppid, []).append(proc)
+    found: list[Proc] = []
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            found.append(child)
+            todo.append(child.pid)
+    return found
+
+
+def boot_id() -> str | None:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as fh:
+            return fh.read().strip()
+    except OSError:
+        return None
+
+
+def signal_exact(proc: Proc, sig: int) -> bool:
+    """Signal ``proc`` only if that pid still is the process that was listed (same
+    start time), through a pidfd where the kernel has them. True if it was sent;
+    PermissionError propagates."""
+    if not LINUX or not hasattr(os, "pidfd_open"):
+        try:
+            os.kill(proc.pid, sig)
+        except ProcessLookupError:
+            return False
+        return True
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except ProcessLookupError:
+        return False
+    try:
+        now = stat(proc.pid)
+        if now is None or now.start != proc.start:
+            return False  # the pid was recycled between the listing and the pidfd
+        signal.pidfd_send_signal(fd, sig)
+        return True
+    except ProcessLookupError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def reap_children() -> None:
+    """Collect exited children (the command's orphans re-parent to us)."""
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except ChildProcessError:
+        pass
+
+
+Pairs = list[tuple[int, str]]
+
+
+def kill_tree(
+    roots: Iterable[Proc],
+    members: Callable[[dict[int, Proc]], Iterable[Proc]],
+    bound_s: float = KILL_BOUND_S,
+    reaper: bool = False,
+) -> tuple[Pairs, Pairs]:
+    """SIGKILL ``roots`` and everything ``members(procs)`` lists, again and again,
+    until none is alive or ``bound_s`` passes; returns (killed, remaining) as
+    (pid, name) pairs. A killed parent's children re-parent (to us when we are the
+    subreaper), so the next listing still finds them."""
+    killed: dict[int, str] = {}
+    denied: set[tuple[int, int]] = set()
+    deadline = time.monotonic() + bound_s
+    delay = 0.001
+    while True:
+        procs = table()
+        listed = [*roots, *members(procs)]
+        live = [procs[p.pid] for p in listed if p.pid in procs and procs[p.pid].start == p.start]
+        live = [p for p in live if not p.dead]
+        if not live or all((p.pid, p.start) in denied for p in live):
+            break
+        if time.monotonic() > deadline:
+            break
+        for proc in live:
+            try:
+                if signal_exact(proc, signal.SIGKILL):
+                    killed.setdefault(proc.pid, proc.name)
+            except PermissionError:
+                denied.add((proc.pid, proc.start))
+        if reaper:
+            reap_children()
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
+    return list(killed.items()), [(p.pid, p.name) for p in live]
+
+
+def kill_group(pgid: int) -> tuple[Pairs, Pairs]:
+    """Where descendants cannot be listed: SIGKILL the command's process group."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        return [], []
+    except PermissionError:
+        return [], [(pgid, "process group")]
+    return [(pgid, "process group")], []
+
+
+# -- the supervisor (run as a script) -------------------------------------------------
+
+
+def to_json(value: object) -> str:
+    """JSON for the supervisor's reports (ints, bools, strs, lists, dicts)."""
+    if isinstance(value, bool) or value is None:
+        return {True: "true", False: "false", None: "null"}[value]
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return (
+            '"' + "".join(c if c.isalnum() or c in " ._-()/:,=" else escape(c) for c in value) + '"'
+        )
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(to_json(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{to_json(str(k))}:{to_json(v)}" for k, v in value.items()) + "}"
+    raise TypeError(f"cannot report a {type(value).__name__}")
+
+
+def escape(c: str) -> str:
+    code = ord(c)
+    if code > 0xFFFF:  # a surrogate pair, as JSON spells it
+        code -= 0x10000
+        return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+    return f"\\u{code:04x}"
+
+
+def subreaper(become: bool = True) -> bool:
+    """Become a child subreaper (Linux 3.4+); with ``become=False`` only ask whether
+    this kernel has them (``PR_GET_CHILD_SUBREAPER``, changing nothing). False where
+    it is impossible (no prctl, a Python without ctypes): the process group is then
+    all that is tracked."""
+    if not LINUX:
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+    except (ImportError, OSError):
+        return False
+    if not become:
+        flag = ctypes.c_int()
+        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER + 1, ctypes.byref(flag), 0, 0, 0) == 0)
+    return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+
+
+class Supervisor:
+    def __init__(self, life: int, report: int, argv: list[str]) -> None:
+        self.life, self.report, self.argv = life, report, argv
+        self.child = 0
+        self.status: int | None = None
+        self.tracked = False
+
+    def send(self, **message: Any) -> None:
+        try:  # noqa: SIM105 (contextlib costs the supervisor's start-up time)
+            os.write(self.report, to_json(message).encode() + b"\n")
+        except OSError:
+            pass  # bastion is gone: keep cleaning up
+
+    def start(self) -> bool:
+        self.tracked = subreaper()
+        quiet = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP)
+        try:
+            self.child = os.posix_spawnp(
+                self.argv[0], self.argv, os.environ, setpgroup=0, setsigdef=quiet, setsigmask=()
+            )
+        except OSError as exc:
+            self.send(spawn_error=exc.errno, message=exc.strerror or type(exc).__name__)
+            return False
+        proc = stat(self.child)
+        start = proc.start if proc is not None else 0
+        self.send(started=self.child, start_time=start, tracked=self.tracked)
+        # The command holds the output pipe; we must not, or it never ends.
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        os.close(null)
+        return True
+
+    def collect(self) -> None:
+        try:
+            while True:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+                if pid == 0:
+                    return
+                if pid == self.child:
+                    self.status = os.waitstatus_to_exitcode(status)
+                    self.send(exit=self.status)
+        except ChildProcessError:
+            return
+
+    def watch(self, wake: int) -> None:
+        """Until the command exits, the lifeline ends, or a timeout's grace runs out."""
+        term_at: float | None = None
+        while True:
+            wait = None if term_at is None else max(0.0, term_at - time.monotonic())
+            ready, _, _ = select.select([self.life, wake], [], [], wait)
+            if wake in ready:
+                try:  # noqa: SIM105
+                    os.read(wake, 4096)
+                except BlockingIOError:
+                    pass
+            self.collect()
+            if self.status is not None:
+                return
+            if self.life in ready:
+                data = os.read(self.life, 64)
+                if not data:
+                    return  # cancelled, or bastion died
+                if b"T" in data and term_at is None:
+                    self.signal_all(signal.SIGTERM)
+                    term_at = time.monotonic() + TERM_GRACE_S
+            if term_at is not None and time.monotonic() >= term_at:
+                return
+
+    def signal_all(self, sig: int) -> None:
+        targets = descendants(os.getpid(), table()) if self.tracked else []
+        try:  # noqa: SIM105
+            os.killpg(self.child, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+        for proc in targets:
+            try:  # noqa: SIM105
+                signal_exact(proc, sig)
+            except PermissionError:
+                pass
+
+    def finish(self) -> None:
+        if self.tracked:
+            me = os.getpid()
+            killed, left = kill_tree([], lambda procs: descendants(me, procs), reaper=True)
+        else:
+            killed, left = kill_group(self.child)
+        reap_children()
+        note = "" if self.tracked else UNTRACKED
+        self.send(reaped={"killed": killed, "remaining": left, "note": note})
+
+
+class Stop(Exception):
+    """The supervisor itself was asked to end (SIGTERM, SIGHUP, SIGINT)."""
+
+
+def stop(signum: int, frame: object) -> None:
+    raise Stop(signum)
+
+
+def main(argv: list[str]) -> int:
+    life, report = int(argv[1]), int(argv[2])
+    for fd in (life, report):
+        os.set_inheritable(fd, False)  # the command must not hold either pipe
+    wake_r, wake_w = os.pipe()
+    for fd in (wake_r, wake_w):
+        os.set_blocking(fd, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, stop)  # killed politely: take the command down with us
+    supervisor = Supervisor(life, report, argv[3:])
+    if not supervisor.start():
+        return 0
+    try:
+        supervisor.watch(wake_r)
+    except Stop:
+        pass
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            signal.signal(sig, signal.SIG_IGN)
+        supervisor.finish()
+    return 0
+
+
+if __name__ == "__main__":
+    # Nothing is buffered (reports are written with os.write): skip the interpreter's
+    # teardown, which bastion would otherwise wait for at the end of every command.
+    os._exit(main(sys.argv))

@@ -1,0 +1,83 @@
+"""`bastion doctor`: one line per check of what this machine and setup will use.
+
+Each check is a function returning a `Check`; `CHECKS` lists them in the order
+printed. A check reports; it never changes anything (the store is opened
+read-only). The exit code is 1 if a check failed, else 0: the Python search path
+and a platform that tracks only process groups are reported, not failures.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    name: str
+    ok: bool
+    line: str
+
+
+def search_path() -> Check:
+    from tools import native
+
+    if native.NATIVE is not None:
+        return Check("search", True, "native search path (tools._native, the system's RE2)")
+    return Check("search", True, f"python search path ({native.REASON})")
+
+
+def commands() -> Check:
+    from tools import reaper
+
+    if reaper.subreaper(become=False):
+        return Check(
+            "commands",
+            True,
+            "every process a command starts is tracked (Linux child subreaper) and "
+            "killed with it, even after setsid or a double fork",
+        )
+    return Check("commands", True, f"process group only: {reaper.UNTRACKED}")
+
+
+def store() -> Check:
+    from runtime.harness import default_home
+    from runtime.migrations import latest_version
+
+    path = default_home() / "bastion.sqlite"
+    if not path.exists():
+        return Check("store", True, f"{path} (not created yet; the first session creates it)")
+    try:
+        db = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+        try:
+            row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        return Check("store", False, f"{path} cannot be read: {exc}")
+    version = int(row[0]) if row else 0
+    latest = latest_version()
+    if version > latest:
+        return Check(
+            "store", False, f"{path} has schema {version}, newer than this bastion's {latest}"
+        )
+    state = "current" if version == latest else f"migrates to {latest} when opened"
+    return Check("store", True, f"{path} (schema version {version}, {state})")
+
+
+CHECKS: list[Callable[[], Check]] = [search_path, commands, store]
+
+
+def run(argv: list[str]) -> int:
+    if argv:
+        print("usage: bastion doctor", file=sys.stderr)
+        return 2
+    failed = False
+    for check in CHECKS:
+        result = check()
+        failed |= not result.ok
+        mark = "ok  " if result.ok else "FAIL"
+        print(f"{mark} {result.name:<9} {result.line}")
+    return 1 if failed else 0
