@@ -172,9 +172,20 @@ class CallRunner:
                 )
             )  # fmt: skip
 
+        async def started(record: dict[str, Any]) -> None:
+            """What the command started, committed before it is waited for: a resume
+            after a crash finds it there and makes sure it is gone."""
+            await self.ex.commit(
+                lambda tx: tx.transition_tool_call(
+                    call.id, from_states=(ToolCallState.RUNNING,), process=record
+                )
+            )
+
         ticker = asyncio.create_task(self._checkpoint_output(call.id, buffer))
         try:
-            return await self.deps.toolbox.run(call.name, call.arguments, on_output=output)
+            return await self.deps.toolbox.run(
+                call.name, call.arguments, on_output=output, on_start=started
+            )
         except Exception as exc:  # a tool's failure is that call's, never the run's
             log.warning("tool %s raised", call.name, exc_info=True)
             return ToolOutcome(
@@ -223,6 +234,13 @@ class CallRunner:
         gone, then tell the model what it printed and that its effects are unknown."""
         reaped = await self._reap(call)
         output = await self.deps.store.read(lambda db: joined_chunks(db, call.id, "output"))
+        recover = getattr(self.deps.toolbox, "interrupted_output", None)
+        if call.process is not None and recover is not None:
+            # The command's own output file is written as output arrives: it may hold
+            # the last lines, printed after the last checkpoint.
+            written = recover(call.process) or ""
+            if len(written.strip()) > len(output.strip()):
+                output = written
         text = f"INTERRUPTED: {call.name} {why}; its effects are unknown."
         if reaped:
             text += f"\n{reaped}"
@@ -235,11 +253,22 @@ class CallRunner:
         await self.commit_result(call, ToolCallState.INTERRUPTED, outcome)
 
     async def _reap(self, call: ToolCallRecord) -> str:
-        reap = getattr(self.deps.toolbox, "reap", None)
-        if call.process is None or reap is None:
+        """Kill whatever the call's command left running (before the model hears of it)."""
+        if call.process is None:
             return ""
-        result: Any = await reap(call.process)
-        return str(result or "")
+        from runtime.toolbox import reap_processes
+
+        summary = await asyncio.to_thread(reap_processes, call.process)
+        killed = [f"{name} ({pid})" for pid, name in summary.get("killed", ())]
+        remaining = [f"{name} ({pid})" for pid, name in summary.get("remaining", ())]
+        lines = []
+        if killed:
+            lines.append("processes it left running were killed: " + ", ".join(killed))
+        if remaining:
+            lines.append("processes that may still run: " + ", ".join(remaining))
+        if summary.get("note") and remaining:
+            lines.append(str(summary["note"]))
+        return "\n".join(lines)
 
     async def settle(self, run: Run, reason: str) -> None:
         """Every call of `run` still open ends as interrupted (the run is ending)."""

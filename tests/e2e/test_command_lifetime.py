@@ -106,11 +106,6 @@ def test_nothing_of_a_command_survives_the_death_of_bastion(loopback, bastion, s
     assert ticks(b.cwd) == count  # the resume did not run it again either
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runtime integration pending: the resume does not yet give the model the "
-    "output the command produced before the kill (see runtime.toolbox.interrupted_output)",
-)
 def test_the_resume_tells_the_model_the_output_before_the_kill(loopback, bastion):
     server = loopback([call("c1", "run_command", command=COMMAND), {"text": "resumed"}])
     b = bastion(server)

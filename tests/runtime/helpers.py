@@ -36,7 +36,9 @@ class RecordingToolbox:
             "run_command": ToolInfo(False, False),
         }.get(name)
 
-    async def run(self, name: str, arguments: str, on_output: Any = None) -> ToolOutcome:
+    async def run(
+        self, name: str, arguments: str, on_output: Any = None, on_start: Any = None
+    ) -> ToolOutcome:
         self.calls.append((name, json.loads(arguments)))
         if on_output is not None and name == "run_command":
             on_output("line one\n")

@@ -325,7 +325,7 @@ async def test_command_output_streams_as_transient_deltas(tmp_path):
 
 async def test_a_tool_that_raises_fails_only_its_call(tmp_path):
     class Broken(RecordingToolbox):
-        async def run(self, name, arguments, on_output=None):
+        async def run(self, name, arguments, on_output=None, on_start=None):
             raise RuntimeError("disk on fire at /home/someone/secret")
 
     harness, conv, provider = await start(

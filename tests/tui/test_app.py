@@ -406,7 +406,7 @@ async def test_a_running_command_shows_its_newest_output_lines(tmp_path):
     from tests.runtime.helpers import RecordingToolbox
 
     class Compiling(RecordingToolbox):
-        async def run(self, name, arguments, on_output=None):
+        async def run(self, name, arguments, on_output=None, on_start=None):
             self.calls.append((name, json.loads(arguments)))
             for i in range(1, 7):
                 on_output(f"compiling unit {i}\n")

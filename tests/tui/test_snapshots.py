@@ -65,7 +65,9 @@ class TableToolbox(RecordingToolbox):
 
     results: dict[str, str] = field(default_factory=dict)
 
-    async def run(self, name: str, arguments: str, on_output: Any = None) -> ToolOutcome:
+    async def run(
+        self, name: str, arguments: str, on_output: Any = None, on_start: Any = None
+    ) -> ToolOutcome:
         self.calls.append((name, json.loads(arguments)))
         return ToolOutcome(True, self.results.get(name, f"{name} ok"), {"name": name})
 
