@@ -228,3 +228,74 @@ def test_sigkill_during_a_pause_keeps_everything_shown(loopback, bastion):
     )
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert (b.cwd / "log.txt").read_text() == "done\n"
+
+
+APPROVAL_DRIVER = r"""
+import asyncio, sys
+from pathlib import Path
+from runtime import Harness
+from runtime.config import load_config, model_resolver
+from runtime.harness import new_conversation
+from tui.session import toolbox_factory
+
+async def main(home, cwd, conv_id):
+    harness = await Harness.open(Path(home) / "bastion.sqlite",
+                                 resolve_model=model_resolver(load_config(cwd)))
+    harness._toolbox_factory = toolbox_factory(Path(home))
+    harness.prepare(new_conversation(cwd, settings={"model": "openai/test-model"},
+                                     conversation_id=conv_id))
+    resuming = await harness.exists(conv_id)
+    await harness.drive(conv_id, interactive=True, approval_mode="ask")
+    if not resuming:
+        item = await harness.submit(conv_id, "make the change")
+        await harness.wait(item.id, conv_id)  # killed at approval.wait before it returns
+        return
+    while True:  # answer every approval as a person at the app would: y
+        view = await harness.snapshot(conv_id)
+        if view.active_run is None:
+            print(view.runs[-1].state)
+            break
+        for call in view.tool_calls:
+            if call.approval == "pending" and call.state == "pending":
+                await harness.respond(conv_id, call.id, approve=True)
+        await asyncio.sleep(0.05)
+    await harness.close()
+
+asyncio.run(main(*sys.argv[1:]))
+"""
+
+
+def test_sigkill_while_an_approval_waits_then_answer_it_after_the_resume(loopback, bastion):
+    """An interactive session (as the app drives it) is killed while it waits for y/n;
+    the approval is still pending in the store and is answered after the resume."""
+    import sys
+
+    server = loopback(TASK)
+    b = bastion(server)
+    (b.cwd / "a.txt").write_text("alpha beta\n")
+    conv_id = str(uuid.UUID(int=uuid.uuid4().int & ~(0xF << 76) | (0x7 << 76)))
+    env = dict(b.env, BASTION_FAILPOINT="approval.wait")
+    killed = subprocess.run(
+        [sys.executable, "-c", APPROVAL_DRIVER, str(b.home), str(b.cwd), conv_id],
+        capture_output=True, text=True, cwd=b.cwd, env=env, timeout=60,
+    )  # fmt: skip
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    db = sqlite3.connect(b.home / "bastion.sqlite")
+    pending = db.execute(
+        "SELECT name, approval, state FROM tool_calls WHERE conversation_id = ?", (conv_id,)
+    ).fetchall()
+    db.close()
+    assert pending == [("read_file", "not_required", "done"), ("write_file", "pending", "pending")]
+    assert not (b.cwd / "b.txt").exists()
+    # After the resume the approval is still pending, and answering it goes on.
+    env.pop("BASTION_FAILPOINT")
+    resumed = subprocess.run(
+        [sys.executable, "-c", APPROVAL_DRIVER, str(b.home), str(b.cwd), conv_id],
+        capture_output=True, text=True, cwd=b.cwd, env=env, timeout=60,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert resumed.stdout.strip() == "completed"
+    assert (b.cwd / "b.txt").read_text() == "bee\n"
+    assert (b.cwd / "a.txt").read_text() == "alpha gamma\n"
+    assert (b.cwd / "log.txt").read_text() == "done\n"
+    assert_valid_requests(server.requests())
