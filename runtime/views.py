@@ -106,6 +106,14 @@ class LiveText:
         chunks.ends.append(self.length + len(text))
         return LiveText(chunks, len(chunks.parts), self.length + len(text))
 
+    def extends(self, other: LiveText) -> bool:
+        """`str(self).startswith(str(other))`; O(1) when `self` grew from `other`."""
+        if self.length < other.length:
+            return False
+        if self._chunks is other._chunks and self.count >= other.count:
+            return True
+        return self.slice(0, other.length) == str(other)
+
     def slice(self, start: int, stop: int | None = None) -> str:
         """`str(self)[start:stop]`, joining only the chunks in that range."""
         stop = self.length if stop is None else min(stop, self.length)
@@ -142,6 +150,9 @@ class TextDeltas:
     entry_id: str
     offset: int
     text: str
+
+
+ViewEvent = Event | TextDeltas  # what `reduce` takes
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,7 +254,7 @@ def _resync(view: ConversationView) -> ConversationView:
     return replace(view, resync_required=True)
 
 
-def reduce(view: ConversationView, event: Event) -> ConversationView:
+def reduce(view: ConversationView, event: ViewEvent) -> ConversationView:
     """Apply one event. Pure: returns a new view (or the same one if nothing changed)."""
     if view.resync_required or event.conversation_id != view.conversation.id:
         return view
