@@ -22,6 +22,7 @@ conversation_id)`; the app then closes that harness when it exits.
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any, ClassVar
@@ -46,6 +47,8 @@ AnyHarness = Harness | ThreadedHarness
 
 QUIT_WINDOW = 2.0  # seconds in which a second Ctrl+C quits
 FRAME = 1 / 30  # the view is shown at most this often; events in between are folded together
+REST = 1.0  # after a frame that took t seconds, wait at least REST * t before the next
+SWITCH_INTERVAL = 0.002  # seconds a thread may hold the GIL while another waits (default 5 ms)
 WELCOME = "[b $primary]bastion[/]  [$foreground-muted]type a request and press Enter[/]"
 PLACEHOLDER_IDLE = "Ask Bastion to do something…"
 PLACEHOLDER_BUSY = "Steer the run: Enter queues a message for after this step…"
@@ -137,8 +140,11 @@ class BastionApp(App[int]):
                 if view.resync_required:
                     view = await harness.snapshot(conv_id)
                 await self.show(view)
-                # Let events gather (the channel joins them) rather than draw each one.
-                await asyncio.sleep(max(0.0, FRAME - (loop.time() - started)))
+                # Let events gather (the channel joins them) rather than draw each one, and
+                # when drawing is slow rest as long as it took: the harness thread shares the
+                # interpreter with this one and must keep most of it while it streams.
+                spent = loop.time() - started
+                await asyncio.sleep(max(FRAME - spent, REST * spent))
         except NoMatches:
             pass  # the screen is being torn down: the app is closing
         finally:
@@ -249,6 +255,7 @@ def run(opts: Any) -> int:
     from tui.cli import EXIT_OK, EXIT_USAGE, error_line
     from tui.session import start_session
 
+    sys.setswitchinterval(SWITCH_INTERVAL)  # the harness thread waits less for the interpreter
     thread = HarnessThread()
     try:
         session = thread.run(start_session(opts, interactive=True))

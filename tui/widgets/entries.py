@@ -35,8 +35,9 @@ __all__ = [
     "entry_widget",
 ]
 
-SEGMENT_CHARS = 2_000  # a long answer's segments close at the first cut past this many characters
-KEPT_SEGMENTS = 8  # segments of one answer left mounted while the transcript follows the bottom
+SEGMENT_CHARS = 1_500  # a long answer's segments close at the first cut past this many characters
+KEPT_SEGMENTS = 4  # segments of one answer left mounted while the transcript follows the bottom
+JUMP_SEGMENTS = 2  # segments drawn when the text got ahead of the screen by more than those
 
 
 def first_line(text: str, limit: int = 120) -> str:
@@ -240,34 +241,52 @@ class AssistantEntry(Vertical):
         if len(text) > len(self._shown):
             await self._extend(text, len(self._shown), streaming)
         self._shown = text
-        self._segments[0].set_class(not len(text) and not self._hidden, "-empty")
+        self._segments[0].set_class(not len(text), "-empty")
         if not streaming:
             await self._stop_stream()
         if self.following:
             await self._drop_above(KEPT_SEGMENTS)
 
     async def _extend(self, text: LiveText, start: int, streaming: bool) -> None:
-        new_cuts = self._splitter.feed(text)
-        cuts = self._splitter.cuts
-        if start == 0 and len(cuts) > KEPT_SEGMENTS:
-            # Drawn from scratch (a session opening, a row revealed from above): only the
-            # last segments; earlier ones are drawn when scrolled to.
-            self._hidden = len(cuts) - KEPT_SEGMENTS
-            start, new_cuts = cuts[self._hidden], cuts[self._hidden + 1 :]
-        for cut in new_cuts:
-            await self._write(text.slice(start, cut), streaming)
-            await self._stop_stream()
-            segment = Markdown()
-            await self.mount(segment, after=self._segments[-1])
-            self._segments.append(segment)
-            start = cut
-        await self._write(text.slice(start), streaming)
+        """Write `text` past `start`: the open segment grows, new cuts open new segments.
 
-    async def _write(self, piece: str, streaming: bool) -> None:
+        Segment `i` is `text[cuts[i]:cuts[i + 1]]`. While following the bottom (or
+        drawing from scratch) segments that would scroll off before they are seen,
+        those before the last KEPT_SEGMENTS, are never drawn.
+        """
+        self._splitter.feed(text)
+        cuts = self._splitter.cuts
+        total = len(cuts)
+        open_index = self._hidden + len(self._segments) - 1
+        if (self.following or start == 0) and total - KEPT_SEGMENTS > open_index:
+            keep_from = max(total - JUMP_SEGMENTS, 0)
+            if keep_from > open_index:
+                await self._start_over_at(keep_from)
+                open_index, start = keep_from, cuts[keep_from]
+        for index in range(open_index, total):
+            if index > open_index:
+                segment = Markdown()
+                await self.mount(segment, after=self._segments[-1])
+                self._segments.append(segment)
+            last = index == total - 1
+            end = len(text) if last else cuts[index + 1]
+            await self._write(text.slice(max(start, cuts[index]), end), streaming and last)
+            if not last:
+                await self._stop_stream()
+
+    async def _start_over_at(self, index: int) -> None:
+        """Unmount every segment; one empty one for segment `index` takes their place."""
+        await self._stop_stream()
+        first = Markdown()
+        await self.mount(first, before=self._segments[0])
+        await self.remove_children(self._segments)
+        self._segments, self._hidden = [first], index
+
+    async def _write(self, piece: str, stream: bool) -> None:
         if not piece:
             return
         markdown = self._segments[-1]
-        if streaming or self._stream is not None:
+        if stream or self._stream is not None:
             if self._stream is None:
                 self._stream = Markdown.get_stream(markdown)
             await self._stream.write(piece)

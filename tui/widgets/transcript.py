@@ -90,23 +90,25 @@ class Transcript(VerticalScroll):
 
     @property
     def following(self) -> bool:
-        """At the bottom (or anchored there): new output scrolls into view by itself."""
-        if self.is_anchored:
-            return not self._anchor_released
-        return self.max_scroll_y == 0 or self.scroll_y >= self.max_scroll_y
+        """New output scrolls into view by itself: the user has not scrolled away from the
+        bottom (before the transcript outgrows the screen it is not anchored yet)."""
+        return not self._anchor_released if self.is_anchored else True
 
-    def on_resize(self, event: events.Resize) -> None:
+    def _anchor_when_long(self) -> None:
         # Anchor (stick to the bottom) only once there is more than a screenful: an
         # anchored short transcript would sit at the bottom with a gap above it.
         if (
             not self.is_anchored
-            and event.virtual_size.height > self.scrollable_content_region.height
+            and self.virtual_size.height > self.scrollable_content_region.height
         ):
             self.anchor()
 
+    def on_resize(self, event: events.Resize) -> None:
+        self._anchor_when_long()
+
     def watch_scroll_y(self, old: float, new: float) -> None:
         super().watch_scroll_y(old, new)
-        if new <= 1 and not self._revealing and self._has_earlier():
+        if new <= 1 and not self._revealing and not self.following and self._has_earlier():
             self._revealing = True
             self.call_after_refresh(self._reveal_earlier)
         if self._new_below and self.following:
@@ -270,3 +272,5 @@ class Transcript(VerticalScroll):
             self._new_below = True
             self.post_message(self.NewOutput(True))
         await self._trim()
+        if not self.is_anchored:
+            self.call_after_refresh(self._anchor_when_long)
