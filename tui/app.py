@@ -22,7 +22,6 @@ conversation_id)`; the app then closes that harness when it exits.
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any, ClassVar
@@ -35,7 +34,7 @@ from textual.widgets import Input, Static
 
 from runtime import BastionError, ConversationView, EmptyInput, Harness, reduce
 from runtime.records import EntryKind, InboxMode
-from runtime.threaded import RESYNC, HarnessThread, ThreadedHarness, channel_for
+from runtime.threaded import ThreadedHarness, channel_for
 from themes import DEFAULT_THEME, THEMES
 from themes import register as register_themes
 from tui.widgets import ApprovalPrompt, InboxStrip, PromptInput, StatusBar, Transcript
@@ -48,7 +47,6 @@ AnyHarness = Harness | ThreadedHarness
 QUIT_WINDOW = 2.0  # seconds in which a second Ctrl+C quits
 FRAME = 1 / 30  # the view is shown at most this often; events in between are folded together
 REST = 1.0  # after a frame that took t seconds, wait at least REST * t before the next
-SWITCH_INTERVAL = 0.002  # seconds a thread may hold the GIL while another waits (default 5 ms)
 WELCOME = "[b $primary]bastion[/]  [$foreground-muted]type a request and press Enter[/]"
 PLACEHOLDER_IDLE = "Ask Bastion to do something…"
 PLACEHOLDER_BUSY = "Steer the run: Enter queues a message for after this step…"
@@ -132,11 +130,11 @@ class BastionApp(App[int]):
                 started = loop.time()
                 view = self.view
                 assert view is not None
-                if batch is RESYNC:
-                    view = replace(view, resync_required=True)
-                else:
+                if isinstance(batch, list):
                     for event in batch:
                         view = reduce(view, event)
+                else:  # RESYNC: the channel overflowed and dropped what it held
+                    view = replace(view, resync_required=True)
                 if view.resync_required:
                     view = await harness.snapshot(conv_id)
                 await self.show(view)
@@ -248,27 +246,7 @@ class BastionApp(App[int]):
 
 
 def run(opts: Any) -> int:
-    """`bastion [PROMPT]`: open the session on the harness thread, then run the app on this one.
+    """`bastion [PROMPT]`; see `tui.launch.run`, which the command line calls directly."""
+    from tui.launch import run as launch
 
-    The exit code: 0, or 2 when the session cannot be opened (one line on stderr).
-    """
-    from tui.cli import EXIT_OK, EXIT_USAGE, error_line
-    from tui.session import start_session
-
-    sys.setswitchinterval(SWITCH_INTERVAL)  # the harness thread waits less for the interpreter
-    thread = HarnessThread()
-    try:
-        session = thread.run(start_session(opts, interactive=True))
-    except BastionError as exc:
-        thread.stop()
-        error_line(str(exc))
-        return EXIT_USAGE
-    harness = ThreadedHarness(session.harness, thread)
-    try:
-        app = BastionApp(
-            harness, session.conversation.id, first_prompt=opts.prompt, theme=session.config.theme
-        )
-        app.run()
-        return app.return_code or EXIT_OK
-    finally:
-        harness.close_blocking()
+    return launch(opts)

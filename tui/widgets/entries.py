@@ -14,17 +14,22 @@ assistant turn that made it, as `name args` and the first line of its result.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.markup import escape
-from textual.widgets import Markdown, Static
-from textual.widgets.markdown import MarkdownStream
+from textual.widgets import Static
 
 from runtime import ConversationView
 from runtime.context import arguments_preview
 from runtime.records import Approval, Entry, EntryKind, EntryStatus, ToolCallRecord, ToolCallState
 from runtime.views import LiveText
 from tui.widgets.segments import Splitter
+
+if TYPE_CHECKING:
+    from textual.widgets import Markdown
+    from textual.widgets.markdown import MarkdownStream
 
 __all__ = [
     "AssistantEntry",
@@ -211,7 +216,7 @@ class AssistantEntry(Vertical):
         self._marker_key: tuple[str, str, bool] | None = None
 
     def compose(self) -> ComposeResult:
-        first = Markdown(classes="-empty")
+        first = _markdown(classes="-empty")
         self._segments.append(first)
         yield first
         yield Static(classes="marker")
@@ -265,7 +270,7 @@ class AssistantEntry(Vertical):
                 open_index, start = keep_from, cuts[keep_from]
         for index in range(open_index, total):
             if index > open_index:
-                segment = Markdown()
+                segment = _markdown()
                 await self.mount(segment, after=self._segments[-1])
                 self._segments.append(segment)
             last = index == total - 1
@@ -277,7 +282,7 @@ class AssistantEntry(Vertical):
     async def _start_over_at(self, index: int) -> None:
         """Unmount every segment; one empty one for segment `index` takes their place."""
         await self._stop_stream()
-        first = Markdown()
+        first = _markdown()
         await self.mount(first, before=self._segments[0])
         await self.remove_children(self._segments)
         self._segments, self._hidden = [first], index
@@ -288,7 +293,7 @@ class AssistantEntry(Vertical):
         markdown = self._segments[-1]
         if stream or self._stream is not None:
             if self._stream is None:
-                self._stream = Markdown.get_stream(markdown)
+                self._stream = markdown.get_stream(markdown)
             await self._stream.write(piece)
         else:
             await markdown.update(markdown.source + piece)
@@ -317,7 +322,7 @@ class AssistantEntry(Vertical):
         count = min(count, self._hidden)
         cuts = self._splitter.cuts
         for index in range(self._hidden - 1, self._hidden - 1 - count, -1):
-            segment = Markdown()
+            segment = _markdown()
             await self.mount(segment, before=self._segments[0])
             self._segments.insert(0, segment)
             await segment.update(self._shown.slice(cuts[index], cuts[index + 1]))
@@ -369,6 +374,13 @@ class AssistantEntry(Vertical):
 
     async def on_unmount(self) -> None:
         await self._stop_stream()
+
+
+def _markdown(classes: str | None = None) -> Markdown:
+    """A Markdown widget; the parser is imported with the first answer, not at start-up."""
+    from textual.widgets import Markdown
+
+    return Markdown(classes=classes)
 
 
 EntryWidget = UserEntry | AssistantEntry | NoteEntry
