@@ -67,6 +67,7 @@ class UserEntry(Static):
     def __init__(self, entry: Entry) -> None:
         super().__init__(escape(entry.text), markup=True)
         self.entry = entry
+        self.entry_id = entry.id
 
     async def show(self, entry: Entry, view: ConversationView) -> None:
         if entry is not self.entry:
@@ -89,6 +90,7 @@ class NoteEntry(Static):
     def __init__(self, entry: Entry) -> None:
         super().__init__(self._label(entry))
         self.entry = entry
+        self.entry_id = entry.id
 
     @staticmethod
     def _label(entry: Entry) -> str:
@@ -205,6 +207,7 @@ class AssistantEntry(Vertical):
     def __init__(self, entry: Entry) -> None:
         super().__init__()
         self.entry: Entry | None = None
+        self.entry_id = entry.id
         self.following = True  # set by the transcript: may drop segments above the screen
         self._live = LiveText.of(entry.text)  # the text to show next (set by `show`)
         self._shown = LiveText.of("")  # the text written to the segments so far

@@ -144,8 +144,9 @@ class Transcript(VerticalScroll):
                 made = self._make_rows(self._order[start : self._first], following=False)
                 self._first = start
                 await self.mount_all(made, before=top)
+                by_id = {e.id: e for e in self.view.settled}
                 for widget in made:
-                    await self._refresh_row(widget)
+                    await widget.show(by_id[widget.entry_id], self.view)
             self.call_after_refresh(self._keep_place, before)
         except Exception:
             self._revealing = False
@@ -171,14 +172,6 @@ class Transcript(VerticalScroll):
             self._widgets[entry_id] = widget
             made.append(widget)
         return made
-
-    async def _refresh_row(self, widget: EntryWidget) -> None:
-        assert self.view is not None and widget.entry is not None
-        entry_id = widget.entry.id
-        entry = next((e for e in reversed(self.view.settled) if e.id == entry_id), None)
-        if entry is not None:
-            widget.entry = None  # draw it whole
-            await widget.show(entry, self.view)
 
     async def _trim(self) -> None:
         """While following the bottom, unmount the rows above the last KEPT_ENTRIES."""
