@@ -48,11 +48,13 @@ def snapshots(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Whole-process ratios: bastion -p vs bare httpx; tools vs rg/grep and fd/find."""
+    """Whole-process ratios: bastion -p vs bare httpx; tools vs rg/grep and fd/find; the
+    app in tmux vs bastion -p, a minimal Textual app and `python -c pass`."""
     # A regular install, as a user has it: no editable-install import hook at start-up.
     session.install(".")
     session.run("python", "tests/bench/bench_stream.py", *session.posargs)
     session.run("python", "tests/bench/bench_tools.py")
+    session.run("python", "tests/bench/bench_app.py")
 
 
 @nox.session

@@ -11,6 +11,7 @@ and a process's RSS and CPU time from /proc.
 
 from __future__ import annotations
 
+import itertools
 import os
 import shlex
 import shutil
@@ -31,6 +32,10 @@ class Terminal:
         self.socket = f"bastion-bench-{uuid.uuid4().hex[:8]}"
         self.workdir = workdir
         self.exit_file = workdir / "exit-code"
+
+    @staticmethod
+    def available() -> bool:
+        return TMUX is not None
 
     def tmux(self, *args: str) -> str:
         out = subprocess.run(
@@ -135,7 +140,7 @@ def checkpoint_times(db: Path) -> list[float]:
 
 
 def largest_gap(times: list[float]) -> float:
-    return max((b - a for a, b in zip(times, times[1:], strict=False)), default=0.0)
+    return max((b - a for a, b in itertools.pairwise(times)), default=0.0)
 
 
 def markdown_answer(size: int) -> str:
