@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-SWITCH_INTERVAL = 0.002  # seconds a thread may hold the GIL while another waits (default 5 ms)
+SWITCH_INTERVAL = 0.001  # seconds a thread may hold the GIL while another waits (default 5 ms)
 
 
 def run(opts: Any) -> int:

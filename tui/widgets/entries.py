@@ -40,8 +40,8 @@ __all__ = [
     "entry_widget",
 ]
 
-SEGMENT_CHARS = 1_500  # a long answer's segments close at the first cut past this many characters
-KEPT_SEGMENTS = 4  # segments of one answer left mounted while the transcript follows the bottom
+SEGMENT_CHARS = 1_000  # a long answer's segments close at the first cut past this many characters
+KEPT_SEGMENTS = 6  # at most this many segments of one answer stay mounted while following
 JUMP_SEGMENTS = 2  # segments drawn when the text got ahead of the screen by more than those
 
 
@@ -253,7 +253,7 @@ class AssistantEntry(Vertical):
         if not streaming:
             await self._stop_stream()
         if self.following:
-            await self._drop_above(KEPT_SEGMENTS)
+            await self._drop_above(self._segments_to_keep())
 
     async def _extend(self, text: LiveText, start: int, streaming: bool) -> None:
         """Write `text` past `start`: the open segment grows, new cuts open new segments.
@@ -311,6 +311,17 @@ class AssistantEntry(Vertical):
         await first.update("")
         self._shown, self._hidden = LiveText.of(""), 0
         self._splitter = Splitter(SEGMENT_CHARS)
+
+    def _segments_to_keep(self) -> int:
+        """The last segments that fill two screens (at least JUMP_SEGMENTS, at most KEPT)."""
+        want = 2 * self.app.size.height
+        lines, keep = 0, 0
+        for segment in reversed(self._segments):
+            if keep >= JUMP_SEGMENTS and lines >= want:
+                break
+            lines += segment.outer_size.height
+            keep += 1
+        return min(max(keep, JUMP_SEGMENTS), KEPT_SEGMENTS)
 
     async def _drop_above(self, keep: int) -> None:
         """Unmount all but the last `keep` segments (they are drawn again on the way up)."""
