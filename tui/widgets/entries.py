@@ -40,7 +40,7 @@ __all__ = [
     "entry_widget",
 ]
 
-SEGMENT_CHARS = 1_000  # a long answer's segments close at the first cut past this many characters
+SEGMENT_CHARS = 600  # a long answer's segments close at the first cut past this many characters
 KEPT_SEGMENTS = 6  # at most this many segments of one answer stay mounted while following
 JUMP_SEGMENTS = 2  # segments drawn when the text got ahead of the screen by more than those
 
@@ -313,8 +313,8 @@ class AssistantEntry(Vertical):
         self._splitter = Splitter(SEGMENT_CHARS)
 
     def _segments_to_keep(self) -> int:
-        """The last segments that fill two screens (at least JUMP_SEGMENTS, at most KEPT)."""
-        want = 2 * self.app.size.height
+        """The last segments that fill a screen and a quarter (JUMP_SEGMENTS to KEPT of them)."""
+        want = self.app.size.height * 5 // 4
         lines, keep = 0, 0
         for segment in reversed(self._segments):
             if keep >= JUMP_SEGMENTS and lines >= want:
