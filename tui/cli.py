@@ -132,6 +132,9 @@ def error_line(message: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    if args == ["--version"]:  # the common case, answered before argparse is built
+        print(f"bastion {_version()}")
+        return EXIT_OK
     try:
         code = _dispatch(args)
     except UsageError as exc:
