@@ -46,7 +46,7 @@ AnyHarness = Harness | ThreadedHarness
 
 QUIT_WINDOW = 2.0  # seconds in which a second Ctrl+C quits
 FRAME = 1 / 30  # the view is shown at most this often; events in between are folded together
-REST = 1.0  # after a frame that took t seconds, wait at least REST * t before the next
+REST = 2.0  # after a frame that took t seconds, wait at least REST * t before the next
 WELCOME = "[b $primary]bastion[/]  [$foreground-muted]type a request and press Enter[/]"
 PLACEHOLDER_IDLE = "Ask Bastion to do something…"
 PLACEHOLDER_BUSY = "Steer the run: Enter queues a message for after this step…"
