@@ -134,6 +134,7 @@ class Transcript(VerticalScroll):
         try:
             top = self._first_mounted()
             if top is None or self.view is None:
+                self._revealing = False
                 return
             before = self.virtual_size.height
             if isinstance(top, AssistantEntry) and top.hidden_segments:
