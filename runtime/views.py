@@ -5,13 +5,23 @@ must arrive with consecutive versions; transient deltas with consecutive seqs
 per run (and the text offset they expect). Anything else cannot be trusted to
 produce the right screen, so the view comes back with `resync_required` set
 and the front end reloads a snapshot. Old or duplicated events are ignored.
+
+Cost per event does not grow with the transcript. The text of an entry that is
+growing lives in `view.live` as a `LiveText`: an append-only run of chunks that
+successive views share (a view owns a prefix of it, as a Go slice does), so a
+delta costs what its own text costs, not the whole answer. `view.entries` folds
+the live texts back in on demand (once per view); a front end that renders per
+frame reads `view.settled` and `view.live` instead and never joins the whole text.
+Consecutive deltas of one run may arrive joined as one `TextDeltas` (what a
+coalescing event channel makes of them): the same checks, once per batch.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ClassVar
 
 from runtime.events import (
     AttemptReset,
@@ -45,11 +55,115 @@ _EMPTY: MappingProxyType[str, Any] = MappingProxyType({})
 TOOL_OUTPUT_TAIL = 16_384  # characters of a running command's output a view keeps
 
 
+class _Chunks:
+    """The shared, append-only store behind `LiveText` values (never shrinks)."""
+
+    __slots__ = ("ends", "parts")
+
+    def __init__(self, parts: list[str]) -> None:
+        self.parts = parts
+        self.ends: list[int] = []
+        total = 0
+        for part in parts:
+            total += len(part)
+            self.ends.append(total)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class LiveText:
+    """An immutable text that grows in amortized O(len(suffix)).
+
+    Values share one `_Chunks`; each holds the first `count` parts of it. Appending
+    to the newest value extends the shared chunks in place, which no older value
+    can see (they stop at their own count); appending to an older value copies.
+    """
+
+    _chunks: _Chunks
+    count: int
+    length: int
+
+    @classmethod
+    def of(cls, text: str) -> LiveText:
+        return cls(_Chunks([text] if text else []), 1 if text else 0, len(text))
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __str__(self) -> str:
+        parts = self._chunks.parts
+        return parts[0] if self.count == 1 else "".join(parts[: self.count])
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LiveText) and str(self) == str(other)
+
+    def __hash__(self) -> int:
+        return hash(str(self))
+
+    def append(self, text: str) -> LiveText:
+        if not text:
+            return self
+        chunks = self._chunks
+        if self.count != len(chunks.parts):  # an older value: branch off a copy
+            chunks = _Chunks(chunks.parts[: self.count])
+        chunks.parts.append(text)
+        chunks.ends.append(self.length + len(text))
+        return LiveText(chunks, len(chunks.parts), self.length + len(text))
+
+    def extends(self, other: LiveText) -> bool:
+        """`str(self).startswith(str(other))`; O(1) when `self` grew from `other`."""
+        if self.length < other.length:
+            return False
+        if self._chunks is other._chunks and self.count >= other.count:
+            return True
+        return self.slice(0, other.length) == str(other)
+
+    def slice(self, start: int, stop: int | None = None) -> str:
+        """`str(self)[start:stop]`, joining only the chunks in that range."""
+        stop = self.length if stop is None else min(stop, self.length)
+        if start >= stop:
+            return ""
+        parts, ends = self._chunks.parts, self._chunks.ends
+        first = bisect_right(ends, start, 0, self.count)
+        out: list[str] = []
+        begin = ends[first - 1] if first else 0
+        i = first
+        while i < self.count and begin < stop:
+            part = parts[i]
+            out.append(part[max(0, start - begin) : stop - begin])
+            begin += len(part)
+            i += 1
+        return "".join(out)
+
+
+@dataclass(frozen=True, slots=True)
+class TextDeltas:
+    """Consecutive `TextDelta`s of one run and entry, joined (seq `seq`..`last_seq`).
+
+    Not a harness event: what a coalescing channel hands a front end in place of
+    the deltas it joined. The reducer checks it exactly as it would the first of
+    them, and moves the run's cursor to the last.
+    """
+
+    type: ClassVar[str] = "text.deltas"
+    conversation_id: str
+    run_id: str
+    epoch: int
+    seq: int
+    last_seq: int
+    entry_id: str
+    offset: int
+    text: str
+
+
+ViewEvent = Event | TextDeltas  # what `reduce` takes
+
+
 @dataclass(frozen=True, slots=True)
 class ConversationView:
     conversation: Conversation
     version: int
-    entries: tuple[Entry, ...] = ()
+    # The entries as added or last updated; a growing entry's text is in `live`.
+    settled: tuple[Entry, ...] = ()
     runs: tuple[Run, ...] = ()
     inbox: tuple[InboxItem, ...] = ()
     tool_calls: tuple[ToolCallRecord, ...] = ()
@@ -59,6 +173,29 @@ class ConversationView:
     tool_output: MappingProxyType[str, str] = field(default_factory=lambda: _EMPTY)
     lease_pid: int | None = None
     resync_required: bool = False
+    live: MappingProxyType[str, LiveText] = field(default_factory=lambda: _EMPTY)
+    _folded: list[tuple[Entry, ...]] = field(
+        default_factory=list, init=False, repr=False, compare=False
+    )
+
+    @property
+    def entries(self) -> tuple[Entry, ...]:
+        """The transcript with every live text folded in (computed once per view)."""
+        if not self.live:
+            return self.settled
+        if not self._folded:
+            self._folded.append(
+                tuple(
+                    e.but(text=str(self.live[e.id])) if e.id in self.live else e
+                    for e in self.settled
+                )
+            )
+        return self._folded[0]
+
+    def text_of(self, entry: Entry) -> LiveText:
+        """`entry`'s current text as a `LiveText` (cheap to slice; no join)."""
+        live = self.live.get(entry.id)
+        return live if live is not None else LiveText.of(entry.text)
 
     @property
     def active_run(self) -> Run | None:
@@ -72,7 +209,14 @@ class ConversationView:
         return tuple(i for i in self.inbox if i.state == "queued")
 
     def entry(self, entry_id: str) -> Entry | None:
-        for entry in reversed(self.entries):
+        entry = self._settled_entry(entry_id)
+        live = self.live.get(entry_id)
+        if entry is not None and live is not None:
+            return entry.but(text=str(live))
+        return entry
+
+    def _settled_entry(self, entry_id: str) -> Entry | None:
+        for entry in reversed(self.settled):
             if entry.id == entry_id:
                 return entry
         return None
@@ -96,11 +240,24 @@ def _with(mapping: MappingProxyType[str, Any], key: str, value: Any) -> MappingP
     return MappingProxyType({**mapping, key: value})
 
 
+def _without(mapping: MappingProxyType[str, Any], key: str) -> MappingProxyType[str, Any]:
+    if key not in mapping:
+        return mapping
+    return MappingProxyType({k: v for k, v in mapping.items() if k != key})
+
+
+def _set_entry(view: ConversationView, entry: Entry) -> ConversationView:
+    """`entry` as it now is, whole text included: it replaces any live text of it."""
+    return replace(
+        view, settled=_replace_by_id(view.settled, entry), live=_without(view.live, entry.id)
+    )
+
+
 def _resync(view: ConversationView) -> ConversationView:
     return replace(view, resync_required=True)
 
 
-def reduce(view: ConversationView, event: Event) -> ConversationView:
+def reduce(view: ConversationView, event: ViewEvent) -> ConversationView:
     """Apply one event. Pure: returns a new view (or the same one if nothing changed)."""
     if view.resync_required or event.conversation_id != view.conversation.id:
         return view
@@ -118,22 +275,15 @@ def _reduce_durable(view: ConversationView, event: Any) -> ConversationView:
     match event:
         case ConversationCreated(conversation=conv) | ConversationUpdated(conversation=conv):
             return replace(view, conversation=conv)
-        case EntryAdded(entry=entry):
-            return replace(view, entries=_replace_by_id(view.entries, entry))
+        case EntryAdded(entry=entry) | EntryUpdated(entry=entry):
+            return _set_entry(view, entry)
         case EntryTextAppended(entry_id=entry_id, offset=offset, text=text):
             return _append_text(view, entry_id, offset, text)
-        case EntryUpdated(entry=entry):
-            return replace(view, entries=_replace_by_id(view.entries, entry))
         case EntryClosed(entry_id=entry_id, status=status, data=data, length=length):
-            return _close_entry(view, entry_id, status, data, length)
+            view = close_entry(view, entry_id, status, data, length)
+            return replace(view, reasoning=_without(view.reasoning, entry_id))
         case EntryReasoningAppended(entry_id=entry_id, offset=offset, text=text):
-            known = view.reasoning.get(entry_id, "")
-            if offset > len(known):
-                return _resync(view)
-            merged = (
-                known + text[len(known) - offset :] if offset + len(text) > len(known) else known
-            )
-            return replace(view, reasoning=_with(view.reasoning, entry_id, merged))
+            return _append_reasoning(view, entry_id, offset, text)
         case ToolOutputAppended():
             return view  # the live tail comes from deltas; the result carries the output
         case RunUpdated(run=run):
@@ -155,39 +305,56 @@ def _run_updated(view: ConversationView, run: Run) -> ConversationView:
     return view
 
 
-def _close_entry(
-    view: ConversationView, entry_id: str, status: str, data: dict[str, Any], length: int
-) -> ConversationView:
-    """A streamed entry ended: its text is the `length` characters streamed so far."""
-    entry = view.entry(entry_id)
-    if entry is None or len(entry.text) < length:
-        return _resync(view)
-    closed = entry.but(status=status, data=data, text=entry.text[:length])
-    reasoning = {k: v for k, v in view.reasoning.items() if k != entry_id}
-    return replace(
-        view,
-        entries=_replace_by_id(view.entries, closed),
-        reasoning=MappingProxyType(reasoning)
-        if len(reasoning) != len(view.reasoning)
-        else view.reasoning,
-    )
-
-
 def _append_text(view: ConversationView, entry_id: str, offset: int, text: str) -> ConversationView:
     """Text known to start at `offset`: append what is new, or resync on a hole."""
-    entry = view.entry(entry_id)
-    if entry is None:
-        return _resync(view)
-    known = len(entry.text)
+    current = view.live.get(entry_id)
+    if current is None:
+        entry = view._settled_entry(entry_id)
+        if entry is None:
+            return _resync(view)
+        current = LiveText.of(entry.text)
+    known = len(current)
     if offset > known:
         return _resync(view)
     end = offset + len(text)
     if end <= known:
         return view  # a checkpoint of text the deltas already showed
-    if entry.text[offset:] != text[: known - offset]:
+    if current.slice(offset) != text[: known - offset]:
         return _resync(view)
-    new = entry.but(text=entry.text + text[known - offset :])
-    return replace(view, entries=_replace_by_id(view.entries, new))
+    return replace(view, live=_with(view.live, entry_id, current.append(text[known - offset :])))
+
+
+def _append_reasoning(
+    view: ConversationView, entry_id: str, offset: int, text: str
+) -> ConversationView:
+    """Checkpointed reasoning at `offset`: what the deltas did not show yet is added."""
+    known = view.reasoning.get(entry_id, "")
+    if offset > len(known):
+        return _resync(view)
+    if offset + len(text) <= len(known):
+        return view
+    return replace(
+        view, reasoning=_with(view.reasoning, entry_id, known + text[len(known) - offset :])
+    )
+
+
+def close_entry(
+    view: ConversationView, entry_id: str, status: str, data: dict[str, Any], length: int
+) -> ConversationView:
+    """An entry that finished streaming, told without its text: `length` characters of it.
+
+    For an event that completes a streamed entry without repeating its text (the
+    text is what the deltas and checkpoints built). If the view holds less than
+    `length` characters it cannot know the rest: resync.
+    """
+    entry = view._settled_entry(entry_id)
+    if entry is None:
+        return _resync(view)
+    text = view.text_of(entry)
+    if len(text) < length:
+        return _resync(view)
+    closed = entry.but(status=status, data=data, text=text.slice(0, length))
+    return _set_entry(view, closed)
 
 
 def _reduce_transient(view: ConversationView, event: Any) -> ConversationView:
@@ -199,11 +366,13 @@ def _reduce_transient(view: ConversationView, event: Any) -> ConversationView:
             return _resync(view)
     elif event.seq != 1:
         return _resync(view)  # joined a stream midway without its cursor
-    view = replace(
-        view, cursors=_with(view.cursors, event.run_id, StreamCursor(event.epoch, event.seq))
-    )
+    last = event.last_seq if isinstance(event, TextDeltas) else event.seq
+    view = replace(view, cursors=_with(view.cursors, event.run_id, StreamCursor(event.epoch, last)))
     match event:
-        case TextDelta(entry_id=entry_id, offset=offset, text=text):
+        case (
+            TextDelta(entry_id=entry_id, offset=offset, text=text)
+            | TextDeltas(entry_id=entry_id, offset=offset, text=text)
+        ):
             return _append_text(view, entry_id, offset, text)
         case ReasoningDelta(entry_id=entry_id, text=text):
             return replace(
@@ -216,15 +385,11 @@ def _reduce_transient(view: ConversationView, event: Any) -> ConversationView:
             tail = (view.tool_output.get(call_id, "") + text)[-TOOL_OUTPUT_TAIL:]
             return replace(view, tool_output=_with(view.tool_output, call_id, tail))
         case AttemptReset(entry_id=entry_id):
-            entry = view.entry(entry_id)
+            entry = view._settled_entry(entry_id)
             if entry is None:
                 return view
-            reasoning = {k: v for k, v in view.reasoning.items() if k != entry_id}
-            return replace(
-                view,
-                entries=_replace_by_id(view.entries, entry.but(text="")),
-                reasoning=MappingProxyType(reasoning),
-            )
+            view = _set_entry(view, entry.but(text=""))
+            return replace(view, reasoning=_without(view.reasoning, entry_id))
     return view
 
 
@@ -235,7 +400,7 @@ def view_from_snapshot(
     return ConversationView(
         conversation=snapshot.conversation,
         version=snapshot.conversation.version,
-        entries=snapshot.entries,
+        settled=snapshot.entries,
         runs=snapshot.runs,
         inbox=snapshot.inbox,
         tool_calls=snapshot.tool_calls,

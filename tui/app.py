@@ -1,14 +1,18 @@
 """`bastion [PROMPT]`: the Textual app.
 
-The app keeps one thing: the current `ConversationView`. A worker subscribes
-to the harness, folds every event through the runtime's one reducer
-(`runtime.reduce`), reloads a snapshot when the view says `resync_required`,
-and hands the view to the widgets, which update only what changed. Keys turn
-into harness calls (submit, interrupt, respond); nothing is shown that the
-store does not say.
+The app keeps one thing: the current `ConversationView`. A worker takes the
+harness's events from a coalescing `EventChannel` (runtime.threaded) once per
+frame, folds them through the runtime's one reducer (`runtime.reduce`),
+reloads a snapshot when the view says `resync_required` (or the channel
+overflowed), and hands the view to the widgets, which update only what
+changed. Keys turn into harness calls (submit, interrupt, respond); nothing is
+shown that the store does not say.
 
-    app = BastionApp(harness, conversation_id, first_prompt="hi")   # harness already driven
-    await app.run_async()
+`bastion` runs the harness on a thread of its own (`ThreadedHarness`), so a slow
+frame never delays the model loop, its checkpoints or its tools:
+
+    app = BastionApp(threaded_harness, conversation_id, first_prompt="hi")  # already driven
+    app.run()
 
 or, when the harness must be opened on the app's own event loop (snapshot
 tests), `BastionApp(opener=open_fn)` where `open_fn()` returns `(harness,
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from textual import work
@@ -29,6 +34,7 @@ from textual.widgets import Input, Static
 
 from runtime import BastionError, ConversationView, EmptyInput, Harness, reduce
 from runtime.records import EntryKind, InboxMode
+from runtime.threaded import ThreadedHarness, channel_for
 from themes import DEFAULT_THEME, THEMES
 from themes import register as register_themes
 from tui.widgets import ApprovalPrompt, InboxStrip, PromptInput, StatusBar, Transcript
@@ -36,11 +42,15 @@ from tui.widgets import ApprovalPrompt, InboxStrip, PromptInput, StatusBar, Tran
 __all__ = ["BastionApp", "Opener", "run"]
 
 Opener = Callable[[], Awaitable[tuple[Harness, str]]]
+AnyHarness = Harness | ThreadedHarness
 
 QUIT_WINDOW = 2.0  # seconds in which a second Ctrl+C quits
+FRAME = 1 / 30  # the view is shown at most this often; events in between are folded together
+REST = 2.0  # after a frame that took t seconds, wait at least REST * t before the next
 WELCOME = "[b $primary]bastion[/]  [$foreground-muted]type a request and press Enter[/]"
 PLACEHOLDER_IDLE = "Ask Bastion to do something…"
 PLACEHOLDER_BUSY = "Steer the run: Enter queues a message for after this step…"
+NEW_OUTPUT = "[$accent]↓ new output below[/]  [$foreground-muted]PageDown or End to follow[/]"
 
 
 class BastionApp(App[int]):
@@ -52,11 +62,13 @@ class BastionApp(App[int]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "interrupt", "Interrupt", show=False, priority=True),
         Binding("ctrl+c", "quit_twice", "Quit", show=False, priority=True),
+        Binding("pageup", "page(-1)", "Page up", show=False, priority=True),
+        Binding("pagedown", "page(1)", "Page down", show=False, priority=True),
     ]
 
     def __init__(
         self,
-        harness: Harness | None = None,
+        harness: AnyHarness | None = None,
         conversation_id: str | None = None,
         *,
         first_prompt: str | None = None,
@@ -73,6 +85,7 @@ class BastionApp(App[int]):
         self._opener = opener
         self._theme_name = theme if theme in THEMES else DEFAULT_THEME
         self._quit_armed = False
+        self._welcome_gone = False
         self.ready = asyncio.Event()  # set once the first view is on screen
         register_themes(self)
         self.theme = self._theme_name
@@ -82,6 +95,7 @@ class BastionApp(App[int]):
     def compose(self) -> ComposeResult:
         with Transcript(id="transcript"):
             yield Static(WELCOME, id="welcome")
+        yield Static(NEW_OUTPUT, id="new-output")
         yield InboxStrip(id="inbox")
         yield ApprovalPrompt()
         yield PromptInput(self._sent, placeholder=PLACEHOLDER_IDLE, id="prompt")
@@ -104,37 +118,62 @@ class BastionApp(App[int]):
             self.harness, self.conversation_id = await self._opener()
         harness, conv_id = self.harness, self.conversation_id
         assert harness is not None
-        sub = harness.subscribe(conv_id)
+        loop = asyncio.get_running_loop()
+        channel = channel_for(harness, conv_id)
         try:
             await self.show(await harness.snapshot(conv_id))
             self.ready.set()
             if self._first_prompt:
                 prompt, self._first_prompt = self._first_prompt, None
                 await self.send(prompt)
-            async for event in sub:
-                view = reduce(self.view, event)  # type: ignore[arg-type]
-                for queued in sub.pending():
-                    view = reduce(view, queued)
+            while (batch := await channel.get()) is not None:
+                started = loop.time()
+                view = self.view
+                assert view is not None
+                if isinstance(batch, list):
+                    for event in batch:
+                        view = reduce(view, event)
+                else:  # RESYNC: the channel overflowed and dropped what it held
+                    view = replace(view, resync_required=True)
                 if view.resync_required:
                     view = await harness.snapshot(conv_id)
                 await self.show(view)
+                # Let events gather (the channel joins them) rather than draw each one, and
+                # when drawing is slow rest as long as it took: the harness thread shares the
+                # interpreter with this one and must keep most of it while it streams.
+                spent = loop.time() - started
+                await asyncio.sleep(max(FRAME - spent, REST * spent))
         except NoMatches:
             pass  # the screen is being torn down: the app is closing
         finally:
-            sub.close()
+            channel.close()
 
     async def show(self, view: ConversationView) -> None:
-        """Render `view`: each widget updates only what changed since the last one."""
-        self.view = view
-        if view.entries:
-            self.query("#welcome").remove()
+        """Render `view`: each widget updates only what changed since the last one.
+
+        `self.view` becomes `view` once everything shows it.
+        """
+        if view.settled and not self._welcome_gone:
+            self._welcome_gone = True
+            await self.query("#welcome").remove()
         await self.query_one(Transcript).show(view)
+        self.view = view
         self.query_one(StatusBar).show(view)
         self.query_one(InboxStrip).show(view)
         prompt = self.query_one("#prompt", Input)
         prompt.placeholder = PLACEHOLDER_BUSY if view.active_run else PLACEHOLDER_IDLE
         if self.query_one(ApprovalPrompt).show(view):
             self.call_after_refresh(self._focus_approval)
+
+    def on_transcript_new_output(self, event: Transcript.NewOutput) -> None:
+        self.query_one("#new-output").set_class(event.below, "-shown")
+
+    def action_page(self, direction: int) -> None:
+        transcript = self.query_one(Transcript)
+        if direction < 0:
+            transcript.scroll_page_up(animate=False)
+        else:
+            transcript.scroll_page_down(animate=False)
 
     def _focus_approval(self) -> None:
         """Focus the approval line while it asks (so y/n reach it), else the prompt."""
@@ -159,7 +198,7 @@ class BastionApp(App[int]):
         """What the user sent in this conversation, oldest first (the prompt's history)."""
         if self.view is None:
             return []
-        return [e.text for e in self.view.entries if e.kind == EntryKind.USER]
+        return [e.text for e in self.view.settled if e.kind == EntryKind.USER]
 
     async def on_input_submitted(self, event: Input.Submitted) -> None:
         text = event.value
@@ -219,23 +258,7 @@ class BastionApp(App[int]):
 
 
 def run(opts: Any) -> int:
-    """`bastion [PROMPT]`: open the session, take the lease, run the app; the exit code."""
-    return asyncio.run(_main(opts))
+    """`bastion [PROMPT]`; see `tui.launch.run`, which the command line calls directly."""
+    from tui.launch import run as launch
 
-
-async def _main(opts: Any) -> int:
-    from tui.cli import EXIT_OK, EXIT_USAGE, error_line
-    from tui.session import start_session
-
-    try:
-        session = await start_session(opts, interactive=True)
-    except BastionError as exc:
-        error_line(str(exc))
-        return EXIT_USAGE
-    harness, conv = session.harness, session.conversation
-    try:
-        app = BastionApp(harness, conv.id, first_prompt=opts.prompt, theme=session.config.theme)
-        await app.run_async()
-        return app.return_code or EXIT_OK
-    finally:
-        await harness.close()
+    return launch(opts)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import random
 from dataclasses import replace
+from types import MappingProxyType
 
 from runtime import reduce, view_from_snapshot
 from runtime.events import AttemptReset, EntryTextAppended, TextDelta, is_durable
@@ -156,3 +157,89 @@ def test_tool_output_keeps_only_a_bounded_tail():
     kept = view.tool_output["t"]
     assert len(kept) == TOOL_OUTPUT_TAIL and kept.endswith("x" * 995)
     assert not view.resync_required
+
+
+def joined(events):
+    """Consecutive TextDeltas of one run and entry as one TextDeltas, as a channel joins them."""
+    from runtime.views import TextDeltas
+
+    out = []
+    for event in events:
+        last = out[-1] if out else None
+        if (
+            isinstance(event, TextDelta)
+            and isinstance(last, TextDelta | TextDeltas)
+            and last.run_id == event.run_id
+            and last.entry_id == event.entry_id
+            and (last.last_seq if isinstance(last, TextDeltas) else last.seq) + 1 == event.seq
+            and last.offset + len(last.text) == event.offset
+        ):
+            first_seq = last.seq
+            out[-1] = TextDeltas(
+                event.conversation_id,
+                event.run_id,
+                event.epoch,
+                first_seq,
+                event.seq,
+                event.entry_id,
+                last.offset,
+                last.text + event.text,
+            )
+        else:
+            out.append(event)
+    return out
+
+
+async def test_joined_deltas_give_the_same_view(tmp_path):
+    start, events, end = await recorded_run(tmp_path)
+    batched = joined(events)
+    assert len(batched) < len(events)
+    view = fold(start, batched)
+    assert not view.resync_required
+    assert visible(view) == visible(end)
+    assert view.cursors == fold(start, events).cursors
+
+
+async def test_a_gap_inside_joined_deltas_requires_resync(tmp_path):
+    start, events, _ = await recorded_run(tmp_path)
+    deltas = [i for i, e in enumerate(events) if isinstance(e, TextDelta)]
+    dropped = events[: deltas[3]] + events[deltas[3] + 1 :]
+    assert fold(start, joined(dropped)).resync_required
+
+
+async def test_streaming_text_is_live_and_folded_on_demand(tmp_path):
+    start, events, _ = await recorded_run(tmp_path)
+    first = next(i for i, e in enumerate(events) if isinstance(e, TextDelta))
+    view = fold(start, events[: first + 5])
+    entry_id = events[first].entry_id
+    live = view.live[entry_id]
+    assert str(live) == view.entry(entry_id).text
+    assert view.entries[-1].text == str(live)
+    assert view._settled_entry(entry_id).text == ""  # the settled record is not rewritten
+
+
+def test_live_text_values_never_see_each_others_appends():
+    from runtime.views import LiveText
+
+    a = LiveText.of("ab")
+    b = a.append("cd")
+    c = b.append("ef")
+    d = b.append("XY")  # b is no longer the newest: this branches off a copy
+    assert (str(a), str(b), str(c), str(d)) == ("ab", "abcd", "abcdef", "abcdXY")
+    assert c.slice(1, 5) == "bcde" and c.slice(3) == "def" and c.slice(6) == ""
+    assert d.slice(0, 100) == "abcdXY"
+    assert b._chunks is c._chunks and d._chunks is not c._chunks
+
+
+def test_close_entry_keeps_the_streamed_text():
+    from runtime.records import Conversation, Entry
+    from runtime.views import ConversationView, LiveText, close_entry
+
+    conv = Conversation("c", "", "/", {}, 0.0, 0.0)
+    entry = Entry("e", "c", 0, "assistant", "streaming", "", 0.0)
+    view = ConversationView(conv, 1, settled=(entry,))
+    view = replace(view, live=MappingProxyType({"e": LiveText.of("hello").append(" world")}))
+    closed = close_entry(view, "e", "complete", {"k": 1}, 11)
+    assert closed.entry("e").text == "hello world" and closed.entry("e").status == "complete"
+    assert not closed.live
+    assert close_entry(view, "e", "complete", {}, 12).resync_required

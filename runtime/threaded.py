@@ -1,0 +1,293 @@
+"""The harness on its own thread and event loop, so no screen can starve it.
+
+A front end that renders (the Textual app) runs its own event loop; if the
+harness shared it, a slow frame would delay the model loop, its checkpoints,
+heartbeats and tools. Here the harness lives on a `HarnessThread`, and the front
+end holds a `ThreadedHarness`: the same async methods as `Harness`, each run on
+the harness loop (`asyncio.run_coroutine_threadsafe`) and awaited from the
+caller's loop.
+
+    thread = HarnessThread()
+    harness = ThreadedHarness(thread.run(Harness.open(...)), thread)  # blocking open
+    channel = harness.subscribe(conv_id)        # call from the consumer's loop
+    while (batch := await channel.get()) is not None:
+        view = resync(...) if batch is RESYNC else fold(view, batch)
+    await harness.close()                       # closes the harness, stops the thread
+
+Events reach the consumer through an `EventChannel`: bounded, and coalescing.
+Consecutive text deltas of one run are joined into one `TextDeltas` while they
+wait, so a consumer that takes them once a frame folds one event per frame, not
+thousands. If the consumer still falls `limit` items behind, what is queued is
+dropped and the next `get()` returns `RESYNC`: reload a snapshot (the reducer's
+`resync_required`) and go on. The producer never blocks and never waits for the
+consumer.
+
+No textual import here: any front end (or a test) can use it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections import deque
+from collections.abc import Coroutine
+from typing import Any, Final, TypeVar
+
+from runtime.events import Event, TextDelta
+from runtime.views import ConversationView, TextDeltas, ViewEvent
+
+__all__ = [
+    "RESYNC",
+    "EventChannel",
+    "HarnessThread",
+    "ThreadedHarness",
+    "channel_for",
+]
+
+T = TypeVar("T")
+
+DEFAULT_LIMIT: Final = 4096  # queued items (a joined run of deltas counts once)
+
+
+class _Resync:
+    """The marker `EventChannel.get()` returns after an overflow."""
+
+    def __repr__(self) -> str:
+        return "RESYNC"
+
+
+RESYNC: Final = _Resync()
+
+
+class _Joining:
+    """Deltas of one run and entry, consecutive in seq and offset, waiting to be joined."""
+
+    __slots__ = ("end", "first", "last_seq", "parts")
+
+    def __init__(self, first: TextDelta) -> None:
+        self.first = first
+        self.parts = [first.text]
+        self.last_seq = first.seq
+        self.end = first.offset + len(first.text)
+
+    def take(self, event: Event) -> bool:
+        first = self.first
+        if (
+            type(event) is TextDelta
+            and event.seq == self.last_seq + 1
+            and event.offset == self.end
+            and event.run_id == first.run_id
+            and event.epoch == first.epoch
+            and event.entry_id == first.entry_id
+        ):
+            self.parts.append(event.text)
+            self.last_seq = event.seq
+            self.end += len(event.text)
+            return True
+        return False
+
+    def event(self) -> ViewEvent:
+        first = self.first
+        if len(self.parts) == 1:
+            return first
+        return TextDeltas(
+            first.conversation_id,
+            first.run_id,
+            first.epoch,
+            first.seq,
+            self.last_seq,
+            first.entry_id,
+            first.offset,
+            "".join(self.parts),
+        )
+
+
+class EventChannel:
+    """Events from a producer (any thread) to one consumer on an asyncio loop.
+
+    `put_many` never blocks; `get()` waits for the next batch: everything queued,
+    oldest first, with runs of deltas joined; `RESYNC` after an overflow; None once
+    closed and drained.
+    """
+
+    def __init__(self, limit: int = DEFAULT_LIMIT) -> None:
+        self.limit = limit
+        self.overflows = 0
+        self._lock = threading.Lock()
+        self._items: deque[Event | _Joining] = deque()
+        self._overflowed = False
+        self._closed = False
+        self._waiter: asyncio.Future[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def put_many(self, events: list[Event]) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            items = self._items
+            tail = items[-1] if items else None
+            for event in events:
+                if isinstance(tail, _Joining) and tail.take(event):
+                    continue
+                tail = _Joining(event) if type(event) is TextDelta else event
+                items.append(tail)
+            if len(items) > self.limit:
+                items.clear()
+                self._overflowed = True
+                self.overflows += 1
+            self._wake_locked()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._wake_locked()
+
+    def _wake_locked(self) -> None:
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and self._loop is not None:
+            self._loop.call_soon_threadsafe(_release, waiter)
+
+    async def get(self) -> list[ViewEvent] | _Resync | None:
+        while True:
+            with self._lock:
+                if self._overflowed:
+                    self._overflowed = False
+                    return RESYNC
+                if self._items:
+                    items, self._items = self._items, deque()
+                    return [i.event() if isinstance(i, _Joining) else i for i in items]
+                if self._closed:
+                    return None
+                self._loop = asyncio.get_running_loop()
+                waiter = self._waiter = self._loop.create_future()
+            await waiter
+
+
+def _release(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+async def pump(sub: Any, channel: EventChannel) -> None:
+    """Move a harness `Subscription`'s events into `channel`, a batch per wake-up."""
+    try:
+        async for event in sub:
+            channel.put_many([event, *sub.pending()])
+    finally:
+        sub.close()
+        channel.close()
+
+
+class HarnessThread:
+    """A daemon thread running an asyncio loop of its own, for the harness."""
+
+    def __init__(self, name: str = "bastion-harness") -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._main, name=name, daemon=True)
+        self._thread.start()
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        try:
+            self.loop.run_forever()
+        finally:
+            self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+            self.loop.close()
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run `coro` on the harness loop and wait for it (from any other thread)."""
+        return self.submit(coro).result()
+
+    async def call(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run `coro` on the harness loop; await it from the caller's loop."""
+        return await asyncio.wrap_future(self.submit(coro))
+
+    def stop(self, timeout: float = 5.0) -> None:
+        if self._thread.is_alive():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+
+class ThreadedHarness:
+    """A `Harness` on a `HarnessThread`, seen from another loop: the same async methods.
+
+    Only the front-end surface is proxied; anything else (`call`) runs any coroutine
+    function of the harness on its loop.
+    """
+
+    def __init__(self, harness: Any, thread: HarnessThread, *, limit: int = DEFAULT_LIMIT) -> None:
+        self.harness = harness
+        self.thread = thread
+        self.limit = limit
+        self._pumps: list[concurrent.futures.Future[None]] = []
+
+    async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        return await self.thread.call(getattr(self.harness, method)(*args, **kwargs))
+
+    def subscribe(self, conversation_id: str) -> EventChannel:
+        channel = EventChannel(self.limit)
+        # Scheduled before any later call (the loop runs callbacks in order), so a
+        # snapshot asked for after this sees nothing the subscription misses.
+        self._pumps.append(self.thread.submit(self._pump(conversation_id, channel)))
+        return channel
+
+    async def _pump(self, conversation_id: str, channel: EventChannel) -> None:
+        await pump(self.harness.subscribe(conversation_id), channel)
+
+    async def snapshot(self, conversation_id: str) -> ConversationView:
+        view: ConversationView = await self.call("snapshot", conversation_id)
+        return view
+
+    async def submit(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.call("submit", *args, **kwargs)
+
+    async def respond(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.call("respond", *args, **kwargs)
+
+    async def interrupt(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.call("interrupt", *args, **kwargs)
+
+    async def withdraw(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.call("withdraw", *args, **kwargs)
+
+    async def drive(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.call("drive", *args, **kwargs)
+
+    async def close(self) -> None:
+        """Close the harness on its loop, then stop the thread."""
+        if self.thread.alive:
+            await self.call("close")
+            self.thread.stop()
+
+    def close_blocking(self) -> None:
+        """`close()` for a caller with no running loop (after the app exited)."""
+        if self.thread.alive:
+            self.thread.run(self.harness.close())
+            self.thread.stop()
+
+
+def channel_for(harness: Any, conversation_id: str, limit: int = DEFAULT_LIMIT) -> EventChannel:
+    """An `EventChannel` of `conversation_id`'s events from a Harness or a ThreadedHarness.
+
+    A plain Harness on the caller's own loop (tests) gets the same channel, pumped by a
+    task on that loop; call from inside the loop.
+    """
+    if isinstance(harness, ThreadedHarness):
+        return harness.subscribe(conversation_id)
+    channel = EventChannel(limit)
+    sub = harness.subscribe(conversation_id)
+    task = asyncio.get_running_loop().create_task(pump(sub, channel))
+    _tasks.add(task)
+    task.add_done_callback(_tasks.discard)
+    return channel
+
+
+_tasks: set[asyncio.Task[None]] = set()

@@ -1,0 +1,422 @@
+"""Benchmark: the Textual app in a real terminal (tmux), each figure beside its reference.
+
+    python tests/bench/bench_app.py [--runs 3] [--only stream,echo,open,launch,version]
+
+- a 200 KB and a 2 MB markdown answer streamed through `bastion` (launch to its last
+  line on screen with the run done) vs `bastion -p` on the same loopback stream;
+- the largest gap between checkpoints (ledger rows 'entry.text_appended', their
+  `time`) while the app streams the 2 MB answer, and in print mode;
+- key echo while the app streams (a key sent with tmux to it appearing in the prompt),
+  p50/p99, vs the idle app;
+- opening a 500- and a 5,000-entry session (`bastion -r ID`) to a ready prompt with
+  the last entry on screen, RSS then, and launch to idle (CPU under 2% for 0.5 s);
+- launch to a ready prompt vs a minimal Textual app with an Input;
+- `bastion --version` vs `python -c pass`.
+
+Every run is a fresh process against `runtime.testing`'s loopback server; nothing
+touches the network. Run by `nox -s bench`; not collected by pytest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+from terminal import (
+    Terminal,
+    checkpoint_times,
+    largest_gap,
+    markdown_answer,
+    rss_mib,
+    wait_idle,
+)
+
+from runtime.testing.process import LoopbackProcess
+
+BIN = Path(sys.executable).parent
+BASTION = str(BIN / "bastion")
+MODEL = "openai/bench"
+SIZE = (100, 30)
+ROWS: list[tuple[str, str, str, str, str]] = []
+
+MINIMAL_APP = """
+from textual.app import App
+from textual.widgets import Input
+class Minimal(App):
+    def compose(self):
+        yield Input(placeholder="minimal app ready")
+Minimal().run()
+"""
+
+
+def row(what: str, ours: str, reference: str, ratio: str = "", target: str = "") -> None:
+    ROWS.append((what, ours, reference, ratio, target))
+    print(f"  {what}: {ours} | {reference} | {ratio} {target}", flush=True)
+
+
+def verdict(ok: bool) -> str:
+    return "meets" if ok else "MISSES"
+
+
+def environment(home: Path, server: LoopbackProcess | None) -> dict[str, str]:
+    keep = ("PATH", "LANG", "LC_ALL", "HOME", "TZ")
+    env = {k: os.environ[k] for k in keep if k in os.environ}
+    env.update(
+        TERM="xterm-256color",
+        COLORTERM="truecolor",
+        BASTION_HOME=str(home),
+        XDG_CONFIG_HOME=str(home / "config"),
+        LANG=os.environ.get("LANG", "C.UTF-8"),
+    )
+    # Nothing is sent to a model unless a server is given: a closed port otherwise.
+    env["OPENAI_BASE_URL"] = server.base_url if server is not None else "http://127.0.0.1:9/v1"
+    return env
+
+
+@contextmanager
+def terminal(workdir: Path) -> Iterator[Terminal]:
+    term = Terminal(workdir)
+    try:
+        yield term
+    finally:
+        term.kill()
+
+
+def fresh(base: Path, name: str) -> Path:
+    path = base / f"{name}-{time.monotonic_ns()}"
+    (path / "work").mkdir(parents=True)
+    return path
+
+
+# --- streaming ------------------------------------------------------------------
+
+
+def print_mode_run(base: Path, server: LoopbackProcess, expect: str) -> tuple[float, float]:
+    """`bastion -p` once: (seconds, largest checkpoint gap)."""
+    run = fresh(base, "print")
+    env = environment(run / "home", server)
+    start = time.perf_counter()
+    out = subprocess.run(
+        [BASTION, "-p", "go", "--model", MODEL],
+        env=env,
+        cwd=run / "work",
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    elapsed = time.perf_counter() - start
+    if out.returncode != 0 or expect not in out.stdout:
+        raise SystemExit(f"bastion -p failed (exit {out.returncode}): {out.stderr[-500:]}")
+    return elapsed, largest_gap(checkpoint_times(run / "home" / "bastion.sqlite"))
+
+
+def app_run(
+    base: Path,
+    server: LoopbackProcess,
+    expect: str,
+    during: Callable[[Terminal], object] | None = None,
+) -> tuple[float, float, object]:
+    """The app with the prompt on its command line, to `expect` on screen and the run done:
+    (seconds, largest checkpoint gap, what `during` returned while it streamed)."""
+    run = fresh(base, "app")
+    env = environment(run / "home", server)
+    with terminal(run) as term:
+        start = term.start([BASTION, "--model", MODEL, "go"], env, run / "work", SIZE)
+        extra = during(term) if during is not None else None
+        done, _ = term.wait_for(
+            lambda s: expect in s and "done" in s, "the whole answer", timeout=900, poll=0.05
+        )
+    return done - start, largest_gap(checkpoint_times(run / "home" / "bastion.sqlite")), extra
+
+
+def bench_stream(base: Path, size: int, runs: int) -> None:
+    text = markdown_answer(size)
+    expect = f"END OF ANSWER {size}"
+    turns = [{"text": text, "chunk_size": 4}] * (2 * runs + 2)
+    label = f"{size // 1000} KB" if size < 1_000_000 else f"{size // 1_000_000} MB"
+    with LoopbackProcess.start(turns, fresh(base, "server")) as server:
+        prints, apps, print_gaps, app_gaps = [], [], [], []
+        for _ in range(runs):
+            seconds, gap = print_mode_run(base, server, expect)
+            prints.append(seconds)
+            print_gaps.append(gap)
+            seconds, gap, _ = app_run(base, server, expect)
+            apps.append(seconds)
+            app_gaps.append(gap)
+    ours, ref = statistics.median(apps), statistics.median(prints)
+    events = -(-len(text) // 4)
+    row(
+        f"stream a {label} markdown answer ({events} events), launch to last line",
+        f"{ours:.2f} s",
+        f"bastion -p: {ref:.2f} s",
+        f"{ours / ref:.2f}x",
+        f"<= 2x: {verdict(ours / ref <= 2)}",
+    )
+    if size >= 1_000_000:
+        worst = max(app_gaps)
+        row(
+            f"largest checkpoint gap while the app streams {label}",
+            f"{worst * 1000:.0f} ms",
+            f"bastion -p: {max(print_gaps) * 1000:.0f} ms",
+            "",
+            f"<= 250 ms: {verdict(worst <= 0.25)}",
+        )
+
+
+# --- key echo -------------------------------------------------------------------
+
+
+def prompt_keys(screen: str, key: str = "z") -> int:
+    """How many `key`s the prompt box (the bordered lines at the bottom) shows."""
+    return sum(line.count(key) for line in screen.splitlines()[-6:] if "│" in line)
+
+
+def echo_samples(term: Terminal, count: int, until: Callable[[str], bool] | None = None) -> list:
+    """Send `z` and time it to the prompt, `count` times (or until `until(screen)`)."""
+    samples: list[float] = []
+    for _ in range(count):
+        before = prompt_keys(term.screen())
+        sent = time.monotonic()
+        term.send("z", literal=True)
+        seen, screen = term.wait_for(
+            lambda s, before=before: prompt_keys(s) > before, "the key echo", 60, poll=0.002
+        )
+        samples.append(seen - sent)
+        if until is not None and until(screen):
+            break
+        time.sleep(0.03)
+    return samples
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def bench_echo(base: Path) -> None:
+    size = 2_000_000
+    with LoopbackProcess.start(
+        [{"text": markdown_answer(size), "chunk_size": 4}], fresh(base, "s")
+    ) as server:
+
+        def during(term: Terminal) -> list[float]:
+            term.wait_for(lambda s: "Section" in s, "the stream to start", 60, poll=0.01)
+            return echo_samples(term, 200, until=lambda s: "done" in s)
+
+        _, _, busy = app_run(base, server, f"END OF ANSWER {size}", during)
+    run = fresh(base, "idle")
+    with terminal(run) as term:
+        term.start([BASTION, "--model", MODEL], environment(run / "home", None), run / "work", SIZE)
+        term.wait_for(lambda s: "Ask Bastion" in s and MODEL in s, "the app", 60)
+        idle = echo_samples(term, 30)
+    assert isinstance(busy, list)
+    p50, p99 = percentile(busy, 0.5), percentile(busy, 0.99)
+    row(
+        f"key echo while streaming 2 MB, p50 / p99 ({len(busy)} keys)",
+        f"{p50 * 1000:.0f} / {p99 * 1000:.0f} ms",
+        f"idle app: {percentile(idle, 0.5) * 1000:.0f} / {percentile(idle, 0.99) * 1000:.0f} ms",
+        "",
+        f"p99 < 50 ms: {verdict(p99 < 0.05)}",
+    )
+
+
+# --- opening long sessions ------------------------------------------------------
+
+
+def canned_answer(i: int) -> str:
+    return (
+        f"### Answer {i}\n\nThe **ledger** keeps every step; `checkpoint` {i} is committed.\n\n"
+        f"- first point of {i}\n- second point\n\n```python\nprint({i})\n```\n"
+    )
+
+
+async def build_session(home: Path, cwd: Path, entries: int) -> str:
+    """A conversation of `entries` entries (question/answer pairs) in `home`'s store.
+
+    The first pairs are real runs (the public API); the rest are written straight to
+    the store in batches, since running thousands of turns rebuilds the whole context
+    each time (quadratic). If the store's writer changes shape, everything goes
+    through the public API instead (slow, but the same session).
+    """
+    from runtime import Harness
+    from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
+
+    turns = entries // 2
+    texts = [canned_answer(i) for i in range(turns - 1)] + [f"LAST ENTRY {entries}"]
+    provider = ScriptedProvider([ScriptedTurn(text=t) for t in texts])
+    harness = await Harness.open(home / "bastion.sqlite", resolve_model=lambda s: (provider, "b"))
+    try:
+        conv = await harness.create_conversation(str(cwd), settings={"model": MODEL})
+        await harness.drive(conv.id)
+        done = 0
+        for i in range(min(turns, 4)):
+            await run_turn(harness, conv.id, i)
+            done += 1
+        await harness.release(conv.id)
+        with suppress(AttributeError, TypeError):
+            done = await seed_entries(harness, conv.id, done, turns, texts)
+        await harness.drive(conv.id)
+        for i in range(done, turns):  # whatever seeding did not write
+            await run_turn(harness, conv.id, i)
+        return conv.id
+    finally:
+        await harness.close()
+
+
+async def run_turn(harness: object, conv_id: str, i: int) -> None:
+    item = await harness.submit(conv_id, f"question {i}")  # type: ignore[attr-defined]
+    await harness.wait(item.id, conv_id, poll=0.05)  # type: ignore[attr-defined]
+
+
+async def seed_entries(harness: object, conv_id: str, start: int, turns: int, texts: list) -> int:
+    """Question/answer entries `start`..`turns` through the store's writer, 200 a commit."""
+    from runtime.ids import uuid7
+    from runtime.records import Entry
+
+    store = harness.store  # type: ignore[attr-defined]
+    done = start
+    while done < turns:
+        async with store.write(conv_id) as tx:
+            for i in range(done, min(turns, done + 100)):
+                now = time.time()
+                for kind, text in (("user", f"question {i}"), ("assistant", texts[i])):
+                    tx.add_entry(Entry(uuid7(), conv_id, 0, kind, "complete", text, now))
+                done = i + 1
+    return done
+
+
+def bench_open(base: Path, entries: int) -> None:
+    run = fresh(base, f"open{entries}")
+    built = time.perf_counter()
+    conv_id = asyncio.run(build_session(run / "home", run / "work", entries))
+    built = time.perf_counter() - built
+    marker = f"LAST ENTRY {entries}"
+    with LoopbackProcess.start([], fresh(base, "server")) as server, terminal(run) as term:
+        env = environment(run / "home", server)
+        start = term.start([BASTION, "-r", conv_id], env, run / "work", SIZE)
+        pid = term.app_pid()
+        ready, _ = term.wait_for(lambda s: marker in s and "Ask Bastion" in s, "the end", 120)
+        rss = rss_mib(pid)
+        idle = wait_idle(pid, timeout=300)
+    target = 1.0 if entries >= 5000 else None
+    row(
+        f"open a {entries}-entry session to a ready prompt, last entry on screen",
+        f"{ready - start:.2f} s",
+        f"(session built in {built:.0f} s)",
+        "",
+        f"< 1 s: {verdict(ready - start < target)}" if target else "",
+    )
+    row(
+        f"  RSS after opening {entries} entries",
+        f"{rss:.0f} MiB",
+        "",
+        "",
+        f"< 150 MiB: {verdict(rss < 150)}" if target else "",
+    )
+    row(f"  launch to idle (CPU < 2% over 0.5 s), {entries} entries", f"{idle - start:.2f} s", "")
+
+
+# --- start-up -------------------------------------------------------------------
+
+
+def launch_time(base: Path, argv: list[str], ready: Callable[[str], bool]) -> float:
+    run = fresh(base, "launch")
+    with terminal(run) as term:
+        start = term.start(argv, environment(run / "home", None), run / "work", SIZE)
+        seen, _ = term.wait_for(ready, "a ready prompt", 60, poll=0.005)
+    return seen - start
+
+
+def bench_launch(base: Path, runs: int) -> None:
+    minimal_file = base / "minimal_app.py"
+    minimal_file.write_text(MINIMAL_APP)
+    minimal_argv = [sys.executable, str(minimal_file)]
+    ours_argv = [BASTION, "--model", MODEL]
+    launch_time(base, minimal_argv, lambda s: "minimal app ready" in s)  # warm the page cache
+    launch_time(base, ours_argv, lambda s: "Ask Bastion" in s and MODEL in s)
+    minimal, ours = [], []
+    for _ in range(runs):
+        minimal.append(launch_time(base, minimal_argv, lambda s: "minimal app ready" in s))
+        ours.append(launch_time(base, ours_argv, lambda s: "Ask Bastion" in s and MODEL in s))
+    a, b = statistics.median(ours), statistics.median(minimal)
+    row(
+        "launch to a ready prompt",
+        f"{a:.2f} s",
+        f"minimal Textual app: {b:.2f} s",
+        f"{a / b:.2f}x",
+        f"<= 1.3x: {verdict(a / b <= 1.3)}",
+    )
+
+
+def process_time(argv: list[str], runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run(argv, capture_output=True, check=True)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def bench_version(runs: int) -> None:
+    process_time([BASTION, "--version"], 3)
+    ref = process_time([sys.executable, "-c", "pass"], runs)
+    ours = process_time([BASTION, "--version"], runs)
+    row(
+        "bastion --version",
+        f"{ours * 1000:.0f} ms",
+        f"python -c pass: {ref * 1000:.0f} ms",
+        f"{ours / ref:.2f}x",
+        f"<= 2x: {verdict(ours / ref <= 2)}",
+    )
+    ours = process_time([BASTION, "--help"], runs)
+    row(
+        "bastion --help",
+        f"{ours * 1000:.0f} ms",
+        f"python -c pass: {ref * 1000:.0f} ms",
+        f"{ours / ref:.2f}x",
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--only", default="stream,echo,open,launch,version")
+    args = parser.parse_args()
+    only = set(args.only.split(","))
+    if not Terminal.available():
+        print("bench_app: tmux is not installed; skipped")
+        return 0
+    with tempfile.TemporaryDirectory() as tmp_dir:
+        base = Path(tmp_dir)
+        print(f"the app in tmux ({os.cpu_count()} cores), each figure beside its reference:")
+        if "version" in only:
+            bench_version(15)
+        if "launch" in only:
+            bench_launch(base, max(args.runs, 3))
+        if "stream" in only:
+            bench_stream(base, 200_000, args.runs)
+            bench_stream(base, 2_000_000, max(1, args.runs - 1))
+        if "echo" in only:
+            bench_echo(base)
+        if "open" in only:
+            bench_open(base, 500)
+            bench_open(base, 5000)
+    print()
+    print("| what | bastion | reference | ratio | target |")
+    print("|---|---|---|---|---|")
+    for what, ours, ref, ratio, target in ROWS:
+        print(f"| {what.strip()} | {ours} | {ref} | {ratio} | {target} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

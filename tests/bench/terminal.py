@@ -1,0 +1,167 @@
+"""Driving the installed `bastion` in a real terminal (tmux), for benchmarks and e2e tests.
+
+    term = Terminal(workdir)                      # a private tmux server socket
+    term.start([bastion, "--model", "openai/x"], env, cwd, size=(100, 30))
+    term.wait_for(lambda screen: "done" in screen, timeout=60)
+    term.kill()
+
+Also: the markdown answers the benchmarks stream, the ledger's checkpoint times,
+and a process's RSS and CPU time from /proc.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shlex
+import shutil
+import sqlite3
+import subprocess
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+TMUX = shutil.which("tmux")
+
+
+class Terminal:
+    """One tmux session on a private server socket (never the user's tmux)."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.socket = f"bastion-bench-{uuid.uuid4().hex[:8]}"
+        self.workdir = workdir
+        self.exit_file = workdir / "exit-code"
+
+    @staticmethod
+    def available() -> bool:
+        return TMUX is not None
+
+    def tmux(self, *args: str) -> str:
+        out = subprocess.run(
+            [TMUX or "tmux", "-L", self.socket, *args], capture_output=True, text=True, timeout=30
+        )
+        return out.stdout
+
+    def start(
+        self, argv: list[str], env: dict[str, str], cwd: Path, size: tuple[int, int] = (100, 30)
+    ) -> float:
+        """Run `argv` in a window of `size`; returns the monotonic time it was started."""
+        self.exit_file.unlink(missing_ok=True)
+        script = self.workdir / f"run-{uuid.uuid4().hex[:6]}.sh"
+        exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
+        script.write_text(
+            f"#!/bin/sh\n{exports}cd {shlex.quote(str(cwd))}\n"
+            f"{shlex.join(argv)}\necho $? > {shlex.quote(str(self.exit_file))}\nsleep 30\n"
+        )
+        script.chmod(0o755)
+        width, height = size
+        started = time.monotonic()
+        self.tmux(
+            "new-session", "-d", "-s", "main", "-x", str(width), "-y", str(height), str(script)
+        )
+        return started
+
+    def send(self, *keys: str, literal: bool = False) -> None:
+        self.tmux("send-keys", "-t", "main", *(["-l"] if literal else []), *keys)
+
+    def screen(self) -> str:
+        return self.tmux("capture-pane", "-p", "-t", "main")
+
+    def wait_for(
+        self, check: Callable[[str], bool], what: str, timeout: float = 30, poll: float = 0.02
+    ) -> tuple[float, str]:
+        """Poll the screen until `check` holds: (the monotonic time it did, the screen)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            screen = self.screen()
+            now = time.monotonic()
+            if check(screen):
+                return now, screen
+            if now > deadline:
+                raise TimeoutError(f"timed out waiting for {what}; the screen was:\n{screen}")
+            time.sleep(poll)
+
+    def app_pid(self, timeout: float = 10) -> int:
+        """The pid of the command started (the child of the pane's shell)."""
+        deadline = time.monotonic() + timeout
+        shell = int(self.tmux("list-panes", "-t", "main", "-F", "#{pane_pid}").split()[0])
+        while True:
+            children = Path(f"/proc/{shell}/task/{shell}/children").read_text().split()
+            if children:
+                return int(children[0])
+            if time.monotonic() > deadline:
+                raise TimeoutError("the command did not start")
+            time.sleep(0.01)
+
+    def exited(self) -> bool:
+        return self.exit_file.exists() and bool(self.exit_file.read_text().strip())
+
+    def kill(self) -> None:
+        self.tmux("kill-server")
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of `pid` so far (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_idle(pid: int, window: float = 0.5, threshold: float = 0.02, timeout: float = 60) -> float:
+    """Block until `pid` uses under `threshold` of a core over `window`; the time it did."""
+    deadline = time.monotonic() + timeout
+    last = cpu_seconds(pid)
+    while time.monotonic() < deadline:
+        time.sleep(window)
+        now = cpu_seconds(pid)
+        if now - last < threshold * window:
+            return time.monotonic() - window
+        last = now
+    raise TimeoutError(f"process {pid} never went idle")
+
+
+def checkpoint_times(db: Path) -> list[float]:
+    """The `time` of every 'entry.text_appended' ledger row, in order."""
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        rows = con.execute(
+            "SELECT time FROM ledger WHERE type = 'entry.text_appended' ORDER BY conversation_id, seq"
+        ).fetchall()
+    finally:
+        con.close()
+    return [row[0] for row in rows]
+
+
+def largest_gap(times: list[float]) -> float:
+    return max((b - a for a, b in itertools.pairwise(times)), default=0.0)
+
+
+def markdown_answer(size: int) -> str:
+    """About `size` characters of markdown with many blocks: headings, prose, lists, code.
+
+    The last line is `END OF ANSWER <size>`, to look for on screen.
+    """
+    parts: list[str] = []
+    total, n = 0, 0
+    while total < size:
+        n += 1
+        block = (
+            f"## Section {n}\n\n"
+            f"Paragraph {n} explains the **durable** ledger and the `checkpoint` rule: every "
+            "streamed answer is committed at most every hundred milliseconds, so a crash loses "
+            "only a moment of text.\n\n"
+            f"- item one of list {n}\n- item two, with *emphasis*\n- item three\n\n"
+            f"```python\ndef step_{n}(x: int) -> int:\n    return x * {n} + 1\n```\n\n"
+            f"> A quote in block {n}.\n\n"
+        )
+        parts.append(block)
+        total += len(block)
+    parts.append(f"END OF ANSWER {size}\n")
+    return "".join(parts)

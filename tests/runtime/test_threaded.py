@@ -1,0 +1,98 @@
+"""The harness on its own thread: the proxy's calls run on the harness loop, and the
+event channel joins deltas, stays bounded, and says RESYNC when it had to drop."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from runtime import reduce
+from runtime.events import TextDelta
+from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
+from runtime.threaded import RESYNC, EventChannel, HarnessThread, ThreadedHarness
+from runtime.views import TextDeltas
+from tests.runtime.helpers import open_harness
+
+
+def delta(seq: int, offset: int, text: str, run: str = "r") -> TextDelta:
+    return TextDelta("c", run, 1, seq, "e", offset, text)
+
+
+async def test_consecutive_deltas_arrive_joined():
+    channel = EventChannel()
+    channel.put_many([delta(1, 0, "ab"), delta(2, 2, "cd")])
+    channel.put_many([delta(3, 4, "ef"), delta(5, 6, "gh"), delta(1, 0, "x", run="s")])
+    batch = await channel.get()
+    assert batch == [
+        TextDeltas("c", "r", 1, 1, 3, "e", 0, "abcdef"),
+        delta(5, 6, "gh"),  # a gap in seq is not joined: the reducer must see it
+        delta(1, 0, "x", run="s"),
+    ]
+
+
+async def test_overflow_drops_the_queue_and_says_resync():
+    channel = EventChannel(limit=3)
+    channel.put_many([delta(1, 0, "a", run=f"r{i}") for i in range(5)])
+    channel.put_many([delta(2, 1, "b", run="r4")])
+    assert await channel.get() is RESYNC
+    assert await channel.get() == [delta(2, 1, "b", run="r4")]
+    assert channel.overflows == 1
+
+
+async def test_a_producer_thread_wakes_the_consumer_and_close_ends_it():
+    channel = EventChannel()
+
+    def produce() -> None:
+        for i in range(1, 2001):
+            channel.put_many([delta(i, i - 1, "x")])
+        channel.close()
+
+    waiter = asyncio.ensure_future(channel.get())
+    await asyncio.sleep(0)
+    thread = threading.Thread(target=produce)
+    thread.start()
+    text, last = "", 0
+    batch = await waiter
+    while batch is not None:
+        for event in batch:
+            assert event.seq == last + 1
+            last = event.last_seq if isinstance(event, TextDeltas) else event.seq
+            text += event.text
+        batch = await channel.get()
+    thread.join()
+    assert text == "x" * 2000 and last == 2000
+
+
+async def test_threaded_harness_streams_a_run_into_the_view(tmp_path):
+    provider = ScriptedProvider(
+        [ScriptedTurn(text="The quick brown fox jumps. " * 40, chunk_size=3, delay=0.001)]
+    )
+    thread = HarnessThread()
+    inner = thread.run(open_harness(tmp_path, provider))
+    harness = ThreadedHarness(inner, thread)
+    try:
+        conv = await harness.call("create_conversation", str(tmp_path), settings={"model": "s/m"})
+        await harness.drive(conv.id)
+        channel = harness.subscribe(conv.id)
+        view = await harness.snapshot(conv.id)
+        item = await harness.submit(conv.id, "go")
+        while view.active_run is None or not view.runs[-1].terminal:
+            batch = await channel.get()
+            if batch is RESYNC:
+                view = await harness.snapshot(conv.id)
+                continue
+            assert batch is not None
+            for event in batch:
+                view = reduce(view, event)
+            if view.resync_required:
+                view = await harness.snapshot(conv.id)
+            if view.runs and view.runs[-1].terminal:
+                break
+        run = await harness.call("wait", item.id, conv.id)
+        end = await harness.snapshot(conv.id)
+        assert run.state == "completed"
+        assert view.entries[-1].text == end.entries[-1].text == "The quick brown fox jumps. " * 40
+        assert threading.current_thread() is not thread._thread
+    finally:
+        await harness.close()
+    assert not thread.alive

@@ -1,0 +1,180 @@
+"""Long answers and long sessions: what is mounted follows the screen, not the length.
+
+A long answer is cut into Markdown segments only where the halves render as the whole
+did; a long session opens on its end with a window of rows, and scrolling to the top
+mounts earlier ones; streaming while the user reads above says so below.
+"""
+
+from __future__ import annotations
+
+from textual.widgets import Markdown
+
+from runtime.records import EntryKind
+from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
+from runtime.views import LiveText
+from tests.tui.conftest import SIZE, open_driven, run_settled, wait_for
+from tui.app import BastionApp
+from tui.widgets import AssistantEntry, Transcript, UserEntry
+from tui.widgets.segments import Splitter
+from tui.widgets.transcript import KEPT_ENTRIES
+
+
+def cuts(text: str, size: int = 10, pieces: int = 1) -> list[int]:
+    """The splitter's cuts when `text` arrives in `pieces` parts."""
+    splitter = Splitter(size)
+    live = LiveText.of("")
+    step = -(-len(text) // pieces)
+    for i in range(0, len(text), step):
+        live = live.append(text[i : i + step])
+        splitter.feed(live)
+    return splitter.cuts
+
+
+def test_cuts_go_before_paragraphs_and_headings_after_a_blank_line():
+    text = "one two three\n\n# Head\n\nfour five six\n\nseven\n"
+    # Each segment is at least 10 characters: "four five six" is only 8 past "# Head".
+    assert cuts(text) == [0, 15, 38]
+    starts = [text[c:].split("\n", 1)[0] for c in cuts(text)]
+    assert starts == ["one two three", "# Head", "seven"]
+
+
+def test_no_cut_inside_a_fence_a_list_a_quote_or_a_table():
+    text = (
+        "intro paragraph\n\n"
+        "```python\n\nx = 1\n\nnot a cut\n```\n\n"
+        "- item\n\n- item two\n\n"
+        "1. first\n\n2. second\n\n"
+        "> quoted\n\n> more\n\n"
+        "| a | b |\n\n"
+        "    indented code\n\n"
+        "after all\n"
+    )
+    found = cuts(text, size=1)
+    starts = [text[c:].split("\n", 1)[0] for c in found]
+    assert starts == ["intro paragraph", "```python", "after all"]
+
+
+def test_cuts_do_not_depend_on_how_the_text_arrives():
+    text = "".join(f"## Part {i}\n\nSome text for part {i}.\n\n" for i in range(60))
+    whole = cuts(text, size=50)
+    assert len(whole) > 10
+    assert cuts(text, size=50, pieces=97) == whole
+
+
+LONG = "".join(
+    f"## Part {i}\n\nParagraph {i} of a long answer.\n\n```\ncode {i}\n```\n\n" for i in range(400)
+)
+
+
+async def test_a_long_answer_is_drawn_as_segments_and_ends_on_screen(tmp_path):
+    provider = ScriptedProvider([ScriptedTurn(text=LONG, chunk_size=50)])
+    harness, conv_id = await open_driven(tmp_path, provider)
+    app = BastionApp(harness, conv_id, first_prompt="go")
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(lambda: run_settled(app), pilot, timeout=30)
+            await pilot.pause(0.1)
+            [answer] = app.query(AssistantEntry)
+            assert answer.text_shown == LONG
+            segments = list(answer.query(Markdown))
+            assert 1 < len(segments) <= 4, "only the last segments stay mounted"
+            assert answer.hidden_segments > 0
+            assert segments[-1].source.endswith("code 399\n```\n\n")
+            # Every mounted segment is a contiguous piece of the answer, in order.
+            shown = "".join(s.source for s in segments)
+            assert LONG.endswith(shown)
+    finally:
+        await harness.close()
+
+
+async def open_long_session(tmp_path, turns: int, *more: ScriptedTurn):
+    texts = [f"Answer number {i}." for i in range(turns)]
+    provider = ScriptedProvider([*(ScriptedTurn(text=t) for t in texts), *more])
+    harness, conv_id = await open_driven(tmp_path, provider)
+    for i in range(turns):
+        item = await harness.submit(conv_id, f"question {i}")
+        await harness.wait(item.id, conv_id, poll=0.05)
+    return harness, conv_id
+
+
+async def test_a_long_session_opens_on_its_end_with_a_window_of_rows(tmp_path):
+    harness, conv_id = await open_long_session(tmp_path, 150)
+    app = BastionApp(harness, conv_id)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(app.ready.is_set, pilot)
+            await pilot.pause(0.1)
+            transcript = app.query_one(Transcript)
+            rows = list(transcript.query(UserEntry)) + list(transcript.query(AssistantEntry))
+            assert 0 < len(rows) <= KEPT_ENTRIES
+            last = app.query(AssistantEntry).last()
+            assert last.text_shown == "Answer number 149."
+            assert transcript.max_scroll_y == 0 or transcript.scroll_y == transcript.max_scroll_y
+
+            # Scrolling to the top mounts earlier rows above, keeping the place.
+            before = len(rows)
+            first_shown = app.query(UserEntry).first().entry.text
+            transcript.scroll_home(animate=False, immediate=True)
+            await pilot.pause(0.2)
+            users = [w.entry.text for w in app.query(UserEntry)]
+            assert len(users) > before // 2
+            assert users.index(first_shown) > 0, "earlier questions are mounted above"
+            assert transcript.scroll_y > 0, "the row that was at the top stays in view"
+    finally:
+        await harness.close()
+
+
+async def test_history_still_lists_every_question_of_a_windowed_session(tmp_path):
+    harness, conv_id = await open_long_session(tmp_path, 60)
+    app = BastionApp(harness, conv_id)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(app.ready.is_set, pilot)
+            sent = app._sent()
+            assert len(sent) == 60 and sent[0] == "question 0"
+            assert sum(1 for e in app.view.entries if e.kind == EntryKind.USER) == 60
+    finally:
+        await harness.close()
+
+
+async def test_new_output_below_shows_while_scrolled_up(tmp_path):
+    slow = ScriptedTurn(text="streaming more text. " * 200, chunk_size=20, delay=0.01)
+    harness, conv_id = await open_long_session(tmp_path, 30, slow)
+    app = BastionApp(harness, conv_id)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(app.ready.is_set, pilot)
+            await pilot.pause(0.1)
+            transcript = app.query_one(Transcript)
+            transcript.scroll_to(y=0, animate=False, immediate=True)
+            await pilot.pause(0.1)
+            assert not transcript.following
+            await harness.submit(conv_id, "more please")
+            marker = app.query_one("#new-output")
+            await wait_for(lambda: marker.has_class("-shown"), pilot, timeout=10)
+            transcript.scroll_end(animate=False, immediate=True)
+            await wait_for(lambda: not marker.has_class("-shown"), pilot, timeout=10)
+            await wait_for(lambda: run_settled(app), pilot, timeout=30)
+    finally:
+        await harness.close()
+
+
+async def test_page_up_and_down_scroll_the_transcript_from_the_prompt(tmp_path):
+    harness, conv_id = await open_long_session(tmp_path, 30)
+    app = BastionApp(harness, conv_id)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(app.ready.is_set, pilot)
+            await pilot.pause(0.1)
+            transcript = app.query_one(Transcript)
+            bottom = transcript.scroll_y
+            assert bottom > 0
+            await pilot.press("pageup")
+            await pilot.pause(0.05)
+            assert transcript.scroll_y < bottom
+            assert app.focused is app.query_one("#prompt")
+            await pilot.press("pagedown")
+            await pilot.pause(0.05)
+            assert transcript.scroll_y == bottom
+    finally:
+        await harness.close()

@@ -1,0 +1,412 @@
+"""The transcript's rows: one widget per entry, kept current from the view alone.
+
+Entries are immutable values, so an entry widget compares what it last drew by
+identity and does nothing when nothing changed. Assistant text streams through
+one `MarkdownStream`: only the text past what was already written is appended;
+a text that no longer extends what was shown (a retried attempt, a resync) is
+redrawn once. A long answer is drawn as segments (see `segments`): the last
+one streams, earlier ones are drawn once, and ones far above the screen are
+dropped while the transcript follows the bottom and drawn again on the way up.
+
+Tool results are not separate rows: each tool call is drawn under the
+assistant turn that made it, as `name args` and the first line of its result.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.markup import escape
+from textual.widgets import Static
+
+from runtime import ConversationView
+from runtime.context import arguments_preview
+from runtime.records import Approval, Entry, EntryKind, EntryStatus, ToolCallRecord, ToolCallState
+from runtime.views import LiveText
+from tui.widgets.segments import Splitter
+
+if TYPE_CHECKING:
+    from textual.widgets import Markdown
+    from textual.widgets.markdown import MarkdownStream
+
+__all__ = [
+    "AssistantEntry",
+    "EntryWidget",
+    "NoteEntry",
+    "ToolCallLine",
+    "UserEntry",
+    "entry_widget",
+]
+
+SEGMENT_CHARS = 600  # a long answer's segments close at the first cut past this many characters
+KEPT_SEGMENTS = 6  # at most this many segments of one answer stay mounted while following
+JUMP_SEGMENTS = 2  # segments drawn when the text got ahead of the screen by more than those
+
+
+def first_line(text: str, limit: int = 120) -> str:
+    line = next((s.strip() for s in text.splitlines() if s.strip()), "")
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+class UserEntry(Static):
+    """What the user typed, set off by a bar on the left."""
+
+    DEFAULT_CSS = """
+    UserEntry {
+        margin: 1 0 0 0;
+        padding: 0 1;
+        border-left: outer $primary;
+        background: $primary 8%;
+        color: $foreground;
+        text-style: bold;
+    }
+    """
+
+    def __init__(self, entry: Entry) -> None:
+        super().__init__(escape(entry.text), markup=True)
+        self.entry = entry
+        self.entry_id = entry.id
+
+    async def show(self, entry: Entry, view: ConversationView) -> None:
+        if entry is not self.entry:
+            self.entry = entry
+            self.update(escape(entry.text))
+
+
+class NoteEntry(Static):
+    """A note, summary or reset marker: one dim line."""
+
+    DEFAULT_CSS = """
+    NoteEntry {
+        margin: 1 0 0 0;
+        padding: 0 1;
+        color: $text-muted;
+        text-style: italic;
+    }
+    """
+
+    def __init__(self, entry: Entry) -> None:
+        super().__init__(self._label(entry))
+        self.entry = entry
+        self.entry_id = entry.id
+
+    @staticmethod
+    def _label(entry: Entry) -> str:
+        match entry.kind:
+            case EntryKind.SUMMARY:
+                return "— earlier conversation summarized —"
+            case EntryKind.RESET:
+                return "— context reset —"
+        return escape(first_line(entry.text))
+
+    async def show(self, entry: Entry, view: ConversationView) -> None:
+        if entry is not self.entry:
+            self.entry = entry
+            self.update(self._label(entry))
+
+
+class ToolCallLine(Static):
+    """`● name args` and, once there is a result, `⎿ first line of it`."""
+
+    DEFAULT_CSS = """
+    ToolCallLine {
+        padding: 0 1;
+        color: $foreground;
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
+    }
+    """
+
+    def __init__(self, call: dict[str, str]) -> None:
+        super().__init__()
+        self.call = call
+        self.drawn: tuple[object, ...] | None = None
+
+    def show(
+        self, record: ToolCallRecord | None, result: Entry | None, output: str | None = None
+    ) -> None:
+        key = (record, result, output)
+        if self.drawn is not None and all(a is b for a, b in zip(key, self.drawn, strict=True)):
+            return
+        self.drawn = key
+        self.update(self.render_markup(self.call, record, result, output))
+
+    @staticmethod
+    def render_markup(
+        call: dict[str, str],
+        record: ToolCallRecord | None,
+        result: Entry | None,
+        output: str | None = None,
+    ) -> str:
+        glyph, note = _call_state(record, result)
+        args = escape(arguments_preview(call.get("arguments", "{}"), limit=160))
+        head = f"{glyph} [b]{escape(call.get('name', '?'))}[/b] [$foreground-muted]{args}[/]"
+        if result is not None and result.text.strip():
+            tone = "$foreground-muted" if result.data.get("ok", True) else "$error"
+            note = f"[{tone}]{escape(first_line(result.text))}[/]"
+        elif output and record is not None and record.state == ToolCallState.RUNNING:
+            note = _output_tail(output)
+        return f"{head}\n  [$foreground-muted]└[/] {note}" if note else head
+
+
+LIVE_LINES = 4  # lines of a running command's output shown under its call
+
+
+def _output_tail(output: str) -> str:
+    """The newest lines of a running command's output, dim, for the line under its call."""
+    lines = [line for line in output.splitlines() if line.strip()][-LIVE_LINES:]
+    return "\n    ".join(f"[$foreground-muted]{escape(line)}[/]" for line in lines)
+
+
+def _call_state(record: ToolCallRecord | None, result: Entry | None) -> tuple[str, str]:
+    """The glyph for a call's state, and a note for while it has no result."""
+    if record is None:
+        return "[$foreground-muted]○[/]", ""
+    if record.approval == Approval.PENDING and record.state == ToolCallState.PENDING:
+        return "[$warning]?[/]", "[$warning]awaiting approval[/]"
+    match record.state:
+        case ToolCallState.RUNNING:
+            return "[$accent]◌[/]", "[$foreground-muted]running…[/]"
+        case ToolCallState.DENIED:
+            return "[$error]✗[/]", "[$error]denied[/]"
+        case ToolCallState.INTERRUPTED:
+            return "[$warning]◼[/]", "[$warning]interrupted[/]"
+        case ToolCallState.DONE:
+            ok = result.data.get("ok", True) if result is not None else True
+            return ("[$success]●[/]", "") if ok else ("[$error]●[/]", "")
+    return "[$foreground-muted]○[/]", ""
+
+
+class AssistantEntry(Vertical):
+    """An assistant turn: Markdown segments, its tool calls, and how it ended if not well."""
+
+    DEFAULT_CSS = """
+    AssistantEntry {
+        height: auto;
+        margin: 1 0 0 0;
+    }
+    AssistantEntry > Markdown {
+        margin: 0;
+        padding: 0 1;
+        background: transparent;
+    }
+    AssistantEntry > Markdown.-empty {
+        display: none;
+    }
+    AssistantEntry > .marker {
+        padding: 0 1;
+        display: none;
+    }
+    AssistantEntry > .marker.-shown {
+        display: block;
+    }
+    """
+
+    def __init__(self, entry: Entry) -> None:
+        super().__init__()
+        self.entry: Entry | None = None
+        self.entry_id = entry.id
+        self.following = True  # set by the transcript: may drop segments above the screen
+        self._live = LiveText.of(entry.text)  # the text to show next (set by `show`)
+        self._shown = LiveText.of("")  # the text written to the segments so far
+        self._splitter = Splitter(SEGMENT_CHARS)
+        self._segments: list[Markdown] = []  # mounted, in order; the last may stream
+        self._hidden = 0  # segments before the first mounted one (dropped above)
+        self._stream: MarkdownStream | None = None
+        self._calls: dict[str, ToolCallLine] = {}
+        self._marker_key: tuple[str, str, bool] | None = None
+
+    def compose(self) -> ComposeResult:
+        first = _markdown(classes="-empty")
+        self._segments.append(first)
+        yield first
+        yield Static(classes="marker")
+
+    @property
+    def text_shown(self) -> str:
+        """The text written to the Markdown so far (what the screen shows)."""
+        return str(self._shown)
+
+    @property
+    def hidden_segments(self) -> int:
+        return self._hidden
+
+    async def show(self, entry: Entry, view: ConversationView) -> None:
+        live = view.text_of(entry)
+        if entry is not self.entry or live is not self._live:
+            self.entry, self._live = entry, live
+            await self._show_text(entry)
+        await self._show_calls(entry, view)
+        self._show_marker(entry, view)
+
+    async def _show_text(self, entry: Entry) -> None:
+        text = self._live
+        streaming = entry.status == EntryStatus.STREAMING
+        if not text.extends(self._shown):  # a retried attempt, a resync: redraw once
+            await self._restart()
+        if len(text) > len(self._shown):
+            await self._extend(text, len(self._shown), streaming)
+        self._shown = text
+        self._segments[0].set_class(not len(text), "-empty")
+        if not streaming:
+            await self._stop_stream()
+        if self.following:
+            await self._drop_above(self._segments_to_keep())
+
+    async def _extend(self, text: LiveText, start: int, streaming: bool) -> None:
+        """Write `text` past `start`: the open segment grows, new cuts open new segments.
+
+        Segment `i` is `text[cuts[i]:cuts[i + 1]]`. While following the bottom (or
+        drawing from scratch) segments that would scroll off before they are seen,
+        those before the last KEPT_SEGMENTS, are never drawn.
+        """
+        self._splitter.feed(text)
+        cuts = self._splitter.cuts
+        total = len(cuts)
+        open_index = self._hidden + len(self._segments) - 1
+        if (self.following or start == 0) and total - KEPT_SEGMENTS > open_index:
+            keep_from = max(total - JUMP_SEGMENTS, 0)
+            if keep_from > open_index:
+                await self._start_over_at(keep_from)
+                open_index, start = keep_from, cuts[keep_from]
+        for index in range(open_index, total):
+            if index > open_index:
+                segment = _markdown()
+                await self.mount(segment, after=self._segments[-1])
+                self._segments.append(segment)
+            last = index == total - 1
+            end = len(text) if last else cuts[index + 1]
+            await self._write(text.slice(max(start, cuts[index]), end), streaming and last)
+            if not last:
+                await self._stop_stream()
+
+    async def _start_over_at(self, index: int) -> None:
+        """Unmount every segment; one empty one for segment `index` takes their place."""
+        await self._stop_stream()
+        first = _markdown()
+        await self.mount(first, before=self._segments[0])
+        await self.remove_children(self._segments)
+        self._segments, self._hidden = [first], index
+
+    async def _write(self, piece: str, stream: bool) -> None:
+        if not piece:
+            return
+        markdown = self._segments[-1]
+        if stream or self._stream is not None:
+            if self._stream is None:
+                self._stream = markdown.get_stream(markdown)
+            await self._stream.write(piece)
+        else:
+            await markdown.update(markdown.source + piece)
+
+    async def _restart(self) -> None:
+        """Forget what was drawn: one empty segment, the splitter from the start."""
+        await self._stop_stream()
+        first, rest = self._segments[0], self._segments[1:]
+        if rest:
+            await self.remove_children(rest)
+        self._segments = [first]
+        await first.update("")
+        self._shown, self._hidden = LiveText.of(""), 0
+        self._splitter = Splitter(SEGMENT_CHARS)
+
+    def _segments_to_keep(self) -> int:
+        """The last segments that fill a screen and a quarter (JUMP_SEGMENTS to KEPT of them)."""
+        want = self.app.size.height * 5 // 4
+        lines, keep = 0, 0
+        for segment in reversed(self._segments):
+            if keep >= JUMP_SEGMENTS and lines >= want:
+                break
+            lines += segment.outer_size.height
+            keep += 1
+        return min(max(keep, JUMP_SEGMENTS), KEPT_SEGMENTS)
+
+    async def _drop_above(self, keep: int) -> None:
+        """Unmount all but the last `keep` segments (they are drawn again on the way up)."""
+        extra = len(self._segments) - keep
+        if extra > 0:
+            dropped, self._segments = self._segments[:extra], self._segments[extra:]
+            self._hidden += extra
+            await self.remove_children(dropped)
+
+    async def reveal_earlier(self, count: int) -> int:
+        """Draw up to `count` dropped segments back above the first shown; how many."""
+        count = min(count, self._hidden)
+        cuts = self._splitter.cuts
+        for index in range(self._hidden - 1, self._hidden - 1 - count, -1):
+            segment = _markdown()
+            await self.mount(segment, before=self._segments[0])
+            self._segments.insert(0, segment)
+            await segment.update(self._shown.slice(cuts[index], cuts[index + 1]))
+        self._hidden -= count
+        return count
+
+    async def _stop_stream(self) -> None:
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            await stream.stop()
+
+    async def _show_calls(self, entry: Entry, view: ConversationView) -> None:
+        calls = entry.data.get("tool_calls") or ()
+        if not calls:
+            return
+        records = {c.id: c for c in view.tool_calls if c.entry_id == entry.id}
+        for call in calls:
+            key = call.get("key") or call["id"]  # the call's own key (older entries: its id)
+            line = self._calls.get(key)
+            if line is None:
+                line = self._calls[key] = ToolCallLine(call)
+                await self.mount(line, before=self.query_one(".marker"))
+            record = records.get(key)
+            result = (
+                view.entry(record.result_entry_id) if record and record.result_entry_id else None
+            )
+            line.show(record, result, view.tool_output.get(key))
+
+    def _show_marker(self, entry: Entry, view: ConversationView) -> None:
+        """Under the text: `thinking…` before the first token, or how the turn ended badly."""
+        waiting = entry.status == EntryStatus.STREAMING and not len(self._live)
+        message = ""
+        if entry.status == EntryStatus.FAILED and entry.run_id:
+            run = view.run(entry.run_id)
+            message = (run.error or {}).get("message", "") if run and run.error else ""
+        key = (entry.status, message, waiting)
+        if key == self._marker_key:
+            return
+        self._marker_key = key
+        marker = self.query_one(".marker", Static)
+        if waiting:
+            marker.update("[$foreground-muted]thinking…[/]")
+        elif entry.status == EntryStatus.INTERRUPTED:
+            marker.update("[$warning]◼ interrupted[/]")
+        elif entry.status == EntryStatus.FAILED:
+            reason = f": {escape(first_line(message))}" if message else ""
+            marker.update(f"[$error]✗ failed{reason}[/]")
+        ended_badly = entry.status in (EntryStatus.INTERRUPTED, EntryStatus.FAILED)
+        marker.set_class(waiting or ended_badly, "-shown")
+
+    async def on_unmount(self) -> None:
+        await self._stop_stream()
+
+
+def _markdown(classes: str | None = None) -> Markdown:
+    """A Markdown widget; the parser is imported with the first answer, not at start-up."""
+    from textual.widgets import Markdown
+
+    return Markdown(classes=classes)
+
+
+EntryWidget = UserEntry | AssistantEntry | NoteEntry
+
+
+def entry_widget(entry: Entry) -> EntryWidget | None:
+    match entry.kind:
+        case EntryKind.USER:
+            return UserEntry(entry)
+        case EntryKind.ASSISTANT:
+            return AssistantEntry(entry)
+        case EntryKind.TOOL_RESULT:
+            return None  # drawn on its tool call's line
+    return NoteEntry(entry)
