@@ -34,6 +34,7 @@ from runtime.loop import LiveStream, LoopDeps, LoopSettings, RunExecutor, place_
 from runtime.providers.base import Provider
 from runtime.records import ACTIVE_RUN_STATES, EntryStatus, Run, RunState
 from runtime.store import LeaseInfo, Store
+from runtime.storefile import pid_alive
 from runtime.toolbox import Toolbox
 from runtime.tx import ENTRY_COLUMNS, Tx, entry_row
 
@@ -41,16 +42,6 @@ log = logging.getLogger(__name__)
 HOST = socket.gethostname()
 IDLE_POLL = 1.0  # while idle, how often the store is asked for work another process admitted
 WATCH_POLL = 0.25  # while a run goes, how often the store is asked for an interrupt request
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def lease_expired(lease: LeaseInfo, ttl: float, now: float) -> bool:

@@ -162,10 +162,11 @@ def live_drivers(path: Path) -> list[int]:
         return []
     finally:
         db.close()
-    return sorted(pid for (pid,) in rows if pid != os.getpid() and _alive(pid))
+    return sorted(pid for (pid,) in rows if pid != os.getpid() and pid_alive(pid))
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Is there a process `pid` on this host (ours to signal or not)?"""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
