@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 KEPT_ENTRIES = 40  # entries left mounted while the transcript follows the bottom
-OPEN_SCREENS = 2  # opening a session mounts about this many screenfuls from the end
+OPEN_SCREENS = 1.25  # opening a session mounts about this many screenfuls from the end
 REVEAL_BATCH = 8  # entries (or segments) mounted above at a time on the way up
 
 
@@ -186,7 +186,7 @@ class Transcript(VerticalScroll):
 
     def _opening_window(self, view: ConversationView) -> int:
         """The index in _order to mount from when a session opens: its last screens."""
-        want = OPEN_SCREENS * max(self.size.height, 24)
+        want = OPEN_SCREENS * max(self.size.height, 24)  # rough lines undercount markdown
         width = max(self.size.width, 40)
         rows = {e.id: e for e in view.settled}
         lines, index = 0, len(self._order)
