@@ -285,12 +285,16 @@ async def seed_entries(harness: object, conv_id: str, start: int, turns: int, te
     store = harness.store  # type: ignore[attr-defined]
     done = start
     while done < turns:
-        async with store.write(conv_id) as tx:
-            for i in range(done, min(turns, done + 100)):
+        upto = min(turns, done + 100)
+
+        def add(tx: object, first: int = done, last: int = upto) -> None:
+            for i in range(first, last):
                 now = time.time()
                 for kind, text in (("user", f"question {i}"), ("assistant", texts[i])):
-                    tx.add_entry(Entry(uuid7(), conv_id, 0, kind, "complete", text, now))
-                done = i + 1
+                    tx.add_entry(Entry(uuid7(), conv_id, 0, kind, "complete", text, now))  # type: ignore[attr-defined]
+
+        await store.transact(conv_id, add)
+        done = upto
     return done
 
 
