@@ -18,6 +18,9 @@ _EXPORTS = {
     "SchemaTooNew": "runtime.errors",
     "StoreError": "runtime.errors",
     "UnknownConversation": "runtime.errors",
+    "Driver": "runtime.driver",
+    "LoopSettings": "runtime.loop",
+    "schema_version": "runtime.migrations",
     "EmptyInput": "runtime.harness",
     "Harness": "runtime.harness",
     "Subscription": "runtime.harness",
@@ -32,19 +35,23 @@ __all__ = [
     "ConfigError",
     "ConversationBusy",
     "ConversationView",
+    "Driver",
     "EmptyInput",
     "Harness",
     "LeaseLost",
+    "LoopSettings",
     "SchemaTooNew",
     "StoreError",
     "Subscription",
     "UnknownConversation",
     "default_home",
     "reduce",
+    "schema_version",
     "view_from_snapshot",
 ]
 
 if TYPE_CHECKING:
+    from runtime.driver import Driver
     from runtime.errors import (
         BastionError,
         ConfigError,
@@ -55,6 +62,8 @@ if TYPE_CHECKING:
         UnknownConversation,
     )
     from runtime.harness import EmptyInput, Harness, Subscription, default_home
+    from runtime.loop import LoopSettings
+    from runtime.migrations import schema_version
     from runtime.views import ConversationView, reduce, view_from_snapshot
 
 

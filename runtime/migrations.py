@@ -31,6 +31,11 @@ def latest_version() -> int:
     return len(MIGRATIONS)
 
 
+def schema_version() -> int:
+    """The schema version this build writes (part of the public API: `runtime.schema_version`)."""
+    return latest_version()
+
+
 @migration(1, "initial schema")
 def _initial(db: sqlite3.Connection) -> None:
     _run_script(

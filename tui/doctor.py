@@ -43,8 +43,7 @@ def commands() -> Check:
 
 
 def store() -> Check:
-    from runtime.harness import default_home
-    from runtime.migrations import latest_version
+    from runtime import default_home, schema_version
 
     path = default_home() / "bastion.sqlite"
     if not path.exists():
@@ -58,7 +57,7 @@ def store() -> Check:
     except sqlite3.Error as exc:
         return Check("store", False, f"{path} cannot be read: {exc}")
     version = int(row[0]) if row else 0
-    latest = latest_version()
+    latest = schema_version()
     if version > latest:
         return Check(
             "store", False, f"{path} has schema {version}, newer than this bastion's {latest}"

@@ -8,13 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runtime import Harness
+from runtime import Driver, Harness, LoopSettings, default_home
 from runtime.config import Config, load_config, model_resolver
-from runtime.driver import Driver
 from runtime.errors import BastionError, UnknownConversation
 from runtime.harness import new_conversation
 from runtime.ids import parse_uuid, uuid7
-from runtime.loop import LoopSettings
 from runtime.records import Conversation
 from runtime.toolbox import Toolbox
 
@@ -85,9 +83,10 @@ async def open_session(opts: Any, cwd: str | None = None) -> Session:
     session_id = _session_id(opts)
     resolver = model_resolver(config)
     harness = await Harness.open(
-        resolve_model=resolver, toolbox_factory=None, loop_settings=loop_settings(os.environ)
+        resolve_model=resolver,
+        toolbox_factory=toolbox_factory(default_home()),
+        loop_settings=loop_settings(os.environ),
     )
-    harness._toolbox_factory = toolbox_factory(harness.home)
     try:
         request_key = getattr(opts, "request_key", None)
         if request_key and session_id is None and not getattr(opts, "continue_", False):

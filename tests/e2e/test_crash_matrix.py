@@ -240,8 +240,8 @@ from tui.session import toolbox_factory
 
 async def main(home, cwd, conv_id):
     harness = await Harness.open(Path(home) / "bastion.sqlite",
-                                 resolve_model=model_resolver(load_config(cwd)))
-    harness._toolbox_factory = toolbox_factory(Path(home))
+                                 resolve_model=model_resolver(load_config(cwd)),
+                                 toolbox_factory=toolbox_factory(Path(home)))
     harness.prepare(new_conversation(cwd, settings={"model": "openai/test-model"},
                                      conversation_id=conv_id))
     resuming = await harness.exists(conv_id)
