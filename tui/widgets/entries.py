@@ -22,9 +22,8 @@ from textual.markup import escape
 from textual.widgets import Static
 
 from runtime import ConversationView
-from runtime.context import arguments_preview
 from runtime.records import Approval, Entry, EntryKind, EntryStatus, ToolCallRecord, ToolCallState
-from runtime.views import LiveText
+from runtime.views import LiveText, arguments_preview
 from tui.widgets.segments import Splitter
 
 if TYPE_CHECKING:
