@@ -22,13 +22,17 @@ from typing import Any
 SWITCH_INTERVAL = 0.001  # seconds a thread may hold the GIL while another waits (default 5 ms)
 
 
+def resuming(opts: Any) -> bool:
+    """Whether this invocation names a stored conversation (which must be found first)."""
+    return bool(opts.resume or opts.session_id or getattr(opts, "continue_", False))
+
+
 def model_hint(opts: Any, configured: str) -> str | None:
     """The model this invocation uses when that is known before the store is read: the
     flag, or the config's for a new conversation (a resumed one keeps its own)."""
     if opts.model:
         return str(opts.model)
-    resuming = opts.resume or opts.session_id or getattr(opts, "continue_", False)
-    return None if resuming else (configured or None)
+    return None if resuming(opts) else (configured or None)
 
 
 def run(opts: Any) -> int:
@@ -62,11 +66,12 @@ def run(opts: Any) -> int:
         return ThreadedHarness(session.harness, thread), session.conversation.id
 
     hint = model_hint(opts, config.model)
-    if hint is None:  # resuming: open it while Textual loads, and report a bad id before the app
+    early = resuming(opts) or hint is None  # found first: a bad id or model is reported
+    if early:  # before the app, and the session opens while Textual loads
         open_session()
     from tui.app import BastionApp
 
-    if hint is None:
+    if early:
         try:
             openings[0].result()
         except BastionError as exc:
