@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from textual.widgets import Input, Markdown
+from textual.widgets import Input
 
 from runtime.providers.base import ProviderError, ToolCall
 from runtime.records import Approval, EntryKind, EntryStatus, InboxMode, RunState, ToolCallState
@@ -20,6 +20,7 @@ from tui.widgets import (
     ToolCallLine,
     UserEntry,
 )
+from tui.widgets.markdown import MarkdownText
 
 ANSWER = "Here is the plan:\n\n1. read the file\n2. change **one** line\n\nDone."
 
@@ -53,7 +54,7 @@ async def test_enter_sends_the_prompt_and_the_answer_streams_in(tmp_path, monkey
             await pilot.pause(0.05)
             [widget] = assistant_widgets(app)
             assert widget.text_shown == ANSWER
-            assert widget.query_one(Markdown).source == ANSWER
+            assert widget.query_one(MarkdownText).source == ANSWER
             assert [str(w.render()) for w in app.query(UserEntry)] == ["fix the bug"]
 
         snap = await harness.store.snapshot(conv_id)
