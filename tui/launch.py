@@ -6,9 +6,12 @@ is reported before the app takes the terminal). For a new conversation the
 first frame, with the prompt taking keys, is drawn before the harness's
 modules are imported and the store is opened: those run on the harness thread
 afterwards, and what the user typed and sent meanwhile goes once the session
-is open. A resumed one (`-r`, `-c`, `--session-id`) opens while Textual loads
-and before the app starts, so a bad id is reported with the terminal
-untouched. A session that cannot be opened is reported on stderr, exit code 2.
+is open. A resumed one (`-r`, `-c`, `--session-id`) is found in the store
+while Textual loads and before the app starts, so a bad id is reported with
+the terminal untouched; its model is resolved (importing the providers and
+httpx) and it is driven (lease, recovery, tools) after the first frame. A
+session that cannot be opened or driven ends the app and is reported on
+stderr, exit code 2.
 """
 
 from __future__ import annotations
@@ -52,17 +55,21 @@ def run(opts: Any) -> int:
         return EXIT_USAGE
     sys.setswitchinterval(SWITCH_INTERVAL)  # the harness thread waits less for the interpreter
     thread = HarnessThread()
-    openings: list[concurrent.futures.Future[Any]] = []
+    openings: list[concurrent.futures.Future[Any]] = []  # opening, then driving
 
     def open_session() -> concurrent.futures.Future[Any]:
-        from tui.session import start_session
+        from tui.session import open_session
 
-        if not openings:
-            openings.append(thread.submit(start_session(opts, interactive=True)))
+        if not openings:  # a resumed one's model is checked when it is driven
+            openings.append(thread.submit(open_session(opts, check_model=not resuming(opts))))
         return openings[0]
 
     async def opener() -> tuple[ThreadedHarness, str]:
+        from tui.session import drive_session
+
         session = await asyncio.wrap_future(open_session())
+        openings.append(thread.submit(drive_session(session, interactive=True)))
+        session = await asyncio.wrap_future(openings[-1])
         return ThreadedHarness(session.harness, thread), session.conversation.id
 
     hint = model_hint(opts, config.model)
@@ -90,7 +97,7 @@ def run(opts: Any) -> int:
         app.run()
     finally:
         if app.harness is None and openings:  # quit while the session was still opening
-            error = _close_opened(thread, openings[0])
+            error = _close_opened(thread, openings)
         thread.stop()
     error = app.open_error or error
     if error is not None:
@@ -99,14 +106,17 @@ def run(opts: Any) -> int:
     return app.return_code or EXIT_OK
 
 
-def _close_opened(thread: Any, opening: concurrent.futures.Future[Any]) -> Exception | None:
+def _close_opened(thread: Any, openings: list[concurrent.futures.Future[Any]]) -> Exception | None:
     """Close the session the app quit before taking (releasing its lease), or return the
-    BastionError it failed with, to be reported."""
+    BastionError it failed with, to be reported. `openings`: opening, then driving."""
     from runtime.errors import BastionError
 
-    try:
-        session = opening.result(timeout=30)
-    except BastionError as exc:
-        return exc
-    thread.run(session.harness.close())
+    session = None
+    for future in openings:
+        try:
+            session = future.result(timeout=30)
+        except BastionError as exc:
+            return exc  # whichever step failed closed the harness
+    if session is not None:
+        thread.run(session.harness.close())
     return None

@@ -34,7 +34,7 @@ def label_text(app: BastionApp, selector: str) -> str:
 
 
 async def test_enter_sends_the_prompt_and_the_answer_streams_in(tmp_path, monkeypatch):
-    provider = ScriptedProvider([ScriptedTurn(text=ANSWER, chunk_size=3, delay=0.005)])
+    provider = ScriptedProvider([ScriptedTurn(text=ANSWER, chunk_size=3, delay=0.02)])
     harness, conv_id = await open_driven(tmp_path, provider)
     app = BastionApp(harness, conv_id)
     partial_seen: list[str] = []
