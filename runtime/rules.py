@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
 
-from runtime.errors import BastionError
+from runtime.errors import ConfigError
 from runtime.shell import Word, split_commands
 
 
@@ -34,7 +34,7 @@ class Scope(StrEnum):
     INVOCATION = "invocation"
 
 
-class BadRule(BastionError):
+class BadRule(ConfigError):
     code = "bad_rule"
 
 

@@ -39,6 +39,7 @@ from runtime.errors import (
 )
 from runtime.events import ConversationCreated, DurableEvent, LeaseChanged
 from runtime.records import Conversation, Entry, InboxItem, Run, ToolCallRecord
+from runtime.rules import Rule
 from runtime.tx import (
     CONVERSATION_COLUMNS,
     ENTRY_COLUMNS,
@@ -51,6 +52,7 @@ from runtime.tx import (
     inbox_row,
     joined_chunks,
     run_row,
+    session_rules,
     tool_call_row,
 )
 
@@ -69,6 +71,7 @@ class Snapshot:
     runs: tuple[Run, ...]
     inbox: tuple[InboxItem, ...]
     tool_calls: tuple[ToolCallRecord, ...]
+    rules: tuple[Rule, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -641,6 +644,7 @@ def _read_snapshot(db: sqlite3.Connection, conversation_id: str) -> Snapshot | N
         tuple(run_row(r) for r in runs),
         tuple(inbox_row(r) for r in inbox),
         tuple(tool_call_row(r) for r in calls),
+        session_rules(db, conversation_id),
     )
 
 
