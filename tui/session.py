@@ -129,6 +129,7 @@ async def start_session(
             on_refusal=on_refusal,
             approval_mode=session.approval_mode,
             model=session.model,
+            allow=getattr(opts, "allow", None) or (),
         )
     except BaseException:
         await session.harness.close()
