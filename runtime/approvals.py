@@ -57,7 +57,8 @@ def refusal_text(
             f"REFUSED FORBIDDEN: {tool} needs approval and this session cannot ask "
             f"(approval mode {mode.value}, non-interactive).\n"
             "hint: tell the user the change you would make; they can rerun with "
-            "--approval-mode auto-edit (edits) or full-auto (edits and commands)."
+            "--allow 'PREFIX' (commands starting with PREFIX), --approval-mode auto-edit "
+            "(edits) or full-auto (edits and commands)."
         )
     if message:
         return (

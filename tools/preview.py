@@ -30,6 +30,9 @@ def preview(ctx: ToolContext, name: str, args: dict[str, Any]) -> dict[str, Any]
             after = args.get("content")
             if not isinstance(after, str):
                 return {"diff": "", "note": "content is not a string"}
+            if before is not None and not args.get("overwrite"):
+                note = f"{rel.text} exists and overwrite is not set: the write will be refused"
+                return {"diff": "", "note": note}
         else:
             if before is None:
                 return {"diff": "", "note": f"{rel.text} does not exist"}

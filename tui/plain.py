@@ -22,10 +22,25 @@ from rich.live import Live
 from rich.markdown import Markdown
 from rich.text import Text
 
-from runtime import BastionError, ConversationView, EmptyInput, Harness, Subscription, reduce
+from runtime import (
+    BastionError,
+    ConversationView,
+    EmptyInput,
+    Harness,
+    Rule,
+    Subscription,
+    reduce,
+)
 from runtime.context import arguments_preview
 from runtime.events import Event
-from runtime.records import Entry, EntryKind, EntryStatus, RunState, ToolCallRecord
+from runtime.records import (
+    Entry,
+    EntryKind,
+    EntryStatus,
+    RunState,
+    ToolCallRecord,
+    ToolCallState,
+)
 from tui.diffs import call_diff, diff_lines, rules_text
 from tui.widgets.approval import pending_approval
 
@@ -236,9 +251,20 @@ class LineMode:
             return {"approve": False, "message": message or None}
         return None
 
-    def _print_diff(self, call: ToolCallRecord) -> None:
+    def _ran_unasked(self, call: ToolCallRecord) -> None:
+        """A call that ran without asking here: the rules that allowed it, a write's diff."""
+        if call.id in self._asked:
+            return
+        allowed = (call.review or {}).get("allowed_by") or ()
+        if allowed:
+            names = ", ".join(Rule.from_dict(r).describe() for r in allowed)
+            self.console.print(Text(f"    allowed by {names}", style="dim italic"), soft_wrap=True)
+        if call.state == ToolCallState.DONE:
+            self._print_diff(call, limit=20)
+
+    def _print_diff(self, call: ToolCallRecord, limit: int = 60) -> None:
         diff, note = call_diff(call)
-        for kind, line in diff_lines(diff, note, limit=60):
+        for kind, line in diff_lines(diff, note, limit=limit):
             self.console.print(Text("  " + line, style=_DIFF_STYLES[kind]), soft_wrap=True)
 
     # --- printing -----------------------------------------------------------
@@ -313,6 +339,7 @@ class LineMode:
                     self._printed.add(done)
                     style = "dim" if result.data.get("ok", True) else "dim red"
                     self.console.print(Text(f"  └ {_first_line(result.text)}", style=style))
+                    self._ran_unasked(call)
 
     def _run_end(self, view: ConversationView) -> None:
         run = view.runs[-1]

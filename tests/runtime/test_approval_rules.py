@@ -299,3 +299,40 @@ async def test_the_model_cannot_write_the_settings_file(tmp_path, mode):
         text = str(request.messages[-1].content)
         assert "REFUSED FORBIDDEN: .bastion/ holds the user's own bastion settings" in text
     await harness.close()
+
+
+async def test_a_write_over_an_existing_file_without_overwrite_says_so(tmp_path):
+    (tmp_path / "a.txt").write_text("x\n")
+    turns = [tool_turn("write_file", {"path": "a.txt", "content": "y\n"}), ScriptedTurn(text="ok")]
+    harness, conv, _ = await start(tmp_path, turns, workspace(tmp_path))
+    await harness.submit(conv.id, "write")
+    snap = await until_awaiting_approval(harness, conv.id)
+    assert snap.tool_calls[0].review == {
+        "diff": "",
+        "note": "a.txt exists and overwrite is not set: the write will be refused",
+    }
+    await harness.close()
+
+
+async def test_the_view_follows_session_rules_through_the_reducer(tmp_path):
+    from runtime.events import RulesUpdated
+    from runtime.views import reduce
+
+    toolbox = RecordingToolbox()
+    harness, conv, _ = await start(
+        tmp_path, [cmd_turn("git log -3"), ScriptedTurn(text="ok")], toolbox
+    )
+    sub = harness.subscribe(conv.id)
+    item = await harness.submit(conv.id, "log")
+    view = await harness.snapshot(conv.id)
+    assert view.rules == ()
+    await answer_pending(harness, conv.id, approve=True, always="session")
+    await harness.wait(item.id, conv.id)
+    events = [e for e in sub.pending() if getattr(e, "version", 0) > view.version]
+    sub.close()
+    assert any(isinstance(e, RulesUpdated) for e in events)
+    for event in events:
+        view = reduce(view, event)
+    assert view.rules == (Rule(RuleKind.COMMAND, "git log", Scope.SESSION),)
+    assert view.rules == (await harness.snapshot(conv.id)).rules
+    await harness.close()

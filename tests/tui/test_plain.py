@@ -10,7 +10,10 @@ from rich.console import Console
 
 from runtime.providers.base import ToolCall
 from runtime.records import Approval, EntryKind, EntryStatus, RunState
+from runtime.rules import edits_rule
+from runtime.settings import add_project_rules
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
+from tests.runtime.helpers import open_harness
 from tests.tui.conftest import HangingProvider, open_driven
 from tui.plain import LineMode
 
@@ -199,5 +202,31 @@ async def test_a_write_shows_its_diff(tmp_path):
         text = out.getvalue()
         assert "  --- a/a.txt\n  +++ b/a.txt\n  @@ -1,2 +1,2 @@\n   one\n  -two\n  +three\n" in text
         assert (tmp_path / "a.txt").read_text() == "one\nthree\n"
+    finally:
+        await harness.close()
+
+
+async def test_a_call_that_ran_without_asking_shows_its_rule_and_diff(tmp_path):
+    from runtime.toolbox import WorkspaceToolbox
+
+    args = json.dumps({"path": "docs/a.md", "content": "# A\n"})
+    turns = [
+        ScriptedTurn(tool_calls=(ToolCall("c1", "write_file", args),)),
+        ScriptedTurn(text="ok"),
+    ]
+    box = WorkspaceToolbox(str(tmp_path), tmp_path / ".artifacts")
+    provider = ScriptedProvider(turns)
+    harness = await open_harness(tmp_path, provider, box)
+    conv = await harness.create_conversation(
+        str(tmp_path), settings={"model": "scripted/x", "approval_mode": "ask"}
+    )
+    add_project_rules(tmp_path, [edits_rule("docs")])
+    await harness.drive(conv.id)
+    con, out = console()
+    try:
+        await LineMode(harness, conv.id, con, Keyboard("write"), ask=Keyboard()).loop()
+        text = out.getvalue()
+        assert "    allowed by edits under docs/\n" in text
+        assert "  --- /dev/null\n  +++ b/docs/a.md\n  @@ -0,0 +1 @@\n  +# A\n" in text
     finally:
         await harness.close()
