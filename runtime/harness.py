@@ -510,7 +510,7 @@ class Harness:
         if call is None or call.conversation_id != conversation_id:
             return ()
         conv = await self.store.get_conversation(conversation_id)
-        session = (await self.store.snapshot(conversation_id)).rules
+        session = await self.store.session_rules(conversation_id)
         have = [*session, *self._standing_rules(conversation_id, conv.cwd)]
         return propose(call.name, call.arguments, Scope(scope), have)
 
@@ -518,7 +518,7 @@ class Harness:
         """Every rule that applies to the conversation: its session rules, this
         process's `--allow` rules and the project's (`.bastion/settings.toml`)."""
         conv = await self.store.get_conversation(conversation_id)
-        session = (await self.store.snapshot(conversation_id)).rules
+        session = await self.store.session_rules(conversation_id)
         return unique([*session, *self._standing_rules(conversation_id, conv.cwd)])
 
     def _standing_rules(self, conversation_id: str, root: str) -> tuple[Rule, ...]:

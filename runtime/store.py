@@ -549,6 +549,10 @@ class Store:
         )
         return tool_call_row(rows[0]) if rows else None
 
+    async def session_rules(self, conversation_id: str) -> tuple[Rule, ...]:
+        """The conversation's session approval rules, oldest first."""
+        return await self._read(lambda db: session_rules(db, conversation_id))
+
     async def unfinished(self, conversation_id: str) -> bool:
         """Does the conversation have an unfinished run or queued input?"""
         rows = await self._fetchall(_UNFINISHED, (conversation_id, conversation_id))
