@@ -203,6 +203,18 @@ _RUNNERS = frozenset(
 )  # fmt: skip
 
 
+# Programs that run whatever their arguments say: never proposed alone (a rule `bash`
+# would allow everything); with a script they are proposed with it, with a flag
+# such as `-c` not at all.
+_OPEN_ENDED = frozenset(
+    {
+        "sh", "bash", "zsh", "dash", "fish", "eval", "exec", "source", ".", "sudo", "doas",
+        "su", "env", "xargs", "nohup", "nice", "timeout", "time", "command", "builtin",
+        "python", "python3", "node", "deno", "bun", "perl", "ruby", "php", "npx", "uvx",
+    }
+)  # fmt: skip
+
+
 def _plain(word: Word) -> bool:
     return (
         word.literal and bool(word.text) and not word.text.startswith("-") and "=" not in word.text
@@ -216,6 +228,10 @@ def propose_command(words: list[Word], scope: str) -> Rule | None:
     if len(words) > 1 and tuple(w.text for w in words[:2]) in _RUNNERS:
         take = 3 if len(words) > 2 and _plain(words[2]) else 2
     elif words[0].text in _SUBCOMMANDS and len(words) > 1 and _plain(words[1]):
+        take = 2
+    elif words[0].text in _OPEN_ENDED:
+        if len(words) < 2 or not _plain(words[1]):
+            return None
         take = 2
     return Rule(RuleKind.COMMAND, " ".join(w.text for w in words[:take]), scope)
 

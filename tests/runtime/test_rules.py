@@ -191,6 +191,13 @@ def test_reading_tools_and_unknown_tools_are_not_matched() -> None:
         ("git status && npm run lint", ["git status", "npm run lint"]),
         ("git status; git status -s", ["git status"]),
         ("ls $(pwd)", []),
+        ("bash -c 'rm -rf /'", []),
+        ("sudo rm -rf /", ["sudo rm"]),
+        ("bash build.sh --fast", ["bash build.sh"]),
+        ("python -c 'print(1)'", []),
+        ("python script.py", ["python script.py"]),
+        ("xargs rm", ["xargs rm"]),
+        ("npx prettier --check .", ["npx prettier"]),
         ("FOO=1 make", []),
     ],
 )
