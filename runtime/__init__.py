@@ -25,12 +25,17 @@ _EXPORTS = {
     "Harness": "runtime.harness",
     "Subscription": "runtime.harness",
     "default_home": "runtime.harness",
+    "BadRule": "runtime.rules",
+    "Rule": "runtime.rules",
+    "RuleKind": "runtime.rules",
+    "Scope": "runtime.rules",
     "ConversationView": "runtime.views",
     "reduce": "runtime.views",
     "view_from_snapshot": "runtime.views",
 }
 
 __all__ = [
+    "BadRule",
     "BastionError",
     "ConfigError",
     "ConversationBusy",
@@ -40,7 +45,10 @@ __all__ = [
     "Harness",
     "LeaseLost",
     "LoopSettings",
+    "Rule",
+    "RuleKind",
     "SchemaTooNew",
+    "Scope",
     "StoreError",
     "Subscription",
     "UnknownConversation",
@@ -65,6 +73,7 @@ if TYPE_CHECKING:
     from runtime.harness import Harness, Subscription, default_home
     from runtime.loop import LoopSettings
     from runtime.migrations import schema_version
+    from runtime.rules import BadRule, Rule, RuleKind, Scope
     from runtime.views import ConversationView, reduce, view_from_snapshot
 
 

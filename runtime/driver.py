@@ -33,6 +33,7 @@ from runtime.ids import uuid7
 from runtime.loop import LiveStream, LoopDeps, LoopSettings, RunExecutor, place_item
 from runtime.providers.base import Provider
 from runtime.records import ACTIVE_RUN_STATES, EntryStatus, Run, RunState
+from runtime.settings import RuleBook
 from runtime.store import LeaseInfo, Store
 from runtime.storefile import pid_alive
 from runtime.toolbox import Toolbox
@@ -67,6 +68,7 @@ class DriverConfig:
     loop: LoopSettings
     lease_ttl: float = 15.0
     on_refusal: Callable[[str, str], None] | None = None
+    rules: RuleBook | None = None
 
 
 class Driver:
@@ -295,6 +297,7 @@ class Driver:
             wait_for_decision=self._wait_decision,
             settings=self.config.loop,
             on_refusal=self.config.on_refusal,
+            rules=self.config.rules,
         )
         self._executor = RunExecutor(deps, self.conversation_id)
         self._run = run

@@ -225,14 +225,38 @@ class BastionApp(App[int]):
 
     def on_approval_prompt_answered(self, event: ApprovalPrompt.Answered) -> None:
         self.query_one("#prompt", Input).focus()
-        self.run_worker(self._respond(event.tool_call_id, event.approve), group="input")
+        self.run_worker(self._respond(event), group="input")
 
-    async def _respond(self, tool_call_id: str, approve: bool) -> None:
+    async def _respond(self, answer: ApprovalPrompt.Answered) -> None:
         assert self.harness is not None
         try:
-            await self.harness.respond(self.conversation_id, tool_call_id, approve)
+            saved = await self.harness.respond(
+                self.conversation_id,
+                answer.tool_call_id,
+                answer.approve,
+                always=answer.always,
+                message=answer.message,
+            )
         except BastionError as exc:
             self.notify(str(exc), title="approval", severity="error")
+            return
+        if saved:
+            where = "this session" if answer.always == "session" else ".bastion/settings.toml"
+            names = ", ".join(rule.describe() for rule in saved)
+            self.notify(f"saved to {where}: {names}", title="always allowed")
+
+    def on_approval_prompt_shown(self, event: ApprovalPrompt.Shown) -> None:
+        self.run_worker(self._propose(event.tool_call_id), group="rules")
+
+    async def _propose(self, tool_call_id: str) -> None:
+        """Ask the runtime which rules `a` would save, and show them in the prompt."""
+        assert self.harness is not None
+        try:
+            rules = await self.harness.proposed_rules(self.conversation_id, tool_call_id)
+        except BastionError as exc:
+            self.notify(str(exc), title="approval", severity="error")
+            return
+        self.query_one(ApprovalPrompt).set_rules(tool_call_id, rules)
 
     # --- actions ------------------------------------------------------------
 

@@ -93,6 +93,14 @@ def main_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--model", help="PROVIDER/NAME, e.g. openai/gpt-4.1, ollama/llama3.2")
     p.add_argument("--approval-mode", choices=("read-only", "ask", "auto-edit", "full-auto"))
+    p.add_argument(
+        "--allow",
+        action="append",
+        default=[],
+        metavar="PREFIX",
+        help="run commands starting with PREFIX without asking, for this invocation "
+        "(repeatable; e.g. --allow 'git status')",
+    )
     session = p.add_mutually_exclusive_group()
     session.add_argument("--session-id", metavar="UUID", help="use (or create) this conversation")
     session.add_argument(

@@ -30,6 +30,7 @@ class Session:
     approval_mode: str = "ask"  # this invocation's: flag, then config, then ask
     model: str = ""
     driver: Driver | None = None
+    allow: tuple[str, ...] = ()  # `--allow` rules, for this invocation only
 
 
 def toolbox_factory(home: Path) -> Any:
@@ -107,7 +108,8 @@ async def open_session(opts: Any, cwd: str | None = None, *, check_model: bool =
                 cwd, settings=settings, conversation_id=session_id or uuid7()
             )
             harness.prepare(conversation)
-        return Session(harness, conversation, config, created, approval, model)
+        allow = tuple(getattr(opts, "allow", None) or ())
+        return Session(harness, conversation, config, created, approval, model, allow=allow)
     except BaseException:
         await harness.close()
         raise
@@ -139,6 +141,7 @@ async def drive_session(
             on_refusal=on_refusal,
             approval_mode=session.approval_mode,
             model=session.model,
+            allow=session.allow,
         )
     except BaseException:
         await session.harness.close()

@@ -162,7 +162,7 @@ async def _approve(tmp_path, toolbox, key: str):
         prompt = app.query_one(ApprovalPrompt)
         await wait_for(lambda: prompt.has_class("-shown") and app.focused is prompt, pilot)
         text = prompt.question
-        assert "Allow write_file" in text and "notes.txt" in text and "[y]es / [n]o" in text
+        assert "Allow write_file notes.txt?" in text and "[y] once" in text and "[n] deny" in text
         await wait_for(lambda: "awaiting approval" in label_text(app, "#status-left"), pilot)
         await pilot.press(key)
         await wait_for(lambda: run_settled(app), pilot)

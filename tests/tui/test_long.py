@@ -143,8 +143,8 @@ async def test_new_output_below_shows_while_scrolled_up(tmp_path):
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(app.ready.is_set, pilot)
-            await pilot.pause(0.1)
             transcript = app.query_one(Transcript)
+            await wait_for(lambda: transcript.is_anchored, pilot)  # it sits at the bottom
             transcript.scroll_to(y=0, animate=False, immediate=True)
             await pilot.pause(0.1)
             assert not transcript.following

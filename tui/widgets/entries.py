@@ -24,6 +24,7 @@ from runtime import ConversationView
 from runtime.records import Approval, Entry, EntryKind, EntryStatus, ToolCallRecord, ToolCallState
 from runtime.views import LiveText, arguments_preview
 from tui.widgets.markdown import MarkdownText
+from tui.widgets.review import row_diff_markup
 from tui.widgets.segments import Splitter
 
 __all__ = [
@@ -143,7 +144,9 @@ class ToolCallLine(Static):
             note = f"[{tone}]{escape(first_line(result.text))}[/]"
         elif output and record is not None and record.state == ToolCallState.RUNNING:
             note = _output_tail(output)
-        return f"{head}\n  [$foreground-muted]└[/] {note}" if note else head
+        shown = f"{head}\n  [$foreground-muted]└[/] {note}" if note else head
+        diff = row_diff_markup(record)  # a write's or edit's diff, once answered
+        return f"{shown}\n{diff}" if diff else shown
 
 
 LIVE_LINES = 4  # lines of a running command's output shown under its call
