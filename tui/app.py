@@ -27,7 +27,7 @@ from dataclasses import replace
 from typing import Any, ClassVar
 
 from textual import work
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, CSSPathType
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 from textual.widgets import Input, Static
@@ -35,8 +35,10 @@ from textual.widgets import Input, Static
 from runtime import BastionError, ConversationView, EmptyInput, Harness, reduce
 from runtime.records import EntryKind, InboxMode
 from runtime.threaded import ThreadedHarness, channel_for
-from themes import DEFAULT_THEME, THEMES
-from themes import register as register_themes
+from themes import CSS_PATH as THEME_CSS
+from themes import DEFAULT_THEME, check_theme_name
+from themes.user import ThemeFolder
+from tui import theming
 from tui.widgets import ApprovalPrompt, InboxStrip, PromptInput, StatusBar, Transcript
 
 __all__ = ["BastionApp", "Opener", "run"]
@@ -56,7 +58,7 @@ NEW_OUTPUT = "[$accent]↓ new output below[/]  [$foreground-muted]PageDown or E
 class BastionApp(App[int]):
     """A transcript, a prompt, an approval line and a status bar over one conversation."""
 
-    CSS_PATH = "app.tcss"
+    CSS_PATH: ClassVar[CSSPathType] = ["app.tcss", THEME_CSS]
     TITLE = "bastion"
     ENABLE_COMMAND_PALETTE = False
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -74,6 +76,7 @@ class BastionApp(App[int]):
         first_prompt: str | None = None,
         opener: Opener | None = None,
         theme: str = DEFAULT_THEME,
+        theme_folder: ThemeFolder | None = None,
     ) -> None:
         super().__init__()
         if (harness is None or conversation_id is None) and opener is None:
@@ -83,12 +86,13 @@ class BastionApp(App[int]):
         self.view: ConversationView | None = None
         self._first_prompt = first_prompt
         self._opener = opener
-        self._theme_name = theme if theme in THEMES else DEFAULT_THEME
+        # The user's theme files (read now unless given); an unknown name is a ConfigError.
+        self.theme_folder = theme_folder or theming.user_folder()
+        check_theme_name(theme, "", self.theme_folder.themes, self.theme_folder.problems)
         self._quit_armed = False
         self._welcome_gone = False
         self.ready = asyncio.Event()  # set once the first view is on screen
-        register_themes(self)
-        self.theme = self._theme_name
+        theming.install(self, theme, self.theme_folder)
 
     # --- layout -----------------------------------------------------------
 
@@ -123,6 +127,7 @@ class BastionApp(App[int]):
         try:
             await self.show(await harness.snapshot(conv_id))
             self.ready.set()
+            self._watch_themes()
             if self._first_prompt:
                 prompt, self._first_prompt = self._first_prompt, None
                 await self.send(prompt)
@@ -164,6 +169,11 @@ class BastionApp(App[int]):
         prompt.placeholder = PLACEHOLDER_BUSY if view.active_run else PLACEHOLDER_IDLE
         if self.query_one(ApprovalPrompt).show(view):
             self.call_after_refresh(self._focus_approval)
+
+    def _watch_themes(self) -> None:
+        """Report user theme files that did not load, and reload them when they change."""
+        theming.startup_problems(self, self.theme_folder)
+        self.run_worker(theming.watch(self, self.theme_folder), group="themes", exclusive=True)
 
     def on_transcript_new_output(self, event: Transcript.NewOutput) -> None:
         self.query_one("#new-output").set_class(event.below, "-shown")

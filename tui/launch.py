@@ -37,10 +37,36 @@ def run(opts: Any) -> int:
         return EXIT_USAGE
     harness = ThreadedHarness(session.harness, thread)
     try:
+        try:
+            theme, folder = chosen_theme(opts, session.config)
+        except BastionError as exc:
+            error_line(str(exc))
+            return EXIT_USAGE
         app = BastionApp(
-            harness, session.conversation.id, first_prompt=opts.prompt, theme=session.config.theme
+            harness,
+            session.conversation.id,
+            first_prompt=opts.prompt,
+            theme=theme,
+            theme_folder=folder,
         )
         app.run()
         return app.return_code or EXIT_OK
     finally:
         harness.close_blocking()
+
+
+def chosen_theme(opts: Any, config: Any) -> tuple[str, Any]:
+    """The theme `--theme` or the config chose, and the user's theme folder, loaded.
+
+    A ConfigError naming what chose it (`--theme` or the config file) and the known
+    themes when there is no theme of that name.
+    """
+    from themes import check_theme_name
+    from tui.theming import user_folder
+
+    flag = getattr(opts, "theme", None)
+    name = flag or config.theme
+    source = "--theme" if flag else config.theme_source
+    folder = user_folder()
+    check_theme_name(name, source, folder.themes, folder.problems)
+    return name, folder
