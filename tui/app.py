@@ -39,7 +39,14 @@ from themes import CSS_PATH as THEME_CSS
 from themes import DEFAULT_THEME, check_theme_name
 from themes.user import ThemeFolder
 from tui import theming
-from tui.widgets import ApprovalPrompt, InboxStrip, PromptInput, StatusBar, Transcript
+from tui.widgets import (
+    ApprovalPrompt,
+    InboxStrip,
+    PromptInput,
+    StatusBar,
+    ToolCallLine,
+    Transcript,
+)
 
 __all__ = ["BastionApp", "Opener", "run"]
 
@@ -66,6 +73,7 @@ class BastionApp(App[int]):
         Binding("ctrl+c", "quit_twice", "Quit", show=False, priority=True),
         Binding("pageup", "page(-1)", "Page up", show=False, priority=True),
         Binding("pagedown", "page(1)", "Page down", show=False, priority=True),
+        Binding("ctrl+o", "toggle_output", "Command output", show=False),
     ]
 
     def __init__(
@@ -184,6 +192,12 @@ class BastionApp(App[int]):
             transcript.scroll_page_up(animate=False)
         else:
             transcript.scroll_page_down(animate=False)
+
+    def action_toggle_output(self) -> None:
+        """All of the newest command's output, or its tail again (a click does it for any)."""
+        rows = [row for row in self.query(ToolCallLine) if row.expandable]
+        if rows:
+            rows[-1].expanded = not rows[-1].expanded
 
     def _focus_approval(self) -> None:
         """Focus the approval line while it asks (so y/n reach it), else the prompt."""

@@ -18,13 +18,16 @@ from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.content import Content
 from textual.markup import escape
+from textual.reactive import var
 from textual.widgets import Static
 
 from runtime import ConversationView
 from runtime.context import arguments_preview
 from runtime.records import Approval, Entry, EntryKind, EntryStatus, ToolCallRecord, ToolCallState
 from runtime.views import LiveText
+from tui.widgets.command_output import CommandOutput
 from tui.widgets.segments import Splitter
 
 if TYPE_CHECKING:
@@ -108,7 +111,12 @@ class NoteEntry(Static):
 
 
 class ToolCallLine(Static):
-    """`● name args` and, once there is a result, `⎿ first line of it`."""
+    """`● name args` and, once there is a result, `⎿ first line of it`.
+
+    A finished run_command shows its exit code, duration and the tail of its output
+    instead (see `command_output`); a click or Ctrl+O (the app's key, for the newest
+    command) expands that to all of it and back.
+    """
 
     DEFAULT_CSS = """
     ToolCallLine {
@@ -119,10 +127,17 @@ class ToolCallLine(Static):
     }
     """
 
+    expanded = var(False, toggle_class="-expanded")
+
     def __init__(self, call: dict[str, str]) -> None:
         super().__init__()
         self.call = call
-        self.drawn: tuple[object, ...] | None = None
+        self.drawn: tuple[ToolCallRecord | None, Entry | None, str | None] | None = None
+        self.command: CommandOutput | None = None  # a finished command's output
+
+    @property
+    def expandable(self) -> bool:
+        return self.command is not None and self.command.expandable
 
     def show(
         self, record: ToolCallRecord | None, result: Entry | None, output: str | None = None
@@ -131,7 +146,25 @@ class ToolCallLine(Static):
         if self.drawn is not None and all(a is b for a, b in zip(key, self.drawn, strict=True)):
             return
         self.drawn = key
-        self.update(self.render_markup(self.call, record, result, output))
+        self.command = CommandOutput.of(record)
+        self._draw()
+
+    def _draw(self) -> None:
+        if self.drawn is None:
+            return
+        record, result, output = self.drawn
+        if self.command is None:
+            self.update(self.render_markup(self.call, record, result, output))
+            return
+        head = Content.from_markup(_head(self.call, _call_state(record, result)[0]))
+        self.update(Content("\n").join([head, self.command.content(self.expanded)]))
+
+    def watch_expanded(self) -> None:
+        self._draw()
+
+    def on_click(self) -> None:
+        if self.expandable:
+            self.expanded = not self.expanded
 
     @staticmethod
     def render_markup(
@@ -141,14 +174,18 @@ class ToolCallLine(Static):
         output: str | None = None,
     ) -> str:
         glyph, note = _call_state(record, result)
-        args = escape(arguments_preview(call.get("arguments", "{}"), limit=160))
-        head = f"{glyph} [b]{escape(call.get('name', '?'))}[/b] [$foreground-muted]{args}[/]"
+        head = _head(call, glyph)
         if result is not None and result.text.strip():
             tone = "$foreground-muted" if result.data.get("ok", True) else "$error"
             note = f"[{tone}]{escape(first_line(result.text))}[/]"
         elif output and record is not None and record.state == ToolCallState.RUNNING:
             note = _output_tail(output)
         return f"{head}\n  [$foreground-muted]└[/] {note}" if note else head
+
+
+def _head(call: dict[str, str], glyph: str) -> str:
+    args = escape(arguments_preview(call.get("arguments", "{}"), limit=160))
+    return f"{glyph} [b]{escape(call.get('name', '?'))}[/b] [$foreground-muted]{args}[/]"
 
 
 LIVE_LINES = 4  # lines of a running command's output shown under its call
