@@ -86,8 +86,8 @@ BASTION_HIGH_CONTRAST = Theme(
     success="#87FF87",
     foreground="#FFFFFF",
     background="#000000",
-    surface="#000000",
-    panel="#262626",
+    surface="#1C1C1C",
+    panel="#303030",
     dark=True,
     variables={
         "foreground-muted": "#D7D7D7",
