@@ -325,3 +325,23 @@ def test_the_colour_check_catches_literals():
         words += [w for tag in MARKUP_TAG.findall(sample) for w in tag.split()]
         assert _literal_colours(words), sample
     assert len(_code_and_css()) > 50  # it reads the app's sources
+
+
+async def test_a_themes_folder_made_while_the_app_runs_is_watched(tmp_path):
+    """With only $XDG_CONFIG_HOME/bastion there at start, a themes/ folder made later
+    and a theme saved in it are picked up."""
+    folder = user_themes_dir()
+    folder.parent.mkdir(parents=True)
+    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
+    try:
+        app = BastionApp(harness, conv_id)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(app.ready.is_set, pilot)
+            await pilot.pause(0.3)  # the watcher is running
+            write_theme(folder, "dawn", 'primary = "#AA5500"\ndark = false')
+            await wait_for(lambda: "dawn" in app.available_themes, pilot, timeout=10)
+            app.theme = "dawn"
+            await pilot.pause()
+            assert app.current_theme.primary == "#AA5500"
+    finally:
+        await harness.close()
