@@ -49,6 +49,7 @@ class Config:
     model: str = DEFAULT_MODEL
     approval_mode: ApprovalMode = DEFAULT_APPROVAL_MODE
     theme: str = "bastion-dark"
+    theme_source: str = ""  # the config file that set `theme` ("" when none did)
     instructions: str = ""
     stream_idle_timeout: float | None = None
     providers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
@@ -187,10 +188,13 @@ def load_config(cwd: str, env: Mapping[str, str] | None = None) -> Config:
     merged: dict[str, Any] = {}
     providers: dict[str, dict[str, Any]] = {}
     sources: list[str] = []
+    theme_source = ""
     for path in (user_config_path(env), Path(cwd) / ".bastion" / "config.toml"):
         data = _read(path)
         if data:
             sources.append(str(path))
+        if "theme" in data:
+            theme_source = str(path)
         for name, table in data.pop("providers", {}).items():
             providers.setdefault(name, {}).update(table)
         merged.update(data)
@@ -200,6 +204,7 @@ def load_config(cwd: str, env: Mapping[str, str] | None = None) -> Config:
         model=merged.get("model", DEFAULT_MODEL),
         approval_mode=ApprovalMode.parse(merged.get("approval_mode", DEFAULT_APPROVAL_MODE.value)),
         theme=merged.get("theme", "bastion-dark"),
+        theme_source=theme_source,
         instructions=merged.get("instructions", ""),
         stream_idle_timeout=merged.get("stream_idle_timeout"),
         providers=providers,

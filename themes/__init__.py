@@ -1,20 +1,38 @@
 """Bastion's Textual themes, loaded by name.
 
     from themes import register
-    register(app)              # makes "bastion-dark" and "bastion-light" available
+    register(app)              # makes the shipped themes available
     app.theme = "bastion-dark"
 
-Colours live here and only here: widgets refer to the theme's `$variables`
-($primary, $accent, $success, $warning, $error, $text-muted, $surface, ...),
-so switching theme live recolours everything.
+Shipped: bastion-dark (the default), bastion-light and bastion-high-contrast.
+Users add their own as TOML files (see `themes.user`). Colours live here and
+only here (plus `bastion.tcss`, which points Textual's own widgets at the same
+variables): widgets refer to the theme's `$variables` ($primary, $accent,
+$success, $warning, $error, $foreground-muted, $surface, ...), so switching
+theme live recolours everything.
 """
 
 from __future__ import annotations
 
-from textual.app import App
-from textual.theme import Theme
+from pathlib import Path
 
-__all__ = ["BASTION_DARK", "BASTION_LIGHT", "DEFAULT_THEME", "THEMES", "register"]
+from textual.app import App
+from textual.theme import BUILTIN_THEMES, Theme
+
+from runtime.errors import ConfigError
+
+__all__ = [
+    "BASTION_DARK",
+    "BASTION_HIGH_CONTRAST",
+    "BASTION_LIGHT",
+    "CSS_PATH",
+    "DEFAULT_THEME",
+    "THEMES",
+    "check_theme_name",
+    "register",
+]
+
+CSS_PATH = Path(__file__).with_name("bastion.tcss")
 
 BASTION_DARK = Theme(
     name="bastion-dark",
@@ -56,7 +74,35 @@ BASTION_LIGHT = Theme(
     },
 )
 
-THEMES: dict[str, Theme] = {theme.name: theme for theme in (BASTION_DARK, BASTION_LIGHT)}
+# Pure white on black, saturated accents, and muted text that is still bright
+# (WCAG AAA, 7:1 or more, for every colour on the background).
+BASTION_HIGH_CONTRAST = Theme(
+    name="bastion-high-contrast",
+    primary="#5FD7FF",
+    secondary="#FF87FF",
+    accent="#FFFF5F",
+    warning="#FFD75F",
+    error="#FF8787",
+    success="#87FF87",
+    foreground="#FFFFFF",
+    background="#000000",
+    surface="#1C1C1C",
+    panel="#303030",
+    dark=True,
+    variables={
+        "foreground-muted": "#D7D7D7",
+        "text-muted": "#D7D7D7",
+        "input-cursor-background": "#FFFFFF",
+        "input-selection-background": "#5FD7FF 45%",
+        "footer-key-foreground": "#5FD7FF",
+        "block-cursor-background": "#5FD7FF",
+        "block-cursor-foreground": "#000000",
+    },
+)
+
+THEMES: dict[str, Theme] = {
+    theme.name: theme for theme in (BASTION_DARK, BASTION_LIGHT, BASTION_HIGH_CONTRAST)
+}
 DEFAULT_THEME = BASTION_DARK.name
 
 
@@ -64,3 +110,23 @@ def register(app: App[object]) -> None:
     """Register every Bastion theme with `app` (it can then switch to them by name)."""
     for theme in THEMES.values():
         app.register_theme(theme)
+
+
+def check_theme_name(
+    name: str, source: str, user: dict[str, Theme], problems: dict[Path, str] | None = None
+) -> None:
+    """ConfigError unless `name` is a shipped, user or Textual theme.
+
+    `source` says what chose the name: a config file's path or `--theme`; the
+    error names it and every known theme, and a user theme file that failed to
+    load under that name is named with its problem.
+    """
+    if name in THEMES or name in user or name in BUILTIN_THEMES:
+        return
+    known = [*THEMES, *sorted(user)]
+    hint = f"known themes: {', '.join(known)}; Textual's: {', '.join(sorted(BUILTIN_THEMES))}"
+    for path, problem in (problems or {}).items():
+        if path.stem == name:
+            hint = f"{path} did not load: {problem}; {hint}"
+    where = f"{source}: " if source else ""
+    raise ConfigError(f"{where}unknown theme {name!r}", hint=hint)

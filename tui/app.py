@@ -27,7 +27,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import work
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, CSSPathType
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 from textual.widgets import Input, Static
@@ -36,9 +36,18 @@ from runtime.errors import BastionError, EmptyInput
 from runtime.records import EntryKind, InboxMode
 from runtime.threaded import ThreadedHarness, channel_for
 from runtime.views import ConversationView, reduce
-from themes import DEFAULT_THEME, THEMES
-from themes import register as register_themes
-from tui.widgets import ApprovalPrompt, InboxStrip, PromptInput, StatusBar, Transcript
+from themes import CSS_PATH as THEME_CSS
+from themes import DEFAULT_THEME, check_theme_name
+from themes.user import ThemeFolder
+from tui import theming
+from tui.widgets import (
+    ApprovalPrompt,
+    InboxStrip,
+    PromptInput,
+    StatusBar,
+    ToolCallLine,
+    Transcript,
+)
 
 if TYPE_CHECKING:  # the harness's modules load after the first frame (see tui.launch)
     from runtime.harness import Harness
@@ -59,7 +68,7 @@ NEW_OUTPUT = "[$accent]↓ new output below[/]  [$foreground-muted]PageDown or E
 class BastionApp(App[int]):
     """A transcript, a prompt, an approval line and a status bar over one conversation."""
 
-    CSS_PATH = "app.tcss"
+    CSS_PATH: ClassVar[CSSPathType] = ["app.tcss", THEME_CSS]
     TITLE = "bastion"
     ENABLE_COMMAND_PALETTE = False
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -67,6 +76,7 @@ class BastionApp(App[int]):
         Binding("ctrl+c", "quit_twice", "Quit", show=False, priority=True),
         Binding("pageup", "page(-1)", "Page up", show=False, priority=True),
         Binding("pagedown", "page(1)", "Page down", show=False, priority=True),
+        Binding("ctrl+o", "toggle_output", "Command output", show=False),
     ]
 
     def __init__(
@@ -78,6 +88,7 @@ class BastionApp(App[int]):
         opener: Opener | None = None,
         theme: str = DEFAULT_THEME,
         model: str | None = None,
+        theme_folder: ThemeFolder | None = None,
     ) -> None:
         super().__init__()
         if (harness is None or conversation_id is None) and opener is None:
@@ -89,12 +100,13 @@ class BastionApp(App[int]):
         self._opener = opener
         self._model = model  # shown until the first view says which model the session uses
         self.open_error: BastionError | None = None  # why the opener failed, if it did
-        self._theme_name = theme if theme in THEMES else DEFAULT_THEME
+        # The user's theme files (read now unless given); an unknown name is a ConfigError.
+        self.theme_folder = theme_folder or theming.user_folder()
+        check_theme_name(theme, "", self.theme_folder.themes, self.theme_folder.problems)
         self._quit_armed = False
         self._welcome_gone = False
         self.ready = asyncio.Event()  # set once the first view is on screen
-        register_themes(self)
-        self.theme = self._theme_name
+        theming.install(self, theme, self.theme_folder)
 
     # --- layout -----------------------------------------------------------
 
@@ -137,6 +149,7 @@ class BastionApp(App[int]):
         try:
             await self.show(await harness.snapshot(conv_id))
             self.ready.set()
+            self._watch_themes()
             if self._first_prompt:
                 prompt, self._first_prompt = self._first_prompt, None
                 await self.send(prompt)
@@ -179,6 +192,11 @@ class BastionApp(App[int]):
         if self.query_one(ApprovalPrompt).show(view):
             self.call_after_refresh(self._focus_approval)
 
+    def _watch_themes(self) -> None:
+        """Report user theme files that did not load, and reload them when they change."""
+        theming.startup_problems(self, self.theme_folder)
+        self.run_worker(theming.watch(self, self.theme_folder), group="themes", exclusive=True)
+
     def on_transcript_new_output(self, event: Transcript.NewOutput) -> None:
         self.query_one("#new-output").set_class(event.below, "-shown")
 
@@ -188,6 +206,12 @@ class BastionApp(App[int]):
             transcript.scroll_page_up(animate=False)
         else:
             transcript.scroll_page_down(animate=False)
+
+    def action_toggle_output(self) -> None:
+        """All of the newest command's output, or its tail again (a click does it for any)."""
+        rows = [row for row in self.query(ToolCallLine) if row.expandable]
+        if rows:
+            rows[-1].expanded = not rows[-1].expanded
 
     def _focus_approval(self) -> None:
         """Focus the approval line while it asks (so y/n reach it), else the prompt."""

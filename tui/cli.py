@@ -117,6 +117,11 @@ def main_parser() -> argparse.ArgumentParser:
         help="admit this prompt once: rerunning with the same KEY returns the same run",
     )
     p.add_argument("--plain", action="store_true", help="line mode instead of the full-screen app")
+    p.add_argument(
+        "--theme",
+        metavar="NAME",
+        help="the app's theme: bastion-dark, bastion-light, bastion-high-contrast or a user theme",
+    )
     p.add_argument("--version", action=_Version)
     return p
 

@@ -50,6 +50,7 @@ def run(opts: Any) -> int:
 
     try:
         config = load_config(os.getcwd())
+        theme, folder = chosen_theme(opts, config)
     except BastionError as exc:
         error_line(str(exc))
         return EXIT_USAGE
@@ -89,7 +90,8 @@ def run(opts: Any) -> int:
     app = BastionApp(
         opener=opener,
         first_prompt=opts.prompt,
-        theme=config.theme,
+        theme=theme,
+        theme_folder=folder,
         model=hint,
     )
     error = None
@@ -120,3 +122,20 @@ def _close_opened(thread: Any, openings: list[concurrent.futures.Future[Any]]) -
     if session is not None:
         thread.run(session.harness.close())
     return None
+
+
+def chosen_theme(opts: Any, config: Any) -> tuple[str, Any]:
+    """The theme `--theme` or the config chose, and the user's theme folder, loaded.
+
+    A ConfigError naming what chose it (`--theme` or the config file) and the known
+    themes when there is no theme of that name.
+    """
+    from themes import check_theme_name
+    from tui.theming import user_folder
+
+    flag = getattr(opts, "theme", None)
+    name = flag or config.theme
+    source = "--theme" if flag else config.theme_source
+    folder = user_folder()
+    check_theme_name(name, source, folder.themes, folder.problems)
+    return name, folder

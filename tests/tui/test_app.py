@@ -16,7 +16,6 @@ from tui.widgets import (
     ApprovalPrompt,
     AssistantEntry,
     InboxStrip,
-    StatusBar,
     ToolCallLine,
     UserEntry,
 )
@@ -284,23 +283,6 @@ async def test_the_view_resyncs_from_the_store_after_a_gap(tmp_path):
             await pilot.pause(0.05)
             assert dropped
             assert [w.text_shown for w in assistant_widgets(app)] == ["one two three"]
-    finally:
-        await harness.close()
-
-
-async def test_bastion_themes_are_registered_and_chosen_by_name(tmp_path):
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
-    try:
-        app = BastionApp(harness, conv_id, theme="bastion-light")
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            assert app.theme == "bastion-light"
-            assert {"bastion-dark", "bastion-light"} <= set(app.available_themes)
-            app.theme = "bastion-dark"
-            await pilot.pause()
-            assert app.query_one(StatusBar).styles.background is not None
-        fallback = BastionApp(harness, conv_id, theme="no-such-theme")
-        assert fallback._theme_name == "bastion-dark"
     finally:
         await harness.close()
 

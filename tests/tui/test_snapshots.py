@@ -200,14 +200,20 @@ def test_welcome(snap_compare, tmp_path):
 
 def copy_screenshots(root: Path = HERE.parent.parent) -> list[Path]:
     """Copy the accepted snapshots to screenshots/ under their README names."""
-    source = HERE / "__snapshots__" / "test_snapshots"
+    from tests.tui.test_theme_snapshots import THEME_SCREENSHOTS
+
     target = root / "screenshots"
     target.mkdir(exist_ok=True)
     copied = []
-    for name, public in SCREENSHOTS.items():
-        if (source / name).exists():
-            shutil.copyfile(source / name, target / public)
-            copied.append(target / public)
+    for module, names in (
+        ("test_snapshots", SCREENSHOTS),
+        ("test_theme_snapshots", THEME_SCREENSHOTS),
+    ):
+        source = HERE / "__snapshots__" / module
+        for name, public in names.items():
+            if (source / name).exists():
+                shutil.copyfile(source / name, target / public)
+                copied.append(target / public)
     return copied
 
 

@@ -17,12 +17,15 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.content import Content
 from textual.markup import escape
+from textual.reactive import var
 from textual.widgets import Static
 
 from runtime import ConversationView
 from runtime.records import Approval, Entry, EntryKind, EntryStatus, ToolCallRecord, ToolCallState
 from runtime.views import LiveText, arguments_preview
+from tui.widgets.command_output import CommandOutput
 from tui.widgets.markdown import MarkdownText
 from tui.widgets.review import row_diff_markup
 from tui.widgets.segments import Splitter
@@ -104,7 +107,12 @@ class NoteEntry(Static):
 
 
 class ToolCallLine(Static):
-    """`● name args` and, once there is a result, `⎿ first line of it`."""
+    """`● name args` and, once there is a result, `⎿ first line of it`.
+
+    A finished run_command shows its exit code, duration and the tail of its output
+    instead (see `command_output`); a click or Ctrl+O (the app's key, for the newest
+    command) expands that to all of it and back.
+    """
 
     DEFAULT_CSS = """
     ToolCallLine {
@@ -115,10 +123,17 @@ class ToolCallLine(Static):
     }
     """
 
+    expanded = var(False, toggle_class="-expanded")
+
     def __init__(self, call: dict[str, str], classes: str = "") -> None:
         super().__init__(classes=classes)
         self.call = call
-        self.drawn: tuple[object, ...] | None = None
+        self.drawn: tuple[ToolCallRecord | None, Entry | None, str | None] | None = None
+        self.command: CommandOutput | None = None  # a finished command's output
+
+    @property
+    def expandable(self) -> bool:
+        return self.command is not None and self.command.expandable
 
     def show(
         self, record: ToolCallRecord | None, result: Entry | None, output: str | None = None
@@ -127,7 +142,25 @@ class ToolCallLine(Static):
         if self.drawn is not None and all(a is b for a, b in zip(key, self.drawn, strict=True)):
             return
         self.drawn = key
-        self.update(self.render_markup(self.call, record, result, output))
+        self.command = CommandOutput.of(record)
+        self._draw()
+
+    def _draw(self) -> None:
+        if self.drawn is None:
+            return
+        record, result, output = self.drawn
+        if self.command is None:
+            self.update(self.render_markup(self.call, record, result, output))
+            return
+        head = Content.from_markup(_head(self.call, _call_state(record, result)[0]))
+        self.update(Content("\n").join([head, self.command.content(self.expanded)]))
+
+    def watch_expanded(self) -> None:
+        self._draw()
+
+    def on_click(self) -> None:
+        if self.expandable:
+            self.expanded = not self.expanded
 
     @staticmethod
     def render_markup(
@@ -137,8 +170,7 @@ class ToolCallLine(Static):
         output: str | None = None,
     ) -> str:
         glyph, note = _call_state(record, result)
-        args = escape(arguments_preview(call.get("arguments", "{}"), limit=160))
-        head = f"{glyph} [b]{escape(call.get('name', '?'))}[/b] [$foreground-muted]{args}[/]"
+        head = _head(call, glyph)
         if result is not None and result.text.strip():
             tone = "$foreground-muted" if result.data.get("ok", True) else "$error"
             note = f"[{tone}]{escape(first_line(result.text))}[/]"
@@ -147,6 +179,11 @@ class ToolCallLine(Static):
         shown = f"{head}\n  [$foreground-muted]└[/] {note}" if note else head
         diff = row_diff_markup(record)  # a write's or edit's diff, once answered
         return f"{shown}\n{diff}" if diff else shown
+
+
+def _head(call: dict[str, str], glyph: str) -> str:
+    args = escape(arguments_preview(call.get("arguments", "{}"), limit=160))
+    return f"{glyph} [b]{escape(call.get('name', '?'))}[/b] [$foreground-muted]{args}[/]"
 
 
 LIVE_LINES = 4  # lines of a running command's output shown under its call

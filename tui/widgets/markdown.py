@@ -9,7 +9,7 @@ about a fifth of the same answer as a `Markdown` widget.
 
 Colours come from the app's theme: the `markdown-h*` variables Textual's own
 Markdown uses for headings, `$text-accent` on `$accent-muted` for inline code,
-`$text-accent` for links, `$surface` under code blocks, and a Pygments style
+`$text-accent` for links, `$surface` (`$panel` on a light theme) under code blocks, and a Pygments style
 picked by the theme's darkness for the code itself. A theme switch recolours
 every answer (Textual re-renders each widget on it).
 """
@@ -112,20 +112,20 @@ def _rich_theme(v: dict[str, str], dark: bool) -> RichTheme:
         text_style = v.get(f"markdown-h{level}-text-style", "bold")
         words = " ".join(w for w in text_style.split() if w in ("bold", "italic", "underline"))
         styles[f"markdown.h{level}"] = f"{words} {hex6(color(f'markdown-h{level}-color'))}".strip()
-    code_bg = hex6(color("surface", "#1e1e1e" if dark else "#f0f0f0"))
+    code_bg = hex6(color("surface" if dark else "panel"))
     styles.update(
         {
-            "markdown.code": f"{hex6(color('text-accent', 'cyan'))} on {hex6(color('accent-muted', code_bg))}",
+            "markdown.code": f"{hex6(color('text-accent'))} on {hex6(color('accent-muted'))}",
             "markdown.code_block": f"on {code_bg}",
-            "markdown.block_quote": hex6(color("foreground-muted", "default")),
+            "markdown.block_quote": hex6(color("foreground-muted")),
             "markdown.link": hex6(color("text-accent", "blue")),
-            "markdown.link_url": f"underline {hex6(color('text-accent', 'blue'))}",
-            "markdown.item.bullet": f"bold {hex6(color('text-primary', 'default'))}",
+            "markdown.link_url": f"underline {hex6(color('text-accent'))}",
+            "markdown.item.bullet": f"bold {hex6(color('text-primary'))}",
             "markdown.item.number": hex6(color("text-primary", "default")),
             "markdown.list": hex6(color("text-primary", "default")),
-            "markdown.hr": hex6(color("foreground-muted", "default")),
-            "markdown.table.border": hex6(color("foreground-muted", "default")),
-            "markdown.table.header": f"bold {hex6(color('text-primary', 'default'))}",
+            "markdown.hr": hex6(color("foreground-muted")),
+            "markdown.table.border": hex6(color("foreground-muted")),
+            "markdown.table.header": f"bold {hex6(color('text-primary'))}",
         }
     )
     return RichTheme(styles, inherit=True)
