@@ -20,6 +20,8 @@ _EXPORTS = {
     "UnknownConversation": "runtime.errors",
     "Driver": "runtime.driver",
     "LoopSettings": "runtime.loop",
+    "ProjectInstructions": "runtime.instructions",
+    "load_instructions": "runtime.instructions",
     "schema_version": "runtime.migrations",
     "EmptyInput": "runtime.harness",
     "Harness": "runtime.harness",
@@ -40,11 +42,13 @@ __all__ = [
     "Harness",
     "LeaseLost",
     "LoopSettings",
+    "ProjectInstructions",
     "SchemaTooNew",
     "StoreError",
     "Subscription",
     "UnknownConversation",
     "default_home",
+    "load_instructions",
     "reduce",
     "schema_version",
     "view_from_snapshot",
@@ -62,6 +66,7 @@ if TYPE_CHECKING:
         UnknownConversation,
     )
     from runtime.harness import EmptyInput, Harness, Subscription, default_home
+    from runtime.instructions import ProjectInstructions, load_instructions
     from runtime.loop import LoopSettings
     from runtime.migrations import schema_version
     from runtime.views import ConversationView, reduce, view_from_snapshot

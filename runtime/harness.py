@@ -40,6 +40,7 @@ from runtime.errors import (
 )
 from runtime.events import DurableEvent, Event, InboxUpdated, RunUpdated
 from runtime.ids import uuid7
+from runtime.instructions import ProjectInstructions, load_instructions
 from runtime.loop import LoopSettings, user_entry
 from runtime.providers.base import Provider
 from runtime.records import (
@@ -297,6 +298,11 @@ class Harness:
 
     async def ledger(self, conversation_id: str, after: int = 0) -> list[DurableEvent]:
         return await self.store.ledger(conversation_id, after)
+
+    async def project_instructions(self, cwd: str) -> ProjectInstructions:
+        """The AGENTS.md / CLAUDE.md files a run in `cwd` reads, and the text they make
+        (see runtime.instructions); for status lines and first-run notes."""
+        return await asyncio.to_thread(load_instructions, cwd)
 
     # --- driving ----------------------------------------------------------
 
