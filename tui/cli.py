@@ -86,7 +86,11 @@ def main_parser() -> argparse.ArgumentParser:
         default="text",
         help="print mode output: text (answer on stdout), json, stream-json",
     )
-    p.add_argument("--model", help="PROVIDER/NAME, e.g. openai/gpt-4.1, ollama/llama3.2")
+    p.add_argument(
+        "--model",
+        help="PROVIDER/NAME: openai/, openai-responses/, anthropic/, ollama/, llamacpp/ or a "
+        "[providers.NAME] table, e.g. openai/gpt-4.1, ollama/llama3.2",
+    )
     p.add_argument("--approval-mode", choices=("read-only", "ask", "auto-edit", "full-auto"))
     session = p.add_mutually_exclusive_group()
     session.add_argument("--session-id", metavar="UUID", help="use (or create) this conversation")
