@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS = {
     "BastionError": "runtime.errors",
     "ConfigError": "runtime.errors",
+    "ConfigChange": "runtime.config_watch",
+    "ConfigWatcher": "runtime.config_watch",
     "ConversationBusy": "runtime.errors",
     "LeaseLost": "runtime.errors",
     "SchemaTooNew": "runtime.errors",
@@ -34,7 +36,9 @@ _EXPORTS = {
 
 __all__ = [
     "BastionError",
+    "ConfigChange",
     "ConfigError",
+    "ConfigWatcher",
     "ConversationBusy",
     "ConversationView",
     "Driver",
@@ -55,6 +59,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from runtime.config_watch import ConfigChange, ConfigWatcher
     from runtime.driver import Driver
     from runtime.errors import (
         BastionError,

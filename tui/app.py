@@ -22,7 +22,7 @@ conversation_id)`; the app then closes that harness when it exits.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import replace
 from typing import Any, ClassVar
 
@@ -32,11 +32,12 @@ from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 from textual.widgets import Input, Static
 
-from runtime import BastionError, ConversationView, EmptyInput, Harness, reduce
+from runtime import BastionError, ConfigWatcher, ConversationView, EmptyInput, Harness, reduce
 from runtime.records import EntryKind, InboxMode
 from runtime.threaded import ThreadedHarness, channel_for
 from themes import DEFAULT_THEME, THEMES
 from themes import register as register_themes
+from tui.live_config import LiveConfig
 from tui.widgets import ApprovalPrompt, InboxStrip, PromptInput, StatusBar, Transcript
 
 __all__ = ["BastionApp", "Opener", "run"]
@@ -74,6 +75,8 @@ class BastionApp(App[int]):
         first_prompt: str | None = None,
         opener: Opener | None = None,
         theme: str = DEFAULT_THEME,
+        config_watcher: ConfigWatcher | None = None,
+        pinned: Collection[str] = (),
     ) -> None:
         super().__init__()
         if (harness is None or conversation_id is None) and opener is None:
@@ -89,6 +92,7 @@ class BastionApp(App[int]):
         self.ready = asyncio.Event()  # set once the first view is on screen
         register_themes(self)
         self.theme = self._theme_name
+        self.live_config = LiveConfig(self, config_watcher, pinned) if config_watcher else None
 
     # --- layout -----------------------------------------------------------
 
@@ -104,6 +108,8 @@ class BastionApp(App[int]):
     def on_mount(self) -> None:
         self.query_one("#prompt", Input).focus()
         self.follow()
+        if self.live_config is not None:
+            self.run_worker(self.live_config.run(), group="config-watch")
 
     async def on_unmount(self) -> None:
         if self._opener is not None and self.harness is not None:

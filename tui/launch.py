@@ -8,6 +8,7 @@ opened is reported before the app takes the terminal.
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -37,8 +38,17 @@ def run(opts: Any) -> int:
         return EXIT_USAGE
     harness = ThreadedHarness(session.harness, thread)
     try:
+        from runtime import ConfigWatcher
+
+        watcher = ConfigWatcher(os.getcwd(), initial=session.config)  # as open_session read it
+        pinned = [name for name in ("model", "approval_mode") if getattr(opts, name, None)]
         app = BastionApp(
-            harness, session.conversation.id, first_prompt=opts.prompt, theme=session.config.theme
+            harness,
+            session.conversation.id,
+            first_prompt=opts.prompt,
+            theme=session.config.theme,
+            config_watcher=watcher,
+            pinned=pinned,
         )
         app.run()
         return app.return_code or EXIT_OK
