@@ -25,7 +25,7 @@ _EXPORTS = {
     "ProjectInstructions": "runtime.instructions",
     "load_instructions": "runtime.instructions",
     "schema_version": "runtime.migrations",
-    "EmptyInput": "runtime.harness",
+    "EmptyInput": "runtime.errors",
     "Harness": "runtime.harness",
     "Subscription": "runtime.harness",
     "default_home": "runtime.harness",
@@ -65,12 +65,13 @@ if TYPE_CHECKING:
         BastionError,
         ConfigError,
         ConversationBusy,
+        EmptyInput,
         LeaseLost,
         SchemaTooNew,
         StoreError,
         UnknownConversation,
     )
-    from runtime.harness import EmptyInput, Harness, Subscription, default_home
+    from runtime.harness import Harness, Subscription, default_home
     from runtime.instructions import ProjectInstructions, load_instructions
     from runtime.loop import LoopSettings
     from runtime.migrations import schema_version

@@ -42,7 +42,6 @@ import watchfiles
 
 from runtime.config import Config, load_config, user_config_path
 from runtime.errors import ConfigError
-from runtime.providers.registry import BUILTIN_PREFIXES
 
 __all__ = ["ConfigChange", "ConfigWatcher"]
 
@@ -129,6 +128,8 @@ class ConfigWatcher:
     def _check_model(self, config: Config) -> None:
         """The configured model must name a known provider (keys are checked when it is
         used: a flag may pick another model), or the file that set it is named."""
+        from runtime.providers.registry import BUILTIN_PREFIXES  # (httpx: only when needed)
+
         prefix, slash, name = config.model.strip().partition("/")
         if slash and prefix and name and (prefix in BUILTIN_PREFIXES or prefix in config.providers):
             return

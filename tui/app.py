@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import replace
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import work
 from textual.app import App, ComposeResult
@@ -32,18 +32,22 @@ from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 from textual.widgets import Input, Static
 
-from runtime import BastionError, ConfigWatcher, ConversationView, EmptyInput, Harness, reduce
+from runtime.errors import BastionError, EmptyInput
 from runtime.records import EntryKind, InboxMode
 from runtime.threaded import ThreadedHarness, channel_for
+from runtime.views import ConversationView, reduce
 from themes import DEFAULT_THEME, THEMES
 from themes import register as register_themes
 from tui.live_config import LiveConfig
 from tui.widgets import ApprovalPrompt, InboxStrip, PromptInput, StatusBar, Transcript
 
+if TYPE_CHECKING:  # the harness's modules load after the first frame (see tui.launch)
+    from runtime import ConfigWatcher
+    from runtime.harness import Harness
+
 __all__ = ["BastionApp", "Opener", "run"]
 
-Opener = Callable[[], Awaitable[tuple[Harness, str]]]
-AnyHarness = Harness | ThreadedHarness
+Opener = Callable[[], Awaitable[tuple["Harness | ThreadedHarness", str]]]
 
 QUIT_WINDOW = 2.0  # seconds in which a second Ctrl+C quits
 FRAME = 1 / 30  # the view is shown at most this often; events in between are folded together
@@ -69,13 +73,14 @@ class BastionApp(App[int]):
 
     def __init__(
         self,
-        harness: AnyHarness | None = None,
+        harness: Harness | ThreadedHarness | None = None,
         conversation_id: str | None = None,
         *,
         first_prompt: str | None = None,
         opener: Opener | None = None,
         theme: str = DEFAULT_THEME,
-        config_watcher: ConfigWatcher | None = None,
+        model: str | None = None,
+        watch_config: Callable[[], ConfigWatcher] | None = None,
         pinned: Collection[str] = (),
     ) -> None:
         super().__init__()
@@ -86,13 +91,16 @@ class BastionApp(App[int]):
         self.view: ConversationView | None = None
         self._first_prompt = first_prompt
         self._opener = opener
+        self._model = model  # shown until the first view says which model the session uses
+        self.open_error: BastionError | None = None  # why the opener failed, if it did
         self._theme_name = theme if theme in THEMES else DEFAULT_THEME
         self._quit_armed = False
         self._welcome_gone = False
         self.ready = asyncio.Event()  # set once the first view is on screen
         register_themes(self)
         self.theme = self._theme_name
-        self.live_config = LiveConfig(self, config_watcher, pinned) if config_watcher else None
+        # Follows config.toml edits once the session is open; `pinned`: settings set by flags.
+        self.live_config = LiveConfig(self, watch_config, pinned) if watch_config else None
 
     # --- layout -----------------------------------------------------------
 
@@ -107,9 +115,10 @@ class BastionApp(App[int]):
 
     def on_mount(self) -> None:
         self.query_one("#prompt", Input).focus()
-        self.follow()
-        if self.live_config is not None:
-            self.run_worker(self.live_config.run(), group="config-watch")
+        if self._model:
+            self.query_one(StatusBar).show_model(self._model)
+        # The session opens once the first frame is drawn: the prompt takes keys at once.
+        self.call_after_refresh(self.follow)
 
     async def on_unmount(self) -> None:
         if self._opener is not None and self.harness is not None:
@@ -121,9 +130,16 @@ class BastionApp(App[int]):
     async def follow(self) -> None:
         """Fold the harness's events into the view and show it; runs for the app's life."""
         if self.harness is None and self._opener is not None:
-            self.harness, self.conversation_id = await self._opener()
+            try:
+                self.harness, self.conversation_id = await self._opener()
+            except BastionError as exc:  # the caller prints it once the terminal is back
+                self.open_error = exc
+                self.exit(2, return_code=2)
+                return
         harness, conv_id = self.harness, self.conversation_id
         assert harness is not None
+        if self.live_config is not None:
+            self.run_worker(self.live_config.run(), group="config-watch")
         loop = asyncio.get_running_loop()
         channel = channel_for(harness, conv_id)
         try:
@@ -190,6 +206,7 @@ class BastionApp(App[int]):
 
     async def send(self, text: str) -> None:
         """Submit `text`: a new run when idle, a steer while a run is going."""
+        await self.ready.wait()  # sent before the session opened: it goes once it has
         assert self.harness is not None
         busy = self.view is not None and self.view.active_run is not None
         mode = InboxMode.STEER if busy else InboxMode.PROMPT

@@ -11,33 +11,40 @@ key are wrong; fixing it says the config applies again.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
-from runtime import BastionError, ConfigChange, ConfigWatcher
+from runtime.errors import BastionError
 from themes import THEMES
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the app imports this before the harness's modules load
+    from runtime import ConfigChange, ConfigWatcher
     from tui.app import BastionApp
 
 __all__ = ["LiveConfig"]
 
 
 class LiveConfig:
-    """Applies each `ConfigChange` of `watcher` to `app`; `pinned` names the settings
-    given by flags ("model", "approval_mode"), which the config does not override."""
+    """Applies each `ConfigChange` of the watcher `make_watcher()` returns to `app`; `pinned`
+    names the settings given by flags ("model", "approval_mode"), which the config does not
+    override. The watcher is made when `run` starts (after the first frame: watchfiles is
+    imported then, not before the app is drawn)."""
 
-    def __init__(self, app: BastionApp, watcher: ConfigWatcher, pinned: Collection[str]) -> None:
+    def __init__(
+        self, app: BastionApp, make_watcher: Callable[[], ConfigWatcher], pinned: Collection[str]
+    ) -> None:
         self.app = app
-        self.watcher = watcher
+        self.make_watcher = make_watcher
+        self.watcher: ConfigWatcher | None = None
         self.pinned = frozenset(pinned)
         self.applied: list[ConfigChange] = []  # what was applied, in order (for tests)
 
     async def run(self) -> None:
         """Watch until the app's worker is cancelled."""
-        unsubscribe = self.watcher.subscribe(self._changed)
+        self.watcher = watcher = self.make_watcher()
+        unsubscribe = watcher.subscribe(self._changed)
         try:
-            async with self.watcher:
+            async with watcher:
                 await asyncio.Event().wait()  # until the worker is cancelled (the app exits)
         finally:
             unsubscribe()
@@ -79,6 +86,8 @@ class LiveConfig:
                 self.applied.append(change)
                 return
             notes.extend(f"{key.replace('_', ' ')} {value}" for key, value in defaults.items())
+            if "model" in defaults:  # the status line names the conversation's model
+                await app.show(await app.harness.snapshot(app.conversation_id))
         if notes or change.recovered:
             app.notify(", ".join(notes) or "the config is valid again", title="config reloaded")
         self.applied.append(change)

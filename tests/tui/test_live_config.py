@@ -31,7 +31,7 @@ def watcher_for(tmp_path: Path) -> tuple[ConfigWatcher, Path]:
 async def test_theme_and_approval_mode_follow_the_file(tmp_path):
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
     watcher, config = watcher_for(tmp_path)
-    app = BastionApp(harness, conv_id, config_watcher=watcher)
+    app = BastionApp(harness, conv_id, watch_config=lambda: watcher)
     notes: list[str] = []
     notify = app.notify
     app.notify = lambda message, **kw: (notes.append(message), notify(message, **kw))[1]  # type: ignore[method-assign]
@@ -60,7 +60,9 @@ async def test_a_flag_pins_its_setting_and_the_model_applies_before_the_first_pr
     harness.prepare(conversation)
     await harness.drive(conversation.id, approval_mode="read-only", model="scripted/first")
     watcher, config = watcher_for(tmp_path)
-    app = BastionApp(harness, conversation.id, config_watcher=watcher, pinned=("approval_mode",))
+    app = BastionApp(
+        harness, conversation.id, watch_config=lambda: watcher, pinned=("approval_mode",)
+    )
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(watcher.watching.is_set, pilot, timeout=10)
