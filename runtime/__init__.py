@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS = {
     "BastionError": "runtime.errors",
     "ConfigError": "runtime.errors",
+    "ConfigChange": "runtime.config_watch",
+    "ConfigWatcher": "runtime.config_watch",
     "ConversationBusy": "runtime.errors",
     "LeaseLost": "runtime.errors",
     "SchemaTooNew": "runtime.errors",
@@ -20,6 +22,8 @@ _EXPORTS = {
     "UnknownConversation": "runtime.errors",
     "Driver": "runtime.driver",
     "LoopSettings": "runtime.loop",
+    "ProjectInstructions": "runtime.instructions",
+    "load_instructions": "runtime.instructions",
     "schema_version": "runtime.migrations",
     "EmptyInput": "runtime.errors",
     "Harness": "runtime.harness",
@@ -37,7 +41,9 @@ _EXPORTS = {
 __all__ = [
     "BadRule",
     "BastionError",
+    "ConfigChange",
     "ConfigError",
+    "ConfigWatcher",
     "ConversationBusy",
     "ConversationView",
     "Driver",
@@ -45,6 +51,7 @@ __all__ = [
     "Harness",
     "LeaseLost",
     "LoopSettings",
+    "ProjectInstructions",
     "Rule",
     "RuleKind",
     "SchemaTooNew",
@@ -53,12 +60,14 @@ __all__ = [
     "Subscription",
     "UnknownConversation",
     "default_home",
+    "load_instructions",
     "reduce",
     "schema_version",
     "view_from_snapshot",
 ]
 
 if TYPE_CHECKING:
+    from runtime.config_watch import ConfigChange, ConfigWatcher
     from runtime.driver import Driver
     from runtime.errors import (
         BastionError,
@@ -71,6 +80,7 @@ if TYPE_CHECKING:
         UnknownConversation,
     )
     from runtime.harness import Harness, Subscription, default_home
+    from runtime.instructions import ProjectInstructions, load_instructions
     from runtime.loop import LoopSettings
     from runtime.migrations import schema_version
     from runtime.rules import BadRule, Rule, RuleKind, Scope

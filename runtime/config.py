@@ -141,7 +141,7 @@ def _check(path: Path, data: dict[str, Any]) -> None:
         try:
             ApprovalMode.parse(data["approval_mode"])
         except ConfigError as exc:
-            raise ConfigError(f"{path}: {exc.message}", hint=exc.hint) from None
+            raise ConfigError(f"{path}: approval_mode: {exc.message}", hint=exc.hint) from None
     if "stream_idle_timeout" in data:
         _check_seconds(path, "", data["stream_idle_timeout"])
     providers = data.get("providers", {})

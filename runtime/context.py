@@ -25,19 +25,27 @@ tool refuses, read its code and hint and take the next move it names. Keep answe
 short; use Markdown for code."""
 
 
-def system_prompt(conversation: Conversation, tools: Sequence[ToolSpec]) -> str:
+def system_prompt(conversation: Conversation, tools: Sequence[ToolSpec], project: str = "") -> str:
+    """The system prompt, most stable part first so providers' prompt caches hit:
+    the base prompt, tools and workspace, then the project's instruction files
+    (`project`, see runtime.instructions), the user's configured instructions,
+    and the date last (it is the only part that changes by itself)."""
     parts = [BASE_PROMPT]
-    env = [
-        f"Workspace root: {conversation.cwd}",
-        f"Platform: {platform.system()} {platform.release()}",
-        f"Today: {time.strftime('%Y-%m-%d')}",
-    ]
+    env = []
     if tools:
         env.append("Tools: " + ", ".join(t.name for t in tools))
+    env.append(f"Workspace root: {conversation.cwd}")
+    env.append(f"Platform: {platform.system()} {platform.release()}")
     parts.append("\n".join(env))
+    if project.strip():
+        parts.append(
+            "Project instructions (AGENTS.md files, farthest first; a nearer file and the "
+            "user's instructions below take precedence):\n\n" + project.strip()
+        )
     instructions = conversation.agent.instructions.strip()
     if instructions:
         parts.append("Instructions from the user:\n" + instructions)
+    parts.append(f"Today: {time.strftime('%Y-%m-%d')}")
     return "\n\n".join(parts)
 
 
@@ -62,13 +70,14 @@ def build_messages(
     entries: Sequence[Entry],
     current_run_id: str | None,
     tools: Sequence[ToolSpec] = (),
+    project: str = "",
 ) -> tuple[Message, ...]:
     """The request's messages. Each assistant message with tool calls is followed by
     exactly one tool message per call, whatever order the entries are in; ids on
     the wire are the provider's, made unique within the request where it repeated one."""
     active = _active_entries(entries)
     results = {e.data.get("tool_call_id"): e for e in active if e.kind == EntryKind.TOOL_RESULT}
-    messages = [Message("system", system_prompt(conversation, tools))]
+    messages = [Message("system", system_prompt(conversation, tools, project))]
     used: set[str] = set()
     for entry in active:
         match entry.kind:

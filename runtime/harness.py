@@ -43,6 +43,7 @@ from runtime.errors import (
 )
 from runtime.events import DurableEvent, Event, InboxUpdated, RunUpdated
 from runtime.ids import uuid7
+from runtime.instructions import ProjectInstructions, load_instructions
 from runtime.loop import LoopSettings, user_entry
 from runtime.providers.base import Provider
 from runtime.records import (
@@ -305,6 +306,11 @@ class Harness:
     async def ledger(self, conversation_id: str, after: int = 0) -> list[DurableEvent]:
         return await self.store.ledger(conversation_id, after)
 
+    async def project_instructions(self, cwd: str) -> ProjectInstructions:
+        """The AGENTS.md / CLAUDE.md files a run in `cwd` reads, and the text they make
+        (see runtime.instructions); for status lines and first-run notes."""
+        return await asyncio.to_thread(load_instructions, cwd)
+
     # --- driving ----------------------------------------------------------
 
     def resolve_model(self, spec: str) -> tuple[Provider, str]:
@@ -385,6 +391,33 @@ class Harness:
             raise
         self._drivers[conversation_id] = driver
         return driver
+
+    async def set_defaults(
+        self, conversation_id: str, *, model: str | None = None, approval_mode: str | None = None
+    ) -> None:
+        """Change the model and/or approval mode this process drives the conversation with,
+        from its next run on (for a live config change; nothing is stored). A conversation
+        not committed yet also gets `model` stored with its first prompt. ConfigError for an
+        unknown model or mode, and then nothing changes."""
+        self._check_open()
+        mode = ApprovalMode.parse(approval_mode) if approval_mode is not None else None
+        resolved = self.resolve_model(model) if model is not None else None
+        driver = self._drivers.get(conversation_id)
+        if driver is not None:
+            if resolved is not None:
+                driver.config.provider, driver.config.model = resolved
+            if mode is not None:
+                driver.config.approval_mode = mode
+        deferred = self._deferred.get(conversation_id)
+        if deferred is not None:
+            if model is not None:
+                deferred["model"] = model
+            if mode is not None:
+                deferred["approval_mode"] = mode.value
+        prepared = self._prepared.get(conversation_id)
+        if prepared is not None and model is not None:
+            settings = {**prepared.settings, "model": model}
+            self._prepared[conversation_id] = dataclasses.replace(prepared, settings=settings)
 
     def driver(self, conversation_id: str) -> Driver | None:
         return self._drivers.get(conversation_id)

@@ -30,6 +30,7 @@ from runtime.context import build_messages
 from runtime.errors import BastionError
 from runtime.events import AttemptReset, Event, ReasoningDelta, TextDelta
 from runtime.ids import uuid7
+from runtime.instructions import load_instructions
 from runtime.providers.base import (
     ModelRequest,
     Provider,
@@ -173,6 +174,7 @@ class RunExecutor:
         self.conversation_id = conversation_id
         self.interrupting = False
         self.conversation: Conversation | None = None
+        self.project_instructions = ""
         self.entries: list[Entry] = []
         self._positions: dict[str, int] = {}
         self._inflight: asyncio.Future[Any] | None = None
@@ -275,6 +277,10 @@ class RunExecutor:
         kept (its other runs and inbox cost a long session time and memory)."""
         start = await self.deps.store.run_start(self.conversation_id, run.id)
         self.conversation = start.conversation
+        # Read once per run: a model that edits AGENTS.md sees the change next run,
+        # and the system prompt stays the same (cacheable) for every request of this one.
+        found = await asyncio.to_thread(load_instructions, start.conversation.cwd)
+        self.project_instructions = found.text
         for entry in start.entries:
             self.track(entry)
         return start.run or run, [c for c in start.tool_calls if c.unfinished]
@@ -345,7 +351,9 @@ class RunExecutor:
     def _request(self, run: Run) -> ModelRequest:
         assert self.conversation is not None
         specs = self.deps.toolbox.specs() if self.deps.toolbox else ()
-        messages = build_messages(self.conversation, self.entries, run.id, specs)
+        messages = build_messages(
+            self.conversation, self.entries, run.id, specs, self.project_instructions
+        )
         return ModelRequest(self.deps.model, messages, specs, session_id=self.conversation_id)
 
     async def _stream_turn(self, run: Run) -> tuple[Entry, list[ToolCallRecord], Run]:

@@ -267,6 +267,9 @@ class ThreadedHarness:
     async def drive(self, *args: Any, **kwargs: Any) -> Any:
         return await self.call("drive", *args, **kwargs)
 
+    async def set_defaults(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.call("set_defaults", *args, **kwargs)
+
     async def close(self) -> None:
         """Close the harness on its loop, then stop the thread."""
         if self.thread.alive:

@@ -22,7 +22,7 @@ conversation_id)`; the app then closes that harness when it exits.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -40,6 +40,7 @@ from themes import CSS_PATH as THEME_CSS
 from themes import DEFAULT_THEME, check_theme_name
 from themes.user import ThemeFolder
 from tui import theming
+from tui.live_config import LiveConfig
 from tui.widgets import (
     ApprovalPrompt,
     InboxStrip,
@@ -50,6 +51,7 @@ from tui.widgets import (
 )
 
 if TYPE_CHECKING:  # the harness's modules load after the first frame (see tui.launch)
+    from runtime import ConfigWatcher
     from runtime.harness import Harness
 
 __all__ = ["BastionApp", "Opener", "run"]
@@ -89,6 +91,8 @@ class BastionApp(App[int]):
         theme: str = DEFAULT_THEME,
         model: str | None = None,
         theme_folder: ThemeFolder | None = None,
+        watch_config: Callable[[], ConfigWatcher] | None = None,
+        pinned: Collection[str] = (),
     ) -> None:
         super().__init__()
         if (harness is None or conversation_id is None) and opener is None:
@@ -107,6 +111,8 @@ class BastionApp(App[int]):
         self._welcome_gone = False
         self.ready = asyncio.Event()  # set once the first view is on screen
         theming.install(self, theme, self.theme_folder)
+        # Follows config.toml edits once the session is open; `pinned`: settings set by flags.
+        self.live_config = LiveConfig(self, watch_config, pinned) if watch_config else None
 
     # --- layout -----------------------------------------------------------
 
@@ -144,6 +150,8 @@ class BastionApp(App[int]):
                 return
         harness, conv_id = self.harness, self.conversation_id
         assert harness is not None
+        if self.live_config is not None:
+            self.run_worker(self.live_config.run(), group="config-watch")
         loop = asyncio.get_running_loop()
         channel = channel_for(harness, conv_id)
         try:

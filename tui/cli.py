@@ -1,7 +1,8 @@
 """The `bastion` command line. Its flags, output formats and exit codes are a contract.
 
     bastion [PROMPT]                       Textual app (PROMPT sent first if given)
-    bastion -p/--print [PROMPT]            print mode; PROMPT or stdin
+    bastion -p/--print [PROMPT]            print mode; PROMPT or stdin (both: stdin
+                                           follows the prompt as a fenced block)
     bastion sessions [--json] | sessions search QUERY | sessions rm ID
     bastion export ID [--format json|markdown] [-o FILE]
     bastion doctor                         search path, process tracking, store
@@ -91,7 +92,11 @@ def main_parser() -> argparse.ArgumentParser:
         default="text",
         help="print mode output: text (answer on stdout), json, stream-json",
     )
-    p.add_argument("--model", help="PROVIDER/NAME, e.g. openai/gpt-4.1, ollama/llama3.2")
+    p.add_argument(
+        "--model",
+        help="PROVIDER/NAME: openai/, openai-responses/, anthropic/, ollama/, llamacpp/ or a "
+        "[providers.NAME] table, e.g. openai/gpt-4.1, ollama/llama3.2",
+    )
     p.add_argument("--approval-mode", choices=("read-only", "ask", "auto-edit", "full-auto"))
     p.add_argument(
         "--allow",
@@ -262,6 +267,11 @@ def _dispatch(args: list[str]) -> int:
         # Print mode reads its prompt from stdin: read and check it before anything
         # is opened, and hand print mode the decoded text.
         sys.stdin = utf8_stdin(sys.stdin)
+    elif opts.print_mode and opts.prompt is not None:
+        # A prompt and piped input: the prompt first, the input after it as a fenced block.
+        from tui.piped import prompt_with_stdin
+
+        opts.prompt = prompt_with_stdin(opts.prompt, sys.stdin)
     if opts.print_mode:
         from tui import print_mode
 

@@ -66,7 +66,18 @@ def store() -> Check:
     return Check("store", True, f"{path} (schema version {version}, {state})")
 
 
-CHECKS: list[Callable[[], Check]] = [search_path, commands, store]
+def instructions() -> Check:
+    """Which AGENTS.md / CLAUDE.md files a session started here would read."""
+    import os
+
+    from runtime import load_instructions
+
+    found = load_instructions(os.getcwd())
+    ok = not any(f.error for f in found.files)
+    return Check("agents", ok, found.describe())
+
+
+CHECKS: list[Callable[[], Check]] = [search_path, commands, store, instructions]
 
 
 def run(argv: list[str]) -> int:

@@ -87,12 +87,21 @@ def run(opts: Any) -> int:
             error_line(str(exc))
             return EXIT_USAGE
 
+    cwd = os.getcwd()
+
+    def watch_config() -> Any:  # made once the session is open: watchfiles loads then
+        from runtime import ConfigWatcher
+
+        return ConfigWatcher(cwd, initial=config)
+
     app = BastionApp(
         opener=opener,
         first_prompt=opts.prompt,
         theme=theme,
         theme_folder=folder,
         model=hint,
+        watch_config=watch_config,
+        pinned=[name for name in ("model", "approval_mode") if getattr(opts, name, None)],
     )
     error = None
     try:

@@ -4,7 +4,7 @@ Request: `POST {base_url}/v1/messages` with `x-api-key` and `anthropic-version`,
 the system prompt as the top-level `system` field, tool calls as `tool_use`
 blocks of assistant messages and tool results as `tool_result` blocks of user
 messages (consecutive messages of one role are merged, tool results first, as
-the API requires). Prompt caching breakpoints are set on the system prompt and
+the API requires). Prompt caching breakpoints are set on the tools, the system prompt and
 on the newest message, so a long conversation is re-read from the cache.
 
 Stream: `message_start` (input usage), `content_block_start` / `_delta`
@@ -322,6 +322,8 @@ def build_messages_body(request: ModelRequest) -> dict[str, Any]:
             {"name": t.name, "description": t.description, "input_schema": t.parameters}
             for t in request.tools
         ]
+        # A breakpoint after the tools: they lead the cached prefix (tools, system, messages).
+        body["tools"][-1]["cache_control"] = _EPHEMERAL
     if request.temperature is not None:
         body["temperature"] = request.temperature
     body.update(request.extra)

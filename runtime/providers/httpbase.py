@@ -45,6 +45,7 @@ __all__ = [
     "error_from_body",
     "idle_timeout_error",
     "is_loopback_url",
+    "local_server_hint",
     "make_client",
     "open_stream",
     "parse_retry_after",
@@ -421,6 +422,21 @@ def error_from_body(provider: str, body: Any, *, redact: Redactor) -> ProviderEr
     )
 
 
+#: How often a refused connection to a loopback server is retried.
+LOCAL_CONNECT_RETRIES = 1
+_START_HINTS = {
+    "ollama": "is Ollama running? Start it with `ollama serve`",
+    "llamacpp": "is llama.cpp's server running? Start it with `llama-server -m MODEL.gguf`",
+}
+
+
+def local_server_hint(provider: str) -> str:
+    """What to start when nothing listens at a local provider's address."""
+    return _START_HINTS.get(
+        provider, f"is the {provider} server running? Start it, or check its base_url"
+    )
+
+
 def transport_error(
     provider: str,
     url: str,
@@ -450,6 +466,17 @@ def transport_error(
         message, code = f"{provider} at {host} stopped responding (timed out)", "timeout"
     elif isinstance(exc, httpx.ConnectError):
         message, code = f"cannot connect to {provider} at {host}{suffix}", "connect_error"
+        if is_loopback_url(url):
+            # Nothing listens on this machine: waiting will not start it. One more
+            # try (it may be starting up), then say what to start.
+            return ProviderError(
+                f"{message}: {local_server_hint(provider)}",
+                provider=provider,
+                code=code,
+                retryable=True,
+                retry_limit=LOCAL_CONNECT_RETRIES,
+                reason="cannot connect",
+            )
     elif isinstance(exc, httpx.UnsupportedProtocol):
         return ProviderError(
             f"{provider}: unsupported URL {url!r}{suffix}",

@@ -7,10 +7,18 @@ Built-in prefixes:
                      when the base URL is a loopback address)
     ollama/NAME      Ollama's OpenAI-compatible API at OLLAMA_HOST (default
                      http://127.0.0.1:11434, "/v1" appended), no key
+    llamacpp/NAME    llama.cpp's `llama-server` (OpenAI-compatible) at
+                     http://127.0.0.1:8080/v1, no key
     anthropic/NAME   Anthropic Messages: ANTHROPIC_BASE_URL (default
                      https://api.anthropic.com), key ANTHROPIC_API_KEY (not
                      needed on a loopback address)
-    openai-responses/NAME   not available in this build yet
+    openai-responses/NAME   the OpenAI Responses API at OPENAI_BASE_URL
+                     (default https://api.openai.com/v1), key OPENAI_API_KEY
+                     (not needed on a loopback address)
+
+A refused connection to a local server (a loopback base URL) is retried once,
+not the usual four times, and the error says what to start (`ollama serve`,
+`llama-server -m MODEL.gguf`); see httpbase.transport_error.
 
 Any other NAME is a `[providers.NAME]` table of config.toml with a `base_url`:
 an OpenAI-compatible endpoint (OpenRouter, vLLM, llama.cpp, ...), its key read
@@ -42,9 +50,9 @@ from runtime.providers.openai import OpenAIChatProvider
 
 __all__ = ["BUILTIN_PREFIXES", "ProviderSettings", "is_loopback_url", "resolve_model"]
 
-BUILTIN_PREFIXES = ("openai", "anthropic", "openai-responses", "ollama")
+BUILTIN_PREFIXES = ("openai", "anthropic", "openai-responses", "ollama", "llamacpp")
 IDLE_TIMEOUT_ENV = "BASTION_STREAM_IDLE_TIMEOUT"
-_AVAILABLE = "openai/, anthropic/ or ollama/"
+LLAMACPP_BASE_URL = "http://127.0.0.1:8080/v1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,9 +197,34 @@ def _anthropic(name: str, settings: ProviderSettings, env: Mapping[str, str]) ->
 
 
 def _responses(name: str, settings: ProviderSettings, env: Mapping[str, str]) -> Provider:
-    raise ConfigError(
-        "openai-responses/ is not available in this build yet",
-        hint=f"use openai/NAME (chat completions) instead; available: {_AVAILABLE}",
+    from runtime.providers.responses import ResponsesProvider
+
+    base_url = _check_url(
+        env.get("OPENAI_BASE_URL") or settings.base_url or "https://api.openai.com/v1",
+        "OPENAI_BASE_URL",
+    )
+    key_env = settings.api_key_env or "OPENAI_API_KEY"
+    key = env.get(key_env) or None
+    if key is None and not is_loopback_url(base_url):
+        raise ConfigError(
+            f"{key_env} is not set",
+            hint=f"export {key_env}=... or pick another --model",
+        )
+    return ResponsesProvider(
+        name, base_url, api_key=key, headers=_headers(settings), idle_timeout=_idle(settings)
+    )
+
+
+def _llamacpp(name: str, settings: ProviderSettings, env: Mapping[str, str]) -> Provider:
+    source = f"[providers.{name}] base_url"
+    base_url = _check_url(settings.base_url or LLAMACPP_BASE_URL, source)
+    key = env.get(settings.api_key_env) if settings.api_key_env else None
+    return OpenAIChatProvider(
+        name,
+        base_url,
+        api_key=key or None,
+        headers=_headers(settings),
+        idle_timeout=_idle(settings),
     )
 
 
@@ -220,6 +253,7 @@ _BUILTINS: dict[str, Callable[[str, ProviderSettings, Mapping[str, str]], Provid
     "ollama": _ollama,
     "anthropic": _anthropic,
     "openai-responses": _responses,
+    "llamacpp": _llamacpp,
 }
 
 

@@ -22,7 +22,8 @@ JSON line to the record file (flushed at once), and runs until SIGTERM/SIGINT.
 
 Routes: `POST .../chat/completions` (OpenAI chat completions), `POST
 .../messages` (Anthropic Messages, same turns in that wire format: point
-ANTHROPIC_BASE_URL at `server.url`), `GET .../models`.
+ANTHROPIC_BASE_URL at `server.url`), `POST .../responses` (the OpenAI Responses
+API, same turns again; `server.base_url` as for chat), `GET .../models`.
 
 Turn selection: a turn with `match` is taken when its substring occurs in the
 last user message (the first such unconsumed turn wins); otherwise the first
@@ -54,6 +55,8 @@ from runtime.testing.anthropic_wire import (
     message_body,
     render_messages_stream,
 )
+from runtime.testing.responses_wire import error_event as responses_error_event
+from runtime.testing.responses_wire import render_responses_stream, response_body
 from runtime.testing.turns import (
     Fault,
     LoopbackTurn,
@@ -178,6 +181,10 @@ def _tool_results(body: Mapping[str, Any]) -> list[str]:
     """The text of every tool result in a request (OpenAI tool messages, Anthropic
     tool_result blocks)."""
     out: list[str] = []
+    for item in body.get("input") or ():  # Responses API function_call_output items
+        if isinstance(item, Mapping) and item.get("type") == "function_call_output":
+            output = item.get("output")
+            out.append(output if isinstance(output, str) else json.dumps(output))
     for message in body.get("messages") or ():
         if not isinstance(message, Mapping):
             continue
@@ -252,6 +259,8 @@ class _Protocol:
             return await self._chat(request, reader, writer, _OPENAI)
         if request.method == "POST" and path.endswith("/messages"):
             return await self._chat(request, reader, writer, _ANTHROPIC)
+        if request.method == "POST" and path.endswith("/responses"):
+            return await self._chat(request, reader, writer, _RESPONSES)
         body = error_body(f"no route for {request.method} {path}", code="not_found")
         await _send_json(writer, 404, body, keep_alive=request.keep_alive)
         return request.keep_alive
@@ -327,6 +336,9 @@ _OPENAI = _Dialect(
 )
 _ANTHROPIC = _Dialect(
     render_messages_stream, message_body, _anthropic_error, error_event, "overloaded_error"
+)
+_RESPONSES = _Dialect(
+    render_responses_stream, response_body, _openai_error, responses_error_event, "server_error"
 )
 
 

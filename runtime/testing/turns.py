@@ -258,6 +258,10 @@ def last_user_text(body: Mapping[str, Any]) -> str:
     """The text of the last user message of a chat request ("" when there is none)."""
     messages = body.get("messages")
     if not isinstance(messages, list):
+        messages = body.get("input")  # the Responses API: input items
+    if isinstance(messages, str):
+        return messages
+    if not isinstance(messages, list):
         return ""
     for message in reversed(messages):
         if isinstance(message, Mapping) and message.get("role") == "user":

@@ -44,9 +44,12 @@ class Bastion:
         timeout: float = 60,
         env: dict[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str]:
+        # No input: stdin is /dev/null, never the test runner's own (a pipe that may not end).
+        stdin = subprocess.DEVNULL if input is None else None
         return subprocess.run(
             self.cmd(*args),
             input=input,
+            stdin=stdin,
             capture_output=True,
             text=True,
             cwd=self.cwd,

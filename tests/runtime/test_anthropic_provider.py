@@ -249,7 +249,12 @@ async def test_request_headers_and_body() -> None:
         {"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}
     ]
     assert body["tools"] == [
-        {"name": "read_file", "description": "Read a file", "input_schema": {"type": "object"}}
+        {
+            "name": "read_file",
+            "description": "Read a file",
+            "input_schema": {"type": "object"},
+            "cache_control": {"type": "ephemeral"},
+        }
     ]
     messages = body["messages"]
     assert [m["role"] for m in messages] == ["user", "assistant", "user"]

@@ -44,3 +44,19 @@ def test_doctor_reports_a_missing_native_module_and_the_store(tmp_path, monkeypa
     if sys.platform.startswith("linux"):
         assert "ok   commands  every process a command starts is tracked" in out
     assert main(["doctor", "--bogus"]) == 2
+
+
+def test_doctor_lists_the_instruction_files(tmp_path, monkeypatch, capsys):
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "CLAUDE.md").write_text("root rules\n")
+    user = tmp_path / "config" / "bastion" / "AGENTS.md"
+    user.parent.mkdir(parents=True)
+    user.write_text("mine\n")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("BASTION_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(repo)
+    main(["doctor"])
+    lines = capsys.readouterr().out.splitlines()
+    agents = next(line for line in lines if line.startswith("ok   agents    "))
+    assert agents.endswith(f"{user} (5 bytes), {repo / 'CLAUDE.md'} (11 bytes)")
