@@ -103,3 +103,9 @@ class StoreCorrupt(StoreError):
     """The file is damaged or is not an SQLite database at all."""
 
     code = "store_corrupt"
+
+
+class UnknownEntry(BastionError):
+    """An entry id that is not in the conversation named (fork, rewind)."""
+
+    code = "unknown_entry"

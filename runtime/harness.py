@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runtime import failpoints
+from runtime import failpoints, sessions
 from runtime.aio import wait_until
 from runtime.approvals import ApprovalMode
 from runtime.calls import interrupt_tx
@@ -45,6 +45,7 @@ from runtime.providers.base import Provider
 from runtime.records import (
     Approval,
     Conversation,
+    Entry,
     InboxItem,
     InboxMode,
     InboxState,
@@ -251,6 +252,34 @@ class Harness:
 
     async def search_conversations(self, query: str) -> list[Conversation]:
         return await self.store.search_conversations(query)
+
+    async def fork(self, conversation_id: str, at_entry: str | None = None) -> Conversation:
+        """A new conversation (fresh uuid7) sharing the history of `conversation_id` up to
+        and including entry `at_entry` (None: all of it), created in one transaction;
+        the source is untouched. UnknownEntry if the entry is not there."""
+        self._check_open()
+
+        def at(entries: list[Entry]) -> int:
+            return sessions.fork_position(entries, at_entry, conversation_id)
+
+        return await self.store.fork_conversation(
+            conversation_id, uuid7(), at, publish=self._publish
+        )
+
+    async def rewind(self, conversation_id: str, entry_id: str) -> sessions.Rewound:
+        """Fork just before the user message `entry_id`, and hand that message back for
+        the prompt. Files are not touched: `restore_plan` says what can be undone."""
+        self._check_open()
+        found: list[Entry] = []
+
+        def at(entries: list[Entry]) -> int:
+            found.append(sessions.rewind_position(entries, entry_id, conversation_id))
+            return found[0].position - 1
+
+        conv = await self.store.fork_conversation(
+            conversation_id, uuid7(), at, publish=self._publish
+        )
+        return sessions.Rewound(conv, found[0].text, conversation_id, entry_id)
 
     async def update_settings(self, conversation_id: str, **changes: Any) -> Conversation:
         def build(tx: Tx) -> Conversation:

@@ -4,6 +4,7 @@
     bastion -p/--print [PROMPT]            print mode; PROMPT or stdin
     bastion sessions [--json] | sessions search QUERY | sessions rm ID
     bastion export ID [--format json|markdown] [-o FILE]
+    bastion fork ID [--at ENTRY]           new session sharing history; prints its id
     bastion doctor                         search path, process tracking, store
 
 Exit codes: 0 completed, 1 run failed, 2 bad usage or configuration, 130 interrupted.
@@ -24,7 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-SUBCOMMANDS = ("sessions", "export", "attach", "doctor")
+SUBCOMMANDS = ("sessions", "export", "attach", "doctor", "fork")
 
 
 class UsageError(Exception):
@@ -69,7 +70,7 @@ def main_parser() -> argparse.ArgumentParser:
         prog="bastion",
         description="A terminal coding agent whose sessions survive a crash mid-turn.",
         epilog="Subcommands: bastion sessions [--json] | sessions search QUERY | sessions rm ID | "
-        "export ID [--format json|markdown] [-o FILE] | attach ID | doctor",
+        "export ID [--format json|markdown] [-o FILE] | attach ID | fork ID [--at ENTRY] | doctor",
     )
     p.add_argument("prompt", nargs="?", help="what to ask; with -p, read from stdin if omitted")
     p.add_argument(
@@ -134,6 +135,16 @@ def export_parser() -> argparse.ArgumentParser:
 def attach_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="bastion attach", description="Follow a conversation another process drives.")
     p.add_argument("id")
+    return p
+
+
+def fork_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="bastion fork",
+        description="Start a new session sharing a session's history; prints the new id last.",
+    )
+    p.add_argument("id")
+    p.add_argument("--at", metavar="ENTRY", help="share history up to this entry id (default: all)")
     return p
 
 
@@ -236,6 +247,8 @@ def _dispatch(args: list[str]) -> int:
             return commands.sessions(sessions_opts)
         if name == "export":
             return commands.export(export_parser().parse_args(rest))
+        if name == "fork":
+            return commands.fork(fork_parser().parse_args(rest))
         return commands.attach(attach_parser().parse_args(rest))
     opts = main_parser().parse_args(args)
     _check_text_options(opts)

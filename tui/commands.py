@@ -1,4 +1,4 @@
-"""The read-side subcommands: sessions, export, attach. None of them takes a lease."""
+"""The session subcommands: sessions, export, attach, fork. None of them takes a lease."""
 
 from __future__ import annotations
 
@@ -116,6 +116,8 @@ def export_json(snap: Snapshot) -> dict[str, Any]:
             "created_at": conv.created_at,
             "updated_at": conv.updated_at,
             "version": conv.version,
+            "parent_id": conv.parent_id,
+            "fork_seq": conv.fork_seq,
         },
         "entries": [entry_dict(e) for e in snap.entries],
         "runs": [
@@ -216,6 +218,31 @@ async def _export(opts: Any) -> int:
         _write_output(opts.output, text)
     else:
         sys.stdout.write(text)
+    return EXIT_OK
+
+
+def fork(opts: Any) -> int:
+    return _run(_fork(_id(opts.id), _entry_id(opts.at) if opts.at else None))
+
+
+def _entry_id(raw: str) -> str:
+    try:
+        return parse_uuid(raw)
+    except ValueError:
+        raise UsageError(
+            f"--at {raw!r} is not an entry id (entry ids are in `bastion export ID`)"
+        ) from None
+
+
+async def _fork(conv_id: str, at_entry: str | None) -> int:
+    harness = await Harness.open()
+    try:
+        forked = await harness.fork(conv_id, at_entry)
+    finally:
+        await harness.close()
+    where = f"at entry {at_entry}" if at_entry else "with all of its history"
+    print(f"forked {conv_id} {where}; resume with `bastion -r {forked.id}`", file=sys.stderr)
+    print(forked.id)
     return EXIT_OK
 
 

@@ -1,0 +1,38 @@
+"""`bastion fork`, `sessions search`, `export` and `import` as a user runs them."""
+
+from __future__ import annotations
+
+import json
+
+
+def two_prompts(loopback, bastion, *answers: str):
+    server = loopback([{"text": a} for a in answers])
+    b = bastion(server)
+    first = b.json("-p", "first question", "--output-format", "json")
+    assert first["status"] == "completed"
+    conv_id = first["session_id"]
+    second = b.json("-p", "second question", "-r", conv_id, "--output-format", "json")
+    assert second["status"] == "completed"
+    return b, conv_id
+
+
+def test_fork_prints_the_new_id_last_and_shares_history_up_to_the_entry(loopback, bastion):
+    b, conv_id = two_prompts(loopback, bastion, "answer one", "answer two")
+    exported = json.loads(b.run("export", conv_id).stdout)
+    first_answer = exported["entries"][1]
+    assert first_answer["text"] == "answer one"
+
+    out = b.run("fork", conv_id, "--at", first_answer["id"])
+    assert out.returncode == 0, out.stderr
+    new_id = out.stdout.strip().splitlines()[-1]
+    assert new_id != conv_id
+    forked = json.loads(b.run("export", new_id).stdout)
+    assert [e["text"] for e in forked["entries"]] == ["first question", "answer one"]
+    assert forked["conversation"]["parent_id"] == conv_id
+    again = json.loads(b.run("export", conv_id).stdout)
+    assert [e["text"] for e in again["entries"]] == [e["text"] for e in exported["entries"]]
+
+    bad = b.run("fork", conv_id, "--at", "0192f7a4-6c1e-7d2a-9b3e-5f6a7b8c9d0e")
+    assert bad.returncode == 2 and "no entry" in bad.stderr and bad.stdout == ""
+    junk = b.run("fork", conv_id, "--at", "nope")
+    assert junk.returncode == 2 and "not an entry id" in junk.stderr
