@@ -39,6 +39,7 @@ from runtime.errors import (
     UnknownRun,
 )
 from runtime.events import DurableEvent, Event, InboxUpdated, RunUpdated
+from runtime.fulltext import SearchHit
 from runtime.ids import uuid7
 from runtime.loop import LoopSettings, user_entry
 from runtime.providers.base import Provider
@@ -250,8 +251,15 @@ class Harness:
     ) -> list[Conversation]:
         return await self.store.list_conversations(cwd, with_entries=with_entries)
 
+    async def search(self, query: str, limit: int = 50) -> list[SearchHit]:
+        """Conversations whose entries match `query` (full-text, ranked by bm25), each
+        with its best entry and a snippet. SearchQueryError for an empty query; text
+        that is not FTS5 syntax is searched as plain words."""
+        return await self.store.search(query, limit)
+
     async def search_conversations(self, query: str) -> list[Conversation]:
-        return await self.store.search_conversations(query)
+        """The conversations of `search(query)`, best first."""
+        return [hit.conversation for hit in await self.store.search(query)]
 
     async def fork(self, conversation_id: str, at_entry: str | None = None) -> Conversation:
         """A new conversation (fresh uuid7) sharing the history of `conversation_id` up to

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from runtime import ledger, migrations, sessions, storefile
+from runtime import fulltext, ledger, migrations, sessions, storefile
 from runtime.errors import (
     LeaseLost,
     SchemaTooNew,
@@ -583,15 +583,9 @@ class Store:
         )
         return [conversation_row(r) for r in rows]
 
-    async def search_conversations(self, query: str, limit: int = 50) -> list[Conversation]:
-        pattern = "%" + query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        rows = await self._fetchall(
-            f"SELECT {CONVERSATION_COLUMNS} FROM conversations c WHERE c.title LIKE ?1 ESCAPE '\\' "
-            "OR EXISTS (SELECT 1 FROM entries e WHERE e.conversation_id = c.id "
-            "AND e.text LIKE ?1 ESCAPE '\\') ORDER BY updated_at DESC LIMIT ?2",
-            (pattern, limit),
-        )
-        return [conversation_row(r) for r in rows]
+    async def search(self, query: str, limit: int = 50) -> list[fulltext.SearchHit]:
+        """Conversations whose entries match `query` (FTS5, bm25), best first."""
+        return await self._read(lambda db: fulltext.search(db, query, limit))
 
     async def snapshot(self, conversation_id: str) -> Snapshot:
         """Everything about one conversation, read in one read transaction; a streaming

@@ -113,7 +113,9 @@ def sessions_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON array on stdout")
     p.add_argument("--all", action="store_true", help="every directory, not only this one")
     sub = p.add_subparsers(dest="action")
-    search = sub.add_parser("search", help="conversations whose title or text contains QUERY")
+    search = sub.add_parser(
+        "search", help="full-text search of every session (FTS5 syntax or plain words)"
+    )
     search.add_argument("query")
     search.add_argument("--json", action="store_true")
     rm = sub.add_parser("rm", help="delete a conversation and everything stored for it")

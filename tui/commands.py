@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime import BastionError, Harness, reduce
+from runtime.fulltext import SearchHit
 from runtime.ids import parse_uuid
 from runtime.records import Entry, EntryKind
 from runtime.views import ConversationView as Snapshot
@@ -48,9 +49,9 @@ async def _sessions(opts: Any) -> int:
             print(f"removed {conv_id}", file=sys.stderr)
             return EXIT_OK
         if opts.action == "search":
-            found = await harness.search_conversations(opts.query)
-        else:
-            found = await harness.list_conversations(None if opts.all else os.getcwd())
+            _print_hits(await harness.search(opts.query), opts.json)
+            return EXIT_OK
+        found = await harness.list_conversations(None if opts.all else os.getcwd())
         if opts.json:
             rows = [
                 {
@@ -76,6 +77,49 @@ async def _sessions(opts: Any) -> int:
         return EXIT_OK
     finally:
         await harness.close()
+
+
+def age(seconds: float) -> str:
+    """How long ago, for people: 45s, 12m, 3h, 9d."""
+    seconds = max(0.0, seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds)}s"
+
+
+def _print_hits(hits: list[SearchHit], as_json: bool) -> None:
+    """Each hit: session id, age, title and cwd, then its snippet with the matches marked
+    (bold on a terminal, [brackets] otherwise); best first."""
+    now = time.time()
+    if as_json:
+        rows = [
+            {
+                "id": h.conversation.id,
+                "title": h.conversation.title,
+                "cwd": h.conversation.cwd,
+                "updated_at": h.conversation.updated_at,
+                "age": age(now - h.conversation.updated_at),
+                "entry_id": h.entry_id,
+                "kind": h.entry_kind,
+                "score": h.score,
+                "snippet": h.marked(),
+                "spans": [list(s) for s in h.spans],
+            }
+            for h in hits
+        ]
+        print(json.dumps(rows, ensure_ascii=False))
+        return
+    if not hits:
+        print("no conversation matches", file=sys.stderr)
+        return
+    bold = sys.stdout.isatty()
+    for h in hits:
+        c = h.conversation
+        title = c.title or "(untitled)"
+        print(f"{c.id}  {age(now - c.updated_at):>4} ago  {title}  ({c.cwd})")
+        snippet = h.marked("\x1b[1m", "\x1b[0m") if bold else h.marked()
+        print(f"    {snippet}")
 
 
 def export(opts: Any) -> int:

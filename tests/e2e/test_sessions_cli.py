@@ -36,3 +36,20 @@ def test_fork_prints_the_new_id_last_and_shares_history_up_to_the_entry(loopback
     assert bad.returncode == 2 and "no entry" in bad.stderr and bad.stdout == ""
     junk = b.run("fork", conv_id, "--at", "nope")
     assert junk.returncode == 2 and "not an entry id" in junk.stderr
+
+
+def test_sessions_search_lists_ranked_hits_with_snippets(loopback, bastion):
+    b, conv_id = two_prompts(loopback, bastion, "the lighthouse keeper", "no match here")
+    out = b.run("sessions", "search", "lighthouse")
+    assert out.returncode == 0, out.stderr
+    head, snippet = out.stdout.splitlines()[:2]
+    assert head.startswith(conv_id) and "first question" in head and str(b.cwd) in head
+    assert "ago" in head and snippet.strip() == "the [lighthouse] keeper"
+    rows = json.loads(b.run("sessions", "search", "lighthouse", "--json").stdout)
+    assert [(r["id"], r["snippet"], r["cwd"]) for r in rows] == [
+        (conv_id, "the [lighthouse] keeper", str(b.cwd))
+    ]
+    bad = b.run("sessions", "search", '"unbalanced')
+    assert bad.returncode == 0 and "no conversation matches" in bad.stderr
+    empty = b.run("sessions", "search", " ")
+    assert empty.returncode == 2 and "empty" in empty.stderr
