@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runtime import failpoints, sessions
+from runtime import effects, failpoints, sessions
 from runtime.aio import wait_until
 from runtime.approvals import ApprovalMode
 from runtime.calls import interrupt_tx
@@ -36,6 +36,7 @@ from runtime.errors import (
     NotPending,
     RequestKeyReused,
     StoreError,
+    UnknownEntry,
     UnknownRun,
 )
 from runtime.events import DurableEvent, Event, InboxUpdated, RunUpdated
@@ -288,6 +289,35 @@ class Harness:
             conversation_id, uuid7(), at, publish=self._publish
         )
         return sessions.Rewound(conv, found[0].text, conversation_id, entry_id)
+
+    async def restore_plan(self, conversation_id: str, entry_id: str) -> effects.RestorePlan:
+        """What putting the workspace back to how it was before entry `entry_id` would
+        do: the files it can restore or remove (from the calls' records), and the exact
+        changes it cannot undo (a command outside git, a file changed by one, a call
+        with no record). Nothing is changed; `restore(plan)` does it."""
+        self._check_open()
+        conv = await self.store.get_conversation(conversation_id)
+
+        def read(db: Any) -> list[effects.SpanCall]:
+            row = db.execute(
+                "SELECT position FROM entries WHERE id = ? AND conversation_id = ?",
+                (entry_id, conversation_id),
+            ).fetchone()
+            if row is None:
+                raise UnknownEntry(
+                    f"conversation {conversation_id} has no entry {entry_id}",
+                    hint=f"list its entries with `bastion export {conversation_id}`",
+                )
+            return effects.read_span(db, conversation_id, int(row[0]))
+
+        span = await self.store.read(read)
+        return await asyncio.to_thread(effects.plan, conversation_id, entry_id, conv.cwd, span)
+
+    async def restore(self, plan: effects.RestorePlan) -> effects.RestoreReport:
+        """Carry out `plan` through the workspace's tools (no path outside it is written);
+        what could not be put back is reported, with what the plan could not undo."""
+        self._check_open()
+        return await asyncio.to_thread(effects.restore, plan)
 
     async def update_settings(self, conversation_id: str, **changes: Any) -> Conversation:
         def build(tx: Tx) -> Conversation:

@@ -225,11 +225,14 @@ def _streaming_index(db: sqlite3.Connection) -> None:
     )
 
 
-@migration(4, "full-text search of entries")
-def _entry_search(db: sqlite3.Connection) -> None:
+@migration(4, "full-text search of entries, and what side-effecting calls change")
+def _entry_search_and_call_effects(db: sqlite3.Connection) -> None:
     """FTS5 over the closed text of entries (tool results left out: command output and
     file contents would outweigh the conversation), kept in step by triggers in the
-    transactions that write entries, and filled from what is already stored."""
+    transactions that write entries, and filled from what is already stored. And
+    `call_effects`: before a side-effecting call starts, what it will change (a
+    file's previous bytes, a git snapshot of the work tree, or that its effects are
+    untracked), committed with the call's start (runtime/effects.py)."""
     _run_script(
         db,
         """
@@ -257,6 +260,17 @@ def _entry_search(db: sqlite3.Connection) -> None:
 
         INSERT INTO entries_fts (rowid, text)
         SELECT rowid, text FROM entries WHERE kind != 'tool_result' AND text != '';
+
+        CREATE TABLE call_effects (
+            tool_call_id TEXT PRIMARY KEY,
+            conversation_id TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+            kind TEXT NOT NULL,
+            path TEXT,
+            content BLOB,
+            detail TEXT NOT NULL DEFAULT '{}',
+            created_at REAL NOT NULL
+        );
+        CREATE INDEX call_effects_by_conversation ON call_effects (conversation_id);
         """,
     )
 

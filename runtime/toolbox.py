@@ -120,6 +120,13 @@ class WorkspaceToolbox:
         data.pop("images", None)
         return ToolOutcome(ok=result.ok, model_text=result.model_text(), data=data, images=images)
 
+    def capture_effects(self, name: str, arguments: str) -> dict[str, Any]:
+        """What call `name(arguments)` will change, recorded before it starts (blocking:
+        reads a file or runs git; see runtime/effects.py)."""
+        from runtime.effects import capture
+
+        return capture(self._workspace.root, name, arguments)
+
     def interrupted_output(self, record: dict[str, Any]) -> str | None:
         """What a command of `record` had printed when bastion stopped (its output
         artifact is written as the output arrives), bounded like a result's output;

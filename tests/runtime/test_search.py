@@ -97,7 +97,7 @@ def _number_of(name: str) -> int:
 
 async def test_a_store_from_before_the_index_is_indexed_by_the_migration(tmp_path):
     path = tmp_path / "old.sqlite"
-    ours = _number_of("full-text search of entries")
+    ours = _number_of("full-text search of entries, and what side-effecting calls change")
     db = sqlite3.connect(path, isolation_level=None)
     migrations.ensure_meta(db)
     for number, name, fn in migrations.MIGRATIONS[: ours - 1]:
