@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runtime import effects, failpoints, sessions
+from runtime import effects, failpoints, sessions, transfer
 from runtime.aio import wait_until
 from runtime.approvals import ApprovalMode
 from runtime.calls import interrupt_tx
@@ -318,6 +318,28 @@ class Harness:
         what could not be put back is reported, with what the plan could not undo."""
         self._check_open()
         return await asyncio.to_thread(effects.restore, plan)
+
+    async def export(self, conversation_id: str) -> dict[str, Any]:
+        """The conversation as an export document (JSON-able): its records as stored and
+        its ledger events. `import_conversation` reads it back."""
+        view = await self.snapshot(conversation_id)
+        events: list[DurableEvent] = []
+        while True:
+            batch = await self.store.ledger(conversation_id, events[-1].version if events else 0)
+            if not batch:
+                return transfer.export_document(view, events)
+            events += batch
+
+    async def import_conversation(self, text: str) -> Conversation:
+        """A new conversation (fresh ids throughout) from an export document's text,
+        validated whole first: ImportRefused, and nothing written, for a malformed
+        file or one from a newer bastion."""
+        self._check_open()
+        conv, history = transfer.parse_document(text, uuid7(), time.time())
+        created, _ = await self.store.create_conversation(
+            conv, lambda tx: sessions.copy_history(tx, history), publish=self._publish
+        )
+        return await self.store.get_conversation(created.id)
 
     async def update_settings(self, conversation_id: str, **changes: Any) -> Conversation:
         def build(tx: Tx) -> Conversation:

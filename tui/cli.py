@@ -4,6 +4,7 @@
     bastion -p/--print [PROMPT]            print mode; PROMPT or stdin
     bastion sessions [--json] | sessions search QUERY | sessions rm ID
     bastion export ID [--format json|markdown] [-o FILE]
+    bastion import FILE                    an exported JSON session under a new id
     bastion fork ID [--at ENTRY]           new session sharing history; prints its id
     bastion doctor                         search path, process tracking, store
 
@@ -25,7 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-SUBCOMMANDS = ("sessions", "export", "attach", "doctor", "fork")
+SUBCOMMANDS = ("sessions", "export", "import", "attach", "doctor", "fork")
 
 
 class UsageError(Exception):
@@ -70,7 +71,8 @@ def main_parser() -> argparse.ArgumentParser:
         prog="bastion",
         description="A terminal coding agent whose sessions survive a crash mid-turn.",
         epilog="Subcommands: bastion sessions [--json] | sessions search QUERY | sessions rm ID | "
-        "export ID [--format json|markdown] [-o FILE] | attach ID | fork ID [--at ENTRY] | doctor",
+        "export ID [--format json|markdown] [-o FILE] | import FILE | attach ID | "
+        "fork ID [--at ENTRY] | doctor",
     )
     p.add_argument("prompt", nargs="?", help="what to ask; with -p, read from stdin if omitted")
     p.add_argument(
@@ -137,6 +139,16 @@ def export_parser() -> argparse.ArgumentParser:
 def attach_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="bastion attach", description="Follow a conversation another process drives.")
     p.add_argument("id")
+    return p
+
+
+def import_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="bastion import",
+        description="Restore a conversation from `bastion export` JSON under a new id "
+        "(printed last).",
+    )
+    p.add_argument("file", help="the exported JSON file, or - for stdin")
     return p
 
 
@@ -249,6 +261,8 @@ def _dispatch(args: list[str]) -> int:
             return commands.sessions(sessions_opts)
         if name == "export":
             return commands.export(export_parser().parse_args(rest))
+        if name == "import":
+            return commands.import_(import_parser().parse_args(rest))
         if name == "fork":
             return commands.fork(fork_parser().parse_args(rest))
         return commands.attach(attach_parser().parse_args(rest))

@@ -1,4 +1,4 @@
-"""The session subcommands: sessions, export, attach, fork. None of them takes a lease."""
+"""The session subcommands: sessions, export, import, attach, fork. None takes a lease."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ from typing import Any
 from runtime import BastionError, Harness, reduce
 from runtime.fulltext import SearchHit
 from runtime.ids import parse_uuid
-from runtime.records import Entry, EntryKind
-from runtime.views import ConversationView as Snapshot
+from runtime.transfer import export_markdown
 from tui.cli import EXIT_OK, EXIT_USAGE, UsageError, error_line
 
 
@@ -126,105 +125,6 @@ def export(opts: Any) -> int:
     return _run(_export(opts))
 
 
-def entry_dict(entry: Entry) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "id": entry.id,
-        "kind": entry.kind,
-        "status": entry.status,
-        "text": entry.text,
-        "run_id": entry.run_id,
-        "position": entry.position,
-        "created_at": entry.created_at,
-    }
-    if entry.kind == EntryKind.ASSISTANT:
-        out["tool_calls"] = entry.data.get("tool_calls", [])
-        if entry.data.get("reasoning"):
-            out["reasoning"] = entry.data["reasoning"]
-    elif entry.kind == EntryKind.TOOL_RESULT:
-        out.update(
-            tool_call_id=entry.data.get("tool_call_id"),
-            name=entry.data.get("name"),
-            ok=entry.data.get("ok"),
-        )
-    return out
-
-
-def export_json(snap: Snapshot) -> dict[str, Any]:
-    conv = snap.conversation
-    return {
-        "conversation": {
-            "id": conv.id,
-            "title": conv.title,
-            "cwd": conv.cwd,
-            "settings": conv.settings,
-            "created_at": conv.created_at,
-            "updated_at": conv.updated_at,
-            "version": conv.version,
-            "parent_id": conv.parent_id,
-            "fork_seq": conv.fork_seq,
-        },
-        "entries": [entry_dict(e) for e in snap.entries],
-        "runs": [
-            {
-                "id": r.id,
-                "state": r.state,
-                "reason": r.reason,
-                "error": r.error,
-                "usage": r.usage,
-                "created_at": r.created_at,
-                "updated_at": r.updated_at,
-            }
-            for r in snap.runs
-        ],
-        "tool_calls": [
-            {
-                "id": c.id,
-                "name": c.name,
-                "arguments": c.arguments,
-                "state": c.state,
-                "approval": c.approval,
-                "run_id": c.run_id,
-                "result": c.result,
-            }
-            for c in snap.tool_calls
-        ],
-    }
-
-
-def export_markdown(snap: Snapshot) -> str:
-    conv = snap.conversation
-    lines = [
-        f"# {conv.title or 'Conversation'}",
-        "",
-        f"- id: `{conv.id}`",
-        f"- cwd: `{conv.cwd}`",
-        f"- model: `{conv.agent.model}`",
-        "",
-    ]
-    for entry in snap.entries:
-        status = "" if entry.status == "complete" else f" ({entry.status})"
-        if entry.kind == EntryKind.USER:
-            lines += [f"## User{status}", "", entry.text, ""]
-        elif entry.kind == EntryKind.ASSISTANT:
-            lines += [f"## Assistant{status}", ""]
-            if entry.text:
-                lines += [entry.text, ""]
-            for call in entry.data.get("tool_calls", []):
-                lines += [
-                    f"Tool call `{call['name']}`:",
-                    "",
-                    "```json",
-                    call["arguments"],
-                    "```",
-                    "",
-                ]
-        elif entry.kind == EntryKind.TOOL_RESULT:
-            lines += [f"### Result of `{entry.data.get('name')}`", "", "```", entry.text, "```", ""]
-        else:
-            lines += [f"## {entry.kind.title()}{status}", "", entry.text, ""]
-    return "\n".join(lines)
-
-
 def _check_output(path: str) -> None:
     """Refuse an -o FILE whose directory is missing before the store is opened."""
     parent = Path(path).parent
@@ -251,17 +151,39 @@ async def _export(opts: Any) -> int:
         _check_output(opts.output)
     harness = await Harness.open()
     try:
-        snap = await harness.snapshot(conv_id)
+        if opts.format == "json":
+            doc = await harness.export(conv_id)
+            text = json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
+        else:
+            text = export_markdown(await harness.snapshot(conv_id))
     finally:
         await harness.close()
-    if opts.format == "json":
-        text = json.dumps(export_json(snap), ensure_ascii=False, indent=2) + "\n"
-    else:
-        text = export_markdown(snap)
     if opts.output:
         _write_output(opts.output, text)
     else:
         sys.stdout.write(text)
+    return EXIT_OK
+
+
+def import_(opts: Any) -> int:
+    return _run(_import(opts.file))
+
+
+async def _import(path: str) -> int:
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise UsageError(
+            f"cannot read {path}: {reason} (give a file from `bastion export`)"
+        ) from None
+    harness = await Harness.open()
+    try:
+        conv = await harness.import_conversation(text)
+    finally:
+        await harness.close()
+    print(f"imported {path} as a new session; resume with `bastion -r {conv.id}`", file=sys.stderr)
+    print(conv.id)
     return EXIT_OK
 
 

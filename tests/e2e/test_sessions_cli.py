@@ -53,3 +53,32 @@ def test_sessions_search_lists_ranked_hits_with_snippets(loopback, bastion):
     assert bad.returncode == 0 and "no conversation matches" in bad.stderr
     empty = b.run("sessions", "search", " ")
     assert empty.returncode == 2 and "empty" in empty.stderr
+
+
+def test_export_then_import_round_trip_and_a_bad_file_changes_nothing(loopback, bastion, tmp_path):
+    b, conv_id = two_prompts(loopback, bastion, "answer one", "answer two")
+    out = tmp_path / "conv.json"
+    assert b.run("export", conv_id, "-o", str(out)).returncode == 0
+    imported = b.run("import", str(out))
+    assert imported.returncode == 0, imported.stderr
+    new_id = imported.stdout.strip().splitlines()[-1]
+    assert new_id != conv_id
+    original = json.loads(out.read_text())
+    copy = json.loads(b.run("export", new_id).stdout)
+    assert [(e["kind"], e["text"]) for e in copy["entries"]] == [
+        (e["kind"], e["text"]) for e in original["entries"]
+    ]
+    assert copy["conversation"]["title"] == original["conversation"]["title"]
+    markdown = b.run("export", new_id, "--format", "markdown").stdout
+    assert "## You\n\nfirst question" in markdown and "answer two" in markdown
+
+    listed = b.run("sessions", "--json", "--all").stdout
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**original, "format_version": 99}))
+    refused = b.run("import", str(bad))
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert "newer than this bastion reads" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    missing = b.run("import", str(tmp_path / "nope.json"))
+    assert missing.returncode == 2 and "cannot read" in missing.stderr
+    assert b.run("sessions", "--json", "--all").stdout == listed
