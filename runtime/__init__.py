@@ -18,6 +18,14 @@ _EXPORTS = {
     "SchemaTooNew": "runtime.errors",
     "StoreError": "runtime.errors",
     "UnknownConversation": "runtime.errors",
+    "UnknownEntry": "runtime.errors",
+    "RestorePlan": "runtime.effects",
+    "RestoreReport": "runtime.effects",
+    "SearchHit": "runtime.fulltext",
+    "SearchQueryError": "runtime.fulltext",
+    "Rewound": "runtime.sessions",
+    "ImportRefused": "runtime.transfer",
+    "export_markdown": "runtime.transfer",
     "Driver": "runtime.driver",
     "LoopSettings": "runtime.loop",
     "schema_version": "runtime.migrations",
@@ -38,13 +46,21 @@ __all__ = [
     "Driver",
     "EmptyInput",
     "Harness",
+    "ImportRefused",
     "LeaseLost",
     "LoopSettings",
+    "RestorePlan",
+    "RestoreReport",
+    "Rewound",
     "SchemaTooNew",
+    "SearchHit",
+    "SearchQueryError",
     "StoreError",
     "Subscription",
     "UnknownConversation",
+    "UnknownEntry",
     "default_home",
+    "export_markdown",
     "reduce",
     "schema_version",
     "view_from_snapshot",
@@ -52,6 +68,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from runtime.driver import Driver
+    from runtime.effects import RestorePlan, RestoreReport
     from runtime.errors import (
         BastionError,
         ConfigError,
@@ -60,10 +77,14 @@ if TYPE_CHECKING:
         SchemaTooNew,
         StoreError,
         UnknownConversation,
+        UnknownEntry,
     )
+    from runtime.fulltext import SearchHit, SearchQueryError
     from runtime.harness import EmptyInput, Harness, Subscription, default_home
     from runtime.loop import LoopSettings
     from runtime.migrations import schema_version
+    from runtime.sessions import Rewound
+    from runtime.transfer import ImportRefused, export_markdown
     from runtime.views import ConversationView, reduce, view_from_snapshot
 
 

@@ -9,10 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runtime import BastionError, Harness, reduce
-from runtime.fulltext import SearchHit
+from runtime import BastionError, Harness, SearchHit, export_markdown, reduce
 from runtime.ids import parse_uuid
-from runtime.transfer import export_markdown
 from tui.cli import EXIT_OK, EXIT_USAGE, UsageError, error_line
 
 
