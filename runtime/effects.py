@@ -24,8 +24,10 @@ through the tools' workspace (no path outside it is ever written).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+import logging
 import os
 import shutil
 import stat
@@ -39,6 +41,7 @@ from typing import Any
 from runtime.records import ToolCallRecord, ToolCallState
 from runtime.tx import Tx
 
+log = logging.getLogger(__name__)
 FILE_LIMIT = 16 << 20  # previous bytes kept up to this size
 MANIFEST_LIMIT = 5_000  # files listed before a command outside git
 GIT_TIMEOUT = 60.0
@@ -180,9 +183,11 @@ async def start_with_effects(
     effect: Effect | None = None
     capture_effects = getattr(toolbox, "capture_effects", None)
     if not call.replay_safe and capture_effects is not None:
-        import asyncio
-
-        effect = await asyncio.to_thread(capture_effects, call.name, call.arguments)
+        try:
+            effect = await asyncio.to_thread(capture_effects, call.name, call.arguments)
+        except Exception as exc:  # the call still runs; its plan says nothing was recorded
+            log.warning("recording what %s will change failed", call.name, exc_info=True)
+            effect = {"kind": "unrecorded", "why": f"{type(exc).__name__}: {exc}"}
 
     def body(tx: Tx) -> ToolCallRecord | None:
         started = tx.transition_tool_call(
@@ -309,7 +314,11 @@ def plan(conversation_id: str, entry_id: str, cwd: str, span: list[SpanCall]) ->
         elif call.kind == "none":
             continue  # the tool refused before changing anything (e.g. a bad path)
         else:
-            cannot.append(f"{call.name} ({call.id}): nothing was recorded about what it changed")
+            why = call.detail.get("why")
+            cannot.append(
+                f"{call.name} ({call.id}): nothing was recorded about what it changed"
+                + (f" ({why})" if why else "")
+            )
     files = tuple(sorted(decided.values(), key=lambda f: f.path))
     return RestorePlan(conversation_id, entry_id, cwd, files, tuple(cannot))
 

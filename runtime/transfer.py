@@ -228,7 +228,7 @@ def export_markdown(view: ConversationView) -> str:
     for entry in view.entries:
         status = "" if entry.status == EntryStatus.COMPLETE else f" *({entry.status})*"
         if entry.kind == EntryKind.USER:
-            lines += [f"## You{status}", "", entry.text, ""]
+            lines += [f"## User{status}", "", entry.text, ""]
         elif entry.kind == EntryKind.ASSISTANT:
             lines += _assistant(entry, status, calls)
         elif entry.kind == EntryKind.TOOL_RESULT:

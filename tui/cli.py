@@ -119,7 +119,8 @@ def sessions_parser() -> argparse.ArgumentParser:
         "search", help="full-text search of every session (FTS5 syntax or plain words)"
     )
     search.add_argument("query")
-    search.add_argument("--json", action="store_true")
+    # SUPPRESS: `sessions --json search Q` keeps the --json given before the action.
+    search.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
     rm = sub.add_parser("rm", help="delete a conversation and everything stored for it")
     rm.add_argument("id")
     rm.add_argument(

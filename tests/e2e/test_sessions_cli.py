@@ -70,7 +70,7 @@ def test_export_then_import_round_trip_and_a_bad_file_changes_nothing(loopback, 
     ]
     assert copy["conversation"]["title"] == original["conversation"]["title"]
     markdown = b.run("export", new_id, "--format", "markdown").stdout
-    assert "## You\n\nfirst question" in markdown and "answer two" in markdown
+    assert "## User\n\nfirst question" in markdown and "answer two" in markdown
 
     listed = b.run("sessions", "--json", "--all").stdout
     bad = tmp_path / "bad.json"

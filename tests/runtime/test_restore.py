@@ -164,3 +164,32 @@ async def test_a_plan_from_an_earlier_entry_covers_the_later_calls_and_records_l
     )
     assert rows == [("file", "ok.txt", None)]
     await harness.close()
+
+
+class FailingCapture(WorkspaceToolbox):
+    def capture_effects(self, name: str, arguments: str) -> dict:
+        raise PermissionError("cannot read it")
+
+
+async def test_a_failed_recording_lets_the_call_run_and_the_plan_says_so(tmp_path):
+    work = tmp_path / "plain"
+    work.mkdir()
+    turns = [ScriptedTurn(tool_calls=(call(1, "write_file", path="x.txt", content="x"),)),
+             ScriptedTurn(text="done")]  # fmt: skip
+    box = FailingCapture(str(work), tmp_path / "artifacts")
+    harness = await open_harness(tmp_path, ScriptedProvider(turns), box)
+    conv = await harness.create_conversation(
+        str(work), settings={"model": "s/m", "approval_mode": "full-auto"}
+    )
+    await harness.drive(conv.id)
+    item = await harness.submit(conv.id, "go")
+    assert (await harness.wait(item.id, conv.id)).state == "completed"
+    assert (work / "x.txt").read_text() == "x"
+    snap = await harness.store.snapshot(conv.id)
+    plan = await harness.restore_plan(conv.id, snap.entries[0].id)
+    (written,) = snap.tool_calls
+    assert plan.files == () and plan.cannot_undo == (
+        f"write_file ({written.id}): nothing was recorded about what it changed "
+        "(PermissionError: cannot read it)",
+    )
+    await harness.close()
