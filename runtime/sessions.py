@@ -110,11 +110,13 @@ def history_until(tx: Tx, source_id: str, entries: Sequence[Entry], position: in
     return History(kept, runs, calls)
 
 
-def copy_history(tx: Tx, history: History) -> dict[str, str]:
+def copy_history(tx: Tx, history: History, *, with_effects: bool = False) -> dict[str, str]:
     """Insert `history` into `tx`'s conversation under fresh ids, in entry order, each
     row with its ledger event. A run cut short by the copy (one of its entries left
     out, or still active) ends interrupted; a call whose result was left out ends
-    interrupted with no result. Returns the map of old ids to new ones."""
+    interrupted with no result. `with_effects` (a fork: same files) copies what each
+    call recorded it would change, so a rewind in the copy can restore it too.
+    Returns the map of old ids to new ones."""
     old_ids = [r.id for r in history.entries] + [r.id for r in history.runs]
     new = {old: uuid7() for old in old_ids + [c.id for c in history.tool_calls]}
     included = {e.id for e in history.entries}
@@ -135,6 +137,13 @@ def copy_history(tx: Tx, history: History) -> dict[str, str]:
         tx.add_entry(_copied_entry(entry, tx.conversation_id, new))
         for call in calls_of.get(entry.id, ()):
             tx.insert_tool_call(_copied_call(call, tx.conversation_id, new, included))
+            if with_effects:
+                tx.execute(
+                    "INSERT INTO call_effects (tool_call_id, conversation_id, kind, path, "
+                    "content, detail, created_at) SELECT ?, ?, kind, path, content, detail, "
+                    "created_at FROM call_effects WHERE tool_call_id = ?",
+                    (new[call.id], tx.conversation_id, call.id),
+                )
     return new
 
 

@@ -346,7 +346,7 @@ class Store:
             history = sessions.history_until(probe, source_id, entries, position)
             created = sessions.forked_conversation(source, new_id, position).but(version=1)
             tx, first = _insert_conversation(db, created)
-            sessions.copy_history(tx, history)
+            sessions.copy_history(tx, history, with_effects=True)
             tx.finish()
             return created.but(version=tx.version), [first, *tx.events]
 

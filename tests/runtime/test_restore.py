@@ -193,3 +193,20 @@ async def test_a_failed_recording_lets_the_call_run_and_the_plan_says_so(tmp_pat
         "(PermissionError: cannot read it)",
     )
     await harness.close()
+
+
+async def test_a_rewind_in_a_fork_restores_what_the_copied_calls_changed(tmp_path):
+    work = tmp_path / "plain"
+    work.mkdir()
+    (work / "f.txt").write_text("before\n")
+    harness, conv, _ = await session(tmp_path, work, [
+        call(1, "write_file", path="f.txt", content="after\n", overwrite=True),
+    ])  # fmt: skip
+    forked = await harness.fork(conv.id)
+    copied = next(e for e in (await harness.snapshot(forked.id)).entries if e.text == "do stuff")
+    plan = await harness.restore_plan(forked.id, copied.id)
+    assert [(f.path, f.content) for f in plan.files] == [("f.txt", b"before\n")]
+    assert plan.cannot_undo == ()
+    await harness.restore(plan)
+    assert (work / "f.txt").read_text() == "before\n"
+    await harness.close()
