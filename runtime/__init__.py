@@ -20,6 +20,14 @@ _EXPORTS = {
     "SchemaTooNew": "runtime.errors",
     "StoreError": "runtime.errors",
     "UnknownConversation": "runtime.errors",
+    "UnknownEntry": "runtime.errors",
+    "RestorePlan": "runtime.effects",
+    "RestoreReport": "runtime.effects",
+    "SearchHit": "runtime.fulltext",
+    "SearchQueryError": "runtime.fulltext",
+    "Rewound": "runtime.sessions",
+    "ImportRefused": "runtime.transfer",
+    "export_markdown": "runtime.transfer",
     "Driver": "runtime.driver",
     "LoopSettings": "runtime.loop",
     "ProjectInstructions": "runtime.instructions",
@@ -49,17 +57,25 @@ __all__ = [
     "Driver",
     "EmptyInput",
     "Harness",
+    "ImportRefused",
     "LeaseLost",
     "LoopSettings",
     "ProjectInstructions",
+    "RestorePlan",
+    "RestoreReport",
+    "Rewound",
     "Rule",
     "RuleKind",
     "SchemaTooNew",
     "Scope",
+    "SearchHit",
+    "SearchQueryError",
     "StoreError",
     "Subscription",
     "UnknownConversation",
+    "UnknownEntry",
     "default_home",
+    "export_markdown",
     "load_instructions",
     "reduce",
     "schema_version",
@@ -69,6 +85,7 @@ __all__ = [
 if TYPE_CHECKING:
     from runtime.config_watch import ConfigChange, ConfigWatcher
     from runtime.driver import Driver
+    from runtime.effects import RestorePlan, RestoreReport
     from runtime.errors import (
         BastionError,
         ConfigError,
@@ -78,12 +95,16 @@ if TYPE_CHECKING:
         SchemaTooNew,
         StoreError,
         UnknownConversation,
+        UnknownEntry,
     )
+    from runtime.fulltext import SearchHit, SearchQueryError
     from runtime.harness import Harness, Subscription, default_home
     from runtime.instructions import ProjectInstructions, load_instructions
     from runtime.loop import LoopSettings
     from runtime.migrations import schema_version
     from runtime.rules import BadRule, Rule, RuleKind, Scope
+    from runtime.sessions import Rewound
+    from runtime.transfer import ImportRefused, export_markdown
     from runtime.views import ConversationView, reduce, view_from_snapshot
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from runtime import failpoints
 from runtime.approvals import Decision, decide, refusal_text
+from runtime.effects import start_with_effects
 from runtime.events import ToolOutputDelta
 from runtime.ids import uuid7
 from runtime.loop import Buffer, now
@@ -135,11 +136,8 @@ class CallRunner:
             await self._deny(call)
             return run
         if call.state == ToolCallState.PENDING:
-            started = await self.ex.commit(
-                lambda tx: tx.transition_tool_call(
-                    call.id, from_states=(ToolCallState.PENDING,), state=ToolCallState.RUNNING
-                )
-            )
+            # Hook: what the call will change is recorded with its start (runtime/effects.py).
+            started = await start_with_effects(self.ex.commit, self.deps.toolbox, call)
             if started is None:
                 return run  # settled meanwhile (an interrupt won)
             call = started

@@ -109,3 +109,9 @@ class EmptyInput(BastionError):
     """A prompt with nothing in it (only whitespace) is not sent."""
 
     code = "empty_input"
+
+
+class UnknownEntry(BastionError):
+    """An entry id that is not in the conversation named (fork, rewind)."""
+
+    code = "unknown_entry"

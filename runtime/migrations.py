@@ -245,6 +245,56 @@ def _approval_rules(db: sqlite3.Connection) -> None:
     )
 
 
+@migration(5, "full-text search of entries, and what side-effecting calls change")
+def _entry_search_and_call_effects(db: sqlite3.Connection) -> None:
+    """FTS5 over the closed text of entries (tool results left out: command output and
+    file contents would outweigh the conversation), kept in step by triggers in the
+    transactions that write entries, and filled from what is already stored. And
+    `call_effects`: before a side-effecting call starts, what it will change (a
+    file's previous bytes, a git snapshot of the work tree, or that its effects are
+    untracked), committed with the call's start (runtime/effects.py)."""
+    _run_script(
+        db,
+        """
+        CREATE VIRTUAL TABLE entries_fts USING fts5 (
+            text, content = 'entries', content_rowid = 'rowid',
+            tokenize = 'porter unicode61 remove_diacritics 2'
+        );
+        CREATE TRIGGER entries_fts_insert AFTER INSERT ON entries
+        WHEN new.kind != 'tool_result' AND new.text != ''
+        BEGIN INSERT INTO entries_fts (rowid, text) VALUES (new.rowid, new.text); END;
+
+        CREATE TRIGGER entries_fts_update AFTER UPDATE OF text ON entries
+        WHEN new.kind != 'tool_result' AND old.text IS NOT new.text
+        BEGIN
+            INSERT INTO entries_fts (entries_fts, rowid, text)
+            SELECT 'delete', old.rowid, old.text WHERE old.text != '';
+            INSERT INTO entries_fts (rowid, text) SELECT new.rowid, new.text WHERE new.text != '';
+        END;
+
+        CREATE TRIGGER entries_fts_delete AFTER DELETE ON entries
+        WHEN old.kind != 'tool_result' AND old.text != ''
+        BEGIN
+            INSERT INTO entries_fts (entries_fts, rowid, text) VALUES ('delete', old.rowid, old.text);
+        END;
+
+        INSERT INTO entries_fts (rowid, text)
+        SELECT rowid, text FROM entries WHERE kind != 'tool_result' AND text != '';
+
+        CREATE TABLE call_effects (
+            tool_call_id TEXT PRIMARY KEY,
+            conversation_id TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+            kind TEXT NOT NULL,
+            path TEXT,
+            content BLOB,
+            detail TEXT NOT NULL DEFAULT '{}',
+            created_at REAL NOT NULL
+        );
+        CREATE INDEX call_effects_by_conversation ON call_effects (conversation_id);
+        """,
+    )
+
+
 def _run_script(db: sqlite3.Connection, script: str) -> None:
     """Run statements one by one: `executescript` would commit the open transaction."""
     pending = ""

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from runtime import ledger, migrations, storefile
+from runtime import fulltext, ledger, migrations, sessions, storefile
 from runtime.errors import (
     LeaseLost,
     SchemaTooNew,
@@ -317,31 +317,7 @@ class Store:
         created = conversation.but(version=1)
 
         def run(db: sqlite3.Connection) -> tuple[T | None, list[DurableEvent]]:
-            if db.execute(
-                "SELECT 1 FROM deleted_conversations WHERE id = ?", (created.id,)
-            ).fetchone():
-                raise UnknownConversation(
-                    f"conversation {created.id} was deleted; its id is not used again",
-                    hint="start a new session without --session-id, or pick another id",
-                )
-            db.execute(
-                f"INSERT INTO conversations ({CONVERSATION_COLUMNS}) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    created.id,
-                    created.title,
-                    created.cwd,
-                    json.dumps(created.settings),
-                    created.created_at,
-                    created.updated_at,
-                    created.parent_id,
-                    created.fork_seq,
-                    1,
-                ),
-            )
-            first = ConversationCreated(created.id, 1, created)
-            db.execute(ledger.INSERT, ledger.row(first))
-            tx = Tx(db, created.id, 1)
+            tx, first = _insert_conversation(db, created)
             result = then(tx) if then is not None else None
             tx.finish()
             return result, [first, *tx.events]
@@ -353,6 +329,37 @@ class Store:
 
         result, _ = await self._write(run, done)
         return created, result
+
+    async def fork_conversation(
+        self,
+        source_id: str,
+        new_id: str,
+        at: Callable[[list[Entry]], int],
+        *,
+        publish: Callable[[DurableEvent], None] | None = None,
+    ) -> Conversation:
+        """A new conversation `new_id` sharing the history of `source_id` up to the
+        position `at(source entries)` returns, created and copied in one transaction
+        (the source is only read)."""
+
+        def run(db: sqlite3.Connection) -> tuple[Conversation, list[DurableEvent]]:
+            probe = Tx(db, source_id, 0)
+            source, entries = sessions.read_source(probe, source_id)
+            position = at(entries)
+            history = sessions.history_until(probe, source_id, entries, position)
+            created = sessions.forked_conversation(source, new_id, position).but(version=1)
+            tx, first = _insert_conversation(db, created)
+            sessions.copy_history(tx, history, with_effects=True)
+            tx.finish()
+            return created.but(version=tx.version), [first, *tx.events]
+
+        def done(out: tuple[Conversation, list[DurableEvent]]) -> None:
+            if publish is not None:
+                for event in out[1]:
+                    publish(event)
+
+        conversation, _ = await self._write(run, done)
+        return conversation
 
     async def delete_conversation(
         self, conversation_id: str, *, force: bool = False, live: Callable[[LeaseInfo], bool]
@@ -583,15 +590,9 @@ class Store:
         )
         return [conversation_row(r) for r in rows]
 
-    async def search_conversations(self, query: str, limit: int = 50) -> list[Conversation]:
-        pattern = "%" + query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        rows = await self._fetchall(
-            f"SELECT {CONVERSATION_COLUMNS} FROM conversations c WHERE c.title LIKE ?1 ESCAPE '\\' "
-            "OR EXISTS (SELECT 1 FROM entries e WHERE e.conversation_id = c.id "
-            "AND e.text LIKE ?1 ESCAPE '\\') ORDER BY updated_at DESC LIMIT ?2",
-            (pattern, limit),
-        )
-        return [conversation_row(r) for r in rows]
+    async def search(self, query: str, limit: int = 50) -> list[fulltext.SearchHit]:
+        """Conversations whose entries match `query` (FTS5, bm25), best first."""
+        return await self._read(lambda db: fulltext.search(db, query, limit))
 
     async def snapshot(self, conversation_id: str) -> Snapshot:
         """Everything about one conversation, read in one read transaction; a streaming
@@ -682,6 +683,33 @@ def _with_chunks(db: sqlite3.Connection, entry: Entry) -> Entry:
     reasoning = joined_chunks(db, entry.id, "reasoning")
     data = {**entry.data, "reasoning": reasoning} if reasoning else entry.data
     return entry.but(text=entry.text + text, data=data)
+
+
+def _insert_conversation(db: sqlite3.Connection, created: Conversation) -> tuple[Tx, DurableEvent]:
+    """Insert a new conversation at version 1 (its ConversationCreated event written);
+    the Tx goes on from there. Refused if the id belonged to a deleted conversation."""
+    if db.execute("SELECT 1 FROM deleted_conversations WHERE id = ?", (created.id,)).fetchone():
+        raise UnknownConversation(
+            f"conversation {created.id} was deleted; its id is not used again",
+            hint="start a new session without --session-id, or pick another id",
+        )
+    db.execute(
+        f"INSERT INTO conversations ({CONVERSATION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            created.id,
+            created.title,
+            created.cwd,
+            json.dumps(created.settings),
+            created.created_at,
+            created.updated_at,
+            created.parent_id,
+            created.fork_seq,
+            1,
+        ),
+    )
+    first = ConversationCreated(created.id, 1, created)
+    db.execute(ledger.INSERT, ledger.row(first))
+    return Tx(db, created.id, 1), first
 
 
 def _open_tx(db: sqlite3.Connection, conversation_id: str, token: int | None) -> Tx:

@@ -138,6 +138,13 @@ class WorkspaceToolbox:
             return None
         return preview(self._ctx, name, args) if isinstance(args, dict) else None
 
+    def capture_effects(self, name: str, arguments: str) -> dict[str, Any]:
+        """What call `name(arguments)` will change, recorded before it starts (blocking:
+        reads a file or runs git; see runtime/effects.py)."""
+        from runtime.effects import capture
+
+        return capture(self._workspace.root, name, arguments)
+
     def interrupted_output(self, record: dict[str, Any]) -> str | None:
         """What a command of `record` had printed when bastion stopped (its output
         artifact is written as the output arrives), bounded like a result's output;

@@ -5,6 +5,8 @@
                                            follows the prompt as a fenced block)
     bastion sessions [--json] | sessions search QUERY | sessions rm ID
     bastion export ID [--format json|markdown] [-o FILE]
+    bastion import FILE                    an exported JSON session under a new id
+    bastion fork ID [--at ENTRY]           new session sharing history; prints its id
     bastion doctor                         search path, process tracking, store
 
 Exit codes: 0 completed, 1 run failed, 2 bad usage or configuration, 130 interrupted.
@@ -25,7 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-SUBCOMMANDS = ("sessions", "export", "attach", "doctor")
+SUBCOMMANDS = ("sessions", "export", "import", "attach", "doctor", "fork")
 
 
 class UsageError(Exception):
@@ -76,7 +78,8 @@ def main_parser() -> argparse.ArgumentParser:
         prog="bastion",
         description="A terminal coding agent whose sessions survive a crash mid-turn.",
         epilog="Subcommands: bastion sessions [--json] | sessions search QUERY | sessions rm ID | "
-        "export ID [--format json|markdown] [-o FILE] | attach ID | doctor",
+        "export ID [--format json|markdown] [-o FILE] | import FILE | attach ID | "
+        "fork ID [--at ENTRY] | doctor",
     )
     p.add_argument("prompt", nargs="?", help="what to ask; with -p, read from stdin if omitted")
     p.add_argument(
@@ -136,9 +139,12 @@ def sessions_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON array on stdout")
     p.add_argument("--all", action="store_true", help="every directory, not only this one")
     sub = p.add_subparsers(dest="action")
-    search = sub.add_parser("search", help="conversations whose title or text contains QUERY")
+    search = sub.add_parser(
+        "search", help="full-text search of every session (FTS5 syntax or plain words)"
+    )
     search.add_argument("query")
-    search.add_argument("--json", action="store_true")
+    # SUPPRESS: `sessions --json search Q` keeps the --json given before the action.
+    search.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
     rm = sub.add_parser("rm", help="delete a conversation and everything stored for it")
     rm.add_argument("id")
     rm.add_argument(
@@ -158,6 +164,26 @@ def export_parser() -> argparse.ArgumentParser:
 def attach_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="bastion attach", description="Follow a conversation another process drives.")
     p.add_argument("id")
+    return p
+
+
+def import_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="bastion import",
+        description="Restore a conversation from `bastion export` JSON under a new id "
+        "(printed last).",
+    )
+    p.add_argument("file", help="the exported JSON file, or - for stdin")
+    return p
+
+
+def fork_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="bastion fork",
+        description="Start a new session sharing a session's history; prints the new id last.",
+    )
+    p.add_argument("id")
+    p.add_argument("--at", metavar="ENTRY", help="share history up to this entry id (default: all)")
     return p
 
 
@@ -260,6 +286,10 @@ def _dispatch(args: list[str]) -> int:
             return commands.sessions(sessions_opts)
         if name == "export":
             return commands.export(export_parser().parse_args(rest))
+        if name == "import":
+            return commands.import_(import_parser().parse_args(rest))
+        if name == "fork":
+            return commands.fork(fork_parser().parse_args(rest))
         return commands.attach(attach_parser().parse_args(rest))
     opts = main_parser().parse_args(args)
     _check_text_options(opts)

@@ -1,4 +1,4 @@
-"""The read-side subcommands: sessions, export, attach. None of them takes a lease."""
+"""The session subcommands: sessions, export, import, attach, fork. None takes a lease."""
 
 from __future__ import annotations
 
@@ -9,10 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runtime import BastionError, Harness, reduce
+from runtime import BastionError, Harness, SearchHit, export_markdown, reduce
 from runtime.ids import parse_uuid
-from runtime.records import Entry, EntryKind
-from runtime.views import ConversationView as Snapshot
 from tui.cli import EXIT_OK, EXIT_USAGE, UsageError, error_line
 
 
@@ -48,9 +46,9 @@ async def _sessions(opts: Any) -> int:
             print(f"removed {conv_id}", file=sys.stderr)
             return EXIT_OK
         if opts.action == "search":
-            found = await harness.search_conversations(opts.query)
-        else:
-            found = await harness.list_conversations(None if opts.all else os.getcwd())
+            _print_hits(await harness.search(opts.query), opts.json)
+            return EXIT_OK
+        found = await harness.list_conversations(None if opts.all else os.getcwd())
         if opts.json:
             rows = [
                 {
@@ -78,105 +76,51 @@ async def _sessions(opts: Any) -> int:
         await harness.close()
 
 
+def age(seconds: float) -> str:
+    """How long ago, for people: 45s, 12m, 3h, 9d."""
+    seconds = max(0.0, seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds)}s"
+
+
+def _print_hits(hits: list[SearchHit], as_json: bool) -> None:
+    """Each hit: session id, age, title and cwd, then its snippet with the matches marked
+    (bold on a terminal, [brackets] otherwise); best first."""
+    now = time.time()
+    if as_json:
+        rows = [
+            {
+                "id": h.conversation.id,
+                "title": h.conversation.title,
+                "cwd": h.conversation.cwd,
+                "updated_at": h.conversation.updated_at,
+                "age": age(now - h.conversation.updated_at),
+                "entry_id": h.entry_id,
+                "kind": h.entry_kind,
+                "score": h.score,
+                "snippet": h.marked(),
+                "spans": [list(s) for s in h.spans],
+            }
+            for h in hits
+        ]
+        print(json.dumps(rows, ensure_ascii=False))
+        return
+    if not hits:
+        print("no conversation matches", file=sys.stderr)
+        return
+    bold = sys.stdout.isatty()
+    for h in hits:
+        c = h.conversation
+        title = c.title or "(untitled)"
+        print(f"{c.id}  {age(now - c.updated_at):>4} ago  {title}  ({c.cwd})")
+        snippet = h.marked("\x1b[1m", "\x1b[0m") if bold else h.marked()
+        print(f"    {snippet}")
+
+
 def export(opts: Any) -> int:
     return _run(_export(opts))
-
-
-def entry_dict(entry: Entry) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "id": entry.id,
-        "kind": entry.kind,
-        "status": entry.status,
-        "text": entry.text,
-        "run_id": entry.run_id,
-        "position": entry.position,
-        "created_at": entry.created_at,
-    }
-    if entry.kind == EntryKind.ASSISTANT:
-        out["tool_calls"] = entry.data.get("tool_calls", [])
-        if entry.data.get("reasoning"):
-            out["reasoning"] = entry.data["reasoning"]
-    elif entry.kind == EntryKind.TOOL_RESULT:
-        out.update(
-            tool_call_id=entry.data.get("tool_call_id"),
-            name=entry.data.get("name"),
-            ok=entry.data.get("ok"),
-        )
-    return out
-
-
-def export_json(snap: Snapshot) -> dict[str, Any]:
-    conv = snap.conversation
-    return {
-        "conversation": {
-            "id": conv.id,
-            "title": conv.title,
-            "cwd": conv.cwd,
-            "settings": conv.settings,
-            "created_at": conv.created_at,
-            "updated_at": conv.updated_at,
-            "version": conv.version,
-        },
-        "entries": [entry_dict(e) for e in snap.entries],
-        "runs": [
-            {
-                "id": r.id,
-                "state": r.state,
-                "reason": r.reason,
-                "error": r.error,
-                "usage": r.usage,
-                "created_at": r.created_at,
-                "updated_at": r.updated_at,
-            }
-            for r in snap.runs
-        ],
-        "tool_calls": [
-            {
-                "id": c.id,
-                "name": c.name,
-                "arguments": c.arguments,
-                "state": c.state,
-                "approval": c.approval,
-                "run_id": c.run_id,
-                "result": c.result,
-            }
-            for c in snap.tool_calls
-        ],
-    }
-
-
-def export_markdown(snap: Snapshot) -> str:
-    conv = snap.conversation
-    lines = [
-        f"# {conv.title or 'Conversation'}",
-        "",
-        f"- id: `{conv.id}`",
-        f"- cwd: `{conv.cwd}`",
-        f"- model: `{conv.agent.model}`",
-        "",
-    ]
-    for entry in snap.entries:
-        status = "" if entry.status == "complete" else f" ({entry.status})"
-        if entry.kind == EntryKind.USER:
-            lines += [f"## User{status}", "", entry.text, ""]
-        elif entry.kind == EntryKind.ASSISTANT:
-            lines += [f"## Assistant{status}", ""]
-            if entry.text:
-                lines += [entry.text, ""]
-            for call in entry.data.get("tool_calls", []):
-                lines += [
-                    f"Tool call `{call['name']}`:",
-                    "",
-                    "```json",
-                    call["arguments"],
-                    "```",
-                    "",
-                ]
-        elif entry.kind == EntryKind.TOOL_RESULT:
-            lines += [f"### Result of `{entry.data.get('name')}`", "", "```", entry.text, "```", ""]
-        else:
-            lines += [f"## {entry.kind.title()}{status}", "", entry.text, ""]
-    return "\n".join(lines)
 
 
 def _check_output(path: str) -> None:
@@ -205,17 +149,64 @@ async def _export(opts: Any) -> int:
         _check_output(opts.output)
     harness = await Harness.open()
     try:
-        snap = await harness.snapshot(conv_id)
+        if opts.format == "json":
+            doc = await harness.export(conv_id)
+            text = json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
+        else:
+            text = export_markdown(await harness.snapshot(conv_id))
     finally:
         await harness.close()
-    if opts.format == "json":
-        text = json.dumps(export_json(snap), ensure_ascii=False, indent=2) + "\n"
-    else:
-        text = export_markdown(snap)
     if opts.output:
         _write_output(opts.output, text)
     else:
         sys.stdout.write(text)
+    return EXIT_OK
+
+
+def import_(opts: Any) -> int:
+    return _run(_import(opts.file))
+
+
+async def _import(path: str) -> int:
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise UsageError(
+            f"cannot read {path}: {reason} (give a file from `bastion export`)"
+        ) from None
+    harness = await Harness.open()
+    try:
+        conv = await harness.import_conversation(text)
+    finally:
+        await harness.close()
+    print(f"imported {path} as a new session; resume with `bastion -r {conv.id}`", file=sys.stderr)
+    print(conv.id)
+    return EXIT_OK
+
+
+def fork(opts: Any) -> int:
+    return _run(_fork(_id(opts.id), _entry_id(opts.at) if opts.at else None))
+
+
+def _entry_id(raw: str) -> str:
+    try:
+        return parse_uuid(raw)
+    except ValueError:
+        raise UsageError(
+            f"--at {raw!r} is not an entry id (entry ids are in `bastion export ID`)"
+        ) from None
+
+
+async def _fork(conv_id: str, at_entry: str | None) -> int:
+    harness = await Harness.open()
+    try:
+        forked = await harness.fork(conv_id, at_entry)
+    finally:
+        await harness.close()
+    where = f"at entry {at_entry}" if at_entry else "with all of its history"
+    print(f"forked {conv_id} {where}; resume with `bastion -r {forked.id}`", file=sys.stderr)
+    print(forked.id)
     return EXIT_OK
 
 

@@ -27,6 +27,9 @@ Three rows, each against a reference measured in the same run:
    mutations in a few large transactions; the store is restored from a copy before
    each run, so every run sees exactly 5,000 and 2 messages.
 
+4. search: 1,000 sessions x 100 entries, `Store.search` for a common, a mid and a
+   rare word (target < 100 ms each), and the store size the FTS5 index adds.
+
 Run by `nox -s bench`. Not collected by pytest.
 """
 
@@ -328,6 +331,78 @@ async def build_conversations(home: Path, long_dir: Path, short_dir: Path, messa
 TIME = Path("/usr/bin/time")
 
 
+# --- 4. full-text search -----------------------------------------------------------
+
+
+def vocabulary_text(rng: random.Random, words: int, vocabulary: list[str]) -> str:
+    """`words` words drawn Zipf-like from `vocabulary` (a few words everywhere, most rare)."""
+    picks = [vocabulary[min(int(rng.paretovariate(0.7)) - 1, len(vocabulary) - 1)]
+             for _ in range(words)]  # fmt: skip
+    return " ".join(picks)
+
+
+async def bench_search(home: Path, sessions: int, entries: int, runs: int) -> None:
+    """`sessions` conversations of `entries` entries (prompts of ~25 words, answers of ~60,
+    Zipf-distributed over 20,000 words), written with the real Tx mutations; then the
+    median time of `Store.search` for a word in every entry, one in about 5%, one in a
+    handful and two common words together, and what the index costs in file size (VACUUMed copies with and
+    without it). Target: every query < 100 ms."""
+    path = home / "search.sqlite"
+    store = await Store.open(path)
+    rng = random.Random(12)
+    vocabulary = [f"w{n}" for n in range(20_000)]
+    started = time.perf_counter()
+    try:
+        for s in range(sessions):
+            conv = new_conversation(f"/bench/{s % 20}", title=f"session {s}")
+
+            def fill(tx: Tx, cid: str = conv.id) -> None:
+                for i in range(entries):
+                    kind = EntryKind.USER if i % 2 == 0 else EntryKind.ASSISTANT
+                    text = vocabulary_text(rng, 25 if i % 2 == 0 else 60, vocabulary)
+                    stamp = time.time()
+                    tx.add_entry(Entry(uuid7(), cid, 0, kind, EntryStatus.COMPLETE, text, stamp))
+
+            await store.create_conversation(conv, fill)
+        built = time.perf_counter() - started
+        print(f"search: {sessions} sessions x {entries} entries written in {built:.1f} s")
+        counts = await store.read(
+            lambda db: {
+                w: db.execute(
+                    "SELECT count(*) FROM entries_fts WHERE entries_fts MATCH ?", (w,)
+                ).fetchone()[0]
+                for w in ("w0", "w40", "w1500", "w0 w1")
+            }
+        )
+        for word, matched in counts.items():
+            times = []
+            for _ in range(runs):
+                t0 = time.perf_counter()
+                hits = await store.search(word)
+                times.append(time.perf_counter() - t0)
+            ms = statistics.median(times) * 1000
+            print(
+                f"  query {word!r} ({matched} matching entries, {len(hits)} sessions shown): "
+                f"{ms:.1f} ms (target < 100 ms: {'met' if ms < 100 else 'MISSED'})"
+            )
+    finally:
+        await store.close()
+    with_index, without = home / "with.sqlite", home / "without.sqlite"
+    db = sqlite3.connect(path)
+    db.execute(f"VACUUM INTO '{with_index}'")
+    db.close()
+    shutil.copy(with_index, without)
+    db = sqlite3.connect(without)
+    db.execute("DROP TABLE entries_fts")
+    db.execute("VACUUM")
+    db.close()
+    a, b = with_index.stat().st_size, without.stat().st_size
+    print(
+        f"  store size: {a / MB:.1f} MB with the index, {b / MB:.1f} MB without "
+        f"(+{(a - b) / MB:.1f} MB, {a / b:.2f}x)"
+    )
+
+
 def keep_pristine(home: Path) -> None:
     """Keep a copy of the store as built, so every run starts from 5,000 and 2 messages."""
     db = sqlite3.connect(home / "bastion.sqlite")
@@ -445,7 +520,9 @@ def main() -> int:
     )
     parser.add_argument("--messages", type=int, default=5000)
     parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--only", default="checkpoint,size,continue")
+    parser.add_argument("--sessions", type=int, default=1000, help="sessions (row 4)")
+    parser.add_argument("--entries", type=int, default=100, help="entries a session (row 4)")
+    parser.add_argument("--only", default="checkpoint,size,continue,search")
     args = parser.parse_args()
     only = set(args.only.split(","))
     with tempfile.TemporaryDirectory(prefix="bastion-bench-") as tmp_dir:
@@ -456,6 +533,8 @@ def main() -> int:
             asyncio.run(bench_size(tmp, args.turns, args.chunk, args.per_conversation))
         if "continue" in only:
             bench_continue(tmp, args.messages, args.runs)
+        if "search" in only:
+            asyncio.run(bench_search(tmp, args.sessions, args.entries, args.runs))
     return 0
 
 

@@ -164,8 +164,8 @@ async def test_page_up_and_down_scroll_the_transcript_from_the_prompt(tmp_path):
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(app.ready.is_set, pilot)
-            await pilot.pause(0.1)
             transcript = app.query_one(Transcript)
+            await wait_for(lambda: transcript.is_anchored, pilot)  # it sits at the bottom
             assert transcript.scroll_y > 0
 
             def below() -> float:  # lines between the screen and the bottom

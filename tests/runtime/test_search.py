@@ -1,0 +1,140 @@
+"""Full-text search: ranked hits with snippets, bad syntax, the index kept in step, and
+the migration that builds it for a store written before it existed."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+import pytest
+
+from runtime import migrations
+from runtime.fulltext import SearchQueryError
+from runtime.harness import new_conversation
+from runtime.ids import uuid7
+from runtime.records import Entry, EntryKind, EntryStatus
+from runtime.store import Store
+
+
+def entry(conv_id: str, kind: str, text: str, status: str = EntryStatus.COMPLETE) -> Entry:
+    return Entry(uuid7(), conv_id, 0, kind, status, text, time.time())
+
+
+async def conversation(store: Store, title: str, *texts: str, cwd: str = "/w") -> str:
+    conv = new_conversation(cwd, title=title)
+
+    def fill(tx):
+        for i, text in enumerate(texts):
+            tx.add_entry(entry(conv.id, EntryKind.USER if i % 2 == 0 else "assistant", text))
+
+    await store.create_conversation(conv, fill)
+    return conv.id
+
+
+def check_index(path) -> None:
+    db = sqlite3.connect(path)
+    db.execute("INSERT INTO entries_fts (entries_fts) VALUES ('integrity-check')")
+    db.close()
+
+
+async def test_hits_are_ranked_and_carry_a_marked_snippet(tmp_path):
+    store = await Store.open(tmp_path / "s.sqlite")
+    once = await conversation(
+        store, "long", "tell me about gardens", "a long answer " * 40 + "with durable once"
+    )
+    many = await conversation(store, "short", "durable durable durable?", "yes, durable")
+    await conversation(store, "other", "nothing to see", "indeed")
+    hits = await store.search("durable")
+    assert [h.conversation.id for h in hits] == [many, once]
+    assert hits[0].conversation.title == "short" and hits[0].conversation.cwd == "/w"
+    assert hits[0].marked() == "[durable] [durable] [durable]?"
+    assert ("durable", True) in hits[1].spans and "[durable]" in hits[1].marked()
+    assert hits[1].marked().startswith("…")  # cut from a long answer
+    assert await store.search("gardens") and not await store.search("zebra")
+    await store.close()
+
+
+async def test_prefix_and_phrase_syntax_work_and_bad_syntax_is_searched_as_words(tmp_path):
+    store = await Store.open(tmp_path / "s.sqlite")
+    conv = await conversation(store, "t", 'run "make test" please', "the key: value pair")
+    assert [h.conversation.id for h in await store.search("dura* OR mak*")] == [conv]
+    assert [h.conversation.id for h in await store.search('"make test"')] == [conv]
+    for bad in ('"unbalanced make', "key:value", "AND", "(", "NEAR(", "a * b", '"'):
+        await store.search(bad)  # never a crash: an answer, maybe empty
+    assert [h.conversation.id for h in await store.search('"unbalanced make')] == []
+    assert [h.conversation.id for h in await store.search('make" test')] == [conv]
+    assert [h.conversation.id for h in await store.search("key:value")] == [conv]
+    with pytest.raises(SearchQueryError):
+        await store.search("   ")
+    await store.close()
+
+
+async def test_the_index_follows_closed_entries_and_deleted_conversations(tmp_path):
+    store = await Store.open(tmp_path / "s.sqlite")
+    conv = await conversation(store, "t", "first words")
+    streaming = entry(conv, EntryKind.ASSISTANT, "", EntryStatus.STREAMING)
+    await store.transact(conv, lambda tx: tx.add_entry(streaming))
+    await store.transact(conv, lambda tx: tx.append_chunk(streaming.id, "text", 0, "zephyr wind"))
+    assert await store.search("zephyr") == []  # a partial is not indexed
+    await store.transact(conv, lambda tx: tx.close_entry(streaming.id, "complete", {}))
+    assert [h.entry_id for h in await store.search("zephyr")] == [streaming.id]
+    result = entry(conv, EntryKind.TOOL_RESULT, "zephyr in a file")
+    await store.transact(conv, lambda tx: tx.add_entry(result))
+    assert [h.entry_id for h in await store.search("zephyr")] == [streaming.id]
+    check_index(tmp_path / "s.sqlite")
+    await store.delete_conversation(conv, force=True, live=lambda lease: False)
+    assert await store.search("zephyr") == [] and await store.search("first") == []
+    check_index(tmp_path / "s.sqlite")
+    await store.close()
+
+
+def _number_of(name: str) -> int:
+    for number, found, _ in migrations.MIGRATIONS:
+        if found == name:
+            return number
+    raise AssertionError(f"no migration {name!r}")
+
+
+async def test_a_store_from_before_the_index_is_indexed_by_the_migration(tmp_path):
+    path = tmp_path / "old.sqlite"
+    ours = _number_of("full-text search of entries, and what side-effecting calls change")
+    db = sqlite3.connect(path, isolation_level=None)
+    migrations.ensure_meta(db)
+    for number, name, fn in migrations.MIGRATIONS[: ours - 1]:
+        fn(db)
+        db.execute("INSERT INTO migrations VALUES (?, ?, 0)", (number, name))
+    db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(ours - 1),))
+    assert "entries_fts" not in {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
+    conv_id = uuid7()
+    db.execute(
+        "INSERT INTO conversations (id, title, cwd, created_at, updated_at) "
+        "VALUES (?, 'old one', '/old', 1, 1)",
+        (conv_id,),
+    )
+    rows = [("user", "an old question about lanterns"), ("assistant", "lanterns glow"),
+            ("tool_result", "lanterns.txt content")]  # fmt: skip
+    for position, (kind, text) in enumerate(rows, 1):
+        db.execute(
+            "INSERT INTO entries (id, conversation_id, position, kind, status, text, created_at) "
+            "VALUES (?, ?, ?, ?, 'complete', ?, 1)",
+            (uuid7(), conv_id, position, kind, text),
+        )
+    db.close()
+
+    store = await Store.open(path)
+    hits = await store.search("lanterns")
+    assert [(h.conversation.id, h.conversation.title, h.entry_kind) for h in hits] == [
+        (conv_id, "old one", "assistant")
+    ]
+    assert await store.read(lambda d: migrations.current_version(d)) == migrations.latest_version()
+    check_index(path)
+    await store.close()
+
+
+async def test_words_are_stemmed_and_tried_as_beginnings_when_nothing_matches(tmp_path):
+    store = await Store.open(tmp_path / "s.sqlite")
+    conv = await conversation(store, "t", "about walruses", "the migrations were running")
+    for query in ("walrus", "walruses", "migration", "run", "MIGRAT"):
+        assert [h.conversation.id for h in await store.search(query)] == [conv], query
+    assert await store.search("walrusx") == []
+    await store.close()
