@@ -114,11 +114,8 @@ class Transcript(VerticalScroll):
 
     def watch_scroll_y(self, old: float, new: float) -> None:
         super().watch_scroll_y(old, new)
-        if not self.is_anchored:
-            if new < old:
-                self._scrolled_up = True
-            elif new >= self.max_scroll_y - 1:
-                self._scrolled_up = False
+        if not self.is_anchored:  # up and away from the bottom (not a clamp as it shrank)
+            self._scrolled_up = new < self.max_scroll_y - 1 and (new < old or self._scrolled_up)
         if new <= 1 and not self._revealing and not self.following and self._has_earlier():
             self._revealing = True
             self.call_after_refresh(self._reveal_earlier)
