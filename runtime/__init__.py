@@ -19,6 +19,7 @@ _EXPORTS = {
     "StoreError": "runtime.errors",
     "UnknownConversation": "runtime.errors",
     "Driver": "runtime.driver",
+    "Follower": "runtime.attach",
     "LoopSettings": "runtime.loop",
     "schema_version": "runtime.migrations",
     "EmptyInput": "runtime.harness",
@@ -37,6 +38,7 @@ __all__ = [
     "ConversationView",
     "Driver",
     "EmptyInput",
+    "Follower",
     "Harness",
     "LeaseLost",
     "LoopSettings",
@@ -51,6 +53,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from runtime.attach import Follower
     from runtime.driver import Driver
     from runtime.errors import (
         BastionError,

@@ -52,6 +52,7 @@ from runtime.records import (
     ToolCallRecord,
     ToolCallState,
 )
+from runtime.serve import AttachServer, start_server
 from runtime.store import Store, remove_artifacts, request_digest
 from runtime.toolbox import Toolbox
 from runtime.tx import Tx
@@ -133,6 +134,7 @@ class Harness:
         self._toolbox_factory = toolbox_factory
         self._providers: dict[str, tuple[Provider, str]] = {}
         self._drivers: dict[str, Driver] = {}
+        self._servers: dict[str, AttachServer] = {}  # attach sockets of driven conversations
         self._subscriptions: set[Subscription] = set()
         self._run_waiters: dict[str, list[asyncio.Future[Run]]] = {}
         self._deferred: dict[str, dict[str, Any]] = {}
@@ -174,6 +176,9 @@ class Harness:
                 if driver.config.toolbox is not None:
                     driver.config.toolbox.close()
         self._drivers.clear()
+        for server in list(self._servers.values()):
+            await server.close()
+        self._servers.clear()
         for provider, _ in self._providers.values():
             with contextlib.suppress(Exception):
                 await provider.aclose()
@@ -288,7 +293,10 @@ class Harness:
                 cursors[run_id] = StreamCursor(live.epoch, live.seq)
             for i in range(len(entries) - 1, -1, -1):
                 if entries[i].id == live.entry_id:
-                    entries[i] = entries[i].but(text=live.text)
+                    data, thought = entries[i].data, live.reasoning.text
+                    if thought:  # what was streamed, checkpointed or not
+                        data = {**data, "reasoning": thought}
+                    entries[i] = entries[i].but(text=live.text, data=data)
                     break
         return view_from_snapshot(
             type(snap)(snap.conversation, tuple(entries), snap.runs, snap.inbox, snap.tool_calls),
@@ -368,12 +376,18 @@ class Harness:
                 toolbox.close()
             raise
         self._drivers[conversation_id] = driver
+        server = await start_server(self, conversation_id)
+        if server is not None:
+            self._servers[conversation_id] = server
         return driver
 
     def driver(self, conversation_id: str) -> Driver | None:
         return self._drivers.get(conversation_id)
 
     async def release(self, conversation_id: str) -> None:
+        server = self._servers.pop(conversation_id, None)
+        if server is not None:
+            await server.close()
         driver = self._drivers.pop(conversation_id, None)
         if driver is not None:
             await driver.stop()
