@@ -240,7 +240,8 @@ class AttachServer:
             return
         server.close()
         for writer in self._clients.values():
-            writer.close()  # each client's session ends at its end of input
+            # Dropped, not flushed: a client that stopped reading must not hold up a close.
+            writer.transport.abort()
         await asyncio.gather(*self._clients, return_exceptions=True)
         with contextlib.suppress(FileNotFoundError):
             info = os.stat(self.path)
@@ -294,7 +295,10 @@ class AttachServer:
             channel.close()
             if sending is not None:
                 sending.cancel()
-            await asyncio.gather(pumping, *(t for t in (sending,) if t), return_exceptions=True)
+            tasks = [pumping, *(t for t in (sending,) if t)]
+            for outcome in await asyncio.gather(*tasks, return_exceptions=True):
+                if isinstance(outcome, Exception) and not isinstance(outcome, ConnectionError):
+                    log.error("attach client of %s", self.conversation_id, exc_info=outcome)
 
     async def _send(self, channel: EventChannel, writer: asyncio.StreamWriter) -> None:
         while (batch := await channel.get()) is not None:

@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import socket
 import stat
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -234,3 +237,51 @@ async def test_a_bad_request_line_gets_one_clear_refusal(tmp_path):
 
 def test_remote_errors_are_bastion_errors():
     assert issubclass(RemoteError, BastionError)
+
+
+NOBODY_CONNECTS = """
+import os, socket, sys
+os.setgid(65534)
+os.setuid(65534)
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+print(s.makefile().readline(), end="")
+"""
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="connecting as another uid needs root")
+async def test_another_uid_is_refused_even_if_the_directory_were_opened(monkeypatch):
+    runtime_dir = Path(tempfile.mkdtemp(prefix="bt", dir="/tmp"))
+    try:
+        monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime_dir))
+        home = runtime_dir / ("h" * 100)  # too long: the socket goes under XDG_RUNTIME_DIR
+        home.mkdir()
+        harness, conv = await served(home, [])
+        path = socket_path(harness.home, conv.id)
+        assert runtime_dir in path.parents
+        for directory in (runtime_dir, path.parent.parent, path.parent):
+            os.chmod(directory, 0o755)  # what the 0700 directory normally prevents
+        os.chmod(path, 0o666)
+        child = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", NOBODY_CONNECTS, str(path), stdout=asyncio.subprocess.PIPE
+        )
+        out, _ = await asyncio.wait_for(child.communicate(), 10)
+        reply = json.loads(out)
+        assert reply["ok"] is False and reply["error"]["code"] == "peer_refused"
+        assert "uid 65534 tried to attach" in reply["error"]["message"]
+        await harness.close()
+    finally:
+        shutil.rmtree(runtime_dir)
+
+
+async def test_closing_does_not_wait_for_a_client_that_stopped_reading(tmp_path):
+    turn = ScriptedTurn(reasoning="r" * 20_000, text="done", chunk_size=1)
+    harness, conv = await served(tmp_path, [turn])
+    reader, writer = await asyncio.open_unix_connection(str(socket_path(harness.home, conv.id)))
+    try:
+        await reader.readline()
+        item = await harness.submit(conv.id, "go")
+        await asyncio.wait_for(harness.wait(item.id, conv.id), 10)
+        await asyncio.wait_for(harness.close(), 5)  # its socket buffer is full, unread
+    finally:
+        writer.close()
