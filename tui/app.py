@@ -37,12 +37,13 @@ from runtime.records import EntryKind, InboxMode
 from runtime.threaded import ThreadedHarness, channel_for
 from themes import DEFAULT_THEME, THEMES
 from themes import register as register_themes
+from tui.attach_app import AttachedHarness
 from tui.widgets import ApprovalPrompt, InboxStrip, PromptInput, StatusBar, Transcript
 
 __all__ = ["BastionApp", "Opener", "run"]
 
 Opener = Callable[[], Awaitable[tuple[Harness, str]]]
-AnyHarness = Harness | ThreadedHarness
+AnyHarness = Harness | ThreadedHarness | AttachedHarness
 
 QUIT_WINDOW = 2.0  # seconds in which a second Ctrl+C quits
 FRAME = 1 / 30  # the view is shown at most this often; events in between are folded together
@@ -118,6 +119,9 @@ class BastionApp(App[int]):
             self.harness, self.conversation_id = await self._opener()
         harness, conv_id = self.harness, self.conversation_id
         assert harness is not None
+        if isinstance(harness, AttachedHarness):
+            await self._follow_attached(harness)
+            return
         loop = asyncio.get_running_loop()
         channel = channel_for(harness, conv_id)
         try:
@@ -147,6 +151,21 @@ class BastionApp(App[int]):
             pass  # the screen is being torn down: the app is closing
         finally:
             channel.close()
+
+    async def _follow_attached(self, harness: AttachedHarness) -> None:
+        """`bastion attach`: show each view the follower folds, at most once a frame."""
+        loop = asyncio.get_running_loop()
+        try:
+            async for view in harness.views():
+                started = loop.time()
+                await self.show(view)
+                if not self._quit_armed:
+                    self.query_one(StatusBar).notice(harness.source())
+                self.ready.set()
+                spent = loop.time() - started
+                await asyncio.sleep(max(FRAME - spent, REST * spent))
+        except NoMatches:
+            pass  # the screen is being torn down: the app is closing
 
     async def show(self, view: ConversationView) -> None:
         """Render `view`: each widget updates only what changed since the last one.
@@ -244,7 +263,13 @@ class BastionApp(App[int]):
         `bastion -c` does not pick it up again; a crash, by contrast, leaves it to resume.
         """
         if self._quit_armed:
-            if self.harness is not None and self.view is not None and self.view.active_run:
+            attached = isinstance(self.harness, AttachedHarness)  # leaving: the session goes on
+            if (
+                self.harness is not None
+                and self.view is not None
+                and self.view.active_run
+                and not attached
+            ):
                 await self.harness.interrupt(self.conversation_id)
             self.exit(0)
             return
