@@ -10,7 +10,10 @@ lines on stderr. Lines typed on stdin act on the session:
     /interrupt      interrupt the run (queued inputs are withdrawn and listed)
     y | n           allow or deny the pending approval
     /withdraw       withdraw the newest queued input
-    /quit           leave (so do Ctrl+C and end of input); the session goes on
+    /quit           leave (so do Ctrl+C, and Ctrl+D at a terminal); the session goes on
+
+When stdin is not a terminal its end stops input only: attach goes on watching
+until it is interrupted, as a script following a session expects.
 
 Everything is rendered from the one reducer's view (`runtime.Follower`); what
 was printed is remembered by entry id and length, never as a second transcript.
@@ -223,6 +226,10 @@ async def attach(conversation_id: str, *, poll: float = 0.2) -> int:
             while (line := await _next_line(lines, showing)) is not None:
                 if not await screen.handle(line):
                     break
+            else:
+                if not sys.stdin.isatty():
+                    # Input ended (a script, </dev/null): go on watching until interrupted.
+                    await showing
         finally:
             showing.cancel()
             with contextlib.suppress(asyncio.CancelledError):
