@@ -29,6 +29,7 @@ _EXPORTS = {
     "ImportRefused": "runtime.transfer",
     "export_markdown": "runtime.transfer",
     "Driver": "runtime.driver",
+    "Follower": "runtime.attach",
     "LoopSettings": "runtime.loop",
     "ProjectInstructions": "runtime.instructions",
     "load_instructions": "runtime.instructions",
@@ -56,6 +57,7 @@ __all__ = [
     "ConversationView",
     "Driver",
     "EmptyInput",
+    "Follower",
     "Harness",
     "ImportRefused",
     "LeaseLost",
@@ -83,6 +85,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from runtime.attach import Follower
     from runtime.config_watch import ConfigChange, ConfigWatcher
     from runtime.driver import Driver
     from runtime.effects import RestorePlan, RestoreReport

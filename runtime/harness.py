@@ -66,6 +66,7 @@ from runtime.rules import (
     propose,
     unique,
 )
+from runtime.serve import AttachServer, start_server
 from runtime.settings import ProjectRules, RuleBook, load_project_rules
 from runtime.store import Store, remove_artifacts, request_digest
 from runtime.toolbox import Toolbox
@@ -144,6 +145,7 @@ class Harness:
         self._toolbox_factory = toolbox_factory
         self._providers: dict[str, tuple[Provider, str]] = {}
         self._drivers: dict[str, Driver] = {}
+        self._servers: dict[str, AttachServer] = {}  # attach sockets of driven conversations
         self._subscriptions: set[Subscription] = set()
         self._run_waiters: dict[str, list[asyncio.Future[Run]]] = {}
         self._deferred: dict[str, dict[str, Any]] = {}
@@ -185,6 +187,9 @@ class Harness:
                 if driver.config.toolbox is not None:
                     driver.config.toolbox.close()
         self._drivers.clear()
+        for server in list(self._servers.values()):
+            await server.close()
+        self._servers.clear()
         for provider, _ in self._providers.values():
             with contextlib.suppress(Exception):
                 await provider.aclose()
@@ -385,7 +390,10 @@ class Harness:
                 cursors[run_id] = StreamCursor(live.epoch, live.seq)
             for i in range(len(entries) - 1, -1, -1):
                 if entries[i].id == live.entry_id:
-                    entries[i] = entries[i].but(text=live.text)
+                    data, thought = entries[i].data, live.reasoning.text
+                    if thought:  # what was streamed, checkpointed or not
+                        data = {**data, "reasoning": thought}
+                    entries[i] = entries[i].but(text=live.text, data=data)
                     break
         return view_from_snapshot(
             dataclasses.replace(snap, entries=tuple(entries)),
@@ -479,6 +487,9 @@ class Harness:
                 toolbox.close()
             raise
         self._drivers[conversation_id] = driver
+        server = await start_server(self, conversation_id)
+        if server is not None:
+            self._servers[conversation_id] = server
         return driver
 
     async def set_defaults(
@@ -512,6 +523,9 @@ class Harness:
         return self._drivers.get(conversation_id)
 
     async def release(self, conversation_id: str) -> None:
+        server = self._servers.pop(conversation_id, None)
+        if server is not None:
+            await server.close()
         driver = self._drivers.pop(conversation_id, None)
         if driver is not None:
             await driver.stop()

@@ -412,6 +412,15 @@ def view_from_snapshot(
         tool_calls=snapshot.tool_calls,
         rules=snapshot.rules,
         cursors=MappingProxyType(dict(cursors or {})),
+        # The reasoning of an answer still streaming, so its next checkpoint or delta
+        # goes on from it (a finished entry keeps its reasoning in its data).
+        reasoning=MappingProxyType(
+            {
+                e.id: e.data["reasoning"]
+                for e in snapshot.entries
+                if e.status == "streaming" and e.data.get("reasoning")
+            }
+        ),
     )
 
 

@@ -53,6 +53,7 @@ from tui.widgets import (
 if TYPE_CHECKING:  # the harness's modules load after the first frame (see tui.launch)
     from runtime import ConfigWatcher
     from runtime.harness import Harness
+    from tui.attach_app import AttachedHarness
 
 __all__ = ["BastionApp", "Opener", "run"]
 
@@ -150,6 +151,9 @@ class BastionApp(App[int]):
                 return
         harness, conv_id = self.harness, self.conversation_id
         assert harness is not None
+        if getattr(harness, "attached", False):
+            await self._follow_attached(harness)
+            return
         if self.live_config is not None:
             self.run_worker(self.live_config.run(), group="config-watch")
         loop = asyncio.get_running_loop()
@@ -182,6 +186,21 @@ class BastionApp(App[int]):
             pass  # the screen is being torn down: the app is closing
         finally:
             channel.close()
+
+    async def _follow_attached(self, harness: AttachedHarness) -> None:
+        """`bastion attach`: show each view the follower folds, at most once a frame."""
+        loop = asyncio.get_running_loop()
+        try:
+            async for view in harness.views():
+                started = loop.time()
+                await self.show(view)
+                if not self._quit_armed:
+                    self.query_one(StatusBar).notice(harness.source())
+                self.ready.set()
+                spent = loop.time() - started
+                await asyncio.sleep(max(FRAME - spent, REST * spent))
+        except NoMatches:
+            pass  # the screen is being torn down: the app is closing
 
     async def show(self, view: ConversationView) -> None:
         """Render `view`: each widget updates only what changed since the last one.
@@ -315,7 +334,13 @@ class BastionApp(App[int]):
         `bastion -c` does not pick it up again; a crash, by contrast, leaves it to resume.
         """
         if self._quit_armed:
-            if self.harness is not None and self.view is not None and self.view.active_run:
+            attached = getattr(self.harness, "attached", False)  # leaving: the session goes on
+            if (
+                self.harness is not None
+                and self.view is not None
+                and self.view.active_run
+                and not attached
+            ):
                 await self.harness.interrupt(self.conversation_id)
             self.exit(0)
             return

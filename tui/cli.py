@@ -162,8 +162,14 @@ def export_parser() -> argparse.ArgumentParser:
 
 
 def attach_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="bastion attach", description="Follow a conversation another process drives.")
+    p = _Parser(
+        prog="bastion attach",
+        description="A second terminal on a conversation another process drives.",
+    )
     p.add_argument("id")
+    p.add_argument(
+        "--plain", action="store_true", help="line mode even on a terminal (typed lines act)"
+    )
     return p
 
 

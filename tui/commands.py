@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runtime import BastionError, Harness, SearchHit, export_markdown, reduce
+from runtime import BastionError, Harness, SearchHit, export_markdown
 from runtime.ids import parse_uuid
 from tui.cli import EXIT_OK, EXIT_USAGE, UsageError, error_line
 
@@ -211,33 +211,23 @@ async def _fork(conv_id: str, at_entry: str | None) -> int:
 
 
 def attach(opts: Any) -> int:
-    return _run(_attach(_id(opts.id)))
-
-
-async def _attach(conv_id: str, poll: float = 0.2) -> int:
-    """Follow the ledger: print each entry's text as its checkpoints are committed."""
-    harness = await Harness.open()
+    """The app on a terminal (stdin and stdout both), else (or with --plain) line mode."""
+    conv_id = _id(opts.id)
     try:
-        view = await harness.snapshot(conv_id)
-        shown: dict[str, int] = {}  # entry id -> characters printed; everything so far first
-        print(f"attached to {conv_id} at version {view.version} (Ctrl+C to leave)", file=sys.stderr)
-        while True:
-            for event in await harness.ledger(conv_id, after=view.version):
-                view = reduce(view, event)
-            if view.resync_required:
-                view = await harness.snapshot(conv_id)
-            for entry in view.entries:
-                done = shown.get(entry.id)
-                if done is None:
-                    label = {"user": "> ", "tool_result": "  ⎿ "}.get(entry.kind, "")
-                    sys.stdout.write(f"\n{label}")
-                    done = 0
-                if len(entry.text) > done:
-                    sys.stdout.write(entry.text[done:])
-                    sys.stdout.flush()
-                shown[entry.id] = len(entry.text)
-            await asyncio.sleep(poll)
-    except (KeyboardInterrupt, asyncio.CancelledError):
+        if not opts.plain and sys.stdin.isatty() and sys.stdout.isatty():
+            from tui.attach_app import run_app
+
+            return _run_sync(lambda: run_app(conv_id))
+        from tui.attach import attach as attach_session
+
+        return _run(attach_session(conv_id))
+    except KeyboardInterrupt:
         return EXIT_OK
-    finally:
-        await harness.close()
+
+
+def _run_sync(call: Any) -> int:
+    try:
+        return int(call())
+    except BastionError as exc:
+        error_line(str(exc))
+        return EXIT_USAGE

@@ -1,0 +1,251 @@
+"""`bastion attach ID`: a second terminal on a session another process drives.
+
+Plain text: the transcript on stdout as it streams (deltas from the driving
+process's socket; checkpoints from the ledger when no process serves it), status
+lines on stderr. Lines typed on stdin act on the session:
+
+    TEXT            a steer while the agent works, a new prompt when it is idle
+    /queue TEXT     a follow-up: starts the next run when this one answers
+    /steer TEXT     a steer (joins after the current tool round)
+    /interrupt      interrupt the run (queued inputs are withdrawn and listed)
+    y | n           allow or deny the pending approval
+    /withdraw       withdraw the newest queued input
+    /quit           leave (so do Ctrl+C, and Ctrl+D at a terminal); the session goes on
+
+When stdin is not a terminal its end stops input only: attach goes on watching
+until it is interrupted, as a script following a session expects.
+
+Everything is rendered from the one reducer's view (`runtime.Follower`); what
+was printed is remembered by entry id and length, never as a second transcript.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import threading
+from typing import TextIO
+
+from runtime import BastionError, ConversationView, Follower, Harness
+from runtime.records import (
+    Approval,
+    EntryKind,
+    InboxItem,
+    InboxMode,
+    RunState,
+    ToolCallRecord,
+    ToolCallState,
+)
+from runtime.views import arguments_preview
+
+__all__ = ["AttachLine", "attach"]
+
+HELP = (
+    "type to steer (a prompt when idle) · /queue TEXT follow-up · /steer TEXT · "
+    "/interrupt · y/n answer an approval · /withdraw · /quit"
+)
+_ENDED = {
+    RunState.INTERRUPTED: "interrupted",
+    RunState.FAILED: "failed",
+    RunState.CANCELLED: "cancelled",
+}
+
+
+def pending_approval(view: ConversationView) -> ToolCallRecord | None:
+    for call in view.tool_calls:
+        if call.approval == Approval.PENDING and call.state == ToolCallState.PENDING:
+            return call
+    return None
+
+
+def _first_line(text: str, limit: int = 100) -> str:
+    line = next((s.strip() for s in text.splitlines() if s.strip()), "")
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+class AttachLine:
+    """Prints a follower's views as a transcript and applies typed lines through it."""
+
+    def __init__(self, follower: Follower, out: TextIO, err: TextIO) -> None:
+        self.follower = follower
+        self.out = out
+        self.err = err
+        self._printed: dict[str, int] = {}  # entry id -> characters printed
+        self._calls: set[str] = set()  # tool calls shown
+        self._asked: set[str] = set()  # approvals asked
+        self._ended: set[str] = set()  # runs whose end was shown
+        self._source: tuple[str, int | None] | None = None
+
+    # --- output -------------------------------------------------------------
+
+    def render(self, view: ConversationView) -> None:
+        self._status()
+        for entry in view.settled:
+            text = view.text_of(entry)
+            done = self._printed.get(entry.id)
+            if entry.kind == EntryKind.TOOL_RESULT:
+                if done is None and entry.status != "streaming":
+                    self._write(f"\n  ⎿ {_first_line(str(text))}")
+                    self._printed[entry.id] = len(text)
+                continue
+            if done is None:
+                self._write("\n> " if entry.kind == EntryKind.USER else "\n")
+                done = 0
+            elif len(text) < done:  # a retried answer starts over
+                self._write("\n↺ ")
+                done = 0
+            if len(text) > done:
+                self._write(text.slice(done))
+            self._printed[entry.id] = len(text)
+        self._tool_calls(view)
+        for run in view.runs:
+            label = _ENDED.get(RunState(run.state))
+            if label and run.id not in self._ended:
+                self._ended.add(run.id)
+                self._write(f"\n[run {label}{': ' + run.error if run.error else ''}]")
+        self.out.flush()
+
+    def _write(self, text: str) -> None:
+        self.out.write(text)
+
+    def _tool_calls(self, view: ConversationView) -> None:
+        for call in view.tool_calls:
+            if call.id not in self._calls:
+                self._calls.add(call.id)
+                self._write(f"\n  ⏺ {call.name} {arguments_preview(call.arguments)}")
+        call = pending_approval(view)
+        if call is not None and call.id not in self._asked:
+            self._asked.add(call.id)
+            self._write(f"\nallow {call.name} {arguments_preview(call.arguments)}? [y/n]")
+
+    def _status(self) -> None:
+        now = (self.follower.source, self.follower.driver_pid)
+        if now == self._source:
+            return
+        first = self._source is None
+        self._source = now
+        if now[0] == "socket":
+            line = f"live from the driving process (pid {now[1]})"
+        else:
+            line = "no process serves this session: following the ledger"
+        prefix = f"attached to {self.follower.conversation_id}; " if first else ""
+        self.note(f"{prefix}{line}")
+        if first:
+            self.note(HELP)
+
+    def note(self, text: str) -> None:
+        print(text, file=self.err, flush=True)
+
+    # --- input --------------------------------------------------------------
+
+    async def handle(self, line: str) -> bool:
+        """Apply one typed line; False to leave. A refusal is one line on stderr."""
+        text = line.strip()
+        try:
+            return await self._handle(text)
+        except BastionError as exc:
+            self.note(f"bastion: {exc}")
+            return True
+
+    async def _handle(self, text: str) -> bool:
+        follower = self.follower
+        view = follower.view
+        command, _, rest = text.partition(" ")
+        if not text:
+            return True
+        if command in ("/quit", "/exit"):
+            return False
+        if command == "/help":
+            self.note(HELP)
+        elif text.lower() in ("y", "n", "yes", "no"):
+            call = pending_approval(view) if view is not None else None
+            if call is None:
+                self.note("nothing is waiting for approval")
+            else:
+                await follower.respond(call.id, text.lower().startswith("y"))
+        elif command == "/interrupt":
+            done = await follower.interrupt()
+            self.note("interrupted" if done else "no run to interrupt")
+            for item in done.withdrawn:
+                self.note(f"withdrawn: {item.text}")
+        elif command == "/withdraw":
+            await self._withdraw(view)
+        elif command in ("/queue", "/followup", "/steer"):
+            mode = InboxMode.STEER if command == "/steer" else InboxMode.FOLLOW_UP
+            self._queued(await follower.submit(rest, mode))
+        elif command.startswith("/"):
+            self.note(f"unknown command {command} ({HELP})")
+        else:
+            busy = view is not None and view.active_run is not None
+            self._queued(await follower.submit(text, InboxMode.STEER if busy else InboxMode.PROMPT))
+        return True
+
+    def _queued(self, item: InboxItem) -> None:
+        if item.state == "queued":
+            self.note(f"queued ({item.mode}): {_first_line(item.text)}")
+
+    async def _withdraw(self, view: ConversationView | None) -> None:
+        queued = view.queued_inbox if view is not None else ()
+        if not queued:
+            self.note("nothing is queued")
+        elif await self.follower.withdraw(queued[-1].id):
+            self.note(f"withdrawn: {queued[-1].text}")
+        else:
+            self.note("too late: it was placed already")
+
+
+def _stdin_lines(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[str | None]) -> None:
+    """Read stdin on a thread (a terminal or a pipe alike); None at its end."""
+
+    def read() -> None:
+        for line in sys.stdin:
+            loop.call_soon_threadsafe(queue.put_nowait, line)
+        loop.call_soon_threadsafe(queue.put_nowait, None)
+
+    threading.Thread(target=read, name="attach-stdin", daemon=True).start()
+
+
+async def attach(conversation_id: str, *, poll: float = 0.2) -> int:
+    """Follow and act on `conversation_id` until /quit, end of input or Ctrl+C."""
+    harness = await Harness.open()
+    try:
+        follower = Follower(harness, conversation_id, poll=poll)
+        screen = AttachLine(follower, sys.stdout, sys.stderr)
+        views = follower.views()
+        screen.render(await anext(views))  # an unknown id fails here, before any input
+
+        async def show() -> None:
+            async for view in views:
+                screen.render(view)
+
+        showing = asyncio.create_task(show())
+        lines: asyncio.Queue[str | None] = asyncio.Queue()
+        _stdin_lines(asyncio.get_running_loop(), lines)
+        try:
+            while (line := await _next_line(lines, showing)) is not None:
+                if not await screen.handle(line):
+                    break
+            else:
+                if not sys.stdin.isatty():
+                    # Input ended (a script, </dev/null): go on watching until interrupted.
+                    await showing
+        finally:
+            showing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await showing
+            await views.aclose()
+        return 0
+    finally:
+        await harness.close()
+
+
+async def _next_line(lines: asyncio.Queue[str | None], showing: asyncio.Task[None]) -> str | None:
+    """The next typed line; the view task's failure (the store gave out) is raised here."""
+    getting = asyncio.ensure_future(lines.get())
+    await asyncio.wait({getting, showing}, return_when=asyncio.FIRST_COMPLETED)
+    if getting.done():
+        return getting.result()
+    getting.cancel()
+    showing.result()  # raises what ended it
+    return None

@@ -1,0 +1,95 @@
+"""`bastion attach ID` on a terminal: the Textual app over a session another process drives.
+
+The app is the same one `bastion` runs; in place of a harness it is given an
+`AttachedHarness`, which answers the calls the app makes (submit, respond,
+interrupt, snapshot) through a `runtime.Follower`, and whose `views()` the app
+shows as they come. The follower folds the driving process's events (deltas
+included) with the runtime's reducer, or follows the ledger when no process
+serves the session; the status line says which.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator
+from typing import Any
+
+from runtime import ConversationView, Follower, Harness
+from runtime.harness import Interruption
+from runtime.records import InboxItem, InboxMode
+
+__all__ = ["AttachedHarness", "run_app"]
+
+
+class AttachedHarness:
+    """The Harness calls `BastionApp` makes, applied to an attached session."""
+
+    attached = True  # how the app tells it apart without importing this module first
+
+    def __init__(self, follower: Follower) -> None:
+        self.follower = follower
+
+    def views(self) -> AsyncIterator[ConversationView]:
+        return self.follower.views()
+
+    def source(self) -> str:
+        """Where the view comes from, for the status line (markup)."""
+        if self.follower.source == "socket":
+            return "[$success]attached[/] · live from the driving process"
+        return "[$warning]attached[/] · no driver: following the ledger"
+
+    async def snapshot(self, conversation_id: str) -> ConversationView:
+        view = self.follower.view
+        if view is None:
+            return await self.follower.harness.snapshot(conversation_id)
+        return view
+
+    async def submit(
+        self, conversation_id: str, text: str, *, mode: InboxMode = InboxMode.PROMPT, **_: Any
+    ) -> InboxItem:
+        return await self.follower.submit(text, mode)
+
+    async def respond(
+        self,
+        conversation_id: str,
+        tool_call_id: str,
+        approve: bool,
+        *,
+        always: str | None = None,
+        message: str | None = None,
+    ) -> None:
+        await self.follower.respond(tool_call_id, approve, always=always, message=message)
+
+    async def proposed_rules(
+        self, conversation_id: str, tool_call_id: str, scope: str = "session"
+    ) -> Any:
+        """What "always" would save, worked out from the store (as the driver would)."""
+        return await self.follower.harness.proposed_rules(conversation_id, tool_call_id, scope)
+
+    async def interrupt(self, conversation_id: str) -> Interruption:
+        return await self.follower.interrupt()
+
+    async def close(self) -> None:
+        await self.follower.harness.close()
+
+
+def run_app(conversation_id: str, *, theme: str | None = None) -> int:
+    """The app attached to `conversation_id` until the user quits (the session goes on)."""
+    from runtime.config import load_config
+    from tui.app import BastionApp
+
+    asyncio.run(_check(conversation_id))  # an unknown id fails here, before the screen
+
+    async def opener() -> tuple[Any, str]:
+        harness = await Harness.open()
+        return AttachedHarness(Follower(harness, conversation_id)), conversation_id
+
+    chosen = theme or load_config(os.getcwd()).theme
+    app = BastionApp(opener=opener, theme=chosen)
+    return app.run() or 0
+
+
+async def _check(conversation_id: str) -> None:
+    async with await Harness.open() as harness:
+        await harness.snapshot(conversation_id)
