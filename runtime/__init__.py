@@ -19,6 +19,8 @@ _EXPORTS = {
     "StoreError": "runtime.errors",
     "UnknownConversation": "runtime.errors",
     "Driver": "runtime.driver",
+    "ModelInfo": "runtime.catalog",
+    "load_config": "runtime.config",
     "LoopSettings": "runtime.loop",
     "schema_version": "runtime.migrations",
     "EmptyInput": "runtime.harness",
@@ -40,17 +42,21 @@ __all__ = [
     "Harness",
     "LeaseLost",
     "LoopSettings",
+    "ModelInfo",
     "SchemaTooNew",
     "StoreError",
     "Subscription",
     "UnknownConversation",
     "default_home",
+    "load_config",
     "reduce",
     "schema_version",
     "view_from_snapshot",
 ]
 
 if TYPE_CHECKING:
+    from runtime.catalog import ModelInfo
+    from runtime.config import load_config
     from runtime.driver import Driver
     from runtime.errors import (
         BastionError,

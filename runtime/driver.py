@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from runtime import failpoints
 from runtime.aio import wait_until
 from runtime.approvals import ApprovalMode
+from runtime.catalog import ModelInfo
 from runtime.errors import BastionError, ConversationBusy, LeaseLost, StoreError
 from runtime.events import Event
 from runtime.ids import uuid7
@@ -61,6 +62,8 @@ def lease_live(lease: LeaseInfo, ttl: float) -> bool:
 class DriverConfig:
     provider: Provider
     model: str
+    model_info: ModelInfo
+    output_cap: int
     toolbox: Toolbox | None
     approval_mode: ApprovalMode
     interactive: bool
@@ -287,6 +290,8 @@ class Driver:
             publish=self.publish,
             provider=self.config.provider,
             model=self.config.model,
+            model_info=self.config.model_info,
+            output_cap=self.config.output_cap,
             toolbox=self.config.toolbox,
             approval_mode=self.config.approval_mode,
             interactive=self.config.interactive,

@@ -29,6 +29,8 @@ from runtime import failpoints
 from runtime.aio import wait_until
 from runtime.approvals import ApprovalMode
 from runtime.calls import interrupt_tx
+from runtime.catalog import ModelInfo
+from runtime.config import Config
 from runtime.driver import Driver, DriverConfig, lease_live, new_run
 from runtime.errors import (
     BastionError,
@@ -122,8 +124,10 @@ class Harness:
         toolbox_factory: ToolboxFactory | None,
         loop_settings: LoopSettings,
         lease_ttl: float,
+        config: Config | None = None,
     ) -> None:
         self.store = store
+        self.config = config or Config()
         self.home = home
         self.owner = uuid7()
         self.epoch = random.getrandbits(31) | 1
@@ -148,7 +152,10 @@ class Harness:
         toolbox_factory: ToolboxFactory | None = None,
         loop_settings: LoopSettings | None = None,
         lease_ttl: float = 15.0,
+        config: Config | None = None,
     ) -> Harness:
+        """`config` supplies the model catalog overrides, output caps and compaction
+        settings (runtime.config); without it, the catalog's defaults."""
         home = default_home()
         file = Path(path) if path is not None else home / "bastion.sqlite"
         store = await Store.open(file)
@@ -159,6 +166,7 @@ class Harness:
             toolbox_factory,
             loop_settings or LoopSettings(),
             lease_ttl,
+            config,
         )
 
     async def close(self) -> None:
@@ -308,6 +316,15 @@ class Harness:
             self._providers[spec] = self._resolve_model(spec)
         return self._providers[spec]
 
+    def model_info(self, spec: str) -> ModelInfo:
+        """What is known of model `spec` ("PROVIDER/NAME"): context window, output limit,
+        prices, images, tools; `known` is False when these are conservative guesses."""
+        return self.config.model_info(spec)
+
+    def output_cap(self, spec: str) -> int:
+        """The `max_tokens` every request to `spec` carries (config, catalog, 8192)."""
+        return self.config.output_cap(spec)
+
     async def drive(
         self,
         conversation_id: str,
@@ -348,11 +365,14 @@ class Harness:
     ) -> Driver:
         conv = await self.store.get_conversation(conversation_id)
         agent = conv.agent
-        provider, model_name = self.resolve_model(model or agent.model)
+        spec = model or agent.model
+        provider, model_name = self.resolve_model(spec)
         toolbox = self._toolbox_factory(conv) if self._toolbox_factory else None
         config = DriverConfig(
             provider=provider,
             model=model_name,
+            model_info=self.model_info(spec),
+            output_cap=self.output_cap(spec),
             toolbox=toolbox,
             approval_mode=ApprovalMode.parse(approval_mode or agent.approval_mode or "ask"),
             interactive=interactive,

@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 from runtime import failpoints
 from runtime.approvals import ApprovalMode
+from runtime.catalog import ModelInfo
 from runtime.context import build_messages
 from runtime.errors import BastionError
 from runtime.events import AttemptReset, Event, ReasoningDelta, TextDelta
@@ -133,6 +134,8 @@ class LoopDeps:
     publish: Callable[[Event], None]
     provider: Provider
     model: str
+    model_info: ModelInfo
+    output_cap: int
     toolbox: Toolbox | None
     approval_mode: ApprovalMode
     interactive: bool
@@ -344,7 +347,13 @@ class RunExecutor:
         assert self.conversation is not None
         specs = self.deps.toolbox.specs() if self.deps.toolbox else ()
         messages = build_messages(self.conversation, self.entries, run.id, specs)
-        return ModelRequest(self.deps.model, messages, specs, session_id=self.conversation_id)
+        return ModelRequest(
+            self.deps.model,
+            messages,
+            specs,
+            max_tokens=self.deps.output_cap,
+            session_id=self.conversation_id,
+        )
 
     async def _stream_turn(self, run: Run) -> tuple[Entry, list[ToolCallRecord], Run]:
         request = self._request(run)

@@ -66,7 +66,36 @@ def store() -> Check:
     return Check("store", True, f"{path} (schema version {version}, {state})")
 
 
-CHECKS: list[Callable[[], Check]] = [search_path, commands, store]
+def model() -> Check:
+    """The configured model and what the catalog knows of it (a guess is flagged)."""
+    import os
+
+    from runtime import ConfigError, load_config
+
+    try:
+        config = load_config(os.getcwd())
+    except ConfigError as exc:
+        return Check("model", False, str(exc))
+    info = config.model_info(config.model)
+    cap = config.output_cap(config.model)
+    line = (
+        f"{config.model}: {info.context_window:,}-token window, output cap {cap:,}, "
+        f"images {'yes' if info.images else 'no'}, "
+        + (
+            f"${info.input_price}/${info.output_price} per 1M in/out"
+            if info.priced
+            else "no prices"
+        )
+    )
+    if not info.known:
+        line += (
+            " (unknown model: conservative defaults; set its numbers in a "
+            f'[models."{config.model}"] table of config.toml)'
+        )
+    return Check("model", True, line)
+
+
+CHECKS: list[Callable[[], Check]] = [search_path, commands, store, model]
 
 
 def run(argv: list[str]) -> int:
