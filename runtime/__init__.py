@@ -28,6 +28,9 @@ _EXPORTS = {
     "Subscription": "runtime.harness",
     "default_home": "runtime.harness",
     "ConversationView": "runtime.views",
+    "UsageSummary": "runtime.usage",
+    "UsageTotals": "runtime.usage",
+    "usage_summary": "runtime.usage",
     "reduce": "runtime.views",
     "view_from_snapshot": "runtime.views",
 }
@@ -47,10 +50,13 @@ __all__ = [
     "StoreError",
     "Subscription",
     "UnknownConversation",
+    "UsageSummary",
+    "UsageTotals",
     "default_home",
     "load_config",
     "reduce",
     "schema_version",
+    "usage_summary",
     "view_from_snapshot",
 ]
 
@@ -70,6 +76,7 @@ if TYPE_CHECKING:
     from runtime.harness import EmptyInput, Harness, Subscription, default_home
     from runtime.loop import LoopSettings
     from runtime.migrations import schema_version
+    from runtime.usage import UsageSummary, UsageTotals, usage_summary
     from runtime.views import ConversationView, reduce, view_from_snapshot
 
 

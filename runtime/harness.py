@@ -57,6 +57,7 @@ from runtime.records import (
 from runtime.store import Store, remove_artifacts, request_digest
 from runtime.toolbox import Toolbox
 from runtime.tx import Tx
+from runtime.usage import UsageSummary, usage_summary
 from runtime.views import ConversationView, StreamCursor, view_from_snapshot
 
 log = logging.getLogger(__name__)
@@ -315,6 +316,11 @@ class Harness:
                 raise BastionError("this harness was opened without a model resolver")
             self._providers[spec] = self._resolve_model(spec)
         return self._providers[spec]
+
+    async def usage(self, conversation_id: str) -> UsageSummary:
+        """Token counts (with provenance) and cost per run, per model and in total,
+        and how full the context window was at the newest request."""
+        return usage_summary(await self.snapshot(conversation_id))
 
     def model_info(self, spec: str) -> ModelInfo:
         """What is known of model `spec` ("PROVIDER/NAME"): context window, output limit,

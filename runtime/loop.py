@@ -21,12 +21,12 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from runtime import failpoints
 from runtime.approvals import ApprovalMode
-from runtime.catalog import ModelInfo
+from runtime.catalog import ModelInfo, cost_of
 from runtime.context import build_messages
 from runtime.errors import BastionError
 from runtime.events import AttemptReset, Event, ReasoningDelta, TextDelta
@@ -149,9 +149,10 @@ class LoopDeps:
 class RunAborted(Exception):
     """The run cannot go on; carries the error recorded on it."""
 
-    def __init__(self, error: dict[str, Any]) -> None:
+    def __init__(self, error: dict[str, Any], usage: dict[str, Any] | None = None) -> None:
         super().__init__(error.get("message", "run failed"))
         self.error = error
+        self.usage = usage  # what the failed requests used, when they used anything
 
 
 class RunInterrupted(Exception):
@@ -260,7 +261,7 @@ class RunExecutor:
             self.interrupting = True
             return await self._finish_interrupted(run)
         except RunAborted as aborted:
-            return await self._fail(run, aborted.error)
+            return await self._fail(run, aborted.error, aborted.usage)
         except RunLost:
             return await self.deps.store.run(run.id) or run
         except (BastionError, OSError):
@@ -379,11 +380,27 @@ class RunExecutor:
             ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await ticker
-        usage = usage + state.spent
         turn_usage, quality = await self._turn_usage(request, state)
-        usage_dict = (usage + turn_usage).to_dict()
-        usage_dict["quality"] = _worse(run.usage.get("quality", Quality.MEASURED), quality)
+        usage_dict = self.usage_record(run, usage + state.spent + turn_usage, quality)
+        usage_dict["context_tokens"] = turn_usage.input_tokens + turn_usage.output_tokens
         return await self._complete_turn(run, entry, state, usage_dict)
+
+    def price(self, usage: Usage) -> Usage:
+        """`usage` with a cost: the provider's when it sent one, else the catalog's prices."""
+        if usage.cost is not None:
+            return usage
+        info = self.deps.model_info
+        cost = cost_of(info, usage.input_tokens, usage.output_tokens, usage.cached_input_tokens)
+        return replace(usage, cost=cost)
+
+    def usage_record(self, run: Run, usage: Usage, quality: Quality) -> dict[str, Any]:
+        """The run's usage dict: summed counts, their quality, the model."""
+        record = usage.to_dict()
+        record["quality"] = _worse(run.usage.get("quality", Quality.MEASURED), quality)
+        record["model"] = self.deps.model_info.spec
+        if "context_tokens" in run.usage:
+            record["context_tokens"] = run.usage["context_tokens"]
+        return record
 
     async def _attempts(
         self, run: Run, entry: Entry, request: ModelRequest, usage: Usage
@@ -401,7 +418,7 @@ class RunExecutor:
                 state.spent = spent
                 return state
             except ProviderError as exc:
-                spent = spent + state.usage  # failed attempts count too, as measured
+                spent = spent + self.price(state.usage)  # failed attempts count too, as measured
                 delay = self._backoff(attempt, exc)
                 late = time.monotonic() - started + delay > settings.retry_deadline
                 limit = settings.max_retries
@@ -411,15 +428,17 @@ class RunExecutor:
                     async with self.lock:
                         await self.checkpoint()
                     await self._close_entry(entry, EntryStatus.FAILED)
-                    raise RunAborted(exc.to_dict()) from exc
+                    spent_usage = self.usage_record(run, usage + spent, Quality.MEASURED)
+                    raise RunAborted(exc.to_dict(), spent_usage) from exc
                 await self._reset_attempt(run, entry, attempt, exc, delay)
                 await asyncio.sleep(delay)
 
     async def _turn_usage(self, request: ModelRequest, state: _TurnState) -> tuple[Usage, Quality]:
         """The provider's usage for this response, or a tiktoken estimate if it sent none."""
         if state.usage_reported:
-            return state.usage, Quality.MEASURED
-        return await estimate_usage_async(request.messages, self.deps.live.text)
+            return self.price(state.usage), Quality.MEASURED
+        usage, quality = await estimate_usage_async(request.messages, self.deps.live.text)
+        return self.price(usage), quality
 
     async def _consume(
         self, run: Run, entry: Entry, request: ModelRequest, state: _TurnState
@@ -573,11 +592,14 @@ class RunExecutor:
             run, state=RunState.INTERRUPTED, reason="interrupted by the user"
         )
 
-    async def _fail(self, run: Run, error: dict[str, Any]) -> Run:
+    async def _fail(
+        self, run: Run, error: dict[str, Any], usage: dict[str, Any] | None = None
+    ) -> Run:
         await self._close_streaming(EntryStatus.FAILED)
         await self.calls.settle(run, "the run failed")
+        changes: dict[str, Any] = {"usage": usage} if usage else {}
         return await self.transition(
-            run, state=RunState.FAILED, reason=error.get("message"), error=error
+            run, state=RunState.FAILED, reason=error.get("message"), error=error, **changes
         )
 
 
