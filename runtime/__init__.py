@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS = {
     "BastionError": "runtime.errors",
     "ConfigError": "runtime.errors",
+    "CompactionFailed": "runtime.errors",
+    "compacted_through": "runtime.compaction",
     "ConversationBusy": "runtime.errors",
     "LeaseLost": "runtime.errors",
     "SchemaTooNew": "runtime.errors",
@@ -37,6 +39,7 @@ _EXPORTS = {
 
 __all__ = [
     "BastionError",
+    "CompactionFailed",
     "ConfigError",
     "ConversationBusy",
     "ConversationView",
@@ -52,6 +55,7 @@ __all__ = [
     "UnknownConversation",
     "UsageSummary",
     "UsageTotals",
+    "compacted_through",
     "default_home",
     "load_config",
     "reduce",
@@ -62,10 +66,12 @@ __all__ = [
 
 if TYPE_CHECKING:
     from runtime.catalog import ModelInfo
+    from runtime.compaction import compacted_through
     from runtime.config import load_config
     from runtime.driver import Driver
     from runtime.errors import (
         BastionError,
+        CompactionFailed,
         ConfigError,
         ConversationBusy,
         LeaseLost,

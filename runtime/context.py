@@ -1,6 +1,7 @@
 """What the model sees: the system prompt and messages built from stored entries.
 
-The model sees entries from the newest reset or summary onward. An assistant
+The model sees entries from the newest reset onward, with the newest summary in
+place of the entries it covers (runtime.compaction). An assistant
 entry that did not complete is left out while its own run is still going (the
 run will ask again); one from an ended run is kept as the text it got to, so a
 follow-up knows what was already said.
@@ -14,6 +15,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from runtime.compaction import covered_through, newest_summary
 from runtime.providers.base import ImagePart, Message, TextPart, ToolCall, ToolSpec
 from runtime.records import Conversation, Entry, EntryKind, EntryStatus
 
@@ -43,10 +45,20 @@ def system_prompt(conversation: Conversation, tools: Sequence[ToolSpec]) -> str:
 
 
 def _active_entries(entries: Sequence[Entry]) -> Sequence[Entry]:
+    """What a request is built from: after the newest reset, the summary in force first,
+    then every entry after the last position it covers (runtime.compaction)."""
+    start = 0
     for i in range(len(entries) - 1, -1, -1):
-        if entries[i].kind in (EntryKind.RESET, EntryKind.SUMMARY):
-            return entries[i:]
-    return entries
+        if entries[i].kind == EntryKind.RESET:
+            start = i
+            break
+    active = entries[start:]
+    summary = newest_summary(active)
+    if summary is None:
+        return active
+    through = covered_through(summary)
+    rest = [e for e in active if e.position > through and e.kind != EntryKind.SUMMARY]
+    return [summary, *rest]
 
 
 def _tool_result_content(entry: Entry) -> str | tuple[TextPart | ImagePart, ...]:

@@ -22,12 +22,13 @@ import os
 import socket
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from runtime import failpoints
 from runtime.aio import wait_until
 from runtime.approvals import ApprovalMode
 from runtime.catalog import ModelInfo
+from runtime.compaction import CompactionSettings
 from runtime.errors import BastionError, ConversationBusy, LeaseLost, StoreError
 from runtime.events import Event
 from runtime.ids import uuid7
@@ -70,6 +71,7 @@ class DriverConfig:
     loop: LoopSettings
     lease_ttl: float = 15.0
     on_refusal: Callable[[str, str], None] | None = None
+    compaction: CompactionSettings = field(default_factory=CompactionSettings)
 
 
 class Driver:
@@ -300,6 +302,7 @@ class Driver:
             wait_for_decision=self._wait_decision,
             settings=self.config.loop,
             on_refusal=self.config.on_refusal,
+            compaction=self.config.compaction,
         )
         self._executor = RunExecutor(deps, self.conversation_id)
         self._run = run

@@ -103,3 +103,10 @@ class StoreCorrupt(StoreError):
     """The file is damaged or is not an SQLite database at all."""
 
     code = "store_corrupt"
+
+
+class CompactionFailed(BastionError):
+    """A compaction could not be made (nothing to compact, the summary model failed,
+    or the conversation kept changing); the conversation is as it was."""
+
+    code = "compaction_failed"

@@ -21,7 +21,7 @@ import os
 import random
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from runtime.aio import wait_until
 from runtime.approvals import ApprovalMode
 from runtime.calls import interrupt_tx
 from runtime.catalog import ModelInfo
+from runtime.compaction import DEFAULT_RESERVE, CompactionSettings, Compactor
 from runtime.config import Config
 from runtime.driver import Driver, DriverConfig, lease_live, new_run
 from runtime.errors import (
@@ -47,6 +48,7 @@ from runtime.providers.base import Provider
 from runtime.records import (
     Approval,
     Conversation,
+    Entry,
     InboxItem,
     InboxMode,
     InboxState,
@@ -322,6 +324,44 @@ class Harness:
         and how full the context window was at the newest request."""
         return usage_summary(await self.snapshot(conversation_id))
 
+    def compaction_settings(self) -> CompactionSettings:
+        """The reserve from config, and the `compact_model`'s provider when one is set."""
+        settings = CompactionSettings(
+            reserve_tokens=self.config.compact_reserve_tokens or DEFAULT_RESERVE
+        )
+        spec = self.config.compact_model
+        if spec:
+            provider, model = self.resolve_model(spec)
+            settings = replace(
+                settings, summary_provider=provider, summary_model=model, summary_spec=spec
+            )
+        return settings
+
+    async def compact(self, conversation_id: str, instructions: str | None = None) -> Entry | None:
+        """Summarise the conversation's older whole turns now (keeping roughly the last
+        20k tokens verbatim); the summary entry, or None when there is nothing whole to
+        compact yet. Raises CompactionFailed (the conversation is then as it was)."""
+        self._check_open()
+        conv = await self.store.get_conversation(conversation_id)
+        driver = self._drivers.get(conversation_id)
+        spec = driver.config.model_info.spec if driver is not None else conv.agent.model
+        provider, model = self.resolve_model(spec)
+        info = self.model_info(spec)
+        token = driver.token if driver is not None else None
+
+        async def commit(build: Callable[[Tx], Any]) -> Any:
+            return await self.store.transact(
+                conversation_id, build, token=token, publish=self._publish
+            )
+
+        latest = await self.store.latest_run(conversation_id)
+        active = latest.id if latest is not None and not latest.terminal else None
+        compactor = Compactor(
+            self.store, conversation_id, commit, provider, model, info,
+            info.context_window, self.compaction_settings(),
+        )  # fmt: skip
+        return await compactor.compact(instructions or None, active_run_id=active)
+
     def model_info(self, spec: str) -> ModelInfo:
         """What is known of model `spec` ("PROVIDER/NAME"): context window, output limit,
         prices, images, tools; `known` is False when these are conservative guesses."""
@@ -385,6 +425,7 @@ class Harness:
             loop=self.loop_settings,
             lease_ttl=self.lease_ttl,
             on_refusal=on_refusal,
+            compaction=self.compaction_settings(),
         )
         driver = Driver(self.store, conversation_id, self.owner, self.epoch, self._publish, config)
         try:

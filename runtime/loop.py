@@ -27,8 +27,9 @@ from typing import Any, TypeVar
 from runtime import failpoints
 from runtime.approvals import ApprovalMode
 from runtime.catalog import ModelInfo, cost_of
+from runtime.compaction import CompactionSettings, Compactor, exceeds
 from runtime.context import build_messages
-from runtime.errors import BastionError
+from runtime.errors import BastionError, CompactionFailed
 from runtime.events import AttemptReset, Event, ReasoningDelta, TextDelta
 from runtime.ids import uuid7
 from runtime.providers.base import (
@@ -144,6 +145,7 @@ class LoopDeps:
     wait_for_decision: Callable[[str], Awaitable[None]]
     settings: LoopSettings = field(default_factory=LoopSettings)
     on_refusal: Callable[[str, str], None] | None = None
+    compaction: CompactionSettings = field(default_factory=CompactionSettings)
 
 
 class RunAborted(Exception):
@@ -182,6 +184,10 @@ class RunExecutor:
         self._last_checkpoint = 0.0
         self._turns_streamed = 0  # in this process: names the per-turn crash points
         self.calls = CallRunner(self)
+        self.compactor = Compactor(
+            deps.store, conversation_id, self.commit, deps.provider, deps.model,
+            deps.model_info, deps.model_info.context_window, deps.compaction,
+        )  # fmt: skip
 
     # --- commits ----------------------------------------------------------
 
@@ -356,8 +362,27 @@ class RunExecutor:
             session_id=self.conversation_id,
         )
 
-    async def _stream_turn(self, run: Run) -> tuple[Entry, list[ToolCallRecord], Run]:
+    async def _fit(self, run: Run) -> ModelRequest:
+        """The next request, compacting first when it would not leave the reserve free."""
         request = self._request(run)
+        if not await asyncio.to_thread(exceeds, request, self.compactor.budget):
+            return request
+        if await self.compact(run, "auto") is None:
+            return request  # nothing whole to compact: an overflow will say so
+        return self._request(run)
+
+    async def compact(self, run: Run, reason: str) -> Entry | None:
+        """Compact inside this run (under its lease); None if nothing could be."""
+        try:
+            entry = await self.compactor.compact(active_run_id=run.id, reason=reason)
+        except CompactionFailed as exc:
+            log.warning("compaction (%s) of %s failed: %s", reason, self.conversation_id, exc)
+            return None
+        self.track(entry)
+        return entry
+
+    async def _stream_turn(self, run: Run) -> tuple[Entry, list[ToolCallRecord], Run]:
+        request = await self._fit(run)
         live = self.deps.live
         live.restart()
         blank = Entry(
@@ -380,7 +405,7 @@ class RunExecutor:
             ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await ticker
-        turn_usage, quality = await self._turn_usage(request, state)
+        turn_usage, quality = await self._turn_usage(state.request or request, state)
         usage_dict = self.usage_record(run, usage + state.spent + turn_usage, quality)
         usage_dict["context_tokens"] = turn_usage.input_tokens + turn_usage.output_tokens
         return await self._complete_turn(run, entry, state, usage_dict)
@@ -410,15 +435,22 @@ class RunExecutor:
         started = time.monotonic()
         spent = Usage()
         attempt = 0
+        compacted = False
         while True:
             attempt += 1
             state = _TurnState()
+            state.request = request
             try:
                 await self._consume(run, entry, request, state)
                 state.spent = spent
                 return state
             except ProviderError as exc:
                 spent = spent + self.price(state.usage)  # failed attempts count too, as measured
+                if exc.is_context_overflow() and not state.calls and not compacted:
+                    compacted = True  # compact and retry once
+                    if await self._overflowed(run, entry, attempt, exc):
+                        request = self._request(run)
+                        continue
                 delay = self._backoff(attempt, exc)
                 late = time.monotonic() - started + delay > settings.retry_deadline
                 limit = settings.max_retries
@@ -432,6 +464,13 @@ class RunExecutor:
                     raise RunAborted(exc.to_dict(), spent_usage) from exc
                 await self._reset_attempt(run, entry, attempt, exc, delay)
                 await asyncio.sleep(delay)
+
+    async def _overflowed(self, run: Run, entry: Entry, attempt: int, exc: ProviderError) -> bool:
+        """The provider said the prompt is too long: start the entry over and compact."""
+        async with self.lock:
+            await self.checkpoint()
+        await self._reset_attempt(run, entry, attempt, exc, 0.0)
+        return await self.compact(run, "overflow") is not None
 
     async def _turn_usage(self, request: ModelRequest, state: _TurnState) -> tuple[Usage, Quality]:
         """The provider's usage for this response, or a tiktoken estimate if it sent none."""
@@ -630,9 +669,10 @@ def _worse(a: str, b: str) -> Quality:
 
 
 class _TurnState:
-    __slots__ = ("calls", "finish_reason", "spent", "usage", "usage_reported")
+    __slots__ = ("calls", "finish_reason", "request", "spent", "usage", "usage_reported")
 
     def __init__(self) -> None:
+        self.request: ModelRequest | None = None
         self.calls: dict[int, list[str]] = {}
         self.usage = Usage()
         self.spent = Usage()  # what failed attempts before this one used

@@ -4,6 +4,7 @@
     bastion -p/--print [PROMPT]            print mode; PROMPT or stdin
     bastion sessions [--json] | sessions search QUERY | sessions rm ID
     bastion export ID [--format json|markdown] [-o FILE]
+    bastion compact ID [INSTRUCTIONS]      summarise older turns now (originals kept)
     bastion doctor                         search path, process tracking, store
 
 Exit codes: 0 completed, 1 run failed, 2 bad usage or configuration, 130 interrupted.
@@ -24,7 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-SUBCOMMANDS = ("sessions", "export", "attach", "doctor")
+SUBCOMMANDS = ("sessions", "export", "attach", "compact", "doctor")
 
 
 class UsageError(Exception):
@@ -69,7 +70,7 @@ def main_parser() -> argparse.ArgumentParser:
         prog="bastion",
         description="A terminal coding agent whose sessions survive a crash mid-turn.",
         epilog="Subcommands: bastion sessions [--json] | sessions search QUERY | sessions rm ID | "
-        "export ID [--format json|markdown] [-o FILE] | attach ID | doctor",
+        "export ID [--format json|markdown] [-o FILE] | attach ID | compact ID | doctor",
     )
     p.add_argument("prompt", nargs="?", help="what to ask; with -p, read from stdin if omitted")
     p.add_argument(
@@ -128,6 +129,16 @@ def export_parser() -> argparse.ArgumentParser:
     p.add_argument("id")
     p.add_argument("--format", choices=("json", "markdown"), default="json")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    return p
+
+
+def compact_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="bastion compact",
+        description="Summarise a conversation's older turns; every original entry is kept.",
+    )
+    p.add_argument("id")
+    p.add_argument("instructions", nargs="?", help="what the summary should focus on")
     return p
 
 
@@ -236,6 +247,10 @@ def _dispatch(args: list[str]) -> int:
             return commands.sessions(sessions_opts)
         if name == "export":
             return commands.export(export_parser().parse_args(rest))
+        if name == "compact":
+            compact_opts = compact_parser().parse_args(rest)
+            _check_text_options(compact_opts)
+            return commands.compact(compact_opts)
         return commands.attach(attach_parser().parse_args(rest))
     opts = main_parser().parse_args(args)
     _check_text_options(opts)

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runtime import BastionError, Harness, reduce
+from runtime import BastionError, Harness, compacted_through, reduce
 from runtime.ids import parse_uuid
 from runtime.records import Entry, EntryKind
 from runtime.views import ConversationView as Snapshot
@@ -82,7 +82,7 @@ def export(opts: Any) -> int:
     return _run(_export(opts))
 
 
-def entry_dict(entry: Entry) -> dict[str, Any]:
+def entry_dict(entry: Entry, compacted: int = 0) -> dict[str, Any]:
     out: dict[str, Any] = {
         "id": entry.id,
         "kind": entry.kind,
@@ -91,7 +91,11 @@ def entry_dict(entry: Entry) -> dict[str, Any]:
         "run_id": entry.run_id,
         "position": entry.position,
         "created_at": entry.created_at,
+        # Summarised by a compaction: kept here, sent to the model as the summary.
+        "compacted": entry.position <= compacted and entry.kind != EntryKind.SUMMARY,
     }
+    if entry.kind == EntryKind.SUMMARY:
+        out.update(through=entry.data.get("through"), usage=entry.data.get("usage"))
     if entry.kind == EntryKind.ASSISTANT:
         out["tool_calls"] = entry.data.get("tool_calls", [])
         if entry.data.get("reasoning"):
@@ -107,6 +111,7 @@ def entry_dict(entry: Entry) -> dict[str, Any]:
 
 def export_json(snap: Snapshot) -> dict[str, Any]:
     conv = snap.conversation
+    through = compacted_through(snap.entries)
     return {
         "conversation": {
             "id": conv.id,
@@ -117,7 +122,7 @@ def export_json(snap: Snapshot) -> dict[str, Any]:
             "updated_at": conv.updated_at,
             "version": conv.version,
         },
-        "entries": [entry_dict(e) for e in snap.entries],
+        "entries": [entry_dict(e, through) for e in snap.entries],
         "runs": [
             {
                 "id": r.id,
@@ -155,8 +160,11 @@ def export_markdown(snap: Snapshot) -> str:
         f"- model: `{conv.agent.model}`",
         "",
     ]
+    compacted = compacted_through(snap.entries)
     for entry in snap.entries:
         status = "" if entry.status == "complete" else f" ({entry.status})"
+        if entry.position <= compacted and entry.kind != EntryKind.SUMMARY:
+            status += " (compacted)"
         if entry.kind == EntryKind.USER:
             lines += [f"## User{status}", "", entry.text, ""]
         elif entry.kind == EntryKind.ASSISTANT:
@@ -216,6 +224,37 @@ async def _export(opts: Any) -> int:
         _write_output(opts.output, text)
     else:
         sys.stdout.write(text)
+    return EXIT_OK
+
+
+def compact(opts: Any) -> int:
+    return _run(_compact(opts))
+
+
+async def _compact(opts: Any) -> int:
+    """`bastion compact ID [INSTRUCTIONS]`: one summary committed, or a line saying why not."""
+    import os
+
+    from runtime import load_config
+    from runtime.config import model_resolver
+
+    conv_id = _id(opts.id)
+    config = load_config(os.getcwd())
+    harness = await Harness.open(resolve_model=model_resolver(config), config=config)
+    try:
+        entry = await harness.compact(conv_id, opts.instructions)
+    finally:
+        await harness.close()
+    if entry is None:
+        print(f"{conv_id}: nothing to compact yet (no whole earlier turn)", file=sys.stderr)
+        return EXIT_OK
+    data = entry.data
+    print(
+        f"{conv_id}: compacted {data['compacted']} entries (positions {data['from']}-"
+        f"{data['through']}) into a summary of {len(entry.text)} characters; "
+        "the originals are kept",
+        file=sys.stderr,
+    )
     return EXIT_OK
 
 
