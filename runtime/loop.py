@@ -28,11 +28,13 @@ from runtime import failpoints
 from runtime.approvals import ApprovalMode
 from runtime.catalog import ModelInfo, cost_of
 from runtime.compaction import CompactionSettings, Compactor, exceeds
-from runtime.context import build_messages
+from runtime.context import ImagePolicy, build_messages
 from runtime.errors import BastionError, CompactionFailed
 from runtime.events import AttemptReset, Event, ReasoningDelta, TextDelta
 from runtime.ids import uuid7
+from runtime.images import IMAGE_SUFFIXES, max_side_for, prompt_images
 from runtime.providers.base import (
+    ImagePart,
     ModelRequest,
     Provider,
     ProviderError,
@@ -184,6 +186,7 @@ class RunExecutor:
         self._last_checkpoint = 0.0
         self._turns_streamed = 0  # in this process: names the per-turn crash points
         self.calls = CallRunner(self)
+        self._prompt_images: dict[str, tuple[ImagePart, ...]] = {}
         self.compactor = Compactor(
             deps.store, conversation_id, self.commit, deps.provider, deps.model,
             deps.model_info, deps.model_info.context_window, deps.compaction,
@@ -353,7 +356,9 @@ class RunExecutor:
     def _request(self, run: Run) -> ModelRequest:
         assert self.conversation is not None
         specs = self.deps.toolbox.specs() if self.deps.toolbox else ()
-        messages = build_messages(self.conversation, self.entries, run.id, specs)
+        info = self.deps.model_info
+        policy = ImagePolicy(info.images, max_side_for(info.spec), info.spec, self._prompt_images)
+        messages = build_messages(self.conversation, self.entries, run.id, specs, policy)
         return ModelRequest(
             self.deps.model,
             messages,
@@ -362,8 +367,25 @@ class RunExecutor:
             session_id=self.conversation_id,
         )
 
+    async def _load_prompt_images(self) -> None:
+        """Load, once per entry, the images user entries name by path (off the loop)."""
+        assert self.conversation is not None
+        root = self.conversation.cwd
+        for entry in self.entries:
+            if entry.kind != EntryKind.USER or entry.id in self._prompt_images:
+                continue
+            lowered = entry.text.lower()
+            if not any(suffix in lowered for suffix in IMAGE_SUFFIXES):
+                self._prompt_images[entry.id] = ()
+                continue
+            images, notes = await asyncio.to_thread(prompt_images, entry.text, root)
+            for note in notes:
+                log.warning("image in the prompt not attached: %s", note)
+            self._prompt_images[entry.id] = tuple(images)
+
     async def _fit(self, run: Run) -> ModelRequest:
         """The next request, compacting first when it would not leave the reserve free."""
+        await self._load_prompt_images()
         request = self._request(run)
         if not await asyncio.to_thread(exceeds, request, self.compactor.budget):
             return request
