@@ -151,3 +151,24 @@ async def test_totals_per_run_model_and_conversation(tmp_path: Path) -> None:
     assert summary.total.cost == pytest.approx((1000 * 2.5 + 10 * 10.0) / 1e6)
     assert not summary.total.cost_complete  # the mystery model has no price
     assert summary.to_dict()["total"]["quality"] == "measured"
+
+
+async def test_the_threaded_harness_passes_usage_model_info_and_compact(tmp_path: Path) -> None:
+    from runtime.threaded import HarnessThread, ThreadedHarness
+
+    provider = ScriptedProvider([ScriptedTurn(text="one", usage=Usage(100, 5))])
+    thread = HarnessThread()
+    inner = thread.run(open_harness(tmp_path, provider))
+    harness = ThreadedHarness(inner, thread)
+    try:
+        conv = await harness.call("create_conversation", str(tmp_path), settings={"model": "s/x"})
+        await harness.drive(conv.id)
+        item = await harness.submit(conv.id, "go")
+        await harness.call("wait", item.id, conv.id)
+        summary = await harness.usage(conv.id)
+        assert summary.total.input_tokens == 100 and summary.context_tokens == 105
+        assert not harness.model_info("s/x").known and harness.output_cap("s/x") == 8192
+        assert harness.model_info("openai/gpt-4o").known
+        assert await harness.compact(conv.id) is None  # one turn: nothing whole to compact
+    finally:
+        await harness.close()
