@@ -91,3 +91,34 @@ def test_sigkill_mid_compaction(loopback, bastion, point: str) -> None:
     assert third.returncode == 0, third.stderr
     sent = json.dumps(server.requests()[-1]["messages"])
     assert "SUMMARY TWO" in sent and "FIRST PROMPT" not in sent and "SECOND PROMPT" in sent
+
+
+def test_sigkill_mid_automatic_compaction_then_resume(loopback, bastion) -> None:
+    """A print run that must compact first is killed after the summary was written but
+    before it was committed: the resume compacts again and answers."""
+    server = loopback(
+        [
+            {"text": "first answer"},
+            {"text": "SUMMARY LOST"},  # written, never committed (killed)
+            {"text": "SUMMARY KEPT"},
+            {"text": "second answer"},
+        ]
+    )
+    b = bastion(server)
+    config = Path(b.env["XDG_CONFIG_HOME"]) / "bastion" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text('[models."openai/test-model"]\ncontext_window = 4000\n')
+    words = "word " * 1200
+    first = b.json("-p", "FIRST " + words, "--output-format", "json")
+    conv_id = first["session_id"]
+    killed = run_bastion(b, "-p", "-c", "SECOND " + words, failpoint="compact.summarised")
+    assert killed.returncode == -9, killed.stderr
+    _, entries, _ = state(b.home, conv_id)
+    assert not [e for e in entries if e[1] == "summary"]
+    resumed = run_bastion(b, "-p", "--resume", conv_id, "--output-format", "json", failpoint=None)
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout.strip().splitlines()[-1])["result"] == "second answer"
+    _, entries, _ = state(b.home, conv_id)
+    assert [e[2] for e in entries if e[1] == "summary"] == ["SUMMARY KEPT"]
+    sent = json.dumps(server.requests()[-1]["messages"])
+    assert "SUMMARY KEPT" in sent and "FIRST" not in sent and "SECOND" in sent
