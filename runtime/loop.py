@@ -456,6 +456,7 @@ class RunExecutor:
         settings = self.deps.settings
         started = time.monotonic()
         spent = Usage()
+        spent_reported = False  # did any failed attempt report what it used
         attempt = 0
         compacted = False
         while True:
@@ -468,6 +469,7 @@ class RunExecutor:
                 return state
             except ProviderError as exc:
                 spent = spent + self.price(state.usage)  # failed attempts count too, as measured
+                spent_reported = spent_reported or state.usage_reported
                 if exc.is_context_overflow() and not state.calls and not compacted:
                     compacted = True  # compact and retry once
                     if await self._overflowed(run, entry, attempt, exc):
@@ -482,7 +484,9 @@ class RunExecutor:
                     async with self.lock:
                         await self.checkpoint()
                     await self._close_entry(entry, EntryStatus.FAILED)
-                    spent_usage = self.usage_record(run, usage + spent, Quality.MEASURED)
+                    spent_usage = None
+                    if spent_reported:  # else the run keeps the usage it had
+                        spent_usage = self.usage_record(run, usage + spent, Quality.MEASURED)
                     raise RunAborted(exc.to_dict(), spent_usage) from exc
                 await self._reset_attempt(run, entry, attempt, exc, delay)
                 await asyncio.sleep(delay)
