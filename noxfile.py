@@ -41,9 +41,11 @@ def snapshots(session: nox.Session) -> None:
     """The TUI snapshots; `nox -s snapshots -- --snapshot-update` redraws them and
     copies the accepted SVGs to screenshots/ for the README."""
     session.install("-e", ".[test]")
-    session.run("python", "-m", "pytest", "tests/tui/test_snapshots.py", *session.posargs)
+    files = ["tests/tui/test_snapshots.py", "tests/tui/test_snapshots_approval.py"]
+    session.run("python", "-m", "pytest", *files, *session.posargs)
     if "--snapshot-update" in session.posargs:
         session.run("python", "-m", "tests.tui.test_snapshots")
+        session.run("python", "-m", "tests.tui.test_snapshots_approval")
 
 
 @nox.session

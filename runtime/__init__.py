@@ -25,10 +25,14 @@ _EXPORTS = {
     "load_config": "runtime.config",
     "LoopSettings": "runtime.loop",
     "schema_version": "runtime.migrations",
-    "EmptyInput": "runtime.harness",
+    "EmptyInput": "runtime.errors",
     "Harness": "runtime.harness",
     "Subscription": "runtime.harness",
     "default_home": "runtime.harness",
+    "BadRule": "runtime.rules",
+    "Rule": "runtime.rules",
+    "RuleKind": "runtime.rules",
+    "Scope": "runtime.rules",
     "ConversationView": "runtime.views",
     "UsageSummary": "runtime.usage",
     "UsageTotals": "runtime.usage",
@@ -38,6 +42,7 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "BadRule",
     "BastionError",
     "CompactionFailed",
     "ConfigError",
@@ -49,7 +54,10 @@ __all__ = [
     "LeaseLost",
     "LoopSettings",
     "ModelInfo",
+    "Rule",
+    "RuleKind",
     "SchemaTooNew",
+    "Scope",
     "StoreError",
     "Subscription",
     "UnknownConversation",
@@ -74,14 +82,16 @@ if TYPE_CHECKING:
         CompactionFailed,
         ConfigError,
         ConversationBusy,
+        EmptyInput,
         LeaseLost,
         SchemaTooNew,
         StoreError,
         UnknownConversation,
     )
-    from runtime.harness import EmptyInput, Harness, Subscription, default_home
+    from runtime.harness import Harness, Subscription, default_home
     from runtime.loop import LoopSettings
     from runtime.migrations import schema_version
+    from runtime.rules import BadRule, Rule, RuleKind, Scope
     from runtime.usage import UsageSummary, UsageTotals, usage_summary
     from runtime.views import ConversationView, reduce, view_from_snapshot
 

@@ -43,7 +43,9 @@ def decide(mode: ApprovalMode, tool: str, read_only: bool) -> Decision:
     return Decision.ASK
 
 
-def refusal_text(mode: ApprovalMode, tool: str, *, interactive: bool) -> str:
+def refusal_text(
+    mode: ApprovalMode, tool: str, *, interactive: bool, message: str | None = None
+) -> str:
     """What the model is told when a call does not run."""
     if mode is ApprovalMode.READ_ONLY:
         return (
@@ -55,7 +57,13 @@ def refusal_text(mode: ApprovalMode, tool: str, *, interactive: bool) -> str:
             f"REFUSED FORBIDDEN: {tool} needs approval and this session cannot ask "
             f"(approval mode {mode.value}, non-interactive).\n"
             "hint: tell the user the change you would make; they can rerun with "
-            "--approval-mode auto-edit (edits) or full-auto (edits and commands)."
+            "--allow 'PREFIX' (commands starting with PREFIX), --approval-mode auto-edit "
+            "(edits) or full-auto (edits and commands)."
+        )
+    if message:
+        return (
+            f"REFUSED FORBIDDEN: the user denied {tool} and said:\n{message}\n"
+            "hint: follow what the user said."
         )
     return (
         f"REFUSED FORBIDDEN: the user denied {tool}.\n"

@@ -34,6 +34,7 @@ from runtime.records import (
     ToolCallRecord,
     ToolCallState,
 )
+from runtime.rules import EDIT_TOOLS, guarded_path
 from runtime.toolbox import ToolOutcome
 from runtime.tx import TOOL_COLUMNS, Tx, joined_chunks, tool_call_row
 
@@ -42,6 +43,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 _OPEN = (ToolCallState.PENDING, ToolCallState.RUNNING)
+GUARDED_REFUSAL = (
+    "REFUSED FORBIDDEN: .bastion/ holds the user's own bastion settings "
+    "(settings.toml: the approval rules they chose); tools never write it.\n"
+    "hint: tell the user what you would change there; only they edit that file."
+)
 OUTPUT_TAIL = 4_000  # characters of a cut-off command's output given to the model
 
 
@@ -62,15 +68,45 @@ class CallRunner:
         decision = decide(self.deps.approval_mode, name, read_only)
         approval = {
             Decision.RUN: Approval.NOT_REQUIRED,
-            Decision.ASK: Approval.PENDING if self.deps.interactive else Approval.DENIED,
+            Decision.ASK: Approval.PENDING,  # unless a rule allows it (`by_rules`)
             Decision.REFUSE: Approval.DENIED,
         }[decision]
+        review = None
+        if decision != Decision.REFUSE and name in EDIT_TOOLS and guarded_path(arguments):
+            approval, review = Approval.DENIED, {"refusal": GUARDED_REFUSAL}
         stamp = now()
         return ToolCallRecord(
             key, self.ex.conversation_id, run.id, entry.id, index, name, arguments,
             info.replay_safe if info else True, approval, ToolCallState.PENDING, stamp, stamp,
-            provider_id=provider_id or f"call_{key.replace('-', '')}",
+            provider_id=provider_id or f"call_{key.replace('-', '')}", review=review,
         )  # fmt: skip
+
+    async def previews(self, calls: list[ToolCallRecord]) -> list[ToolCallRecord]:
+        """Writes and edits get the diff of what they would change (read in a thread),
+        kept with the call: the approval prompt and the tool row show it."""
+        preview = getattr(self.deps.toolbox, "preview", None)
+        if preview is None:
+            return calls
+        out = []
+        for call in calls:
+            if call.name in EDIT_TOOLS and call.approval != Approval.DENIED:
+                found = await asyncio.to_thread(preview, call.name, call.arguments)
+                if found is not None:
+                    call = call.but(review={**(call.review or {}), **found})
+            out.append(call)
+        return out
+
+    def by_rules(self, tx: Tx, call: ToolCallRecord) -> ToolCallRecord:
+        """Inside the transaction that records the call: a call that would ask runs when
+        the rules allow it (the rules are named on it); one that cannot ask is refused."""
+        if call.approval != Approval.PENDING:
+            return call
+        book = self.deps.rules
+        used = book.allowing(tx.session_rules(), call.name, call.arguments) if book else ()
+        if used:
+            review = {**(call.review or {}), "allowed_by": [r.to_dict() for r in used]}
+            return call.but(approval=Approval.APPROVED, review=review)
+        return call if self.deps.interactive else call.but(approval=Approval.DENIED)
 
     # --- running ------------------------------------------------------------
 
@@ -142,7 +178,13 @@ class CallRunner:
         )
 
     async def _deny(self, call: ToolCallRecord) -> None:
-        text = refusal_text(self.deps.approval_mode, call.name, interactive=self.deps.interactive)
+        review = call.review or {}
+        text = review.get("refusal") or refusal_text(
+            self.deps.approval_mode,
+            call.name,
+            interactive=self.deps.interactive,
+            message=review.get("message"),
+        )
         if self.deps.on_refusal is not None:
             self.deps.on_refusal(call.name, text)
         await self.commit_result(

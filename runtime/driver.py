@@ -35,6 +35,7 @@ from runtime.ids import uuid7
 from runtime.loop import LiveStream, LoopDeps, LoopSettings, RunExecutor, place_item
 from runtime.providers.base import Provider
 from runtime.records import ACTIVE_RUN_STATES, EntryStatus, Run, RunState
+from runtime.settings import RuleBook
 from runtime.store import LeaseInfo, Store
 from runtime.storefile import pid_alive
 from runtime.toolbox import Toolbox
@@ -72,6 +73,7 @@ class DriverConfig:
     lease_ttl: float = 15.0
     on_refusal: Callable[[str, str], None] | None = None
     compaction: CompactionSettings = field(default_factory=CompactionSettings)
+    rules: RuleBook | None = None
 
 
 class Driver:
@@ -303,6 +305,7 @@ class Driver:
             settings=self.config.loop,
             on_refusal=self.config.on_refusal,
             compaction=self.config.compaction,
+            rules=self.config.rules,
         )
         self._executor = RunExecutor(deps, self.conversation_id)
         self._run = run

@@ -110,3 +110,9 @@ class CompactionFailed(BastionError):
     or the conversation kept changing); the conversation is as it was."""
 
     code = "compaction_failed"
+
+
+class EmptyInput(BastionError):
+    """A prompt with nothing in it (only whitespace) is not sent."""
+
+    code = "empty_input"

@@ -133,6 +133,16 @@ class LeaseChanged:
     token: int
 
 
+@dataclass(frozen=True, slots=True)
+class RulesUpdated:
+    """The conversation's session approval rules, all of them, after one was added."""
+
+    type: ClassVar[str] = "rules.updated"
+    conversation_id: str
+    version: int
+    rules: list[dict[str, Any]]
+
+
 DurableEvent = (
     ConversationCreated
     | ConversationUpdated
@@ -146,6 +156,7 @@ DurableEvent = (
     | ToolCallUpdated
     | InboxUpdated
     | LeaseChanged
+    | RulesUpdated
 )
 
 
@@ -224,6 +235,7 @@ EVENT_TYPES: dict[str, type[Any]] = {
         ToolCallUpdated,
         InboxUpdated,
         LeaseChanged,
+        RulesUpdated,
         TextDelta,
         ReasoningDelta,
         ToolOutputDelta,

@@ -16,17 +16,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import random
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from runtime import failpoints
 from runtime.aio import wait_until
+from runtime.answers import Answer, answer_tx
 from runtime.approvals import ApprovalMode
 from runtime.calls import interrupt_tx
 from runtime.catalog import ModelInfo
@@ -35,6 +37,7 @@ from runtime.config import Config
 from runtime.driver import Driver, DriverConfig, lease_live, new_run
 from runtime.errors import (
     BastionError,
+    EmptyInput,
     HarnessClosed,
     NotPending,
     RequestKeyReused,
@@ -46,7 +49,6 @@ from runtime.ids import uuid7
 from runtime.loop import LoopSettings, user_entry
 from runtime.providers.base import Provider
 from runtime.records import (
-    Approval,
     Conversation,
     Entry,
     InboxItem,
@@ -54,8 +56,17 @@ from runtime.records import (
     InboxState,
     Run,
     ToolCallRecord,
-    ToolCallState,
 )
+from runtime.rules import (
+    BadRule,
+    Rule,
+    Scope,
+    command_rule,
+    folder_parts,
+    propose,
+    unique,
+)
+from runtime.settings import ProjectRules, RuleBook, load_project_rules
 from runtime.store import Store, remove_artifacts, request_digest
 from runtime.toolbox import Toolbox
 from runtime.tx import Tx
@@ -65,10 +76,6 @@ from runtime.views import ConversationView, StreamCursor, view_from_snapshot
 log = logging.getLogger(__name__)
 ResolveModel = Callable[[str], tuple[Provider, str]]
 ToolboxFactory = Callable[[Conversation], Toolbox | None]
-
-
-class EmptyInput(BastionError):
-    code = "empty_input"
 
 
 def default_home() -> Path:
@@ -302,7 +309,7 @@ class Harness:
                     entries[i] = entries[i].but(text=live.text)
                     break
         return view_from_snapshot(
-            type(snap)(snap.conversation, tuple(entries), snap.runs, snap.inbox, snap.tool_calls),
+            dataclasses.replace(snap, entries=tuple(entries)),
             cursors,
         )
 
@@ -379,11 +386,13 @@ class Harness:
         on_refusal: Callable[[str, str], None] | None = None,
         approval_mode: str | None = None,
         model: str | None = None,
+        allow: Sequence[str] = (),
     ) -> Driver | None:
         """Become this conversation's driver: take the lease, recover, run its work.
 
         `approval_mode` and `model` hold for this process only (a flag applies to its
-        own invocation); without them, the conversation's stored settings. A
+        own invocation); without them, the conversation's stored settings. `allow`
+        holds command prefixes that run without asking, for this process only. A
         conversation not created yet is driven as soon as `submit(create=...)`
         commits it; this returns None then."""
         self._check_open()
@@ -394,6 +403,7 @@ class Harness:
             "on_refusal": on_refusal,
             "approval_mode": approval_mode,
             "model": model,
+            "allow": tuple(command_rule(a, Scope.INVOCATION) for a in allow),
         }
         if not await self.store.exists(conversation_id):
             self._deferred[conversation_id] = options
@@ -408,6 +418,7 @@ class Harness:
         on_refusal: Callable[[str, str], None] | None,
         approval_mode: str | None,
         model: str | None,
+        allow: tuple[Rule, ...] = (),
     ) -> Driver:
         conv = await self.store.get_conversation(conversation_id)
         agent = conv.agent
@@ -426,6 +437,11 @@ class Harness:
             lease_ttl=self.lease_ttl,
             on_refusal=on_refusal,
             compaction=self.compaction_settings(),
+            rules=RuleBook(
+                ProjectRules(conv.cwd),
+                allow,
+                getattr(toolbox, "resolve_path", None) or folder_parts,
+            ),
         )
         driver = Driver(self.store, conversation_id, self.owner, self.epoch, self._publish, config)
         try:
@@ -505,28 +521,75 @@ class Harness:
         )
         return done is not None
 
-    async def respond(self, conversation_id: str, tool_call_id: str, approve: bool) -> None:
+    async def respond(
+        self,
+        conversation_id: str,
+        tool_call_id: str,
+        approve: bool,
+        *,
+        always: str | None = None,
+        message: str | None = None,
+    ) -> tuple[Rule, ...]:
         """Answer a pending approval: committed, then the driver woken. NotPending if the
-        approval was answered already or its call was settled (an interrupt won)."""
-        approval = Approval.APPROVED if approve else Approval.DENIED
+        approval was answered already or its call was settled (an interrupt won).
 
-        def build(tx: Tx) -> ToolCallRecord | None:
-            return tx.transition_tool_call(
-                tool_call_id,
-                from_states=(ToolCallState.PENDING,),
-                from_approvals=(Approval.PENDING,),
-                approval=approval,
+        `always` ("session" or "project") approves and saves the rules
+        `proposed_rules` names, in the transaction that approves the call (a project
+        rule goes to `.bastion/settings.toml` inside it: a failed write approves
+        nothing); other pending calls those rules cover are approved with it.
+        `message` goes with a denial to the model. Returns the rules saved."""
+        if always is not None and not approve:
+            raise BadRule("a denial cannot save a rule", hint="answer always only to approve")
+        if message is not None and approve:
+            raise BadRule("a message goes with a denial", hint="deny with the message instead")
+        scope = Scope(always) if always is not None else None
+        if scope == Scope.INVOCATION:
+            raise BadRule(
+                "save a rule for the session or the project", hint="scope: session|project"
             )
+        root = (await self.store.get_conversation(conversation_id)).cwd if scope else ""
+        standing = self._standing_rules(conversation_id, root)
 
-        decided = await self.store.transact(conversation_id, build, publish=self._publish)
-        if decided is None:
+        def build(tx: Tx) -> tuple[list[ToolCallRecord], tuple[Rule, ...]]:
+            return answer_tx(tx, tool_call_id, approve, Answer(scope, message, standing, root))
+
+        answered, saved = await self.store.transact(conversation_id, build, publish=self._publish)
+        if not answered:
             raise NotPending(
                 f"tool call {tool_call_id} is not waiting for approval",
                 hint="it was answered already, or the run was interrupted",
             )
         driver = self._drivers.get(conversation_id)
         if driver is not None:
-            driver.decided(tool_call_id)
+            for call in answered:
+                driver.decided(call.id)
+        return saved
+
+    async def proposed_rules(
+        self, conversation_id: str, tool_call_id: str, scope: str = "session"
+    ) -> tuple[Rule, ...]:
+        """The rules answering "always" would save for a pending call (what every front
+        end shows before saving): () when no rule can cover it."""
+        call = await self.store.tool_call(tool_call_id)
+        if call is None or call.conversation_id != conversation_id:
+            return ()
+        conv = await self.store.get_conversation(conversation_id)
+        session = await self.store.session_rules(conversation_id)
+        have = [*session, *self._standing_rules(conversation_id, conv.cwd)]
+        return propose(call.name, call.arguments, Scope(scope), have)
+
+    async def rules(self, conversation_id: str) -> tuple[Rule, ...]:
+        """Every rule that applies to the conversation: its session rules, this
+        process's `--allow` rules and the project's (`.bastion/settings.toml`)."""
+        conv = await self.store.get_conversation(conversation_id)
+        session = await self.store.session_rules(conversation_id)
+        return unique([*session, *self._standing_rules(conversation_id, conv.cwd)])
+
+    def _standing_rules(self, conversation_id: str, root: str) -> tuple[Rule, ...]:
+        driver = self._drivers.get(conversation_id)
+        if driver is not None and driver.config.rules is not None:
+            return driver.config.rules.standing()
+        return load_project_rules(root) if root else ()
 
     async def interrupt(self, conversation_id: str) -> Interruption:
         """Interrupt the active run: the request is committed first (so any process can

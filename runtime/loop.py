@@ -58,6 +58,7 @@ from runtime.records import (
     RunState,
     ToolCallRecord,
 )
+from runtime.settings import RuleBook
 from runtime.store import Store
 from runtime.tokens import Quality, estimate_usage_async
 from runtime.toolbox import Toolbox
@@ -148,6 +149,7 @@ class LoopDeps:
     settings: LoopSettings = field(default_factory=LoopSettings)
     on_refusal: Callable[[str, str], None] | None = None
     compaction: CompactionSettings = field(default_factory=CompactionSettings)
+    rules: RuleBook | None = None
 
 
 class RunAborted(Exception):
@@ -619,6 +621,7 @@ class RunExecutor:
         async with self.lock:
             await self.checkpoint()
         records = [self.calls.intent(run, entry, i, c) for i, c in enumerate(state.finished())]
+        records = await self.calls.previews(records)
         data: dict[str, Any] = {}
         if records:
             data["tool_calls"] = [
@@ -629,7 +632,7 @@ class RunExecutor:
         def build(tx: Tx) -> tuple[Entry | None, Run | None]:
             closed = tx.close_entry(entry.id, EntryStatus.COMPLETE, data)
             for record in records:
-                tx.insert_tool_call(record)
+                tx.insert_tool_call(self.calls.by_rules(tx, record))
             if not records:  # the answer: usage lands with the run's end (one event less)
                 return closed, run.but(usage=usage)
             return closed, tx.transition_run(run.id, ACTIVE_RUN_STATES, usage=usage)

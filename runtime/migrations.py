@@ -225,6 +225,26 @@ def _streaming_index(db: sqlite3.Connection) -> None:
     )
 
 
+@migration(4, "approval rules and call reviews")
+def _approval_rules(db: sqlite3.Connection) -> None:
+    """Session approval rules (answer `a`, scope session) live with their conversation;
+    a tool call keeps its review: the diff shown when it asked, the rules that allowed
+    it, the message a denial carried."""
+    _run_script(
+        db,
+        """
+        CREATE TABLE approval_rules (
+            conversation_id TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+            kind TEXT NOT NULL,
+            pattern TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (conversation_id, kind, pattern)
+        ) WITHOUT ROWID;
+        ALTER TABLE tool_calls ADD COLUMN review TEXT;
+        """,
+    )
+
+
 def _run_script(db: sqlite3.Connection, script: str) -> None:
     """Run statements one by one: `executescript` would commit the open transaction."""
     pending = ""

@@ -181,6 +181,10 @@ class ToolCallRecord(_Record):
     provider_id: str = ""
     # What a running command started (process group, start time), to reap it on resume.
     process: dict[str, Any] | None = None
+    # What the user was shown and said: {"diff", "note"} of a write or edit computed
+    # when the call was recorded, "allowed_by" (the rules that let it run without
+    # asking), "message" (a denial's words to the model), "refusal" (why it never asked).
+    review: dict[str, Any] | None = None
 
     @property
     def wire_id(self) -> str:

@@ -39,6 +39,7 @@ from runtime.errors import (
 )
 from runtime.events import ConversationCreated, DurableEvent, LeaseChanged
 from runtime.records import Conversation, Entry, InboxItem, Run, ToolCallRecord
+from runtime.rules import Rule
 from runtime.tx import (
     CONVERSATION_COLUMNS,
     ENTRY_COLUMNS,
@@ -51,6 +52,7 @@ from runtime.tx import (
     inbox_row,
     joined_chunks,
     run_row,
+    session_rules,
     tool_call_row,
 )
 
@@ -69,6 +71,7 @@ class Snapshot:
     runs: tuple[Run, ...]
     inbox: tuple[InboxItem, ...]
     tool_calls: tuple[ToolCallRecord, ...]
+    rules: tuple[Rule, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -546,6 +549,10 @@ class Store:
         )
         return tool_call_row(rows[0]) if rows else None
 
+    async def session_rules(self, conversation_id: str) -> tuple[Rule, ...]:
+        """The conversation's session approval rules, oldest first."""
+        return await self._read(lambda db: session_rules(db, conversation_id))
+
     async def unfinished(self, conversation_id: str) -> bool:
         """Does the conversation have an unfinished run or queued input?"""
         rows = await self._fetchall(_UNFINISHED, (conversation_id, conversation_id))
@@ -641,6 +648,7 @@ def _read_snapshot(db: sqlite3.Connection, conversation_id: str) -> Snapshot | N
         tuple(run_row(r) for r in runs),
         tuple(inbox_row(r) for r in inbox),
         tuple(tool_call_row(r) for r in calls),
+        session_rules(db, conversation_id),
     )
 
 

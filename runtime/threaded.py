@@ -252,6 +252,12 @@ class ThreadedHarness:
     async def respond(self, *args: Any, **kwargs: Any) -> Any:
         return await self.call("respond", *args, **kwargs)
 
+    async def proposed_rules(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.call("proposed_rules", *args, **kwargs)
+
+    async def rules(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.call("rules", *args, **kwargs)
+
     async def interrupt(self, *args: Any, **kwargs: Any) -> Any:
         return await self.call("interrupt", *args, **kwargs)
 

@@ -120,6 +120,24 @@ class WorkspaceToolbox:
         data.pop("images", None)
         return ToolOutcome(ok=result.ok, model_text=result.model_text(), data=data, images=images)
 
+    def resolve_path(self, path: str) -> tuple[str, ...] | None:
+        """`path` as workspace segments if the workspace accepts it and nothing that
+        exists on the way is a symlink (what a folder rule may allow); else None."""
+        from tools.workspace import resolve_plain
+
+        return resolve_plain(self._workspace, path)
+
+    def preview(self, name: str, arguments: str) -> dict[str, Any] | None:
+        """The change a write or edit would make, as a unified diff (bounded), computed
+        from the file as it is now: {"diff", "note"}; None for other tools."""
+        from tools.preview import preview
+
+        try:
+            args = json.loads(arguments or "{}")
+        except ValueError:
+            return None
+        return preview(self._ctx, name, args) if isinstance(args, dict) else None
+
     def interrupted_output(self, record: dict[str, Any]) -> str | None:
         """What a command of `record` had printed when bastion stopped (its output
         artifact is written as the output arrives), bounded like a result's output;

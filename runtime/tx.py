@@ -26,6 +26,7 @@ from runtime.events import (
     EntryTextAppended,
     EntryUpdated,
     InboxUpdated,
+    RulesUpdated,
     RunUpdated,
     ToolCallUpdated,
     ToolOutputAppended,
@@ -39,6 +40,7 @@ from runtime.records import (
     Run,
     ToolCallRecord,
 )
+from runtime.rules import Rule, Scope
 
 CONVERSATION_COLUMNS = (
     "id, title, cwd, settings, created_at, updated_at, parent_id, fork_seq, version"
@@ -51,7 +53,7 @@ RUN_COLUMNS = (
 INBOX_COLUMNS = "id, conversation_id, mode, text, state, created_at, request_key, run_id, entry_id"
 TOOL_COLUMNS = (
     'id, conversation_id, run_id, entry_id, "index", name, arguments, replay_safe, approval,'
-    " state, created_at, updated_at, result, result_entry_id, provider_id, process"
+    " state, created_at, updated_at, result, result_entry_id, provider_id, process, review"
 )
 _ACTIVE = ", ".join(f"'{s.value}'" for s in ACTIVE_RUN_STATES)
 
@@ -123,7 +125,21 @@ def tool_call_row(row: Sequence[Any]) -> ToolCallRecord:
         result_entry_id=row[13],
         provider_id=row[14],
         process=json.loads(row[15]) if row[15] else None,
+        review=json.loads(row[16]) if row[16] else None,
     )
+
+
+def _json_or_none(value: Any) -> str | None:
+    return json.dumps(value, ensure_ascii=False) if value is not None else None
+
+
+def session_rules(db: sqlite3.Connection, conversation_id: str) -> tuple[Rule, ...]:
+    rows = db.execute(
+        "SELECT kind, pattern FROM approval_rules WHERE conversation_id = ? "
+        "ORDER BY created_at, kind, pattern",
+        (conversation_id,),
+    ).fetchall()
+    return tuple(Rule(kind, pattern, Scope.SESSION) for kind, pattern in rows)
 
 
 def joined_chunks(db: sqlite3.Connection, owner_id: str, kind: str) -> str:
@@ -403,7 +419,7 @@ class Tx:
     def insert_tool_call(self, call: ToolCallRecord) -> ToolCallRecord:
         self.execute(
             f"INSERT INTO tool_calls ({TOOL_COLUMNS}) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 call.id,
                 call.conversation_id,
@@ -421,6 +437,7 @@ class Tx:
                 call.result_entry_id,
                 call.provider_id,
                 json.dumps(call.process) if call.process is not None else None,
+                _json_or_none(call.review),
             ),
         )
         self.emit(lambda v: ToolCallUpdated(self.conversation_id, v, call))
@@ -443,7 +460,8 @@ class Tx:
         updated = current.but(updated_at=time.time(), **changes)
         changed = self.execute(
             "UPDATE tool_calls SET approval = ?, state = ?, updated_at = ?, result = ?, "
-            "result_entry_id = ?, process = ? WHERE id = ? AND state = ? AND approval = ?",
+            "result_entry_id = ?, process = ?, review = ? "
+            "WHERE id = ? AND state = ? AND approval = ?",
             (
                 updated.approval,
                 updated.state,
@@ -451,6 +469,7 @@ class Tx:
                 json.dumps(updated.result) if updated.result is not None else None,
                 updated.result_entry_id,
                 json.dumps(updated.process) if updated.process is not None else None,
+                _json_or_none(updated.review),
                 call_id,
                 current.state,
                 current.approval,
@@ -460,6 +479,35 @@ class Tx:
             return None
         self.emit(lambda v: ToolCallUpdated(self.conversation_id, v, updated))
         return updated
+
+    def pending_approvals(self) -> list[ToolCallRecord]:
+        """The conversation's calls waiting for an answer, oldest first."""
+        rows = self.rows(
+            f"SELECT {TOOL_COLUMNS} FROM tool_calls WHERE conversation_id = ? "
+            "AND state = 'pending' AND approval = 'pending' ORDER BY created_at, \"index\"",
+            (self.conversation_id,),
+        )
+        return [tool_call_row(r) for r in rows]
+
+    # --- approval rules -------------------------------------------------------
+
+    def session_rules(self) -> tuple[Rule, ...]:
+        return session_rules(self.db, self.conversation_id)
+
+    def add_session_rules(self, rules: Sequence[Rule]) -> tuple[Rule, ...]:
+        """Save rules for this conversation (once each); emits the whole set if any is new."""
+        added = 0
+        for rule in rules:
+            added += self.execute(
+                "INSERT OR IGNORE INTO approval_rules (conversation_id, kind, pattern, created_at) "
+                "VALUES (?, ?, ?, ?)",
+                (self.conversation_id, rule.kind, rule.pattern, time.time()),
+            )
+        current = self.session_rules()
+        if added:
+            listed = [r.to_dict() for r in current]
+            self.emit(lambda v: RulesUpdated(self.conversation_id, v, listed))
+        return current
 
     # --- the conversation -----------------------------------------------------
 

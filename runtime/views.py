@@ -18,6 +18,7 @@ coalescing event channel makes of them): the same checks, once per batch.
 
 from __future__ import annotations
 
+import json
 from bisect import bisect_right
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -36,6 +37,7 @@ from runtime.events import (
     InboxUpdated,
     LeaseChanged,
     ReasoningDelta,
+    RulesUpdated,
     RunUpdated,
     TextDelta,
     ToolCallUpdated,
@@ -43,6 +45,7 @@ from runtime.events import (
     ToolOutputDelta,
 )
 from runtime.records import Conversation, Entry, InboxItem, Run, ToolCallRecord
+from runtime.rules import Rule
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +170,7 @@ class ConversationView:
     runs: tuple[Run, ...] = ()
     inbox: tuple[InboxItem, ...] = ()
     tool_calls: tuple[ToolCallRecord, ...] = ()
+    rules: tuple[Rule, ...] = ()  # the session's approval rules (project rules: Harness.rules)
     # Transient state: not in the store, rebuilt from deltas.
     cursors: MappingProxyType[str, StreamCursor] = field(default_factory=lambda: _EMPTY)
     reasoning: MappingProxyType[str, str] = field(default_factory=lambda: _EMPTY)
@@ -288,6 +292,8 @@ def _reduce_durable(view: ConversationView, event: Any) -> ConversationView:
             return view  # the live tail comes from deltas; the result carries the output
         case RunUpdated(run=run):
             return _run_updated(view, run)
+        case RulesUpdated(rules=rules):
+            return replace(view, rules=tuple(Rule.from_dict(r) for r in rules))
         case ToolCallUpdated(tool_call=call):
             return replace(view, tool_calls=_replace_by_id(view.tool_calls, call))
         case InboxUpdated(item=item):
@@ -404,5 +410,15 @@ def view_from_snapshot(
         runs=snapshot.runs,
         inbox=snapshot.inbox,
         tool_calls=snapshot.tool_calls,
+        rules=snapshot.rules,
         cursors=MappingProxyType(dict(cursors or {})),
     )
+
+
+def arguments_preview(arguments: str, limit: int = 200) -> str:
+    """A one-line rendering of a tool call's JSON arguments, for people."""
+    try:
+        text = json.dumps(json.loads(arguments), ensure_ascii=False)
+    except ValueError:
+        text = arguments
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -392,3 +392,34 @@ def lookup(dir_fd: int, name: str) -> os.stat_result | None:
         return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
         return None
+
+
+def resolve_plain(ws: Workspace, raw: str) -> tuple[str, ...] | None:
+    """`raw` as segments when the text checks pass and no existing segment is a
+    symlink or a special file on the way (what remains may not exist yet); else None."""
+    try:
+        rel = ws.parse(raw)
+    except Refused:
+        return None
+    if not rel.parts:
+        return None
+    fd = os.dup(ws.fd)
+    try:
+        for i, name in enumerate(rel.parts):
+            st = lookup(fd, name)
+            if st is None:
+                return rel.parts  # the rest will be created
+            if stat.S_ISLNK(st.st_mode):
+                return None
+            if i == len(rel.parts) - 1:
+                return rel.parts if stat.S_ISREG(st.st_mode) else None
+            if not stat.S_ISDIR(st.st_mode):
+                return None
+            nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        return rel.parts
+    except OSError:
+        return None
+    finally:
+        os.close(fd)

@@ -49,14 +49,20 @@ class _Version(argparse.Action):
 
 
 def _version() -> str:
-    """The installed version: from the dist-info beside the package (a regular install),
-    else from importlib.metadata (an editable one), which costs ~60 ms to import."""
+    """The installed version, from the `bastion-VERSION.dist-info` folder on the import
+    path (beside the package in a regular install, in site-packages in an editable one),
+    else from importlib.metadata, which costs ~60 ms to import."""
     import os
 
-    site = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    for name in os.listdir(site):
-        if name.startswith("bastion-") and name.endswith(".dist-info"):
-            return name[len("bastion-") : -len(".dist-info")]
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for folder in (here, *sys.path):
+        try:
+            names = os.listdir(folder or ".")
+        except OSError:
+            continue
+        for name in names:
+            if name.startswith("bastion-") and name.endswith(".dist-info"):
+                return name[len("bastion-") : -len(".dist-info")]
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -88,6 +94,14 @@ def main_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--model", help="PROVIDER/NAME, e.g. openai/gpt-4.1, ollama/llama3.2")
     p.add_argument("--approval-mode", choices=("read-only", "ask", "auto-edit", "full-auto"))
+    p.add_argument(
+        "--allow",
+        action="append",
+        default=[],
+        metavar="PREFIX",
+        help="run commands starting with PREFIX without asking, for this invocation "
+        "(repeatable; e.g. --allow 'git status')",
+    )
     session = p.add_mutually_exclusive_group()
     session.add_argument("--session-id", metavar="UUID", help="use (or create) this conversation")
     session.add_argument(

@@ -3,7 +3,7 @@
 prompt_toolkit reads a line (with history); the harness runs it; the answer is
 drawn as it streams (rich Markdown, live while it grows, final when it ends);
 tool calls are dim lines with the first line of their result; an approval is a
-`[y/n]` question. Ctrl+C interrupts a run, and at the prompt exits; Ctrl+D exits.
+`[y/a/n/e]` question (after the diff of a write or edit). Ctrl+C interrupts a run, and at the prompt exits; Ctrl+D exits.
 
 Like the app, it renders only from the view the runtime's reducer keeps; what
 it already printed is remembered by entry id, not by copying the transcript.
@@ -22,16 +22,40 @@ from rich.live import Live
 from rich.markdown import Markdown
 from rich.text import Text
 
-from runtime import BastionError, ConversationView, EmptyInput, Harness, Subscription, reduce
-from runtime.context import arguments_preview
+from runtime import (
+    BastionError,
+    ConversationView,
+    EmptyInput,
+    Harness,
+    Rule,
+    Subscription,
+    reduce,
+)
 from runtime.events import Event
-from runtime.records import Entry, EntryKind, EntryStatus, RunState, ToolCallRecord
+from runtime.records import (
+    Entry,
+    EntryKind,
+    EntryStatus,
+    RunState,
+    ToolCallRecord,
+    ToolCallState,
+)
+from runtime.views import arguments_preview
+from tui.diffs import call_diff, diff_lines, rules_text
 from tui.widgets.approval import pending_approval
 
 __all__ = ["LineMode", "run"]
 
 Ask = Callable[[str], Awaitable[str]]
 PROMPT = "› "
+_DIFF_STYLES = {
+    "file": "bold",
+    "hunk": "cyan",
+    "add": "green",
+    "remove": "red",
+    "context": "dim",
+    "note": "dim italic",
+}
 
 
 def _first_line(text: str, limit: int = 100) -> str:
@@ -179,19 +203,69 @@ class LineMode:
                 loop.remove_signal_handler(signal.SIGINT)
 
     async def _approve(self, call: ToolCallRecord) -> None:
+        """y once, a always (the rule shown, then the scope asked), n deny, e deny with a
+        message for the model. Anything else asks again; Ctrl+C or Ctrl+D interrupts."""
         self._asked.add(call.id)
         self._stop_live()
-        question = f"Allow {call.name} {arguments_preview(call.arguments, limit=160)}? [y/n] "
+        self._print_diff(call)
+        rules = await self.harness.proposed_rules(self.conversation_id, call.id)
+        if rules:
+            line = Text(f"  a = always allow {rules_text(rules)}", style="dim")
+            self.console.print(line, soft_wrap=True)
+        keys = "[y/a/n/e]" if rules else "[y/n/e]"
+        question = f"Allow {call.name} {arguments_preview(call.arguments, limit=160)}? {keys} "
         try:
-            answer = await self.ask(question)
+            while True:
+                answer = (await self.ask(question)).strip().lower()
+                options = await self._answer_options(answer, bool(rules))
+                if options is not None:
+                    break
+                self.console.print(Text(f"answer one of {keys}"))
         except (EOFError, KeyboardInterrupt):
             await self.harness.interrupt(self.conversation_id)
             return
-        approve = answer.strip().lower() in ("y", "yes")
         try:
-            await self.harness.respond(self.conversation_id, call.id, approve)
+            saved = await self.harness.respond(self.conversation_id, call.id, **options)
         except BastionError as exc:
             self.console.print(f"[red]{exc}[/]")
+            return
+        if saved:
+            where = (
+                "this session" if options.get("always") == "session" else ".bastion/settings.toml"
+            )
+            line = Text(f"  saved to {where}: {rules_text(saved)}", style="dim")
+            self.console.print(line, soft_wrap=True)
+
+    async def _answer_options(self, answer: str, can_save: bool) -> dict[str, Any] | None:
+        if answer in ("y", "yes"):
+            return {"approve": True}
+        if answer in ("n", "no"):
+            return {"approve": False}
+        if answer == "a" and can_save:
+            scope = ""
+            while scope not in ("s", "p"):
+                scope = (await self.ask("save for this [s]ession or the [p]roject? ")).strip()
+            return {"approve": True, "always": "session" if scope == "s" else "project"}
+        if answer == "e":
+            message = (await self.ask("tell the model: ")).strip()
+            return {"approve": False, "message": message or None}
+        return None
+
+    def _ran_unasked(self, call: ToolCallRecord) -> None:
+        """A call that ran without asking here: the rules that allowed it, a write's diff."""
+        if call.id in self._asked:
+            return
+        allowed = (call.review or {}).get("allowed_by") or ()
+        if allowed:
+            names = ", ".join(Rule.from_dict(r).describe() for r in allowed)
+            self.console.print(Text(f"    allowed by {names}", style="dim italic"), soft_wrap=True)
+        if call.state == ToolCallState.DONE:
+            self._print_diff(call, limit=20)
+
+    def _print_diff(self, call: ToolCallRecord, limit: int = 60) -> None:
+        diff, note = call_diff(call)
+        for kind, line in diff_lines(diff, note, limit=limit):
+            self.console.print(Text("  " + line, style=_DIFF_STYLES[kind]), soft_wrap=True)
 
     # --- printing -----------------------------------------------------------
 
@@ -265,6 +339,7 @@ class LineMode:
                     self._printed.add(done)
                     style = "dim" if result.data.get("ok", True) else "dim red"
                     self.console.print(Text(f"  └ {_first_line(result.text)}", style=style))
+                    self._ran_unasked(call)
 
     def _run_end(self, view: ConversationView) -> None:
         run = view.runs[-1]

@@ -10,6 +10,7 @@ from runtime.events import (
     EntryTextAppended,
     LeaseChanged,
     ReasoningDelta,
+    RulesUpdated,
     RunUpdated,
     TextDelta,
     ToolCallUpdated,
@@ -58,6 +59,10 @@ def test_events_roundtrip():
         RunUpdated("c1", 6, run),
         ToolCallUpdated("c1", 7, call),
         LeaseChanged("c1", 8, "o", 12, 3),
+        RulesUpdated("c1", 9, [{"kind": "command", "pattern": "git status", "scope": "session"}]),
+        ToolCallUpdated(
+            "c1", 10, call.but(review={"diff": "-a\n+b\n", "note": "", "allowed_by": []})
+        ),
         TextDelta("c1", "r1", 7, 1, "e1", 0, "x"),
         ReasoningDelta("c1", "r1", 7, 2, "e1", "y"),
         AttemptReset("c1", "r1", 7, 3, "e1", 2, "HTTP 500"),

@@ -10,7 +10,10 @@ from rich.console import Console
 
 from runtime.providers.base import ToolCall
 from runtime.records import Approval, EntryKind, EntryStatus, RunState
+from runtime.rules import edits_rule
+from runtime.settings import add_project_rules
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
+from tests.runtime.helpers import open_harness
 from tests.tui.conftest import HangingProvider, open_driven
 from tui.plain import LineMode
 
@@ -81,7 +84,8 @@ async def test_tool_calls_are_dim_lines_and_approvals_are_asked(tmp_path, toolbo
     keyboard, answers = Keyboard("write it"), Keyboard("y")
     try:
         await LineMode(harness, conv_id, con, keyboard, ask=answers).loop()
-        assert answers.asked == ['Allow write_file {"path": "a.txt", "content": "x"}? [y/n] ']
+        assert answers.asked == ['Allow write_file {"path": "a.txt", "content": "x"}? [y/a/n/e] ']
+        assert "a = always allow edits anywhere in the workspace" in out.getvalue()
         text = out.getvalue()
         assert '· write_file {"path": "a.txt", "content": "x"}' in text
         assert "└ write_file ok" in text and "Written." in text
@@ -136,5 +140,93 @@ async def test_ctrl_c_during_a_run_interrupts_it(tmp_path):
         snap = await harness.store.snapshot(conv_id)
         assert snap.runs[-1].state == RunState.INTERRUPTED
         assert snap.entries[-1].status == EntryStatus.INTERRUPTED
+    finally:
+        await harness.close()
+
+
+def command_turns(*commands: str) -> list[ScriptedTurn]:
+    turns = [
+        ScriptedTurn(tool_calls=(ToolCall(f"c{i}", "run_command", json.dumps({"command": c})),))
+        for i, c in enumerate(commands)
+    ]
+    return [*turns, ScriptedTurn(text="Done.")]
+
+
+async def test_always_saves_the_shown_rule_and_later_calls_do_not_ask(tmp_path, toolbox):
+    turns = command_turns("git status && git diff --stat", "git diff HEAD")
+    harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns), toolbox)
+    con, out = console()
+    answers = Keyboard("x", "a", "q", "s")
+    try:
+        await LineMode(harness, conv_id, con, Keyboard("look"), ask=answers).loop()
+        text = out.getvalue()
+        assert (
+            "a = always allow commands starting with `git status`, commands starting with `git diff`"
+            in text
+        )
+        assert "answer one of [y/a/n/e]" in text  # "x" asked again
+        assert "saved to this session: commands starting with `git status`" in text
+        assert answers.asked[-1] == "save for this [s]ession or the [p]roject? "
+        assert len(toolbox.calls) == 2  # the second call was never asked
+        assert [r.pattern for r in await harness.rules(conv_id)] == ["git status", "git diff"]
+    finally:
+        await harness.close()
+
+
+async def test_e_denies_with_a_message_the_model_receives(tmp_path, toolbox):
+    provider = ScriptedProvider(command_turns("rm -rf build"))
+    harness, conv_id = await open_driven(tmp_path, provider, toolbox)
+    con, _ = console()
+    answers = Keyboard("e", "run make clean instead")
+    try:
+        await LineMode(harness, conv_id, con, Keyboard("clean"), ask=answers).loop()
+        assert answers.asked[-1] == "tell the model: "
+        assert toolbox.calls == []
+        told = provider.requests[1].messages[-1]
+        assert told.role == "tool" and "run make clean instead" in str(told.content)
+    finally:
+        await harness.close()
+
+
+async def test_a_write_shows_its_diff(tmp_path):
+    from runtime.toolbox import WorkspaceToolbox
+
+    (tmp_path / "a.txt").write_text("one\ntwo\n")
+    args = json.dumps({"path": "a.txt", "old_text": "two", "new_text": "three"})
+    turns = [ScriptedTurn(tool_calls=(ToolCall("c1", "edit_file", args),)), ScriptedTurn(text="ok")]
+    box = WorkspaceToolbox(str(tmp_path), tmp_path / ".artifacts")
+    harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns), box)
+    con, out = console()
+    try:
+        await LineMode(harness, conv_id, con, Keyboard("edit"), ask=Keyboard("y")).loop()
+        text = out.getvalue()
+        assert "  --- a/a.txt\n  +++ b/a.txt\n  @@ -1,2 +1,2 @@\n   one\n  -two\n  +three\n" in text
+        assert (tmp_path / "a.txt").read_text() == "one\nthree\n"
+    finally:
+        await harness.close()
+
+
+async def test_a_call_that_ran_without_asking_shows_its_rule_and_diff(tmp_path):
+    from runtime.toolbox import WorkspaceToolbox
+
+    args = json.dumps({"path": "docs/a.md", "content": "# A\n"})
+    turns = [
+        ScriptedTurn(tool_calls=(ToolCall("c1", "write_file", args),)),
+        ScriptedTurn(text="ok"),
+    ]
+    box = WorkspaceToolbox(str(tmp_path), tmp_path / ".artifacts")
+    provider = ScriptedProvider(turns)
+    harness = await open_harness(tmp_path, provider, box)
+    conv = await harness.create_conversation(
+        str(tmp_path), settings={"model": "scripted/x", "approval_mode": "ask"}
+    )
+    add_project_rules(tmp_path, [edits_rule("docs")])
+    await harness.drive(conv.id)
+    con, out = console()
+    try:
+        await LineMode(harness, conv.id, con, Keyboard("write"), ask=Keyboard()).loop()
+        text = out.getvalue()
+        assert "    allowed by edits under docs/\n" in text
+        assert "  --- /dev/null\n  +++ b/docs/a.md\n  @@ -0,0 +1 @@\n  +# A\n" in text
     finally:
         await harness.close()

@@ -121,8 +121,10 @@ def test_answer_in_the_light_theme(snap_compare, tmp_path):
 
 def test_pending_approval(snap_compare, tmp_path):
     """ "Writing the fix." then a yellow `? write_file {"path": "src/config.py", ...}
-    awaiting approval` line; above the prompt box a yellow-barred line
-    `Allow write_file {...}? [y]es / [n]o`; status bar says `awaiting approval`."""
+    awaiting approval` line; above the prompt box a yellow-barred prompt
+    `Allow write_file src/config.py?`, `a saves: edits under src/` and the keys
+    `[y] once  [a] always  [n] deny  [e] deny with a message` (this toolbox computes
+    no diff); status bar says `awaiting approval`."""
     args = json.dumps({"path": "src/config.py", "content": "def parse_config(text): ..."})
     turns = [
         ScriptedTurn(text="Writing the fix.", tool_calls=(ToolCall("call_w", "write_file", args),))
@@ -131,7 +133,7 @@ def test_pending_approval(snap_compare, tmp_path):
 
     async def until_asking(pilot: Any) -> None:
         prompt = pilot.app.query_one(ApprovalPrompt)
-        await wait_for(lambda: prompt.has_class("-shown"), pilot)
+        await wait_for(lambda: prompt.has_class("-shown") and bool(prompt.rules), pilot)
         await wait_for(lambda: pilot.app.view.active_run.state == "awaiting_approval", pilot)
         await pilot.pause(0.1)
 

@@ -1,28 +1,57 @@
-"""The approval prompt: `Allow write_file {args}? [y]es / [n]o`, answered from the keyboard.
+"""The approval prompt, answered from the keyboard.
 
-It shows the first pending approval of the view (approvals are committed
-records, so this is just a reading of the store) and posts `Answered`; the
-app commits the decision through `Harness.respond`.
+    Allow edit_file src/config.py?
+    --- a/src/config.py                          (a write's or edit's diff, coloured)
+    +++ b/src/config.py
+    ...
+    a saves: edits under src/
+    [y] once  [a] always  [n] deny  [e] deny with a message
+
+`a` then asks where the rule goes ([s] this session, [p] the project's
+`.bastion/settings.toml`, [c] back); `e` opens a line for the message the model
+is told. It shows the first pending approval of the view (approvals are
+committed records, so this is just a reading of the store) and posts `Answered`;
+the app commits the decision through `Harness.respond`. The rule shown is the
+runtime's proposal (`Harness.proposed_rules`), the one `a` saves.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal
+from textual.containers import Vertical, VerticalScroll
 from textual.markup import escape
 from textual.message import Message
 from textual.reactive import var
-from textual.widgets import Static
+from textual.widgets import Input, Static
 
-from runtime import ConversationView
-from runtime.context import arguments_preview
+from runtime import ConversationView, Rule
 from runtime.records import Approval, ToolCallRecord, ToolCallState
+from runtime.rules import call_command, call_path
+from runtime.views import arguments_preview
+from tui.diffs import call_diff
+from tui.widgets.review import diff_markup
 
 __all__ = ["ApprovalPrompt", "pending_approval"]
+
+PROMPT_DIFF_LINES = 200  # the prompt scrolls; the diff kept with the call is bounded too
+
+KEYS_ASK = (
+    "[b $warning]\\[y][/] once  [b $warning]\\[a][/] always  "
+    "[b $warning]\\[n][/] deny  [b $warning]\\[e][/] deny with a message"
+)
+KEYS_ONCE = (
+    "[b $warning]\\[y][/] once  [b $warning]\\[n][/] deny  [b $warning]\\[e][/] deny with a message"
+)
+KEYS_SCOPE = (
+    "save for [b $warning]\\[s][/] this session  [b $warning]\\[p][/] the project "
+    "(.bastion/settings.toml)  [b $warning]\\[c][/] back"
+)
+KEYS_MESSAGE = "[$foreground-muted]Enter denies and tells the model this; an empty line denies[/]"
 
 
 def pending_approval(view: ConversationView) -> ToolCallRecord | None:
@@ -33,15 +62,25 @@ def pending_approval(view: ConversationView) -> ToolCallRecord | None:
     return None
 
 
-class ApprovalPrompt(Horizontal, can_focus=True):
-    """One line asking for a decision. Focused while shown, so y and n reach it.
+def describe_call(call: ToolCallRecord) -> str:
+    """What the call would do, in a few words: the command, the path, else its arguments."""
+    if call.name == "run_command":
+        text = call_command(call.arguments)
+        if text is not None:
+            return text
+    path = call_path(call.arguments)
+    if path is not None and call.name in ("write_file", "edit_file"):
+        return path
+    return arguments_preview(call.arguments, limit=160)
 
-    The question is cut with an ellipsis when it is too long; `[y]es / [n]o` always shows.
-    """
+
+class ApprovalPrompt(Vertical, can_focus=True):
+    """Asks for a decision. Focused while shown, so its keys reach it."""
 
     DEFAULT_CSS = """
     ApprovalPrompt {
-        height: 1;
+        height: auto;
+        max-height: 60%;
         padding: 0 1;
         border-left: outer $warning;
         background: $warning 12%;
@@ -51,20 +90,47 @@ class ApprovalPrompt(Horizontal, can_focus=True):
     ApprovalPrompt.-shown {
         display: block;
     }
-    ApprovalPrompt > #approval-question {
-        width: 1fr;
+    ApprovalPrompt #approval-question {
         text-wrap: nowrap;
         text-overflow: ellipsis;
     }
-    ApprovalPrompt > #approval-keys {
-        width: auto;
-        padding: 0 0 0 2;
+    ApprovalPrompt #approval-diff {
+        height: auto;
+        max-height: 16;
+        display: none;
+    }
+    ApprovalPrompt #approval-diff.-shown {
+        display: block;
+    }
+    ApprovalPrompt #approval-diff Static {
+        text-wrap: nowrap;
+    }
+    ApprovalPrompt #approval-rule {
+        display: none;
+    }
+    ApprovalPrompt #approval-rule.-shown {
+        display: block;
+    }
+    ApprovalPrompt #approval-message {
+        display: none;
+        height: 1;
+        border: none;
+        padding: 0;
+        background: $warning 6%;
+    }
+    ApprovalPrompt.-message #approval-message {
+        display: block;
     }
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("y", "answer(True)", "Allow", show=False),
-        Binding("n", "answer(False)", "Deny", show=False),
+        Binding("y", "answer('once')", "Allow once", show=False),
+        Binding("a", "answer('always')", "Always allow", show=False),
+        Binding("n", "answer('deny')", "Deny", show=False),
+        Binding("e", "answer('message')", "Deny with a message", show=False),
+        Binding("s", "scope('session')", "This session", show=False),
+        Binding("p", "scope('project')", "The project", show=False),
+        Binding("c", "scope('')", "Back", show=False),
     ]
 
     shown: var[bool] = var(False, toggle_class="-shown")
@@ -73,21 +139,39 @@ class ApprovalPrompt(Horizontal, can_focus=True):
     class Answered(Message):
         tool_call_id: str
         approve: bool
+        always: str | None = None  # "session" | "project": save the rules shown
+        message: str | None = None  # with a denial: what the model is told
+
+    @dataclass
+    class Shown(Message):
+        """A new call is asking: the app fetches the rules `a` would save."""
+
+        tool_call_id: str
 
     def __init__(self) -> None:
         super().__init__()
         self.call: ToolCallRecord | None = None
+        self.rules: tuple[Rule, ...] = ()
+        self.mode = "ask"  # ask | scope (after a) | message (after e)
         self._answered: set[str] = set()
 
     def compose(self) -> ComposeResult:
         yield Static(id="approval-question")
-        yield Static("[b $warning]\\[y][/]es / [b $warning]\\[n][/]o", id="approval-keys")
+        with VerticalScroll(id="approval-diff"):
+            yield Static(id="approval-diff-text")
+        yield Static(id="approval-rule")
+        yield Static(KEYS_ONCE, id="approval-keys")
+        yield Input(placeholder="tell the model why…", id="approval-message")
 
     @property
     def question(self) -> str:
-        """The question and the keys, as plain text (what the line says)."""
-        question = self.query_one("#approval-question", Static).render()
-        return f"{question}  {self.query_one('#approval-keys', Static).render()}"
+        """The question, the rule and the keys, as plain text (what the prompt says)."""
+        parts = [self.query_one("#approval-question", Static).render()]
+        rule = self.query_one("#approval-rule", Static)
+        if rule.has_class("-shown"):
+            parts.append(rule.render())
+        parts.append(self.query_one("#approval-keys", Static).render())
+        return "  ".join(str(p) for p in parts)
 
     def show(self, view: ConversationView) -> bool:
         """Show the first pending approval (or hide); true if the call shown changed."""
@@ -97,18 +181,82 @@ class ApprovalPrompt(Horizontal, can_focus=True):
         changed = (call.id if call else None) != (self.call.id if self.call else None)
         self.call = call
         if changed and call is not None:
-            args = escape(arguments_preview(call.arguments, limit=120))
-            self.query_one("#approval-question", Static).update(
-                f"[b $warning]Allow[/] [b]{escape(call.name)}[/b] [$foreground-muted]{args}[/]"
-                "[b $warning]?[/]"
-            )
+            self._draw(call)
+            self.post_message(self.Shown(call.id))
         self.shown = call is not None
         return changed
 
-    def action_answer(self, approve: bool) -> None:
-        if self.call is None:
+    def _draw(self, call: ToolCallRecord) -> None:
+        self.rules = ()
+        self.mode = "ask"
+        self.remove_class("-message")
+        what = escape(describe_call(call))
+        self.query_one("#approval-question", Static).update(
+            f"[b $warning]Allow[/] [b]{escape(call.name)}[/b] {what}[b $warning]?[/]"
+        )
+        diff, note = call_diff(call)
+        box = self.query_one("#approval-diff", VerticalScroll)
+        box.set_class(bool(diff or note), "-shown")
+        self.query_one("#approval-diff-text", Static).update(
+            diff_markup(diff, note, PROMPT_DIFF_LINES)
+        )
+        box.scroll_home(animate=False)
+        self._draw_rules()
+
+    def set_rules(self, tool_call_id: str, rules: Sequence[Rule]) -> None:
+        """The rules `a` would save for the call shown (from `Harness.proposed_rules`)."""
+        if self.call is not None and self.call.id == tool_call_id:
+            self.rules = tuple(rules)
+            self._draw_rules()
+
+    def _draw_rules(self) -> None:
+        line = self.query_one("#approval-rule", Static)
+        names = ", ".join(r.describe() for r in self.rules)
+        line.update(f"[$foreground-muted]a saves:[/] [b]{escape(names)}[/]" if names else "")
+        line.set_class(bool(self.rules), "-shown")
+        keys = {"ask": KEYS_ASK if self.rules else KEYS_ONCE, "scope": KEYS_SCOPE}
+        self.query_one("#approval-keys", Static).update(keys.get(self.mode, KEYS_MESSAGE))
+
+    def _set_mode(self, mode: str) -> None:
+        self.mode = mode
+        self.set_class(mode == "message", "-message")
+        self._draw_rules()
+
+    def action_answer(self, how: str) -> None:
+        if self.call is None or self.mode != "ask":
             return
+        if how == "always":
+            if self.rules:
+                self._set_mode("scope")
+            return
+        if how == "message":
+            self._set_mode("message")
+            field = self.query_one("#approval-message", Input)
+            field.value = ""
+            field.focus()
+            return
+        self._post(how == "once")
+
+    def action_scope(self, scope: str) -> None:
+        if self.call is None or self.mode != "scope":
+            return
+        if not scope:
+            self._set_mode("ask")
+            return
+        self._post(True, always=scope)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()  # the message is the prompt's, never a new request
+        if self.call is not None and self.mode == "message":
+            self._post(False, message=event.value.strip() or None)
+
+    def _post(
+        self, approve: bool, *, always: str | None = None, message: str | None = None
+    ) -> None:
+        assert self.call is not None
         self._answered.add(self.call.id)
-        self.post_message(self.Answered(self.call.id, approve))
+        self.post_message(self.Answered(self.call.id, approve, always, message))
         self.call = None
+        self.mode = "ask"
+        self.remove_class("-message")
         self.shown = False

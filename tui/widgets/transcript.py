@@ -84,6 +84,7 @@ class Transcript(VerticalScroll):
         self._opened = False
         self._revealing = False
         self._new_below = False
+        self._scrolled_up = False  # before anchoring: the user scrolled up
         self.view: ConversationView | None = None
 
     # --- following the bottom -----------------------------------------------
@@ -91,15 +92,20 @@ class Transcript(VerticalScroll):
     @property
     def following(self) -> bool:
         """New output scrolls into view by itself: the user has not scrolled away from the
-        bottom (before the transcript outgrows the screen it is not anchored yet)."""
-        return not self._anchor_released if self.is_anchored else True
+        bottom. Before the transcript is anchored (it anchors once it outgrows the screen,
+        after a layout) that is: the user has not scrolled up."""
+        if self.is_anchored:
+            return not self._anchor_released
+        return not self._scrolled_up
 
     def _anchor_when_long(self) -> None:
         # Anchor (stick to the bottom) only once there is more than a screenful: an
-        # anchored short transcript would sit at the bottom with a gap above it.
+        # anchored short transcript would sit at the bottom with a gap above it. Not if
+        # the user has scrolled up meanwhile: anchoring would take them to the bottom.
         if (
             not self.is_anchored
             and self.virtual_size.height > self.scrollable_content_region.height
+            and self.following
         ):
             self.anchor()
 
@@ -108,6 +114,11 @@ class Transcript(VerticalScroll):
 
     def watch_scroll_y(self, old: float, new: float) -> None:
         super().watch_scroll_y(old, new)
+        if not self.is_anchored:
+            if new < old:
+                self._scrolled_up = True
+            elif new >= self.max_scroll_y - 1:
+                self._scrolled_up = False
         if new <= 1 and not self._revealing and not self.following and self._has_earlier():
             self._revealing = True
             self.call_after_refresh(self._reveal_earlier)

@@ -1,0 +1,142 @@
+"""The approval prompt's keys in the app: y once, a always (rule shown, then session or
+project), n deny, e deny with a message the model receives; diffs in prompt and row."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from typing import Any
+
+from runtime.harness import Harness
+from runtime.loop import LoopSettings
+from runtime.providers.base import ToolCall
+from runtime.providers.openai import OpenAIChatProvider
+from runtime.records import Approval
+from runtime.settings import settings_path
+from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
+from runtime.testing.server import LoopbackServer
+from runtime.toolbox import WorkspaceToolbox
+from tests.tui.conftest import MODEL, SIZE, open_driven, run_settled, wait_for
+from tui.app import BastionApp
+from tui.widgets import ApprovalPrompt, ToolCallLine
+
+
+def command_turns(*commands: str) -> list[ScriptedTurn]:
+    turns = [
+        ScriptedTurn(tool_calls=(ToolCall(f"c{i}", "run_command", json.dumps({"command": c})),))
+        for i, c in enumerate(commands)
+    ]
+    return [*turns, ScriptedTurn(text="Done.")]
+
+
+async def asking(app: BastionApp, pilot: Any, with_rule: bool = True) -> ApprovalPrompt:
+    prompt = app.query_one(ApprovalPrompt)
+    await wait_for(lambda: prompt.has_class("-shown") and app.focused is prompt, pilot)
+    if with_rule:
+        await wait_for(lambda: bool(prompt.rules), pilot)
+    return prompt
+
+
+async def test_a_saves_the_prefix_rule_for_the_session(tmp_path, toolbox):
+    turns = command_turns("git status -s", "git status --porcelain")
+    harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns), toolbox)
+    app = BastionApp(harness, conv_id, first_prompt="status")
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            prompt = await asking(app, pilot)
+            text = prompt.question
+            assert "Allow run_command git status -s?" in text
+            assert "a saves: commands starting with `git status`" in text
+            assert "[a] always" in text
+            await pilot.press("a")
+            assert "[s] this session" in prompt.question and "[p] the project" in prompt.question
+            await pilot.press("c")  # back: nothing saved
+            assert "[a] always" in prompt.question
+            await pilot.press("a", "s")
+            await wait_for(lambda: run_settled(app), pilot)
+            assert app.focused is app.query_one("#prompt")
+            rows = [str(line.render()) for line in app.query(ToolCallLine)]
+            assert "allowed by commands starting with `git status`" in rows[1]
+        rules = await harness.rules(conv_id)
+        assert [(r.pattern, r.scope) for r in rules] == [("git status", "session")]
+        snap = await harness.store.snapshot(conv_id)
+        assert [c.approval for c in snap.tool_calls] == [Approval.APPROVED] * 2
+        assert len(toolbox.calls) == 2  # the second never asked
+        assert not settings_path(tmp_path).exists()
+    finally:
+        await harness.close()
+
+
+async def test_a_on_a_compound_command_saves_every_part_for_the_project(tmp_path, toolbox):
+    turns = command_turns("git status && npm run test -- -x", "npm run test")
+    harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns), toolbox)
+    app = BastionApp(harness, conv_id, first_prompt="test")
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            prompt = await asking(app, pilot)
+            assert (
+                "a saves: commands starting with `git status`, commands starting with "
+                "`npm run test`" in prompt.question
+            )
+            await pilot.press("a", "p")
+            await wait_for(lambda: run_settled(app), pilot)
+        data = tomllib.loads(settings_path(tmp_path).read_text())
+        assert data["approvals"]["commands"] == ["git status", "npm run test"]
+        assert len(toolbox.calls) == 2
+        assert (await harness.store.snapshot(conv_id)).rules == ()
+    finally:
+        await harness.close()
+
+
+async def test_e_denies_with_a_message_the_model_receives(tmp_path):
+    call = {"id": "c1", "name": "run_command", "arguments": {"command": "rm -rf build"}}
+    with LoopbackServer([{"tool_calls": [call]}, {"text": "I will use make clean."}]) as server:
+        provider = OpenAIChatProvider("openai", server.base_url)
+        harness = await Harness.open(
+            tmp_path / "bastion.sqlite",
+            resolve_model=lambda spec: (provider, spec.split("/", 1)[1]),
+            toolbox_factory=lambda conv: WorkspaceToolbox(conv.cwd, tmp_path / "artifacts"),
+            loop_settings=LoopSettings(checkpoint_interval=0.02),
+        )
+        conv = await harness.create_conversation(
+            str(tmp_path), settings={"model": MODEL, "approval_mode": "ask"}
+        )
+        await harness.drive(conv.id)
+        app = BastionApp(harness, conv.id, first_prompt="clean up")
+        try:
+            async with app.run_test(size=SIZE) as pilot:
+                prompt = await asking(app, pilot)
+                await pilot.press("e")
+                assert app.focused is prompt.query_one("#approval-message")
+                await pilot.press(*"use make clean", "enter")
+                await wait_for(lambda: run_settled(app), pilot)
+                snap = await harness.store.snapshot(conv.id)
+                user_texts = [e.text for e in snap.entries if e.kind == "user"]
+                assert user_texts == ["clean up"]  # the message was not sent as a prompt
+        finally:
+            await harness.close()
+        told = [m for m in server.requests[1].json["messages"] if m["role"] == "tool"]
+        assert "the user denied run_command and said:\nuse make clean" in told[0]["content"]
+
+
+async def test_the_diff_shows_in_the_prompt_and_then_in_the_row(tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "config.py").write_text("def f():\n    return 1\n")
+    args = json.dumps({"path": "src/config.py", "old_text": "return 1", "new_text": "return 2"})
+    turns = [ScriptedTurn(tool_calls=(ToolCall("c1", "edit_file", args),)), ScriptedTurn(text="ok")]
+    box = WorkspaceToolbox(str(tmp_path), tmp_path / ".artifacts")
+    harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns), box)
+    app = BastionApp(harness, conv_id, first_prompt="edit")
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            prompt = await asking(app, pilot)
+            shown = str(prompt.query_one("#approval-diff-text").render())
+            assert "-    return 1\n+    return 2" in shown
+            assert "a saves: edits under src/" in prompt.question
+            await pilot.press("y")
+            await wait_for(lambda: run_settled(app), pilot)
+            row = str(app.query_one(ToolCallLine).render())
+            assert "--- a/src/config.py" in row and "+    return 2" in row
+        assert (tmp_path / "src" / "config.py").read_text() == "def f():\n    return 2\n"
+    finally:
+        await harness.close()
