@@ -15,6 +15,8 @@ _EXPORTS = {
     "ConfigError": "runtime.errors",
     "ConfigChange": "runtime.config_watch",
     "ConfigWatcher": "runtime.config_watch",
+    "CompactionFailed": "runtime.errors",
+    "compacted_through": "runtime.compaction",
     "ConversationBusy": "runtime.errors",
     "LeaseLost": "runtime.errors",
     "SchemaTooNew": "runtime.errors",
@@ -30,6 +32,8 @@ _EXPORTS = {
     "export_markdown": "runtime.transfer",
     "Driver": "runtime.driver",
     "Follower": "runtime.attach",
+    "ModelInfo": "runtime.catalog",
+    "load_config": "runtime.config",
     "LoopSettings": "runtime.loop",
     "ProjectInstructions": "runtime.instructions",
     "load_instructions": "runtime.instructions",
@@ -43,6 +47,9 @@ _EXPORTS = {
     "RuleKind": "runtime.rules",
     "Scope": "runtime.rules",
     "ConversationView": "runtime.views",
+    "UsageSummary": "runtime.usage",
+    "UsageTotals": "runtime.usage",
+    "usage_summary": "runtime.usage",
     "reduce": "runtime.views",
     "view_from_snapshot": "runtime.views",
 }
@@ -50,6 +57,7 @@ _EXPORTS = {
 __all__ = [
     "BadRule",
     "BastionError",
+    "CompactionFailed",
     "ConfigChange",
     "ConfigError",
     "ConfigWatcher",
@@ -62,6 +70,7 @@ __all__ = [
     "ImportRefused",
     "LeaseLost",
     "LoopSettings",
+    "ModelInfo",
     "ProjectInstructions",
     "RestorePlan",
     "RestoreReport",
@@ -76,21 +85,30 @@ __all__ = [
     "Subscription",
     "UnknownConversation",
     "UnknownEntry",
+    "UsageSummary",
+    "UsageTotals",
+    "compacted_through",
     "default_home",
     "export_markdown",
+    "load_config",
     "load_instructions",
     "reduce",
     "schema_version",
+    "usage_summary",
     "view_from_snapshot",
 ]
 
 if TYPE_CHECKING:
     from runtime.attach import Follower
+    from runtime.catalog import ModelInfo
+    from runtime.compaction import compacted_through
+    from runtime.config import load_config
     from runtime.config_watch import ConfigChange, ConfigWatcher
     from runtime.driver import Driver
     from runtime.effects import RestorePlan, RestoreReport
     from runtime.errors import (
         BastionError,
+        CompactionFailed,
         ConfigError,
         ConversationBusy,
         EmptyInput,
@@ -108,6 +126,7 @@ if TYPE_CHECKING:
     from runtime.rules import BadRule, Rule, RuleKind, Scope
     from runtime.sessions import Rewound
     from runtime.transfer import ImportRefused, export_markdown
+    from runtime.usage import UsageSummary, UsageTotals, usage_summary
     from runtime.views import ConversationView, reduce, view_from_snapshot
 
 

@@ -3,11 +3,16 @@
     $XDG_CONFIG_HOME/bastion/config.toml   (user)
     <cwd>/.bastion/config.toml             (project; wins over user)
 
-Keys: model, approval_mode, theme, instructions (strings), stream_idle_timeout
-(seconds without a byte from a streaming model before the request is dropped
-and retried; default 90), and [providers.NAME] tables with base_url,
-api_key_env, headers (a table of strings) and stream_idle_timeout. BASTION_MODEL
-overrides the files; flags override all.
+Keys: model, approval_mode, theme, instructions, compact_model (strings),
+stream_idle_timeout (seconds without a byte from a streaming model before the
+request is dropped and retried; default 90), max_output_tokens (the output cap
+of every request), compact_reserve_tokens (room kept free in the context
+window; default 16,384, at most a quarter of the window), [providers.NAME]
+tables with base_url, api_key_env, headers (a table of strings),
+stream_idle_timeout and max_output_tokens, and [models."PROVIDER/NAME"] tables
+with context_window, max_output_tokens, input_price, output_price,
+cached_input_price (USD per million tokens), images and tools (booleans).
+BASTION_MODEL overrides the files; flags override all.
 
 A file that cannot be used is a ConfigError naming the file, the key and what it
 should hold: it is never half-applied, and nothing is stored before it is read.
@@ -25,13 +30,19 @@ from pathlib import Path
 from typing import Any
 
 from runtime.approvals import ApprovalMode
+from runtime.catalog import DEFAULT_OUTPUT_CAP, ModelInfo, catalog_entry, lookup
 from runtime.errors import ConfigError
 
 DEFAULT_MODEL = "openai/gpt-4.1"
 DEFAULT_APPROVAL_MODE = ApprovalMode.ASK
-_STRING_KEYS = ("model", "approval_mode", "theme", "instructions")
-_KEYS = {*_STRING_KEYS, "providers", "stream_idle_timeout"}
-_PROVIDER_KEYS = {"base_url", "api_key_env", "headers", "stream_idle_timeout"}
+_STRING_KEYS = ("model", "approval_mode", "theme", "instructions", "compact_model")
+_TOKEN_KEYS = ("max_output_tokens", "compact_reserve_tokens")
+_KEYS = {*_STRING_KEYS, *_TOKEN_KEYS, "providers", "models", "stream_idle_timeout"}
+_PROVIDER_KEYS = {"base_url", "api_key_env", "headers", "stream_idle_timeout", "max_output_tokens"}
+_MODEL_INTS = ("context_window", "max_output_tokens")
+_MODEL_PRICES = ("input_price", "output_price", "cached_input_price")
+_MODEL_BOOLS = ("images", "tools")
+_MODEL_KEYS = {*_MODEL_INTS, *_MODEL_PRICES, *_MODEL_BOOLS}
 _EXAMPLES = {
     "model": 'model = "openai/gpt-4.1"',
     "approval_mode": 'approval_mode = "ask"',
@@ -41,6 +52,15 @@ _EXAMPLES = {
     "api_key_env": 'api_key_env = "EXAMPLE_API_KEY"',
     "headers": 'headers = { "X-Title" = "bastion" }',
     "stream_idle_timeout": "stream_idle_timeout = 90",
+    "compact_model": 'compact_model = "openai/gpt-4.1-mini"',
+    "max_output_tokens": "max_output_tokens = 8192",
+    "compact_reserve_tokens": "compact_reserve_tokens = 16384",
+    "context_window": "context_window = 131072",
+    "input_price": "input_price = 2.5",
+    "output_price": "output_price = 10.0",
+    "cached_input_price": "cached_input_price = 1.25",
+    "images": "images = true",
+    "tools": "tools = true",
 }
 
 
@@ -54,6 +74,25 @@ class Config:
     stream_idle_timeout: float | None = None
     providers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     sources: tuple[str, ...] = ()
+    max_output_tokens: int | None = None
+    compact_reserve_tokens: int | None = None
+    compact_model: str | None = None
+    models: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def model_info(self, spec: str) -> ModelInfo:
+        """The catalog's numbers for `spec` with its [models."…"] table applied."""
+        return lookup(spec, self.models)
+
+    def output_cap(self, spec: str) -> int:
+        """The output cap for `spec`: its [models] table, its provider's table, the top
+        level, the catalog, 8192 (the first that says)."""
+        model = self.models.get(spec, {}).get("max_output_tokens")
+        provider = self.providers.get(spec.partition("/")[0], {}).get("max_output_tokens")
+        for cap in (model, provider, self.max_output_tokens):
+            if cap is not None:
+                return int(cap)
+        found = catalog_entry(spec)
+        return int(found[1]["max_output_tokens"]) if found else DEFAULT_OUTPUT_CAP
 
 
 def user_config_path(env: Mapping[str, str]) -> Path:
@@ -144,6 +183,10 @@ def _check(path: Path, data: dict[str, Any]) -> None:
             raise ConfigError(f"{path}: approval_mode: {exc.message}", hint=exc.hint) from None
     if "stream_idle_timeout" in data:
         _check_seconds(path, "", data["stream_idle_timeout"])
+    for key in _TOKEN_KEYS:
+        if key in data:
+            _check_tokens(path, "", key, data[key])
+    _check_models(path, data.get("models", {}))
     providers = data.get("providers", {})
     if not isinstance(providers, dict):
         raise ConfigError(
@@ -181,12 +224,57 @@ def _check_provider(path: Path, name: str, table: Any) -> None:
             )
     if "stream_idle_timeout" in table:
         _check_seconds(path, where, table["stream_idle_timeout"])
+    if "max_output_tokens" in table:
+        _check_tokens(path, where, "max_output_tokens", table["max_output_tokens"])
+
+
+def _check_tokens(path: Path, where: str, key: str, value: Any) -> None:
+    if type(value) is not int:
+        raise _type_error(path, where, key, "a whole number of tokens", value)
+    if value <= 0:
+        raise ConfigError(
+            f"{path}: {where}{key} must be more than 0 tokens, not {value}",
+            hint=f"for example {_EXAMPLES[key]}",
+        )
+
+
+def _check_models(path: Path, models: Any) -> None:
+    if not isinstance(models, dict):
+        raise ConfigError(
+            f'{path}: models must be a table of [models."PROVIDER/NAME"] tables, '
+            f"not {_kind(models)}",
+            hint='for example [models."ollama/qwen3"] with context_window = 40960',
+        )
+    for spec, table in models.items():
+        where = f'[models."{spec}"] '
+        if "/" not in spec or not isinstance(table, dict):
+            raise ConfigError(
+                f"{path}: models.{spec} must be a table named PROVIDER/NAME",
+                hint=f'write it as [models."openai/{spec}"] with context_window = ... under it',
+            )
+        unknown = set(table) - _MODEL_KEYS
+        if unknown:
+            raise ConfigError(
+                f"{path}: {where}has an unknown setting {sorted(unknown)[0]!r}",
+                hint=f"[models.NAME] takes only {', '.join(sorted(_MODEL_KEYS))}",
+            )
+        for key in _MODEL_INTS:
+            if key in table:
+                _check_tokens(path, where, key, table[key])
+        for key in _MODEL_PRICES:
+            value = table.get(key, 0)
+            if type(value) not in (int, float) or not math.isfinite(value) or value < 0:
+                raise _type_error(path, where, key, "a price in USD per million tokens", value)
+        for key in _MODEL_BOOLS:
+            if key in table and not isinstance(table[key], bool):
+                raise _type_error(path, where, key, "true or false", table[key])
 
 
 def load_config(cwd: str, env: Mapping[str, str] | None = None) -> Config:
     env = os.environ if env is None else env
     merged: dict[str, Any] = {}
     providers: dict[str, dict[str, Any]] = {}
+    models: dict[str, dict[str, Any]] = {}
     sources: list[str] = []
     theme_source = ""
     for path in (user_config_path(env), Path(cwd) / ".bastion" / "config.toml"):
@@ -197,6 +285,8 @@ def load_config(cwd: str, env: Mapping[str, str] | None = None) -> Config:
             theme_source = str(path)
         for name, table in data.pop("providers", {}).items():
             providers.setdefault(name, {}).update(table)
+        for spec, table in data.pop("models", {}).items():
+            models.setdefault(spec, {}).update(table)
         merged.update(data)
     if env.get("BASTION_MODEL"):
         merged["model"] = env["BASTION_MODEL"]
@@ -209,6 +299,10 @@ def load_config(cwd: str, env: Mapping[str, str] | None = None) -> Config:
         stream_idle_timeout=merged.get("stream_idle_timeout"),
         providers=providers,
         sources=tuple(sources),
+        max_output_tokens=merged.get("max_output_tokens"),
+        compact_reserve_tokens=merged.get("compact_reserve_tokens"),
+        compact_model=merged.get("compact_model"),
+        models=models,
     )
 
 

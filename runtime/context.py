@@ -1,6 +1,7 @@
 """What the model sees: the system prompt and messages built from stored entries.
 
-The model sees entries from the newest reset or summary onward. An assistant
+The model sees entries from the newest reset onward, with the newest summary in
+place of the entries it covers (runtime.compaction). An assistant
 entry that did not complete is left out while its own run is still going (the
 run will ask again); one from an ended run is kept as the text it got to, so a
 follow-up knows what was already said.
@@ -10,9 +11,12 @@ from __future__ import annotations
 
 import platform
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from runtime.compaction import covered_through, newest_summary
+from runtime.images import adapt_content
 from runtime.providers.base import ImagePart, Message, TextPart, ToolCall, ToolSpec
 from runtime.records import Conversation, Entry, EntryKind, EntryStatus
 
@@ -50,10 +54,20 @@ def system_prompt(conversation: Conversation, tools: Sequence[ToolSpec], project
 
 
 def _active_entries(entries: Sequence[Entry]) -> Sequence[Entry]:
+    """What a request is built from: after the newest reset, the summary in force first,
+    then every entry after the last position it covers (runtime.compaction)."""
+    start = 0
     for i in range(len(entries) - 1, -1, -1):
-        if entries[i].kind in (EntryKind.RESET, EntryKind.SUMMARY):
-            return entries[i:]
-    return entries
+        if entries[i].kind == EntryKind.RESET:
+            start = i
+            break
+    active = entries[start:]
+    summary = newest_summary(active)
+    if summary is None:
+        return active
+    through = covered_through(summary)
+    rest = [e for e in active if e.position > through and e.kind != EntryKind.SUMMARY]
+    return [summary, *rest]
 
 
 def _tool_result_content(entry: Entry) -> str | tuple[TextPart | ImagePart, ...]:
@@ -65,16 +79,29 @@ def _tool_result_content(entry: Entry) -> str | tuple[TextPart | ImagePart, ...]
     return tuple(parts)
 
 
+@dataclass(frozen=True, slots=True)
+class ImagePolicy:
+    """How images reach the model: fitted to `max_side`, or placeholders if it takes none.
+    `prompt_images` holds the images a user entry names by path (runtime.images)."""
+
+    images: bool = True
+    max_side: int = 2048
+    model: str = ""
+    prompt_images: Mapping[str, tuple[ImagePart, ...]] = field(default_factory=dict)
+
+
 def build_messages(
     conversation: Conversation,
     entries: Sequence[Entry],
     current_run_id: str | None,
     tools: Sequence[ToolSpec] = (),
     project: str = "",
+    policy: ImagePolicy | None = None,
 ) -> tuple[Message, ...]:
     """The request's messages. Each assistant message with tool calls is followed by
     exactly one tool message per call, whatever order the entries are in; ids on
     the wire are the provider's, made unique within the request where it repeated one."""
+    policy = policy or ImagePolicy()
     active = _active_entries(entries)
     results = {e.data.get("tool_call_id"): e for e in active if e.kind == EntryKind.TOOL_RESULT}
     messages = [Message("system", system_prompt(conversation, tools, project))]
@@ -82,7 +109,11 @@ def build_messages(
     for entry in active:
         match entry.kind:
             case EntryKind.USER:
-                messages.append(Message("user", entry.text))
+                attached = policy.prompt_images.get(entry.id)
+                if attached:
+                    messages.append(Message("user", (TextPart(entry.text), *attached)))
+                else:
+                    messages.append(Message("user", entry.text))
             case EntryKind.SUMMARY:
                 messages.append(
                     Message("user", "Summary of the conversation so far:\n" + entry.text)
@@ -92,7 +123,16 @@ def build_messages(
                     messages.append(Message("user", entry.text))
             case EntryKind.ASSISTANT:
                 messages.extend(_assistant_turn(entry, current_run_id, results, used))
-    return tuple(messages)
+    return tuple(_adapt(m, policy) for m in messages)
+
+
+def _adapt(message: Message, policy: ImagePolicy) -> Message:
+    if isinstance(message.content, str):
+        return message
+    content = adapt_content(
+        message.content, images=policy.images, max_side=policy.max_side, model=policy.model
+    )
+    return replace(message, content=content)
 
 
 def _wire_id(provider_id: str, key: str, used: set[str]) -> str:

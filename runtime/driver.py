@@ -22,11 +22,13 @@ import os
 import socket
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from runtime import failpoints
 from runtime.aio import wait_until
 from runtime.approvals import ApprovalMode
+from runtime.catalog import ModelInfo
+from runtime.compaction import CompactionSettings
 from runtime.errors import BastionError, ConversationBusy, LeaseLost, StoreError
 from runtime.events import Event
 from runtime.ids import uuid7
@@ -62,12 +64,15 @@ def lease_live(lease: LeaseInfo, ttl: float) -> bool:
 class DriverConfig:
     provider: Provider
     model: str
+    model_info: ModelInfo
+    output_cap: int
     toolbox: Toolbox | None
     approval_mode: ApprovalMode
     interactive: bool
     loop: LoopSettings
     lease_ttl: float = 15.0
     on_refusal: Callable[[str, str], None] | None = None
+    compaction: CompactionSettings = field(default_factory=CompactionSettings)
     rules: RuleBook | None = None
 
 
@@ -289,6 +294,8 @@ class Driver:
             publish=self.publish,
             provider=self.config.provider,
             model=self.config.model,
+            model_info=self.config.model_info,
+            output_cap=self.config.output_cap,
             toolbox=self.config.toolbox,
             approval_mode=self.config.approval_mode,
             interactive=self.config.interactive,
@@ -297,6 +304,7 @@ class Driver:
             wait_for_decision=self._wait_decision,
             settings=self.config.loop,
             on_refusal=self.config.on_refusal,
+            compaction=self.config.compaction,
             rules=self.config.rules,
         )
         self._executor = RunExecutor(deps, self.conversation_id)

@@ -105,6 +105,13 @@ class StoreCorrupt(StoreError):
     code = "store_corrupt"
 
 
+class CompactionFailed(BastionError):
+    """A compaction could not be made (nothing to compact, the summary model failed,
+    or the conversation kept changing); the conversation is as it was."""
+
+    code = "compaction_failed"
+
+
 class EmptyInput(BastionError):
     """A prompt with nothing in it (only whitespace) is not sent."""
 

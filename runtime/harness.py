@@ -22,7 +22,7 @@ import os
 import random
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,9 @@ from runtime.aio import wait_until
 from runtime.answers import Answer, answer_tx
 from runtime.approvals import ApprovalMode
 from runtime.calls import interrupt_tx
+from runtime.catalog import ModelInfo
+from runtime.compaction import DEFAULT_RESERVE, CompactionSettings, Compactor
+from runtime.config import Config
 from runtime.driver import Driver, DriverConfig, lease_live, new_run
 from runtime.errors import (
     BastionError,
@@ -71,6 +74,7 @@ from runtime.settings import ProjectRules, RuleBook, load_project_rules
 from runtime.store import Store, remove_artifacts, request_digest
 from runtime.toolbox import Toolbox
 from runtime.tx import Tx
+from runtime.usage import UsageSummary, usage_summary
 from runtime.views import ConversationView, StreamCursor, view_from_snapshot
 
 log = logging.getLogger(__name__)
@@ -134,8 +138,10 @@ class Harness:
         toolbox_factory: ToolboxFactory | None,
         loop_settings: LoopSettings,
         lease_ttl: float,
+        config: Config | None = None,
     ) -> None:
         self.store = store
+        self.config = config or Config()
         self.home = home
         self.owner = uuid7()
         self.epoch = random.getrandbits(31) | 1
@@ -161,7 +167,10 @@ class Harness:
         toolbox_factory: ToolboxFactory | None = None,
         loop_settings: LoopSettings | None = None,
         lease_ttl: float = 15.0,
+        config: Config | None = None,
     ) -> Harness:
+        """`config` supplies the model catalog overrides, output caps and compaction
+        settings (runtime.config); without it, the catalog's defaults."""
         home = default_home()
         file = Path(path) if path is not None else home / "bastion.sqlite"
         store = await Store.open(file)
@@ -172,6 +181,7 @@ class Harness:
             toolbox_factory,
             loop_settings or LoopSettings(),
             lease_ttl,
+            config,
         )
 
     async def close(self) -> None:
@@ -418,6 +428,58 @@ class Harness:
             self._providers[spec] = self._resolve_model(spec)
         return self._providers[spec]
 
+    async def usage(self, conversation_id: str) -> UsageSummary:
+        """Token counts (with provenance) and cost per run, per model and in total,
+        and how full the context window was at the newest request."""
+        return usage_summary(await self.snapshot(conversation_id))
+
+    def compaction_settings(self) -> CompactionSettings:
+        """The reserve from config, and the `compact_model`'s provider when one is set."""
+        settings = CompactionSettings(
+            reserve_tokens=self.config.compact_reserve_tokens or DEFAULT_RESERVE
+        )
+        spec = self.config.compact_model
+        if spec:
+            provider, model = self.resolve_model(spec)
+            settings = replace(
+                settings, summary_provider=provider, summary_model=model, summary_spec=spec
+            )
+        return settings
+
+    async def compact(self, conversation_id: str, instructions: str | None = None) -> Entry | None:
+        """Summarise the conversation's older whole turns now (keeping roughly the last
+        20k tokens verbatim); the summary entry, or None when there is nothing whole to
+        compact yet. Raises CompactionFailed (the conversation is then as it was)."""
+        self._check_open()
+        conv = await self.store.get_conversation(conversation_id)
+        driver = self._drivers.get(conversation_id)
+        spec = driver.config.model_info.spec if driver is not None else conv.agent.model
+        provider, model = self.resolve_model(spec)
+        info = self.model_info(spec)
+        token = driver.token if driver is not None else None
+
+        async def commit(build: Callable[[Tx], Any]) -> Any:
+            return await self.store.transact(
+                conversation_id, build, token=token, publish=self._publish
+            )
+
+        latest = await self.store.latest_run(conversation_id)
+        active = latest.id if latest is not None and not latest.terminal else None
+        compactor = Compactor(
+            self.store, conversation_id, commit, provider, model, info,
+            info.context_window, self.compaction_settings(),
+        )  # fmt: skip
+        return await compactor.compact(instructions or None, active_run_id=active)
+
+    def model_info(self, spec: str) -> ModelInfo:
+        """What is known of model `spec` ("PROVIDER/NAME"): context window, output limit,
+        prices, images, tools; `known` is False when these are conservative guesses."""
+        return self.config.model_info(spec)
+
+    def output_cap(self, spec: str) -> int:
+        """The `max_tokens` every request to `spec` carries (config, catalog, 8192)."""
+        return self.config.output_cap(spec)
+
     async def drive(
         self,
         conversation_id: str,
@@ -462,17 +524,21 @@ class Harness:
     ) -> Driver:
         conv = await self.store.get_conversation(conversation_id)
         agent = conv.agent
-        provider, model_name = self.resolve_model(model or agent.model)
+        spec = model or agent.model
+        provider, model_name = self.resolve_model(spec)
         toolbox = self._toolbox_factory(conv) if self._toolbox_factory else None
         config = DriverConfig(
             provider=provider,
             model=model_name,
+            model_info=self.model_info(spec),
+            output_cap=self.output_cap(spec),
             toolbox=toolbox,
             approval_mode=ApprovalMode.parse(approval_mode or agent.approval_mode or "ask"),
             interactive=interactive,
             loop=self.loop_settings,
             lease_ttl=self.lease_ttl,
             on_refusal=on_refusal,
+            compaction=self.compaction_settings(),
             rules=RuleBook(
                 ProjectRules(conv.cwd),
                 allow,

@@ -21,17 +21,21 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from runtime import failpoints
 from runtime.approvals import ApprovalMode
-from runtime.context import build_messages
-from runtime.errors import BastionError
+from runtime.catalog import ModelInfo, cost_of
+from runtime.compaction import CompactionSettings, Compactor, exceeds
+from runtime.context import ImagePolicy, build_messages
+from runtime.errors import BastionError, CompactionFailed
 from runtime.events import AttemptReset, Event, ReasoningDelta, TextDelta
 from runtime.ids import uuid7
+from runtime.images import IMAGE_SUFFIXES, max_side_for, prompt_images
 from runtime.instructions import load_instructions
 from runtime.providers.base import (
+    ImagePart,
     ModelRequest,
     Provider,
     ProviderError,
@@ -135,6 +139,8 @@ class LoopDeps:
     publish: Callable[[Event], None]
     provider: Provider
     model: str
+    model_info: ModelInfo
+    output_cap: int
     toolbox: Toolbox | None
     approval_mode: ApprovalMode
     interactive: bool
@@ -143,15 +149,17 @@ class LoopDeps:
     wait_for_decision: Callable[[str], Awaitable[None]]
     settings: LoopSettings = field(default_factory=LoopSettings)
     on_refusal: Callable[[str, str], None] | None = None
+    compaction: CompactionSettings = field(default_factory=CompactionSettings)
     rules: RuleBook | None = None
 
 
 class RunAborted(Exception):
     """The run cannot go on; carries the error recorded on it."""
 
-    def __init__(self, error: dict[str, Any]) -> None:
+    def __init__(self, error: dict[str, Any], usage: dict[str, Any] | None = None) -> None:
         super().__init__(error.get("message", "run failed"))
         self.error = error
+        self.usage = usage  # what the failed requests used, when they used anything
 
 
 class RunInterrupted(Exception):
@@ -182,6 +190,11 @@ class RunExecutor:
         self._last_checkpoint = 0.0
         self._turns_streamed = 0  # in this process: names the per-turn crash points
         self.calls = CallRunner(self)
+        self._prompt_images: dict[str, tuple[ImagePart, ...]] = {}
+        self.compactor = Compactor(
+            deps.store, conversation_id, self.commit, deps.provider, deps.model,
+            deps.model_info, deps.model_info.context_window, deps.compaction,
+        )  # fmt: skip
 
     # --- commits ----------------------------------------------------------
 
@@ -261,7 +274,7 @@ class RunExecutor:
             self.interrupting = True
             return await self._finish_interrupted(run)
         except RunAborted as aborted:
-            return await self._fail(run, aborted.error)
+            return await self._fail(run, aborted.error, aborted.usage)
         except RunLost:
             return await self.deps.store.run(run.id) or run
         except (BastionError, OSError):
@@ -351,13 +364,62 @@ class RunExecutor:
     def _request(self, run: Run) -> ModelRequest:
         assert self.conversation is not None
         specs = self.deps.toolbox.specs() if self.deps.toolbox else ()
+        info = self.deps.model_info
+        policy = ImagePolicy(info.images, max_side_for(info.spec), info.spec, self._prompt_images)
         messages = build_messages(
-            self.conversation, self.entries, run.id, specs, self.project_instructions
+            self.conversation,
+            self.entries,
+            run.id,
+            specs,
+            project=self.project_instructions,
+            policy=policy,
         )
-        return ModelRequest(self.deps.model, messages, specs, session_id=self.conversation_id)
+        return ModelRequest(
+            self.deps.model,
+            messages,
+            specs,
+            max_tokens=self.deps.output_cap,
+            session_id=self.conversation_id,
+        )
+
+    async def _load_prompt_images(self) -> None:
+        """Load, once per entry, the images user entries name by path (off the loop)."""
+        assert self.conversation is not None
+        root = self.conversation.cwd
+        for entry in self.entries:
+            if entry.kind != EntryKind.USER or entry.id in self._prompt_images:
+                continue
+            lowered = entry.text.lower()
+            if not any(suffix in lowered for suffix in IMAGE_SUFFIXES):
+                self._prompt_images[entry.id] = ()
+                continue
+            images, notes = await asyncio.to_thread(prompt_images, entry.text, root)
+            for note in notes:
+                log.warning("image in the prompt not attached: %s", note)
+            self._prompt_images[entry.id] = tuple(images)
+
+    async def _fit(self, run: Run) -> ModelRequest:
+        """The next request, compacting first when it would not leave the reserve free."""
+        await self._load_prompt_images()
+        request = self._request(run)
+        if not await asyncio.to_thread(exceeds, request, self.compactor.budget):
+            return request
+        if await self.compact(run, "auto") is None:
+            return request  # nothing whole to compact: an overflow will say so
+        return self._request(run)
+
+    async def compact(self, run: Run, reason: str) -> Entry | None:
+        """Compact inside this run (under its lease); None if nothing could be."""
+        try:
+            entry = await self.compactor.compact(active_run_id=run.id, reason=reason)
+        except CompactionFailed as exc:
+            log.warning("compaction (%s) of %s failed: %s", reason, self.conversation_id, exc)
+            return None
+        self.track(entry)
+        return entry
 
     async def _stream_turn(self, run: Run) -> tuple[Entry, list[ToolCallRecord], Run]:
-        request = self._request(run)
+        request = await self._fit(run)
         live = self.deps.live
         live.restart()
         blank = Entry(
@@ -380,11 +442,27 @@ class RunExecutor:
             ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await ticker
-        usage = usage + state.spent
-        turn_usage, quality = await self._turn_usage(request, state)
-        usage_dict = (usage + turn_usage).to_dict()
-        usage_dict["quality"] = _worse(run.usage.get("quality", Quality.MEASURED), quality)
+        turn_usage, quality = await self._turn_usage(state.request or request, state)
+        usage_dict = self.usage_record(run, usage + state.spent + turn_usage, quality)
+        usage_dict["context_tokens"] = turn_usage.input_tokens + turn_usage.output_tokens
         return await self._complete_turn(run, entry, state, usage_dict)
+
+    def price(self, usage: Usage) -> Usage:
+        """`usage` with a cost: the provider's when it sent one, else the catalog's prices."""
+        if usage.cost is not None:
+            return usage
+        info = self.deps.model_info
+        cost = cost_of(info, usage.input_tokens, usage.output_tokens, usage.cached_input_tokens)
+        return replace(usage, cost=cost)
+
+    def usage_record(self, run: Run, usage: Usage, quality: Quality) -> dict[str, Any]:
+        """The run's usage dict: summed counts, their quality, the model."""
+        record = usage.to_dict()
+        record["quality"] = _worse(run.usage.get("quality", Quality.MEASURED), quality)
+        record["model"] = self.deps.model_info.spec
+        if "context_tokens" in run.usage:
+            record["context_tokens"] = run.usage["context_tokens"]
+        return record
 
     async def _attempts(
         self, run: Run, entry: Entry, request: ModelRequest, usage: Usage
@@ -393,16 +471,25 @@ class RunExecutor:
         settings = self.deps.settings
         started = time.monotonic()
         spent = Usage()
+        spent_reported = False  # did any failed attempt report what it used
         attempt = 0
+        compacted = False
         while True:
             attempt += 1
             state = _TurnState()
+            state.request = request
             try:
                 await self._consume(run, entry, request, state)
                 state.spent = spent
                 return state
             except ProviderError as exc:
-                spent = spent + state.usage  # failed attempts count too, as measured
+                spent = spent + self.price(state.usage)  # failed attempts count too, as measured
+                spent_reported = spent_reported or state.usage_reported
+                if exc.is_context_overflow() and not state.calls and not compacted:
+                    compacted = True  # compact and retry once
+                    if await self._overflowed(run, entry, attempt, exc):
+                        request = self._request(run)
+                        continue
                 delay = self._backoff(attempt, exc)
                 late = time.monotonic() - started + delay > settings.retry_deadline
                 limit = settings.max_retries
@@ -412,15 +499,26 @@ class RunExecutor:
                     async with self.lock:
                         await self.checkpoint()
                     await self._close_entry(entry, EntryStatus.FAILED)
-                    raise RunAborted(exc.to_dict()) from exc
+                    spent_usage = None
+                    if spent_reported:  # else the run keeps the usage it had
+                        spent_usage = self.usage_record(run, usage + spent, Quality.MEASURED)
+                    raise RunAborted(exc.to_dict(), spent_usage) from exc
                 await self._reset_attempt(run, entry, attempt, exc, delay)
                 await asyncio.sleep(delay)
+
+    async def _overflowed(self, run: Run, entry: Entry, attempt: int, exc: ProviderError) -> bool:
+        """The provider said the prompt is too long: start the entry over and compact."""
+        async with self.lock:
+            await self.checkpoint()
+        await self._reset_attempt(run, entry, attempt, exc, 0.0)
+        return await self.compact(run, "overflow") is not None
 
     async def _turn_usage(self, request: ModelRequest, state: _TurnState) -> tuple[Usage, Quality]:
         """The provider's usage for this response, or a tiktoken estimate if it sent none."""
         if state.usage_reported:
-            return state.usage, Quality.MEASURED
-        return await estimate_usage_async(request.messages, self.deps.live.text)
+            return self.price(state.usage), Quality.MEASURED
+        usage, quality = await estimate_usage_async(request.messages, self.deps.live.text)
+        return self.price(usage), quality
 
     async def _consume(
         self, run: Run, entry: Entry, request: ModelRequest, state: _TurnState
@@ -575,11 +673,14 @@ class RunExecutor:
             run, state=RunState.INTERRUPTED, reason="interrupted by the user"
         )
 
-    async def _fail(self, run: Run, error: dict[str, Any]) -> Run:
+    async def _fail(
+        self, run: Run, error: dict[str, Any], usage: dict[str, Any] | None = None
+    ) -> Run:
         await self._close_streaming(EntryStatus.FAILED)
         await self.calls.settle(run, "the run failed")
+        changes: dict[str, Any] = {"usage": usage} if usage else {}
         return await self.transition(
-            run, state=RunState.FAILED, reason=error.get("message"), error=error
+            run, state=RunState.FAILED, reason=error.get("message"), error=error, **changes
         )
 
 
@@ -610,9 +711,10 @@ def _worse(a: str, b: str) -> Quality:
 
 
 class _TurnState:
-    __slots__ = ("calls", "finish_reason", "spent", "usage", "usage_reported")
+    __slots__ = ("calls", "finish_reason", "request", "spent", "usage", "usage_reported")
 
     def __init__(self) -> None:
+        self.request: ModelRequest | None = None
         self.calls: dict[int, list[str]] = {}
         self.usage = Usage()
         self.spent = Usage()  # what failed attempts before this one used

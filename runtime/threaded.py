@@ -270,6 +270,19 @@ class ThreadedHarness:
     async def set_defaults(self, *args: Any, **kwargs: Any) -> Any:
         return await self.call("set_defaults", *args, **kwargs)
 
+    async def usage(self, conversation_id: str) -> Any:
+        return await self.call("usage", conversation_id)
+
+    async def compact(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.call("compact", *args, **kwargs)
+
+    def model_info(self, spec: str) -> Any:
+        """Pure lookup in the harness's immutable config: safe from any thread."""
+        return self.harness.model_info(spec)
+
+    def output_cap(self, spec: str) -> int:
+        return int(self.harness.output_cap(spec))
+
     async def close(self) -> None:
         """Close the harness on its loop, then stop the thread."""
         if self.thread.alive:

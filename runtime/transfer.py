@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from runtime.compaction import compacted_through
 from runtime.errors import BastionError
 from runtime.events import DurableEvent, event_to_dict
 from runtime.records import (
@@ -44,6 +45,7 @@ class ImportRefused(BastionError):
 
 def export_document(view: ConversationView, events: list[DurableEvent]) -> dict[str, Any]:
     conv = view.conversation
+    through = compacted_through(view.entries)
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -58,7 +60,7 @@ def export_document(view: ConversationView, events: list[DurableEvent]) -> dict[
             "parent_id": conv.parent_id,
             "fork_seq": conv.fork_seq,
         },
-        "entries": [_entry(e) for e in view.entries],
+        "entries": [_entry(e, through) for e in view.entries],
         "runs": [_drop(r.to_dict(), "conversation_id") for r in view.runs],
         "tool_calls": [_drop(c.to_dict(), "conversation_id", "process") for c in view.tool_calls],
         "ledger": [event_to_dict(e) for e in events],
@@ -69,8 +71,10 @@ def _drop(data: dict[str, Any], *keys: str) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k not in keys}
 
 
-def _entry(entry: Entry) -> dict[str, Any]:
+def _entry(entry: Entry, through: int = 0) -> dict[str, Any]:
     out = _drop(entry.to_dict(), "conversation_id")
+    # Summarised by a compaction: kept here, sent to the model as the summary.
+    out["compacted"] = entry.position <= through and entry.kind != EntryKind.SUMMARY
     # Convenience fields that earlier exports had at the top level.
     if entry.kind == EntryKind.ASSISTANT:
         out["tool_calls"] = entry.data.get("tool_calls", [])
@@ -225,8 +229,11 @@ def export_markdown(view: ConversationView) -> str:
         lines.append(f"- forked from `{conv.parent_id}`")
     lines.append("")
     calls = {c.id: c for c in view.tool_calls}
+    through = compacted_through(view.entries)
     for entry in view.entries:
         status = "" if entry.status == EntryStatus.COMPLETE else f" *({entry.status})*"
+        if entry.position <= through and entry.kind != EntryKind.SUMMARY:
+            status += " *(compacted)*"
         if entry.kind == EntryKind.USER:
             lines += [f"## User{status}", "", entry.text, ""]
         elif entry.kind == EntryKind.ASSISTANT:
@@ -244,7 +251,7 @@ def compacted_markdown(entry: Entry) -> list[str]:
     """How compacted history reads: the hook for compaction (summary entries replace
     what came before them in the model's context; `data` may say what was folded,
     e.g. "entries" or "tokens_before", shown when present)."""
-    folded = entry.data.get("entries")
+    folded = entry.data.get("entries", entry.data.get("compacted"))
     note = f" ({folded} earlier entries)" if isinstance(folded, int) else ""
     if entry.kind == EntryKind.RESET:
         return ["---", "", f"**Context reset{note}.**", "", entry.text, ""]

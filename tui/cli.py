@@ -7,6 +7,7 @@
     bastion export ID [--format json|markdown] [-o FILE]
     bastion import FILE                    an exported JSON session under a new id
     bastion fork ID [--at ENTRY]           new session sharing history; prints its id
+    bastion compact ID [INSTRUCTIONS]      summarise older turns now (originals kept)
     bastion doctor                         search path, process tracking, store
 
 Exit codes: 0 completed, 1 run failed, 2 bad usage or configuration, 130 interrupted.
@@ -27,7 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-SUBCOMMANDS = ("sessions", "export", "import", "attach", "doctor", "fork")
+SUBCOMMANDS = ("sessions", "export", "import", "attach", "compact", "doctor", "fork")
 
 
 class UsageError(Exception):
@@ -79,7 +80,7 @@ def main_parser() -> argparse.ArgumentParser:
         description="A terminal coding agent whose sessions survive a crash mid-turn.",
         epilog="Subcommands: bastion sessions [--json] | sessions search QUERY | sessions rm ID | "
         "export ID [--format json|markdown] [-o FILE] | import FILE | attach ID | "
-        "fork ID [--at ENTRY] | doctor",
+        "fork ID [--at ENTRY] | compact ID | doctor",
     )
     p.add_argument("prompt", nargs="?", help="what to ask; with -p, read from stdin if omitted")
     p.add_argument(
@@ -158,6 +159,16 @@ def export_parser() -> argparse.ArgumentParser:
     p.add_argument("id")
     p.add_argument("--format", choices=("json", "markdown"), default="json")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    return p
+
+
+def compact_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="bastion compact",
+        description="Summarise a conversation's older turns; every original entry is kept.",
+    )
+    p.add_argument("id")
+    p.add_argument("instructions", nargs="?", help="what the summary should focus on")
     return p
 
 
@@ -296,6 +307,10 @@ def _dispatch(args: list[str]) -> int:
             return commands.import_(import_parser().parse_args(rest))
         if name == "fork":
             return commands.fork(fork_parser().parse_args(rest))
+        if name == "compact":
+            compact_opts = compact_parser().parse_args(rest)
+            _check_text_options(compact_opts)
+            return commands.compact(compact_opts)
         return commands.attach(attach_parser().parse_args(rest))
     opts = main_parser().parse_args(args)
     _check_text_options(opts)

@@ -167,6 +167,37 @@ def import_(opts: Any) -> int:
     return _run(_import(opts.file))
 
 
+def compact(opts: Any) -> int:
+    return _run(_compact(opts))
+
+
+async def _compact(opts: Any) -> int:
+    """`bastion compact ID [INSTRUCTIONS]`: one summary committed, or a line saying why not."""
+    import os
+
+    from runtime import load_config
+    from runtime.config import model_resolver
+
+    conv_id = _id(opts.id)
+    config = load_config(os.getcwd())
+    harness = await Harness.open(resolve_model=model_resolver(config), config=config)
+    try:
+        entry = await harness.compact(conv_id, opts.instructions)
+    finally:
+        await harness.close()
+    if entry is None:
+        print(f"{conv_id}: nothing to compact yet (no whole earlier turn)", file=sys.stderr)
+        return EXIT_OK
+    data = entry.data
+    print(
+        f"{conv_id}: compacted {data['compacted']} entries (positions {data['from']}-"
+        f"{data['through']}) into a summary of {len(entry.text)} characters; "
+        "the originals are kept",
+        file=sys.stderr,
+    )
+    return EXIT_OK
+
+
 async def _import(path: str) -> int:
     try:
         text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")

@@ -77,7 +77,36 @@ def instructions() -> Check:
     return Check("agents", ok, found.describe())
 
 
-CHECKS: list[Callable[[], Check]] = [search_path, commands, store, instructions]
+def model() -> Check:
+    """The configured model and what the catalog knows of it (a guess is flagged)."""
+    import os
+
+    from runtime import ConfigError, load_config
+
+    try:
+        config = load_config(os.getcwd())
+    except ConfigError as exc:
+        return Check("model", False, str(exc))
+    info = config.model_info(config.model)
+    cap = config.output_cap(config.model)
+    line = (
+        f"{config.model}: {info.context_window:,}-token window, output cap {cap:,}, "
+        f"images {'yes' if info.images else 'no'}, "
+        + (
+            f"${info.input_price}/${info.output_price} per 1M in/out"
+            if info.priced
+            else "no prices"
+        )
+    )
+    if not info.known:
+        line += (
+            " (unknown model: conservative defaults; set its numbers in a "
+            f'[models."{config.model}"] table of config.toml)'
+        )
+    return Check("model", True, line)
+
+
+CHECKS: list[Callable[[], Check]] = [search_path, commands, store, model, instructions]
 
 
 def run(argv: list[str]) -> int:

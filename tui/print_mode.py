@@ -166,9 +166,11 @@ async def _result(
             "input_tokens": int(usage.get("input_tokens", 0)),
             "output_tokens": int(usage.get("output_tokens", 0)),
             "cached_input_tokens": int(usage.get("cached_input_tokens", 0)),
+            "reasoning_tokens": int(usage.get("reasoning_tokens", 0)),
             "cost": usage.get("cost"),
             "quality": usage.get("quality", "unavailable"),
         },
+        "session_usage": (await harness.usage(conversation_id)).to_dict(),
         "error": None
         if status == "completed"
         else (run.error or {"code": status, "message": run.reason or status}),

@@ -85,6 +85,7 @@ async def open_session(opts: Any, cwd: str | None = None, *, check_model: bool =
     resolver = model_resolver(config)
     harness = await Harness.open(
         resolve_model=resolver,
+        config=config,
         toolbox_factory=toolbox_factory(default_home()),
         loop_settings=loop_settings(os.environ),
     )

@@ -183,12 +183,11 @@ class ProviderError(Exception):
         self.reason = reason or default_reason(status, code)
 
     def is_context_overflow(self) -> bool:
+        """The prompt did not fit the model's window (OpenAI `context_length_exceeded`,
+        Anthropic "prompt is too long", llama.cpp `exceed_context_size_error`, vLLM and
+        OpenRouter "maximum context length"): the loop compacts and retries once."""
         text = f"{self.code or ''} {self.message}".lower()
-        return (
-            self.code == "context_length_exceeded"
-            or "context length" in text
-            or ("maximum context" in text)
-        )
+        return self.code in _OVERFLOW_CODES or any(p in text for p in _OVERFLOW_PHRASES)
 
     def is_auth(self) -> bool:
         return self.status in (401, 403)
@@ -210,6 +209,15 @@ class ProviderError(Exception):
             "retryable": self.retryable,
         }
 
+
+_OVERFLOW_CODES = ("context_length_exceeded", "exceed_context_size_error")
+_OVERFLOW_PHRASES = (
+    "context length",
+    "maximum context",
+    "prompt is too long",
+    "exceeds the available context size",
+    "context window",
+)
 
 #: Codes of the failures the stream itself detects (not the server).
 IDLE_TIMEOUT = "idle_timeout"

@@ -11,6 +11,7 @@ reason, how finely to cut it into chunks, and optionally a fault to inject.
      "finish_reason": "stop" | "tool_calls",
      "match": "substring of the last user message",
      "unless": ["marker", ...], "repeat": false, "pauses": {"12": 400},
+     "omit_usage": false,
      "fault": {"status": 429, "retry_after": 1, "body": {...}}
             | {"disconnect_after_chunks": k} | {"error_event_after_chunks": k}
             | {"hang_after_chunks": k} | {"delay_first_byte_ms": n}}
@@ -98,6 +99,8 @@ class LoopbackTurn:
     unless: tuple[str, ...] = ()
     #: Never used up: served again whenever it is next (a final answer that a crash cut).
     repeat: bool = False
+    #: Send no usage chunk (a server that reports none: bastion then estimates).
+    omit_usage: bool = False
     #: Extra milliseconds slept before content chunk N (a model pausing mid-answer).
     pauses: Mapping[str, float] = field(default_factory=dict)
 
@@ -217,7 +220,7 @@ def render_stream(
     finish = _dumps(turn.effective_finish_reason)
     tail = [f'data: {prefix}{{}},"logprobs":null,"finish_reason":{finish}}}]}}\n\n']
     options = request_body.get("stream_options")
-    if isinstance(options, Mapping) and options.get("include_usage"):
+    if isinstance(options, Mapping) and options.get("include_usage") and not turn.omit_usage:
         usage = _dumps(usage_for(turn, request_body))
         usage_prefix = prefix[: prefix.index('"choices":')]
         tail.append(f'data: {usage_prefix}"choices":[],"usage":{usage}}}\n\n')

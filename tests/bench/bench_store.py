@@ -460,6 +460,11 @@ def bench_continue(tmp: Path, messages: int, runs: int) -> None:
     built = time.perf_counter() - built
     bastion = str(Path(sys.executable).parent / "bastion")
     answer = prose(300, 99)
+    # The long session is ~275k tokens: give the unknown bench model a window that holds
+    # it, so the row measures reading and sending the session, not compacting it.
+    config = tmp / "config" / "bastion" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text('[models."openai/bench"]\ncontext_window = 2000000\n')
     with LoopbackServer([{"text": answer, "chunk_size": 16}] * (2 * runs + 2)) as server:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "BASTION_"))}
         # As a user has it: bytecode cached (the warm-up runs write it), not compiled per run.

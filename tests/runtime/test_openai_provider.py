@@ -324,6 +324,8 @@ async def test_retryable_statuses(served: Any, status: int) -> None:
 
 
 async def test_context_overflow_is_not_retryable(served: Any) -> None:
+    """Not a transport retry: the model loop compacts and then retries once
+    (tests/runtime/test_compaction.py::test_context_overflow_compacts_and_retries_once)."""
     body = {
         "error": {
             "message": "This model's maximum context length is 128000 tokens.",
@@ -336,6 +338,20 @@ async def test_context_overflow_is_not_retryable(served: Any) -> None:
     assert error.code == "context_length_exceeded"
     assert error.is_context_overflow()
     assert "maximum context length is 128000" in error.message
+
+
+async def test_llama_cpp_context_overflow_is_recognised(served: Any) -> None:
+    body = {
+        "error": {
+            "code": 400,
+            "message": "the request exceeds the available context size, try increasing it",
+            "type": "exceed_context_size_error",
+            "n_prompt_tokens": 5000,
+            "n_ctx": 4096,
+        }
+    }
+    error, _ = await fault(served, {"status": 400, "body": body})
+    assert error.is_context_overflow() and not error.retryable
 
 
 async def test_auth_error_never_shows_the_key(served: Any) -> None:

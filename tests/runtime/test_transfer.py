@@ -122,7 +122,7 @@ async def test_markdown_folds_calls_shows_diffs_and_marks_compaction(tmp_path):
     await harness.store.transact(conv.id, lambda tx: tx.add_entry(summary))
     text = export_markdown(await harness.snapshot(conv.id))
     assert text.startswith("# worked\n")
-    assert "## User\n\nchange x\n" in text and "Changed **x**." in text
+    assert "## User *(compacted)*\n\nchange x\n" in text and "Changed **x**." in text
     assert "<details><summary>✓ <code>edit_file</code> a.py</summary>" in text
     assert "```diff\n--- a/a.py\n+++ b/a.py\n" in text and "-x = 1\n+x = 2\n```" in text
     assert "<details><summary>✓ <code>run_command</code> echo hi</summary>" in text

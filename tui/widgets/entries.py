@@ -95,7 +95,9 @@ class NoteEntry(Static):
     def _label(entry: Entry) -> str:
         match entry.kind:
             case EntryKind.SUMMARY:
-                return "— earlier conversation summarized —"
+                count = entry.data.get("compacted")
+                what = f"{count} earlier entries" if count else "the earlier conversation"
+                return f"— compacted: {what} (still shown above) sent to the model as a summary —"
             case EntryKind.RESET:
                 return "— context reset —"
         return escape(first_line(entry.text))
