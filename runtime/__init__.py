@@ -23,6 +23,7 @@ _EXPORTS = {
     "schema_version": "runtime.migrations",
     "EmptyInput": "runtime.harness",
     "Harness": "runtime.harness",
+    "SessionSettings": "runtime.harness",
     "Subscription": "runtime.harness",
     "default_home": "runtime.harness",
     "ConversationView": "runtime.views",
@@ -41,6 +42,7 @@ __all__ = [
     "LeaseLost",
     "LoopSettings",
     "SchemaTooNew",
+    "SessionSettings",
     "StoreError",
     "Subscription",
     "UnknownConversation",
@@ -61,7 +63,7 @@ if TYPE_CHECKING:
         StoreError,
         UnknownConversation,
     )
-    from runtime.harness import EmptyInput, Harness, Subscription, default_home
+    from runtime.harness import EmptyInput, Harness, SessionSettings, Subscription, default_home
     from runtime.loop import LoopSettings
     from runtime.migrations import schema_version
     from runtime.views import ConversationView, reduce, view_from_snapshot

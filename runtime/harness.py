@@ -113,6 +113,14 @@ class Subscription:
         self._put(None)
 
 
+@dataclass(frozen=True, slots=True)
+class SessionSettings:
+    """What this process runs a conversation with: the model spec and the approval mode."""
+
+    model: str
+    approval_mode: str
+
+
 class Harness:
     def __init__(
         self,
@@ -137,6 +145,7 @@ class Harness:
         self._run_waiters: dict[str, list[asyncio.Future[Run]]] = {}
         self._deferred: dict[str, dict[str, Any]] = {}
         self._prepared: dict[str, Conversation] = {}
+        self._settings: dict[str, SessionSettings] = {}
         self._closed = False
 
     @classmethod
@@ -334,6 +343,14 @@ class Harness:
         }
         if not await self.store.exists(conversation_id):
             self._deferred[conversation_id] = options
+            prepared = self._prepared.get(conversation_id)
+            agent = prepared.agent if prepared is not None else None
+            self._settings[conversation_id] = SessionSettings(
+                model or (agent.model if agent else ""),
+                ApprovalMode.parse(
+                    approval_mode or (agent.approval_mode if agent else "") or "ask"
+                ).value,
+            )
             return None
         return await self._start_driver(conversation_id, **options)  # type: ignore[arg-type]
 
@@ -348,13 +365,18 @@ class Harness:
     ) -> Driver:
         conv = await self.store.get_conversation(conversation_id)
         agent = conv.agent
-        provider, model_name = self.resolve_model(model or agent.model)
+        settings = self._settings.get(conversation_id)
+        spec = (settings.model if settings else "") or model or agent.model
+        mode = ApprovalMode.parse(
+            settings.approval_mode if settings else approval_mode or agent.approval_mode or "ask"
+        )
+        provider, model_name = self.resolve_model(spec)
         toolbox = self._toolbox_factory(conv) if self._toolbox_factory else None
         config = DriverConfig(
             provider=provider,
             model=model_name,
             toolbox=toolbox,
-            approval_mode=ApprovalMode.parse(approval_mode or agent.approval_mode or "ask"),
+            approval_mode=mode,
             interactive=interactive,
             loop=self.loop_settings,
             lease_ttl=self.lease_ttl,
@@ -368,7 +390,55 @@ class Harness:
                 toolbox.close()
             raise
         self._drivers[conversation_id] = driver
+        self._settings[conversation_id] = SessionSettings(spec, mode.value)
         return driver
+
+    # --- this process's settings ------------------------------------------
+
+    async def session_settings(self, conversation_id: str) -> SessionSettings:
+        """The model and approval mode this process runs `conversation_id` with (the
+        stored ones when it does not drive it)."""
+        settings = self._settings.get(conversation_id)
+        if settings is not None:
+            return settings
+        conv = self._prepared.get(conversation_id)
+        if conv is None:
+            conv = await self.store.get_conversation(conversation_id)
+        return SessionSettings(conv.agent.model, conv.agent.approval_mode or "ask")
+
+    async def set_approval_mode(self, conversation_id: str, mode: str) -> SessionSettings:
+        """Switch the approval mode for this process (never stored: a mode holds only
+        where it was chosen). Holds from the next tool call. ConfigError if unknown."""
+        parsed = ApprovalMode.parse(mode)
+        current = await self.session_settings(conversation_id)
+        settings = SessionSettings(current.model, parsed.value)
+        self._settings[conversation_id] = settings
+        driver = self._drivers.get(conversation_id)
+        if driver is not None:
+            driver.reconfigure(approval_mode=parsed)
+        return settings
+
+    async def set_model(self, conversation_id: str, spec: str) -> SessionSettings:
+        """Switch the conversation's model (stored with it, so a resume keeps it); holds
+        from the next run. ConfigError, with nothing changed, if `spec` does not resolve."""
+        provider, model_name = self.resolve_model(spec)
+        current = await self.session_settings(conversation_id)
+        prepared = self._prepared.get(conversation_id)
+        if prepared is not None:
+            self._prepared[conversation_id] = prepared.but(
+                settings={**prepared.settings, "model": spec}
+            )
+        elif await self.store.exists(conversation_id):
+            await self.update_settings(conversation_id, model=spec)
+        settings = SessionSettings(spec, current.approval_mode)
+        self._settings[conversation_id] = settings
+        deferred = self._deferred.get(conversation_id)
+        if deferred is not None:
+            deferred["model"] = spec
+        driver = self._drivers.get(conversation_id)
+        if driver is not None:
+            driver.reconfigure(provider=provider, model=model_name)
+        return settings
 
     def driver(self, conversation_id: str) -> Driver | None:
         return self._drivers.get(conversation_id)

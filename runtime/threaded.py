@@ -261,6 +261,15 @@ class ThreadedHarness:
     async def drive(self, *args: Any, **kwargs: Any) -> Any:
         return await self.call("drive", *args, **kwargs)
 
+    async def session_settings(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.call("session_settings", *args, **kwargs)
+
+    async def set_approval_mode(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.call("set_approval_mode", *args, **kwargs)
+
+    async def set_model(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.call("set_model", *args, **kwargs)
+
     async def close(self) -> None:
         """Close the harness on its loop, then stop the thread."""
         if self.thread.alive:
