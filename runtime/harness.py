@@ -36,6 +36,7 @@ from runtime.errors import (
     NotPending,
     RequestKeyReused,
     StoreError,
+    UnfinishedWork,
     UnknownRun,
 )
 from runtime.events import DurableEvent, Event, InboxUpdated, RunUpdated
@@ -439,6 +440,41 @@ class Harness:
         if driver is not None:
             driver.reconfigure(provider=provider, model=model_name)
         return settings
+
+    async def new_session(self, conversation_id: str) -> Conversation:
+        """A new conversation like `conversation_id` (cwd, model, instructions), prepared
+        (committed with its first prompt) and driven as this process drives that one
+        (same approval mode and model); that one's driver is released. Refused
+        (UnfinishedWork, nothing changed) while it has a run or queued input."""
+        self._check_open()
+        like = self._prepared.get(conversation_id)
+        if like is None:
+            like = await self.store.get_conversation(conversation_id)
+            if await self.store.unfinished(conversation_id):
+                raise UnfinishedWork(
+                    "this conversation still has work in progress",
+                    hint="wait for it to finish, or press Esc to interrupt it first",
+                )
+        settings = await self.session_settings(conversation_id)
+        driver = self._drivers.get(conversation_id)
+        deferred = self._deferred.get(conversation_id)
+        conv = new_conversation(like.cwd, settings={**like.settings, "model": settings.model})
+        self.prepare(conv)
+        if driver is not None:
+            deferred = {"interactive": driver.config.interactive}
+            deferred["on_refusal"] = driver.config.on_refusal
+        if deferred is not None:
+            await self.drive(
+                conv.id,
+                interactive=bool(deferred["interactive"]),
+                on_refusal=deferred["on_refusal"],
+                approval_mode=settings.approval_mode,
+                model=settings.model,
+            )
+        await self.release(conversation_id)
+        self._deferred.pop(conversation_id, None)
+        self._prepared.pop(conversation_id, None)
+        return conv
 
     def driver(self, conversation_id: str) -> Driver | None:
         return self._drivers.get(conversation_id)

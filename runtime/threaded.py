@@ -270,6 +270,9 @@ class ThreadedHarness:
     async def set_model(self, *args: Any, **kwargs: Any) -> Any:
         return await self.call("set_model", *args, **kwargs)
 
+    async def new_session(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.call("new_session", *args, **kwargs)
+
     async def close(self) -> None:
         """Close the harness on its loop, then stop the thread."""
         if self.thread.alive:

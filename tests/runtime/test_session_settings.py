@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from runtime import ConfigError, Harness, SessionSettings
+from runtime.errors import UnfinishedWork
 from runtime.harness import new_conversation
 from runtime.providers.base import ToolCall
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
@@ -95,4 +96,35 @@ async def test_a_prepared_conversation_takes_the_switch_when_its_first_prompt_co
     assert [r.model for r in provider.requests] == ["chosen"]
     assert harness.driver(conv.id).config.approval_mode == "full-auto"
     assert (await harness.get_conversation(conv.id)).agent.model == "s/chosen"
+    await harness.close()
+
+
+async def test_new_session_is_prepared_like_the_old_and_driven_with_the_same_settings(tmp_path):
+    provider = ScriptedProvider([ScriptedTurn(text="one"), ScriptedTurn(text="two")])
+    harness = await open_harness(tmp_path, provider)
+    conv = await harness.create_conversation(
+        str(tmp_path), settings={"model": "s/m", "instructions": "be brief"}
+    )
+    await harness.drive(conv.id, approval_mode="auto-edit")
+    await harness.wait((await harness.submit(conv.id, "a")).id, conv.id)
+    fresh = await harness.new_session(conv.id)
+    assert fresh.id != conv.id and fresh.cwd == conv.cwd
+    assert fresh.agent.instructions == "be brief"
+    assert not await harness.store.exists(fresh.id)  # committed only with its first prompt
+    assert harness.driver(conv.id) is None  # the old one's lease is released
+    assert await harness.session_settings(fresh.id) == SessionSettings("s/m", "auto-edit")
+    run = await harness.wait((await harness.submit(fresh.id, "b")).id, fresh.id)
+    assert run.state == "completed"
+    assert harness.driver(fresh.id).config.approval_mode == "auto-edit"
+    assert [m.content for m in provider.requests[1].messages if m.role == "user"] == ["b"]
+    await harness.close()
+
+
+async def test_new_session_is_refused_while_the_old_one_has_work(tmp_path):
+    harness = await open_harness(tmp_path, ScriptedProvider([ScriptedTurn(text="x")]))
+    conv = await harness.create_conversation(str(tmp_path), settings={"model": "s/m"})
+    await harness.submit(conv.id, "queued, never driven")
+    with pytest.raises(UnfinishedWork, match="work in progress"):
+        await harness.new_session(conv.id)
+    assert len(await harness.list_conversations(None)) == 1
     await harness.close()
