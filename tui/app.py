@@ -30,7 +30,7 @@ from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
-from textual.widgets import Input, Static
+from textual.widgets import Static
 
 from runtime import BastionError, ConversationView, EmptyInput, Harness, reduce
 from runtime.records import EntryKind, InboxMode
@@ -98,11 +98,16 @@ class BastionApp(App[int]):
         yield Static(NEW_OUTPUT, id="new-output")
         yield InboxStrip(id="inbox")
         yield ApprovalPrompt()
-        yield PromptInput(self._sent, placeholder=PLACEHOLDER_IDLE, id="prompt")
+        yield PromptInput(
+            self._sent,
+            has_queued=lambda: bool(self.view and self.view.queued_inbox),
+            placeholder=PLACEHOLDER_IDLE,
+            id="prompt",
+        )
         yield StatusBar()
 
     def on_mount(self) -> None:
-        self.query_one("#prompt", Input).focus()
+        self.query_one(PromptInput).focus()
         self.follow()
 
     async def on_unmount(self) -> None:
@@ -160,7 +165,7 @@ class BastionApp(App[int]):
         self.view = view
         self.query_one(StatusBar).show(view)
         self.query_one(InboxStrip).show(view)
-        prompt = self.query_one("#prompt", Input)
+        prompt = self.query_one(PromptInput)
         prompt.placeholder = PLACEHOLDER_BUSY if view.active_run else PLACEHOLDER_IDLE
         if self.query_one(ApprovalPrompt).show(view):
             self.call_after_refresh(self._focus_approval)
@@ -178,7 +183,7 @@ class BastionApp(App[int]):
     def _focus_approval(self) -> None:
         """Focus the approval line while it asks (so y/n reach it), else the prompt."""
         approval = self.query_one(ApprovalPrompt)
-        (approval if approval.call is not None else self.query_one("#prompt", Input)).focus()
+        (approval if approval.call is not None else self.query_one(PromptInput)).focus()
 
     # --- input --------------------------------------------------------------
 
@@ -200,16 +205,13 @@ class BastionApp(App[int]):
             return []
         return [e.text for e in self.view.settled if e.kind == EntryKind.USER]
 
-    async def on_input_submitted(self, event: Input.Submitted) -> None:
-        text = event.value
-        if not text.strip():
-            return
-        event.input.clear()
-        self.query_one(PromptInput).forget_position()
-        self.run_worker(self.send(text), group="input")
+    async def on_prompt_input_sent(self, event: PromptInput.Sent) -> None:
+        event.prompt.clear()
+        event.prompt.forget_position()
+        self.run_worker(self.send(event.text), group="input")
 
     def on_approval_prompt_answered(self, event: ApprovalPrompt.Answered) -> None:
-        self.query_one("#prompt", Input).focus()
+        self.query_one(PromptInput).focus()
         self.run_worker(self._respond(event.tool_call_id, event.approve), group="input")
 
     async def _respond(self, tool_call_id: str, approve: bool) -> None:
@@ -230,12 +232,11 @@ class BastionApp(App[int]):
         assert self.harness is not None
         done = await self.harness.interrupt(self.conversation_id)
         if done.withdrawn:
-            prompt = self.query_one("#prompt", Input)
+            prompt = self.query_one(PromptInput)
             texts = [item.text for item in done.withdrawn]
-            if prompt.value.strip():
-                texts.append(prompt.value)
-            prompt.value = "\n".join(texts)
-            prompt.cursor_position = len(prompt.value)
+            if prompt.text.strip():
+                texts.append(prompt.text)
+            prompt.set_value("\n".join(texts))
 
     async def action_quit_twice(self) -> None:
         """First press warns; a second within QUIT_WINDOW interrupts any run and quits.

@@ -90,9 +90,10 @@ def toolbox() -> RecordingToolbox:
 @pytest.fixture(autouse=True)
 def _pinned_screen(monkeypatch):
     """Deterministic screens: no cursor blink, a fixed colour depth."""
-    from textual.widgets import Input
+    from textual.widgets import Input, TextArea
 
     monkeypatch.setattr(Input, "cursor_blink", False, raising=False)
+    monkeypatch.setattr(TextArea, "cursor_blink", False, raising=False)
     monkeypatch.setenv("COLORTERM", "truecolor")
     monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")
     yield

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from textual.widgets import Input, Markdown
+from textual.widgets import Markdown
 
 from runtime.providers.base import ProviderError, ToolCall
 from runtime.records import Approval, EntryKind, EntryStatus, InboxMode, RunState, ToolCallState
@@ -16,6 +16,7 @@ from tui.widgets import (
     ApprovalPrompt,
     AssistantEntry,
     InboxStrip,
+    PromptInput,
     StatusBar,
     ToolCallLine,
     UserEntry,
@@ -48,7 +49,7 @@ async def test_enter_sends_the_prompt_and_the_answer_streams_in(tmp_path, monkey
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(app.ready.is_set, pilot)
             await pilot.press(*"fix the bug", "enter")
-            assert app.query_one("#prompt", Input).value == ""
+            assert app.query_one(PromptInput).value == ""
             await wait_for(lambda: run_settled(app), pilot)
             await pilot.pause(0.05)
             [widget] = assistant_widgets(app)
@@ -136,7 +137,7 @@ async def test_enter_while_a_run_is_going_queues_a_steer(tmp_path):
             # Esc interrupts and gives the queued steer back to the prompt, to edit or send.
             await pilot.press("escape")
             await wait_for(lambda: run_settled(app), pilot)
-            await wait_for(lambda: app.query_one("#prompt", Input).value == "use tabs", pilot)
+            await wait_for(lambda: app.query_one(PromptInput).value == "use tabs", pilot)
             assert not app.view.queued_inbox
         snap = await harness.store.snapshot(conv_id)
         [steer] = [i for i in snap.inbox if i.text == "use tabs"]
@@ -348,7 +349,7 @@ async def test_up_and_down_walk_through_what_was_sent(tmp_path):
                     lambda: run_settled(app) and not app.query_one("#prompt").value, pilot
                 )
             await wait_for(lambda: len(app.view.runs) == 2 and run_settled(app), pilot)
-            prompt = app.query_one("#prompt", Input)
+            prompt = app.query_one(PromptInput)
             await pilot.press(*"dra", "up")
             assert prompt.value == "second"
             await pilot.press("up", "up")
