@@ -32,12 +32,21 @@ from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 from textual.widgets import Static
 
-from runtime import BastionError, ConversationView, EmptyInput, Harness, reduce
+from runtime import BastionError, ConversationView, EmptyInput, Harness, SessionSettings, reduce
 from runtime.records import EntryKind, InboxMode
 from runtime.threaded import ThreadedHarness, channel_for
 from themes import DEFAULT_THEME, THEMES
 from themes import register as register_themes
-from tui.widgets import ApprovalPrompt, InboxStrip, PromptInput, StatusBar, Transcript
+from tui import slash
+from tui.widgets import (
+    ApprovalPrompt,
+    CommandHints,
+    CommandOutput,
+    InboxStrip,
+    PromptInput,
+    StatusBar,
+    Transcript,
+)
 
 __all__ = ["BastionApp", "Opener", "run"]
 
@@ -58,8 +67,9 @@ class BastionApp(App[int]):
 
     CSS_PATH = "app.tcss"
     TITLE = "bastion"
-    ENABLE_COMMAND_PALETTE = False
+    COMMANDS: ClassVar[set[Any]] = {slash.SlashProvider}
     BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("shift+tab", "cycle_mode", "Approval mode", show=False, priority=True),
         Binding("escape", "interrupt", "Interrupt", show=False, priority=True),
         Binding("ctrl+c", "quit_twice", "Quit", show=False, priority=True),
         Binding("pageup", "page(-1)", "Page up", show=False, priority=True),
@@ -81,6 +91,7 @@ class BastionApp(App[int]):
         self.harness = harness
         self.conversation_id = conversation_id or ""
         self.view: ConversationView | None = None
+        self.settings: SessionSettings | None = None  # this process's model and mode
         self._first_prompt = first_prompt
         self._opener = opener
         self._theme_name = theme if theme in THEMES else DEFAULT_THEME
@@ -98,9 +109,12 @@ class BastionApp(App[int]):
         yield Static(NEW_OUTPUT, id="new-output")
         yield InboxStrip(id="inbox")
         yield ApprovalPrompt()
+        yield CommandOutput()
+        yield CommandHints()
         yield PromptInput(
             self._sent,
             has_queued=lambda: bool(self.view and self.view.queued_inbox),
+            completing=lambda: self.query_one(CommandHints).shown,
             placeholder=PLACEHOLDER_IDLE,
             id="prompt",
         )
@@ -126,6 +140,7 @@ class BastionApp(App[int]):
         loop = asyncio.get_running_loop()
         channel = channel_for(harness, conv_id)
         try:
+            self.settings = await harness.session_settings(conv_id)
             await self.show(await harness.snapshot(conv_id))
             self.ready.set()
             if self._first_prompt:
@@ -163,7 +178,7 @@ class BastionApp(App[int]):
             await self.query("#welcome").remove()
         await self.query_one(Transcript).show(view)
         self.view = view
-        self.query_one(StatusBar).show(view)
+        self.query_one(StatusBar).show(view, self.settings)
         self.query_one(InboxStrip).show(view)
         prompt = self.query_one(PromptInput)
         prompt.placeholder = PLACEHOLDER_BUSY if view.active_run else PLACEHOLDER_IDLE
@@ -187,13 +202,16 @@ class BastionApp(App[int]):
 
     # --- input --------------------------------------------------------------
 
-    async def send(self, text: str) -> None:
-        """Submit `text`: a new run when idle, a steer while a run is going."""
+    async def send(self, text: str, *, follow_up: bool = False) -> None:
+        """Submit `text`: a new run when idle, a steer while a run is going; a follow-up
+        (the next run once this one answers) when asked for."""
         assert self.harness is not None
         busy = self.view is not None and self.view.active_run is not None
         mode = InboxMode.STEER if busy else InboxMode.PROMPT
         try:
-            await self.harness.submit(self.conversation_id, text, mode=mode)
+            await self.harness.submit(
+                self.conversation_id, text, mode=InboxMode.FOLLOW_UP if follow_up else mode
+            )
         except EmptyInput:
             pass
         except BastionError as exc:
@@ -206,9 +224,91 @@ class BastionApp(App[int]):
         return [e.text for e in self.view.settled if e.kind == EntryKind.USER]
 
     async def on_prompt_input_sent(self, event: PromptInput.Sent) -> None:
+        text = event.text
+        try:
+            command = slash.parse(text)
+        except slash.UnknownCommand as exc:
+            self.say(f"{exc}  [$foreground-muted]{exc.hint}[/]", error=True)
+            return  # the draft stays, to fix
         event.prompt.clear()
         event.prompt.forget_position()
-        self.run_worker(self.send(event.text), group="input")
+        self.query_one(CommandOutput).close()
+        if command is not None:
+            self.run_slash(*command)
+            return
+        if text.startswith("//"):
+            text = text[1:]
+        self.run_worker(self.send(text, follow_up=event.follow_up), group="input")
+
+    def on_text_area_changed(self, event: PromptInput.Changed) -> None:
+        self.query_one(CommandHints).offer(slash.completions(event.text_area.text))
+
+    def on_prompt_input_completion_key(self, event: PromptInput.CompletionKey) -> None:
+        hints = self.query_one(CommandHints)
+        chosen = hints.chosen
+        if event.key in ("up", "down"):
+            hints.move(-1 if event.key == "up" else 1)
+        elif chosen is not None:
+            if event.key == "enter" and slash.find(event.prompt.text.strip()[1:]):
+                hints.offer([])  # a whole command name: Enter runs it as typed
+                event.prompt.post_message(PromptInput.Sent(event.prompt, event.prompt.text, False))
+                return
+            event.prompt.set_value(f"/{chosen.name}" + (" " if chosen.args else ""))
+            if event.key == "enter" and not chosen.args:
+                event.prompt.post_message(PromptInput.Sent(event.prompt, event.prompt.text, False))
+
+    def on_prompt_input_pull_queued(self, event: PromptInput.PullQueued) -> None:
+        self.run_worker(self._pull_queued(event.prompt), group="input")
+
+    async def _pull_queued(self, prompt: PromptInput) -> None:
+        """The newest queued item back into the prompt, withdrawn from the queue."""
+        assert self.harness is not None
+        queued = self.view.queued_inbox if self.view else ()
+        if not queued:
+            return
+        item = queued[-1]
+        if await self.harness.withdraw(self.conversation_id, item.id):
+            if not prompt.text:
+                prompt.set_value(item.text)
+        else:
+            self.notify("that message was already taken by the run", title="not withdrawn")
+
+    # --- commands -----------------------------------------------------------
+
+    @work(group="command")
+    async def run_slash(self, command: slash.SlashCommand, arg: str) -> None:
+        await command.run(self, arg)
+
+    def say(self, markup: str, *, error: bool = False) -> None:
+        """Show a command's output (markup) above the prompt."""
+        self.query_one(CommandOutput).say(markup, error=error)
+
+    def use_settings(self, settings: SessionSettings) -> None:
+        self.settings = settings
+        if self.view is not None:
+            self.query_one(StatusBar).show(self.view, settings)
+
+    async def new_session(self) -> None:
+        """A new conversation in this directory, with this one's model and mode."""
+        assert self.harness is not None
+        fresh = await self.harness.new_session(self.conversation_id)
+        self.workers.cancel_group(self, "events")  # stop following the old conversation
+        self.conversation_id = fresh.id
+        self.view = None
+        await self.query_one(Transcript).remove()
+        transcript = Transcript(id="transcript")  # a fresh one: the transcript shows one view
+        await self.mount(transcript, before=0)
+        await transcript.mount(Static(WELCOME, id="welcome"))
+        self._welcome_gone = False
+        self.query_one(CommandOutput).close()
+        self.follow()
+
+    def action_cycle_mode(self) -> None:
+        """Shift+Tab: the next approval mode; the prompt keeps its focus and its draft."""
+        current = self.settings.approval_mode if self.settings else "ask"
+        modes = slash.MODES
+        following = modes[(modes.index(current) + 1) % len(modes)] if current in modes else "ask"
+        self.run_slash(slash.find("mode"), following)  # type: ignore[arg-type]
 
     def on_approval_prompt_answered(self, event: ApprovalPrompt.Answered) -> None:
         self.query_one(PromptInput).focus()
@@ -226,6 +326,8 @@ class BastionApp(App[int]):
     def action_interrupt(self) -> None:
         if self.harness is not None and self.view is not None and self.view.active_run is not None:
             self.run_worker(self._interrupt(), group="input")
+        else:
+            self.query_one(CommandOutput).close()
 
     async def _interrupt(self) -> None:
         """Interrupt the run; queued steers and follow-ups come back to the prompt."""

@@ -102,7 +102,7 @@ async def test_escape_interrupts_the_run_and_marks_the_partial_answer(tmp_path):
                 ),
                 pilot,
             )
-            assert "running" in label_text(app, "#status-left")
+            assert "writing" in label_text(app, "#status-left")
             await pilot.press("escape")
             await wait_for(lambda: run_settled(app), pilot)
             marker = assistant_widgets(app)[0].query_one(".marker")
@@ -254,7 +254,7 @@ async def test_a_resumed_conversation_shows_its_history(tmp_path):
             assert [w.text_shown for w in assistant_widgets(app)] == ["First answer."]
             assert not app.query("#welcome")
             status = label_text(app, "#status-left")
-            assert "scripted/bastion-test" in status and "done" in status and "↑10" in status
+            assert "scripted/bastion-test" in status and "done" in status and "13 tok" in status
     finally:
         await harness.close()
 
