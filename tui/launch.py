@@ -41,6 +41,13 @@ def run(opts: Any) -> int:
             harness, session.conversation.id, first_prompt=opts.prompt, theme=session.config.theme
         )
         app.run()
+        if thread.alive and thread.run(session.harness.exists(app.conversation_id)):
+            print(resume_hint(app.conversation_id))
         return app.return_code or EXIT_OK
     finally:
         harness.close_blocking()
+
+
+def resume_hint(conversation_id: str) -> str:
+    """The line printed on leaving the app or the line mode, once the conversation exists."""
+    return f"resume with: bastion -r {conversation_id}"

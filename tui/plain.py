@@ -327,6 +327,7 @@ async def _main(opts: Any) -> int:
     from prompt_toolkit.history import FileHistory, InMemoryHistory
 
     from tui.cli import EXIT_OK, EXIT_USAGE, error_line
+    from tui.launch import resume_hint
     from tui.session import start_session
 
     try:
@@ -350,6 +351,8 @@ async def _main(opts: Any) -> int:
             ask=questions.prompt_async,
         )
         code = await mode.loop(first_prompt=opts.prompt)
+        if await harness.exists(conv.id):
+            print(resume_hint(conv.id))
         return code or EXIT_OK
     finally:
         await harness.close()
