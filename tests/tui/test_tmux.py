@@ -176,13 +176,11 @@ def paste(tmux: Tmux, text: str, *, bracketed: bool) -> None:
     tmux.tmux("paste-buffer", "-b", "paste", "-t", "bastion", *(["-p"] if bracketed else []))
 
 
-def test_the_app_takes_a_pasted_block_as_one_prompt_and_says_how_to_resume(
-    tmp_path, tmux, server
-):
+def test_the_app_takes_a_pasted_block_as_one_prompt_and_says_how_to_resume(tmp_path, tmux, server):
     cwd = tmp_path / "work"
     cwd.mkdir()
     # The shell keeps the window after the app leaves (until a key), to show what it printed.
-    script = f'{shlex.quote(bastion_bin())} --model openai/test; code=$?; read _; exit $code'
+    script = f"{shlex.quote(bastion_bin())} --model openai/test; code=$?; read _; exit $code"
     exit_file = tmux.start(["sh", "-c", script], environment(tmp_path, server), cwd)
     tmux.wait_for(lambda s: "type a request" in s, "the app to start")
     paste(tmux, PASTED, bracketed=True)
