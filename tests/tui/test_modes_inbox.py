@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from runtime.providers.base import ProviderError
 from runtime.records import InboxMode, InboxState
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.tui.conftest import HangingProvider, open_driven, run_settled, wait_for
@@ -131,3 +132,18 @@ async def test_the_status_line_drops_fields_by_priority(tmp_path):
     assert narrow.startswith("◌ writing  ·  ask")  # the state is never cut
     assert "ctx" not in narrow and hints == ""
     assert len(narrow) <= 58
+
+
+async def test_the_status_line_counts_down_to_a_retry(tmp_path):
+    error = ProviderError("HTTP 429", provider="s", status=429, retryable=True, retry_after=3)
+    turns = [ScriptedTurn(text="", error=error), ScriptedTurn(text="at last")]
+    harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns))
+    app = BastionApp(harness, conv_id, first_prompt="go")
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(lambda: "retrying in 3 s" in status(app), pilot)
+            await wait_for(lambda: "retrying in 2 s" in status(app), pilot, timeout=2)
+            await wait_for(lambda: run_settled(app), pilot)
+            assert "retrying" not in status(app) and "done" in status(app)
+    finally:
+        await harness.close()

@@ -7,12 +7,15 @@ and the run state is never cut (at 60 columns it is always whole).
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import dataclass
 
 from textual import events
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.content import Content
+from textual.timer import Timer
 from textual.widgets import Label
 
 from runtime import ConversationView, SessionSettings
@@ -75,22 +78,27 @@ def _activity(view: ConversationView, run: Run) -> str:
     return "thinking"
 
 
-def run_state_label(view: ConversationView) -> str:
-    """Markup for the active run's state (else the latest's); "idle" if none."""
+def run_state_label(view: ConversationView, retry_in: float | None = None) -> str:
+    """Markup for the active run's state (else the latest's); "idle" if none. `retry_in`:
+    seconds until a retried request is sent, when the run waits for one."""
     run = view.active_run or (view.runs[-1] if view.runs else None)
     if run is None:
         return "[$foreground-muted]idle[/]"
     tone, label = _STATE.get(RunState(run.state), ("$foreground-muted", run.state))
-    if run.state == RunState.RUNNING:
+    if run.state == RunState.RUNNING and retry_in is not None:
+        tone, label = "$warning", f"retrying in {math.ceil(retry_in)} s"
+    elif run.state == RunState.RUNNING:
         label = _activity(view, run)
     glyph = "●" if run.terminal else "◌"
     return f"[{tone}]{glyph} {escape(label)}[/]"
 
 
-def _fields(view: ConversationView, settings: SessionSettings | None) -> list[Field]:
+def _fields(
+    view: ConversationView, settings: SessionSettings | None, retry_in: float | None
+) -> list[Field]:
     model = settings.model if settings else view.conversation.agent.model
     mode = settings.approval_mode if settings else view.conversation.agent.approval_mode
-    fields = [Field(0, run_state_label(view))]
+    fields = [Field(0, run_state_label(view, retry_in))]
     fields.append(Field(1, f"[b {_MODE_TONE.get(mode, '$error')}]{escape(mode)}[/]"))
     queued = len(view.queued_inbox)
     if queued:
@@ -132,6 +140,9 @@ class StatusBar(Horizontal):
 
     def __init__(self) -> None:
         super().__init__()
+        self._shown_view: tuple[ConversationView, SessionSettings | None] | None = None
+        self._retry_seen: dict[tuple[str, int], float] = {}  # retry -> when first shown
+        self._ticking: Timer | None = None
         self._fields: list[Field] = []
         self._notice: str | None = None
         self._shown: tuple[str, str] = ("", "")
@@ -141,8 +152,28 @@ class StatusBar(Horizontal):
         yield Label(id="status-right")
 
     def show(self, view: ConversationView, settings: SessionSettings | None = None) -> None:
-        self._fields = _fields(view, settings)
+        self._shown_view = (view, settings)
+        self._fields = _fields(view, settings, self._retry_in(view))
         self._draw()
+
+    def _retry_in(self, view: ConversationView) -> float | None:
+        """Seconds left before the active run's retried request (counted from when this
+        bar first showed it); a timer redraws the count each second."""
+        run = view.active_run
+        retry = view.retrying.get(run.id) if run is not None else None
+        if run is None or retry is None:
+            self._retry_seen.clear()
+            return None
+        now = time.monotonic()
+        since = self._retry_seen.setdefault((run.id, retry.attempt), now)
+        if self._ticking is None:
+            self._ticking = self.set_timer(1.0, self._tick)
+        return max(0.0, retry.delay - (now - since))
+
+    def _tick(self) -> None:
+        self._ticking = None
+        if self._shown_view is not None and self._retry_seen:
+            self.show(*self._shown_view)
 
     def notice(self, text: str | None) -> None:
         """Show `text` (markup) in place of the key hints; None puts the hints back."""
