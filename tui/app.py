@@ -58,7 +58,7 @@ FRAME = 1 / 30  # the view is shown at most this often; events in between are fo
 REST = 2.0  # after a frame that took t seconds, wait at least REST * t before the next
 WELCOME = "[b $primary]bastion[/]  [$foreground-muted]type a request and press Enter[/]"
 PLACEHOLDER_IDLE = "Ask Bastion to do something…"
-PLACEHOLDER_BUSY = "Steer the run: Enter queues a message for after this step…"
+PLACEHOLDER_BUSY = "Enter steers the run after this step · Tab queues a follow-up…"
 NEW_OUTPUT = "[$accent]↓ new output below[/]  [$foreground-muted]PageDown or End to follow[/]"
 
 
