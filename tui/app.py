@@ -38,6 +38,7 @@ from runtime.threaded import ThreadedHarness, channel_for
 from themes import DEFAULT_THEME, THEMES
 from themes import register as register_themes
 from tui import slash
+from tui.markup import escape
 from tui.widgets import (
     ApprovalPrompt,
     CommandHints,
@@ -228,7 +229,7 @@ class BastionApp(App[int]):
         try:
             command = slash.parse(text)
         except slash.UnknownCommand as exc:
-            self.say(f"{exc}  [$foreground-muted]{exc.hint}[/]", error=True)
+            self.say(f"{escape(str(exc))}  [$foreground-muted]{exc.hint}[/]", error=True)
             return  # the draft stays, to fix
         event.prompt.clear()
         event.prompt.forget_position()
@@ -241,7 +242,8 @@ class BastionApp(App[int]):
         self.run_worker(self.send(text, follow_up=event.follow_up), group="input")
 
     def on_text_area_changed(self, event: PromptInput.Changed) -> None:
-        self.query_one(CommandHints).offer(slash.completions(event.text_area.text))
+        if isinstance(event.text_area, PromptInput):
+            self.query_one(CommandHints).offer(slash.completions(event.text_area.text))
 
     def on_prompt_input_completion_key(self, event: PromptInput.CompletionKey) -> None:
         hints = self.query_one(CommandHints)
@@ -303,12 +305,19 @@ class BastionApp(App[int]):
         self.query_one(CommandOutput).close()
         self.follow()
 
-    def action_cycle_mode(self) -> None:
-        """Shift+Tab: the next approval mode; the prompt keeps its focus and its draft."""
-        current = self.settings.approval_mode if self.settings else "ask"
+    @work(group="mode", exclusive=False)
+    async def action_cycle_mode(self) -> None:
+        """Shift+Tab: the next approval mode, shown on the status line; the prompt keeps
+        its focus and its draft."""
+        if self.harness is None or self.settings is None:
+            return
         modes = slash.MODES
+        current = self.settings.approval_mode
         following = modes[(modes.index(current) + 1) % len(modes)] if current in modes else "ask"
-        self.run_slash(slash.find("mode"), following)  # type: ignore[arg-type]
+        try:
+            self.use_settings(await self.harness.set_approval_mode(self.conversation_id, following))
+        except BastionError as exc:
+            self.notify(str(exc), title="approval mode", severity="error")
 
     def on_approval_prompt_answered(self, event: ApprovalPrompt.Answered) -> None:
         self.query_one(PromptInput).focus()

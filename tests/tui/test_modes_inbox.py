@@ -7,7 +7,7 @@ from runtime.records import InboxMode, InboxState
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.tui.conftest import HangingProvider, open_driven, run_settled, wait_for
 from tui.app import BastionApp
-from tui.widgets import InboxStrip, PromptInput
+from tui.widgets import CommandOutput, InboxStrip, PromptInput
 
 SIZE = (100, 32)
 
@@ -35,6 +35,9 @@ async def test_shift_tab_cycles_the_mode_and_keeps_the_draft_and_the_focus(tmp_p
             assert seen == ["auto-edit", "full-auto", "read-only", "ask"]
             await pilot.press(*" typed on")
             assert prompt.text == "half a thought\nmore typed on"
+            assert not app.query_one(CommandOutput).shown  # the status line says it
+            await pilot.press("shift+tab", "shift+tab", "shift+tab")  # one step each
+            await wait_for(lambda: app.settings.approval_mode == "read-only", pilot)
     finally:
         await harness.close()
 
