@@ -140,8 +140,7 @@ async def model(host: CommandHost, arg: str) -> None:
     if not arg:
         host.say(
             f"model: {_cmd(escape(current or 'none'))}\n"
-            "switch with [b]/model PROVIDER/NAME[/]: openai/…, anthropic/…, ollama/…, or a "
-            "[providers.NAME] table of your config"
+            f"switch with [b]/model PROVIDER/NAME[/]; providers: {', '.join(_providers(host))}"
         )
         return
     try:
@@ -151,6 +150,20 @@ async def model(host: CommandHost, arg: str) -> None:
         return
     host.use_settings(settings)
     host.say(f"model: {_cmd(escape(settings.model))} (from the next request on)")
+
+
+def _providers(host: CommandHost) -> list[str]:
+    """The built-in providers and the [providers.NAME] tables of the config files."""
+    from runtime.config import load_config
+
+    builtin = ["openai", "anthropic", "ollama"]
+    if host.view is None:
+        return builtin
+    try:
+        configured = sorted(load_config(host.view.conversation.cwd).providers)
+    except BastionError:
+        configured = []  # a broken config is reported where it is read for a run
+    return builtin + [escape(name) for name in configured if name not in builtin]
 
 
 async def mode(host: CommandHost, arg: str) -> None:

@@ -112,6 +112,10 @@ async def test_typing_a_slash_offers_completions_and_tab_completes(tmp_path):
 
 async def test_model_lists_switches_and_refuses_an_unknown_name(tmp_path):
     provider = ScriptedProvider([ScriptedTurn(text="one")])
+    (tmp_path / ".bastion").mkdir()
+    (tmp_path / ".bastion" / "config.toml").write_text(
+        '[providers.localproxy]\nbase_url = "http://127.0.0.1:9/v1"\n'
+    )
     harness, conv_id = await open_validating(tmp_path, provider)
     app = BastionApp(harness, conv_id)
     try:
@@ -119,6 +123,7 @@ async def test_model_lists_switches_and_refuses_an_unknown_name(tmp_path):
             await wait_for(app.ready.is_set, pilot)
             await run_command(app, pilot, "/model")
             await wait_for(lambda: f"model: {MODEL}" in said(app), pilot)
+            assert "providers: openai, anthropic, ollama, localproxy" in said(app)
             await run_command(app, pilot, "/model nope/x")
             await wait_for(lambda: "unknown provider in 'nope/x'" in said(app), pilot)
             assert MODEL in status(app)
