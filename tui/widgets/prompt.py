@@ -72,6 +72,7 @@ class PromptInput(TextArea):
             tab_behavior="focus",
             show_line_numbers=False,
             compact=True,
+            highlight_cursor_line=False,
             placeholder=placeholder,
             id=id,
         )

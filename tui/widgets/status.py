@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 
 from textual import events
 from textual.app import ComposeResult
@@ -51,17 +52,22 @@ class Field:
 
     @property
     def width(self) -> int:
-        return Content.from_markup(self.markup).cell_length
+        return _cells(self.markup)
+
+
+@lru_cache(maxsize=256)
+def _cells(markup: str) -> int:
+    return Content.from_markup(markup).cell_length
 
 
 def fit(fields: list[Field], width: int, gap: int) -> list[Field]:
     """`fields` in their order, without the least important ones that do not fit."""
     kept = list(fields)
-    while len(kept) > 1:
-        used = sum(f.width for f in kept) + gap * (len(kept) - 1)
-        if used <= width:
-            break
-        kept.remove(max(kept, key=lambda f: f.priority))
+    used = sum(f.width for f in kept) + gap * (len(kept) - 1)
+    while len(kept) > 1 and used > width:
+        dropped = max(kept, key=lambda f: f.priority)
+        kept.remove(dropped)
+        used -= dropped.width + gap
     return kept
 
 
