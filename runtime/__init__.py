@@ -21,7 +21,7 @@ _EXPORTS = {
     "Driver": "runtime.driver",
     "LoopSettings": "runtime.loop",
     "schema_version": "runtime.migrations",
-    "EmptyInput": "runtime.harness",
+    "EmptyInput": "runtime.errors",
     "Harness": "runtime.harness",
     "SessionSettings": "runtime.harness",
     "Subscription": "runtime.harness",
@@ -58,12 +58,13 @@ if TYPE_CHECKING:
         BastionError,
         ConfigError,
         ConversationBusy,
+        EmptyInput,
         LeaseLost,
         SchemaTooNew,
         StoreError,
         UnknownConversation,
     )
-    from runtime.harness import EmptyInput, Harness, SessionSettings, Subscription, default_home
+    from runtime.harness import Harness, SessionSettings, Subscription, default_home
     from runtime.loop import LoopSettings
     from runtime.migrations import schema_version
     from runtime.views import ConversationView, reduce, view_from_snapshot

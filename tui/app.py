@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import work
 from textual.app import App, ComposeResult
@@ -32,9 +32,10 @@ from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 from textual.widgets import Static
 
-from runtime import BastionError, ConversationView, EmptyInput, Harness, SessionSettings, reduce
+from runtime.errors import BastionError, EmptyInput
 from runtime.records import EntryKind, InboxMode
 from runtime.threaded import ThreadedHarness, channel_for
+from runtime.views import ConversationView, reduce
 from themes import DEFAULT_THEME, THEMES
 from themes import register as register_themes
 from tui import slash
@@ -49,10 +50,12 @@ from tui.widgets import (
     Transcript,
 )
 
+if TYPE_CHECKING:  # the harness's modules load after the first frame (see tui.launch)
+    from runtime.harness import Harness, SessionSettings
+
 __all__ = ["BastionApp", "Opener", "run"]
 
-Opener = Callable[[], Awaitable[tuple[Harness, str]]]
-AnyHarness = Harness | ThreadedHarness
+Opener = Callable[[], Awaitable[tuple["Harness | ThreadedHarness", str]]]
 
 QUIT_WINDOW = 2.0  # seconds in which a second Ctrl+C quits
 FRAME = 1 / 30  # the view is shown at most this often; events in between are folded together
@@ -79,12 +82,13 @@ class BastionApp(App[int]):
 
     def __init__(
         self,
-        harness: AnyHarness | None = None,
+        harness: Harness | ThreadedHarness | None = None,
         conversation_id: str | None = None,
         *,
         first_prompt: str | None = None,
         opener: Opener | None = None,
         theme: str = DEFAULT_THEME,
+        model: str | None = None,
     ) -> None:
         super().__init__()
         if (harness is None or conversation_id is None) and opener is None:
@@ -93,8 +97,11 @@ class BastionApp(App[int]):
         self.conversation_id = conversation_id or ""
         self.view: ConversationView | None = None
         self.settings: SessionSettings | None = None  # this process's model and mode
+        self._mode_lock = asyncio.Lock()
         self._first_prompt = first_prompt
         self._opener = opener
+        self._model = model  # shown until the first view says which model the session uses
+        self.open_error: BastionError | None = None  # why the opener failed, if it did
         self._theme_name = theme if theme in THEMES else DEFAULT_THEME
         self._quit_armed = False
         self._welcome_gone = False
@@ -123,7 +130,10 @@ class BastionApp(App[int]):
 
     def on_mount(self) -> None:
         self.query_one(PromptInput).focus()
-        self.follow()
+        if self._model:
+            self.query_one(StatusBar).show_model(self._model)
+        # The session opens once the first frame is drawn: the prompt takes keys at once.
+        self.call_after_refresh(self.follow)
 
     async def on_unmount(self) -> None:
         if self._opener is not None and self.harness is not None:
@@ -135,7 +145,12 @@ class BastionApp(App[int]):
     async def follow(self) -> None:
         """Fold the harness's events into the view and show it; runs for the app's life."""
         if self.harness is None and self._opener is not None:
-            self.harness, self.conversation_id = await self._opener()
+            try:
+                self.harness, self.conversation_id = await self._opener()
+            except BastionError as exc:  # the caller prints it once the terminal is back
+                self.open_error = exc
+                self.exit(2, return_code=2)
+                return
         harness, conv_id = self.harness, self.conversation_id
         assert harness is not None
         loop = asyncio.get_running_loop()
@@ -206,6 +221,7 @@ class BastionApp(App[int]):
     async def send(self, text: str, *, follow_up: bool = False) -> None:
         """Submit `text`: a new run when idle, a steer while a run is going; a follow-up
         (the next run once this one answers) when asked for."""
+        await self.ready.wait()  # sent before the session opened: it goes once it has
         assert self.harness is not None
         busy = self.view is not None and self.view.active_run is not None
         mode = InboxMode.STEER if busy else InboxMode.PROMPT
@@ -309,15 +325,20 @@ class BastionApp(App[int]):
     async def action_cycle_mode(self) -> None:
         """Shift+Tab: the next approval mode, shown on the status line; the prompt keeps
         its focus and its draft."""
-        if self.harness is None or self.settings is None:
-            return
-        modes = slash.MODES
-        current = self.settings.approval_mode
-        following = modes[(modes.index(current) + 1) % len(modes)] if current in modes else "ask"
-        try:
-            self.use_settings(await self.harness.set_approval_mode(self.conversation_id, following))
-        except BastionError as exc:
-            self.notify(str(exc), title="approval mode", severity="error")
+        async with self._mode_lock:  # presses in quick succession step one mode each
+            if self.harness is None or self.settings is None:
+                return
+            modes = slash.MODES
+            current = self.settings.approval_mode
+            at = modes.index(current) if current in modes else -1
+            try:
+                settings = await self.harness.set_approval_mode(
+                    self.conversation_id, modes[(at + 1) % len(modes)]
+                )
+            except BastionError as exc:
+                self.notify(str(exc), title="approval mode", severity="error")
+                return
+            self.use_settings(settings)
 
     def on_approval_prompt_answered(self, event: ApprovalPrompt.Answered) -> None:
         self.query_one(PromptInput).focus()

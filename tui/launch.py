@@ -1,51 +1,127 @@
-"""`bastion [PROMPT]`: open the session on the harness thread while the app loads.
+"""`bastion [PROMPT]`: draw the app first, then open the session on the harness thread.
 
-Kept light on purpose: the command line imports this, not `tui.app`, so the
-harness thread starts opening the store (and importing the model loop) while
-this thread imports Textual and builds the screen. A session that cannot be
-opened is reported before the app takes the terminal.
+Kept light on purpose: the command line imports this, not `tui.app`. Only the
+config is read before the app starts (it names the theme, and a broken config
+is reported before the app takes the terminal). For a new conversation the
+first frame, with the prompt taking keys, is drawn before the harness's
+modules are imported and the store is opened: those run on the harness thread
+afterwards, and what the user typed and sent meanwhile goes once the session
+is open. A resumed one (`-r`, `-c`, `--session-id`) is found in the store
+while Textual loads and before the app starts, so a bad id is reported with
+the terminal untouched; its model is resolved (importing the providers and
+httpx) and it is driven (lease, recovery, tools) after the first frame. A
+session that cannot be opened or driven ends the app and is reported on
+stderr, exit code 2.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import os
 import sys
 from typing import Any
 
 SWITCH_INTERVAL = 0.001  # seconds a thread may hold the GIL while another waits (default 5 ms)
 
 
+def resuming(opts: Any) -> bool:
+    """Whether this invocation names a stored conversation (which must be found first)."""
+    return bool(opts.resume or opts.session_id or getattr(opts, "continue_", False))
+
+
+def model_hint(opts: Any, configured: str) -> str | None:
+    """The model this invocation uses when that is known before the store is read: the
+    flag, or the config's for a new conversation (a resumed one keeps its own)."""
+    if opts.model:
+        return str(opts.model)
+    return None if resuming(opts) else (configured or None)
+
+
 def run(opts: Any) -> int:
-    """Open the session on a `HarnessThread`, run the app on this one; the exit code.
+    """Run the app on this thread and open the session on a `HarnessThread`; the exit code.
 
     0 (or the app's code), or 2 with one line on stderr when the session cannot be opened.
     """
+    from runtime.config import load_config
     from runtime.errors import BastionError
     from runtime.threaded import HarnessThread, ThreadedHarness
     from tui.cli import EXIT_OK, EXIT_USAGE, error_line
-    from tui.session import start_session
-
-    sys.setswitchinterval(SWITCH_INTERVAL)  # the harness thread waits less for the interpreter
-    thread = HarnessThread()
-    opening = thread.submit(start_session(opts, interactive=True))
-    from tui.app import BastionApp  # Textual loads while the session opens
 
     try:
-        session = opening.result()
+        config = load_config(os.getcwd())
     except BastionError as exc:
-        thread.stop()
         error_line(str(exc))
         return EXIT_USAGE
-    harness = ThreadedHarness(session.harness, thread)
+    sys.setswitchinterval(SWITCH_INTERVAL)  # the harness thread waits less for the interpreter
+    thread = HarnessThread()
+    openings: list[concurrent.futures.Future[Any]] = []  # opening, then driving
+
+    def open_session() -> concurrent.futures.Future[Any]:
+        from tui.session import open_session
+
+        if not openings:  # a resumed one's model is checked when it is driven
+            openings.append(thread.submit(open_session(opts, check_model=not resuming(opts))))
+        return openings[0]
+
+    async def opener() -> tuple[ThreadedHarness, str]:
+        from tui.session import drive_session
+
+        session = await asyncio.wrap_future(open_session())
+        openings.append(thread.submit(drive_session(session, interactive=True)))
+        session = await asyncio.wrap_future(openings[-1])
+        return ThreadedHarness(session.harness, thread), session.conversation.id
+
+    hint = model_hint(opts, config.model)
+    early = resuming(opts) or hint is None  # found first: a bad id or model is reported
+    if early:  # before the app, and the session opens while Textual loads
+        open_session()
+    from tui.app import BastionApp
+
+    if early:
+        try:
+            openings[0].result()
+        except BastionError as exc:
+            thread.stop()
+            error_line(str(exc))
+            return EXIT_USAGE
+
+    app = BastionApp(
+        opener=opener,
+        first_prompt=opts.prompt,
+        theme=config.theme,
+        model=hint,
+    )
+    error = None
     try:
-        app = BastionApp(
-            harness, session.conversation.id, first_prompt=opts.prompt, theme=session.config.theme
-        )
         app.run()
-        if thread.alive and thread.run(session.harness.exists(app.conversation_id)):
+        if app.view is not None and app.view.version > 0:  # stored: it has had a prompt
             print(resume_hint(app.conversation_id))
-        return app.return_code or EXIT_OK
     finally:
-        harness.close_blocking()
+        if app.harness is None and openings:  # quit while the session was still opening
+            error = _close_opened(thread, openings)
+        thread.stop()
+    error = app.open_error or error
+    if error is not None:
+        error_line(str(error))
+        return EXIT_USAGE
+    return app.return_code or EXIT_OK
+
+
+def _close_opened(thread: Any, openings: list[concurrent.futures.Future[Any]]) -> Exception | None:
+    """Close the session the app quit before taking (releasing its lease), or return the
+    BastionError it failed with, to be reported. `openings`: opening, then driving."""
+    from runtime.errors import BastionError
+
+    session = None
+    for future in openings:
+        try:
+            session = future.result(timeout=30)
+        except BastionError as exc:
+            return exc  # whichever step failed closed the harness
+    if session is not None:
+        thread.run(session.harness.close())
+    return None
 
 
 def resume_hint(conversation_id: str) -> str:

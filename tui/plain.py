@@ -23,9 +23,9 @@ from rich.markdown import Markdown
 from rich.text import Text
 
 from runtime import BastionError, ConversationView, EmptyInput, Harness, Subscription, reduce
-from runtime.context import arguments_preview
 from runtime.events import Event
 from runtime.records import Entry, EntryKind, EntryStatus, RunState, ToolCallRecord
+from runtime.views import arguments_preview
 from tui.widgets.approval import pending_approval
 
 __all__ = ["LineMode", "run"]

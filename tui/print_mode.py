@@ -17,10 +17,10 @@ import time
 from typing import Any, TextIO
 
 from runtime import BastionError, EmptyInput, Harness, Subscription
-from runtime.context import arguments_preview
 from runtime.errors import RequestKeyReused, StoreError, UnknownConversation
 from runtime.events import AttemptReset, Event, ToolCallUpdated, event_to_dict
 from runtime.records import Run, RunState
+from runtime.views import arguments_preview
 from tui.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError, error_line
 from tui.session import Session, start_session
 

@@ -71,7 +71,7 @@ def _session_id(opts: Any) -> str | None:
         ) from None
 
 
-async def open_session(opts: Any, cwd: str | None = None) -> Session:
+async def open_session(opts: Any, cwd: str | None = None, *, check_model: bool = True) -> Session:
     """Resolve config and model, open the store, find the conversation or prepare a new one.
 
     Nothing is written here: a new conversation is committed with its first prompt,
@@ -97,7 +97,8 @@ async def open_session(opts: Any, cwd: str | None = None) -> Session:
         stored = conversation.agent
         model = opts.model or stored.model or config.model
         approval = opts.approval_mode or config.approval_mode.value
-        harness.resolve_model(model)  # ConfigError now, before anything is written
+        if check_model:  # ConfigError now, before anything is written
+            harness.resolve_model(model)
         if created:
             settings: dict[str, Any] = {"model": model}
             if config.instructions:
@@ -122,7 +123,16 @@ async def start_session(
     the caller prints the one line and exits 2.
     """
     session = await open_session(opts)
+    return await drive_session(session, interactive=interactive, on_refusal=on_refusal)
+
+
+async def drive_session(
+    session: Session, *, interactive: bool, on_refusal: Callable[[str, str], None] | None = None
+) -> Session:
+    """Resolve the session's model and drive its conversation; on a BastionError the
+    harness is closed (nothing is left open) and the error raised."""
     try:
+        session.harness.resolve_model(session.model)
         session.driver = await session.harness.drive(
             session.conversation.id,
             interactive=interactive,

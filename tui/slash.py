@@ -19,13 +19,17 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from runtime import BastionError, ConversationView, SessionSettings
+from runtime.errors import BastionError
 from tui.markup import escape
 from tui.usage import totals_label
+
+if TYPE_CHECKING:  # the harness's modules load after the first frame (see tui.launch)
+    from runtime.harness import SessionSettings
+    from runtime.views import ConversationView
 
 __all__ = [
     "COMMANDS",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runtime import ConversationView
+from runtime.views import ConversationView
 
 __all__ = ["Context", "Totals", "context_of", "context_window", "count", "totals", "totals_label"]
 

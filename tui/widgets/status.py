@@ -11,6 +11,7 @@ import math
 import time
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from textual import events
 from textual.app import ComposeResult
@@ -19,10 +20,13 @@ from textual.content import Content
 from textual.timer import Timer
 from textual.widgets import Label
 
-from runtime import ConversationView, SessionSettings
 from runtime.records import EntryKind, EntryStatus, Run, RunState, ToolCallState
+from runtime.views import ConversationView
 from tui.markup import escape
 from tui.usage import context_of, count, totals
+
+if TYPE_CHECKING:  # the harness's modules load after the first frame (see tui.launch)
+    from runtime.harness import SessionSettings
 
 __all__ = ["StatusBar", "fit", "run_state_label"]
 
@@ -156,6 +160,14 @@ class StatusBar(Horizontal):
     def compose(self) -> ComposeResult:
         yield Label(id="status-left")
         yield Label(id="status-right")
+
+    def show_model(self, model: str) -> None:
+        """Before the session's first view: the model this invocation will use."""
+        self._fields = [
+            Field(0, "[$foreground-muted]idle[/]"),
+            Field(3, f"[b $primary]{escape(model)}[/]"),
+        ]
+        self._draw()
 
     def show(self, view: ConversationView, settings: SessionSettings | None = None) -> None:
         self._shown_view = (view, settings)
