@@ -40,6 +40,7 @@ _EXPORTS = {
     "schema_version": "runtime.migrations",
     "EmptyInput": "runtime.errors",
     "Harness": "runtime.harness",
+    "SessionSettings": "runtime.harness",
     "Subscription": "runtime.harness",
     "default_home": "runtime.harness",
     "BadRule": "runtime.rules",
@@ -81,6 +82,7 @@ __all__ = [
     "Scope",
     "SearchHit",
     "SearchQueryError",
+    "SessionSettings",
     "StoreError",
     "Subscription",
     "UnknownConversation",
@@ -119,7 +121,7 @@ if TYPE_CHECKING:
         UnknownEntry,
     )
     from runtime.fulltext import SearchHit, SearchQueryError
-    from runtime.harness import Harness, Subscription, default_home
+    from runtime.harness import Harness, SessionSettings, Subscription, default_home
     from runtime.instructions import ProjectInstructions, load_instructions
     from runtime.loop import LoopSettings
     from runtime.migrations import schema_version

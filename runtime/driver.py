@@ -286,6 +286,23 @@ class Driver:
         await self._release()
         self.idle.set()
 
+    def reconfigure(
+        self,
+        *,
+        approval_mode: ApprovalMode | None = None,
+        provider: Provider | None = None,
+        model: str | None = None,
+    ) -> None:
+        """Change this process's settings. A new approval mode holds from the next tool
+        call (of the run going on, too); a new model from the next run."""
+        if approval_mode is not None:
+            self.config.approval_mode = approval_mode
+            if self._executor is not None:
+                self._executor.deps.approval_mode = approval_mode
+        if provider is not None and model is not None:
+            self.config.provider = provider
+            self.config.model = model
+
     async def _execute(self, run: Run) -> None:
         live = LiveStream(self.epoch)
         self.live[run.id] = live

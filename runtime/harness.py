@@ -42,6 +42,7 @@ from runtime.errors import (
     NotPending,
     RequestKeyReused,
     StoreError,
+    UnfinishedWork,
     UnknownEntry,
     UnknownRun,
 )
@@ -129,6 +130,14 @@ class Subscription:
         self._put(None)
 
 
+@dataclass(frozen=True, slots=True)
+class SessionSettings:
+    """What this process runs a conversation with: the model spec and the approval mode."""
+
+    model: str
+    approval_mode: str
+
+
 class Harness:
     def __init__(
         self,
@@ -156,6 +165,7 @@ class Harness:
         self._run_waiters: dict[str, list[asyncio.Future[Run]]] = {}
         self._deferred: dict[str, dict[str, Any]] = {}
         self._prepared: dict[str, Conversation] = {}
+        self._settings: dict[str, SessionSettings] = {}
         self._closed = False
 
     @classmethod
@@ -509,6 +519,14 @@ class Harness:
         }
         if not await self.store.exists(conversation_id):
             self._deferred[conversation_id] = options
+            prepared = self._prepared.get(conversation_id)
+            agent = prepared.agent if prepared is not None else None
+            self._settings[conversation_id] = SessionSettings(
+                model or (agent.model if agent else ""),
+                ApprovalMode.parse(
+                    approval_mode or (agent.approval_mode if agent else "") or "ask"
+                ).value,
+            )
             return None
         return await self._start_driver(conversation_id, **options)  # type: ignore[arg-type]
 
@@ -524,7 +542,11 @@ class Harness:
     ) -> Driver:
         conv = await self.store.get_conversation(conversation_id)
         agent = conv.agent
-        spec = model or agent.model
+        settings = self._settings.get(conversation_id)
+        spec = (settings.model if settings else "") or model or agent.model
+        mode = ApprovalMode.parse(
+            settings.approval_mode if settings else approval_mode or agent.approval_mode or "ask"
+        )
         provider, model_name = self.resolve_model(spec)
         toolbox = self._toolbox_factory(conv) if self._toolbox_factory else None
         config = DriverConfig(
@@ -533,7 +555,7 @@ class Harness:
             model_info=self.model_info(spec),
             output_cap=self.output_cap(spec),
             toolbox=toolbox,
-            approval_mode=ApprovalMode.parse(approval_mode or agent.approval_mode or "ask"),
+            approval_mode=mode,
             interactive=interactive,
             loop=self.loop_settings,
             lease_ttl=self.lease_ttl,
@@ -556,7 +578,90 @@ class Harness:
         server = await start_server(self, conversation_id)
         if server is not None:
             self._servers[conversation_id] = server
+        self._settings[conversation_id] = SessionSettings(spec, mode.value)
         return driver
+
+    # --- this process's settings ------------------------------------------
+
+    async def session_settings(self, conversation_id: str) -> SessionSettings:
+        """The model and approval mode this process runs `conversation_id` with (the
+        stored ones when it does not drive it)."""
+        settings = self._settings.get(conversation_id)
+        if settings is not None:
+            return settings
+        conv = self._prepared.get(conversation_id)
+        if conv is None:
+            conv = await self.store.get_conversation(conversation_id)
+        return SessionSettings(conv.agent.model, conv.agent.approval_mode or "ask")
+
+    async def set_approval_mode(self, conversation_id: str, mode: str) -> SessionSettings:
+        """Switch the approval mode for this process (never stored: a mode holds only
+        where it was chosen). Holds from the next tool call. ConfigError if unknown."""
+        parsed = ApprovalMode.parse(mode)
+        current = await self.session_settings(conversation_id)
+        settings = SessionSettings(current.model, parsed.value)
+        self._settings[conversation_id] = settings
+        driver = self._drivers.get(conversation_id)
+        if driver is not None:
+            driver.reconfigure(approval_mode=parsed)
+        return settings
+
+    async def set_model(self, conversation_id: str, spec: str) -> SessionSettings:
+        """Switch the conversation's model (stored with it, so a resume keeps it); holds
+        from the next run. ConfigError, with nothing changed, if `spec` does not resolve."""
+        provider, model_name = self.resolve_model(spec)
+        current = await self.session_settings(conversation_id)
+        prepared = self._prepared.get(conversation_id)
+        if prepared is not None:
+            self._prepared[conversation_id] = prepared.but(
+                settings={**prepared.settings, "model": spec}
+            )
+        elif await self.store.exists(conversation_id):
+            await self.update_settings(conversation_id, model=spec)
+        settings = SessionSettings(spec, current.approval_mode)
+        self._settings[conversation_id] = settings
+        deferred = self._deferred.get(conversation_id)
+        if deferred is not None:
+            deferred["model"] = spec
+        driver = self._drivers.get(conversation_id)
+        if driver is not None:
+            driver.reconfigure(provider=provider, model=model_name)
+        return settings
+
+    async def new_session(self, conversation_id: str) -> Conversation:
+        """A new conversation like `conversation_id` (cwd, model, instructions), prepared
+        (committed with its first prompt) and driven as this process drives that one
+        (same approval mode and model); that one's driver is released. Refused
+        (UnfinishedWork, nothing changed) while it has a run or queued input."""
+        self._check_open()
+        like = self._prepared.get(conversation_id)
+        if like is None:
+            like = await self.store.get_conversation(conversation_id)
+            if await self.store.unfinished(conversation_id):
+                raise UnfinishedWork(
+                    "this conversation still has work in progress",
+                    hint="wait for it to finish, or press Esc to interrupt it first",
+                )
+        settings = await self.session_settings(conversation_id)
+        driver = self._drivers.get(conversation_id)
+        deferred = self._deferred.get(conversation_id)
+        conv = new_conversation(like.cwd, settings={**like.settings, "model": settings.model})
+        self.prepare(conv)
+        if driver is not None:
+            deferred = {"interactive": driver.config.interactive}
+            deferred["on_refusal"] = driver.config.on_refusal
+        if deferred is not None:
+            await self.drive(
+                conv.id,
+                interactive=bool(deferred["interactive"]),
+                on_refusal=deferred["on_refusal"],
+                approval_mode=settings.approval_mode,
+                model=settings.model,
+            )
+        await self.release(conversation_id)
+        self._deferred.pop(conversation_id, None)
+        self._prepared.pop(conversation_id, None)
+        return conv
 
     async def set_defaults(
         self, conversation_id: str, *, model: str | None = None, approval_mode: str | None = None
@@ -584,6 +689,12 @@ class Harness:
         if prepared is not None and model is not None:
             settings = {**prepared.settings, "model": model}
             self._prepared[conversation_id] = dataclasses.replace(prepared, settings=settings)
+        current = self._settings.get(conversation_id)
+        if current is not None:  # what session_settings (the status line) reports
+            self._settings[conversation_id] = SessionSettings(
+                model if model is not None else current.model,
+                mode.value if mode is not None else current.approval_mode,
+            )
 
     def driver(self, conversation_id: str) -> Driver | None:
         return self._drivers.get(conversation_id)

@@ -283,6 +283,21 @@ class ThreadedHarness:
     def output_cap(self, spec: str) -> int:
         return int(self.harness.output_cap(spec))
 
+    async def export(self, conversation_id: str) -> Any:
+        return await self.call("export", conversation_id)
+
+    async def session_settings(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.call("session_settings", *args, **kwargs)
+
+    async def set_approval_mode(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.call("set_approval_mode", *args, **kwargs)
+
+    async def set_model(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.call("set_model", *args, **kwargs)
+
+    async def new_session(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.call("new_session", *args, **kwargs)
+
     async def close(self) -> None:
         """Close the harness on its loop, then stop the thread."""
         if self.thread.alive:

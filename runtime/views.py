@@ -49,6 +49,15 @@ from runtime.rules import Rule
 
 
 @dataclass(frozen=True, slots=True)
+class Retry:
+    """A model request about to be sent again: which attempt, after how long, and why."""
+
+    attempt: int
+    delay: float
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class StreamCursor:
     epoch: int
     seq: int
@@ -175,6 +184,9 @@ class ConversationView:
     cursors: MappingProxyType[str, StreamCursor] = field(default_factory=lambda: _EMPTY)
     reasoning: MappingProxyType[str, str] = field(default_factory=lambda: _EMPTY)
     tool_output: MappingProxyType[str, str] = field(default_factory=lambda: _EMPTY)
+    # run id -> the retry it waits for (the model request is sent again after a delay);
+    # gone with the run's next streamed event or its end.
+    retrying: MappingProxyType[str, Retry] = field(default_factory=lambda: _EMPTY)
     lease_pid: int | None = None
     resync_required: bool = False
     live: MappingProxyType[str, LiveText] = field(default_factory=lambda: _EMPTY)
@@ -308,6 +320,8 @@ def _run_updated(view: ConversationView, run: Run) -> ConversationView:
     if run.terminal and run.id in view.cursors:
         cursors = {k: v for k, v in view.cursors.items() if k != run.id}
         view = replace(view, cursors=MappingProxyType(cursors))
+    if run.terminal and run.id in view.retrying:
+        view = replace(view, retrying=_without(view.retrying, run.id))
     return view
 
 
@@ -374,6 +388,8 @@ def _reduce_transient(view: ConversationView, event: Any) -> ConversationView:
         return _resync(view)  # joined a stream midway without its cursor
     last = event.last_seq if isinstance(event, TextDeltas) else event.seq
     view = replace(view, cursors=_with(view.cursors, event.run_id, StreamCursor(event.epoch, last)))
+    if event.run_id in view.retrying:
+        view = replace(view, retrying=_without(view.retrying, event.run_id))
     match event:
         case (
             TextDelta(entry_id=entry_id, offset=offset, text=text)
@@ -390,7 +406,9 @@ def _reduce_transient(view: ConversationView, event: Any) -> ConversationView:
             # whole (bounded) output arrives with the tool's result.
             tail = (view.tool_output.get(call_id, "") + text)[-TOOL_OUTPUT_TAIL:]
             return replace(view, tool_output=_with(view.tool_output, call_id, tail))
-        case AttemptReset(entry_id=entry_id):
+        case AttemptReset(entry_id=entry_id, run_id=run_id):
+            retry = Retry(event.attempt, event.delay, event.reason)
+            view = replace(view, retrying=_with(view.retrying, run_id, retry))
             entry = view._settled_entry(entry_id)
             if entry is None:
                 return view

@@ -30,7 +30,7 @@ from textual import work
 from textual.app import App, ComposeResult, CSSPathType
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
-from textual.widgets import Input, Static
+from textual.widgets import Static
 
 from runtime.errors import BastionError, EmptyInput
 from runtime.records import EntryKind, InboxMode
@@ -39,10 +39,13 @@ from runtime.views import ConversationView, reduce
 from themes import CSS_PATH as THEME_CSS
 from themes import DEFAULT_THEME, check_theme_name
 from themes.user import ThemeFolder
-from tui import theming
+from tui import slash, theming
 from tui.live_config import LiveConfig
+from tui.markup import escape
 from tui.widgets import (
     ApprovalPrompt,
+    CommandHints,
+    CommandOutput,
     InboxStrip,
     PromptInput,
     StatusBar,
@@ -52,7 +55,7 @@ from tui.widgets import (
 
 if TYPE_CHECKING:  # the harness's modules load after the first frame (see tui.launch)
     from runtime import ConfigWatcher
-    from runtime.harness import Harness
+    from runtime.harness import Harness, SessionSettings
     from tui.attach_app import AttachedHarness
 
 __all__ = ["BastionApp", "Opener", "run"]
@@ -64,7 +67,7 @@ FRAME = 1 / 30  # the view is shown at most this often; events in between are fo
 REST = 2.0  # after a frame that took t seconds, wait at least REST * t before the next
 WELCOME = "[b $primary]bastion[/]  [$foreground-muted]type a request and press Enter[/]"
 PLACEHOLDER_IDLE = "Ask Bastion to do something…"
-PLACEHOLDER_BUSY = "Steer the run: Enter queues a message for after this step…"
+PLACEHOLDER_BUSY = "Enter steers the run after this step · Tab queues a follow-up…"
 NEW_OUTPUT = "[$accent]↓ new output below[/]  [$foreground-muted]PageDown or End to follow[/]"
 
 
@@ -73,8 +76,9 @@ class BastionApp(App[int]):
 
     CSS_PATH: ClassVar[CSSPathType] = ["app.tcss", THEME_CSS]
     TITLE = "bastion"
-    ENABLE_COMMAND_PALETTE = False
+    COMMANDS: ClassVar[set[Any]] = {slash.SlashProvider}
     BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("shift+tab", "cycle_mode", "Approval mode", show=False, priority=True),
         Binding("escape", "interrupt", "Interrupt", show=False, priority=True),
         Binding("ctrl+c", "quit_twice", "Quit", show=False, priority=True),
         Binding("pageup", "page(-1)", "Page up", show=False, priority=True),
@@ -101,6 +105,8 @@ class BastionApp(App[int]):
         self.harness = harness
         self.conversation_id = conversation_id or ""
         self.view: ConversationView | None = None
+        self.settings: SessionSettings | None = None  # this process's model and mode
+        self._mode_lock = asyncio.Lock()
         self._first_prompt = first_prompt
         self._opener = opener
         self._model = model  # shown until the first view says which model the session uses
@@ -123,11 +129,19 @@ class BastionApp(App[int]):
         yield Static(NEW_OUTPUT, id="new-output")
         yield InboxStrip(id="inbox")
         yield ApprovalPrompt()
-        yield PromptInput(self._sent, placeholder=PLACEHOLDER_IDLE, id="prompt")
+        yield CommandOutput()
+        yield CommandHints()
+        yield PromptInput(
+            self._sent,
+            has_queued=lambda: bool(self.view and self.view.queued_inbox),
+            completing=lambda: self.query_one(CommandHints).shown,
+            placeholder=PLACEHOLDER_IDLE,
+            id="prompt",
+        )
         yield StatusBar()
 
     def on_mount(self) -> None:
-        self.query_one("#prompt", Input).focus()
+        self.query_one(PromptInput).focus()
         if self._model:
             self.query_one(StatusBar).show_model(self._model)
         # The session opens once the first frame is drawn: the prompt takes keys at once.
@@ -159,6 +173,7 @@ class BastionApp(App[int]):
         loop = asyncio.get_running_loop()
         channel = channel_for(harness, conv_id)
         try:
+            self.settings = await harness.session_settings(conv_id)
             await self.show(await harness.snapshot(conv_id))
             self.ready.set()
             self._watch_themes()
@@ -212,9 +227,9 @@ class BastionApp(App[int]):
             await self.query("#welcome").remove()
         await self.query_one(Transcript).show(view)
         self.view = view
-        self.query_one(StatusBar).show(view)
+        self.query_one(StatusBar).show(view, self.settings)
         self.query_one(InboxStrip).show(view)
-        prompt = self.query_one("#prompt", Input)
+        prompt = self.query_one(PromptInput)
         prompt.placeholder = PLACEHOLDER_BUSY if view.active_run else PLACEHOLDER_IDLE
         if self.query_one(ApprovalPrompt).show(view):
             self.call_after_refresh(self._focus_approval)
@@ -243,18 +258,21 @@ class BastionApp(App[int]):
     def _focus_approval(self) -> None:
         """Focus the approval line while it asks (so y/n reach it), else the prompt."""
         approval = self.query_one(ApprovalPrompt)
-        (approval if approval.call is not None else self.query_one("#prompt", Input)).focus()
+        (approval if approval.call is not None else self.query_one(PromptInput)).focus()
 
     # --- input --------------------------------------------------------------
 
-    async def send(self, text: str) -> None:
-        """Submit `text`: a new run when idle, a steer while a run is going."""
+    async def send(self, text: str, *, follow_up: bool = False) -> None:
+        """Submit `text`: a new run when idle, a steer while a run is going; a follow-up
+        (the next run once this one answers) when asked for."""
         await self.ready.wait()  # sent before the session opened: it goes once it has
         assert self.harness is not None
         busy = self.view is not None and self.view.active_run is not None
         mode = InboxMode.STEER if busy else InboxMode.PROMPT
         try:
-            await self.harness.submit(self.conversation_id, text, mode=mode)
+            await self.harness.submit(
+                self.conversation_id, text, mode=InboxMode.FOLLOW_UP if follow_up else mode
+            )
         except EmptyInput:
             pass
         except BastionError as exc:
@@ -266,16 +284,108 @@ class BastionApp(App[int]):
             return []
         return [e.text for e in self.view.settled if e.kind == EntryKind.USER]
 
-    async def on_input_submitted(self, event: Input.Submitted) -> None:
-        text = event.value
-        if not text.strip():
+    async def on_prompt_input_sent(self, event: PromptInput.Sent) -> None:
+        text = event.text
+        try:
+            command = slash.parse(text)
+        except slash.UnknownCommand as exc:
+            self.say(f"{escape(str(exc))}  [$foreground-muted]{exc.hint}[/]", error=True)
+            return  # the draft stays, to fix
+        event.prompt.clear()
+        event.prompt.forget_position()
+        self.query_one(CommandOutput).close()
+        if command is not None:
+            self.run_slash(*command)
             return
-        event.input.clear()
-        self.query_one(PromptInput).forget_position()
-        self.run_worker(self.send(text), group="input")
+        if text.startswith("//"):
+            text = text[1:]
+        self.run_worker(self.send(text, follow_up=event.follow_up), group="input")
+
+    def on_text_area_changed(self, event: PromptInput.Changed) -> None:
+        if isinstance(event.text_area, PromptInput):
+            self.query_one(CommandHints).offer(slash.completions(event.text_area.text))
+
+    def on_prompt_input_completion_key(self, event: PromptInput.CompletionKey) -> None:
+        hints = self.query_one(CommandHints)
+        chosen = hints.chosen
+        if event.key in ("up", "down"):
+            hints.move(-1 if event.key == "up" else 1)
+        elif chosen is not None:
+            if event.key == "enter" and slash.find(event.prompt.text.strip()[1:]):
+                hints.offer([])  # a whole command name: Enter runs it as typed
+                event.prompt.post_message(PromptInput.Sent(event.prompt, event.prompt.text, False))
+                return
+            event.prompt.set_value(f"/{chosen.name}" + (" " if chosen.args else ""))
+            if event.key == "enter" and not chosen.args:
+                event.prompt.post_message(PromptInput.Sent(event.prompt, event.prompt.text, False))
+
+    def on_prompt_input_pull_queued(self, event: PromptInput.PullQueued) -> None:
+        self.run_worker(self._pull_queued(event.prompt), group="input")
+
+    async def _pull_queued(self, prompt: PromptInput) -> None:
+        """The newest queued item back into the prompt, withdrawn from the queue."""
+        assert self.harness is not None
+        queued = self.view.queued_inbox if self.view else ()
+        if not queued:
+            return
+        item = queued[-1]
+        if await self.harness.withdraw(self.conversation_id, item.id):
+            if not prompt.text:
+                prompt.set_value(item.text)
+        else:
+            self.notify("that message was already taken by the run", title="not withdrawn")
+
+    # --- commands -----------------------------------------------------------
+
+    @work(group="command")
+    async def run_slash(self, command: slash.SlashCommand, arg: str) -> None:
+        await command.run(self, arg)
+
+    def say(self, markup: str, *, error: bool = False) -> None:
+        """Show a command's output (markup) above the prompt."""
+        self.query_one(CommandOutput).say(markup, error=error)
+
+    def use_settings(self, settings: SessionSettings) -> None:
+        self.settings = settings
+        if self.view is not None:
+            self.query_one(StatusBar).show(self.view, settings)
+
+    async def new_session(self) -> None:
+        """A new conversation in this directory, with this one's model and mode."""
+        assert self.harness is not None
+        fresh = await self.harness.new_session(self.conversation_id)
+        self.workers.cancel_group(self, "events")  # stop following the old conversation
+        self.conversation_id = fresh.id
+        self.view = None
+        await self.query_one(Transcript).remove()
+        transcript = Transcript(id="transcript")  # a fresh one: the transcript shows one view
+        await self.mount(transcript, before=0)
+        await transcript.mount(Static(WELCOME, id="welcome"))
+        self._welcome_gone = False
+        self.query_one(CommandOutput).close()
+        self.follow()
+
+    @work(group="mode", exclusive=False)
+    async def action_cycle_mode(self) -> None:
+        """Shift+Tab: the next approval mode, shown on the status line; the prompt keeps
+        its focus and its draft."""
+        async with self._mode_lock:  # presses in quick succession step one mode each
+            if self.harness is None or self.settings is None:
+                return
+            modes = slash.MODES
+            current = self.settings.approval_mode
+            at = modes.index(current) if current in modes else -1
+            try:
+                settings = await self.harness.set_approval_mode(
+                    self.conversation_id, modes[(at + 1) % len(modes)]
+                )
+            except BastionError as exc:
+                self.notify(str(exc), title="approval mode", severity="error")
+                return
+            self.use_settings(settings)
 
     def on_approval_prompt_answered(self, event: ApprovalPrompt.Answered) -> None:
-        self.query_one("#prompt", Input).focus()
+        self.query_one(PromptInput).focus()
         self.run_worker(self._respond(event), group="input")
 
     async def _respond(self, answer: ApprovalPrompt.Answered) -> None:
@@ -314,18 +424,19 @@ class BastionApp(App[int]):
     def action_interrupt(self) -> None:
         if self.harness is not None and self.view is not None and self.view.active_run is not None:
             self.run_worker(self._interrupt(), group="input")
+        else:
+            self.query_one(CommandOutput).close()
 
     async def _interrupt(self) -> None:
         """Interrupt the run; queued steers and follow-ups come back to the prompt."""
         assert self.harness is not None
         done = await self.harness.interrupt(self.conversation_id)
         if done.withdrawn:
-            prompt = self.query_one("#prompt", Input)
+            prompt = self.query_one(PromptInput)
             texts = [item.text for item in done.withdrawn]
-            if prompt.value.strip():
-                texts.append(prompt.value)
-            prompt.value = "\n".join(texts)
-            prompt.cursor_position = len(prompt.value)
+            if prompt.text.strip():
+                texts.append(prompt.text)
+            prompt.set_value("\n".join(texts))
 
     async def action_quit_twice(self) -> None:
         """First press warns; a second within QUIT_WINDOW interrupts any run and quits.

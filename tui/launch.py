@@ -106,6 +106,8 @@ def run(opts: Any) -> int:
     error = None
     try:
         app.run()
+        if app.view is not None and app.view.version > 0:  # stored: it has had a prompt
+            print(resume_hint(app.conversation_id))
     finally:
         if app.harness is None and openings:  # quit while the session was still opening
             error = _close_opened(thread, openings)
@@ -148,3 +150,8 @@ def chosen_theme(opts: Any, config: Any) -> tuple[str, Any]:
     folder = user_folder()
     check_theme_name(name, source, folder.themes, folder.problems)
     return name, folder
+
+
+def resume_hint(conversation_id: str) -> str:
+    """The line printed on leaving the app or the line mode, once the conversation exists."""
+    return f"resume with: bastion -r {conversation_id}"

@@ -360,6 +360,38 @@ class LineMode:
             live.stop()
 
 
+def prompt_session(history: Any = None, **io: Any) -> Any:
+    """The line prompt: Enter sends; Ctrl+J or Alt+Enter break the line; a paste
+    arrives whole. Bracketed pastes are inserted as they are; a terminal that pastes
+    without brackets sends lines as Enter presses, so an Enter with more keys already
+    waiting behind it breaks the line instead of sending (three pasted lines are one
+    prompt, not three runs). `io` (input=, output=) is for tests."""
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.key_binding import KeyBindings
+
+    keys = KeyBindings()
+
+    @keys.add("enter")
+    def _enter(event: Any) -> None:
+        if event.app.key_processor.input_queue:
+            event.current_buffer.newline(copy_margin=False)
+        else:
+            event.current_buffer.validate_and_handle()
+
+    @keys.add("c-j")
+    @keys.add("escape", "enter")
+    def _newline(event: Any) -> None:
+        event.current_buffer.newline(copy_margin=False)
+
+    return PromptSession(
+        history=history,
+        multiline=True,
+        key_bindings=keys,
+        prompt_continuation=lambda width, line, wrap: " " * (width - 2) + "· ",
+        **io,
+    )
+
+
 def run(opts: Any) -> int:
     """`bastion --plain [PROMPT]`: the exit code."""
     return asyncio.run(_main(opts))
@@ -370,6 +402,7 @@ async def _main(opts: Any) -> int:
     from prompt_toolkit.history import FileHistory, InMemoryHistory
 
     from tui.cli import EXIT_OK, EXIT_USAGE, error_line
+    from tui.launch import resume_hint
     from tui.session import start_session
 
     try:
@@ -383,7 +416,7 @@ async def _main(opts: Any) -> int:
             history: Any = FileHistory(str(harness.home / "plain-history"))
         except OSError:
             history = InMemoryHistory()
-        prompts: PromptSession[str] = PromptSession(history=history)
+        prompts: PromptSession[str] = prompt_session(history)
         questions: PromptSession[str] = PromptSession()
         mode = LineMode(
             harness,
@@ -393,6 +426,8 @@ async def _main(opts: Any) -> int:
             ask=questions.prompt_async,
         )
         code = await mode.loop(first_prompt=opts.prompt)
+        if await harness.exists(conv.id):
+            print(resume_hint(conv.id))
         return code or EXIT_OK
     finally:
         await harness.close()

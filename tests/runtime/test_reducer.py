@@ -243,3 +243,36 @@ def test_close_entry_keeps_the_streamed_text():
     assert closed.entry("e").text == "hello world" and closed.entry("e").status == "complete"
     assert not closed.live
     assert close_entry(view, "e", "complete", {}, 12).resync_required
+
+
+async def test_a_retry_shows_in_the_view_until_the_next_attempt_streams(tmp_path):
+    from runtime.providers.base import ProviderError
+    from runtime.views import Retry
+
+    error = ProviderError("HTTP 503", provider="s", status=503, retryable=True)
+    provider = ScriptedProvider(
+        [
+            ScriptedTurn(text="broken partial", error=error, error_after_chunks=1),
+            ScriptedTurn(text="good answer"),
+        ]
+    )
+    harness = await open_harness(tmp_path, provider)
+    conv = await harness.create_conversation(str(tmp_path), settings={"model": "s/m"})
+    await harness.drive(conv.id)
+    view = await harness.snapshot(conv.id)
+    sub = harness.subscribe(conv.id)
+    run = await harness.wait((await harness.submit(conv.id, "go")).id, conv.id)
+    await asyncio.sleep(0)
+    events = sub.pending()
+    await harness.close()
+    assert run.state == "completed"
+    [at] = [i for i, e in enumerate(events) if isinstance(e, AttemptReset)]
+    reset = events[at]
+    during = fold(view, events[: at + 1])
+    assert during.retrying[run.id] == Retry(reset.attempt, reset.delay, reset.reason)
+    assert reset.delay > 0
+    after = fold(during, events[at + 1 :])
+    assert dict(after.retrying) == {}
+    # The next streamed event of the run clears it, before the run ends.
+    [next_delta] = [e for e in events[at + 1 :] if isinstance(e, TextDelta)][:1]
+    assert dict(reduce(during, next_delta).retrying) == {}

@@ -17,6 +17,7 @@ from tui.app import BastionApp
 
 SIZE = (100, 32)  # every snapshot's terminal size
 MODEL = "scripted/bastion-test"
+SNAPSHOT_ID = "0192f7a4-6c1e-7d2a-9b3e-5f6a7b8c9d0e"  # the status line shows its tail
 
 
 class HangingProvider(ScriptedProvider):
@@ -35,12 +36,18 @@ class HangingProvider(ScriptedProvider):
 
 
 async def open_driven(
-    tmp_path: Path, provider: ScriptedProvider, toolbox: Any = None, approval_mode: str = "ask"
+    tmp_path: Path,
+    provider: ScriptedProvider,
+    toolbox: Any = None,
+    approval_mode: str = "ask",
+    conversation_id: str | None = None,
 ) -> tuple[Harness, str]:
     """A harness over `provider`, a new conversation in `tmp_path`, driven interactively."""
     harness = await open_harness(tmp_path, provider, toolbox)
     conv = await harness.create_conversation(
-        str(tmp_path), settings={"model": MODEL, "approval_mode": approval_mode}
+        str(tmp_path),
+        settings={"model": MODEL, "approval_mode": approval_mode},
+        conversation_id=conversation_id,
     )
     await harness.drive(conv.id, interactive=True)
     return harness, conv.id
@@ -58,7 +65,7 @@ def make_app(
     provider = turns if isinstance(turns, ScriptedProvider) else ScriptedProvider(turns)
 
     async def opener() -> tuple[Harness, str]:
-        return await open_driven(tmp_path, provider, toolbox)
+        return await open_driven(tmp_path, provider, toolbox, conversation_id=SNAPSHOT_ID)
 
     return BastionApp(opener=opener, first_prompt=first_prompt, theme=theme)
 
@@ -90,9 +97,10 @@ def toolbox() -> RecordingToolbox:
 @pytest.fixture(autouse=True)
 def _pinned_screen(monkeypatch):
     """Deterministic screens: no cursor blink, a fixed colour depth."""
-    from textual.widgets import Input
+    from textual.widgets import Input, TextArea
 
     monkeypatch.setattr(Input, "cursor_blink", False, raising=False)
+    monkeypatch.setattr(TextArea, "cursor_blink", False, raising=False)
     monkeypatch.setenv("COLORTERM", "truecolor")
     monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")
     yield

@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 
-from textual.widgets import Input
-
 from runtime.providers.base import ProviderError, ToolCall
 from runtime.records import Approval, EntryKind, EntryStatus, InboxMode, RunState, ToolCallState
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
@@ -16,6 +14,7 @@ from tui.widgets import (
     ApprovalPrompt,
     AssistantEntry,
     InboxStrip,
+    PromptInput,
     ToolCallLine,
     UserEntry,
 )
@@ -48,7 +47,7 @@ async def test_enter_sends_the_prompt_and_the_answer_streams_in(tmp_path, monkey
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(app.ready.is_set, pilot)
             await pilot.press(*"fix the bug", "enter")
-            assert app.query_one("#prompt", Input).value == ""
+            assert app.query_one(PromptInput).value == ""
             await wait_for(lambda: run_settled(app), pilot)
             await pilot.pause(0.05)
             [widget] = assistant_widgets(app)
@@ -101,7 +100,7 @@ async def test_escape_interrupts_the_run_and_marks_the_partial_answer(tmp_path):
                 ),
                 pilot,
             )
-            assert "running" in label_text(app, "#status-left")
+            assert "writing" in label_text(app, "#status-left")
             await pilot.press("escape")
             await wait_for(lambda: run_settled(app), pilot)
             marker = assistant_widgets(app)[0].query_one(".marker")
@@ -136,7 +135,7 @@ async def test_enter_while_a_run_is_going_queues_a_steer(tmp_path):
             # Esc interrupts and gives the queued steer back to the prompt, to edit or send.
             await pilot.press("escape")
             await wait_for(lambda: run_settled(app), pilot)
-            await wait_for(lambda: app.query_one("#prompt", Input).value == "use tabs", pilot)
+            await wait_for(lambda: app.query_one(PromptInput).value == "use tabs", pilot)
             assert not app.view.queued_inbox
         snap = await harness.store.snapshot(conv_id)
         [steer] = [i for i in snap.inbox if i.text == "use tabs"]
@@ -253,7 +252,7 @@ async def test_a_resumed_conversation_shows_its_history(tmp_path):
             assert [w.text_shown for w in assistant_widgets(app)] == ["First answer."]
             assert not app.query("#welcome")
             status = label_text(app, "#status-left")
-            assert "scripted/bastion-test" in status and "done" in status and "↑10" in status
+            assert "scripted/bastion-test" in status and "done" in status and "13 tok" in status
     finally:
         await harness.close()
 
@@ -331,7 +330,7 @@ async def test_up_and_down_walk_through_what_was_sent(tmp_path):
                     lambda: run_settled(app) and not app.query_one("#prompt").value, pilot
                 )
             await wait_for(lambda: len(app.view.runs) == 2 and run_settled(app), pilot)
-            prompt = app.query_one("#prompt", Input)
+            prompt = app.query_one(PromptInput)
             await pilot.press(*"dra", "up")
             assert prompt.value == "second"
             await pilot.press("up", "up")
@@ -357,7 +356,11 @@ async def test_thinking_shows_until_the_first_token(tmp_path):
     app = BastionApp(harness, conv_id, first_prompt="go")
     try:
         async with app.run_test(size=SIZE) as pilot:
-            await wait_for(lambda: bool(assistant_widgets(app)), pilot)
+            # The row's children are composed a moment after it is mounted.
+            await wait_for(
+                lambda: bool(assistant_widgets(app) and assistant_widgets(app)[0].query(".marker")),
+                pilot,
+            )
             marker = assistant_widgets(app)[0].query_one(".marker")
             await wait_for(lambda: marker.has_class("-shown"), pilot)
             assert "thinking…" in str(marker.render())

@@ -230,3 +230,44 @@ async def test_a_call_that_ran_without_asking_shows_its_rule_and_diff(tmp_path):
         assert "  --- /dev/null\n  +++ b/docs/a.md\n  @@ -0,0 +1 @@\n  +# A\n" in text
     finally:
         await harness.close()
+
+
+async def read_typed(data: str) -> str:
+    """What one `prompt_session().prompt_async` returns when the terminal sends `data`."""
+    from prompt_toolkit.input import create_pipe_input
+    from prompt_toolkit.output import DummyOutput
+
+    from tui.plain import prompt_session
+
+    with create_pipe_input() as pipe:
+        session = prompt_session(input=pipe, output=DummyOutput())
+        pipe.send_text(data)
+        return str(await asyncio.wait_for(session.prompt_async("› "), 5))
+
+
+async def test_three_pasted_lines_are_one_prompt_with_or_without_brackets():
+    assert await read_typed("\x1b[200~one\ntwo\nthree\x1b[201~\r") == "one\ntwo\nthree"
+    # Without bracketed paste the lines arrive as Enter presses, all at once.
+    assert await read_typed("one\rtwo\rthree\r") == "one\ntwo\nthree"
+
+
+async def test_enter_sends_and_ctrl_j_breaks_the_line():
+    assert await read_typed("hello\r") == "hello"
+    assert await read_typed("a\nb\r") == "a\nb"  # \n is Ctrl+J
+    assert await read_typed("a\x1b\rb\r") == "a\nb"  # Alt+Enter
+
+
+async def test_a_pasted_block_is_one_run(tmp_path):
+    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([ScriptedTurn(text="ok")]))
+    con, _ = console()
+    pasted = await read_typed("one\rtwo\rthree\r")
+    try:
+        assert await LineMode(harness, conv_id, con, Keyboard(pasted)).loop() == 0
+        snap = await harness.store.snapshot(conv_id)
+        assert [(e.kind, e.text) for e in snap.entries] == [
+            (EntryKind.USER, "one\ntwo\nthree"),
+            (EntryKind.ASSISTANT, "ok"),
+        ]
+        assert len(snap.runs) == 1
+    finally:
+        await harness.close()

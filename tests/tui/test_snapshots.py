@@ -108,7 +108,8 @@ def test_answer_with_a_tool_call(snap_compare, tmp_path):
     `● read_file {"path": "src/config.py"}` line with `└ src/config.py (3 lines)` under
     it; the Markdown answer with inline code, bold KeyError, a highlighted Python
     block and a two-item list. Empty prompt box; status bar
-    `scripted/bastion-test · ● done · ↑20 ↓…` and the key hints on the right."""
+    `● done · ask · scripted/bastion-test · ctx ~134 · 122 tok · 7b8c9d0e` (at 100
+    columns the key hints do not fit and are left out)."""
     assert snap_compare(_answer_app(tmp_path), terminal_size=SIZE, run_before=_until_settled)
 
 
@@ -124,7 +125,7 @@ def test_pending_approval(snap_compare, tmp_path):
     awaiting approval` line; above the prompt box a yellow-barred prompt
     `Allow write_file src/config.py?`, `a saves: edits under src/` and the keys
     `[y] once  [a] always  [n] deny  [e] deny with a message` (this toolbox computes
-    no diff); status bar says `awaiting approval`."""
+    no diff); status bar starts `◌ awaiting approval · ask`."""
     args = json.dumps({"path": "src/config.py", "content": "def parse_config(text): ..."})
     turns = [
         ScriptedTurn(text="Writing the fix.", tool_calls=(ToolCall("call_w", "write_file", args),))
@@ -142,7 +143,7 @@ def test_pending_approval(snap_compare, tmp_path):
 
 def test_interrupted_answer(snap_compare, tmp_path):
     """The prompt "Refactor the loader", the partial answer "I'll start by splitting
-    the loader into" and under it a yellow `◼ interrupted`; status `● interrupted`."""
+    the loader into" and under it a yellow `◼ interrupted`; status starts `● interrupted · ask`."""
     provider = HangingProvider("I'll start by splitting the loader into")
     app = make_app(tmp_path, provider, first_prompt="Refactor the loader")
 
@@ -160,8 +161,9 @@ def test_interrupted_answer(snap_compare, tmp_path):
 
 def test_steer_queued_while_running(snap_compare, tmp_path):
     """A run still going: "Refactor the loader", the partial "Reading the loader
-    first." (no marker), above the prompt box a `» steer keep the public API` line;
-    the placeholder says Enter queues a steer; status `◌ running · 1 queued`."""
+    first." (no marker), above the prompt box `» steer keep the public API  (↑ on an
+    empty prompt edits it)`; the placeholder says Enter steers and Tab queues a
+    follow-up; status `◌ writing · ask · 1 queued · …`."""
     provider = HangingProvider("Reading the loader first.")
     app = make_app(tmp_path, provider, first_prompt="Refactor the loader")
 
@@ -177,7 +179,7 @@ def test_steer_queued_while_running(snap_compare, tmp_path):
 
 def test_failed_run(snap_compare, tmp_path):
     """The prompt "Summarize the diff", the partial "The diff touches three" and
-    under it a red `✗ failed: the model is overloaded`; status `● failed`."""
+    under it a red `✗ failed: the model is overloaded`; status starts `● failed · ask`."""
     error = ProviderError("the model is overloaded", provider="scripted", code="overloaded")
     turn = ScriptedTurn(
         text="The diff touches three files", chunk_size=11, error=error, error_after_chunks=2
@@ -188,7 +190,8 @@ def test_failed_run(snap_compare, tmp_path):
 
 def test_welcome(snap_compare, tmp_path):
     """A new conversation: `bastion  type a request and press Enter` at the top, the
-    prompt box with the placeholder "Ask Bastion to do something…", status `idle`."""
+    prompt box with the placeholder "Ask Bastion to do something…", status
+    `idle · ask · scripted/bastion-test · ctx ~0 · 7b8c9d0e`."""
     app = make_app(tmp_path, [])
 
     async def ready(pilot: Any) -> None:

@@ -164,3 +164,56 @@ def test_plain_mode_answers_a_line_and_exits_on_ctrl_d(tmp_path, tmux, server):
     )
     tmux.send("C-d")
     assert wait_exit(exit_file) == 0
+
+
+PASTED = "line one\nline two\nline three"
+
+
+def paste(tmux: Tmux, text: str, *, bracketed: bool) -> None:
+    """Paste `text` as a terminal does: bracketed (-p) when the app asked for it, or as
+    bare lines (each newline arriving as Enter) when the terminal does not bracket."""
+    tmux.tmux("set-buffer", "-b", "paste", text)
+    tmux.tmux("paste-buffer", "-b", "paste", "-t", "bastion", *(["-p"] if bracketed else []))
+
+
+def test_the_app_takes_a_pasted_block_as_one_prompt_and_says_how_to_resume(tmp_path, tmux, server):
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    # The shell keeps the window after the app leaves (until a key), to show what it printed.
+    script = f"{shlex.quote(bastion_bin())} --model openai/test; code=$?; read _; exit $code"
+    exit_file = tmux.start(["sh", "-c", script], environment(tmp_path, server), cwd)
+    tmux.wait_for(lambda s: "type a request" in s, "the app to start")
+    paste(tmux, PASTED, bracketed=True)
+    tmux.wait_for(lambda s: "line three" in s, "the pasted block in the prompt")
+    assert server.requests() == []  # a paste never sends
+    tmux.send("Enter")
+    tmux.wait_for(lambda s: "Hello from the loopback model." in s, "the answer")
+    tmux.send("C-c")
+    tmux.send("C-c")
+    screen = tmux.wait_for(lambda s: "resume with: bastion -r " in s, "the resume line")
+    tmux.send("Enter")
+    assert wait_exit(exit_file) == 0
+    [request] = server.requests()
+    assert request["messages"][-1] == {"role": "user", "content": PASTED}
+    session_id = screen.split("resume with: bastion -r ", 1)[1].split()[0]
+    assert len(session_id) == 36
+
+
+def test_plain_mode_takes_unbracketed_pasted_lines_as_one_prompt(tmp_path, tmux, server):
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    exit_file = tmux.start(
+        [bastion_bin(), "--plain", "--model", "openai/test"], environment(tmp_path, server), cwd
+    )
+    tmux.tmux("set-option", "-t", "bastion", "remain-on-exit", "on")
+    tmux.wait_for(lambda s: "›" in s and "openai/test" in s, "the plain prompt")
+    paste(tmux, PASTED + "\n", bracketed=False)
+    tmux.wait_for(
+        lambda s: "Hello from the loopback model." in s and s.rstrip().endswith("›"),
+        "the answer and the next prompt",
+    )
+    tmux.send("C-d")
+    assert wait_exit(exit_file) == 0
+    tmux.wait_for(lambda s: "resume with: bastion -r " in s, "the resume line")
+    [request] = server.requests()
+    assert request["messages"][-1] == {"role": "user", "content": PASTED}

@@ -1,51 +1,142 @@
-"""The prompt line: an Input whose Up/Down walk back through what the user sent.
+"""The prompt: a multi-line text area. Enter sends, Shift+Enter or Ctrl+J breaks the line.
 
-The history is read from the view when a key asks for it (the user entries of
-the conversation), so the prompt keeps no list of its own.
+It grows with its text up to a few lines and then scrolls. A bracketed paste
+arrives whole, newlines included. Up on the first line (Down on the last) walks
+the history, which is read from the view when a key asks for it (the user
+entries of the conversation), so the prompt keeps no list of its own. Up on an
+empty prompt first asks for the newest queued inbox item back (the app
+withdraws it). Tab (or Alt+Enter, where the terminal reports it) sends the text
+as a follow-up. While a `/command` is being typed, the command hints above the
+prompt take Up/Down/Tab to choose and complete.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import ClassVar
+from dataclasses import dataclass
 
-from textual.binding import Binding, BindingType
-from textual.widgets import Input
+from textual import events
+from textual.message import Message
+from textual.widgets import TextArea
 
 __all__ = ["PromptInput"]
 
+NEWLINE_KEYS = frozenset({"shift+enter", "ctrl+j"})
+FOLLOW_UP_KEYS = frozenset({"tab", "alt+enter"})
 
-class PromptInput(Input):
-    """Enter submits (the app decides: a new run, or a steer while one is going)."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("up", "history(-1)", "Previous prompt", show=False),
-        Binding("down", "history(1)", "Next prompt", show=False),
-    ]
+class PromptInput(TextArea):
+    """What the user writes. The app decides what a send means (a run, a steer, a command)."""
 
-    def __init__(self, history: Callable[[], Sequence[str]], **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+    DEFAULT_CSS = """
+    PromptInput {
+        height: auto;
+        min-height: 3;
+        max-height: 8;
+    }
+    """
+
+    @dataclass
+    class Sent(Message):
+        """Enter (follow_up False) or Tab / Alt+Enter (follow_up True) with text to send."""
+
+        prompt: PromptInput
+        text: str
+        follow_up: bool
+
+    @dataclass
+    class PullQueued(Message):
+        """Up on an empty prompt: the app may hand back the newest queued item."""
+
+        prompt: PromptInput
+
+    @dataclass
+    class CompletionKey(Message):
+        """Up, Down, Tab or Enter while the command hints are open: theirs to handle."""
+
+        prompt: PromptInput
+        key: str
+
+    def __init__(
+        self,
+        history: Callable[[], Sequence[str]],
+        *,
+        has_queued: Callable[[], bool] = lambda: False,
+        completing: Callable[[], bool] = lambda: False,
+        placeholder: str = "",
+        id: str | None = None,
+    ) -> None:
+        super().__init__(
+            "",
+            soft_wrap=True,
+            tab_behavior="focus",
+            show_line_numbers=False,
+            compact=True,
+            highlight_cursor_line=False,
+            placeholder=placeholder,
+            id=id,
+        )
         self._history = history
+        self._has_queued = has_queued
+        self._completing = completing
         self._index: int | None = None  # position in the history; None: the draft
         self._draft = ""
 
-    def action_history(self, step: int) -> None:
+    @property
+    def value(self) -> str:
+        return self.text
+
+    def set_value(self, text: str) -> None:
+        """Replace the text and put the cursor at its end."""
+        self.load_text(text)
+        self.move_cursor(self.document.end)
+
+    async def _on_key(self, event: events.Key) -> None:
+        key = event.key
+        handled = True
+        if self._completing() and key in {"up", "down", "tab", "enter"}:
+            self.post_message(self.CompletionKey(self, key))
+        elif key == "enter":
+            self._send(follow_up=False)
+        elif key in FOLLOW_UP_KEYS:
+            self._send(follow_up=True)
+        elif key in NEWLINE_KEYS:
+            self.insert("\n")
+        elif key == "up" and self.cursor_at_first_line:
+            if not self.text and self._index is None and self._has_queued():
+                self.post_message(self.PullQueued(self))
+            else:
+                self.recall(-1)
+        elif key == "down" and self.cursor_at_last_line and self._index is not None:
+            self.recall(1)
+        else:
+            handled = False
+        if handled:
+            event.stop()
+            event.prevent_default()
+            return
+        await super()._on_key(event)
+
+    def _send(self, *, follow_up: bool) -> None:
+        if self.text.strip():
+            self.post_message(self.Sent(self, self.text, follow_up))
+
+    def recall(self, step: int) -> None:
         history = self._history()
         if not history:
             return
         if self._index is None:
             if step > 0:
                 return
-            self._draft = self.value
+            self._draft = self.text
             index = len(history)
         else:
             index = self._index
         index = max(0, min(len(history), index + step))
         self._index = None if index == len(history) else index
-        self.value = self._draft if self._index is None else history[index]
-        self.cursor_position = len(self.value)
+        self.set_value(self._draft if self._index is None else history[index])
 
     def forget_position(self) -> None:
-        """Back to a fresh draft (after a submit)."""
+        """Back to a fresh draft (after a send)."""
         self._index = None
         self._draft = ""

@@ -1,0 +1,265 @@
+"""Slash commands, their completion and the command palette, against a real harness."""
+
+from __future__ import annotations
+
+import json
+
+from textual.command import CommandPalette
+
+from runtime import ConfigError, Harness
+from runtime.providers.base import Usage
+from runtime.records import EntryKind
+from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
+from tests.tui.conftest import MODEL, SIZE, open_driven, run_settled, wait_for
+from tui.app import BastionApp
+from tui.widgets import CommandHints, CommandOutput, PromptInput, StatusBar
+
+
+def said(app: BastionApp) -> str:
+    out = app.query_one(CommandOutput)
+    return str(out.query_one("#command-text").render()) if out.shown else ""
+
+
+def status(app: BastionApp) -> str:
+    return str(app.query_one("#status-left").render())
+
+
+async def open_validating(tmp_path, provider) -> tuple[Harness, str]:
+    """Like open_driven, with a resolver that refuses unknown providers (as the real one)."""
+
+    def resolve(spec: str):
+        provider_name, _, name = spec.partition("/")
+        if provider_name != "scripted" or not name:
+            raise ConfigError(f"unknown provider in {spec!r}", hint="use scripted/NAME")
+        return provider, name
+
+    harness = await Harness.open(tmp_path / "bastion.sqlite", resolve_model=resolve)
+    conv = await harness.create_conversation(str(tmp_path), settings={"model": MODEL})
+    await harness.drive(conv.id, interactive=True)
+    return harness, conv.id
+
+
+async def run_command(app, pilot, line: str) -> None:
+    app.query_one(PromptInput).set_value(line)
+    await pilot.press("enter")
+    await pilot.pause(0.05)
+
+
+async def test_help_lists_every_command_and_nothing_reaches_the_model(tmp_path):
+    provider = ScriptedProvider([])
+    harness, conv_id = await open_driven(tmp_path, provider)
+    app = BastionApp(harness, conv_id)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(app.ready.is_set, pilot)
+            await run_command(app, pilot, "/help")
+            await wait_for(lambda: "/model [NAME]" in said(app), pilot)
+            text = said(app)
+            for name in ("help", "model", "mode", "new", "resume", "compact", "export"):
+                assert f"/{name}" in text
+            assert "/theme" in text and "/cost" in text and "/quit" in text and "/clear" in text
+            assert app.query_one(PromptInput).text == ""
+            await pilot.press("escape")  # no run going: Esc closes the output
+            assert not app.query_one(CommandOutput).shown
+        assert provider.requests == []
+        assert not await harness.store.unfinished(conv_id)
+        assert (await harness.store.snapshot(conv_id)).entries == ()
+    finally:
+        await harness.close()
+
+
+async def test_an_unknown_command_says_so_keeps_the_draft_and_sends_nothing(tmp_path):
+    provider = ScriptedProvider([ScriptedTurn(text="ok")])
+    harness, conv_id = await open_driven(tmp_path, provider)
+    app = BastionApp(harness, conv_id)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(app.ready.is_set, pilot)
+            await run_command(app, pilot, "/sessions")
+            assert "unknown command /sessions" in said(app) and "/help" in said(app)
+            assert app.query_one(CommandOutput).has_class("-error")
+            assert app.query_one(PromptInput).text == "/sessions"
+            # A path is not a command, and // sends a leading slash.
+            await run_command(app, pilot, "//sessions please")
+            await wait_for(lambda: run_settled(app), pilot)
+        snap = await harness.store.snapshot(conv_id)
+        assert [e.text for e in snap.entries if e.kind == EntryKind.USER] == ["/sessions please"]
+    finally:
+        await harness.close()
+
+
+async def test_typing_a_slash_offers_completions_and_tab_completes(tmp_path):
+    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
+    app = BastionApp(harness, conv_id)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(app.ready.is_set, pilot)
+            await pilot.press("/")
+            hints = app.query_one(CommandHints)
+            assert hints.shown and len(hints.matches) == 10
+            await pilot.press("m", "o")
+            assert [c.name for c in hints.matches] == ["model", "mode"]
+            await pilot.press("down", "tab")
+            assert app.query_one(PromptInput).text == "/mode "
+            assert not hints.shown  # a space ends the command word
+            await pilot.press(*"full-auto", "enter")
+            await wait_for(lambda: "full-auto" in status(app), pilot)
+            await pilot.press("/", "h", "enter")  # Enter completes and runs an argless one
+            await wait_for(lambda: "/compact" in said(app), pilot)
+    finally:
+        await harness.close()
+
+
+async def test_model_lists_switches_and_refuses_an_unknown_name(tmp_path):
+    provider = ScriptedProvider([ScriptedTurn(text="one")])
+    (tmp_path / ".bastion").mkdir()
+    (tmp_path / ".bastion" / "config.toml").write_text(
+        '[providers.localproxy]\nbase_url = "http://127.0.0.1:9/v1"\n'
+    )
+    harness, conv_id = await open_validating(tmp_path, provider)
+    app = BastionApp(harness, conv_id)
+    try:
+        async with app.run_test(size=(140, 45)) as pilot:
+            await wait_for(app.ready.is_set, pilot)
+            await run_command(app, pilot, "/model")
+            await wait_for(lambda: f"model: {MODEL}" in said(app), pilot)
+            assert "providers: openai, anthropic, ollama, localproxy" in said(app)
+            await run_command(app, pilot, "/model nope/x")
+            await wait_for(lambda: "unknown provider in 'nope/x'" in said(app), pilot)
+            assert MODEL in status(app)
+            await run_command(app, pilot, "/model scripted/other")
+            await wait_for(lambda: "scripted/other" in status(app), pilot)
+            await pilot.press(*"hi", "enter")
+            await wait_for(lambda: run_settled(app), pilot)
+        assert [r.model for r in provider.requests] == ["other"]
+        assert (await harness.get_conversation(conv_id)).agent.model == "scripted/other"
+    finally:
+        await harness.close()
+
+
+async def test_mode_lists_switches_and_refuses_an_unknown_mode(tmp_path):
+    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
+    app = BastionApp(harness, conv_id)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(app.ready.is_set, pilot)
+            await run_command(app, pilot, "/mode")
+            await wait_for(lambda: "auto-edit" in said(app), pilot)
+            await run_command(app, pilot, "/mode yolo")
+            await wait_for(lambda: "unknown approval mode 'yolo'" in said(app), pilot)
+            await run_command(app, pilot, "/mode read-only")
+            await wait_for(lambda: "read-only" in status(app), pilot)
+            assert harness.driver(conv_id).config.approval_mode == "read-only"
+    finally:
+        await harness.close()
+
+
+async def test_new_and_clear_start_a_fresh_conversation_and_keep_the_old_one(tmp_path):
+    provider = ScriptedProvider([ScriptedTurn(text="A."), ScriptedTurn(text="B.")])
+    harness, conv_id = await open_driven(tmp_path, provider)
+    app = BastionApp(harness, conv_id)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(app.ready.is_set, pilot)
+            await pilot.press(*"first", "enter")
+            await wait_for(lambda: run_settled(app), pilot)
+            await run_command(app, pilot, "/clear")
+            await wait_for(lambda: app.conversation_id != conv_id and app.view is not None, pilot)
+            await wait_for(lambda: bool(app.query("#welcome")), pilot)
+            assert app.view.conversation.id == app.conversation_id and not app.view.settled
+            await pilot.press(*"second", "enter")
+            await wait_for(lambda: run_settled(app), pilot)
+            fresh = app.conversation_id
+        old = await harness.store.snapshot(conv_id)
+        new = await harness.store.snapshot(fresh)
+        assert [e.text for e in old.entries] == ["first", "A."]
+        assert [e.text for e in new.entries] == ["second", "B."]
+        assert [m.content for m in provider.requests[1].messages if m.role == "user"] == ["second"]
+    finally:
+        await harness.close()
+
+
+async def test_resume_compact_cost_and_quit(tmp_path):
+    turn = ScriptedTurn(text="A.", usage=Usage(1200, 30, cost=0.0012))
+    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([turn]))
+    app = BastionApp(harness, conv_id)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(app.ready.is_set, pilot)
+            await run_command(app, pilot, "/cost")
+            await wait_for(lambda: "no usage yet" in said(app), pilot)
+            await run_command(app, pilot, "/resume")
+            await wait_for(lambda: "bastion -r ID" in said(app), pilot)
+            await run_command(app, pilot, "/compact keep the API notes")
+            await wait_for(lambda: "nothing to compact yet" in said(app), pilot)
+            await pilot.press(*"go", "enter")
+            await wait_for(lambda: run_settled(app), pilot)
+            await run_command(app, pilot, "/cost")
+            await wait_for(lambda: "1.2k in, 30 out $0.0012 over 1 run" in said(app), pilot)
+            await run_command(app, pilot, "/quit")
+            await wait_for(lambda: app.return_code == 0, pilot)
+    finally:
+        await harness.close()
+
+
+async def test_export_writes_markdown_or_json_and_says_where(tmp_path):
+    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([ScriptedTurn(text="A.")]))
+    app = BastionApp(harness, conv_id)
+    try:
+        async with app.run_test(size=(140, 45)) as pilot:
+            await wait_for(app.ready.is_set, pilot)
+            await run_command(app, pilot, "/export")
+            await wait_for(lambda: "nothing to export yet" in said(app), pilot)
+            await pilot.press(*"hello", "enter")
+            await wait_for(lambda: run_settled(app), pilot)
+            await run_command(app, pilot, "/export")
+            md = tmp_path / f"bastion-{conv_id[:8]}.md"
+            await wait_for(lambda: "exported to" in said(app), pilot)
+            assert str(md) in said(app).replace("\n", "")
+            assert "## User\n\nhello" in md.read_text() and "A." in md.read_text()
+            await run_command(app, pilot, "/export json")
+            path = tmp_path / f"bastion-{conv_id[:8]}.json"
+            await wait_for(path.exists, pilot)
+            data = json.loads(path.read_text())
+            assert [e["text"] for e in data["entries"]] == ["hello", "A."]
+            await run_command(app, pilot, "/export pdf")
+            await wait_for(lambda: "markdown or json" in said(app), pilot)
+    finally:
+        await harness.close()
+
+
+async def test_theme_lists_switches_live_and_refuses_an_unknown_name(tmp_path):
+    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
+    app = BastionApp(harness, conv_id)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(app.ready.is_set, pilot)
+            await run_command(app, pilot, "/theme")
+            await wait_for(lambda: "bastion-light" in said(app), pilot)
+            before = app.query_one(StatusBar).styles.background
+            await run_command(app, pilot, "/theme bastion-light")
+            await wait_for(lambda: app.theme == "bastion-light", pilot)
+            await pilot.pause(0.05)
+            assert app.query_one(StatusBar).styles.background != before
+            await run_command(app, pilot, "/theme nope")
+            await wait_for(lambda: "unknown theme 'nope'" in said(app), pilot)
+            assert "bastion-dark" in said(app) and app.theme == "bastion-light"
+    finally:
+        await harness.close()
+
+
+async def test_the_command_palette_runs_the_same_commands(tmp_path):
+    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
+    app = BastionApp(harness, conv_id)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(app.ready.is_set, pilot)
+            await pilot.press("ctrl+p")
+            await wait_for(lambda: isinstance(app.screen, CommandPalette), pilot)
+            await pilot.press(*"help")
+            await pilot.pause(0.3)
+            await pilot.press("enter")
+            await wait_for(lambda: "/model [NAME]" in said(app), pilot)
+            assert not isinstance(app.screen, CommandPalette)
+    finally:
+        await harness.close()

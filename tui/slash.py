@@ -1,0 +1,314 @@
+"""Slash commands: one registry for the prompt's `/command`s, their completion and the
+command palette (Ctrl+P).
+
+A line whose first word is `/name` (letters and dashes) is a command and never
+goes to the model: a known one runs, an unknown one gets one message naming
+`/help`. Text that only looks like a path (`/usr/bin is slow`) is sent as it
+is, and `//text` sends `/text`.
+
+Each command is an async function of a `CommandHost` (the app) and the rest of
+the line. The host offers only what commands need; commands reach the runtime
+through `host.harness`, its public methods only.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+from runtime.errors import BastionError
+from tui.markup import escape
+from tui.usage import totals_label
+
+if TYPE_CHECKING:  # the harness's modules load after the first frame (see tui.launch)
+    from runtime.harness import SessionSettings
+    from runtime.views import ConversationView
+
+__all__ = [
+    "COMMANDS",
+    "CommandHost",
+    "SlashCommand",
+    "SlashProvider",
+    "UnknownCommand",
+    "completions",
+    "find",
+    "parse",
+]
+
+MODES = ("read-only", "ask", "auto-edit", "full-auto")
+_COMMAND = re.compile(r"/([a-z][a-z-]*)(?:\s+(.*))?", re.DOTALL)
+
+
+class CommandHost(Protocol):
+    """What a command may use of the app."""
+
+    harness: Any
+    conversation_id: str
+    view: ConversationView | None
+    settings: SessionSettings | None
+    theme: str
+
+    @property
+    def available_themes(self) -> dict[str, Any]: ...
+
+    def say(self, markup: str, *, error: bool = False) -> None: ...
+
+    def use_settings(self, settings: SessionSettings) -> None: ...
+
+    async def new_session(self) -> None: ...
+
+    def exit(self, result: int | None = None) -> None: ...
+
+
+Run = Callable[[CommandHost, str], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class SlashCommand:
+    name: str
+    summary: str
+    run: Run
+    args: str = ""
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def usage(self) -> str:
+        return f"/{self.name}" + (f" {self.args}" if self.args else "")
+
+
+class UnknownCommand(BastionError):
+    code = "usage"
+
+
+def parse(text: str) -> tuple[SlashCommand, str] | None:
+    """The command `text` names and its argument; None if `text` is not a command.
+    UnknownCommand for `/name` that names none."""
+    stripped = text.strip()
+    match = _COMMAND.fullmatch(stripped)
+    if match is None:
+        return None
+    command = find(match.group(1))
+    if command is None:
+        raise UnknownCommand(
+            f"unknown command /{match.group(1)}",
+            hint="/help lists the commands; //text sends /text",
+        )
+    return command, (match.group(2) or "").strip()
+
+
+def find(name: str) -> SlashCommand | None:
+    for command in COMMANDS:
+        if name == command.name or name in command.aliases:
+            return command
+    return None
+
+
+def completions(text: str) -> list[SlashCommand]:
+    """Commands whose name (or an alias) starts with what is typed after `/`; empty when
+    `text` is not the start of a command word."""
+    if not text.startswith("/") or text.startswith("//") or any(c.isspace() for c in text):
+        return []
+    typed = text[1:]
+    return [c for c in COMMANDS if any(n.startswith(typed) for n in (c.name, *c.aliases))]
+
+
+def _cmd(name: str) -> str:
+    return f"[b $accent]{name}[/]"
+
+
+# --- the commands --------------------------------------------------------------
+
+
+async def show_help(host: CommandHost, arg: str) -> None:
+    width = max(len(c.usage) for c in COMMANDS)
+    lines = ["[b]commands[/]  [$foreground-muted](Tab completes; Ctrl+P searches them)[/]"]
+    for c in COMMANDS:
+        alias = f"  [$foreground-muted](also /{', /'.join(c.aliases)})[/]" if c.aliases else ""
+        lines.append(f"  {_cmd(escape(c.usage.ljust(width)))}  {c.summary}{alias}")
+    lines.append(
+        "[b]keys[/]  enter send · shift+enter/ctrl+j new line · tab follow-up · "
+        "shift+tab mode · esc interrupt · ctrl+c ctrl+c quit"
+    )
+    host.say("\n".join(lines))
+
+
+async def model(host: CommandHost, arg: str) -> None:
+    current = host.settings.model if host.settings else ""
+    if not arg:
+        host.say(
+            f"model: {_cmd(escape(current or 'none'))}\n"
+            f"switch with [b]/model PROVIDER/NAME[/]; providers: {', '.join(_providers(host))}"
+        )
+        return
+    try:
+        settings = await host.harness.set_model(host.conversation_id, arg)
+    except BastionError as exc:
+        host.say(escape(_message(exc)), error=True)
+        return
+    host.use_settings(settings)
+    host.say(f"model: {_cmd(escape(settings.model))} (from the next request on)")
+
+
+def _providers(host: CommandHost) -> list[str]:
+    """The built-in providers and the [providers.NAME] tables of the config files."""
+    from runtime.config import load_config
+
+    builtin = ["openai", "anthropic", "ollama"]
+    if host.view is None:
+        return builtin
+    try:
+        configured = sorted(load_config(host.view.conversation.cwd).providers)
+    except BastionError:
+        configured = []  # a broken config is reported where it is read for a run
+    return builtin + [escape(name) for name in configured if name not in builtin]
+
+
+async def mode(host: CommandHost, arg: str) -> None:
+    current = host.settings.approval_mode if host.settings else ""
+    if not arg:
+        listed = "  ".join(_cmd(m) if m == current else m for m in MODES)
+        host.say(f"approval mode: {listed}\nswitch with [b]/mode MODE[/] or Shift+Tab")
+        return
+    try:
+        settings = await host.harness.set_approval_mode(host.conversation_id, arg)
+    except BastionError as exc:
+        host.say(escape(_message(exc)), error=True)
+        return
+    host.use_settings(settings)
+    host.say(f"approval mode: {_cmd(settings.approval_mode)}")
+
+
+async def new(host: CommandHost, arg: str) -> None:
+    try:
+        await host.new_session()
+    except BastionError as exc:
+        host.say(escape(_message(exc)), error=True)
+
+
+async def resume(host: CommandHost, arg: str) -> None:
+    """The session picker's place: until it exists, say how to resume from the shell."""
+    host.say(
+        "to continue another session, quit and run [b]bastion -r ID[/] "
+        "([b]bastion sessions[/] lists them; [b]bastion -c[/] takes the newest here)"
+    )
+
+
+async def compact(host: CommandHost, arg: str) -> None:
+    run = getattr(host.harness, "compact", None)
+    if run is None:
+        host.say("compaction is not available in this build yet; [b]/new[/] starts afresh")
+        return
+    try:
+        summary = await run(host.conversation_id, arg or None)
+    except BastionError as exc:
+        host.say(escape(_message(exc)), error=True)
+        return
+    if summary is None:
+        host.say("nothing to compact yet: no whole earlier turn to summarize")
+        return
+    host.say("compacted: the earlier conversation is summarized (every original is kept)")
+
+
+async def export(host: CommandHost, arg: str) -> None:
+    from runtime import export_markdown
+
+    fmt = arg or "markdown"
+    if fmt not in ("markdown", "json"):
+        host.say(f"/export takes markdown or json, not {escape(fmt)!r}", error=True)
+        return
+    view = await host.harness.snapshot(host.conversation_id)
+    if not view.settled:
+        host.say("nothing to export yet: send a prompt first")
+        return
+    suffix = "md" if fmt == "markdown" else "json"
+    path = Path(view.conversation.cwd) / f"bastion-{view.conversation.id[:8]}.{suffix}"
+    if fmt == "markdown":
+        text = export_markdown(view)
+    else:
+        document = await host.harness.export(host.conversation_id)  # with its ledger events
+        text = json.dumps(document, indent=2, ensure_ascii=False)
+    try:
+        path.write_text(text + "\n", encoding="utf-8")
+    except OSError as exc:
+        host.say(escape(f"cannot write {path}: {exc.strerror or exc}"), error=True)
+        return
+    host.say(f"exported to [b]{escape(str(path))}[/]")
+
+
+async def theme(host: CommandHost, arg: str) -> None:
+    names = sorted(host.available_themes)
+    if not arg:
+        listed = "  ".join(_cmd(n) if n == host.theme else n for n in names)
+        host.say(f"themes: {listed}\nswitch with [b]/theme NAME[/]")
+        return
+    if arg not in host.available_themes:
+        host.say(f"unknown theme {escape(arg)!r}; known: {', '.join(names)}", error=True)
+        return
+    host.theme = arg
+    host.say(f"theme: {_cmd(escape(arg))}")
+
+
+async def cost(host: CommandHost, arg: str) -> None:
+    view = host.view
+    runs = len(view.runs) if view else 0
+    if view is None or not runs:
+        host.say("no usage yet: nothing has been sent in this conversation")
+        return
+    host.say(f"this conversation: {totals_label(view, long=True)} over {runs} run(s)")
+
+
+async def quit_app(host: CommandHost, arg: str) -> None:
+    host.exit(0)
+
+
+def _message(exc: BastionError) -> str:
+    hint = getattr(exc, "hint", None)
+    return f"{exc} ({hint})" if hint else str(exc)
+
+
+COMMANDS: tuple[SlashCommand, ...] = (
+    SlashCommand("help", "list the commands and keys", show_help),
+    SlashCommand("model", "show or switch the model", model, "[NAME]"),
+    SlashCommand("mode", "show or switch the approval mode", mode, "[MODE]"),
+    SlashCommand("new", "start a new conversation", new, aliases=("clear",)),
+    SlashCommand("resume", "continue another session", resume),
+    SlashCommand("compact", "summarize the conversation so far", compact, "[INSTRUCTIONS]"),
+    SlashCommand("export", "write the conversation to a file", export, "[markdown|json]"),
+    SlashCommand("theme", "show or switch the theme", theme, "[NAME]"),
+    SlashCommand("cost", "tokens and cost of this conversation", cost),
+    SlashCommand("quit", "leave bastion", quit_app, aliases=("exit",)),
+)
+
+
+class SlashProvider(Provider):
+    """The command palette's commands: the same registry as the prompt's."""
+
+    def _hits(self) -> Iterable[SlashCommand]:
+        return COMMANDS
+
+    def _runner(self, command: SlashCommand) -> Callable[[], Any]:
+        run_slash = self.app.run_slash
+        return partial(run_slash, command, "")
+
+    async def discover(self) -> Hits:
+        for command in self._hits():
+            yield DiscoveryHit(f"/{command.name}", self._runner(command), help=command.summary)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for command in self._hits():
+            score = matcher.match(f"/{command.name} {command.summary}")
+            if score > 0:
+                yield Hit(
+                    score,
+                    matcher.highlight(f"/{command.name}"),
+                    self._runner(command),
+                    help=command.summary,
+                )

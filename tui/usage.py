@@ -1,0 +1,104 @@
+"""What the front end knows of token use, read from the view in one place.
+
+Today the view holds each run's usage (provider counts, or tiktoken estimates
+marked by `quality`); the context window of a model is not known yet. A model
+catalog and usage provenance will come later and are read through these few
+functions, so the status line and `/cost` need not change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from runtime.views import ConversationView
+
+__all__ = ["Context", "Totals", "context_of", "context_window", "count", "totals", "totals_label"]
+
+CHARS_PER_TOKEN = 4  # a rough estimate of the transcript's size before the first request
+
+
+@dataclass(frozen=True, slots=True)
+class Totals:
+    input_tokens: int
+    output_tokens: int
+    cost: float | None
+    estimated: bool  # some count is a tiktoken estimate, not the provider's
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    used: int
+    window: int | None
+    estimated: bool
+
+    @property
+    def percent(self) -> int | None:
+        return None if not self.window else round(100 * self.used / self.window)
+
+
+def totals(view: ConversationView) -> Totals:
+    """The conversation's tokens and cost over all its runs."""
+    tokens_in = tokens_out = 0
+    cost: float | None = None
+    estimated = False
+    for run in view.runs:
+        usage = run.usage
+        tokens_in += int(usage.get("input_tokens", 0))
+        tokens_out += int(usage.get("output_tokens", 0))
+        if isinstance(usage.get("cost"), int | float):
+            cost = (cost or 0.0) + float(usage["cost"])
+        estimated = estimated or usage.get("quality", "measured") != "measured"
+    return Totals(tokens_in, tokens_out, cost, estimated)
+
+
+def context_window(model: str) -> int | None:
+    """The model's context window in tokens; None while no catalog says it."""
+    return None
+
+
+_sizes: dict[int, tuple[tuple[object, ...], int]] = {}
+
+
+def context_of(view: ConversationView, model: str) -> Context:
+    """How much of the window the conversation fills: estimated from its text."""
+    settled = view.settled
+    cached = _sizes.get(id(settled))
+    if cached is not None and cached[0] is settled:
+        size = cached[1]
+    else:
+        size = sum(len(e.text) for e in settled) // CHARS_PER_TOKEN
+        _sizes.clear()
+        _sizes[id(settled)] = (settled, size)
+    return Context(size, context_window(model), estimated=True)
+
+
+def count(n: int) -> str:
+    """12, 1.2k, 12k, 1.2M."""
+    if n < 1000:
+        return str(n)
+    if n < 10_000:
+        return f"{n / 1000:.1f}k"
+    if n < 1_000_000:
+        return f"{n // 1000}k"
+    return f"{n / 1_000_000:.1f}M"
+
+
+def totals_label(view: ConversationView, *, long: bool = False) -> str:
+    """`~1.2k tok $0.0123`; with `long`, input and output apart."""
+    t = totals(view)
+    mark = "~" if t.estimated else ""
+    if long:
+        text = f"{mark}{count(t.input_tokens)} in, {mark}{count(t.output_tokens)} out"
+        if t.estimated:
+            text += " (~ estimated)"
+    else:
+        text = f"{mark}{count(t.tokens)} tok"
+    if t.cost is not None:
+        text += f" ${t.cost:.4f}"
+    elif long:
+        text += ", cost unknown (the provider did not report it)"
+    return text

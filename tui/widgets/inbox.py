@@ -1,0 +1,48 @@
+"""The inbox strip above the prompt: queued steers and follow-ups, newest last."""
+
+from __future__ import annotations
+
+from textual.reactive import var
+from textual.widgets import Static
+
+from runtime.records import InboxMode
+from runtime.views import ConversationView
+from tui.markup import escape
+
+__all__ = ["InboxStrip"]
+
+KINDS = {InboxMode.STEER: "steer", InboxMode.FOLLOW_UP: "follow-up", InboxMode.PROMPT: "next"}
+MAX_TEXT = 90
+
+
+class InboxStrip(Static):
+    """One line per queued item with its kind; hidden when nothing is queued."""
+
+    DEFAULT_CSS = """
+    InboxStrip {
+        height: auto;
+        max-height: 5;
+        padding: 0 2;
+        color: $text-muted;
+        display: none;
+    }
+    InboxStrip.-shown {
+        display: block;
+    }
+    """
+
+    shown: var[bool] = var(False, toggle_class="-shown")
+
+    def show(self, view: ConversationView) -> None:
+        queued = view.queued_inbox
+        lines = []
+        for item in queued:
+            kind = KINDS.get(InboxMode(item.mode), str(item.mode))
+            text = " ".join(item.text.split())
+            if len(text) > MAX_TEXT:
+                text = text[: MAX_TEXT - 1] + "…"
+            lines.append(f"[$accent]» {kind:<9}[/] {escape(text)}")
+        if lines:
+            lines[-1] += "  [$foreground-muted](↑ on an empty prompt edits it)[/]"
+        self.update("\n".join(lines))
+        self.shown = bool(lines)
