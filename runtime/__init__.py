@@ -28,9 +28,16 @@ _EXPORTS = {
     "ConversationView": "runtime.views",
     "reduce": "runtime.views",
     "view_from_snapshot": "runtime.views",
+    "Attachment": "runtime.mentions",
+    "WorkspaceFiles": "runtime.mentions",
+    "expand_mentions": "runtime.mentions",
+    "fuzzy_filter": "runtime.mentions",
+    "mention_at": "runtime.mentions",
+    "split_attachments": "runtime.mentions",
 }
 
 __all__ = [
+    "Attachment",
     "BastionError",
     "ConfigError",
     "ConversationBusy",
@@ -44,9 +51,14 @@ __all__ = [
     "StoreError",
     "Subscription",
     "UnknownConversation",
+    "WorkspaceFiles",
     "default_home",
+    "expand_mentions",
+    "fuzzy_filter",
+    "mention_at",
     "reduce",
     "schema_version",
+    "split_attachments",
     "view_from_snapshot",
 ]
 
@@ -63,6 +75,14 @@ if TYPE_CHECKING:
     )
     from runtime.harness import EmptyInput, Harness, Subscription, default_home
     from runtime.loop import LoopSettings
+    from runtime.mentions import (
+        Attachment,
+        WorkspaceFiles,
+        expand_mentions,
+        fuzzy_filter,
+        mention_at,
+        split_attachments,
+    )
     from runtime.migrations import schema_version
     from runtime.views import ConversationView, reduce, view_from_snapshot
 

@@ -27,17 +27,27 @@ from dataclasses import replace
 from typing import Any, ClassVar
 
 from textual import work
+from textual.actions import SkipAction
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 from textual.widgets import Input, Static
 
-from runtime import BastionError, ConversationView, EmptyInput, Harness, reduce
+from runtime import (
+    BastionError,
+    ConversationView,
+    EmptyInput,
+    Harness,
+    expand_mentions,
+    reduce,
+    split_attachments,
+)
 from runtime.records import EntryKind, InboxMode
 from runtime.threaded import ThreadedHarness, channel_for
 from themes import DEFAULT_THEME, THEMES
 from themes import register as register_themes
 from tui.widgets import ApprovalPrompt, InboxStrip, PromptInput, StatusBar, Transcript
+from tui.widgets.completion import FileCompletion
 
 __all__ = ["BastionApp", "Opener", "run"]
 
@@ -64,6 +74,11 @@ class BastionApp(App[int]):
         Binding("ctrl+c", "quit_twice", "Quit", show=False, priority=True),
         Binding("pageup", "page(-1)", "Page up", show=False, priority=True),
         Binding("pagedown", "page(1)", "Page down", show=False, priority=True),
+        # While the @file list is open these move in it and choose; else they go on.
+        *(
+            Binding(key, f"completion('{key}')", show=False, priority=True)
+            for key in ("up", "down", "tab", "enter")
+        ),
     ]
 
     def __init__(
@@ -98,6 +113,7 @@ class BastionApp(App[int]):
         yield Static(NEW_OUTPUT, id="new-output")
         yield InboxStrip(id="inbox")
         yield ApprovalPrompt()
+        yield FileCompletion(id="file-completion")
         yield PromptInput(self._sent, placeholder=PLACEHOLDER_IDLE, id="prompt")
         yield StatusBar()
 
@@ -122,6 +138,9 @@ class BastionApp(App[int]):
         channel = channel_for(harness, conv_id)
         try:
             await self.show(await harness.snapshot(conv_id))
+            assert self.view is not None
+            completion = self.query_one(FileCompletion)
+            completion.attach(self.query_one("#prompt"), self.view.conversation.cwd)
             self.ready.set()
             if self._first_prompt:
                 prompt, self._first_prompt = self._first_prompt, None
@@ -187,6 +206,9 @@ class BastionApp(App[int]):
         assert self.harness is not None
         busy = self.view is not None and self.view.active_run is not None
         mode = InboxMode.STEER if busy else InboxMode.PROMPT
+        if self.view is not None and text.strip():  # @path mentions become attachments
+            expansion = await asyncio.to_thread(expand_mentions, text, self.view.conversation.cwd)
+            text = expansion.text
         try:
             await self.harness.submit(self.conversation_id, text, mode=mode)
         except EmptyInput:
@@ -198,7 +220,7 @@ class BastionApp(App[int]):
         """What the user sent in this conversation, oldest first (the prompt's history)."""
         if self.view is None:
             return []
-        return [e.text for e in self.view.settled if e.kind == EntryKind.USER]
+        return [split_attachments(e.text)[0] for e in self.view.settled if e.kind == EntryKind.USER]
 
     async def on_input_submitted(self, event: Input.Submitted) -> None:
         text = event.value
@@ -221,7 +243,14 @@ class BastionApp(App[int]):
 
     # --- actions ------------------------------------------------------------
 
+    def action_completion(self, key: str) -> None:
+        """Up/Down/Tab/Enter in the open @file list; otherwise they go on as usual."""
+        if not self.query_one(FileCompletion).handle_key(key):
+            raise SkipAction()
+
     def action_interrupt(self) -> None:
+        if self.query_one(FileCompletion).handle_key("escape"):
+            return  # Esc closes the @file list first
         if self.harness is not None and self.view is not None and self.view.active_run is not None:
             self.run_worker(self._interrupt(), group="input")
 

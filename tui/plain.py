@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -22,7 +22,17 @@ from rich.live import Live
 from rich.markdown import Markdown
 from rich.text import Text
 
-from runtime import BastionError, ConversationView, EmptyInput, Harness, Subscription, reduce
+from runtime import (
+    Attachment,
+    BastionError,
+    ConversationView,
+    EmptyInput,
+    Harness,
+    Subscription,
+    expand_mentions,
+    reduce,
+    split_attachments,
+)
 from runtime.context import arguments_preview
 from runtime.events import Event
 from runtime.records import Entry, EntryKind, EntryStatus, RunState, ToolCallRecord
@@ -113,13 +123,23 @@ class LineMode:
             self._sub.close()
 
     async def send(self, text: str, *, typed: bool = True) -> None:
+        if not text.strip():
+            return
+        cwd = self.view.conversation.cwd if self.view is not None else "."
+        expansion = await asyncio.to_thread(expand_mentions, text, cwd)
         try:
-            item = await self.harness.submit(self.conversation_id, text)
+            item = await self.harness.submit(self.conversation_id, expansion.text)
         except EmptyInput:
             return
         if typed:
             self._typed.add(item.id)
+            self._print_attachments(expansion.attachments)
         await self.follow()
+
+    def _print_attachments(self, attachments: Sequence[Attachment]) -> None:
+        for attachment in attachments:
+            style = "dim" if attachment.attached else "yellow"
+            self.console.print(Text("  📎 " + attachment.summary(), style=style))
 
     def _busy(self) -> bool:
         view = self.view
@@ -205,9 +225,9 @@ class LineMode:
                 case EntryKind.USER:
                     self._printed.add(entry.id)
                     if entry.data.get("inbox_id") not in self._typed:
-                        self.console.print(
-                            Text.assemble((PROMPT, "bold blue"), (entry.text, "bold"))
-                        )
+                        prompt, attachments = split_attachments(entry.text)
+                        self.console.print(Text.assemble((PROMPT, "bold blue"), (prompt, "bold")))
+                        self._print_attachments(attachments)
                 case EntryKind.ASSISTANT:
                     self._assistant(entry, view)
                 case EntryKind.TOOL_RESULT:

@@ -16,7 +16,7 @@ import sys
 import time
 from typing import Any, TextIO
 
-from runtime import BastionError, EmptyInput, Harness, Subscription
+from runtime import BastionError, EmptyInput, Harness, Subscription, expand_mentions
 from runtime.context import arguments_preview
 from runtime.errors import RequestKeyReused, StoreError, UnknownConversation
 from runtime.events import AttemptReset, Event, ToolCallUpdated, event_to_dict
@@ -96,6 +96,11 @@ async def _main(opts: Any, prompt: str | None) -> int:
 async def _work(harness: Harness, session: Session, prompt: str | None, opts: Any) -> Run | None:
     conv_id = session.conversation.id
     if prompt is not None:
+        expansion = await asyncio.to_thread(expand_mentions, prompt, session.conversation.cwd)
+        for attachment in expansion.attachments:
+            if attachment.note:
+                error_line(attachment.summary())
+        prompt = expansion.text
         try:
             item = await harness.submit(conv_id, prompt, request_key=opts.request_key)
         except (StoreError, UnknownConversation) as exc:
