@@ -16,6 +16,7 @@ _EXPORTS = {
     "ConversationBusy": "runtime.errors",
     "LeaseLost": "runtime.errors",
     "SchemaTooNew": "runtime.errors",
+    "SessionSummary": "runtime.records",
     "StoreError": "runtime.errors",
     "UnknownConversation": "runtime.errors",
     "Driver": "runtime.driver",
@@ -48,6 +49,7 @@ __all__ = [
     "LeaseLost",
     "LoopSettings",
     "SchemaTooNew",
+    "SessionSummary",
     "StoreError",
     "Subscription",
     "UnknownConversation",
@@ -84,6 +86,7 @@ if TYPE_CHECKING:
         split_attachments,
     )
     from runtime.migrations import schema_version
+    from runtime.records import SessionSummary
     from runtime.views import ConversationView, reduce, view_from_snapshot
 
 

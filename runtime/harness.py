@@ -49,6 +49,7 @@ from runtime.records import (
     InboxMode,
     InboxState,
     Run,
+    SessionSummary,
     ToolCallRecord,
     ToolCallState,
 )
@@ -248,6 +249,10 @@ class Harness:
         self, cwd: str | None = None, *, with_entries: bool = False
     ) -> list[Conversation]:
         return await self.store.list_conversations(cwd, with_entries=with_entries)
+
+    async def session_summaries(self, limit: int = 500) -> list[SessionSummary]:
+        """The newest conversations (every directory) with their entry counts, for a picker."""
+        return await self.store.session_summaries(limit)
 
     async def search_conversations(self, query: str) -> list[Conversation]:
         return await self.store.search_conversations(query)

@@ -8,6 +8,7 @@ opened is reported before the app takes the terminal.
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -24,6 +25,18 @@ def run(opts: Any) -> int:
     from tui.cli import EXIT_OK, EXIT_USAGE, error_line
     from tui.session import start_session
 
+    if getattr(opts, "resume", None) == "":  # `-r` without an id: pick, then go on as `-r ID`
+        from runtime.config import load_config
+        from tui.resume import choose_in_app
+
+        try:
+            chosen = choose_in_app(load_config(os.getcwd()).theme)
+        except BastionError as exc:
+            error_line(str(exc))
+            return EXIT_USAGE
+        if chosen is None:
+            return EXIT_OK
+        opts.resume = chosen
     sys.setswitchinterval(SWITCH_INTERVAL)  # the harness thread waits less for the interpreter
     thread = HarnessThread()
     opening = thread.submit(start_session(opts, interactive=True))

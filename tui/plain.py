@@ -316,8 +316,14 @@ async def _main(opts: Any) -> int:
 
     from tui.cli import EXIT_OK, EXIT_USAGE, error_line
     from tui.session import start_session
+    from tui.sessionlist import wants_picker
 
     try:
+        if wants_picker(opts):  # `-r` without an id: a numbered list first
+            chosen = await _choose(PromptSession())
+            if chosen is None:
+                return EXIT_OK
+            opts.resume = chosen
         session = await start_session(opts, interactive=True)
     except BastionError as exc:
         error_line(str(exc))
@@ -339,5 +345,17 @@ async def _main(opts: Any) -> int:
         )
         code = await mode.loop(first_prompt=opts.prompt)
         return code or EXIT_OK
+    finally:
+        await harness.close()
+
+
+async def _choose(prompts: Any) -> str | None:
+    """`--plain -r`: the numbered session list, read with `prompts` (a PromptSession)."""
+    from tui.sessionlist import choose_numbered
+
+    harness = await Harness.open()
+    try:
+        console = Console(highlight=False)
+        return await choose_numbered(harness, prompts.prompt_async, console.print)
     finally:
         await harness.close()

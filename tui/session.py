@@ -58,6 +58,10 @@ def loop_settings(env: Any) -> LoopSettings:
 
 
 def _session_id(opts: Any) -> str | None:
+    if opts.resume == "":  # -r without an id: the front end picks one first
+        raise SessionUsageError(
+            "--resume needs a session id here", hint="list them with `bastion sessions --all`"
+        )
     raw = opts.session_id or opts.resume
     if raw is None:
         return None

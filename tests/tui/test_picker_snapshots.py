@@ -17,7 +17,10 @@ from runtime.testing.scripted import ScriptedProvider
 from tests.runtime.helpers import open_harness
 from tests.tui.conftest import MODEL, wait_for
 from tests.tui.test_snapshots import _same_textual  # noqa: F401 (an autouse fixture)
+from runtime import SessionSummary
+from runtime.records import Conversation
 from tui.app import BastionApp
+from tui.resume import PickerApp
 from tui.widgets.completion import FileCompletion
 
 SMALL, LARGE = (80, 24), (140, 45)
@@ -58,3 +61,46 @@ def test_file_completion_open(snap_compare, tmp_path, size):
     on a lighter band: Down moved there. src/app/models.py and README.md are not
     listed. The welcome line is at the top and the status bar at the bottom."""
     assert snap_compare(completion_app(tmp_path), terminal_size=size, run_before=_typed_at_ma)
+
+
+NOW = 1_700_000_000.0
+
+
+def picker_app() -> PickerApp:
+    def row(n: int, title: str, cwd: str, minutes: float, entries: int) -> SessionSummary:
+        cid = f"0192{n:04x}-7c1e-7d2a-9b3e-5f6a7b8c9d0e"
+        return SessionSummary(Conversation(cid, title, cwd, {}, 0.0, NOW - minutes * 60), entries)
+
+    sessions = [
+        row(1, "Why does parse_config fail on an empty file?", "/src/bastion", 4, 6),
+        row(2, "Add a --json flag to `bastion sessions`", "/src/bastion", 190, 14),
+        row(3, "Release notes for 0.4", "/src/website", 30, 3),
+        row(4, "Speed up the glob tool on big trees", "/src/bastion", 2 * 1440, 41),
+        row(5, "Fix flaky CI on macOS", "/src/infra", 5 * 1440, 9),
+    ]
+    return PickerApp(sessions, "/src/bastion", now=NOW)
+
+
+@pytest.mark.parametrize("size", [SMALL, LARGE], ids=["80x24", "140x45"])
+def test_session_picker(snap_compare, size):
+    """A centred box titled "Resume a session" with the keys (type to filter, Enter
+    opens, Esc cancels), a rounded filter box with its placeholder, then five sessions of
+    two lines each: this directory's three first, newest first ("Why does parse_config
+    fail…" 4m ago · 6 entries, highlighted; "Add a --json flag…" 3h ago; "Speed up the
+    glob tool…" 2d ago), then the others with their directory in grey ("Release notes
+    for 0.4" 30m ago /src/website; "Fix flaky CI on macOS" 5d ago /src/infra). At 80x24
+    the list just fits; at the bottom: "5 of 5 sessions · 3 in this directory"."""
+    assert snap_compare(picker_app(), terminal_size=size)
+
+
+@pytest.mark.parametrize("size", [SMALL, LARGE], ids=["80x24", "140x45"])
+def test_session_picker_filtered(snap_compare, size):
+    """The same picker with "bastion" typed in the filter: only the three sessions of
+    /src/bastion (the directory holds the word), the first highlighted; the other two
+    are gone and the count line reads "3 of 5 sessions · 3 in this directory"."""
+
+    async def type_filter(pilot: Any) -> None:
+        await pilot.press(*"bastion")
+        await pilot.pause(0.05)
+
+    assert snap_compare(picker_app(), terminal_size=size, run_before=type_filter)
