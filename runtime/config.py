@@ -53,6 +53,7 @@ class Config:
     stream_idle_timeout: float | None = None
     providers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     sources: tuple[str, ...] = ()
+    model_set: bool = False  # a file or BASTION_MODEL chose `model` (else: the default)
 
 
 def user_config_path(env: Mapping[str, str]) -> Path:
@@ -204,6 +205,7 @@ def load_config(cwd: str, env: Mapping[str, str] | None = None) -> Config:
         stream_idle_timeout=merged.get("stream_idle_timeout"),
         providers=providers,
         sources=tuple(sources),
+        model_set="model" in merged,
     )
 
 

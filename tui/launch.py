@@ -21,6 +21,7 @@ def run(opts: Any) -> int:
     0 (or the app's code), or 2 with one line on stderr when the session cannot be opened.
     """
     from runtime.errors import BastionError
+    from runtime.firstrun import NoModelConfigured
     from runtime.threaded import HarnessThread, ThreadedHarness
     from tui.cli import EXIT_OK, EXIT_USAGE, error_line
     from tui.session import start_session
@@ -44,6 +45,12 @@ def run(opts: Any) -> int:
 
     try:
         session = opening.result()
+    except NoModelConfigured:
+        thread.stop()
+        from tui.widgets.firstrun import FirstRunApp
+
+        FirstRunApp().run()
+        return EXIT_USAGE
     except BastionError as exc:
         thread.stop()
         error_line(str(exc))

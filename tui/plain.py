@@ -28,8 +28,10 @@ from runtime import (
     ConversationView,
     EmptyInput,
     Harness,
+    NoModelConfigured,
     Subscription,
     expand_mentions,
+    first_run_report,
     reduce,
     split_attachments,
 )
@@ -325,6 +327,9 @@ async def _main(opts: Any) -> int:
                 return EXIT_OK
             opts.resume = chosen
         session = await start_session(opts, interactive=True)
+    except NoModelConfigured:
+        error_line(await first_run_report())
+        return EXIT_USAGE
     except BastionError as exc:
         error_line(str(exc))
         return EXIT_USAGE

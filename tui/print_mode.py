@@ -16,7 +16,15 @@ import sys
 import time
 from typing import Any, TextIO
 
-from runtime import BastionError, EmptyInput, Harness, Subscription, expand_mentions
+from runtime import (
+    BastionError,
+    EmptyInput,
+    Harness,
+    NoModelConfigured,
+    Subscription,
+    expand_mentions,
+    first_run_report,
+)
 from runtime.context import arguments_preview
 from runtime.errors import RequestKeyReused, StoreError, UnknownConversation
 from runtime.events import AttemptReset, Event, ToolCallUpdated, event_to_dict
@@ -59,6 +67,9 @@ async def _main(opts: Any, prompt: str | None) -> int:
     out = Printer(opts.output_format, sys.stdout, sys.stderr)
     try:
         session = await start_session(opts, interactive=False, on_refusal=out.refused)
+    except NoModelConfigured:
+        error_line(await first_run_report())
+        return EXIT_USAGE
     except BastionError as exc:
         error_line(str(exc))
         return EXIT_USAGE

@@ -10,7 +10,8 @@ from typing import Any
 
 from runtime import Driver, Harness, LoopSettings, default_home
 from runtime.config import Config, load_config, model_resolver
-from runtime.errors import BastionError, UnknownConversation
+from runtime.errors import BastionError, ConfigError, UnknownConversation
+from runtime.firstrun import NoModelConfigured
 from runtime.harness import new_conversation
 from runtime.ids import parse_uuid, uuid7
 from runtime.records import Conversation
@@ -101,7 +102,15 @@ async def open_session(opts: Any, cwd: str | None = None) -> Session:
         stored = conversation.agent
         model = opts.model or stored.model or config.model
         approval = opts.approval_mode or config.approval_mode.value
-        harness.resolve_model(model)  # ConfigError now, before anything is written
+        try:
+            harness.resolve_model(model)  # ConfigError now, before anything is written
+        except ConfigError as exc:
+            if opts.model or stored.model or config.model_set:
+                raise
+            raise NoModelConfigured(  # first run: nothing chose a model
+                "no model is configured",
+                hint=f"{exc.message}; pass --model PROVIDER/NAME or set BASTION_MODEL",
+            ) from exc
         if created:
             settings: dict[str, Any] = {"model": model}
             if config.instructions:

@@ -13,15 +13,17 @@ from typing import Any
 
 import pytest
 
+from runtime import ProbeTarget, SessionSummary
+from runtime.records import Conversation
 from runtime.testing.scripted import ScriptedProvider
+from runtime.testing.server import LoopbackServer
 from tests.runtime.helpers import open_harness
 from tests.tui.conftest import MODEL, wait_for
 from tests.tui.test_snapshots import _same_textual  # noqa: F401 (an autouse fixture)
-from runtime import SessionSummary
-from runtime.records import Conversation
 from tui.app import BastionApp
 from tui.resume import PickerApp
 from tui.widgets.completion import FileCompletion
+from tui.widgets.firstrun import FirstRunApp, FirstRunScreen
 
 SMALL, LARGE = (80, 24), (140, 45)
 FILES = ["src/app/main.py", "src/app/models.py", "src/mapping.py", "docs/manual.md", "README.md"]
@@ -104,3 +106,45 @@ def test_session_picker_filtered(snap_compare, size):
         await pilot.pause(0.05)
 
     assert snap_compare(picker_app(), terminal_size=size, run_before=type_filter)
+
+
+@pytest.fixture
+def ollama_on_its_port() -> Any:
+    """The loopback server on Ollama's own port, so the screen reads as it would."""
+    server = LoopbackServer(port=11434)
+    try:
+        server.start()
+    except OSError:
+        pytest.skip("port 11434 is taken (a real Ollama?): the snapshot needs it")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def first_run_app(monkeypatch: Any) -> FirstRunApp:
+    monkeypatch.setenv("XDG_CONFIG_HOME", "/home/you/.config")
+    targets = [
+        ProbeTarget("Ollama", "http://127.0.0.1:11434", "ollama"),
+        ProbeTarget("llama.cpp", "http://127.0.0.1:9", "openai"),  # discard: nothing answers
+    ]
+    return FirstRunApp(targets)
+
+
+async def _probed(pilot: Any) -> None:
+    screen = pilot.app.screen
+    await wait_for(lambda: isinstance(screen, FirstRunScreen) and screen.servers is not None, pilot)
+    await pilot.pause(0.05)
+
+
+@pytest.mark.parametrize("size", [SMALL, LARGE], ids=["80x24", "140x45"])
+def test_first_run(snap_compare, monkeypatch, ollama_on_its_port, size):
+    """No model configured: "bastion  Welcome: choose a model" at the top, then the
+    three ways to set one (--model, BASTION_MODEL, `model = "PROVIDER/NAME"` in
+    /home/you/.config/bastion/config.toml or .bastion/config.toml), the providers and
+    their variables, and "Local servers that answered:" with "Ollama at
+    http://127.0.0.1:11434: loopback:latest" and the command `bastion --model
+    ollama/loopback:latest` under it; the keys (r asks again, q/Esc/Enter quits) in
+    grey last. No line wraps at 80 columns; at 140 the text is a centred column."""
+    app = first_run_app(monkeypatch)
+    assert snap_compare(app, terminal_size=size, run_before=_probed)
