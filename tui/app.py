@@ -260,7 +260,7 @@ class BastionApp(App[int]):
         done = await self.harness.interrupt(self.conversation_id)
         if done.withdrawn:
             prompt = self.query_one("#prompt", Input)
-            texts = [item.text for item in done.withdrawn]
+            texts = [split_attachments(item.text)[0] for item in done.withdrawn]
             if prompt.value.strip():
                 texts.append(prompt.value)
             prompt.value = "\n".join(texts)

@@ -12,7 +12,7 @@ from runtime.mentions import MAX_FILE_BYTES
 from runtime.records import EntryKind
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import open_harness
-from tests.tui.conftest import MODEL, SIZE, run_settled, wait_for
+from tests.tui.conftest import MODEL, SIZE, HangingProvider, run_settled, wait_for
 from tui.app import BastionApp
 from tui.widgets import UserEntry
 from tui.widgets.completion import FileCompletion
@@ -140,5 +140,27 @@ async def test_refused_paths_are_not_attached_and_say_why(tmp_path):
         sent = provider.requests[0].messages[-1].content
         assert "TOP-SECRET" not in sent
         assert sent.startswith("read @docs/link.md and @../secret.txt\n\n")
+    finally:
+        await harness.close()
+
+
+async def test_a_withdrawn_steer_comes_back_as_typed_not_with_the_file(tmp_path):
+    provider = HangingProvider("Working")
+    harness, conv_id, _ = await open_in(tmp_path, provider)
+    app = BastionApp(harness, conv_id, first_prompt="start")
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(provider.streamed.is_set, pilot)
+            await wait_for(lambda: app.view is not None and app.view.active_run is not None, pilot)
+            app.query_one(FileCompletion).close()
+            app.query_one("#prompt", Input).value = "mind @docs/guide.md"
+            await pilot.press("end", "enter")
+            await wait_for(lambda: bool(app.view and app.view.queued_inbox), pilot)
+            [queued] = app.view.queued_inbox
+            assert queued.text.startswith('mind @docs/guide.md\n\n<file path="docs/guide.md"')
+            await pilot.press("escape")  # interrupt: the steer comes back to the prompt
+            await wait_for(lambda: run_settled(app), pilot)
+            prompt = app.query_one("#prompt", Input)
+            await wait_for(lambda: prompt.value == "mind @docs/guide.md", pilot)
     finally:
         await harness.close()

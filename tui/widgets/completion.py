@@ -4,7 +4,8 @@ It attaches to whatever prompt widget the app has, an `Input` or a `TextArea`,
 through `PromptText` (read the text and cursor, replace a span) and by watching
 the prompt's `selection`, so the prompt needs nothing of its own. Keys reach it
 through the app (`handle_key`): while the list is open, Up/Down move, Tab or
-Enter choose, Esc closes; otherwise they go on to the prompt.
+Enter choose (Enter sends when the path is already typed out), Esc closes;
+otherwise they go on to the prompt.
 
 The files come from `runtime.WorkspaceFiles` (the glob tool: workspace path
 rules, ignores honoured, bounded) listed on a thread and cached; a listing older
@@ -154,6 +155,9 @@ class FileCompletion(OptionList):
                 self._dismissed = self._span[0]
             self.close()
             return True
+        if key == "enter" and self._complete_already():
+            self.close()  # the path is typed out: Enter sends
+            return False
         if key in ("tab", "enter"):
             return self.choose()
         action = self.KEYS.get(key)
@@ -161,6 +165,12 @@ class FileCompletion(OptionList):
             return False
         getattr(self, f"action_{action}")()
         return True
+
+    def _complete_already(self) -> bool:
+        index = self.highlighted
+        if index is None or self._query is None:
+            return False
+        return self.get_option_at_index(index).id == self._query
 
     def choose(self) -> bool:
         """Put the highlighted path in place of the @word; False when nothing is highlighted."""
