@@ -161,7 +161,6 @@ def _read_first(
 
 def _read(workspace: Workspace, path: str, total: int) -> tuple[Attachment, str]:
     from tools.context import Access
-    from tools.read import read_all
 
     rel = workspace.parse(path)
     workspace.authorize(rel, Access.READ, None)
@@ -170,7 +169,7 @@ def _read(workspace: Workspace, path: str, total: int) -> tuple[Attachment, str]
         room = min(MAX_FILE_BYTES, MAX_TOTAL_BYTES - total)
         if room <= 0:
             return _refused(rel.text, "the attachments already hold 1 MiB"), ""
-        raw = _read_up_to(fd, room + 1) if st.st_size > room else read_all(fd, st.st_size)
+        raw = _read_up_to(fd, room + 1)  # bounded even if the file grows meanwhile
     finally:
         os.close(fd)
     if b"\x00" in raw[:8192]:

@@ -2,12 +2,15 @@
 
 Each test says what you should see. Kept apart from test_snapshots.py (same
 pinned fixtures from conftest) so each screen family updates on its own:
-`pytest tests/tui/test_picker_snapshots.py --snapshot-update`.
+`pytest tests/tui/test_picker_snapshots.py --snapshot-update`, look at them, then
+`python -m tests.tui.test_picker_snapshots` copies the 80x24 ones to screenshots/.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +29,12 @@ from tui.widgets.completion import FileCompletion
 from tui.widgets.firstrun import FirstRunApp, FirstRunScreen
 
 SMALL, LARGE = (80, 24), (140, 45)
+HERE = Path(__file__).parent
+SCREENSHOTS = {  # snapshot file -> name under screenshots/ (the README shows them)
+    "test_file_completion_open[80x24].svg": "app-mentions.svg",
+    "test_session_picker[80x24].svg": "app-picker.svg",
+    "test_first_run[80x24].svg": "app-first-run.svg",
+}
 FILES = ["src/app/main.py", "src/app/models.py", "src/mapping.py", "docs/manual.md", "README.md"]
 
 
@@ -148,3 +157,19 @@ def test_first_run(snap_compare, monkeypatch, ollama_on_its_port, size):
     grey last. No line wraps at 80 columns; at 140 the text is a centred column."""
     app = first_run_app(monkeypatch)
     assert snap_compare(app, terminal_size=size, run_before=_probed)
+
+
+def copy_screenshots(root: Path = HERE.parent.parent) -> list[Path]:
+    """Copy these accepted snapshots to screenshots/ under their README names."""
+    source = HERE / "__snapshots__" / "test_picker_snapshots"
+    copied = []
+    for name, public in SCREENSHOTS.items():
+        if (source / name).exists():
+            shutil.copyfile(source / name, root / "screenshots" / public)
+            copied.append(root / "screenshots" / public)
+    return copied
+
+
+if __name__ == "__main__":
+    for path in copy_screenshots():
+        print(path, file=sys.stderr)
