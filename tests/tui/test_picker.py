@@ -191,3 +191,26 @@ def test_resume_without_an_id_and_no_sessions_says_so(plain, tmp_path, monkeypat
     )
     assert (plain_mode if plain else launch).run(opts) == 0
     assert "no sessions to resume yet" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("plain", [False, True])
+def test_resume_with_an_unknown_id_is_one_clear_line(plain, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("BASTION_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    from tui import launch
+    from tui import plain as plain_mode
+
+    unknown = "0192f7a4-6c1e-7d2a-9b3e-000000000000"
+    opts = argparse.Namespace(
+        prompt=None,
+        model="openai/test",
+        approval_mode=None,
+        session_id=None,
+        continue_=False,
+        resume=unknown,
+        plain=plain,
+        request_key=None,
+    )
+    assert (plain_mode if plain else launch).run(opts) == 2
+    err = capsys.readouterr().err
+    assert err == f"bastion: no conversation {unknown} — list them with `bastion sessions --all`\n"
