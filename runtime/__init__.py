@@ -22,7 +22,7 @@ _EXPORTS = {
     "Driver": "runtime.driver",
     "LoopSettings": "runtime.loop",
     "schema_version": "runtime.migrations",
-    "EmptyInput": "runtime.harness",
+    "EmptyInput": "runtime.errors",
     "Harness": "runtime.harness",
     "Subscription": "runtime.harness",
     "default_home": "runtime.harness",
@@ -84,6 +84,7 @@ if TYPE_CHECKING:
         BastionError,
         ConfigError,
         ConversationBusy,
+        EmptyInput,
         LeaseLost,
         SchemaTooNew,
         StoreError,
@@ -98,7 +99,7 @@ if TYPE_CHECKING:
         first_run_text,
         probe_local_servers,
     )
-    from runtime.harness import EmptyInput, Harness, Subscription, default_home
+    from runtime.harness import Harness, Subscription, default_home
     from runtime.loop import LoopSettings
     from runtime.mentions import (
         Attachment,

@@ -210,21 +210,24 @@ def load_config(cwd: str, env: Mapping[str, str] | None = None) -> Config:
 
 
 def model_resolver(config: Config, env: Mapping[str, str] | None = None) -> Any:
-    """A `resolve_model(spec)` for the Harness, with the configured provider tables."""
-    from runtime.providers.registry import ProviderSettings, resolve_model
+    """A `resolve_model(spec)` for the Harness, with the configured provider tables.
 
+    The providers (and httpx) are imported by the first resolution, not here: a
+    session can be opened and shown before any model is needed."""
     env = dict(os.environ if env is None else env)
-    settings = {
-        name: ProviderSettings(
-            base_url=table.get("base_url"),
-            api_key_env=table.get("api_key_env"),
-            headers=dict(table.get("headers") or {}),
-            stream_idle_timeout=table.get("stream_idle_timeout"),
-        )
-        for name, table in config.providers.items()
-    }
 
     def resolve(spec: str) -> Any:
+        from runtime.providers.registry import ProviderSettings, resolve_model
+
+        settings = {
+            name: ProviderSettings(
+                base_url=table.get("base_url"),
+                api_key_env=table.get("api_key_env"),
+                headers=dict(table.get("headers") or {}),
+                stream_idle_timeout=table.get("stream_idle_timeout"),
+            )
+            for name, table in config.providers.items()
+        }
         return resolve_model(
             spec, env=env, providers=settings, stream_idle_timeout=config.stream_idle_timeout
         )

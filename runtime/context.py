@@ -8,7 +8,6 @@ follow-up knows what was already said.
 
 from __future__ import annotations
 
-import json
 import platform
 import time
 from collections.abc import Sequence
@@ -123,12 +122,3 @@ def _assistant_message(entry: Entry, current_run_id: str | None) -> Message | No
     if entry.run_id == current_run_id or not entry.text:
         return None
     return Message("assistant", entry.text + "\n\n[this answer was interrupted]")
-
-
-def arguments_preview(arguments: str, limit: int = 200) -> str:
-    """A one-line rendering of a tool call's JSON arguments, for people."""
-    try:
-        text = json.dumps(json.loads(arguments), ensure_ascii=False)
-    except ValueError:
-        text = arguments
-    return text if len(text) <= limit else text[: limit - 1] + "…"

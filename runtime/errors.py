@@ -103,3 +103,9 @@ class StoreCorrupt(StoreError):
     """The file is damaged or is not an SQLite database at all."""
 
     code = "store_corrupt"
+
+
+class EmptyInput(BastionError):
+    """A prompt with nothing in it (only whitespace) is not sent."""
+
+    code = "empty_input"

@@ -32,6 +32,7 @@ from runtime.calls import interrupt_tx
 from runtime.driver import Driver, DriverConfig, lease_live, new_run
 from runtime.errors import (
     BastionError,
+    EmptyInput,
     HarnessClosed,
     NotPending,
     RequestKeyReused,
@@ -61,10 +62,6 @@ from runtime.views import ConversationView, StreamCursor, view_from_snapshot
 log = logging.getLogger(__name__)
 ResolveModel = Callable[[str], tuple[Provider, str]]
 ToolboxFactory = Callable[[Conversation], Toolbox | None]
-
-
-class EmptyInput(BastionError):
-    code = "empty_input"
 
 
 def default_home() -> Path:

@@ -18,6 +18,7 @@ coalescing event channel makes of them): the same checks, once per batch.
 
 from __future__ import annotations
 
+import json
 from bisect import bisect_right
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -406,3 +407,12 @@ def view_from_snapshot(
         tool_calls=snapshot.tool_calls,
         cursors=MappingProxyType(dict(cursors or {})),
     )
+
+
+def arguments_preview(arguments: str, limit: int = 200) -> str:
+    """A one-line rendering of a tool call's JSON arguments, for people."""
+    try:
+        text = json.dumps(json.loads(arguments), ensure_ascii=False)
+    except ValueError:
+        text = arguments
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import work
 from textual.actions import SkipAction
@@ -33,26 +33,23 @@ from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 from textual.widgets import Input, Static
 
-from runtime import (
-    BastionError,
-    ConversationView,
-    EmptyInput,
-    Harness,
-    expand_mentions,
-    reduce,
-    split_attachments,
-)
+from runtime.errors import BastionError, EmptyInput
+from runtime.firstrun import NoModelConfigured
+from runtime.mentions import expand_mentions, split_attachments
 from runtime.records import EntryKind, InboxMode
 from runtime.threaded import ThreadedHarness, channel_for
+from runtime.views import ConversationView, reduce
 from themes import DEFAULT_THEME, THEMES
 from themes import register as register_themes
 from tui.widgets import ApprovalPrompt, InboxStrip, PromptInput, StatusBar, Transcript
 from tui.widgets.completion import FileCompletion
 
+if TYPE_CHECKING:  # the harness's modules load after the first frame (see tui.launch)
+    from runtime.harness import Harness
+
 __all__ = ["BastionApp", "Opener", "run"]
 
-Opener = Callable[[], Awaitable[tuple[Harness, str]]]
-AnyHarness = Harness | ThreadedHarness
+Opener = Callable[[], Awaitable[tuple["Harness | ThreadedHarness", str]]]
 
 QUIT_WINDOW = 2.0  # seconds in which a second Ctrl+C quits
 FRAME = 1 / 30  # the view is shown at most this often; events in between are folded together
@@ -83,12 +80,13 @@ class BastionApp(App[int]):
 
     def __init__(
         self,
-        harness: AnyHarness | None = None,
+        harness: Harness | ThreadedHarness | None = None,
         conversation_id: str | None = None,
         *,
         first_prompt: str | None = None,
         opener: Opener | None = None,
         theme: str = DEFAULT_THEME,
+        model: str | None = None,
     ) -> None:
         super().__init__()
         if (harness is None or conversation_id is None) and opener is None:
@@ -98,6 +96,8 @@ class BastionApp(App[int]):
         self.view: ConversationView | None = None
         self._first_prompt = first_prompt
         self._opener = opener
+        self._model = model  # shown until the first view says which model the session uses
+        self.open_error: BastionError | None = None  # why the opener failed, if it did
         self._theme_name = theme if theme in THEMES else DEFAULT_THEME
         self._quit_armed = False
         self._welcome_gone = False
@@ -119,7 +119,10 @@ class BastionApp(App[int]):
 
     def on_mount(self) -> None:
         self.query_one("#prompt", Input).focus()
-        self.follow()
+        if self._model:
+            self.query_one(StatusBar).show_model(self._model)
+        # The session opens once the first frame is drawn: the prompt takes keys at once.
+        self.call_after_refresh(self.follow)
 
     async def on_unmount(self) -> None:
         if self._opener is not None and self.harness is not None:
@@ -131,7 +134,18 @@ class BastionApp(App[int]):
     async def follow(self) -> None:
         """Fold the harness's events into the view and show it; runs for the app's life."""
         if self.harness is None and self._opener is not None:
-            self.harness, self.conversation_id = await self._opener()
+            try:
+                self.harness, self.conversation_id = await self._opener()
+            except NoModelConfigured as exc:  # first run: say how to choose a model
+                from tui.widgets.firstrun import FirstRunScreen
+
+                self.open_error = exc
+                await self.push_screen(FirstRunScreen())
+                return
+            except BastionError as exc:  # the caller prints it once the terminal is back
+                self.open_error = exc
+                self.exit(2, return_code=2)
+                return
         harness, conv_id = self.harness, self.conversation_id
         assert harness is not None
         loop = asyncio.get_running_loop()
@@ -203,6 +217,7 @@ class BastionApp(App[int]):
 
     async def send(self, text: str) -> None:
         """Submit `text`: a new run when idle, a steer while a run is going."""
+        await self.ready.wait()  # sent before the session opened: it goes once it has
         assert self.harness is not None
         busy = self.view is not None and self.view.active_run is not None
         mode = InboxMode.STEER if busy else InboxMode.PROMPT

@@ -48,14 +48,20 @@ class _Version(argparse.Action):
 
 
 def _version() -> str:
-    """The installed version: from the dist-info beside the package (a regular install),
-    else from importlib.metadata (an editable one), which costs ~60 ms to import."""
+    """The installed version, from the `bastion-VERSION.dist-info` folder on the import
+    path (beside the package in a regular install, in site-packages in an editable one),
+    else from importlib.metadata, which costs ~60 ms to import."""
     import os
 
-    site = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    for name in os.listdir(site):
-        if name.startswith("bastion-") and name.endswith(".dist-info"):
-            return name[len("bastion-") : -len(".dist-info")]
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for folder in (here, *sys.path):
+        try:
+            names = os.listdir(folder or ".")
+        except OSError:
+            continue
+        for name in names:
+            if name.startswith("bastion-") and name.endswith(".dist-info"):
+                return name[len("bastion-") : -len(".dist-info")]
     from importlib.metadata import PackageNotFoundError, version
 
     try:

@@ -1,13 +1,23 @@
-"""`bastion [PROMPT]`: open the session on the harness thread while the app loads.
+"""`bastion [PROMPT]`: draw the app first, then open the session on the harness thread.
 
-Kept light on purpose: the command line imports this, not `tui.app`, so the
-harness thread starts opening the store (and importing the model loop) while
-this thread imports Textual and builds the screen. A session that cannot be
-opened is reported before the app takes the terminal.
+Kept light on purpose: the command line imports this, not `tui.app`. Only the
+config is read before the app starts (it names the theme, and a broken config
+is reported before the app takes the terminal). For a new conversation the
+first frame, with the prompt taking keys, is drawn before the harness's
+modules are imported and the store is opened: those run on the harness thread
+afterwards, and what the user typed and sent meanwhile goes once the session
+is open. A resumed one (`-r`, `-c`, `--session-id`) is found in the store
+while Textual loads and before the app starts, so a bad id is reported with
+the terminal untouched; its model is resolved (importing the providers and
+httpx) and it is driven (lease, recovery, tools) after the first frame. A
+session that cannot be opened or driven ends the app and is reported on
+stderr, exit code 2.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import os
 import sys
 from typing import Any
@@ -15,23 +25,40 @@ from typing import Any
 SWITCH_INTERVAL = 0.001  # seconds a thread may hold the GIL while another waits (default 5 ms)
 
 
+def resuming(opts: Any) -> bool:
+    """Whether this invocation names a stored conversation (which must be found first)."""
+    return bool(opts.resume or opts.session_id or getattr(opts, "continue_", False))
+
+
+def model_hint(opts: Any, configured: str) -> str | None:
+    """The model this invocation uses when that is known before the store is read: the
+    flag, or the config's for a new conversation (a resumed one keeps its own)."""
+    if opts.model:
+        return str(opts.model)
+    return None if resuming(opts) else (configured or None)
+
+
 def run(opts: Any) -> int:
-    """Open the session on a `HarnessThread`, run the app on this one; the exit code.
+    """Run the app on this thread and open the session on a `HarnessThread`; the exit code.
 
     0 (or the app's code), or 2 with one line on stderr when the session cannot be opened.
     """
+    from runtime.config import load_config
     from runtime.errors import BastionError
     from runtime.firstrun import NoModelConfigured
     from runtime.threaded import HarnessThread, ThreadedHarness
     from tui.cli import EXIT_OK, EXIT_USAGE, error_line
-    from tui.session import start_session
 
+    try:
+        config = load_config(os.getcwd())
+    except BastionError as exc:
+        error_line(str(exc))
+        return EXIT_USAGE
     if getattr(opts, "resume", None) == "":  # `-r` without an id: pick, then go on as `-r ID`
-        from runtime.config import load_config
         from tui.resume import choose_in_app
 
         try:
-            chosen = choose_in_app(load_config(os.getcwd()).theme)
+            chosen = choose_in_app(config.theme)
         except BastionError as exc:
             error_line(str(exc))
             return EXIT_USAGE
@@ -40,27 +67,74 @@ def run(opts: Any) -> int:
         opts.resume = chosen
     sys.setswitchinterval(SWITCH_INTERVAL)  # the harness thread waits less for the interpreter
     thread = HarnessThread()
-    opening = thread.submit(start_session(opts, interactive=True))
-    from tui.app import BastionApp  # Textual loads while the session opens
+    openings: list[concurrent.futures.Future[Any]] = []  # opening, then driving
 
-    try:
-        session = opening.result()
-    except NoModelConfigured:
-        thread.stop()
-        from tui.widgets.firstrun import FirstRunApp
+    def open_session() -> concurrent.futures.Future[Any]:
+        from tui.session import open_session
 
-        FirstRunApp().run()
-        return EXIT_USAGE
-    except BastionError as exc:
-        thread.stop()
-        error_line(str(exc))
-        return EXIT_USAGE
-    harness = ThreadedHarness(session.harness, thread)
+        if not openings:  # a resumed one's model is checked when it is driven
+            openings.append(thread.submit(open_session(opts, check_model=not resuming(opts))))
+        return openings[0]
+
+    async def opener() -> tuple[ThreadedHarness, str]:
+        from tui.session import drive_session
+
+        session = await asyncio.wrap_future(open_session())
+        openings.append(thread.submit(drive_session(session, interactive=True)))
+        session = await asyncio.wrap_future(openings[-1])
+        return ThreadedHarness(session.harness, thread), session.conversation.id
+
+    hint = model_hint(opts, config.model)
+    early = resuming(opts) or hint is None  # found first: a bad id or model is reported
+    if early:  # before the app, and the session opens while Textual loads
+        open_session()
+    from tui.app import BastionApp
+
+    if early:
+        try:
+            openings[0].result()
+        except NoModelConfigured:  # first run: the screen says how to choose a model
+            thread.stop()
+            from tui.widgets.firstrun import FirstRunApp
+
+            FirstRunApp(theme=config.theme).run()
+            return EXIT_USAGE
+        except BastionError as exc:
+            thread.stop()
+            error_line(str(exc))
+            return EXIT_USAGE
+
+    app = BastionApp(
+        opener=opener,
+        first_prompt=opts.prompt,
+        theme=config.theme,
+        model=hint,
+    )
+    error = None
     try:
-        app = BastionApp(
-            harness, session.conversation.id, first_prompt=opts.prompt, theme=session.config.theme
-        )
         app.run()
-        return app.return_code or EXIT_OK
     finally:
-        harness.close_blocking()
+        if app.harness is None and openings:  # quit while the session was still opening
+            error = _close_opened(thread, openings)
+        thread.stop()
+    error = app.open_error or error
+    if error is not None and not isinstance(error, NoModelConfigured):  # (its screen said it)
+        error_line(str(error))
+        return EXIT_USAGE
+    return app.return_code or EXIT_OK
+
+
+def _close_opened(thread: Any, openings: list[concurrent.futures.Future[Any]]) -> Exception | None:
+    """Close the session the app quit before taking (releasing its lease), or return the
+    BastionError it failed with, to be reported. `openings`: opening, then driving."""
+    from runtime.errors import BastionError
+
+    session = None
+    for future in openings:
+        try:
+            session = future.result(timeout=30)
+        except BastionError as exc:
+            return exc  # whichever step failed closed the harness
+    if session is not None:
+        thread.run(session.harness.close())
+    return None

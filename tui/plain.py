@@ -35,9 +35,9 @@ from runtime import (
     reduce,
     split_attachments,
 )
-from runtime.context import arguments_preview
 from runtime.events import Event
 from runtime.records import Entry, EntryKind, EntryStatus, RunState, ToolCallRecord
+from runtime.views import arguments_preview
 from tui.widgets.approval import pending_approval
 
 __all__ = ["LineMode", "run"]

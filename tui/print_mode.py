@@ -25,10 +25,10 @@ from runtime import (
     expand_mentions,
     first_run_report,
 )
-from runtime.context import arguments_preview
 from runtime.errors import RequestKeyReused, StoreError, UnknownConversation
 from runtime.events import AttemptReset, Event, ToolCallUpdated, event_to_dict
 from runtime.records import Run, RunState
+from runtime.views import arguments_preview
 from tui.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError, error_line
 from tui.session import Session, start_session
 

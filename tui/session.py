@@ -76,7 +76,7 @@ def _session_id(opts: Any) -> str | None:
         ) from None
 
 
-async def open_session(opts: Any, cwd: str | None = None) -> Session:
+async def open_session(opts: Any, cwd: str | None = None, *, check_model: bool = True) -> Session:
     """Resolve config and model, open the store, find the conversation or prepare a new one.
 
     Nothing is written here: a new conversation is committed with its first prompt,
@@ -102,15 +102,16 @@ async def open_session(opts: Any, cwd: str | None = None) -> Session:
         stored = conversation.agent
         model = opts.model or stored.model or config.model
         approval = opts.approval_mode or config.approval_mode.value
-        try:
-            harness.resolve_model(model)  # ConfigError now, before anything is written
-        except ConfigError as exc:
-            if opts.model or stored.model or config.model_set:
-                raise
-            raise NoModelConfigured(  # first run: nothing chose a model
-                "no model is configured",
-                hint=f"{exc.message}; pass --model PROVIDER/NAME or set BASTION_MODEL",
-            ) from exc
+        if check_model:  # ConfigError now, before anything is written
+            try:
+                harness.resolve_model(model)
+            except ConfigError as exc:
+                if opts.model or stored.model or config.model_set:
+                    raise
+                raise NoModelConfigured(  # first run: nothing chose a model
+                    "no model is configured",
+                    hint=f"{exc.message}; pass --model PROVIDER/NAME or set BASTION_MODEL",
+                ) from exc
         if created:
             settings: dict[str, Any] = {"model": model}
             if config.instructions:
@@ -135,7 +136,16 @@ async def start_session(
     the caller prints the one line and exits 2.
     """
     session = await open_session(opts)
+    return await drive_session(session, interactive=interactive, on_refusal=on_refusal)
+
+
+async def drive_session(
+    session: Session, *, interactive: bool, on_refusal: Callable[[str, str], None] | None = None
+) -> Session:
+    """Resolve the session's model and drive its conversation; on a BastionError the
+    harness is closed (nothing is left open) and the error raised."""
     try:
+        session.harness.resolve_model(session.model)
         session.driver = await session.harness.drive(
             session.conversation.id,
             interactive=interactive,

@@ -26,7 +26,7 @@ import ipaddress
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import httpx
@@ -38,6 +38,7 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "RETRYABLE_STATUSES",
     "IdleGuard",
+    "LazyClient",
     "Redactor",
     "drain",
     "empty_response_error",
@@ -153,7 +154,7 @@ class IdleGuard:
 
 @contextlib.asynccontextmanager
 async def open_stream(
-    client: httpx.AsyncClient, url: str, body: Any, *, idle: float, provider: str
+    client: httpx.AsyncClient | LazyClient, url: str, body: Any, *, idle: float, provider: str
 ) -> AsyncIterator[httpx.Response]:
     """POST `body` and yield the streaming response once its headers arrived,
     waiting at most `idle` seconds for them."""
@@ -229,23 +230,59 @@ def is_loopback_url(url: str) -> bool:
         return False
 
 
+class LazyClient:
+    """An `httpx.AsyncClient` made on first use.
+
+    Making one builds an SSL context, which loads the CA bundle (about 100 ms of
+    CPU): a session that is opened, looked at and closed never pays it, and the
+    app's first frame does not wait for it. Attributes are the client's.
+    """
+
+    def __init__(self, make: Callable[[], httpx.AsyncClient]) -> None:
+        self._make = make
+        self._client: httpx.AsyncClient | None = None
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = self._make()
+        return self._client
+
+    def stream(self, method: str, url: str, **kwargs: Any) -> Any:
+        return self.client.stream(method, url, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+
+
 def make_client(
     base_url: str,
     headers: Mapping[str, str],
     timeout: float | httpx.Timeout,
     transport: httpx.AsyncBaseTransport | None,
-) -> httpx.AsyncClient:
-    """The provider's client. Redirects are reported, not followed (a POST must
-    not silently become a GET). A loopback server is never reached through an
-    HTTP(S)_PROXY from the environment: no proxy can reach this machine's
-    loopback, and httpx does not exempt localhost unless NO_PROXY says so."""
-    return httpx.AsyncClient(
-        headers=dict(headers),
-        timeout=timeout,
-        transport=transport,
-        follow_redirects=False,
-        trust_env=not is_loopback_url(base_url),
-    )
+) -> LazyClient:
+    """The provider's client, made on first use. Redirects are reported, not followed
+    (a POST must not silently become a GET). A loopback server is never reached
+    through an HTTP(S)_PROXY from the environment: no proxy can reach this machine's
+    loopback, and httpx does not exempt localhost unless NO_PROXY says so. A plain
+    http:// URL never does TLS, so its client skips loading the CA bundle."""
+    plain = httpx.URL(base_url).scheme == "http"
+
+    def make() -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            headers=dict(headers),
+            timeout=timeout,
+            transport=transport,
+            follow_redirects=False,
+            trust_env=not is_loopback_url(base_url),
+            verify=not plain,
+        )
+
+    return LazyClient(make)
 
 
 async def drain(reads: AsyncIterator[bytes], *, seconds: float = 0.5) -> None:

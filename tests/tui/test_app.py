@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from textual.widgets import Input, Markdown
+from textual.widgets import Input
 
 from runtime.providers.base import ProviderError, ToolCall
 from runtime.records import Approval, EntryKind, EntryStatus, InboxMode, RunState, ToolCallState
@@ -20,6 +20,7 @@ from tui.widgets import (
     ToolCallLine,
     UserEntry,
 )
+from tui.widgets.markdown import MarkdownText
 
 ANSWER = "Here is the plan:\n\n1. read the file\n2. change **one** line\n\nDone."
 
@@ -33,7 +34,7 @@ def label_text(app: BastionApp, selector: str) -> str:
 
 
 async def test_enter_sends_the_prompt_and_the_answer_streams_in(tmp_path, monkeypatch):
-    provider = ScriptedProvider([ScriptedTurn(text=ANSWER, chunk_size=3, delay=0.005)])
+    provider = ScriptedProvider([ScriptedTurn(text=ANSWER, chunk_size=3, delay=0.02)])
     harness, conv_id = await open_driven(tmp_path, provider)
     app = BastionApp(harness, conv_id)
     partial_seen: list[str] = []
@@ -53,7 +54,7 @@ async def test_enter_sends_the_prompt_and_the_answer_streams_in(tmp_path, monkey
             await pilot.pause(0.05)
             [widget] = assistant_widgets(app)
             assert widget.text_shown == ANSWER
-            assert widget.query_one(Markdown).source == ANSWER
+            assert widget.query_one(MarkdownText).source == ANSWER
             assert [str(w.render()) for w in app.query(UserEntry)] == ["fix the bug"]
 
         snap = await harness.store.snapshot(conv_id)
@@ -436,3 +437,39 @@ async def test_a_running_command_shows_its_newest_output_lines(tmp_path):
         done = line()
         assert "compiling unit" not in done and "run_command ok" in done
     await harness.close()
+
+
+async def test_the_prompt_takes_keys_before_the_session_opens(tmp_path):
+    """A new session's first frame comes before its store is opened: what the user types
+    and sends meanwhile is kept, and sent once the session is open."""
+    release = asyncio.Event()
+    provider = ScriptedProvider([ScriptedTurn(text="Opened and answered.")])
+
+    async def opener():
+        await release.wait()
+        return await open_driven(tmp_path, provider)
+
+    app = BastionApp(opener=opener, model="scripted/bastion-test")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert "scripted/bastion-test" in label_text(app, "#status-left")
+        await pilot.press(*"early bird", "enter")
+        await pilot.pause(0.05)
+        assert not app.ready.is_set() and provider.requests == []
+        release.set()
+        await wait_for(lambda: run_settled(app), pilot)
+        assert [str(w.render()) for w in app.query(UserEntry)] == ["early bird"]
+        assert provider.requests[0].messages[-1].content == "early bird"
+
+
+async def test_a_session_that_cannot_open_ends_the_app_with_its_error(tmp_path):
+    from runtime.errors import UnknownConversation
+
+    async def opener():
+        raise UnknownConversation("no conversation 0192", hint="list them")
+
+    app = BastionApp(opener=opener)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.1)
+    assert app.return_code == 2
+    assert isinstance(app.open_error, UnknownConversation)

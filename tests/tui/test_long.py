@@ -7,14 +7,13 @@ mounts earlier ones; streaming while the user reads above says so below.
 
 from __future__ import annotations
 
-from textual.widgets import Markdown
-
 from runtime.records import EntryKind
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from runtime.views import LiveText
 from tests.tui.conftest import SIZE, open_driven, run_settled, wait_for
 from tui.app import BastionApp
 from tui.widgets import AssistantEntry, Transcript, UserEntry
+from tui.widgets.markdown import MarkdownText
 from tui.widgets.segments import Splitter
 from tui.widgets.transcript import KEPT_ENTRIES
 
@@ -76,7 +75,7 @@ async def test_a_long_answer_is_drawn_as_segments_and_ends_on_screen(tmp_path):
             await pilot.pause(0.1)
             [answer] = app.query(AssistantEntry)
             assert answer.text_shown == LONG
-            segments = list(answer.query(Markdown))
+            segments = list(answer.query(MarkdownText))
             assert 1 < len(segments) <= 4, "only the last segments stay mounted"
             assert answer.hidden_segments > 0
             assert segments[-1].source.endswith("code 399\n```\n\n")

@@ -19,8 +19,8 @@ from textual.reactive import var
 from textual.widgets import Static
 
 from runtime import ConversationView
-from runtime.context import arguments_preview
 from runtime.records import Approval, ToolCallRecord, ToolCallState
+from runtime.views import arguments_preview
 
 __all__ = ["ApprovalPrompt", "pending_approval"]
 

@@ -1,12 +1,13 @@
 """The transcript's rows: one widget per entry, kept current from the view alone.
 
 Entries are immutable values, so an entry widget compares what it last drew by
-identity and does nothing when nothing changed. Assistant text streams through
-one `MarkdownStream`: only the text past what was already written is appended;
-a text that no longer extends what was shown (a retried attempt, a resync) is
-redrawn once. A long answer is drawn as segments (see `segments`): the last
-one streams, earlier ones are drawn once, and ones far above the screen are
-dropped while the transcript follows the bottom and drawn again on the way up.
+identity and does nothing when nothing changed. Assistant text is Markdown
+drawn by `MarkdownText` (one widget, rendered to lines by Rich). A long answer
+is drawn as segments (see `segments`): only the last one, of at most a few
+hundred characters past its last block boundary, is redrawn as text arrives;
+earlier ones are drawn once, and ones far above the screen are dropped while
+the transcript follows the bottom and drawn again on the way up. A text that
+no longer extends what was shown (a retried attempt, a resync) is redrawn once.
 
 Tool results are not separate rows: each tool call is drawn under the
 assistant turn that made it, as `name args` and the first line of its result.
@@ -14,22 +15,16 @@ assistant turn that made it, as `name args` and the first line of its result.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.markup import escape
 from textual.widgets import Static
 
 from runtime import ConversationView, split_attachments
-from runtime.context import arguments_preview
 from runtime.records import Approval, Entry, EntryKind, EntryStatus, ToolCallRecord, ToolCallState
-from runtime.views import LiveText
+from runtime.views import LiveText, arguments_preview
+from tui.widgets.markdown import MarkdownText
 from tui.widgets.segments import Splitter
-
-if TYPE_CHECKING:
-    from textual.widgets import Markdown
-    from textual.widgets.markdown import MarkdownStream
 
 __all__ = [
     "AssistantEntry",
@@ -129,8 +124,8 @@ class ToolCallLine(Static):
     }
     """
 
-    def __init__(self, call: dict[str, str]) -> None:
-        super().__init__()
+    def __init__(self, call: dict[str, str], classes: str = "") -> None:
+        super().__init__(classes=classes)
         self.call = call
         self.drawn: tuple[object, ...] | None = None
 
@@ -197,12 +192,13 @@ class AssistantEntry(Vertical):
         height: auto;
         margin: 1 0 0 0;
     }
-    AssistantEntry > Markdown {
-        margin: 0;
-        padding: 0 1;
-        background: transparent;
+    AssistantEntry > MarkdownText.-after {
+        margin: 1 0 0 0;
     }
-    AssistantEntry > Markdown.-empty {
+    AssistantEntry.-text > ToolCallLine.-first {
+        margin: 1 0 0 0;
+    }
+    AssistantEntry > MarkdownText.-empty {
         display: none;
     }
     AssistantEntry > .marker {
@@ -222,9 +218,8 @@ class AssistantEntry(Vertical):
         self._live = LiveText.of(entry.text)  # the text to show next (set by `show`)
         self._shown = LiveText.of("")  # the text written to the segments so far
         self._splitter = Splitter(SEGMENT_CHARS)
-        self._segments: list[Markdown] = []  # mounted, in order; the last may stream
+        self._segments: list[MarkdownText] = []  # mounted, in order; the last may grow
         self._hidden = 0  # segments before the first mounted one (dropped above)
-        self._stream: MarkdownStream | None = None
         self._calls: dict[str, ToolCallLine] = {}
         self._marker_key: tuple[str, str, bool] | None = None
 
@@ -236,7 +231,7 @@ class AssistantEntry(Vertical):
 
     @property
     def text_shown(self) -> str:
-        """The text written to the Markdown so far (what the screen shows)."""
+        """The text written to the segments so far (what the screen shows)."""
         return str(self._shown)
 
     @property
@@ -253,19 +248,18 @@ class AssistantEntry(Vertical):
 
     async def _show_text(self, entry: Entry) -> None:
         text = self._live
-        streaming = entry.status == EntryStatus.STREAMING
         if not text.extends(self._shown):  # a retried attempt, a resync: redraw once
             await self._restart()
         if len(text) > len(self._shown):
-            await self._extend(text, len(self._shown), streaming)
+            await self._extend(text, len(self._shown))
         self._shown = text
         self._segments[0].set_class(not len(text), "-empty")
-        if not streaming:
-            await self._stop_stream()
+        self.set_class(bool(len(text)), "-text")
+        self._space_segments()
         if self.following:
             await self._drop_above(self._segments_to_keep())
 
-    async def _extend(self, text: LiveText, start: int, streaming: bool) -> None:
+    async def _extend(self, text: LiveText, start: int) -> None:
         """Write `text` past `start`: the open segment grows, new cuts open new segments.
 
         Segment `i` is `text[cuts[i]:cuts[i + 1]]`. While following the bottom (or
@@ -288,37 +282,27 @@ class AssistantEntry(Vertical):
                 self._segments.append(segment)
             last = index == total - 1
             end = len(text) if last else cuts[index + 1]
-            await self._write(text.slice(max(start, cuts[index]), end), streaming and last)
-            if not last:
-                await self._stop_stream()
+            self._write(text.slice(max(start, cuts[index]), end))
 
     async def _start_over_at(self, index: int) -> None:
         """Unmount every segment; one empty one for segment `index` takes their place."""
-        await self._stop_stream()
         first = _markdown()
         await self.mount(first, before=self._segments[0])
         await self.remove_children(self._segments)
         self._segments, self._hidden = [first], index
 
-    async def _write(self, piece: str, stream: bool) -> None:
-        if not piece:
-            return
-        markdown = self._segments[-1]
-        if stream or self._stream is not None:
-            if self._stream is None:
-                self._stream = markdown.get_stream(markdown)
-            await self._stream.write(piece)
-        else:
-            await markdown.update(markdown.source + piece)
+    def _write(self, piece: str) -> None:
+        if piece:
+            segment = self._segments[-1]
+            segment.set_source(segment.source + piece)
 
     async def _restart(self) -> None:
         """Forget what was drawn: one empty segment, the splitter from the start."""
-        await self._stop_stream()
         first, rest = self._segments[0], self._segments[1:]
         if rest:
             await self.remove_children(rest)
         self._segments = [first]
-        await first.update("")
+        first.set_source("")
         self._shown, self._hidden = LiveText.of(""), 0
         self._splitter = Splitter(SEGMENT_CHARS)
 
@@ -349,14 +333,15 @@ class AssistantEntry(Vertical):
             segment = _markdown()
             await self.mount(segment, before=self._segments[0])
             self._segments.insert(0, segment)
-            await segment.update(self._shown.slice(cuts[index], cuts[index + 1]))
+            segment.set_source(self._shown.slice(cuts[index], cuts[index + 1]))
         self._hidden -= count
+        self._space_segments()
         return count
 
-    async def _stop_stream(self) -> None:
-        stream, self._stream = self._stream, None
-        if stream is not None:
-            await stream.stop()
+    def _space_segments(self) -> None:
+        """A blank line between segments (the first mounted one has none above it)."""
+        for index, segment in enumerate(self._segments):
+            segment.set_class(index > 0, "-after")
 
     async def _show_calls(self, entry: Entry, view: ConversationView) -> None:
         calls = entry.data.get("tool_calls") or ()
@@ -367,7 +352,9 @@ class AssistantEntry(Vertical):
             key = call.get("key") or call["id"]  # the call's own key (older entries: its id)
             line = self._calls.get(key)
             if line is None:
-                line = self._calls[key] = ToolCallLine(call)
+                line = self._calls[key] = ToolCallLine(
+                    call, classes="" if self._calls else "-first"
+                )
                 await self.mount(line, before=self.query_one(".marker"))
             record = records.get(key)
             result = (
@@ -397,15 +384,9 @@ class AssistantEntry(Vertical):
         ended_badly = entry.status in (EntryStatus.INTERRUPTED, EntryStatus.FAILED)
         marker.set_class(waiting or ended_badly, "-shown")
 
-    async def on_unmount(self) -> None:
-        await self._stop_stream()
 
-
-def _markdown(classes: str | None = None) -> Markdown:
-    """A Markdown widget; the parser is imported with the first answer, not at start-up."""
-    from textual.widgets import Markdown
-
-    return Markdown(classes=classes)
+def _markdown(classes: str | None = None) -> MarkdownText:
+    return MarkdownText(classes=classes)
 
 
 EntryWidget = UserEntry | AssistantEntry | NoteEntry

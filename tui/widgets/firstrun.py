@@ -86,7 +86,7 @@ class FirstRunScreen(Screen[None]):
         self.query_one("#firstrun-text", Static).update(self._text())
 
     def action_leave(self) -> None:
-        self.app.exit()
+        self.app.exit(return_code=2)  # no session ran: a configuration exit, as in print mode
 
     @property
     def text(self) -> str:

@@ -78,6 +78,13 @@ class StatusBar(Horizontal):
         yield Label(id="status-left")
         yield Label(HINTS, id="status-right")
 
+    def show_model(self, model: str) -> None:
+        """Before the session's first view: the model this invocation will use."""
+        self._left = f"[b $primary]{escape(model)}[/]  [$foreground-muted]·[/]  " + run_state_label(
+            None
+        )
+        self.query_one("#status-left", Label).update(self._left)
+
     def show(self, view: ConversationView) -> None:
         run = view.active_run or (view.runs[-1] if view.runs else None)
         parts = [

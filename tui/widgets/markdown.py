@@ -1,0 +1,165 @@
+"""Markdown drawn as one widget: Rich's renderer, coloured from the Textual theme.
+
+Textual's `Markdown` widget mounts a widget per block (a heading, a paragraph,
+each list item, each fence), so one answer of a few blocks costs a dozen
+widgets to style and lay out, and a long session thousands. A `MarkdownText`
+is a single `Static`: its text is rendered to lines by Rich once per width
+(Textual caches a widget's lines until its size or style changes), which costs
+about a fifth of the same answer as a `Markdown` widget.
+
+Colours come from the app's theme: the `markdown-h*` variables Textual's own
+Markdown uses for headings, `$text-accent` on `$accent-muted` for inline code,
+`$text-accent` for links, `$surface` under code blocks, and a Pygments style
+picked by the theme's darkness for the code itself. A theme switch recolours
+every answer (Textual re-renders each widget on it).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.markdown import CodeBlock, Heading
+from rich.markdown import Markdown as RichMarkdown
+from rich.segment import Segment
+from rich.syntax import Syntax
+from rich.theme import Theme as RichTheme
+from textual.widgets import Static
+
+if TYPE_CHECKING:
+    from textual.app import App
+
+__all__ = ["MarkdownText", "markdown_theme"]
+
+CODE_THEMES = {True: "monokai", False: "friendly"}  # Pygments styles, by theme darkness
+
+
+class _LeftHeading(Heading):
+    """Headings at the left margin, as in Textual's Markdown (Rich centres `#`)."""
+
+    LEVEL_ALIGN: ClassVar[dict[str, Any]] = dict.fromkeys(
+        ("h1", "h2", "h3", "h4", "h5", "h6"), "left"
+    )
+
+
+class _Code(CodeBlock):
+    """A fenced block: highlighted, wrapped, on the code background, one cell of padding."""
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        style = console.get_style("markdown.code_block")
+        background = style.bgcolor.name if style.bgcolor is not None else None
+        yield Syntax(
+            str(self.text).rstrip(),
+            self.lexer_name,
+            theme=self.theme,
+            word_wrap=True,
+            padding=(1, 2),
+            background_color=background,
+        )
+
+
+class _Markdown(RichMarkdown):
+    elements: ClassVar[dict[str, Any]] = {
+        **RichMarkdown.elements,
+        "heading_open": _LeftHeading,
+        "fence": _Code,
+        "code_block": _Code,
+    }
+
+    def __init__(self, markup: str, dark: bool) -> None:
+        super().__init__(markup, code_theme=CODE_THEMES[dark], hyperlinks=False)
+
+
+class _Themed:
+    """`renderable` drawn with `theme`'s styles pushed on the console."""
+
+    def __init__(self, renderable: Any, theme: RichTheme) -> None:
+        self.renderable = renderable
+        self.theme = theme
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        with console.use_theme(self.theme):
+            lines = console.render_lines(self.renderable, options, pad=False, new_lines=False)
+        new_line = Segment.line()
+        for line in lines:
+            yield from line
+            yield new_line
+
+
+_THEMES: dict[tuple[str, int], RichTheme] = {}
+
+
+def markdown_theme(app: App[Any]) -> RichTheme:
+    """Rich's `markdown.*` styles from `app`'s current theme variables (cached per theme)."""
+    variables = app.theme_variables
+    key = (app.theme, id(variables))
+    theme = _THEMES.get(key)
+    if theme is None:
+        theme = _THEMES[key] = _rich_theme(variables, app.current_theme.dark)
+    return theme
+
+
+def _rich_theme(v: dict[str, str], dark: bool) -> RichTheme:
+    def color(name: str, fallback: str = "default") -> str:
+        value = v.get(name, "")
+        return value if value.startswith("#") and len(value) in (7, 9) else fallback
+
+    def hex6(value: str) -> str:
+        return value[:7] if value.startswith("#") else value
+
+    styles: dict[str, str] = {}
+    for level in range(1, 7):
+        text_style = v.get(f"markdown-h{level}-text-style", "bold")
+        words = " ".join(w for w in text_style.split() if w in ("bold", "italic", "underline"))
+        styles[f"markdown.h{level}"] = f"{words} {hex6(color(f'markdown-h{level}-color'))}".strip()
+    code_bg = hex6(color("surface", "#1e1e1e" if dark else "#f0f0f0"))
+    styles.update(
+        {
+            "markdown.code": f"{hex6(color('text-accent', 'cyan'))} on {hex6(color('accent-muted', code_bg))}",
+            "markdown.code_block": f"on {code_bg}",
+            "markdown.block_quote": hex6(color("foreground-muted", "default")),
+            "markdown.link": hex6(color("text-accent", "blue")),
+            "markdown.link_url": f"underline {hex6(color('text-accent', 'blue'))}",
+            "markdown.item.bullet": f"bold {hex6(color('text-primary', 'default'))}",
+            "markdown.item.number": hex6(color("text-primary", "default")),
+            "markdown.list": hex6(color("text-primary", "default")),
+            "markdown.hr": hex6(color("foreground-muted", "default")),
+            "markdown.table.border": hex6(color("foreground-muted", "default")),
+            "markdown.table.header": f"bold {hex6(color('text-primary', 'default'))}",
+        }
+    )
+    return RichTheme(styles, inherit=True)
+
+
+class MarkdownText(Static):
+    """Markdown source, drawn by Rich as one widget; `source` is what it shows."""
+
+    DEFAULT_CSS = """
+    MarkdownText {
+        width: 1fr;
+        height: auto;
+        padding: 0 1;
+    }
+    """
+
+    def __init__(self, source: str = "", *, classes: str | None = None) -> None:
+        super().__init__(classes=classes)
+        self.source = source
+        self._drawn: tuple[str, RichTheme, Any] | None = None  # source, theme, renderable
+
+    def render(self) -> Any:
+        if not self.source:
+            return ""
+        theme = markdown_theme(self.app)
+        drawn = self._drawn
+        if drawn is None or drawn[0] is not self.source or drawn[1] is not theme:
+            markdown = _Markdown(self.source, self.app.current_theme.dark)
+            drawn = self._drawn = (self.source, theme, _Themed(markdown, theme))
+        return drawn[2]
+
+    def set_source(self, source: str) -> None:
+        """Show `source` (re-rendered at the next refresh; the layout follows its height)."""
+        if source != self.source:
+            self.source = source
+            self.clear_cached_dimensions()
+            self.refresh(layout=True)
