@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -103,3 +104,27 @@ def test_bastion_without_a_model_shows_the_screen_and_exits_2(tmp_path, term) ->
         assert f"Ollama at {ollama.url}: loopback:latest" in screen
         term.send("q")
         assert wait_exit(exit_file) == 2
+
+
+async def test_the_app_shows_the_screen_when_its_session_has_no_model(monkeypatch) -> None:
+    """`bastion` draws the app before a new session opens; opening then finds no model."""
+    from runtime import NoModelConfigured
+    from tui.app import BastionApp
+
+    with LoopbackServer() as ollama:
+        monkeypatch.setenv("OLLAMA_HOST", ollama.url)
+        monkeypatch.setenv("BASTION_LLAMACPP_URL", f"http://127.0.0.1:{closed_port()}")
+
+        async def opener() -> Any:
+            raise NoModelConfigured("no model is configured", hint="OPENAI_API_KEY is not set")
+
+        app = BastionApp(opener=opener)
+        async with app.run_test(size=(100, 40)) as pilot:
+            await wait_for(lambda: isinstance(app.screen, FirstRunScreen), pilot)
+            screen = app.screen
+            assert isinstance(screen, FirstRunScreen)
+            await wait_for(lambda: screen.servers is not None, pilot)
+            assert f"Ollama at {ollama.url}: loopback:latest" in screen.text
+            await pilot.press("enter")
+        assert app.return_code == 2
+        assert isinstance(app.open_error, NoModelConfigured)
