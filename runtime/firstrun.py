@@ -36,7 +36,7 @@ __all__ = [
     "probe_local_servers",
 ]
 
-PROBE_TIMEOUT = 0.5  # seconds per server; all are asked at once
+PROBE_TIMEOUT = 1.0  # seconds per server; all are asked at once
 LLAMACPP_ENV = "BASTION_LLAMACPP_URL"
 MAX_MODELS = 5  # models named per server
 
@@ -153,12 +153,15 @@ def first_run_text(
 
 
 async def first_run_report(
-    targets: Sequence[ProbeTarget] | None = None, env: Mapping[str, str] | None = None
+    targets: Sequence[ProbeTarget] | None = None,
+    env: Mapping[str, str] | None = None,
+    *,
+    timeout: float = PROBE_TIMEOUT,
 ) -> str:
     """`first_run_text` after probing: what print and plain modes say, as one error."""
     from runtime.config import user_config_path
 
     targets = default_targets(env) if targets is None else targets
-    servers = await probe_local_servers(targets)
+    servers = await probe_local_servers(targets, timeout=timeout)
     config = str(user_config_path(os.environ if env is None else env))
     return first_run_text(servers, config, probing=[f"{t.name} at {t.base}" for t in targets])

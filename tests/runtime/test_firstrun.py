@@ -33,7 +33,7 @@ async def test_probe_finds_ollama_and_llamacpp_and_skips_what_does_not_answer() 
             ProbeTarget("llama.cpp", llamacpp.url, "openai"),
             ProbeTarget("llama.cpp", f"http://127.0.0.1:{closed_port()}", "openai"),
         ]
-        found = await probe_local_servers(targets)
+        found = await probe_local_servers(targets, timeout=5)  # (a loaded machine)
     assert [(s.target, s.models) for s in found] == [
         (targets[0], ("loopback:latest",)),
         (targets[1], ("loopback",)),
@@ -89,7 +89,9 @@ def test_the_text_names_flags_variables_and_config_keys() -> None:
 async def test_first_run_report_probes_then_lists() -> None:
     with LoopbackServer() as ollama:
         report = await first_run_report(
-            [ProbeTarget("Ollama", ollama.url, "ollama")], env={"XDG_CONFIG_HOME": "/cfg"}
+            [ProbeTarget("Ollama", ollama.url, "ollama")],
+            env={"XDG_CONFIG_HOME": "/cfg"},
+            timeout=5,
         )
     assert "in /cfg/bastion/config.toml" in report
     assert f"Ollama at {ollama.url}: loopback:latest" in report

@@ -30,7 +30,7 @@ async def test_the_screen_lists_the_server_standing_in_as_ollama(monkeypatch) ->
         ProbeTarget("Ollama", ollama.url, "ollama"),
         ProbeTarget("llama.cpp", f"http://127.0.0.1:{closed_port()}", "openai"),
     ]
-    app = FirstRunApp(targets)
+    app = FirstRunApp(targets, timeout=5)  # (a loaded machine)
     try:
         async with app.run_test(size=(100, 40)) as pilot:
             screen = app.screen

@@ -137,7 +137,7 @@ def first_run_app(monkeypatch: Any) -> FirstRunApp:
         ProbeTarget("Ollama", "http://127.0.0.1:11434", "ollama"),
         ProbeTarget("llama.cpp", "http://127.0.0.1:9", "openai"),  # discard: nothing answers
     ]
-    return FirstRunApp(targets)
+    return FirstRunApp(targets, timeout=5)
 
 
 async def _probed(pilot: Any) -> None:

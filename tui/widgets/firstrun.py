@@ -21,6 +21,7 @@ from textual.widgets import Static
 
 from runtime import LocalServer, ProbeTarget, default_targets, first_run_text, probe_local_servers
 from runtime.config import user_config_path
+from runtime.firstrun import PROBE_TIMEOUT
 from themes import DEFAULT_THEME, THEMES
 from themes import register as register_themes
 
@@ -54,8 +55,11 @@ class FirstRunScreen(Screen[None]):
         Binding("q,escape,enter", "leave", "Quit", show=False),
     ]
 
-    def __init__(self, targets: Sequence[ProbeTarget] | None = None) -> None:
+    def __init__(
+        self, targets: Sequence[ProbeTarget] | None = None, *, timeout: float = PROBE_TIMEOUT
+    ) -> None:
         super().__init__()
+        self.timeout = timeout
         self.targets = tuple(default_targets() if targets is None else targets)
         self.servers: list[LocalServer] | None = None  # None: still asking
         self.config_path = str(user_config_path(os.environ))
@@ -82,7 +86,7 @@ class FirstRunScreen(Screen[None]):
 
     @work(exclusive=True, group="probe")
     async def _probe(self) -> None:
-        self.servers = await probe_local_servers(self.targets)
+        self.servers = await probe_local_servers(self.targets, timeout=self.timeout)
         self.query_one("#firstrun-text", Static).update(self._text())
 
     def action_leave(self) -> None:
@@ -98,12 +102,17 @@ class FirstRunApp(App[None]):
     """Only the first-run screen (what `bastion` shows when no model is configured)."""
 
     def __init__(
-        self, targets: Sequence[ProbeTarget] | None = None, *, theme: str = DEFAULT_THEME
+        self,
+        targets: Sequence[ProbeTarget] | None = None,
+        *,
+        theme: str = DEFAULT_THEME,
+        timeout: float = PROBE_TIMEOUT,
     ) -> None:
         super().__init__()
         self.targets = targets
+        self.timeout = timeout
         register_themes(self)
         self.theme = theme if theme in THEMES else DEFAULT_THEME
 
     def on_mount(self) -> None:
-        self.push_screen(FirstRunScreen(self.targets))
+        self.push_screen(FirstRunScreen(self.targets, timeout=self.timeout))
