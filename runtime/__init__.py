@@ -20,6 +20,7 @@ _EXPORTS = {
     "ConversationBusy": "runtime.errors",
     "LeaseLost": "runtime.errors",
     "SchemaTooNew": "runtime.errors",
+    "SessionSummary": "runtime.records",
     "StoreError": "runtime.errors",
     "UnknownConversation": "runtime.errors",
     "UnknownEntry": "runtime.errors",
@@ -53,9 +54,23 @@ _EXPORTS = {
     "usage_summary": "runtime.usage",
     "reduce": "runtime.views",
     "view_from_snapshot": "runtime.views",
+    "Attachment": "runtime.mentions",
+    "LocalServer": "runtime.firstrun",
+    "NoModelConfigured": "runtime.firstrun",
+    "ProbeTarget": "runtime.firstrun",
+    "default_targets": "runtime.firstrun",
+    "first_run_report": "runtime.firstrun",
+    "first_run_text": "runtime.firstrun",
+    "probe_local_servers": "runtime.firstrun",
+    "WorkspaceFiles": "runtime.mentions",
+    "expand_mentions": "runtime.mentions",
+    "fuzzy_filter": "runtime.mentions",
+    "mention_at": "runtime.mentions",
+    "split_attachments": "runtime.mentions",
 }
 
 __all__ = [
+    "Attachment",
     "BadRule",
     "BastionError",
     "CompactionFailed",
@@ -70,8 +85,11 @@ __all__ = [
     "Harness",
     "ImportRefused",
     "LeaseLost",
+    "LocalServer",
     "LoopSettings",
     "ModelInfo",
+    "NoModelConfigured",
+    "ProbeTarget",
     "ProjectInstructions",
     "RestorePlan",
     "RestoreReport",
@@ -83,19 +101,29 @@ __all__ = [
     "SearchHit",
     "SearchQueryError",
     "SessionSettings",
+    "SessionSummary",
     "StoreError",
     "Subscription",
     "UnknownConversation",
     "UnknownEntry",
     "UsageSummary",
     "UsageTotals",
+    "WorkspaceFiles",
     "compacted_through",
     "default_home",
+    "default_targets",
+    "expand_mentions",
     "export_markdown",
+    "first_run_report",
+    "first_run_text",
+    "fuzzy_filter",
     "load_config",
     "load_instructions",
+    "mention_at",
+    "probe_local_servers",
     "reduce",
     "schema_version",
+    "split_attachments",
     "usage_summary",
     "view_from_snapshot",
 ]
@@ -120,11 +148,29 @@ if TYPE_CHECKING:
         UnknownConversation,
         UnknownEntry,
     )
+    from runtime.firstrun import (
+        LocalServer,
+        NoModelConfigured,
+        ProbeTarget,
+        default_targets,
+        first_run_report,
+        first_run_text,
+        probe_local_servers,
+    )
     from runtime.fulltext import SearchHit, SearchQueryError
     from runtime.harness import Harness, SessionSettings, Subscription, default_home
     from runtime.instructions import ProjectInstructions, load_instructions
     from runtime.loop import LoopSettings
+    from runtime.mentions import (
+        Attachment,
+        WorkspaceFiles,
+        expand_mentions,
+        fuzzy_filter,
+        mention_at,
+        split_attachments,
+    )
     from runtime.migrations import schema_version
+    from runtime.records import SessionSummary
     from runtime.rules import BadRule, Rule, RuleKind, Scope
     from runtime.sessions import Rewound
     from runtime.transfer import ImportRefused, export_markdown

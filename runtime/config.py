@@ -94,6 +94,8 @@ class Config:
         found = catalog_entry(spec)
         return int(found[1]["max_output_tokens"]) if found else DEFAULT_OUTPUT_CAP
 
+    model_set: bool = False  # a file or BASTION_MODEL chose `model` (else: the default)
+
 
 def user_config_path(env: Mapping[str, str]) -> Path:
     base = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
@@ -303,6 +305,7 @@ def load_config(cwd: str, env: Mapping[str, str] | None = None) -> Config:
         compact_reserve_tokens=merged.get("compact_reserve_tokens"),
         compact_model=merged.get("compact_model"),
         models=models,
+        model_set="model" in merged,
     )
 
 

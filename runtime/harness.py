@@ -59,6 +59,7 @@ from runtime.records import (
     InboxMode,
     InboxState,
     Run,
+    SessionSummary,
     ToolCallRecord,
 )
 from runtime.rules import (
@@ -290,6 +291,10 @@ class Harness:
         with its best entry and a snippet. SearchQueryError for an empty query; text
         that is not FTS5 syntax is searched as plain words."""
         return await self.store.search(query, limit)
+
+    async def session_summaries(self, limit: int = 500) -> list[SessionSummary]:
+        """The newest conversations (every directory) with their entry counts, for a picker."""
+        return await self.store.session_summaries(limit)
 
     async def search_conversations(self, query: str) -> list[Conversation]:
         """The conversations of `search(query)`, best first."""

@@ -114,6 +114,14 @@ class Conversation(_Record):
 
 
 @dataclass(frozen=True, slots=True)
+class SessionSummary:
+    """A conversation as a session list shows it: the record and how many entries it has."""
+
+    conversation: Conversation
+    entries: int
+
+
+@dataclass(frozen=True, slots=True)
 class Entry(_Record):
     id: str
     conversation_id: str

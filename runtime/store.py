@@ -38,7 +38,7 @@ from runtime.errors import (
     UnknownConversation,
 )
 from runtime.events import ConversationCreated, DurableEvent, LeaseChanged
-from runtime.records import Conversation, Entry, InboxItem, Run, ToolCallRecord
+from runtime.records import Conversation, Entry, InboxItem, Run, SessionSummary, ToolCallRecord
 from runtime.rules import Rule
 from runtime.tx import (
     CONVERSATION_COLUMNS,
@@ -593,6 +593,16 @@ class Store:
     async def search(self, query: str, limit: int = 50) -> list[fulltext.SearchHit]:
         """Conversations whose entries match `query` (FTS5, bm25), best first."""
         return await self._read(lambda db: fulltext.search(db, query, limit))
+
+    async def session_summaries(self, limit: int = 500) -> list[SessionSummary]:
+        """The newest `limit` conversations that have entries, each with its entry count."""
+        rows = await self._fetchall(
+            f"SELECT {CONVERSATION_COLUMNS}, "
+            "(SELECT COUNT(*) FROM entries e WHERE e.conversation_id = c.id) "
+            "FROM conversations c ORDER BY updated_at DESC, id DESC LIMIT ?",
+            (limit,),
+        )
+        return [SessionSummary(conversation_row(r[:-1]), r[-1]) for r in rows if r[-1]]
 
     async def snapshot(self, conversation_id: str) -> Snapshot:
         """Everything about one conversation, read in one read transaction; a streaming

@@ -298,6 +298,9 @@ class ThreadedHarness:
     async def new_session(self, *args: Any, **kwargs: Any) -> Any:
         return await self.call("new_session", *args, **kwargs)
 
+    async def session_summaries(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.call("session_summaries", *args, **kwargs)
+
     async def close(self) -> None:
         """Close the harness on its loop, then stop the thread."""
         if self.thread.alive:

@@ -27,12 +27,15 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import work
+from textual.actions import SkipAction
 from textual.app import App, ComposeResult, CSSPathType
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 from textual.widgets import Static
 
 from runtime.errors import BastionError, EmptyInput
+from runtime.firstrun import NoModelConfigured
+from runtime.mentions import expand_mentions, split_attachments
 from runtime.records import EntryKind, InboxMode
 from runtime.threaded import ThreadedHarness, channel_for
 from runtime.views import ConversationView, reduce
@@ -52,6 +55,7 @@ from tui.widgets import (
     ToolCallLine,
     Transcript,
 )
+from tui.widgets.completion import FileCompletion
 
 if TYPE_CHECKING:  # the harness's modules load after the first frame (see tui.launch)
     from runtime import ConfigWatcher
@@ -84,6 +88,11 @@ class BastionApp(App[int]):
         Binding("pageup", "page(-1)", "Page up", show=False, priority=True),
         Binding("pagedown", "page(1)", "Page down", show=False, priority=True),
         Binding("ctrl+o", "toggle_output", "Command output", show=False),
+        # While the @file list is open these move in it and choose; else they go on.
+        *(
+            Binding(key, f"completion('{key}')", show=False, priority=True)
+            for key in ("up", "down", "tab", "enter")
+        ),
     ]
 
     def __init__(
@@ -131,6 +140,7 @@ class BastionApp(App[int]):
         yield ApprovalPrompt()
         yield CommandOutput()
         yield CommandHints()
+        yield FileCompletion(id="file-completion")
         yield PromptInput(
             self._sent,
             has_queued=lambda: bool(self.view and self.view.queued_inbox),
@@ -159,6 +169,12 @@ class BastionApp(App[int]):
         if self.harness is None and self._opener is not None:
             try:
                 self.harness, self.conversation_id = await self._opener()
+            except NoModelConfigured as exc:  # first run: say how to choose a model
+                from tui.widgets.firstrun import FirstRunScreen
+
+                self.open_error = exc
+                await self.push_screen(FirstRunScreen())
+                return
             except BastionError as exc:  # the caller prints it once the terminal is back
                 self.open_error = exc
                 self.exit(2, return_code=2)
@@ -175,6 +191,9 @@ class BastionApp(App[int]):
         try:
             self.settings = await harness.session_settings(conv_id)
             await self.show(await harness.snapshot(conv_id))
+            assert self.view is not None
+            completion = self.query_one(FileCompletion)
+            completion.attach(self.query_one("#prompt"), self.view.conversation.cwd)
             self.ready.set()
             self._watch_themes()
             if self._first_prompt:
@@ -269,6 +288,9 @@ class BastionApp(App[int]):
         assert self.harness is not None
         busy = self.view is not None and self.view.active_run is not None
         mode = InboxMode.STEER if busy else InboxMode.PROMPT
+        if self.view is not None and text.strip():  # @path mentions become attachments
+            expansion = await asyncio.to_thread(expand_mentions, text, self.view.conversation.cwd)
+            text = expansion.text
         try:
             await self.harness.submit(
                 self.conversation_id, text, mode=InboxMode.FOLLOW_UP if follow_up else mode
@@ -282,7 +304,7 @@ class BastionApp(App[int]):
         """What the user sent in this conversation, oldest first (the prompt's history)."""
         if self.view is None:
             return []
-        return [e.text for e in self.view.settled if e.kind == EntryKind.USER]
+        return [split_attachments(e.text)[0] for e in self.view.settled if e.kind == EntryKind.USER]
 
     async def on_prompt_input_sent(self, event: PromptInput.Sent) -> None:
         text = event.text
@@ -421,7 +443,14 @@ class BastionApp(App[int]):
 
     # --- actions ------------------------------------------------------------
 
+    def action_completion(self, key: str) -> None:
+        """Up/Down/Tab/Enter in the open @file list; otherwise they go on as usual."""
+        if not self.query_one(FileCompletion).handle_key(key):
+            raise SkipAction()
+
     def action_interrupt(self) -> None:
+        if self.query_one(FileCompletion).handle_key("escape"):
+            return  # Esc closes the @file list first
         if self.harness is not None and self.view is not None and self.view.active_run is not None:
             self.run_worker(self._interrupt(), group="input")
         else:
@@ -433,7 +462,7 @@ class BastionApp(App[int]):
         done = await self.harness.interrupt(self.conversation_id)
         if done.withdrawn:
             prompt = self.query_one(PromptInput)
-            texts = [item.text for item in done.withdrawn]
+            texts = [split_attachments(item.text)[0] for item in done.withdrawn]
             if prompt.text.strip():
                 texts.append(prompt.text)
             prompt.set_value("\n".join(texts))

@@ -119,7 +119,14 @@ def main_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="continue the latest conversation in this directory",
     )
-    session.add_argument("-r", "--resume", metavar="ID", help="resume conversation ID")
+    session.add_argument(
+        "-r",
+        "--resume",
+        metavar="ID",
+        nargs="?",
+        const="",
+        help="resume conversation ID; without ID, pick one from a list",
+    )
     p.add_argument(
         "--request-key",
         metavar="KEY",
@@ -314,6 +321,11 @@ def _dispatch(args: list[str]) -> int:
         return commands.attach(attach_parser().parse_args(rest))
     opts = main_parser().parse_args(args)
     _check_text_options(opts)
+    if opts.print_mode and opts.resume == "":
+        raise UsageError(
+            "-p/--print cannot show the session picker: give the id, `-r ID` "
+            "(`bastion sessions --all` lists them), or `-c` for this directory's latest"
+        )
     if opts.print_mode and opts.prompt is None and sys.stdin is not None and not sys.stdin.isatty():
         # Print mode reads its prompt from stdin: read and check it before anything
         # is opened, and hand print mode the decoded text.

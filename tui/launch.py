@@ -45,6 +45,7 @@ def run(opts: Any) -> int:
     """
     from runtime.config import load_config
     from runtime.errors import BastionError
+    from runtime.firstrun import NoModelConfigured
     from runtime.threaded import HarnessThread, ThreadedHarness
     from tui.cli import EXIT_OK, EXIT_USAGE, error_line
 
@@ -54,6 +55,17 @@ def run(opts: Any) -> int:
     except BastionError as exc:
         error_line(str(exc))
         return EXIT_USAGE
+    if getattr(opts, "resume", None) == "":  # `-r` without an id: pick, then go on as `-r ID`
+        from tui.resume import choose_in_app
+
+        try:
+            chosen = choose_in_app(config.theme)
+        except BastionError as exc:
+            error_line(str(exc))
+            return EXIT_USAGE
+        if chosen is None:
+            return EXIT_OK
+        opts.resume = chosen
     sys.setswitchinterval(SWITCH_INTERVAL)  # the harness thread waits less for the interpreter
     thread = HarnessThread()
     openings: list[concurrent.futures.Future[Any]] = []  # opening, then driving
@@ -82,6 +94,12 @@ def run(opts: Any) -> int:
     if early:
         try:
             openings[0].result()
+        except NoModelConfigured:  # first run: the screen says how to choose a model
+            thread.stop()
+            from tui.widgets.firstrun import FirstRunApp
+
+            FirstRunApp(theme=config.theme).run()
+            return EXIT_USAGE
         except BastionError as exc:
             thread.stop()
             error_line(str(exc))
@@ -113,7 +131,7 @@ def run(opts: Any) -> int:
             error = _close_opened(thread, openings)
         thread.stop()
     error = app.open_error or error
-    if error is not None:
+    if error is not None and not isinstance(error, NoModelConfigured):  # (its screen said it)
         error_line(str(error))
         return EXIT_USAGE
     return app.return_code or EXIT_OK

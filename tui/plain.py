@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -23,13 +23,18 @@ from rich.markdown import Markdown
 from rich.text import Text
 
 from runtime import (
+    Attachment,
     BastionError,
     ConversationView,
     EmptyInput,
     Harness,
+    NoModelConfigured,
     Rule,
     Subscription,
+    expand_mentions,
+    first_run_report,
     reduce,
+    split_attachments,
 )
 from runtime.events import Event
 from runtime.records import (
@@ -137,13 +142,23 @@ class LineMode:
             self._sub.close()
 
     async def send(self, text: str, *, typed: bool = True) -> None:
+        if not text.strip():
+            return
+        cwd = self.view.conversation.cwd if self.view is not None else "."
+        expansion = await asyncio.to_thread(expand_mentions, text, cwd)
         try:
-            item = await self.harness.submit(self.conversation_id, text)
+            item = await self.harness.submit(self.conversation_id, expansion.text)
         except EmptyInput:
             return
         if typed:
             self._typed.add(item.id)
+            self._print_attachments(expansion.attachments)
         await self.follow()
+
+    def _print_attachments(self, attachments: Sequence[Attachment]) -> None:
+        for attachment in attachments:
+            style = "dim" if attachment.attached else "yellow"
+            self.console.print(Text("  📎 " + attachment.summary(), style=style))
 
     def _busy(self) -> bool:
         view = self.view
@@ -279,9 +294,9 @@ class LineMode:
                 case EntryKind.USER:
                     self._printed.add(entry.id)
                     if entry.data.get("inbox_id") not in self._typed:
-                        self.console.print(
-                            Text.assemble((PROMPT, "bold blue"), (entry.text, "bold"))
-                        )
+                        prompt, attachments = split_attachments(entry.text)
+                        self.console.print(Text.assemble((PROMPT, "bold blue"), (prompt, "bold")))
+                        self._print_attachments(attachments)
                 case EntryKind.ASSISTANT:
                     self._assistant(entry, view)
                 case EntryKind.TOOL_RESULT:
@@ -404,9 +419,18 @@ async def _main(opts: Any) -> int:
     from tui.cli import EXIT_OK, EXIT_USAGE, error_line
     from tui.launch import resume_hint
     from tui.session import start_session
+    from tui.sessionlist import wants_picker
 
     try:
+        if wants_picker(opts):  # `-r` without an id: a numbered list first
+            chosen = await _choose(PromptSession())
+            if chosen is None:
+                return EXIT_OK
+            opts.resume = chosen
         session = await start_session(opts, interactive=True)
+    except NoModelConfigured:
+        error_line(await first_run_report())
+        return EXIT_USAGE
     except BastionError as exc:
         error_line(str(exc))
         return EXIT_USAGE
@@ -429,5 +453,17 @@ async def _main(opts: Any) -> int:
         if await harness.exists(conv.id):
             print(resume_hint(conv.id))
         return code or EXIT_OK
+    finally:
+        await harness.close()
+
+
+async def _choose(prompts: Any) -> str | None:
+    """`--plain -r`: the numbered session list, read with `prompts` (a PromptSession)."""
+    from tui.sessionlist import choose_numbered
+
+    harness = await Harness.open()
+    try:
+        console = Console(highlight=False)
+        return await choose_numbered(harness, prompts.prompt_async, console.print)
     finally:
         await harness.close()

@@ -16,7 +16,15 @@ import sys
 import time
 from typing import Any, TextIO
 
-from runtime import BastionError, EmptyInput, Harness, Subscription
+from runtime import (
+    BastionError,
+    EmptyInput,
+    Harness,
+    NoModelConfigured,
+    Subscription,
+    expand_mentions,
+    first_run_report,
+)
 from runtime.errors import RequestKeyReused, StoreError, UnknownConversation
 from runtime.events import AttemptReset, Event, ToolCallUpdated, event_to_dict
 from runtime.records import Run, RunState
@@ -59,6 +67,9 @@ async def _main(opts: Any, prompt: str | None) -> int:
     out = Printer(opts.output_format, sys.stdout, sys.stderr)
     try:
         session = await start_session(opts, interactive=False, on_refusal=out.refused)
+    except NoModelConfigured:
+        error_line(await first_run_report())
+        return EXIT_USAGE
     except BastionError as exc:
         error_line(str(exc))
         return EXIT_USAGE
@@ -96,6 +107,11 @@ async def _main(opts: Any, prompt: str | None) -> int:
 async def _work(harness: Harness, session: Session, prompt: str | None, opts: Any) -> Run | None:
     conv_id = session.conversation.id
     if prompt is not None:
+        expansion = await asyncio.to_thread(expand_mentions, prompt, session.conversation.cwd)
+        for attachment in expansion.attachments:
+            if attachment.note:
+                error_line(attachment.summary())
+        prompt = expansion.text
         try:
             item = await harness.submit(conv_id, prompt, request_key=opts.request_key)
         except (StoreError, UnknownConversation) as exc:

@@ -10,7 +10,8 @@ from typing import Any
 
 from runtime import Driver, Harness, LoopSettings, default_home
 from runtime.config import Config, load_config, model_resolver
-from runtime.errors import BastionError, UnknownConversation
+from runtime.errors import BastionError, ConfigError, UnknownConversation
+from runtime.firstrun import NoModelConfigured
 from runtime.harness import new_conversation
 from runtime.ids import parse_uuid, uuid7
 from runtime.records import Conversation
@@ -59,6 +60,10 @@ def loop_settings(env: Any) -> LoopSettings:
 
 
 def _session_id(opts: Any) -> str | None:
+    if opts.resume == "":  # -r without an id: the front end picks one first
+        raise SessionUsageError(
+            "--resume needs a session id here", hint="list them with `bastion sessions --all`"
+        )
     raw = opts.session_id or opts.resume
     if raw is None:
         return None
@@ -100,7 +105,15 @@ async def open_session(opts: Any, cwd: str | None = None, *, check_model: bool =
         model = opts.model or stored.model or config.model
         approval = opts.approval_mode or config.approval_mode.value
         if check_model:  # ConfigError now, before anything is written
-            harness.resolve_model(model)
+            try:
+                harness.resolve_model(model)
+            except ConfigError as exc:
+                if opts.model or stored.model or config.model_set:
+                    raise
+                raise NoModelConfigured(  # first run: nothing chose a model
+                    "no model is configured",
+                    hint=f"{exc.message}; pass --model PROVIDER/NAME or set BASTION_MODEL",
+                ) from exc
         if created:
             settings: dict[str, Any] = {"model": model}
             if config.instructions:

@@ -23,7 +23,8 @@ JSON line to the record file (flushed at once), and runs until SIGTERM/SIGINT.
 Routes: `POST .../chat/completions` (OpenAI chat completions), `POST
 .../messages` (Anthropic Messages, same turns in that wire format: point
 ANTHROPIC_BASE_URL at `server.url`), `POST .../responses` (the OpenAI Responses
-API, same turns again; `server.base_url` as for chat), `GET .../models`.
+API, same turns again; `server.base_url` as for chat), `GET .../models`, and
+`GET /api/tags` (Ollama's model list, so the server can stand in for a local Ollama).
 
 Turn selection: a turn with `match` is taken when its substring occurs in the
 last user message (the first such unconsumed turn wins); otherwise the first
@@ -254,6 +255,10 @@ class _Protocol:
                 ],
             }
             await _send_json(writer, 200, models, keep_alive=request.keep_alive)
+            return request.keep_alive
+        if request.method == "GET" and path.endswith("/api/tags"):  # Ollama's model list
+            tags = {"models": [{"name": "loopback:latest", "model": "loopback:latest"}]}
+            await _send_json(writer, 200, tags, keep_alive=request.keep_alive)
             return request.keep_alive
         if request.method == "POST" and path.endswith("/chat/completions"):
             return await self._chat(request, reader, writer, _OPENAI)

@@ -22,7 +22,7 @@ from textual.markup import escape
 from textual.reactive import var
 from textual.widgets import Static
 
-from runtime import ConversationView
+from runtime import ConversationView, split_attachments
 from runtime.records import Approval, Entry, EntryKind, EntryStatus, ToolCallRecord, ToolCallState
 from runtime.views import LiveText, arguments_preview
 from tui.widgets.command_output import CommandOutput
@@ -64,14 +64,24 @@ class UserEntry(Static):
     """
 
     def __init__(self, entry: Entry) -> None:
-        super().__init__(escape(entry.text), markup=True)
+        super().__init__(user_markup(entry.text), markup=True)
         self.entry = entry
         self.entry_id = entry.id
 
     async def show(self, entry: Entry, view: ConversationView) -> None:
         if entry is not self.entry:
             self.entry = entry
-            self.update(escape(entry.text))
+            self.update(user_markup(entry.text))
+
+
+def user_markup(text: str) -> str:
+    """The prompt as typed; each attached file one dim line under it, not its contents."""
+    prompt, attachments = split_attachments(text)
+    lines = [escape(prompt)]
+    for attachment in attachments:
+        colour = "$text-muted" if attachment.attached else "$warning"
+        lines.append(f"[not bold {colour}]📎 {escape(attachment.summary())}[/]")
+    return "\n".join(lines)
 
 
 class NoteEntry(Static):
