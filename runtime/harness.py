@@ -668,6 +668,29 @@ class Harness:
         self._prepared.pop(conversation_id, None)
         return conv
 
+    async def switch_session(self, conversation_id: str, to: str) -> Conversation:
+        """Drive stored conversation `to` as this process drives `conversation_id` (same
+        interactivity), then release that one. Refused (UnfinishedWork, nothing changed)
+        while `conversation_id` has work in progress; ConversationBusy if another process
+        drives `to`; UnknownConversation if there is no such conversation."""
+        self._check_open()
+        target = await self.store.get_conversation(to)
+        if conversation_id not in self._prepared and await self.store.unfinished(conversation_id):
+            raise UnfinishedWork(
+                "this conversation still has work in progress",
+                hint="wait for it to finish, or press Esc to interrupt it first",
+            )
+        driver = self._drivers.get(conversation_id)
+        options = self._deferred.get(conversation_id) or {}
+        interactive = driver.config.interactive if driver else options.get("interactive", True)
+        on_refusal = driver.config.on_refusal if driver else options.get("on_refusal")
+        if to != conversation_id:
+            await self.drive(to, interactive=bool(interactive), on_refusal=on_refusal)
+            await self.release(conversation_id)
+            self._deferred.pop(conversation_id, None)
+            self._prepared.pop(conversation_id, None)
+        return target
+
     async def set_defaults(
         self, conversation_id: str, *, model: str | None = None, approval_mode: str | None = None
     ) -> None:

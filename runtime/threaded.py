@@ -295,6 +295,9 @@ class ThreadedHarness:
     async def set_model(self, *args: Any, **kwargs: Any) -> Any:
         return await self.call("set_model", *args, **kwargs)
 
+    async def switch_session(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.call("switch_session", *args, **kwargs)
+
     async def new_session(self, *args: Any, **kwargs: Any) -> Any:
         return await self.call("new_session", *args, **kwargs)
 

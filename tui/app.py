@@ -376,8 +376,25 @@ class BastionApp(App[int]):
         """A new conversation in this directory, with this one's model and mode."""
         assert self.harness is not None
         fresh = await self.harness.new_session(self.conversation_id)
+        await self._show_conversation(fresh.id)
+
+    async def pick_session(self) -> str | None:
+        """The session picker (this directory's sessions first); the id chosen, or None."""
+        from tui.widgets.picker import SessionPicker
+
+        assert self.harness is not None and self.view is not None
+        picker = await SessionPicker.load(self.harness, self.view.conversation.cwd)
+        return await self.push_screen_wait(picker)
+
+    async def resume_session(self, conversation_id: str) -> None:
+        """Go on with stored conversation `conversation_id` here (this one is released)."""
+        assert self.harness is not None
+        await self.harness.switch_session(self.conversation_id, conversation_id)
+        await self._show_conversation(conversation_id)
+
+    async def _show_conversation(self, conversation_id: str) -> None:
         self.workers.cancel_group(self, "events")  # stop following the old conversation
-        self.conversation_id = fresh.id
+        self.conversation_id = conversation_id
         self.view = None
         await self.query_one(Transcript).remove()
         transcript = Transcript(id="transcript")  # a fresh one: the transcript shows one view

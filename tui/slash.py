@@ -64,6 +64,10 @@ class CommandHost(Protocol):
 
     async def new_session(self) -> None: ...
 
+    async def pick_session(self) -> str | None: ...
+
+    async def resume_session(self, conversation_id: str) -> None: ...
+
     def exit(self, result: int | None = None) -> None: ...
 
 
@@ -193,11 +197,14 @@ async def new(host: CommandHost, arg: str) -> None:
 
 
 async def resume(host: CommandHost, arg: str) -> None:
-    """The session picker's place: until it exists, say how to resume from the shell."""
-    host.say(
-        "to continue another session, quit and run [b]bastion -r ID[/] "
-        "([b]bastion sessions[/] lists them; [b]bastion -c[/] takes the newest here)"
-    )
+    """`/resume [ID]`: the session picker (or ID), then that conversation goes on here."""
+    chosen = arg.strip() or await host.pick_session()
+    if not chosen:
+        return
+    try:
+        await host.resume_session(chosen)
+    except BastionError as exc:
+        host.say(escape(_message(exc)), error=True)
 
 
 async def compact(host: CommandHost, arg: str) -> None:
@@ -278,7 +285,7 @@ COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand("model", "show or switch the model", model, "[NAME]"),
     SlashCommand("mode", "show or switch the approval mode", mode, "[MODE]"),
     SlashCommand("new", "start a new conversation", new, aliases=("clear",)),
-    SlashCommand("resume", "continue another session", resume),
+    SlashCommand("resume", "continue another session (picker, or ID)", resume, "[ID]"),
     SlashCommand("compact", "summarize the conversation so far", compact, "[INSTRUCTIONS]"),
     SlashCommand("export", "write the conversation to a file", export, "[markdown|json]"),
     SlashCommand("theme", "show or switch the theme", theme, "[NAME]"),

@@ -188,8 +188,8 @@ async def test_resume_compact_cost_and_quit(tmp_path):
             await wait_for(app.ready.is_set, pilot)
             await run_command(app, pilot, "/cost")
             await wait_for(lambda: "no usage yet" in said(app), pilot)
-            await run_command(app, pilot, "/resume")
-            await wait_for(lambda: "bastion -r ID" in said(app), pilot)
+            await run_command(app, pilot, "/resume 0192f7a4-6c1e-7d2a-9b3e-5f6a7b8c9d0e")
+            await wait_for(lambda: "no conversation" in said(app), pilot)
             await run_command(app, pilot, "/compact keep the API notes")
             await wait_for(lambda: "nothing to compact yet" in said(app), pilot)
             await pilot.press(*"go", "enter")
@@ -263,3 +263,40 @@ async def test_the_command_palette_runs_the_same_commands(tmp_path):
             assert not isinstance(app.screen, CommandPalette)
     finally:
         await harness.close()
+
+
+async def test_resume_switches_to_a_stored_conversation_here(tmp_path):
+    """`/resume ID` (what the picker returns) releases this conversation and goes on
+    with that one: its transcript shows, and the next prompt goes to it."""
+    provider = ScriptedProvider(
+        [ScriptedTurn(text="first answer"), ScriptedTurn(text="second answer"),
+         ScriptedTurn(text="back in the first")]
+    )  # fmt: skip
+    harness, first = await open_driven(tmp_path, provider)
+    item = await harness.submit(first, "in the first")
+    await harness.wait(item.id, first, poll=0.05)
+    other = await harness.create_conversation(str(tmp_path), settings={"model": MODEL})
+    await harness.release(first)  # this process drives the one on screen
+    await harness.drive(other.id, interactive=True)
+    app = BastionApp(harness, other.id)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(app.ready.is_set, pilot)
+            await pilot.press(*"in the second", "enter")
+            await wait_for(lambda: run_settled(app), pilot)
+            await run_command(app, pilot, f"/resume {first}")
+            await wait_for(lambda: app.conversation_id == first, pilot)
+            await wait_for(lambda: "first answer" in transcript_text(app), pilot)
+            await pilot.press(*"again", "enter")
+            await wait_for(lambda: "back in the first" in transcript_text(app), pilot)
+        snap = await harness.store.snapshot(first)
+        assert [e.text for e in snap.entries][-2:] == ["again", "back in the first"]
+        assert harness.driver(other.id) is None and harness.driver(first) is not None
+    finally:
+        await harness.close()
+
+
+def transcript_text(app: BastionApp) -> str:
+    from tui.widgets import AssistantEntry
+
+    return "\n".join(w.text_shown for w in app.query(AssistantEntry))
