@@ -56,15 +56,29 @@ def totals(view: ConversationView) -> Totals:
 
 
 def context_window(model: str) -> int | None:
-    """The model's context window in tokens; None while no catalog says it."""
-    return None
+    """The model's context window in tokens, from the model catalog (a model it does not
+    know gets its conservative default); None with no model."""
+    if not model:
+        return None
+    from runtime.catalog import lookup
+
+    return lookup(model).context_window
 
 
 _sizes: dict[int, tuple[tuple[object, ...], int]] = {}
 
 
 def context_of(view: ConversationView, model: str) -> Context:
-    """How much of the window the conversation fills: estimated from its text."""
+    """How much of the window the conversation fills: what the provider reported for the
+    newest request when it did, else estimated from the text."""
+    for run in reversed(view.runs):
+        usage = run.usage or {}
+        measured = usage.get("context_tokens")
+        if isinstance(measured, int) and measured > 0:
+            quality = usage.get("quality", "measured")
+            return Context(measured, context_window(model), estimated=quality != "measured")
+        if usage:
+            break
     settled = view.settled
     cached = _sizes.get(id(settled))
     if cached is not None and cached[0] is settled:

@@ -123,7 +123,7 @@ async def status_at(tmp_path, width: int) -> tuple[str, str]:
 
 
 async def test_the_status_line_drops_fields_by_priority(tmp_path):
-    wide, hints = await status_at(tmp_path / "a", 140)
+    wide, hints = await status_at(tmp_path / "a", 180)
     for part in ("◌ writing", "ask", "1 queued", "scripted/bastion-test", "ctx ~"):
         assert part in wide
     assert "enter" in hints and "follow-up" in hints
