@@ -233,6 +233,7 @@ class ConfigWatcher:
 
 
 def _changed(old: Config, new: Config) -> frozenset[str]:
-    names = [f.name for f in fields(Config) if f.name != "sources"]
+    derived = ("sources", "theme_source", "model_set")  # where a value came from, not a setting
+    names = [f.name for f in fields(Config) if f.name not in derived]
     before: dict[str, Any] = {n: getattr(old, n) for n in names}
     return frozenset(n for n in names if getattr(new, n) != before[n])

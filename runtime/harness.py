@@ -728,6 +728,7 @@ class Harness:
         return self._drivers.get(conversation_id)
 
     async def release(self, conversation_id: str) -> None:
+        self._settings.pop(conversation_id, None)  # driven again: its own model and mode
         server = self._servers.pop(conversation_id, None)
         if server is not None:
             await server.close()

@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from textual.widgets import Input
-
 from runtime import Harness
 from runtime.mentions import MAX_FILE_BYTES
 from runtime.records import EntryKind
@@ -14,7 +12,7 @@ from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import open_harness
 from tests.tui.conftest import MODEL, SIZE, HangingProvider, run_settled, wait_for
 from tui.app import BastionApp
-from tui.widgets import UserEntry
+from tui.widgets import PromptInput, UserEntry
 from tui.widgets.completion import FileCompletion
 
 
@@ -48,7 +46,7 @@ async def test_typing_at_lists_files_filters_and_chooses(tmp_path):
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(app.ready.is_set, pilot)
             completion = app.query_one(FileCompletion)
-            prompt = app.query_one("#prompt", Input)
+            prompt = app.query_one(PromptInput)
             await pilot.press(*"explain @")
             await wait_for(lambda: completion.is_open, pilot)
             assert set(shown(completion)) == {
@@ -130,7 +128,7 @@ async def test_refused_paths_are_not_attached_and_say_why(tmp_path):
             await wait_for(lambda: completion.is_open, pilot)
             assert shown(completion) == ["docs/guide.md"]  # the link is never offered
             await pilot.press("escape")
-            app.query_one("#prompt", Input).value = "read @docs/link.md and @../secret.txt"
+            app.query_one(PromptInput).set_value("read @docs/link.md and @../secret.txt")
             await pilot.press("end", "enter")
             await wait_for(lambda: run_settled(app), pilot)
             await pilot.pause(0.05)
@@ -153,14 +151,14 @@ async def test_a_withdrawn_steer_comes_back_as_typed_not_with_the_file(tmp_path)
             await wait_for(provider.streamed.is_set, pilot)
             await wait_for(lambda: app.view is not None and app.view.active_run is not None, pilot)
             app.query_one(FileCompletion).close()
-            app.query_one("#prompt", Input).value = "mind @docs/guide.md"
+            app.query_one(PromptInput).set_value("mind @docs/guide.md")
             await pilot.press("end", "enter")
             await wait_for(lambda: bool(app.view and app.view.queued_inbox), pilot)
             [queued] = app.view.queued_inbox
             assert queued.text.startswith('mind @docs/guide.md\n\n<file path="docs/guide.md"')
             await pilot.press("escape")  # interrupt: the steer comes back to the prompt
             await wait_for(lambda: run_settled(app), pilot)
-            prompt = app.query_one("#prompt", Input)
+            prompt = app.query_one(PromptInput)
             await wait_for(lambda: prompt.value == "mind @docs/guide.md", pilot)
     finally:
         await harness.close()
