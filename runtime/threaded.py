@@ -295,6 +295,18 @@ class ThreadedHarness:
     async def set_model(self, *args: Any, **kwargs: Any) -> Any:
         return await self.call("set_model", *args, **kwargs)
 
+    async def fork(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.call("fork", *args, **kwargs)
+
+    async def rewind(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.call("rewind", *args, **kwargs)
+
+    async def restore_plan(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.call("restore_plan", *args, **kwargs)
+
+    async def restore(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.call("restore", *args, **kwargs)
+
     async def switch_session(self, *args: Any, **kwargs: Any) -> Any:
         return await self.call("switch_session", *args, **kwargs)
 

@@ -119,6 +119,7 @@ class BastionApp(App[int]):
         self._first_prompt = first_prompt
         self._opener = opener
         self._model = model  # shown until the first view says which model the session uses
+        self.pending_restore: Any = None  # the last /rewind's restore plan, for /restore
         self.open_error: BastionError | None = None  # why the opener failed, if it did
         # The user's theme files (read now unless given); an unknown name is a ConfigError.
         self.theme_folder = theme_folder or theming.user_folder()
@@ -377,6 +378,12 @@ class BastionApp(App[int]):
         assert self.harness is not None
         fresh = await self.harness.new_session(self.conversation_id)
         await self._show_conversation(fresh.id)
+
+    def set_draft(self, text: str) -> None:
+        """Put `text` in the prompt to edit (what /rewind hands back)."""
+        prompt = self.query_one(PromptInput)
+        prompt.set_value(text)
+        prompt.focus()
 
     async def pick_session(self) -> str | None:
         """The session picker (this directory's sessions first); the id chosen, or None."""

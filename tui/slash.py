@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from runtime.errors import BastionError
+from runtime.records import EntryKind
 from tui.markup import escape
 from tui.usage import totals_label
 
@@ -67,6 +68,10 @@ class CommandHost(Protocol):
     async def pick_session(self) -> str | None: ...
 
     async def resume_session(self, conversation_id: str) -> None: ...
+
+    def set_draft(self, text: str) -> None: ...
+
+    pending_restore: Any
 
     def exit(self, result: int | None = None) -> None: ...
 
@@ -271,6 +276,74 @@ async def cost(host: CommandHost, arg: str) -> None:
     host.say(f"this conversation: {totals_label(view, long=True)} over {runs} run(s)")
 
 
+async def fork(host: CommandHost, arg: str) -> None:
+    """`/fork`: go on in a copy of this conversation (the original stays as it is)."""
+    source = host.conversation_id
+    try:
+        copy = await host.harness.fork(source)
+        await host.resume_session(copy.id)
+    except BastionError as exc:
+        host.say(escape(_message(exc)), error=True)
+        return
+    host.say(f"forked: this is the copy [b]{copy.id[:8]}[/]; [b]{source[:8]}[/] is unchanged")
+
+
+async def rewind(host: CommandHost, arg: str) -> None:
+    """`/rewind` lists your messages; `/rewind N` goes back to just before message N: a
+    fork without it, the message back in the prompt, and what /restore can undo."""
+    view = host.view
+    asked = [e for e in view.settled if e.kind == EntryKind.USER] if view else []
+    if not asked:
+        host.say("nothing to rewind to yet")
+        return
+    if not arg.strip():
+        rows = [f"[b]{i}[/] {escape(_first_line(e.text))}" for i, e in enumerate(asked, 1)]
+        host.say("\n".join([*rows, "go back to before one with [b]/rewind N[/]"]))
+        return
+    if not arg.strip().isdigit() or not 1 <= int(arg) <= len(asked):
+        host.say(f"/rewind takes a number from 1 to {len(asked)}", error=True)
+        return
+    entry, source = asked[int(arg) - 1], host.conversation_id
+    try:
+        back = await host.harness.rewind(source, entry.id)
+        plan = await host.harness.restore_plan(source, entry.id)
+        await host.resume_session(back.conversation.id)
+    except BastionError as exc:
+        host.say(escape(_message(exc)), error=True)
+        return
+    host.set_draft(back.prompt)
+    host.pending_restore = plan if plan.files else None
+    lines = [f"rewound: before message {arg}, in a copy; [b]{source[:8]}[/] is unchanged"]
+    lines += [escape(line) for line in plan.lines()]
+    if plan.files:
+        lines.append("files are untouched until [b]/restore[/] puts them back as they were")
+    host.say("\n".join(lines))
+
+
+async def restore(host: CommandHost, arg: str) -> None:
+    """`/restore`: put the files back as the last /rewind's plan says."""
+    plan = host.pending_restore
+    if plan is None:
+        host.say("nothing to restore: /rewind first (it says what can be put back)")
+        return
+    try:
+        report = await host.harness.restore(plan)
+    except BastionError as exc:
+        host.say(escape(_message(exc)), error=True)
+        return
+    host.pending_restore = None
+    lines = [f"restored {path}" for path in report.restored]
+    lines += [f"removed {path} (it did not exist then)" for path in report.removed]
+    lines += [f"could not restore {path}: {why}" for path, why in report.failed]
+    lines += [f"cannot undo: {why}" for why in report.cannot_undo]
+    host.say("\n".join(escape(line) for line in lines) or "nothing needed restoring")
+
+
+def _first_line(text: str, limit: int = 70) -> str:
+    line = next((s.strip() for s in text.splitlines() if s.strip()), "")
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
 async def quit_app(host: CommandHost, arg: str) -> None:
     host.exit(0)
 
@@ -286,6 +359,9 @@ COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand("mode", "show or switch the approval mode", mode, "[MODE]"),
     SlashCommand("new", "start a new conversation", new, aliases=("clear",)),
     SlashCommand("resume", "continue another session (picker, or ID)", resume, "[ID]"),
+    SlashCommand("fork", "go on in a copy of this conversation", fork),
+    SlashCommand("rewind", "go back to before one of your messages", rewind, "[N]"),
+    SlashCommand("restore", "put files back as the last /rewind says", restore),
     SlashCommand("compact", "summarize the conversation so far", compact, "[INSTRUCTIONS]"),
     SlashCommand("export", "write the conversation to a file", export, "[markdown|json]"),
     SlashCommand("theme", "show or switch the theme", theme, "[NAME]"),

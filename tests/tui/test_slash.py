@@ -10,6 +10,7 @@ from runtime import ConfigError, Harness
 from runtime.providers.base import Usage
 from runtime.records import EntryKind
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
+from tests.runtime.helpers import open_harness
 from tests.tui.conftest import MODEL, SIZE, open_driven, run_settled, wait_for
 from tui.app import BastionApp
 from tui.widgets import CommandHints, CommandOutput, PromptInput, StatusBar
@@ -300,3 +301,48 @@ def transcript_text(app: BastionApp) -> str:
     from tui.widgets import AssistantEntry
 
     return "\n".join(w.text_shown for w in app.query(AssistantEntry))
+
+
+async def test_fork_rewind_and_restore_from_the_prompt(tmp_path):
+    """/fork goes on in a copy; /rewind N goes back to before message N (its text back in
+    the prompt, the plan said), and /restore removes the file the model wrote since."""
+    import json as _json
+
+    from runtime.providers.base import ToolCall
+    from runtime.toolbox import WorkspaceToolbox
+
+    work = tmp_path / "work"
+    work.mkdir()
+    write = ToolCall("w1", "write_file", _json.dumps({"path": "notes.txt", "content": "hi\n"}))
+    provider = ScriptedProvider(
+        [ScriptedTurn(text="Writing.", tool_calls=(write,)), ScriptedTurn(text="Wrote it.")]
+    )
+    box = WorkspaceToolbox(str(work), tmp_path / "artifacts")
+    harness = await open_harness(work, provider, box)
+    conv = await harness.create_conversation(
+        str(work), settings={"model": MODEL, "approval_mode": "full-auto"}
+    )
+    await harness.drive(conv.id, interactive=True)
+    app = BastionApp(harness, conv.id)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(app.ready.is_set, pilot)
+            await pilot.press(*"write the notes", "enter")
+            await wait_for(lambda: run_settled(app) and (work / "notes.txt").exists(), pilot)
+            await run_command(app, pilot, "/fork")
+            await wait_for(lambda: "forked" in said(app), pilot)
+            forked = app.conversation_id
+            assert forked != conv.id
+            await wait_for(lambda: "Wrote it." in transcript_text(app), pilot)
+            await run_command(app, pilot, "/rewind")
+            await wait_for(lambda: "1 write the notes" in said(app), pilot)
+            await run_command(app, pilot, "/rewind 1")
+            await wait_for(lambda: "rewound" in said(app), pilot)
+            assert app.conversation_id not in (conv.id, forked)
+            assert app.query_one(PromptInput).text == "write the notes"
+            assert "notes.txt" in said(app) and (work / "notes.txt").exists()
+            await run_command(app, pilot, "/restore")
+            await wait_for(lambda: "removed notes.txt" in said(app), pilot)
+            assert not (work / "notes.txt").exists()
+    finally:
+        await harness.close()
