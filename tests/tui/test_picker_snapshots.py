@@ -21,7 +21,7 @@ from runtime.records import Conversation
 from runtime.testing.scripted import ScriptedProvider
 from runtime.testing.server import LoopbackServer
 from tests.runtime.helpers import open_harness
-from tests.tui.conftest import MODEL, wait_for
+from tests.tui.conftest import MODEL, SNAPSHOT_ID, wait_for
 from tests.tui.test_snapshots import _same_textual  # noqa: F401 (an autouse fixture)
 from tui.app import BastionApp
 from tui.resume import PickerApp
@@ -48,7 +48,9 @@ def completion_app(tmp_path: Path) -> BastionApp:
 
     async def opener() -> Any:
         harness = await open_harness(tmp_path, ScriptedProvider([]))
-        conv = await harness.create_conversation(str(root), settings={"model": MODEL})
+        conv = await harness.create_conversation(
+            str(root), settings={"model": MODEL}, conversation_id=SNAPSHOT_ID
+        )
         await harness.drive(conv.id, interactive=True)
         return harness, conv.id
 

@@ -23,7 +23,7 @@ from runtime.providers.base import ToolCall
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from runtime.toolbox import ToolOutcome
 from tests.runtime.helpers import RecordingToolbox
-from tests.tui.conftest import open_driven, run_settled, wait_for
+from tests.tui.conftest import SNAPSHOT_ID, open_driven, run_settled, wait_for
 from tests.tui.test_snapshots import _same_textual  # noqa: F401  (skips on another Textual)
 from tools.result import ToolResult
 from tui.app import BastionApp
@@ -101,7 +101,9 @@ def _app(tmp_path: Path, theme: str) -> Any:
     provider, toolbox = ScriptedProvider(turns), CommandToolbox()
 
     async def opener() -> tuple[Harness, str]:  # full-auto: the command runs without asking
-        return await open_driven(tmp_path, provider, toolbox, approval_mode="full-auto")
+        return await open_driven(
+            tmp_path, provider, toolbox, approval_mode="full-auto", conversation_id=SNAPSHOT_ID
+        )
 
     return BastionApp(opener=opener, first_prompt="Why does the config test fail?", theme=theme)
 
