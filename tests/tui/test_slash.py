@@ -13,6 +13,7 @@ from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import open_harness
 from tests.tui.conftest import MODEL, SIZE, open_driven, run_settled, wait_for
 from tui.app import BastionApp
+from tui.slash import COMMANDS
 from tui.widgets import CommandHints, CommandOutput, PromptInput, StatusBar
 
 
@@ -97,7 +98,7 @@ async def test_typing_a_slash_offers_completions_and_tab_completes(tmp_path):
             await wait_for(app.ready.is_set, pilot)
             await pilot.press("/")
             hints = app.query_one(CommandHints)
-            assert hints.shown and len(hints.matches) == 10
+            assert hints.shown and len(hints.matches) == len(COMMANDS)
             await pilot.press("m", "o")
             assert [c.name for c in hints.matches] == ["model", "mode"]
             await pilot.press("down", "tab")
