@@ -15,7 +15,7 @@ import pytest
 from runtime.providers.base import ToolCall
 from runtime.testing.scripted import ScriptedTurn
 from runtime.toolbox import WorkspaceToolbox
-from tests.tui.conftest import make_app, wait_for
+from tests.tui.conftest import make_app, run_settled, wait_for
 from tests.tui.test_snapshots import CONFIG_PY, _same_textual
 from tui.widgets import ApprovalPrompt
 
@@ -25,10 +25,11 @@ HERE = Path(__file__).parent
 SCREENSHOTS = {
     "test_pending_edit_with_diff_and_rule[80x24].svg": "app-approval-diff-80x24.svg",
     "test_pending_edit_with_diff_and_rule[140x45].svg": "app-approval-diff-140x45.svg",
+    "test_tool_round_with_its_diff[140x45].svg": "app-tool-diff-140x45.svg",
 }
 
 
-def _edit_app(tmp_path: Path) -> Any:
+def _edit_app(tmp_path: Path, *then: ScriptedTurn) -> Any:
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "config.py").write_text(CONFIG_PY)
     args = json.dumps(
@@ -43,7 +44,7 @@ def _edit_app(tmp_path: Path) -> Any:
         tool_calls=(ToolCall("call_e", "edit_file", args),),
     )
     toolbox = WorkspaceToolbox(str(tmp_path), tmp_path / ".artifacts")
-    return make_app(tmp_path, [turn], toolbox=toolbox, first_prompt="Fix parse_config")
+    return make_app(tmp_path, [turn, *then], toolbox=toolbox, first_prompt="Fix parse_config")
 
 
 async def _until_asking(pilot: Any) -> None:
@@ -63,6 +64,24 @@ def test_pending_edit_with_diff_and_rule(snap_compare, tmp_path, size):
     `+    return data.get("bastion", {})` green — then `a saves: edits under src/`
     and the keys `[y] once  [a] always  [n] deny  [e] deny with a message`."""
     assert snap_compare(_edit_app(tmp_path), terminal_size=size, run_before=_until_asking)
+
+
+async def _approved_and_done(pilot: Any) -> None:
+    await _until_asking(pilot)
+    await pilot.press("y")
+    await wait_for(lambda: run_settled(pilot.app), pilot)
+    await pilot.pause(0.1)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (140, 45)], ids=["80x24", "140x45"])
+def test_tool_round_with_its_diff(snap_compare, tmp_path, size):
+    """The same edit approved with `y`: the row turns to a green `● edit_file {...}`
+    with its result line under it and the coloured diff kept in the row (`-    return
+    data["bastion"]` red, `+    return data.get("bastion", {})` green), then the
+    answer "Done: parse_config falls back to an empty table."; no approval line; the
+    status line starts `● done`."""
+    app = _edit_app(tmp_path, ScriptedTurn(text="Done: parse_config falls back to an empty table."))
+    assert snap_compare(app, terminal_size=size, run_before=_approved_and_done)
 
 
 def copy_screenshots(root: Path = HERE.parent.parent) -> list[Path]:
