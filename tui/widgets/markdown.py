@@ -16,13 +16,10 @@ every answer (Textual re-renders each widget on it).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, ConsoleOptions, RenderResult
-from rich.markdown import CodeBlock, Heading
-from rich.markdown import Markdown as RichMarkdown
 from rich.segment import Segment
-from rich.syntax import Syntax
 from rich.theme import Theme as RichTheme
 from textual.widgets import Static
 
@@ -30,44 +27,6 @@ if TYPE_CHECKING:
     from textual.app import App
 
 __all__ = ["MarkdownText", "markdown_theme"]
-
-CODE_THEMES = {True: "monokai", False: "friendly"}  # Pygments styles, by theme darkness
-
-
-class _LeftHeading(Heading):
-    """Headings at the left margin, as in Textual's Markdown (Rich centres `#`)."""
-
-    LEVEL_ALIGN: ClassVar[dict[str, Any]] = dict.fromkeys(
-        ("h1", "h2", "h3", "h4", "h5", "h6"), "left"
-    )
-
-
-class _Code(CodeBlock):
-    """A fenced block: highlighted, wrapped, on the code background, one cell of padding."""
-
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        style = console.get_style("markdown.code_block")
-        background = style.bgcolor.name if style.bgcolor is not None else None
-        yield Syntax(
-            str(self.text).rstrip(),
-            self.lexer_name,
-            theme=self.theme,
-            word_wrap=True,
-            padding=(1, 2),
-            background_color=background,
-        )
-
-
-class _Markdown(RichMarkdown):
-    elements: ClassVar[dict[str, Any]] = {
-        **RichMarkdown.elements,
-        "heading_open": _LeftHeading,
-        "fence": _Code,
-        "code_block": _Code,
-    }
-
-    def __init__(self, markup: str, dark: bool) -> None:
-        super().__init__(markup, code_theme=CODE_THEMES[dark], hyperlinks=False)
 
 
 class _Themed:
@@ -153,7 +112,9 @@ class MarkdownText(Static):
         theme = markdown_theme(self.app)
         drawn = self._drawn
         if drawn is None or drawn[0] is not self.source or drawn[1] is not theme:
-            markdown = _Markdown(self.source, self.app.current_theme.dark)
+            from tui.widgets.rich_markdown import LeftMarkdown  # the parser loads with an answer
+
+            markdown = LeftMarkdown(self.source, self.app.current_theme.dark)
             drawn = self._drawn = (self.source, theme, _Themed(markdown, theme))
         return drawn[2]
 

@@ -1,0 +1,53 @@
+"""Rich's Markdown with left-aligned headings and our code blocks (imported with the
+first answer drawn, not at start-up: it brings the Markdown parser and Pygments)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.markdown import CodeBlock, Heading
+from rich.markdown import Markdown as RichMarkdown
+from rich.syntax import Syntax
+
+__all__ = ["CODE_THEMES", "LeftMarkdown"]
+
+CODE_THEMES = {True: "monokai", False: "friendly"}  # Pygments styles, by theme darkness
+
+
+class _LeftHeading(Heading):
+    """Headings at the left margin, as in Textual's Markdown (Rich centres `#`)."""
+
+    LEVEL_ALIGN: ClassVar[dict[str, Any]] = dict.fromkeys(
+        ("h1", "h2", "h3", "h4", "h5", "h6"), "left"
+    )
+
+
+class _Code(CodeBlock):
+    """A fenced block: highlighted, wrapped, on the code background, one cell of padding."""
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        style = console.get_style("markdown.code_block")
+        background = style.bgcolor.name if style.bgcolor is not None else None
+        yield Syntax(
+            str(self.text).rstrip(),
+            self.lexer_name,
+            theme=self.theme,
+            word_wrap=True,
+            padding=(1, 2),
+            background_color=background,
+        )
+
+
+class LeftMarkdown(RichMarkdown):
+    """Markdown as the transcript draws it (`dark`: the code theme for a dark screen)."""
+
+    elements: ClassVar[dict[str, Any]] = {
+        **RichMarkdown.elements,
+        "heading_open": _LeftHeading,
+        "fence": _Code,
+        "code_block": _Code,
+    }
+
+    def __init__(self, markup: str, dark: bool) -> None:
+        super().__init__(markup, code_theme=CODE_THEMES[dark], hyperlinks=False)
