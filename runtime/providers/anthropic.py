@@ -42,18 +42,17 @@ from runtime.providers.base import (
 )
 from runtime.providers.httpbase import (
     DEFAULT_IDLE_TIMEOUT,
-    IdleGuard,
     Redactor,
-    drain,
     empty_response_error,
     error_from_body,
+    event_items,
     make_client,
     open_stream,
     status_error,
     stream_timeout,
     transport_error,
 )
-from runtime.providers.sse import ServerSentEvent, SSEDecoder
+from runtime.providers.sse import ServerSentEvent
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicProvider", "build_messages_body", "default_max_tokens"]
 
@@ -114,21 +113,8 @@ class AnthropicProvider:
                         payload,
                         redact=self._redact,
                     )
-                decoder = SSEDecoder()
                 state = _MessageStream(self.name, self._redact)
-                reads = IdleGuard(response.aiter_bytes(), self.idle_timeout, self.name)
-                async for chunk in reads:
-                    events = decoder.feed(chunk)
-                    if events:
-                        for item in state.consume(events):
-                            yield item
-                        if state.stopped:
-                            await drain(reads.reads)
-                            break
-                else:
-                    for item in state.consume(decoder.close()):
-                        yield item
-                for item in state.finish():
+                async for item in event_items(response, state, self.idle_timeout, self.name):
                     yield item
         except httpx.RequestError as exc:
             raise transport_error(

@@ -27,11 +27,12 @@ import json
 import re
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
 from runtime.providers.base import EMPTY_RESPONSE, IDLE_TIMEOUT, ProviderError
+from runtime.providers.sse import ServerSentEvent, SSEDecoder
 
 __all__ = [
     "DEFAULT_IDLE_TIMEOUT",
@@ -43,6 +44,7 @@ __all__ = [
     "drain",
     "empty_response_error",
     "error_from_body",
+    "event_items",
     "idle_timeout_error",
     "is_loopback_url",
     "local_server_hint",
@@ -284,6 +286,39 @@ def make_client(
         )
 
     return LazyClient(make)
+
+
+class EventState(Protocol):
+    """A provider's stream state: SSE events in, stream items out."""
+
+    stopped: bool
+
+    def consume(self, events: list[ServerSentEvent]) -> list[Any]: ...
+
+    def finish(self) -> list[Any]: ...
+
+
+async def event_items(
+    response: httpx.Response, state: EventState, idle: float, provider: str
+) -> AsyncIterator[Any]:
+    """The items `state` makes of a streaming response's server-sent events, each chunk
+    read within `idle` seconds; once `state.stopped`, the rest of the body is drained
+    (so the connection goes back to the pool) and not read as events."""
+    decoder = SSEDecoder()
+    reads = IdleGuard(response.aiter_bytes(), idle, provider)
+    async for chunk in reads:
+        events = decoder.feed(chunk)
+        if events:
+            for item in state.consume(events):
+                yield item
+            if state.stopped:
+                await drain(reads.reads)
+                break
+    else:
+        for item in state.consume(decoder.close()):
+            yield item
+    for item in state.finish():
+        yield item
 
 
 async def drain(reads: AsyncIterator[bytes], *, seconds: float = 0.5) -> None:

@@ -49,18 +49,17 @@ from runtime.providers.base import (
 )
 from runtime.providers.httpbase import (
     DEFAULT_IDLE_TIMEOUT,
-    IdleGuard,
     Redactor,
-    drain,
     empty_response_error,
     error_from_body,
+    event_items,
     make_client,
     open_stream,
     status_error,
     stream_timeout,
     transport_error,
 )
-from runtime.providers.sse import ServerSentEvent, SSEDecoder
+from runtime.providers.sse import ServerSentEvent
 
 __all__ = ["ResponsesProvider", "build_responses_body", "convert_input", "usage_from_response"]
 
@@ -123,20 +122,7 @@ class ResponsesProvider:
                     for item in state.whole(await response.aread()):
                         yield item
                     return
-                decoder = SSEDecoder()
-                reads = IdleGuard(response.aiter_bytes(), self.idle_timeout, self.name)
-                async for chunk in reads:
-                    events = decoder.feed(chunk)
-                    if events:
-                        for item in state.consume(events):
-                            yield item
-                        if state.stopped:
-                            await drain(reads.reads)
-                            break
-                else:
-                    for item in state.consume(decoder.close()):
-                        yield item
-                for item in state.finish():
+                async for item in event_items(response, state, self.idle_timeout, self.name):
                     yield item
         except httpx.RequestError as exc:
             raise transport_error(
