@@ -34,33 +34,29 @@ from textual.css.query import NoMatches
 from textual.widgets import Static
 
 from runtime.errors import BastionError, EmptyInput
-from runtime.firstrun import NoModelConfigured
-from runtime.mentions import expand_mentions, split_attachments
-from runtime.records import EntryKind, InboxMode
-from runtime.threaded import ThreadedHarness, channel_for
-from runtime.views import ConversationView, reduce
 from themes import CSS_PATH as THEME_CSS
 from themes import DEFAULT_THEME, check_theme_name
-from themes.user import ThemeFolder
-from tui import slash, theming
-from tui.live_config import LiveConfig
+from tui import theming
 from tui.markup import escape
-from tui.widgets import (
-    ApprovalPrompt,
-    CommandHints,
-    CommandOutput,
-    InboxStrip,
-    PromptInput,
-    StatusBar,
-    ToolCallLine,
-    Transcript,
-)
-from tui.widgets.completion import FileCompletion
+from tui.widgets.prompt import PromptInput
+from tui.widgets.status import StatusBar
+from tui.widgets.transcript import Transcript
 
-if TYPE_CHECKING:  # the harness's modules load after the first frame (see tui.launch)
+if TYPE_CHECKING:  # loaded after the first frame (see tui.launch and `_mount_rest`)
+    from textual.command import Provider
+
     from runtime import ConfigWatcher
     from runtime.harness import Harness, SessionSettings
+    from runtime.threaded import ThreadedHarness
+    from runtime.views import ConversationView
+    from themes.user import ThemeFolder
+    from tui import slash
     from tui.attach_app import AttachedHarness
+    from tui.live_config import LiveConfig
+    from tui.widgets.approval import ApprovalPrompt
+    from tui.widgets.command_panel import CommandHints, CommandOutput
+    from tui.widgets.completion import FileCompletion
+    from tui.widgets.inbox import InboxStrip
 
 __all__ = ["BastionApp", "Opener", "run"]
 
@@ -75,12 +71,18 @@ PLACEHOLDER_BUSY = "Enter steers the run after this step · Tab queues a follow-
 NEW_OUTPUT = "[$accent]↓ new output below[/]  [$foreground-muted]PageDown or End to follow[/]"
 
 
+def _slash_provider() -> type[Provider]:
+    from tui.slash import SlashProvider
+
+    return SlashProvider
+
+
 class BastionApp(App[int]):
     """A transcript, a prompt, an approval line and a status bar over one conversation."""
 
     CSS_PATH: ClassVar[CSSPathType] = ["app.tcss", THEME_CSS]
     TITLE = "bastion"
-    COMMANDS: ClassVar[set[Any]] = {slash.SlashProvider}
+    COMMANDS: ClassVar[set[Any]] = {_slash_provider}  # loaded when the palette opens
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("shift+tab", "cycle_mode", "Approval mode", show=False, priority=True),
         Binding("escape", "interrupt", "Interrupt", show=False, priority=True),
@@ -127,25 +129,24 @@ class BastionApp(App[int]):
         self._quit_armed = False
         self._welcome_gone = False
         self.ready = asyncio.Event()  # set once the first view is on screen
+        self.parts_ready = asyncio.Event()  # set once `_mount_rest` has mounted the rest
         theming.install(self, theme, self.theme_folder)
         # Follows config.toml edits once the session is open; `pinned`: settings set by flags.
-        self.live_config = LiveConfig(self, watch_config, pinned) if watch_config else None
+        self._watch_config = watch_config
+        self._pinned = pinned
+        self.live_config: LiveConfig | None = None
 
     # --- layout -----------------------------------------------------------
 
     def compose(self) -> ComposeResult:
+        """What the first frame shows; `_mount_rest` adds the rest above the prompt."""
         with Transcript(id="transcript"):
             yield Static(WELCOME, id="welcome")
         yield Static(NEW_OUTPUT, id="new-output")
-        yield InboxStrip(id="inbox")
-        yield ApprovalPrompt()
-        yield CommandOutput()
-        yield CommandHints()
-        yield FileCompletion(id="file-completion")
         yield PromptInput(
             self._sent,
             has_queued=lambda: bool(self.view and self.view.queued_inbox),
-            completing=lambda: self.query_one(CommandHints).shown,
+            completing=lambda: self.parts_ready.is_set() and self.hints.shown,
             placeholder=PLACEHOLDER_IDLE,
             id="prompt",
         )
@@ -158,6 +159,67 @@ class BastionApp(App[int]):
         # The session opens once the first frame is drawn: the prompt takes keys at once.
         self.call_after_refresh(self.follow)
 
+    # The parts `_mount_rest` mounts; each raises NoMatches before then.
+
+    @property
+    def approval(self) -> ApprovalPrompt:
+        from tui.widgets.approval import ApprovalPrompt
+
+        return self.query_one(ApprovalPrompt)
+
+    @property
+    def command_output(self) -> CommandOutput:
+        from tui.widgets.command_panel import CommandOutput
+
+        return self.query_one(CommandOutput)
+
+    @property
+    def hints(self) -> CommandHints:
+        from tui.widgets.command_panel import CommandHints
+
+        return self.query_one(CommandHints)
+
+    @property
+    def completion(self) -> FileCompletion:
+        from tui.widgets.completion import FileCompletion
+
+        return self.query_one(FileCompletion)
+
+    @property
+    def inbox(self) -> InboxStrip:
+        from tui.widgets.inbox import InboxStrip
+
+        return self.query_one(InboxStrip)
+
+    async def _mount_rest(self) -> None:
+        """Mount the parts that start hidden (the inbox strip, approval line, command
+        output, hints and @file list) above the prompt, after the first frame: their
+        modules (and the runtime's records they read) load then, not before it."""
+        from tui.widgets.approval import ApprovalPrompt
+        from tui.widgets.command_panel import CommandHints, CommandOutput
+        from tui.widgets.completion import FileCompletion
+        from tui.widgets.inbox import InboxStrip
+
+        rest = [
+            InboxStrip(id="inbox"),
+            ApprovalPrompt(),
+            CommandOutput(),
+            CommandHints(),
+            FileCompletion(id="file-completion"),
+        ]
+        await self.mount_all(rest, before="#prompt")
+        self.parts_ready.set()
+        self._offer_commands(self.query_one(PromptInput).text)  # for what was typed meanwhile
+
+    def _offer_commands(self, text: str) -> None:
+        """The slash commands that complete `text` (none unless it starts with /)."""
+        if not self.parts_ready.is_set():
+            return  # `_mount_rest` offers them once the hints are mounted
+        if text.startswith("/") or self.hints.shown:
+            from tui import slash
+
+            self.hints.offer(slash.completions(text))
+
     async def on_unmount(self) -> None:
         if self._opener is not None and self.harness is not None:
             await self.harness.close()
@@ -167,34 +229,30 @@ class BastionApp(App[int]):
     @work(exclusive=True, group="events")
     async def follow(self) -> None:
         """Fold the harness's events into the view and show it; runs for the app's life."""
+        if not self.parts_ready.is_set():
+            await self._mount_rest()
         if self.harness is None and self._opener is not None:
             try:
                 self.harness, self.conversation_id = await self._opener()
-            except NoModelConfigured as exc:  # first run: say how to choose a model
-                from tui.widgets.firstrun import FirstRunScreen
-
-                self.open_error = exc
-                await self.push_screen(FirstRunScreen())
-                return
-            except BastionError as exc:  # the caller prints it once the terminal is back
-                self.open_error = exc
-                self.exit(2, return_code=2)
+            except BastionError as exc:
+                await self._not_opened(exc)
                 return
         harness, conv_id = self.harness, self.conversation_id
         assert harness is not None
         if getattr(harness, "attached", False):
             await self._follow_attached(harness)
             return
-        if self.live_config is not None:
-            self.run_worker(self.live_config.run(), group="config-watch")
+        self._start_live_config()
+        from runtime.threaded import channel_for
+        from runtime.views import reduce
+
         loop = asyncio.get_running_loop()
         channel = channel_for(harness, conv_id)
         try:
             self.settings = await harness.session_settings(conv_id)
             await self.show(await harness.snapshot(conv_id))
             assert self.view is not None
-            completion = self.query_one(FileCompletion)
-            completion.attach(self.query_one("#prompt"), self.view.conversation.cwd)
+            self.completion.attach(self.query_one("#prompt"), self.view.conversation.cwd)
             self.ready.set()
             self._watch_themes()
             if self._first_prompt:
@@ -222,6 +280,28 @@ class BastionApp(App[int]):
         finally:
             channel.close()
 
+    async def _not_opened(self, exc: BastionError) -> None:
+        """The opener failed: the first-run screen when no model is configured, else end
+        the app (the caller prints `exc` once the terminal is back)."""
+        from runtime.firstrun import NoModelConfigured
+
+        self.open_error = exc
+        if isinstance(exc, NoModelConfigured):  # first run: say how to choose a model
+            from tui.widgets.firstrun import FirstRunScreen
+
+            await self.push_screen(FirstRunScreen())
+        else:
+            self.exit(2, return_code=2)
+
+    def _start_live_config(self) -> None:
+        """Follow config.toml edits (once per app); `pinned`: settings set by flags."""
+        if self._watch_config is None or self.live_config is not None:
+            return
+        from tui.live_config import LiveConfig
+
+        self.live_config = LiveConfig(self, self._watch_config, self._pinned)
+        self.run_worker(self.live_config.run(), group="config-watch")
+
     async def _follow_attached(self, harness: AttachedHarness) -> None:
         """`bastion attach`: show each view the follower folds, at most once a frame."""
         loop = asyncio.get_running_loop()
@@ -248,10 +328,10 @@ class BastionApp(App[int]):
         await self.query_one(Transcript).show(view)
         self.view = view
         self.query_one(StatusBar).show(view, self.settings)
-        self.query_one(InboxStrip).show(view)
+        self.inbox.show(view)
         prompt = self.query_one(PromptInput)
         prompt.placeholder = PLACEHOLDER_BUSY if view.active_run else PLACEHOLDER_IDLE
-        if self.query_one(ApprovalPrompt).show(view):
+        if self.approval.show(view):
             self.call_after_refresh(self._focus_approval)
 
     def _watch_themes(self) -> None:
@@ -271,13 +351,15 @@ class BastionApp(App[int]):
 
     def action_toggle_output(self) -> None:
         """All of the newest command's output, or its tail again (a click does it for any)."""
+        from tui.widgets.entries import ToolCallLine
+
         rows = [row for row in self.query(ToolCallLine) if row.expandable]
         if rows:
             rows[-1].expanded = not rows[-1].expanded
 
     def _focus_approval(self) -> None:
         """Focus the approval line while it asks (so y/n reach it), else the prompt."""
-        approval = self.query_one(ApprovalPrompt)
+        approval = self.approval
         (approval if approval.call is not None else self.query_one(PromptInput)).focus()
 
     # --- input --------------------------------------------------------------
@@ -286,6 +368,9 @@ class BastionApp(App[int]):
         """Submit `text`: a new run when idle, a steer while a run is going; a follow-up
         (the next run once this one answers) when asked for."""
         await self.ready.wait()  # sent before the session opened: it goes once it has
+        from runtime.mentions import expand_mentions
+        from runtime.records import InboxMode
+
         assert self.harness is not None
         busy = self.view is not None and self.view.active_run is not None
         mode = InboxMode.STEER if busy else InboxMode.PROMPT
@@ -305,9 +390,14 @@ class BastionApp(App[int]):
         """What the user sent in this conversation, oldest first (the prompt's history)."""
         if self.view is None:
             return []
+        from runtime.mentions import split_attachments
+        from runtime.records import EntryKind
+
         return [split_attachments(e.text)[0] for e in self.view.settled if e.kind == EntryKind.USER]
 
-    async def on_prompt_input_sent(self, event: PromptInput.Sent) -> None:
+    def on_prompt_input_sent(self, event: PromptInput.Sent) -> None:
+        from tui import slash
+
         text = event.text
         try:
             command = slash.parse(text)
@@ -316,7 +406,8 @@ class BastionApp(App[int]):
             return  # the draft stays, to fix
         event.prompt.clear()
         event.prompt.forget_position()
-        self.query_one(CommandOutput).close()
+        if self.parts_ready.is_set():
+            self.command_output.close()
         if command is not None:
             self.run_slash(*command)
             return
@@ -326,10 +417,12 @@ class BastionApp(App[int]):
 
     def on_text_area_changed(self, event: PromptInput.Changed) -> None:
         if isinstance(event.text_area, PromptInput):
-            self.query_one(CommandHints).offer(slash.completions(event.text_area.text))
+            self._offer_commands(event.text_area.text)
 
     def on_prompt_input_completion_key(self, event: PromptInput.CompletionKey) -> None:
-        hints = self.query_one(CommandHints)
+        from tui import slash
+
+        hints = self.hints
         chosen = hints.chosen
         if event.key in ("up", "down"):
             hints.move(-1 if event.key == "up" else 1)
@@ -365,8 +458,15 @@ class BastionApp(App[int]):
         await command.run(self, arg)
 
     def say(self, markup: str, *, error: bool = False) -> None:
-        """Show a command's output (markup) above the prompt."""
-        self.query_one(CommandOutput).say(markup, error=error)
+        """Show a command's output (markup) above the prompt (once it is mounted)."""
+        if self.parts_ready.is_set():
+            self.command_output.say(markup, error=error)
+        else:
+            self.run_worker(self._say_when_mounted(markup, error), group="input")
+
+    async def _say_when_mounted(self, markup: str, error: bool) -> None:
+        await self.parts_ready.wait()
+        self.command_output.say(markup, error=error)
 
     def use_settings(self, settings: SessionSettings) -> None:
         self.settings = settings
@@ -408,7 +508,7 @@ class BastionApp(App[int]):
         await self.mount(transcript, before=0)
         await transcript.mount(Static(WELCOME, id="welcome"))
         self._welcome_gone = False
-        self.query_one(CommandOutput).close()
+        self.command_output.close()
         self.follow()
 
     @work(group="mode", exclusive=False)
@@ -418,7 +518,8 @@ class BastionApp(App[int]):
         async with self._mode_lock:  # presses in quick succession step one mode each
             if self.harness is None or self.settings is None:
                 return
-            modes = slash.MODES
+            from tui.slash import MODES as modes
+
             current = self.settings.approval_mode
             at = modes.index(current) if current in modes else -1
             try:
@@ -463,22 +564,22 @@ class BastionApp(App[int]):
         except BastionError as exc:
             self.notify(str(exc), title="approval", severity="error")
             return
-        self.query_one(ApprovalPrompt).set_rules(tool_call_id, rules)
+        self.approval.set_rules(tool_call_id, rules)
 
     # --- actions ------------------------------------------------------------
 
     def action_completion(self, key: str) -> None:
         """Up/Down/Tab/Enter in the open @file list; otherwise they go on as usual."""
-        if not self.query_one(FileCompletion).handle_key(key):
+        if not self.parts_ready.is_set() or not self.completion.handle_key(key):
             raise SkipAction()
 
     def action_interrupt(self) -> None:
-        if self.query_one(FileCompletion).handle_key("escape"):
+        if self.parts_ready.is_set() and self.completion.handle_key("escape"):
             return  # Esc closes the @file list first
         if self.harness is not None and self.view is not None and self.view.active_run is not None:
             self.run_worker(self._interrupt(), group="input")
-        else:
-            self.query_one(CommandOutput).close()
+        elif self.parts_ready.is_set():
+            self.command_output.close()
 
     async def _interrupt(self) -> None:
         """Interrupt the run; queued steers and follow-ups come back to the prompt."""
@@ -486,6 +587,8 @@ class BastionApp(App[int]):
         done = await self.harness.interrupt(self.conversation_id)
         if done.withdrawn:
             prompt = self.query_one(PromptInput)
+            from runtime.mentions import split_attachments
+
             texts = [split_attachments(item.text)[0] for item in done.withdrawn]
             if prompt.text.strip():
                 texts.append(prompt.text)

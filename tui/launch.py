@@ -46,7 +46,7 @@ def run(opts: Any) -> int:
     from runtime.config import load_config
     from runtime.errors import BastionError
     from runtime.firstrun import NoModelConfigured
-    from runtime.threaded import HarnessThread, ThreadedHarness
+    from runtime.harness_thread import HarnessThread
     from tui.cli import EXIT_OK, EXIT_USAGE, error_line
 
     try:
@@ -77,7 +77,8 @@ def run(opts: Any) -> int:
             openings.append(thread.submit(open_session(opts, check_model=not resuming(opts))))
         return openings[0]
 
-    async def opener() -> tuple[ThreadedHarness, str]:
+    async def opener() -> tuple[Any, str]:  # (a ThreadedHarness, the conversation's id)
+        from runtime.threaded import ThreadedHarness
         from tui.session import drive_session
 
         session = await asyncio.wrap_future(open_session())

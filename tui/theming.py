@@ -14,12 +14,15 @@ the file and the problem (once per problem, not once per save).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual.app import App
-from watchfiles import Change, awatch
 
 from themes import THEMES, register
 from themes.user import Reload, ThemeFolder, user_themes_dir
+
+if TYPE_CHECKING:
+    from watchfiles import Change
 
 __all__ = ["apply_reload", "install", "startup_problems", "user_folder", "watch"]
 
@@ -76,6 +79,8 @@ def _watched(folder: Path) -> tuple[Path, bool] | None:
 
 async def watch(app: App[object], folder: ThemeFolder) -> None:
     """Reload `folder` on every change of a `*.toml` in it, for the app's life."""
+    from watchfiles import awatch  # loaded with the watch, after the first frame
+
     target = _watched(folder.folder)
     if target is None:
         return  # no bastion config folder yet: nothing to watch

@@ -157,6 +157,7 @@ async def _approve(tmp_path, toolbox, key: str):
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider(_write_turns()), toolbox)
     app = BastionApp(harness, conv_id, first_prompt="write notes")
     async with app.run_test(size=SIZE) as pilot:
+        await app.parts_ready.wait()  # mounted after the first frame
         prompt = app.query_one(ApprovalPrompt)
         await wait_for(lambda: prompt.has_class("-shown") and app.focused is prompt, pilot)
         text = prompt.question

@@ -30,6 +30,7 @@ def command_turns(*commands: str) -> list[ScriptedTurn]:
 
 
 async def asking(app: BastionApp, pilot: Any, with_rule: bool = True) -> ApprovalPrompt:
+    await app.parts_ready.wait()  # mounted after the first frame
     prompt = app.query_one(ApprovalPrompt)
     await wait_for(lambda: prompt.has_class("-shown") and app.focused is prompt, pilot)
     if with_rule:

@@ -119,6 +119,7 @@ def test_snapshot_attached_app_asking_for_approval(snap_compare, tmp_path):
         return _DrivenElsewhere(Follower(other, conv_id), driver), conv_id
 
     async def until_asking(pilot: Any) -> None:
+        await pilot.app.parts_ready.wait()  # mounted after the first frame
         prompt = pilot.app.query_one(ApprovalPrompt)
         await wait_for(lambda: prompt.has_class("-shown"), pilot)
         await wait_for(lambda: pilot.app.view.active_run.state == "awaiting_approval", pilot)

@@ -133,6 +133,7 @@ def test_pending_approval(snap_compare, tmp_path):
     app = make_app(tmp_path, turns, toolbox=TableToolbox(), first_prompt="Fix parse_config")
 
     async def until_asking(pilot: Any) -> None:
+        await pilot.app.parts_ready.wait()  # mounted after the first frame
         prompt = pilot.app.query_one(ApprovalPrompt)
         await wait_for(lambda: prompt.has_class("-shown") and bool(prompt.rules), pilot)
         await wait_for(lambda: pilot.app.view.active_run.state == "awaiting_approval", pilot)

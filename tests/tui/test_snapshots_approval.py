@@ -48,6 +48,7 @@ def _edit_app(tmp_path: Path, *then: ScriptedTurn) -> Any:
 
 
 async def _until_asking(pilot: Any) -> None:
+    await pilot.app.parts_ready.wait()  # mounted after the first frame
     prompt = pilot.app.query_one(ApprovalPrompt)
     await wait_for(lambda: prompt.has_class("-shown") and bool(prompt.rules), pilot)
     await wait_for(lambda: pilot.app.view.active_run.state == "awaiting_approval", pilot)

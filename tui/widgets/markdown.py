@@ -30,17 +30,33 @@ __all__ = ["MarkdownText", "markdown_theme"]
 
 
 class _Themed:
-    """`renderable` drawn with `theme`'s styles pushed on the console."""
+    """`renderable` drawn with `theme`'s styles pushed on the console.
+
+    The lines of the last width are kept: Textual renders a widget twice per
+    layout (once to measure its height, once to draw it), and a growing answer
+    is laid out on every frame, so the second costs nothing.
+    """
 
     def __init__(self, renderable: Any, theme: RichTheme) -> None:
         self.renderable = renderable
         self.theme = theme
+        self._lines: tuple[tuple[Any, ...], list[list[Segment]]] | None = None
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        with console.use_theme(self.theme):
-            lines = console.render_lines(self.renderable, options, pad=False, new_lines=False)
+        key = (
+            options.max_width,
+            options.min_width,
+            options.justify,
+            options.overflow,
+            options.no_wrap,
+        )
+        if self._lines is None or self._lines[0] != key:
+            whole = options.update(height=None)  # every line: the caller crops to its height
+            with console.use_theme(self.theme):
+                lines = console.render_lines(self.renderable, whole, pad=False, new_lines=False)
+            self._lines = (key, lines)
         new_line = Segment.line()
-        for line in lines:
+        for line in self._lines[1]:
             yield from line
             yield new_line
 

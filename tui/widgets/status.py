@@ -7,7 +7,6 @@ and the run state is never cut (at 60 columns it is always whole).
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 from functools import lru_cache
@@ -20,33 +19,20 @@ from textual.content import Content
 from textual.timer import Timer
 from textual.widgets import Label
 
-from runtime.records import EntryKind, EntryStatus, Run, RunState, ToolCallState
-from runtime.views import ConversationView
 from tui.markup import escape
-from tui.usage import context_of, count, totals
 
 if TYPE_CHECKING:  # the harness's modules load after the first frame (see tui.launch)
     from runtime.harness import SessionSettings
+    from runtime.views import ConversationView
 
-__all__ = ["StatusBar", "fit", "run_state_label"]
+__all__ = ["Field", "StatusBar", "fit"]
 
-_STATE = {
-    RunState.QUEUED: ("$accent", "queued"),
-    RunState.RUNNING: ("$accent", "running"),
-    RunState.AWAITING_APPROVAL: ("$warning", "awaiting approval"),
-    RunState.COMPLETED: ("$success", "done"),
-    RunState.INTERRUPTED: ("$warning", "interrupted"),
-    RunState.FAILED: ("$error", "failed"),
-    RunState.CANCELLED: ("$warning", "cancelled"),
-}
-_MODE_TONE = {"read-only": "$success", "ask": "$primary", "auto-edit": "$warning"}
 
 HINTS = (
     "[b]enter[/b] [$foreground-muted]send[/]  [b]tab[/b] [$foreground-muted]follow-up[/]  "
     "[b]shift+tab[/b] [$foreground-muted]mode[/]  [b]/help[/b]"
 )
 SEPARATOR = "  [$foreground-muted]·[/]  "
-MAX_TOOL_NAME = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,61 +59,6 @@ def fit(fields: list[Field], width: int, gap: int) -> list[Field]:
         kept.remove(dropped)
         used -= dropped.width + gap
     return kept
-
-
-def _activity(view: ConversationView, run: Run) -> str:
-    """What a running run is doing: running a tool, writing, or thinking."""
-    for call in reversed(view.tool_calls):
-        if call.run_id == run.id and call.state == ToolCallState.RUNNING:
-            return f"running {call.name[:MAX_TOOL_NAME]}"
-    for entry in reversed(view.settled):
-        if entry.run_id != run.id:
-            break
-        if entry.kind == EntryKind.ASSISTANT and entry.status == EntryStatus.STREAMING:
-            return "writing" if len(view.text_of(entry)) else "thinking"
-    return "thinking"
-
-
-def run_state_label(view: ConversationView, retry_in: float | None = None) -> str:
-    """Markup for the active run's state (else the latest's); "idle" if none. `retry_in`:
-    seconds until a retried request is sent, when the run waits for one."""
-    run = view.active_run or (view.runs[-1] if view.runs else None)
-    if run is None:
-        return "[$foreground-muted]idle[/]"
-    tone, label = _STATE.get(RunState(run.state), ("$foreground-muted", run.state))
-    if run.state == RunState.RUNNING and retry_in is not None:
-        tone, label = "$warning", f"retrying in {math.ceil(retry_in)} s"
-    elif run.state == RunState.RUNNING:
-        label = _activity(view, run)
-    glyph = "●" if run.terminal else "◌"
-    return f"[{tone}]{glyph} {escape(label)}[/]"
-
-
-def _fields(
-    view: ConversationView, settings: SessionSettings | None, retry_in: float | None
-) -> list[Field]:
-    model = settings.model if settings else view.conversation.agent.model
-    mode = settings.approval_mode if settings else view.conversation.agent.approval_mode
-    fields = [Field(0, run_state_label(view, retry_in))]
-    fields.append(Field(1, f"[b {_MODE_TONE.get(mode, '$error')}]{escape(mode)}[/]"))
-    queued = len(view.queued_inbox)
-    if queued:
-        fields.append(Field(2, f"[$accent]{queued} queued[/]"))
-    fields.append(Field(3, f"[b $primary]{escape(model or 'no model')}[/]"))
-    ctx = context_of(view, model)
-    used = f"{'~' if ctx.estimated else ''}{count(ctx.used)}"
-    window = f"/{count(ctx.window)} {ctx.percent}%" if ctx.window else ""
-    fields.append(Field(4, f"[$foreground-muted]ctx {used}{window}[/]"))
-    spent = totals(view)
-    if spent.tokens or spent.cost is not None:
-        mark = "~" if spent.estimated else ""
-        text = f"{mark}{count(spent.tokens)} tok"
-        if spent.cost is not None:
-            text += f" ${spent.cost:.4f}"
-        fields.append(Field(5, f"[$foreground-muted]{text}[/]"))
-    if view.conversation.id:
-        fields.append(Field(6, f"[$foreground-muted]{view.conversation.id[-8:]}[/]"))
-    return fields
 
 
 class StatusBar(Horizontal):
@@ -170,8 +101,10 @@ class StatusBar(Horizontal):
         self._draw()
 
     def show(self, view: ConversationView, settings: SessionSettings | None = None) -> None:
+        from tui.widgets.status_fields import fields  # with the first view, not the first frame
+
         self._shown_view = (view, settings)
-        self._fields = _fields(view, settings, self._retry_in(view))
+        self._fields = fields(view, settings, self._retry_in(view))
         self._draw()
 
     def _retry_in(self, view: ConversationView) -> float | None:

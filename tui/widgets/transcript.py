@@ -15,33 +15,19 @@ has scrolled up and new text arrives below, a "new output below" line says so.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import events
 from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.widget import Widget
 
-from runtime import ConversationView
-from runtime.records import Entry, EntryKind
-from tui.widgets.entries import (
-    AssistantEntry,
-    EntryWidget,
-    NoteEntry,
-    ToolCallLine,
-    UserEntry,
-    entry_widget,
-    first_line,
-)
+if TYPE_CHECKING:  # the entries' widgets load with the first view, after the first frame
+    from runtime import ConversationView
+    from runtime.records import Entry
+    from tui.widgets.entries import EntryWidget
 
-__all__ = [
-    "AssistantEntry",
-    "NoteEntry",
-    "ToolCallLine",
-    "Transcript",
-    "UserEntry",
-    "first_line",
-]
+__all__ = ["Transcript"]
 
 KEPT_ENTRIES = 40  # entries left mounted while the transcript follows the bottom
 OPEN_SCREENS = 1.25  # opening a session mounts about this many screenfuls from the end
@@ -131,7 +117,11 @@ class Transcript(VerticalScroll):
     def _has_earlier(self) -> bool:
         if self._first > 0:
             return True
-        first = self._widgets.get(self._order[0]) if self._order else None
+        if not self._order:
+            return False
+        from tui.widgets.entries import AssistantEntry
+
+        first = self._widgets.get(self._order[0])
         return isinstance(first, AssistantEntry) and first.hidden_segments > 0
 
     def _first_mounted(self) -> EntryWidget | None:
@@ -139,6 +129,8 @@ class Transcript(VerticalScroll):
 
     async def _reveal_earlier(self) -> None:
         """Mount what is just above the window, keeping the screen where it is."""
+        from tui.widgets.entries import AssistantEntry
+
         try:
             top = self._first_mounted()
             if top is None or self.view is None:
@@ -168,6 +160,8 @@ class Transcript(VerticalScroll):
         self._revealing = False
 
     def _make_rows(self, ids: list[str], *, following: bool) -> list[EntryWidget]:
+        from tui.widgets.entries import AssistantEntry, entry_widget
+
         assert self.view is not None
         by_id = {e.id: e for e in self.view.settled}
         made: list[EntryWidget] = []
@@ -207,6 +201,8 @@ class Transcript(VerticalScroll):
 
     def _dirty(self, view: ConversationView) -> set[str]:
         """Ids of the entries to redraw: changed values, their tool calls, results, runs."""
+        from runtime.records import EntryKind
+
         seen = self._seen
         dirty: set[str] = set()
         for entry in view.settled:
@@ -245,6 +241,9 @@ class Transcript(VerticalScroll):
 
     async def show(self, view: ConversationView) -> None:
         """Bring the mounted rows up to date with `view`; mount new entries at the end."""
+        from runtime.records import EntryKind
+        from tui.widgets.entries import AssistantEntry
+
         self.view = view
         dirty = self._dirty(view)
         fresh: list[str] = []
