@@ -22,6 +22,7 @@ conversation_id)`; the app then closes that harness when it exits.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -64,7 +65,7 @@ Opener = Callable[[], Awaitable[tuple["Harness | ThreadedHarness", str]]]
 
 QUIT_WINDOW = 2.0  # seconds in which a second Ctrl+C quits
 FRAME = 1 / 30  # the view is shown at most this often; events in between are folded together
-REST = 2.0  # after a frame that took t seconds, wait at least REST * t before the next
+REST = 2.0  # between frames, this thread rests at least REST times the CPU it used
 WELCOME = "[b $primary]bastion[/]  [$foreground-muted]type a request and press Enter[/]"
 PLACEHOLDER_IDLE = "Ask Bastion to do something…"
 PLACEHOLDER_BUSY = "Enter steers the run after this step · Tab queues a follow-up…"
@@ -75,6 +76,19 @@ def _slash_provider() -> type[Provider]:
     from tui.slash import SlashProvider
 
     return SlashProvider
+
+
+def pause(spent: float, now: tuple[float, float], mark: tuple[float, float]) -> float:
+    """Seconds to wait before the next frame, `spent` seconds after this one began.
+
+    `now` and `mark` are (wall clock, this thread's CPU time) now and after the last
+    frame. The CPU since then includes Textual's layout and drawing of that frame
+    (done between frames): waiting `(1 + REST) * used - elapsed` keeps this
+    thread's share of a frame's cycle under 1 / (1 + REST), and frames come at most
+    every FRAME seconds.
+    """
+    elapsed, used = now[0] - mark[0], now[1] - mark[1]
+    return max(FRAME - spent, (1 + REST) * used - elapsed, 0.0)
 
 
 class BastionApp(App[int]):
@@ -258,6 +272,7 @@ class BastionApp(App[int]):
             if self._first_prompt:
                 prompt, self._first_prompt = self._first_prompt, None
                 await self.send(prompt)
+            mark = (loop.time(), time.thread_time())
             while (batch := await channel.get()) is not None:
                 started = loop.time()
                 view = self.view
@@ -271,10 +286,11 @@ class BastionApp(App[int]):
                     view = await harness.snapshot(conv_id)
                 await self.show(view)
                 # Let events gather (the channel joins them) rather than draw each one, and
-                # when drawing is slow rest as long as it took: the harness thread shares the
-                # interpreter with this one and must keep most of it while it streams.
-                spent = loop.time() - started
-                await asyncio.sleep(max(FRAME - spent, REST * spent))
+                # keep this thread's share of the interpreter under 1 / (1 + REST): the
+                # harness thread shares it and must keep most of it while it streams.
+                now = (loop.time(), time.thread_time())
+                await asyncio.sleep(pause(now[0] - started, now, mark))
+                mark = now
         except NoMatches:
             pass  # the screen is being torn down: the app is closing
         finally:

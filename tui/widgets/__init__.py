@@ -13,16 +13,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tui.widgets.approval import ApprovalPrompt, pending_approval
     from tui.widgets.command_panel import CommandHints, CommandOutput
+    from tui.widgets.entries import AssistantEntry, NoteEntry, ToolCallLine, UserEntry
     from tui.widgets.inbox import InboxStrip
     from tui.widgets.prompt import PromptInput
     from tui.widgets.status import StatusBar
-    from tui.widgets.transcript import (
-        AssistantEntry,
-        NoteEntry,
-        ToolCallLine,
-        Transcript,
-        UserEntry,
-    )
+    from tui.widgets.transcript import Transcript
 
 _HOMES = {
     "ApprovalPrompt": "approval",

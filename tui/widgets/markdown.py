@@ -18,47 +18,77 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console, ConsoleOptions, RenderResult
+from rich.console import Console, ConsoleOptions
 from rich.segment import Segment
+from rich.style import Style as RichStyle
 from rich.theme import Theme as RichTheme
+from textual.strip import Strip
+from textual.visual import Visual
 from textual.widgets import Static
 
 if TYPE_CHECKING:
     from textual.app import App
+    from textual.css.styles import RulesMap
+    from textual.style import Style
+    from textual.visual import RenderOptions
 
 __all__ = ["MarkdownText", "markdown_theme"]
 
 
-class _Themed:
-    """`renderable` drawn with `theme`'s styles pushed on the console.
+class _Themed(Visual):
+    """Markdown drawn with `theme`'s styles pushed on the console, as a Textual Visual.
 
-    The lines of the last width are kept: Textual renders a widget twice per
-    layout (once to measure its height, once to draw it), and a growing answer
-    is laid out on every frame, so the second costs nothing.
+    The lines of the last width are kept: Textual asks a widget for its height and
+    then for its lines on every layout, and a growing answer is laid out on every
+    frame, so the second costs nothing. The styled strips are kept too, so a
+    redraw that changed nothing in the text (a scroll, a neighbour's update) only
+    copies them.
     """
 
-    def __init__(self, renderable: Any, theme: RichTheme) -> None:
+    def __init__(self, renderable: Any, theme: RichTheme, app: App[Any]) -> None:
         self.renderable = renderable
         self.theme = theme
-        self._lines: tuple[tuple[Any, ...], list[list[Segment]]] | None = None
+        self.app = app
+        self._lines: tuple[int, list[list[Segment]]] | None = None  # width, lines
+        self._strips: tuple[int, RichStyle, list[Strip]] | None = None  # width, style, strips
 
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        key = (
-            options.max_width,
-            options.min_width,
-            options.justify,
-            options.overflow,
-            options.no_wrap,
-        )
-        if self._lines is None or self._lines[0] != key:
+    def lines_for(self, console: Console, options: ConsoleOptions) -> list[list[Segment]]:
+        """The lines at `options`' width (rendered once per width)."""
+        width = options.max_width
+        if self._lines is None or self._lines[0] != width:
             whole = options.update(height=None)  # every line: the caller crops to its height
             with console.use_theme(self.theme):
                 lines = console.render_lines(self.renderable, whole, pad=False, new_lines=False)
-            self._lines = (key, lines)
-        new_line = Segment.line()
-        for line in self._lines[1]:
-            yield from line
-            yield new_line
+            self._lines = (width, lines)
+        return self._lines[1]
+
+    def _lines_at(self, width: int) -> list[list[Segment]]:
+        if self._lines is not None and self._lines[0] == width:
+            return self._lines[1]
+        options = self.app.console_options.update_width(width).update(highlight=False)
+        return self.lines_for(self.app.console, options)
+
+    def get_optimal_width(self, rules: RulesMap, container_width: int) -> int:
+        return container_width
+
+    def get_height(self, rules: RulesMap, width: int) -> int:
+        return len(self._lines_at(width))
+
+    def render_strips(
+        self, width: int, height: int | None, style: Style, options: RenderOptions
+    ) -> list[Strip]:
+        """The lines with the widget's base style under each segment's own, as Textual
+        draws any Rich renderable."""
+        base = style.rich_style
+        kept = self._strips
+        if kept is None or kept[0] != width or kept[1] != base:
+            add = base.__add__
+            strips = [
+                Strip([Segment(text, add(seg_style), None) for text, seg_style, _ in line])
+                for line in self._lines_at(width)
+            ]
+            kept = self._strips = (width, base, strips)
+        return kept[2][:height] if height is not None else kept[2]
 
 
 _THEMES: dict[tuple[str, int], RichTheme] = {}
@@ -120,7 +150,7 @@ class MarkdownText(Static):
     def __init__(self, source: str = "", *, classes: str | None = None) -> None:
         super().__init__(classes=classes)
         self.source = source
-        self._drawn: tuple[str, RichTheme, Any] | None = None  # source, theme, renderable
+        self._drawn: tuple[str, RichTheme, _Themed] | None = None  # source, theme, visual
 
     def render(self) -> Any:
         if not self.source:
@@ -131,7 +161,7 @@ class MarkdownText(Static):
             from tui.widgets.rich_markdown import LeftMarkdown  # the parser loads with an answer
 
             markdown = LeftMarkdown(self.source, self.app.current_theme.dark)
-            drawn = self._drawn = (self.source, theme, _Themed(markdown, theme))
+            drawn = self._drawn = (self.source, theme, _Themed(markdown, theme, self.app))
         return drawn[2]
 
     def set_source(self, source: str) -> None:
