@@ -99,7 +99,7 @@ def _load() -> Any:
 CACHE_MIN_CHARS = 256
 #: How many characters of text the remembered counts may cover, least recently used
 #: first out (the texts are mostly the store's own strings, shared, not copies).
-CACHE_MAX_CHARS = 64 * 1024 * 1024
+CACHE_MAX_CHARS = 16 * 1024 * 1024
 
 _cache: OrderedDict[str, int] = OrderedDict()
 _cache_chars = 0
