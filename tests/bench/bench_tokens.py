@@ -1,6 +1,6 @@
 """Benchmark: the token estimate's speed, and its error against provider-reported counts.
 
-    python tests/bench/bench_tokens.py [--runs 7] [--only speed,long,error]
+    python tests/bench/bench_tokens.py [--runs 7] [--only speed,long,error,computed]
 
 The estimator is `runtime.tokens`: `count_messages` (cl100k_base in OpenAI's chat
 accounting) and `count_request` (that plus the tool definitions, corrected for
@@ -29,17 +29,30 @@ whether to compact, and which stands in for usage when a server reports none.
    With so few published rows per family these are spot checks, not a fit: no
    number in runtime.tokens was derived from them.
 
+4. computed, kept apart from the published rows: on text-only scripted
+   conversations (50 KB and 500 KB), `count_messages` (cl100k_base) against the
+   exact count for the gpt-4o family, o200k_base in the cookbook's formula (which
+   matched the API for gpt-4o in the cookbook's check). o200k_base cannot be
+   downloaded here; it is rebuilt from the ranks the quicktok-v1 package ships and
+   used only if its sha256 is the one OpenAI publishes (tiktoken checks it too). The
+   row is skipped without that package (`nox -s bench` installs it).
+
 Run by `nox -s bench`. Not collected by pytest.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
+import importlib.util
 import json
+import os
 import random
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -337,6 +350,81 @@ def bench_error() -> None:
             )
 
 
+# --- computed rows: o200k_base, exact, offline ----------------------------------------
+
+O200K_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
+O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
+
+
+def o200k_base() -> Any | None:
+    """OpenAI's o200k_base (gpt-4o, gpt-4.1, o-series, gpt-5), offline, or None.
+
+    The ranks come from the data file the quicktok-v1 package ships (read, not run),
+    written out as the `.tiktoken` file OpenAI publishes; it is used only if its sha256
+    is the one tiktoken itself expects for that file, and tiktoken checks it again when
+    it loads it."""
+    spec = importlib.util.find_spec("quicktok")
+    if spec is None or spec.origin is None:
+        return None
+    raw = (Path(spec.origin).parent / "data" / "o200k.vocab").read_bytes()
+    ranks, at = [], 4  # u32 count, then (u16 length, bytes, u32 rank) per token
+    while at < len(raw):
+        size = int.from_bytes(raw[at : at + 2], "little")
+        token = raw[at + 2 : at + 2 + size]
+        rank = int.from_bytes(raw[at + 2 + size : at + 6 + size], "little")
+        ranks.append((rank, token))
+        at += 6 + size
+    text = b"".join(base64.b64encode(t) + b" %d\n" % r for r, t in sorted(ranks))
+    if hashlib.sha256(text).hexdigest() != O200K_SHA256:
+        return None
+    import tiktoken
+    from tiktoken_ext import openai_public
+
+    with tempfile.TemporaryDirectory(prefix="bastion-o200k-") as cache:
+        (Path(cache) / hashlib.sha1(O200K_URL.encode()).hexdigest()).write_bytes(text)
+        saved = os.environ.get("TIKTOKEN_CACHE_DIR")
+        os.environ["TIKTOKEN_CACHE_DIR"] = cache
+        try:
+            return tiktoken.Encoding(**openai_public.o200k_base())
+        finally:
+            if saved is None:
+                del os.environ["TIKTOKEN_CACHE_DIR"]
+            else:
+                os.environ["TIKTOKEN_CACHE_DIR"] = saved
+
+
+def cookbook_count(enc: Any, messages: list[Message]) -> int:
+    """The OpenAI cookbook's num_tokens_from_messages for gpt-4o (3 tokens a message,
+    each key's value encoded, 3 for the reply), which matched the API's prompt_tokens
+    for gpt-4o and gpt-4o-mini in the cookbook's own check."""
+    total = 3
+    for m in messages:
+        assert isinstance(m.content, str)
+        total += 3 + len(enc.encode(m.role)) + len(enc.encode(m.content, disallowed_special=()))
+    return total
+
+
+def bench_computed() -> None:
+    enc = o200k_base()
+    print("4. computed (not published): count_messages vs o200k_base in the cookbook's formula")
+    if enc is None:
+        print(
+            "  skipped: o200k_base needs the quicktok-v1 package's data (pip install quicktok-v1)"
+        )
+        return
+    for size in (50 * KB, 500 * KB):
+        # text messages only: the formula is OpenAI's for role and content, not tool calls
+        messages = [m for m in conversation(size, seed=size + 1) if not m.tool_calls]
+        messages = [m if m.role != "tool" else Message("user", m.content) for m in messages]
+        exact = cookbook_count(enc, messages)
+        ours = tokens.count_messages(messages).tokens or 0
+        print(
+            f"  gpt-4o family, {len(messages):,} text messages ({size / KB:,.0f} KB of prompts, "
+            f"code answers, file contents and test logs): o200k_base {exact:,}, estimate "
+            f"{ours:,} ({(ours - exact) / exact:+.1%})"
+        )
+
+
 def _key(row: Row) -> Any:
     return [[m.role, m.content] for m in row.request.messages], [t.name for t in row.request.tools]
 
@@ -344,7 +432,7 @@ def _key(row: Row) -> Any:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--only", default="speed,long,error")
+    parser.add_argument("--only", default="speed,long,error,computed")
     args = parser.parse_args()
     only = set(args.only.split(","))
     if tokens.encoding() is None:
@@ -356,6 +444,8 @@ def main() -> int:
         bench_long(args.runs)
     if "error" in only:
         bench_error()
+    if "computed" in only:
+        bench_computed()
     return 0
 
 
