@@ -56,12 +56,17 @@ def snapshots(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Whole-process ratios: bastion -p vs bare httpx; tools vs rg/grep and fd/find; the
     store's checkpoint cost, bytes per byte of text and `-p -c` on a long session; the
-    app in tmux vs bastion -p, a minimal Textual app and `python -c pass`."""
+    token estimate's speed and error against published provider counts; the app in tmux
+    vs bastion -p, a minimal Textual app and `python -c pass`."""
     # A regular install, as a user has it: no editable-install import hook at start-up.
     session.install(".")
+    # bench_tokens' computed rows: the o200k_base ranks quicktok-v1 ships (checked
+    # against OpenAI's sha256 before use), since tiktoken cannot download them here.
+    session.install("quicktok-v1")
     session.run("python", "tests/bench/bench_stream.py", *session.posargs)
     session.run("python", "tests/bench/bench_tools.py")
     session.run("python", "tests/bench/bench_store.py")
+    session.run("python", "tests/bench/bench_tokens.py")
     session.run("python", "tests/bench/bench_app.py")
 
 

@@ -381,9 +381,10 @@ class Compactor:
 def exceeds(request: ModelRequest, budget: int) -> bool:
     """Would `request` take more than `budget` prompt tokens? Counted with tiktoken only
     when a cheap bound (3 characters a token or more) does not settle it."""
-    from runtime.tokens import count_messages
+    from runtime.tokens import count_request, for_model
 
     tools = len(json.dumps([t.parameters for t in request.tools])) if request.tools else 0
+    tools += sum(len(t.name) + len(t.description) for t in request.tools)
     chars, images = tools, 0
     for message in request.messages:
         if isinstance(message.content, str):
@@ -394,8 +395,10 @@ def exceeds(request: ModelRequest, budget: int) -> bool:
                 chars, images = (chars + len(text), images) if text else (chars, images + 1)
         chars += sum(len(c.arguments) + len(c.name) for c in message.tool_calls)
     extra = images * 765 + 4 * len(request.messages)
-    if chars // 3 + extra < budget:
+    with_tools = bool(request.tools)
+    if for_model(chars // 3 + extra, request.model, tools=with_tools) < budget:
         return False
-    counted = count_messages(request.messages)
-    tokens = counted.tokens if counted.tokens is not None else chars // 4
-    return tokens + tools // 4 > budget
+    counted = count_request(request)
+    if counted.tokens is not None:
+        return counted.tokens > budget
+    return for_model(chars // 4 + extra, request.model, tools=with_tools) > budget

@@ -473,7 +473,7 @@ class RunExecutor:
         spent = Usage()
         spent_reported = False  # did any failed attempt report what it used
         attempt = 0
-        compacted = False
+        compacted: bool | None = None  # tried once per turn: then whether it compacted
         while True:
             attempt += 1
             state = _TurnState()
@@ -485,9 +485,9 @@ class RunExecutor:
             except ProviderError as exc:
                 spent = spent + self.price(state.usage)  # failed attempts count too, as measured
                 spent_reported = spent_reported or state.usage_reported
-                if exc.is_context_overflow() and not state.calls and not compacted:
-                    compacted = True  # compact and retry once
-                    if await self._overflowed(run, entry, attempt, exc):
+                if exc.is_context_overflow() and not state.calls and compacted is None:
+                    compacted = await self._overflowed(run, entry, attempt, exc)
+                    if compacted:  # retry once, with the summary
                         request = self._request(run)
                         continue
                 delay = self._backoff(attempt, exc)
@@ -502,7 +502,7 @@ class RunExecutor:
                     spent_usage = None
                     if spent_reported:  # else the run keeps the usage it had
                         spent_usage = self.usage_record(run, usage + spent, Quality.MEASURED)
-                    raise RunAborted(exc.to_dict(), spent_usage) from exc
+                    raise RunAborted(_run_error(exc, compacted), spent_usage) from exc
                 await self._reset_attempt(run, entry, attempt, exc, delay)
                 await asyncio.sleep(delay)
 
@@ -682,6 +682,21 @@ class RunExecutor:
         return await self.transition(
             run, state=RunState.FAILED, reason=error.get("message"), error=error, **changes
         )
+
+
+def _run_error(exc: ProviderError, compacted: bool | None) -> dict[str, Any]:
+    """The error a failed run records. A context overflow that compacting did not cure
+    says so and what is left to do, since the provider's own advice ("adjust your
+    input") is no help to someone whose conversation was just compacted."""
+    error = exc.to_dict()
+    if exc.is_context_overflow() and compacted is not None:
+        how = "even after compacting" if compacted else "and nothing older can be compacted"
+        error["message"] = (
+            f"{exc.message} — the conversation does not fit the model's context window {how}: "
+            "shorten the prompt, start a new conversation (/new), or use a model with a "
+            "larger window"
+        )
+    return error
 
 
 def user_entry(item: InboxItem, run_id: str) -> Entry:

@@ -9,7 +9,8 @@ their `.done` events, `response.output_item.done`, and finally
 `max_output_tokens` for a turn whose finish reason is "length"). Every event
 carries a `sequence_number`; there is no `[DONE]`. A fault's chunk count
 counts deltas; an item's opening and closing events travel with its first and
-last delta. A mid-stream fault sends an `error` event.
+last delta. A mid-stream fault sends an `error` event, or the fault's body as it
+is when that body is an event itself (a recorded `response.failed`, say).
 
 A turn's `usage` may give `input_tokens`/`prompt_tokens`, `cached_tokens`,
 `output_tokens`/`completion_tokens` and `reasoning_tokens`.
@@ -30,7 +31,16 @@ _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def error_event(body: Any) -> bytes:
-    """An `error` event: the error object's fields at the top level, as the API sends them."""
+    """The event a mid-stream fault sends.
+
+    A fault body that is itself an event (an object with a string `type`, such as
+    `{"type": "response.failed", "response": {...}}` or an `error` event with a
+    nested `error` object) is sent as it is, so a test can replay what the API
+    was recorded sending. Any other body becomes an `error` event with the error
+    object's fields at the top level, as the API reference documents it.
+    """
+    if isinstance(body, Mapping) and isinstance(body.get("type"), str):
+        return f"event: {body['type']}\ndata: {_dumps(dict(body))}\n\n".encode()
     error = body.get("error") if isinstance(body, Mapping) else None
     fields = dict(error) if isinstance(error, Mapping) else {"message": str(body)}
     payload = {

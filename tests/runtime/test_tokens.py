@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from runtime import tokens
 from runtime.providers.base import Message, StreamEnd, TextChunk, ToolCall
 from runtime.tokens import Quality, count_messages, count_text
@@ -15,7 +17,8 @@ def test_count_text_is_an_offline_tiktoken_estimate():
 
 def test_count_messages_adds_the_chat_overhead():
     one = count_messages([Message("user", "hello world")])
-    assert one.quality is Quality.ESTIMATED and one.tokens == 3 + 3 + 2
+    # the reply's priming, the message's framing and role, its text
+    assert one.quality is Quality.ESTIMATED and one.tokens == 3 + (3 + 1) + 2
     with_call = count_messages(
         [Message("assistant", "", tool_calls=(ToolCall("c", "read_file", '{"path": "a"}'),))]
     )
@@ -70,3 +73,71 @@ async def test_measured_usage_is_marked_measured(tmp_path):
     run = await harness.wait(item.id, conv.id)
     assert run.usage["quality"] == "measured" and run.usage["input_tokens"] == 5
     await harness.close()
+
+
+def test_a_request_counts_its_tool_definitions_as_sent():
+    from runtime.providers.base import ModelRequest, ToolSpec
+
+    schema = {"type": "object", "properties": {"path": {"type": "string"}}}
+    short = ToolSpec("read_file", "Read a file.", schema)
+    long = ToolSpec("read_file", "Read a file. " * 50, schema)
+    message = (Message("user", "hello world"),)
+    bare = tokens.count_request(ModelRequest("gpt-4o", message)).tokens
+    with_short = tokens.count_request(ModelRequest("gpt-4o", message, (short,))).tokens
+    with_long = tokens.count_request(ModelRequest("gpt-4o", message, (long,))).tokens
+    assert bare == count_messages(message).tokens  # no correction for an OpenAI model
+    assert bare is not None and with_short is not None and with_long is not None
+    assert with_short > bare + 10  # name, description and schema
+    assert with_long - with_short >= 49 * 3  # the description counts, not just the schema
+
+
+def test_claude_estimates_are_corrected_for_its_tokenizer_and_tool_prompt():
+    from runtime.providers.base import ModelRequest, ToolSpec
+
+    messages = (Message("system", "You are terse."), Message("user", "word " * 1000))
+    base = count_messages(messages).tokens
+    assert base is not None
+    claude = tokens.count_request(ModelRequest("claude-sonnet-4-5", messages)).tokens
+    assert claude == math.ceil(base * tokens.CLAUDE_FACTOR)
+    # the same model through an OpenAI-compatible gateway is still Claude's tokenizer
+    routed = tokens.count_request(ModelRequest("anthropic/claude-3.5-sonnet", messages)).tokens
+    assert routed == claude
+    tool = ToolSpec("glob", "Find files.", {"type": "object", "properties": {}})
+    defs = tokens.count_tools([tool]).tokens
+    assert defs is not None
+    with_tools = tokens.count_request(ModelRequest("claude-sonnet-4-5", messages, (tool,))).tokens
+    expected = math.ceil((base + defs) * tokens.CLAUDE_FACTOR) + tokens.CLAUDE_TOOL_PROMPT
+    assert with_tools == expected
+
+
+def test_compaction_threshold_uses_the_corrected_estimate():
+    from runtime.compaction import exceeds
+    from runtime.providers.base import ModelRequest
+
+    messages = (Message("user", "word " * 1000),)
+    base = count_messages(messages).tokens
+    assert base is not None
+    budget = base + 50  # fits as cl100k counts it, not as Claude's tokenizer would
+    assert not exceeds(ModelRequest("gpt-4o", messages), budget)
+    assert exceeds(ModelRequest("claude-sonnet-4-5", messages), budget)
+
+
+def test_long_texts_are_counted_once_and_the_memory_is_bounded(monkeypatch):
+    enc = tokens.encoding()
+    texts = [f"text {i} " + "lorem ipsum dolor sit amet " * 20 for i in range(6)]
+    exact = [len(enc.encode(t)) for t in texts]
+    tokens.clear_cache()
+    monkeypatch.setattr(tokens, "CACHE_MAX_CHARS", len(texts[0]) * 3)
+    assert [count_text(t).tokens for t in texts] == exact
+    # the newest three are remembered, the older ones were let go
+    assert list(tokens._cache) == texts[3:]
+    assert tokens._cache_chars <= tokens.CACHE_MAX_CHARS
+    copies = [t[:1] + t[1:] for t in texts]  # equal text, other objects
+    assert [count_text(t).tokens for t in copies] == exact
+    one = count_messages([Message("user", texts[0]), Message("assistant", texts[1])])
+    tokens.clear_cache()
+    assert not tokens._cache and tokens._cache_chars == 0
+    assert count_messages([Message("user", texts[0]), Message("assistant", texts[1])]) == one
+    short = "short text"
+    count_text(short)
+    assert short not in tokens._cache  # below CACHE_MIN_CHARS: encoded each time
