@@ -19,6 +19,7 @@ coalescing event channel makes of them): the same checks, once per batch.
 from __future__ import annotations
 
 import json
+import shlex
 from bisect import bisect_right
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -440,6 +441,50 @@ def view_from_snapshot(
             }
         ),
     )
+
+
+def call_summary(name: str, arguments: str, limit: int = 160) -> str:
+    """A tool call in a few words, as a person would say what it does: the command,
+    the path (and lines), the pattern and where; other calls' arguments as JSON."""
+    try:
+        args = json.loads(arguments or "{}")
+    except ValueError:
+        args = None
+    if not isinstance(args, dict):
+        return arguments_preview(arguments, limit)
+    text = _summary(name, args)
+    if text is None:
+        return arguments_preview(arguments, limit)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _summary(name: str, args: dict[str, Any]) -> str | None:
+    def word(key: str) -> str | None:
+        value = args.get(key)
+        return value if isinstance(value, str) and value else None
+
+    if name == "run_command":
+        argv = args.get("argv")
+        if isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv):
+            return shlex.join(argv)
+        return word("command")
+    if name in ("read_file", "read_output"):
+        what = word("path") if name == "read_file" else word("id")
+        offset, limit = args.get("offset"), args.get("limit")
+        if what is not None and isinstance(offset, int) and isinstance(limit, int):
+            return f"{what} (lines {offset + 1}-{offset + limit})"
+        if what is not None and isinstance(offset, int):
+            return f"{what} (from line {offset + 1})"
+        return what
+    if name in ("write_file", "edit_file", "list_directory"):
+        return word("path") or ("." if name == "list_directory" else None)
+    if name in ("glob", "search_files"):
+        pattern, where = word("pattern"), word("path")
+        if pattern is None:
+            return None
+        shown = pattern if name == "glob" else f'"{pattern}"'
+        return f"{shown} in {where}" if where else shown
+    return None
 
 
 def arguments_preview(arguments: str, limit: int = 200) -> str:

@@ -37,7 +37,7 @@ from runtime.records import (
     ToolCallRecord,
     ToolCallState,
 )
-from runtime.views import arguments_preview
+from runtime.views import call_summary
 
 __all__ = ["AttachLine", "attach"]
 
@@ -113,11 +113,11 @@ class AttachLine:
         for call in view.tool_calls:
             if call.id not in self._calls:
                 self._calls.add(call.id)
-                self._write(f"\n  ⏺ {call.name} {arguments_preview(call.arguments)}")
+                self._write(f"\n  ⏺ {call.name} {call_summary(call.name, call.arguments)}")
         call = pending_approval(view)
         if call is not None and call.id not in self._asked:
             self._asked.add(call.id)
-            self._write(f"\nallow {call.name} {arguments_preview(call.arguments)}? [y/n]")
+            self._write(f"\nallow {call.name} {call_summary(call.name, call.arguments)}? [y/n]")
 
     def _status(self) -> None:
         now = (self.follower.source, self.follower.driver_pid)

@@ -45,7 +45,7 @@ from runtime.records import (
     ToolCallRecord,
     ToolCallState,
 )
-from runtime.views import arguments_preview
+from runtime.views import call_summary
 from tui.diffs import call_diff, diff_lines, rules_text
 from tui.widgets.approval import pending_approval
 
@@ -228,7 +228,7 @@ class LineMode:
             line = Text(f"  a = always allow {rules_text(rules)}", style="dim")
             self.console.print(line, soft_wrap=True)
         keys = "[y/a/n/e]" if rules else "[y/n/e]"
-        question = f"Allow {call.name} {arguments_preview(call.arguments, limit=160)}? {keys} "
+        question = f"Allow {call.name} {call_summary(call.name, call.arguments)}? {keys} "
         try:
             while True:
                 answer = (await self.ask(question)).strip().lower()
@@ -345,7 +345,7 @@ class LineMode:
                 self._stop_live()
                 self._printed.add(call.id)
                 self.console.print(
-                    Text(f"· {call.name} {arguments_preview(call.arguments)}", style="dim")
+                    Text(f"· {call.name} {call_summary(call.name, call.arguments)}", style="dim")
                 )
             done = f"{call.id}:result"
             if done not in self._printed and call.result_entry_id:

@@ -28,7 +28,7 @@ from runtime import (
 from runtime.errors import RequestKeyReused, StoreError, UnknownConversation
 from runtime.events import AttemptReset, Event, ToolCallUpdated, event_to_dict
 from runtime.records import Run, RunState
-from runtime.views import arguments_preview
+from runtime.views import call_summary
 from tui.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError, error_line
 from tui.session import Session, start_session
 
@@ -217,7 +217,7 @@ class Printer:
             return
         if isinstance(event, ToolCallUpdated) and event.tool_call.state == "running":
             call = event.tool_call
-            print(f"· {call.name} {arguments_preview(call.arguments)}", file=self.stderr)
+            print(f"· {call.name} {call_summary(call.name, call.arguments)}", file=self.stderr)
         elif isinstance(event, AttemptReset):
             print(f"bastion: retrying the model request ({event.reason})", file=self.stderr)
 

@@ -84,10 +84,10 @@ async def test_tool_calls_are_dim_lines_and_approvals_are_asked(tmp_path, toolbo
     keyboard, answers = Keyboard("write it"), Keyboard("y")
     try:
         await LineMode(harness, conv_id, con, keyboard, ask=answers).loop()
-        assert answers.asked == ['Allow write_file {"path": "a.txt", "content": "x"}? [y/a/n/e] ']
+        assert answers.asked == ["Allow write_file a.txt? [y/a/n/e] "]
         assert "a = always allow edits anywhere in the workspace" in out.getvalue()
         text = out.getvalue()
-        assert '· write_file {"path": "a.txt", "content": "x"}' in text
+        assert "· write_file a.txt" in text
         assert "└ write_file ok" in text and "Written." in text
         assert toolbox.calls == [("write_file", {"path": "a.txt", "content": "x"})]
         snap = await harness.store.snapshot(conv_id)

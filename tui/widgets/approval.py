@@ -31,8 +31,7 @@ from textual.widgets import Input, Static
 
 from runtime import ConversationView, Rule
 from runtime.records import Approval, ToolCallRecord, ToolCallState
-from runtime.rules import call_command, call_path
-from runtime.views import arguments_preview
+from runtime.views import call_summary
 from tui.diffs import call_diff
 from tui.widgets.review import diff_markup
 
@@ -64,14 +63,7 @@ def pending_approval(view: ConversationView) -> ToolCallRecord | None:
 
 def describe_call(call: ToolCallRecord) -> str:
     """What the call would do, in a few words: the command, the path, else its arguments."""
-    if call.name == "run_command":
-        text = call_command(call.arguments)
-        if text is not None:
-            return text
-    path = call_path(call.arguments)
-    if path is not None and call.name in ("write_file", "edit_file"):
-        return path
-    return arguments_preview(call.arguments, limit=160)
+    return call_summary(call.name, call.arguments)
 
 
 class ApprovalPrompt(Vertical, can_focus=True):

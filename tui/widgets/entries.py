@@ -24,7 +24,7 @@ from textual.widgets import Static
 
 from runtime import ConversationView, split_attachments
 from runtime.records import Approval, Entry, EntryKind, EntryStatus, ToolCallRecord, ToolCallState
-from runtime.views import LiveText, arguments_preview
+from runtime.views import LiveText, call_summary
 from tui.widgets.command_output import CommandOutput
 from tui.widgets.markdown import MarkdownText
 from tui.widgets.review import row_diff_markup
@@ -194,7 +194,7 @@ class ToolCallLine(Static):
 
 
 def _head(call: dict[str, str], glyph: str) -> str:
-    args = escape(arguments_preview(call.get("arguments", "{}"), limit=160))
+    args = escape(call_summary(call.get("name", ""), call.get("arguments", "{}")))
     return f"{glyph} [b]{escape(call.get('name', '?'))}[/b] [$foreground-muted]{args}[/]"
 
 
