@@ -590,8 +590,10 @@ class BastionApp(App[int]):
             raise SkipAction()
 
     def action_interrupt(self) -> None:
-        if self.parts_ready.is_set() and self.completion.handle_key("escape"):
-            return  # Esc closes the @file list first
+        if self.parts_ready.is_set() and (
+            self.completion.handle_key("escape") or self.approval.back()
+        ):
+            return  # Esc closes the @file list, or leaves an approval's scope or message
         if self.harness is not None and self.view is not None and self.view.active_run is not None:
             self.run_worker(self._interrupt(), group="input")
         elif self.parts_ready.is_set():

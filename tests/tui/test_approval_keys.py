@@ -53,6 +53,9 @@ async def test_a_saves_the_prefix_rule_for_the_session(tmp_path, toolbox):
             assert "[s] this session" in prompt.question and "[p] the project" in prompt.question
             await pilot.press("c")  # back: nothing saved
             assert "[a] always" in prompt.question
+            await pilot.press("a", "escape")  # Esc goes back too, and interrupts nothing
+            assert "[a] always" in prompt.question and app.focused is prompt
+            assert app.view is not None and app.view.active_run is not None
             await pilot.press("a", "s")
             await wait_for(lambda: run_settled(app), pilot)
             assert app.focused is app.query_one("#prompt")
@@ -107,6 +110,8 @@ async def test_e_denies_with_a_message_the_model_receives(tmp_path):
         try:
             async with app.run_test(size=SIZE) as pilot:
                 prompt = await asking(app, pilot)
+                await pilot.press("e", "escape")  # back to the question; the run goes on
+                assert app.focused is prompt and "[y] once" in prompt.question
                 await pilot.press("e")
                 assert app.focused is prompt.query_one("#approval-message")
                 await pilot.press(*"use make clean", "enter")

@@ -48,9 +48,12 @@ KEYS_ONCE = (
 )
 KEYS_SCOPE = (
     "save for [b $warning]\\[s][/] this session  [b $warning]\\[p][/] the project "
-    "(.bastion/settings.toml)  [b $warning]\\[c][/] back"
+    "(.bastion/settings.toml)  [b $warning]\\[c][/] or [b $warning]esc[/] back"
 )
-KEYS_MESSAGE = "[$foreground-muted]Enter denies and tells the model this; an empty line denies[/]"
+KEYS_MESSAGE = (
+    "[$foreground-muted]Enter denies and tells the model this; an empty line denies; "
+    "esc goes back[/]"
+)
 
 
 def pending_approval(view: ConversationView) -> ToolCallRecord | None:
@@ -236,6 +239,15 @@ class ApprovalPrompt(Vertical, can_focus=True):
             self._set_mode("ask")
             return
         self._post(True, always=scope)
+
+    def back(self) -> bool:
+        """Esc: from the scope choice or the message line back to the question (true),
+        else nothing to go back from (false: Esc then interrupts the run)."""
+        if self.call is None or self.mode == "ask":
+            return False
+        self._set_mode("ask")
+        self.focus()
+        return True
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()  # the message is the prompt's, never a new request
