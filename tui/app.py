@@ -135,6 +135,7 @@ class BastionApp(App[int]):
         self._first_prompt = first_prompt
         self._opener = opener
         self._model = model  # shown until the first view says which model the session uses
+        self.left_stored: str | None = None  # the last stored conversation left by /new etc.
         self.pending_restore: Any = None  # the last /rewind's restore plan, for /restore
         self.open_error: BastionError | None = None  # why the opener failed, if it did
         # The user's theme files (read now unless given); an unknown name is a ConfigError.
@@ -233,6 +234,14 @@ class BastionApp(App[int]):
             from tui import slash
 
             self.hints.offer(slash.completions(text))
+
+    @property
+    def resumable(self) -> str | None:
+        """The conversation to name on leaving: this one if stored, else the last stored
+        one this app left (after /new with nothing sent), else None."""
+        if self.view is not None and self.view.version > 0:
+            return self.conversation_id
+        return self.left_stored
 
     async def on_unmount(self) -> None:
         if self._opener is not None and self.harness is not None:
@@ -516,6 +525,8 @@ class BastionApp(App[int]):
         await self._show_conversation(conversation_id)
 
     async def _show_conversation(self, conversation_id: str) -> None:
+        if self.view is not None and self.view.version > 0:  # stored: it has had a prompt
+            self.left_stored = self.conversation_id
         self.workers.cancel_group(self, "events")  # stop following the old conversation
         self.conversation_id = conversation_id
         self.view = None

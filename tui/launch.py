@@ -125,8 +125,8 @@ def run(opts: Any) -> int:
     error = None
     try:
         app.run()
-        if app.view is not None and app.view.version > 0:  # stored: it has had a prompt
-            print(resume_hint(app.conversation_id))
+        if app.resumable is not None:
+            print(resume_hint(app.resumable))
     finally:
         if app.harness is None and openings:  # quit while the session was still opening
             error = _close_opened(thread, openings)

@@ -169,9 +169,11 @@ async def test_new_and_clear_start_a_fresh_conversation_and_keep_the_old_one(tmp
             await wait_for(lambda: app.conversation_id != conv_id and app.view is not None, pilot)
             await wait_for(lambda: bool(app.query("#welcome")), pilot)
             assert app.view.conversation.id == app.conversation_id and not app.view.settled
+            assert app.resumable == conv_id  # nothing sent here yet: leaving names the old one
             await pilot.press(*"second", "enter")
             await wait_for(lambda: run_settled(app), pilot)
             fresh = app.conversation_id
+            assert app.resumable == fresh
         old = await harness.store.snapshot(conv_id)
         new = await harness.store.snapshot(fresh)
         assert [e.text for e in old.entries] == ["first", "A."]
