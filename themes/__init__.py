@@ -6,8 +6,7 @@
 
 Shipped: bastion-dark (the default), bastion-light and bastion-high-contrast.
 Users add their own as TOML files (see `themes.user`). Colours live here and
-only here (plus `bastion.tcss`, which points Textual's own widgets at the same
-variables): widgets refer to the theme's `$variables` ($primary, $accent,
+only here: widgets refer to the theme's `$variables` ($primary, $accent,
 $success, $warning, $error, $foreground-muted, $surface, ...), so switching
 theme live recolours everything.
 """
@@ -25,14 +24,11 @@ __all__ = [
     "BASTION_DARK",
     "BASTION_HIGH_CONTRAST",
     "BASTION_LIGHT",
-    "CSS_PATH",
     "DEFAULT_THEME",
     "THEMES",
     "check_theme_name",
     "register",
 ]
-
-CSS_PATH = Path(__file__).with_name("bastion.tcss")
 
 BASTION_DARK = Theme(
     name="bastion-dark",

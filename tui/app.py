@@ -35,7 +35,6 @@ from textual.css.query import NoMatches
 from textual.widgets import Static
 
 from runtime.errors import BastionError, EmptyInput
-from themes import CSS_PATH as THEME_CSS
 from themes import DEFAULT_THEME, check_theme_name
 from tui import theming
 from tui.markup import escape
@@ -94,7 +93,7 @@ def pause(spent: float, now: tuple[float, float], mark: tuple[float, float]) -> 
 class BastionApp(App[int]):
     """A transcript, a prompt, an approval line and a status bar over one conversation."""
 
-    CSS_PATH: ClassVar[CSSPathType] = ["app.tcss", THEME_CSS]
+    CSS_PATH: ClassVar[CSSPathType] = "app.tcss"
     TITLE = "bastion"
     COMMANDS: ClassVar[set[Any]] = {_slash_provider}  # loaded when the palette opens
     BINDINGS: ClassVar[list[BindingType]] = [

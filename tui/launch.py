@@ -45,66 +45,113 @@ def run(opts: Any) -> int:
     """
     from runtime.config import load_config
     from runtime.errors import BastionError
-    from runtime.firstrun import NoModelConfigured
-    from runtime.harness_thread import HarnessThread
     from tui.cli import EXIT_OK, EXIT_USAGE, error_line
 
     try:
         config = load_config(os.getcwd())
         theme, folder = chosen_theme(opts, config)
+        if getattr(opts, "resume", None) == "" and not _pick(opts, config):
+            return EXIT_OK  # `-r` without an id, and nothing was picked
     except BastionError as exc:
         error_line(str(exc))
         return EXIT_USAGE
-    if getattr(opts, "resume", None) == "":  # `-r` without an id: pick, then go on as `-r ID`
-        from tui.resume import choose_in_app
-
-        try:
-            chosen = choose_in_app(config.theme)
-        except BastionError as exc:
-            error_line(str(exc))
-            return EXIT_USAGE
-        if chosen is None:
-            return EXIT_OK
-        opts.resume = chosen
     sys.setswitchinterval(SWITCH_INTERVAL)  # the harness thread waits less for the interpreter
-    thread = HarnessThread()
-    openings: list[concurrent.futures.Future[Any]] = []  # opening, then driving
+    opening = _Opening(opts)
+    hint = model_hint(opts, config.model)
+    if resuming(opts) or hint is None:  # found first: a bad id or model is reported
+        code = opening.open_before_app(config)
+        if code is not None:
+            return code
+    return _run_app(opts, opening, config, theme, folder, hint)
 
-    def open_session() -> concurrent.futures.Future[Any]:
+
+def _pick(opts: Any, config: Any) -> bool:
+    """`-r` without an id: the picker, then go on as `-r ID`; false if nothing was chosen."""
+    from tui.resume import choose_in_app
+
+    chosen = choose_in_app(config.theme)
+    if chosen is None:
+        return False
+    opts.resume = chosen
+    return True
+
+
+class _Opening:
+    """The session, opened and then driven on a `HarnessThread` (`futures`: opening,
+    then driving), for the app to take once its first frame is drawn."""
+
+    def __init__(self, opts: Any) -> None:
+        from runtime.harness_thread import HarnessThread
+
+        self.opts = opts
+        self.thread = HarnessThread()
+        self.futures: list[concurrent.futures.Future[Any]] = []
+
+    def open(self) -> concurrent.futures.Future[Any]:
         from tui.session import open_session
 
-        if not openings:  # a resumed one's model is checked when it is driven
-            openings.append(thread.submit(open_session(opts, check_model=not resuming(opts))))
-        return openings[0]
+        if not self.futures:  # a resumed one's model is checked when it is driven
+            check = not resuming(self.opts)
+            self.futures.append(self.thread.submit(open_session(self.opts, check_model=check)))
+        return self.futures[0]
 
-    async def opener() -> tuple[Any, str]:  # (a ThreadedHarness, the conversation's id)
+    async def opener(self) -> tuple[Any, str]:
+        """(a ThreadedHarness, the conversation's id): what `BastionApp(opener=...)` awaits."""
         from runtime.threaded import ThreadedHarness
         from tui.session import drive_session
 
-        session = await asyncio.wrap_future(open_session())
-        openings.append(thread.submit(drive_session(session, interactive=True)))
-        session = await asyncio.wrap_future(openings[-1])
-        return ThreadedHarness(session.harness, thread), session.conversation.id
+        session = await asyncio.wrap_future(self.open())
+        self.futures.append(self.thread.submit(drive_session(session, interactive=True)))
+        session = await asyncio.wrap_future(self.futures[-1])
+        return ThreadedHarness(session.harness, self.thread), session.conversation.id
 
-    hint = model_hint(opts, config.model)
-    early = resuming(opts) or hint is None  # found first: a bad id or model is reported
-    if early:  # before the app, and the session opens while Textual loads
-        open_session()
-    from tui.app import BastionApp
+    def open_before_app(self, config: Any) -> int | None:
+        """Open it now (it opens while Textual loads): None, or the exit code when it
+        cannot be (the first-run screen shown, or the error printed)."""
+        from runtime.errors import BastionError
+        from runtime.firstrun import NoModelConfigured
+        from tui.cli import EXIT_USAGE, error_line
 
-    if early:
+        future = self.open()
+        import tui.app  # noqa: F401  (loads while the store is read)
+
         try:
-            openings[0].result()
+            future.result()
         except NoModelConfigured:  # first run: the screen says how to choose a model
-            thread.stop()
+            self.thread.stop()
             from tui.widgets.firstrun import FirstRunApp
 
             FirstRunApp(theme=config.theme).run()
             return EXIT_USAGE
         except BastionError as exc:
-            thread.stop()
+            self.thread.stop()
             error_line(str(exc))
             return EXIT_USAGE
+        return None
+
+    def close_unclaimed(self) -> Exception | None:
+        """Close the session the app quit before taking (releasing its lease), or return
+        the BastionError it failed with, to be reported."""
+        from runtime.errors import BastionError
+
+        session = None
+        for future in self.futures:
+            try:
+                session = future.result(timeout=30)
+            except BastionError as exc:
+                return exc  # whichever step failed closed the harness
+        if session is not None:
+            self.thread.run(session.harness.close())
+        return None
+
+
+def _run_app(
+    opts: Any, opening: _Opening, config: Any, theme: str, folder: Any, hint: str | None
+) -> int:
+    """The app over `opening`'s session; its exit code (2 with the error printed)."""
+    from runtime.firstrun import NoModelConfigured
+    from tui.app import BastionApp
+    from tui.cli import EXIT_OK, EXIT_USAGE, error_line
 
     cwd = os.getcwd()
 
@@ -114,7 +161,7 @@ def run(opts: Any) -> int:
         return ConfigWatcher(cwd, initial=config)
 
     app = BastionApp(
-        opener=opener,
+        opener=opening.opener,
         first_prompt=opts.prompt,
         theme=theme,
         theme_folder=folder,
@@ -128,30 +175,14 @@ def run(opts: Any) -> int:
         if app.resumable is not None:
             print(resume_hint(app.resumable))
     finally:
-        if app.harness is None and openings:  # quit while the session was still opening
-            error = _close_opened(thread, openings)
-        thread.stop()
+        if app.harness is None and opening.futures:  # quit while the session was opening
+            error = opening.close_unclaimed()
+        opening.thread.stop()
     error = app.open_error or error
     if error is not None and not isinstance(error, NoModelConfigured):  # (its screen said it)
         error_line(str(error))
         return EXIT_USAGE
     return app.return_code or EXIT_OK
-
-
-def _close_opened(thread: Any, openings: list[concurrent.futures.Future[Any]]) -> Exception | None:
-    """Close the session the app quit before taking (releasing its lease), or return the
-    BastionError it failed with, to be reported. `openings`: opening, then driving."""
-    from runtime.errors import BastionError
-
-    session = None
-    for future in openings:
-        try:
-            session = future.result(timeout=30)
-        except BastionError as exc:
-            return exc  # whichever step failed closed the harness
-    if session is not None:
-        thread.run(session.harness.close())
-    return None
 
 
 def chosen_theme(opts: Any, config: Any) -> tuple[str, Any]:
