@@ -114,11 +114,14 @@ async def test_a_long_session_opens_on_its_end_with_a_window_of_rows(tmp_path):
             before = len(rows)
             first_shown = app.query(UserEntry).first().entry.text
             transcript.scroll_home(animate=False, immediate=True)
-            await pilot.pause(0.2)
-            users = [w.entry.text for w in app.query(UserEntry)]
-            assert len(users) > before // 2
-            assert users.index(first_shown) > 0, "earlier questions are mounted above"
-            assert transcript.scroll_y > 0, "the row that was at the top stays in view"
+
+            def revealed() -> bool:  # mounted above, then scrolled to keep the place
+                users = [w.entry.text for w in app.query(UserEntry)]
+                return len(users) > before // 2 and users.index(first_shown) > 0
+
+            await wait_for(revealed, pilot)
+            # the row that was at the top stays in view
+            await wait_for(lambda: transcript.scroll_y > 0, pilot)
     finally:
         await harness.close()
 
