@@ -10,165 +10,65 @@ Admission (the user entry and its queued run, or a queued inbox item while
 busy) is committed before any provider call. Durable events are published
 after their commit; transient deltas as they stream. `snapshot()` gives a view
 that the pure reducer (`runtime.views.reduce`) keeps current from events.
+
+The Harness is assembled from parts, each a module: runtime.harness_core (shared
+state, events, snapshots), runtime.harness_sessions (search, fork, rewind,
+restore, export, import), runtime.harness_rules (approvals and rules),
+runtime.harness_driving (drivers, models, this process's settings) and
+runtime.admission (the admission transaction). This module holds opening and
+closing, admission, interrupts and waiting.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import os
-import random
-import time
-from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runtime import effects, failpoints, sessions, transfer
+from runtime import failpoints
+from runtime.admission import admit_tx, check_text, new_conversation, title_from
 from runtime.aio import wait_until
-from runtime.answers import Answer, answer_tx
-from runtime.approvals import ApprovalMode
 from runtime.calls import interrupt_tx
-from runtime.catalog import ModelInfo
-from runtime.compaction import DEFAULT_RESERVE, CompactionSettings, Compactor
 from runtime.config import Config
-from runtime.driver import Driver, DriverConfig, lease_live, new_run
-from runtime.errors import (
-    BastionError,
-    EmptyInput,
-    HarnessClosed,
-    NotPending,
-    RequestKeyReused,
-    StoreError,
-    UnfinishedWork,
-    UnknownEntry,
-    UnknownRun,
+from runtime.errors import StoreError, UnknownRun
+from runtime.events import DurableEvent, InboxUpdated, RunUpdated
+from runtime.harness_core import (
+    HarnessCore,
+    ResolveModel,
+    SessionSettings,
+    Subscription,
+    ToolboxFactory,
+    default_home,
 )
-from runtime.events import DurableEvent, Event, InboxUpdated, RunUpdated
-from runtime.fulltext import SearchHit
-from runtime.ids import uuid7
+from runtime.harness_driving import DrivingOps
+from runtime.harness_rules import ApprovalOps
+from runtime.harness_sessions import SessionOps
 from runtime.instructions import ProjectInstructions, load_instructions
-from runtime.loop import LoopSettings, user_entry
-from runtime.providers.base import Provider
-from runtime.records import (
-    Conversation,
-    Entry,
-    InboxItem,
-    InboxMode,
-    InboxState,
-    Run,
-    SessionSummary,
-    ToolCallRecord,
-)
-from runtime.rules import (
-    BadRule,
-    Rule,
-    Scope,
-    command_rule,
-    folder_parts,
-    propose,
-    unique,
-)
-from runtime.serve import AttachServer, start_server
-from runtime.settings import ProjectRules, RuleBook, load_project_rules
-from runtime.store import Store, remove_artifacts, request_digest
-from runtime.toolbox import Toolbox
+from runtime.loop import LoopSettings
+from runtime.records import Conversation, InboxItem, InboxMode, InboxState, Run
+from runtime.store import Store
 from runtime.tx import Tx
-from runtime.usage import UsageSummary, usage_summary
-from runtime.views import ConversationView, StreamCursor, view_from_snapshot
+
+__all__ = [
+    "Harness",
+    "HarnessCore",
+    "Interruption",
+    "ResolveModel",
+    "SessionSettings",
+    "Subscription",
+    "ToolboxFactory",
+    "default_home",
+    "new_conversation",
+]
 
 log = logging.getLogger(__name__)
-ResolveModel = Callable[[str], tuple[Provider, str]]
-ToolboxFactory = Callable[[Conversation], Toolbox | None]
 
 
-def default_home() -> Path:
-    home = os.environ.get("BASTION_HOME")
-    if home:
-        return Path(home)
-    data = os.environ.get("XDG_DATA_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "share"
-    )
-    return Path(data) / "bastion"
-
-
-class Subscription:
-    """Events in publication order, as an async iterator. `close()` when done."""
-
-    def __init__(self, harness: Harness, conversation_id: str | None) -> None:
-        self.conversation_id = conversation_id
-        self._queue: asyncio.Queue[Event | None] = asyncio.Queue()
-        self._harness = harness
-
-    def _put(self, event: Event | None) -> None:
-        self._queue.put_nowait(event)
-
-    def __aiter__(self) -> AsyncIterator[Event]:
-        return self._iterate()
-
-    async def _iterate(self) -> AsyncIterator[Event]:
-        while True:
-            event = await self._queue.get()
-            if event is None:
-                return
-            yield event
-
-    def pending(self) -> list[Event]:
-        """Whatever is queued now, without waiting."""
-        out: list[Event] = []
-        while not self._queue.empty():
-            event = self._queue.get_nowait()
-            if event is None:
-                self._queue.put_nowait(None)
-                break
-            out.append(event)
-        return out
-
-    def close(self) -> None:
-        self._harness._subscriptions.discard(self)
-        self._put(None)
-
-
-@dataclass(frozen=True, slots=True)
-class SessionSettings:
-    """What this process runs a conversation with: the model spec and the approval mode."""
-
-    model: str
-    approval_mode: str
-
-
-class Harness:
-    def __init__(
-        self,
-        store: Store,
-        home: Path,
-        resolve_model: ResolveModel | None,
-        toolbox_factory: ToolboxFactory | None,
-        loop_settings: LoopSettings,
-        lease_ttl: float,
-        config: Config | None = None,
-    ) -> None:
-        self.store = store
-        self.config = config or Config()
-        self.home = home
-        self.owner = uuid7()
-        self.epoch = random.getrandbits(31) | 1
-        self.loop_settings = loop_settings
-        self.lease_ttl = lease_ttl
-        self._resolve_model = resolve_model
-        self._toolbox_factory = toolbox_factory
-        self._providers: dict[str, tuple[Provider, str]] = {}
-        self._drivers: dict[str, Driver] = {}
-        self._servers: dict[str, AttachServer] = {}  # attach sockets of driven conversations
-        self._subscriptions: set[Subscription] = set()
-        self._run_waiters: dict[str, list[asyncio.Future[Run]]] = {}
-        self._deferred: dict[str, dict[str, Any]] = {}
-        self._prepared: dict[str, Conversation] = {}
-        self._settings: dict[str, SessionSettings] = {}
-        self._closed = False
-
+class Harness(SessionOps, ApprovalOps, DrivingOps):
     @classmethod
     async def open(
         cls,
@@ -227,26 +127,6 @@ class Harness:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise HarnessClosed("the harness is closed")
-
-    # --- events -----------------------------------------------------------
-
-    def subscribe(self, conversation_id: str | None = None) -> Subscription:
-        sub = Subscription(self, conversation_id)
-        self._subscriptions.add(sub)
-        return sub
-
-    def _publish(self, event: Event) -> None:
-        for sub in self._subscriptions:
-            if sub.conversation_id is None or sub.conversation_id == event.conversation_id:
-                sub._put(event)
-        if isinstance(event, RunUpdated) and event.run.terminal:
-            for future in self._run_waiters.pop(event.run.id, []):
-                if not future.done():
-                    future.set_result(event.run)
-
     # --- conversations ----------------------------------------------------
 
     async def create_conversation(
@@ -266,12 +146,6 @@ class Harness:
         )
         return conv
 
-    def prepare(self, conversation: Conversation) -> None:
-        """A new conversation that is not committed until its first input: `snapshot`
-        shows it empty, `drive` waits for it, and the first `submit` commits it together
-        with that input. Quitting before then leaves nothing in the store."""
-        self._prepared[conversation.id] = conversation
-
     async def get_conversation(self, conversation_id: str) -> Conversation:
         return await self.store.get_conversation(conversation_id)
 
@@ -286,145 +160,6 @@ class Harness:
     ) -> list[Conversation]:
         return await self.store.list_conversations(cwd, with_entries=with_entries)
 
-    async def search(self, query: str, limit: int = 50) -> list[SearchHit]:
-        """Conversations whose entries match `query` (full-text, ranked by bm25), each
-        with its best entry and a snippet. SearchQueryError for an empty query; text
-        that is not FTS5 syntax is searched as plain words."""
-        return await self.store.search(query, limit)
-
-    async def session_summaries(self, limit: int = 500) -> list[SessionSummary]:
-        """The newest conversations (every directory) with their entry counts, for a picker."""
-        return await self.store.session_summaries(limit)
-
-    async def search_conversations(self, query: str) -> list[Conversation]:
-        """The conversations of `search(query)`, best first."""
-        return [hit.conversation for hit in await self.store.search(query)]
-
-    async def fork(self, conversation_id: str, at_entry: str | None = None) -> Conversation:
-        """A new conversation (fresh uuid7) sharing the history of `conversation_id` up to
-        and including entry `at_entry` (None: all of it), created in one transaction;
-        the source is untouched. UnknownEntry if the entry is not there."""
-        self._check_open()
-
-        def at(entries: list[Entry]) -> int:
-            return sessions.fork_position(entries, at_entry, conversation_id)
-
-        return await self.store.fork_conversation(
-            conversation_id, uuid7(), at, publish=self._publish
-        )
-
-    async def rewind(self, conversation_id: str, entry_id: str) -> sessions.Rewound:
-        """Fork just before the user message `entry_id`, and hand that message back for
-        the prompt. Files are not touched: `restore_plan` says what can be undone."""
-        self._check_open()
-        found: list[Entry] = []
-
-        def at(entries: list[Entry]) -> int:
-            found.append(sessions.rewind_position(entries, entry_id, conversation_id))
-            return found[0].position - 1
-
-        conv = await self.store.fork_conversation(
-            conversation_id, uuid7(), at, publish=self._publish
-        )
-        return sessions.Rewound(conv, found[0].text, conversation_id, entry_id)
-
-    async def restore_plan(self, conversation_id: str, entry_id: str) -> effects.RestorePlan:
-        """What putting the workspace back to how it was before entry `entry_id` would
-        do: the files it can restore or remove (from the calls' records), and the exact
-        changes it cannot undo (a command outside git, a file changed by one, a call
-        with no record). Nothing is changed; `restore(plan)` does it."""
-        self._check_open()
-        conv = await self.store.get_conversation(conversation_id)
-
-        def read(db: Any) -> list[effects.SpanCall]:
-            row = db.execute(
-                "SELECT position FROM entries WHERE id = ? AND conversation_id = ?",
-                (entry_id, conversation_id),
-            ).fetchone()
-            if row is None:
-                raise UnknownEntry(
-                    f"conversation {conversation_id} has no entry {entry_id}",
-                    hint=f"list its entries with `bastion export {conversation_id}`",
-                )
-            return effects.read_span(db, conversation_id, int(row[0]))
-
-        span = await self.store.read(read)
-        return await asyncio.to_thread(effects.plan, conversation_id, entry_id, conv.cwd, span)
-
-    async def restore(self, plan: effects.RestorePlan) -> effects.RestoreReport:
-        """Carry out `plan` through the workspace's tools (no path outside it is written);
-        what could not be put back is reported, with what the plan could not undo."""
-        self._check_open()
-        return await asyncio.to_thread(effects.restore, plan)
-
-    async def export(self, conversation_id: str) -> dict[str, Any]:
-        """The conversation as an export document (JSON-able): its records as stored and
-        its ledger events. `import_conversation` reads it back."""
-        view = await self.snapshot(conversation_id)
-        events: list[DurableEvent] = []
-        while True:
-            batch = await self.store.ledger(conversation_id, events[-1].version if events else 0)
-            if not batch:
-                return transfer.export_document(view, events)
-            events += batch
-
-    async def import_conversation(self, text: str) -> Conversation:
-        """A new conversation (fresh ids throughout) from an export document's text,
-        validated whole first: ImportRefused, and nothing written, for a malformed
-        file or one from a newer bastion."""
-        self._check_open()
-        conv, history = transfer.parse_document(text, uuid7(), time.time())
-        created, _ = await self.store.create_conversation(
-            conv, lambda tx: sessions.copy_history(tx, history), publish=self._publish
-        )
-        return await self.store.get_conversation(created.id)
-
-    async def update_settings(self, conversation_id: str, **changes: Any) -> Conversation:
-        def build(tx: Tx) -> Conversation:
-            conv = tx.conversation()
-            updated = conv.but(settings={**conv.settings, **changes})
-            tx.update_conversation(updated)
-            return updated
-
-        await self.store.transact(conversation_id, build, publish=self._publish)
-        return await self.store.get_conversation(conversation_id)
-
-    async def delete_conversation(self, conversation_id: str, *, force: bool = False) -> None:
-        """Delete a conversation and everything of it (spilled output too); its id is
-        never used again. Refused (UnfinishedWork) with work in progress unless `force`."""
-        self._check_open()
-        ttl = self.lease_ttl
-        await self.store.delete_conversation(
-            conversation_id, force=force, live=lambda lease: lease_live(lease, ttl)
-        )
-        remove_artifacts(self.home / "artifacts" / conversation_id)
-
-    async def snapshot(self, conversation_id: str) -> ConversationView:
-        """The stored state, with what this process streamed but has not committed yet."""
-        prepared = self._prepared.get(conversation_id)
-        if prepared is not None and not await self.store.exists(conversation_id):
-            return ConversationView(conversation=prepared, version=0)
-        snap = await self.store.snapshot(conversation_id)
-        driver = self._drivers.get(conversation_id)
-        if driver is None or not driver.live:
-            return view_from_snapshot(snap)
-        entries = list(snap.entries)
-        cursors: dict[str, StreamCursor] = {}
-        for run_id, live in driver.live.items():
-            if live.seq:
-                cursors[run_id] = StreamCursor(live.epoch, live.seq)
-            for i in range(len(entries) - 1, -1, -1):
-                if entries[i].id == live.entry_id:
-                    data, thought = entries[i].data, live.reasoning.text
-                    if thought:  # what was streamed, checkpointed or not
-                        data = {**data, "reasoning": thought}
-                    entries[i] = entries[i].but(text=live.text, data=data)
-                    break
-        return view_from_snapshot(
-            dataclasses.replace(snap, entries=tuple(entries)),
-            cursors,
-        )
-
     async def ledger(self, conversation_id: str, after: int = 0) -> list[DurableEvent]:
         return await self.store.ledger(conversation_id, after)
 
@@ -432,311 +167,6 @@ class Harness:
         """The AGENTS.md / CLAUDE.md files a run in `cwd` reads, and the text they make
         (see runtime.instructions); for status lines and first-run notes."""
         return await asyncio.to_thread(load_instructions, cwd)
-
-    # --- driving ----------------------------------------------------------
-
-    def resolve_model(self, spec: str) -> tuple[Provider, str]:
-        """Provider and model name for `spec` (cached); raises ConfigError."""
-        if spec not in self._providers:
-            if self._resolve_model is None:
-                raise BastionError("this harness was opened without a model resolver")
-            self._providers[spec] = self._resolve_model(spec)
-        return self._providers[spec]
-
-    async def usage(self, conversation_id: str) -> UsageSummary:
-        """Token counts (with provenance) and cost per run, per model and in total,
-        and how full the context window was at the newest request."""
-        return usage_summary(await self.snapshot(conversation_id))
-
-    def compaction_settings(self) -> CompactionSettings:
-        """The reserve from config, and the `compact_model`'s provider when one is set."""
-        settings = CompactionSettings(
-            reserve_tokens=self.config.compact_reserve_tokens or DEFAULT_RESERVE
-        )
-        spec = self.config.compact_model
-        if spec:
-            provider, model = self.resolve_model(spec)
-            settings = replace(
-                settings, summary_provider=provider, summary_model=model, summary_spec=spec
-            )
-        return settings
-
-    async def compact(self, conversation_id: str, instructions: str | None = None) -> Entry | None:
-        """Summarise the conversation's older whole turns now (keeping roughly the last
-        20k tokens verbatim); the summary entry, or None when there is nothing whole to
-        compact yet. Raises CompactionFailed (the conversation is then as it was)."""
-        self._check_open()
-        conv = await self.store.get_conversation(conversation_id)
-        driver = self._drivers.get(conversation_id)
-        spec = driver.config.model_info.spec if driver is not None else conv.agent.model
-        provider, model = self.resolve_model(spec)
-        info = self.model_info(spec)
-        token = driver.token if driver is not None else None
-
-        async def commit(build: Callable[[Tx], Any]) -> Any:
-            return await self.store.transact(
-                conversation_id, build, token=token, publish=self._publish
-            )
-
-        latest = await self.store.latest_run(conversation_id)
-        active = latest.id if latest is not None and not latest.terminal else None
-        compactor = Compactor(
-            self.store, conversation_id, commit, provider, model, info,
-            info.context_window, self.compaction_settings(),
-        )  # fmt: skip
-        return await compactor.compact(instructions or None, active_run_id=active)
-
-    def model_info(self, spec: str) -> ModelInfo:
-        """What is known of model `spec` ("PROVIDER/NAME"): context window, output limit,
-        prices, images, tools; `known` is False when these are conservative guesses."""
-        return self.config.model_info(spec)
-
-    def output_cap(self, spec: str) -> int:
-        """The `max_tokens` every request to `spec` carries (config, catalog, 8192)."""
-        return self.config.output_cap(spec)
-
-    async def drive(
-        self,
-        conversation_id: str,
-        *,
-        interactive: bool = True,
-        on_refusal: Callable[[str, str], None] | None = None,
-        approval_mode: str | None = None,
-        model: str | None = None,
-        allow: Sequence[str] = (),
-    ) -> Driver | None:
-        """Become this conversation's driver: take the lease, recover, run its work.
-
-        `approval_mode` and `model` hold for this process only (a flag applies to its
-        own invocation); without them, the conversation's stored settings. `allow`
-        holds command prefixes that run without asking, for this process only. A
-        conversation not created yet is driven as soon as `submit(create=...)`
-        commits it; this returns None then."""
-        self._check_open()
-        if conversation_id in self._drivers:
-            return self._drivers[conversation_id]
-        options = {
-            "interactive": interactive,
-            "on_refusal": on_refusal,
-            "approval_mode": approval_mode,
-            "model": model,
-            "allow": tuple(command_rule(a, Scope.INVOCATION) for a in allow),
-        }
-        if not await self.store.exists(conversation_id):
-            self._deferred[conversation_id] = options
-            prepared = self._prepared.get(conversation_id)
-            agent = prepared.agent if prepared is not None else None
-            self._settings[conversation_id] = SessionSettings(
-                model or (agent.model if agent else ""),
-                ApprovalMode.parse(
-                    approval_mode or (agent.approval_mode if agent else "") or "ask"
-                ).value,
-            )
-            return None
-        return await self._start_driver(conversation_id, **options)  # type: ignore[arg-type]
-
-    async def _start_driver(
-        self,
-        conversation_id: str,
-        *,
-        interactive: bool,
-        on_refusal: Callable[[str, str], None] | None,
-        approval_mode: str | None,
-        model: str | None,
-        allow: tuple[Rule, ...] = (),
-    ) -> Driver:
-        conv = await self.store.get_conversation(conversation_id)
-        agent = conv.agent
-        settings = self._settings.get(conversation_id)
-        spec = (settings.model if settings else "") or model or agent.model
-        mode = ApprovalMode.parse(
-            settings.approval_mode if settings else approval_mode or agent.approval_mode or "ask"
-        )
-        provider, model_name = self.resolve_model(spec)
-        toolbox = self._toolbox_factory(conv) if self._toolbox_factory else None
-        config = DriverConfig(
-            provider=provider,
-            model=model_name,
-            model_info=self.model_info(spec),
-            output_cap=self.output_cap(spec),
-            toolbox=toolbox,
-            approval_mode=mode,
-            interactive=interactive,
-            loop=self.loop_settings,
-            lease_ttl=self.lease_ttl,
-            on_refusal=on_refusal,
-            compaction=self.compaction_settings(),
-            rules=RuleBook(
-                ProjectRules(conv.cwd),
-                allow,
-                getattr(toolbox, "resolve_path", None) or folder_parts,
-            ),
-        )
-        driver = Driver(self.store, conversation_id, self.owner, self.epoch, self._publish, config)
-        try:
-            await driver.start()
-        except BaseException:
-            if toolbox is not None:
-                toolbox.close()
-            raise
-        self._drivers[conversation_id] = driver
-        server = await start_server(self, conversation_id)
-        if server is not None:
-            self._servers[conversation_id] = server
-        self._settings[conversation_id] = SessionSettings(spec, mode.value)
-        return driver
-
-    # --- this process's settings ------------------------------------------
-
-    async def session_settings(self, conversation_id: str) -> SessionSettings:
-        """The model and approval mode this process runs `conversation_id` with (the
-        stored ones when it does not drive it)."""
-        settings = self._settings.get(conversation_id)
-        if settings is not None:
-            return settings
-        conv = self._prepared.get(conversation_id)
-        if conv is None:
-            conv = await self.store.get_conversation(conversation_id)
-        return SessionSettings(conv.agent.model, conv.agent.approval_mode or "ask")
-
-    async def set_approval_mode(self, conversation_id: str, mode: str) -> SessionSettings:
-        """Switch the approval mode for this process (never stored: a mode holds only
-        where it was chosen). Holds from the next tool call. ConfigError if unknown."""
-        parsed = ApprovalMode.parse(mode)
-        current = await self.session_settings(conversation_id)
-        settings = SessionSettings(current.model, parsed.value)
-        self._settings[conversation_id] = settings
-        driver = self._drivers.get(conversation_id)
-        if driver is not None:
-            driver.reconfigure(approval_mode=parsed)
-        return settings
-
-    async def set_model(self, conversation_id: str, spec: str) -> SessionSettings:
-        """Switch the conversation's model (stored with it, so a resume keeps it); holds
-        from the next run. ConfigError, with nothing changed, if `spec` does not resolve."""
-        provider, model_name = self.resolve_model(spec)
-        current = await self.session_settings(conversation_id)
-        prepared = self._prepared.get(conversation_id)
-        if prepared is not None:
-            self._prepared[conversation_id] = prepared.but(
-                settings={**prepared.settings, "model": spec}
-            )
-        elif await self.store.exists(conversation_id):
-            await self.update_settings(conversation_id, model=spec)
-        settings = SessionSettings(spec, current.approval_mode)
-        self._settings[conversation_id] = settings
-        deferred = self._deferred.get(conversation_id)
-        if deferred is not None:
-            deferred["model"] = spec
-        driver = self._drivers.get(conversation_id)
-        if driver is not None:
-            driver.reconfigure(provider=provider, model=model_name)
-        return settings
-
-    async def new_session(self, conversation_id: str) -> Conversation:
-        """A new conversation like `conversation_id` (cwd, model, instructions), prepared
-        (committed with its first prompt) and driven as this process drives that one
-        (same approval mode and model); that one's driver is released. Refused
-        (UnfinishedWork, nothing changed) while it has a run or queued input."""
-        self._check_open()
-        like = self._prepared.get(conversation_id)
-        if like is None:
-            like = await self.store.get_conversation(conversation_id)
-            if await self.store.unfinished(conversation_id):
-                raise UnfinishedWork(
-                    "this conversation still has work in progress",
-                    hint="wait for it to finish, or press Esc to interrupt it first",
-                )
-        settings = await self.session_settings(conversation_id)
-        driver = self._drivers.get(conversation_id)
-        deferred = self._deferred.get(conversation_id)
-        conv = new_conversation(like.cwd, settings={**like.settings, "model": settings.model})
-        self.prepare(conv)
-        if driver is not None:
-            deferred = {"interactive": driver.config.interactive}
-            deferred["on_refusal"] = driver.config.on_refusal
-        if deferred is not None:
-            await self.drive(
-                conv.id,
-                interactive=bool(deferred["interactive"]),
-                on_refusal=deferred["on_refusal"],
-                approval_mode=settings.approval_mode,
-                model=settings.model,
-            )
-        await self.release(conversation_id)
-        self._deferred.pop(conversation_id, None)
-        self._prepared.pop(conversation_id, None)
-        return conv
-
-    async def switch_session(self, conversation_id: str, to: str) -> Conversation:
-        """Drive stored conversation `to` as this process drives `conversation_id` (same
-        interactivity), then release that one. Refused (UnfinishedWork, nothing changed)
-        while `conversation_id` has work in progress; ConversationBusy if another process
-        drives `to`; UnknownConversation if there is no such conversation."""
-        self._check_open()
-        target = await self.store.get_conversation(to)
-        if conversation_id not in self._prepared and await self.store.unfinished(conversation_id):
-            raise UnfinishedWork(
-                "this conversation still has work in progress",
-                hint="wait for it to finish, or press Esc to interrupt it first",
-            )
-        driver = self._drivers.get(conversation_id)
-        options = self._deferred.get(conversation_id) or {}
-        interactive = driver.config.interactive if driver else options.get("interactive", True)
-        on_refusal = driver.config.on_refusal if driver else options.get("on_refusal")
-        if to != conversation_id:
-            await self.drive(to, interactive=bool(interactive), on_refusal=on_refusal)
-            await self.release(conversation_id)
-            self._deferred.pop(conversation_id, None)
-            self._prepared.pop(conversation_id, None)
-        return target
-
-    async def set_defaults(
-        self, conversation_id: str, *, model: str | None = None, approval_mode: str | None = None
-    ) -> None:
-        """Change the model and/or approval mode this process drives the conversation with,
-        from its next run on (for a live config change; nothing is stored). A conversation
-        not committed yet also gets `model` stored with its first prompt. ConfigError for an
-        unknown model or mode, and then nothing changes."""
-        self._check_open()
-        mode = ApprovalMode.parse(approval_mode) if approval_mode is not None else None
-        resolved = self.resolve_model(model) if model is not None else None
-        driver = self._drivers.get(conversation_id)
-        if driver is not None:
-            if resolved is not None:
-                driver.config.provider, driver.config.model = resolved
-            if mode is not None:
-                driver.config.approval_mode = mode
-        deferred = self._deferred.get(conversation_id)
-        if deferred is not None:
-            if model is not None:
-                deferred["model"] = model
-            if mode is not None:
-                deferred["approval_mode"] = mode.value
-        prepared = self._prepared.get(conversation_id)
-        if prepared is not None and model is not None:
-            settings = {**prepared.settings, "model": model}
-            self._prepared[conversation_id] = dataclasses.replace(prepared, settings=settings)
-        current = self._settings.get(conversation_id)
-        if current is not None:  # what session_settings (the status line) reports
-            self._settings[conversation_id] = SessionSettings(
-                model if model is not None else current.model,
-                mode.value if mode is not None else current.approval_mode,
-            )
-
-    def driver(self, conversation_id: str) -> Driver | None:
-        return self._drivers.get(conversation_id)
-
-    async def release(self, conversation_id: str) -> None:
-        self._settings.pop(conversation_id, None)  # driven again: its own model and mode
-        server = self._servers.pop(conversation_id, None)
-        if server is not None:
-            await server.close()
-        driver = self._drivers.pop(conversation_id, None)
-        if driver is not None:
-            await driver.stop()
-            if driver.config.toolbox is not None:
-                driver.config.toolbox.close()
 
     async def admitted(self, request_key: str) -> tuple[str, str] | None:
         """(conversation id, inbox item id) admitted under `request_key`, from any session."""
@@ -760,15 +190,15 @@ class Harness:
         same input returns the item it admitted; with other input it is refused
         (RequestKeyReused)."""
         self._check_open()
-        _check_text(text)
+        check_text(text)
 
         def admit(tx: Tx) -> InboxItem:
-            return _admit(tx, text, request_key, mode)
+            return admit_tx(tx, text, request_key, mode)
 
         create = create or self._prepared.get(conversation_id)
         if create is not None and not await self.store.exists(conversation_id):
             _, item = await self.store.create_conversation(
-                create.but(id=conversation_id, title=create.title or _title_from(text)),
+                create.but(id=conversation_id, title=create.title or title_from(text)),
                 admit,
                 publish=self._publish,
             )
@@ -795,76 +225,6 @@ class Harness:
             publish=self._publish,
         )
         return done is not None
-
-    async def respond(
-        self,
-        conversation_id: str,
-        tool_call_id: str,
-        approve: bool,
-        *,
-        always: str | None = None,
-        message: str | None = None,
-    ) -> tuple[Rule, ...]:
-        """Answer a pending approval: committed, then the driver woken. NotPending if the
-        approval was answered already or its call was settled (an interrupt won).
-
-        `always` ("session" or "project") approves and saves the rules
-        `proposed_rules` names, in the transaction that approves the call (a project
-        rule goes to `.bastion/settings.toml` inside it: a failed write approves
-        nothing); other pending calls those rules cover are approved with it.
-        `message` goes with a denial to the model. Returns the rules saved."""
-        if always is not None and not approve:
-            raise BadRule("a denial cannot save a rule", hint="answer always only to approve")
-        if message is not None and approve:
-            raise BadRule("a message goes with a denial", hint="deny with the message instead")
-        scope = Scope(always) if always is not None else None
-        if scope == Scope.INVOCATION:
-            raise BadRule(
-                "save a rule for the session or the project", hint="scope: session|project"
-            )
-        root = (await self.store.get_conversation(conversation_id)).cwd if scope else ""
-        standing = self._standing_rules(conversation_id, root)
-
-        def build(tx: Tx) -> tuple[list[ToolCallRecord], tuple[Rule, ...]]:
-            return answer_tx(tx, tool_call_id, approve, Answer(scope, message, standing, root))
-
-        answered, saved = await self.store.transact(conversation_id, build, publish=self._publish)
-        if not answered:
-            raise NotPending(
-                f"tool call {tool_call_id} is not waiting for approval",
-                hint="it was answered already, or the run was interrupted",
-            )
-        driver = self._drivers.get(conversation_id)
-        if driver is not None:
-            for call in answered:
-                driver.decided(call.id)
-        return saved
-
-    async def proposed_rules(
-        self, conversation_id: str, tool_call_id: str, scope: str = "session"
-    ) -> tuple[Rule, ...]:
-        """The rules answering "always" would save for a pending call (what every front
-        end shows before saving): () when no rule can cover it."""
-        call = await self.store.tool_call(tool_call_id)
-        if call is None or call.conversation_id != conversation_id:
-            return ()
-        conv = await self.store.get_conversation(conversation_id)
-        session = await self.store.session_rules(conversation_id)
-        have = [*session, *self._standing_rules(conversation_id, conv.cwd)]
-        return propose(call.name, call.arguments, Scope(scope), have)
-
-    async def rules(self, conversation_id: str) -> tuple[Rule, ...]:
-        """Every rule that applies to the conversation: its session rules, this
-        process's `--allow` rules and the project's (`.bastion/settings.toml`)."""
-        conv = await self.store.get_conversation(conversation_id)
-        session = await self.store.session_rules(conversation_id)
-        return unique([*session, *self._standing_rules(conversation_id, conv.cwd)])
-
-    def _standing_rules(self, conversation_id: str, root: str) -> tuple[Rule, ...]:
-        driver = self._drivers.get(conversation_id)
-        if driver is not None and driver.config.rules is not None:
-            return driver.config.rules.standing()
-        return load_project_rules(root) if root else ()
 
     async def interrupt(self, conversation_id: str) -> Interruption:
         """Interrupt the active run: the request is committed first (so any process can
@@ -973,73 +333,3 @@ class Interruption:
 
     def __bool__(self) -> bool:
         return self.run_id is not None
-
-
-def new_conversation(
-    cwd: str,
-    *,
-    settings: dict[str, Any] | None = None,
-    title: str = "",
-    conversation_id: str | None = None,
-) -> Conversation:
-    stamp = time.time()
-    return Conversation(conversation_id or uuid7(), title, cwd, dict(settings or {}), stamp, stamp)
-
-
-def _check_text(text: str) -> None:
-    if not text.strip():
-        raise EmptyInput("the prompt is empty", hint="type something for the agent to do")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise EmptyInput(
-            "the prompt is not valid UTF-8 text",
-            hint="pass the prompt as UTF-8 (check the terminal's or the file's encoding)",
-        ) from None
-
-
-def _admit(tx: Tx, text: str, request_key: str | None, mode: InboxMode) -> InboxItem:
-    """Inside one transaction: the admission check, then the user entry and a queued run
-    (idle) or a queued inbox item (busy)."""
-    digest = request_digest(text, mode)
-    if request_key is not None:
-        rows = tx.rows(
-            "SELECT inbox_id, digest, conversation_id FROM admissions WHERE request_key = ?",
-            (request_key,),
-        )
-        if rows:
-            inbox_id, known, owner = rows[0]
-            if known and known != digest:
-                raise RequestKeyReused(
-                    f"request key {request_key!r} was already used for a different prompt",
-                    hint="use a new request key for new input",
-                )
-            found = tx.inbox_item(inbox_id)
-            assert found is not None, f"admission {request_key} without its item in {owner}"
-            return found
-    item = InboxItem(
-        uuid7(), tx.conversation_id, mode, text, InboxState.QUEUED, time.time(), request_key
-    )
-    if request_key is not None:
-        tx.execute(
-            "INSERT INTO admissions (request_key, conversation_id, inbox_id, digest, created_at) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (request_key, tx.conversation_id, item.id, digest, item.created_at),
-        )
-    if tx.active_run() is not None or tx.queued_inbox():
-        return tx.insert_inbox(item)
-    # Idle: admitted straight into a new run (the item is placed as it is inserted).
-    run = new_run(tx.conversation_id, item.id)
-    entry = user_entry(item, run.id)
-    placed = tx.insert_inbox(item.but(state=InboxState.PLACED, run_id=run.id, entry_id=entry.id))
-    tx.add_entry(entry)
-    tx.insert_run(run)
-    conv = tx.conversation()
-    if not conv.title:
-        tx.update_conversation(conv.but(title=_title_from(text)))
-    return placed
-
-
-def _title_from(text: str, limit: int = 60) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"

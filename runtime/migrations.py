@@ -295,6 +295,27 @@ def _entry_search_and_call_effects(db: sqlite3.Connection) -> None:
     )
 
 
+@migration(6, "full-text index without positions")
+def _fulltext_without_positions(db: sqlite3.Connection) -> None:
+    """The index keeps which entries hold a word, not where (FTS5 `detail=column`): about
+    a quarter of its size, since positions were most of it (one or two bytes a word).
+    Snippets and bm25 read the positions from the entry's text when they need them, and
+    phrase and NEAR queries are answered by runtime.fulltext without them. Rebuilt from
+    the entries; the triggers of migration 5 keep writing to it by name."""
+    _run_script(
+        db,
+        """
+        DROP TABLE entries_fts;
+        CREATE VIRTUAL TABLE entries_fts USING fts5 (
+            text, content = 'entries', content_rowid = 'rowid',
+            tokenize = 'porter unicode61 remove_diacritics 2', detail = column
+        );
+        INSERT INTO entries_fts (rowid, text)
+        SELECT rowid, text FROM entries WHERE kind != 'tool_result' AND text != '';
+        """,
+    )
+
+
 def _run_script(db: sqlite3.Connection, script: str) -> None:
     """Run statements one by one: `executescript` would commit the open transaction."""
     pending = ""

@@ -279,6 +279,9 @@ class ThreadedHarness:
     async def session_summaries(self, *args: Any, **kwargs: Any) -> Any:
         return await self.call("session_summaries", *args, **kwargs)
 
+    async def search(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.call("search", *args, **kwargs)
+
     async def close(self) -> None:
         """Close the harness on its loop, then stop the thread."""
         if self.thread.alive:

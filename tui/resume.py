@@ -15,7 +15,7 @@ from textual.app import App
 from runtime import Harness, SessionSummary
 from themes import DEFAULT_THEME, THEMES
 from themes import register as register_themes
-from tui.widgets.picker import SessionPicker
+from tui.widgets.picker import Search, SessionPicker
 
 __all__ = ["PickerApp", "choose_in_app"]
 
@@ -32,31 +32,36 @@ class PickerApp(App[str | None]):
         *,
         theme: str = DEFAULT_THEME,
         now: float | None = None,
+        search: Search | None = None,
     ) -> None:
         super().__init__()
-        self.sessions, self.cwd, self.now = sessions, cwd, now
+        self.sessions, self.cwd, self.now, self.search = sessions, cwd, now, search
         register_themes(self)
         self.theme = theme if theme in THEMES else DEFAULT_THEME
 
     def on_mount(self) -> None:
-        self.push_screen(SessionPicker(self.sessions, self.cwd, now=self.now), self.exit)
+        picker = SessionPicker(self.sessions, self.cwd, now=self.now, search=self.search)
+        self.push_screen(picker, self.exit)
 
 
-async def _summaries() -> list[SessionSummary]:
+async def _choose(theme: str) -> str | None:
+    """The picker on the loop the store was opened on, so it can search it."""
     harness = await Harness.open()
     try:
-        return await harness.session_summaries()
+        sessions = await harness.session_summaries()
+        if not sessions:
+            print(f"bastion: {NO_SESSIONS}")
+            return None
+        app = PickerApp(sessions, os.getcwd(), theme=theme, search=harness.search)
+        return await app.run_async()
     finally:
         await harness.close()
 
 
 def choose_in_app(theme: str = DEFAULT_THEME) -> str | None:
-    """Show the picker over every stored session; the chosen id, or None (nothing to
-    pick, or Esc). Store errors propagate as BastionError."""
+    """Show the picker over every stored session (searching their text as you type);
+    the chosen id, or None (nothing to pick, or Esc). Store errors propagate as
+    BastionError."""
     import asyncio
 
-    sessions = asyncio.run(_summaries())
-    if not sessions:
-        print(f"bastion: {NO_SESSIONS}")
-        return None
-    return PickerApp(sessions, os.getcwd(), theme=theme).run()
+    return asyncio.run(_choose(theme))

@@ -36,9 +36,11 @@ def order_sessions(sessions: Sequence[SessionSummary], cwd: str) -> list[Session
     return here + [s for s in newest if s.conversation.cwd != cwd]
 
 
-def filter_sessions(sessions: Sequence[SessionSummary], query: str) -> list[SessionSummary]:
+def filter_sessions(
+    sessions: Sequence[SessionSummary], query: str, *, letters: bool = True
+) -> list[SessionSummary]:
     """The sessions holding every word of `query` (title, id, directory; any case), in
-    order; when none does, those holding its letters in order."""
+    order; when none does (and `letters`), those holding its letters in order."""
     words = query.casefold().split()
     if not words:
         return list(sessions)
@@ -48,7 +50,7 @@ def filter_sessions(sessions: Sequence[SessionSummary], query: str) -> list[Sess
         return f"{c.title}\n{c.id}\n{c.cwd}".casefold()
 
     found = [s for s in sessions if all(w in haystack(s) for w in words)]
-    if found:
+    if found or not letters:
         return found
     letters = re.compile(".*?".join(re.escape(c) for c in "".join(words)), re.DOTALL)
     return [s for s in sessions if letters.search(haystack(s))]

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from runtime import migrations
+from runtime import fulltext, migrations
 from runtime.fulltext import SearchQueryError
 from runtime.harness import new_conversation
 from runtime.ids import uuid7
@@ -137,4 +137,82 @@ async def test_words_are_stemmed_and_tried_as_beginnings_when_nothing_matches(tm
     for query in ("walrus", "walruses", "migration", "run", "MIGRAT"):
         assert [h.conversation.id for h in await store.search(query)] == [conv], query
     assert await store.search("walrusx") == []
+    await store.close()
+
+
+def _index_sql(path) -> str:
+    db = sqlite3.connect(path)
+    try:
+        return db.execute("SELECT sql FROM sqlite_master WHERE name = 'entries_fts'").fetchone()[0]
+    finally:
+        db.close()
+
+
+async def test_phrases_and_near_need_the_words_in_place_though_the_index_keeps_no_positions(
+    tmp_path,
+):
+    store = await Store.open(tmp_path / "s.sqlite")
+    assert "detail = column" in _index_sql(tmp_path / "s.sqlite")
+    together = await conversation(store, "t", 'please run "make test" now', "done: foo_bar")
+    apart = await conversation(store, "a", "test it, then make it", "bar, then foo")
+    far = await conversation(store, "f", "make one two three four five six seven test")
+    assert {h.conversation.id for h in await store.search("make test")} == {together, apart, far}
+    hits = await store.search('"make test"')
+    assert [h.conversation.id for h in hits] == [together]
+    assert hits[0].marked() == 'please run "[make test]" now' and hits[0].entry_kind == "user"
+    assert [h.conversation.id for h in await store.search('"make tes"*')] == [together]
+    assert [h.conversation.id for h in await store.search("foo_bar")] == [together]
+    near = {h.conversation.id for h in await store.search("NEAR(make test, 3)")}
+    assert near == {together, apart}
+    assert {h.conversation.id for h in await store.search("run AND NEAR(make test)")} == {together}
+    assert [h.conversation.id for h in await store.search('"then make" OR "then foo"')] == [apart]
+    check_index(tmp_path / "s.sqlite")
+    await store.close()
+
+
+async def test_a_store_with_the_positional_index_is_rebuilt_without_positions(tmp_path):
+    path = tmp_path / "old.sqlite"
+    ours = _number_of("full-text index without positions")
+    db = sqlite3.connect(path, isolation_level=None)
+    migrations.ensure_meta(db)
+    for number, name, fn in migrations.MIGRATIONS[: ours - 1]:
+        fn(db)
+        db.execute("INSERT INTO migrations VALUES (?, ?, 0)", (number, name))
+    db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(ours - 1),))
+    db.close()
+    assert "detail" not in _index_sql(path)
+    store = await Store.open(path)
+    conv = await conversation(store, "t", "lanterns glow at night", "a tool said lanterns")
+    await store.close()
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(ours - 1),))
+    db.execute("DELETE FROM migrations WHERE version >= ?", (ours,))
+    db.execute("DROP TABLE entries_fts")  # the positional index, as migration 5 made it
+    db.execute(
+        "CREATE VIRTUAL TABLE entries_fts USING fts5 (text, content = 'entries', "
+        "content_rowid = 'rowid', tokenize = 'porter unicode61 remove_diacritics 2')"
+    )
+    db.execute("INSERT INTO entries_fts (rowid, text) SELECT rowid, text FROM entries")
+    db.close()
+
+    store = await Store.open(path)
+    assert "detail = column" in _index_sql(path)
+    assert [h.conversation.id for h in await store.search('"lanterns glow"')] == [conv]
+    assert [h.entry_kind for h in await store.search("night")] == ["user"]
+    assert await store.read(lambda d: migrations.current_version(d)) == migrations.latest_version()
+    check_index(path)
+    await store.close()
+
+
+async def test_a_phrase_is_looked_for_among_the_newest_entries_holding_its_words(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(fulltext, "PHRASE_RANKED", 3)  # the bound on a phrase query's time
+    store = await Store.open(tmp_path / "s.sqlite")
+    old = await conversation(store, "old", "red fox jumps")
+    await conversation(store, "new", "fox red", "the fox is red", "a fox, red")
+    newest = await conversation(store, "newest", "red fox again")
+    assert [h.conversation.id for h in await store.search('"red fox"')] == [newest]
+    monkeypatch.setattr(fulltext, "PHRASE_RANKED", 5)
+    assert {h.conversation.id for h in await store.search('"red fox"')} == {newest, old}
     await store.close()

@@ -8,6 +8,7 @@ pinned fixtures from conftest) so each screen family updates on its own:
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import sys
@@ -16,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from runtime import ProbeTarget, SessionSummary
+from runtime import Harness, ProbeTarget, SessionSummary
 from runtime.records import Conversation
-from runtime.testing.scripted import ScriptedProvider
+from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from runtime.testing.server import LoopbackServer
 from tests.runtime.helpers import open_harness
 from tests.tui.conftest import MODEL, SNAPSHOT_ID, wait_for
@@ -117,6 +118,80 @@ def test_session_picker_filtered(snap_compare, size):
         await pilot.pause(0.05)
 
     assert snap_compare(picker_app(), terminal_size=size, run_before=type_filter)
+
+
+SEARCHED = [  # title, directory, prompt, answer: stored for real, then searched
+    ("Why does parse_config fail on an empty file?", "/src/bastion",
+     "parse_config raises on an empty file", "An empty file has no table: the walrus in "
+     "load() assigns None and the lookup fails. Check for None before indexing."),
+    ("Release notes for 0.4", "/src/website", "draft the 0.4 release notes",
+     "Drafted: faster glob, a JSON flag, and the walrus operator cleanup in the loader."),
+    ("Walrus cleanup", "/src/bastion", "list the places we assign in conditions", "Three."),
+    ("Fix flaky CI on macOS", "/src/infra", "CI fails on macOS runners", "Pinned Xcode."),
+]  # fmt: skip
+
+
+def searched_picker(tmp_path: Path) -> tuple[PickerApp, Any]:
+    """A picker over a real store holding SEARCHED (fixed ids), and what closes it. The
+    search opens the store on the app's own loop at the first query."""
+
+    async def seed() -> tuple[float, list[SessionSummary]]:
+        provider = ScriptedProvider([ScriptedTurn(text=a) for _, _, _, a in SEARCHED])
+        harness = await open_harness(tmp_path, provider)
+        try:
+            for n, (title, cwd, prompt, _) in enumerate(SEARCHED, 1):
+                conv = await harness.create_conversation(
+                    cwd, settings={"model": "scripted/x"}, title=title,
+                    conversation_id=f"0192{n:04x}-7c1e-7d2a-9b3e-5f6a7b8c9d0e",
+                )  # fmt: skip
+                await harness.drive(conv.id, interactive=False)
+                item = await harness.submit(conv.id, prompt)
+                await harness.wait(item.id, conv.id)
+                await harness.release(conv.id)
+            sessions = await harness.session_summaries()
+            return max(s.conversation.updated_at for s in sessions), sessions
+        finally:
+            await harness.close()
+
+    newest, sessions = asyncio.run(seed())
+    opened: list[Harness] = []
+
+    async def search(query: str) -> Any:
+        if not opened:
+            opened.append(await open_harness(tmp_path, ScriptedProvider([])))
+        return await opened[0].search(query)
+
+    def close() -> None:
+        for harness in opened:
+            asyncio.run(harness.close())
+
+    app = PickerApp(sessions, "/src/bastion", now=newest + 240, search=search)
+    return app, close
+
+
+async def _searched_walrus(pilot: Any) -> None:
+    screen = pilot.app.screen
+    await pilot.press(*"walrus")
+    await wait_for(lambda: getattr(screen, "searched", None) == "walrus", pilot)
+    await pilot.pause(0.05)
+
+
+@pytest.mark.parametrize("size", [SMALL, LARGE], ids=["80x24", "140x45"])
+def test_session_picker_searched(snap_compare, tmp_path, size):
+    """The picker over a real store with "walrus" typed: the title now says "type to
+    filter or search" and the placeholder is gone. First "Walrus cleanup" (its title
+    holds the word; highlighted), then the two sessions whose answers hold it, each
+    with a grey snippet under its age line and "walrus" in bold accent, best first:
+    "Release notes for 0.4" with /src/website ("Drafted: … the walrus operator
+    cleanup…"), then "Why does parse_config fail…" ("…the walrus in load()…").
+    Each snippet is one line, cut with "…" where the list is narrower (80 columns).
+    "Fix flaky CI on macOS" is not listed. Each age reads "4m ago"; at the bottom
+    "3 of 4 sessions · 2 in this directory · 2 by their text"."""
+    app, close = searched_picker(tmp_path)
+    try:
+        assert snap_compare(app, terminal_size=size, run_before=_searched_walrus)
+    finally:
+        close()
 
 
 @pytest.fixture

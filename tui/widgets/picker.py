@@ -6,6 +6,13 @@ size in entries. Typing filters: every word typed must be in the title, the id
 or the directory (any case); when no session has them all, the letters in order
 anywhere will do. Enter returns the highlighted session's id, Esc returns None.
 
+Given a search (`Harness.search`: full-text, every session's messages and
+answers), a query of 3 characters or more also searches the conversations' text
+once typing pauses (DEBOUNCE): the sessions whose title, id or directory hold
+the words come first, then those whose text does, best first, each with the
+matching snippet under it. A session found only by its text may be older than
+the listed ones.
+
 From any screen of an app (in a worker, since it waits):
 
     picker = await SessionPicker.load(harness, cwd)   # Harness or ThreadedHarness
@@ -14,10 +21,12 @@ From any screen of an app (in a worker, since it waits):
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, ClassVar
 
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
@@ -26,15 +35,20 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from runtime import SessionSummary
+from runtime import BastionError, SearchHit, SessionSummary
 from tui.sessionlist import age, filter_sessions, home_relative, order_sessions
 
-__all__ = ["SessionPicker"]
+__all__ = ["MIN_SEARCH", "Search", "SessionPicker"]
+
+Search = Callable[[str], Awaitable[Sequence[SearchHit]]]
+MIN_SEARCH = 3  # characters before the conversations' text is searched
+SNIPPET = 110  # characters of a snippet at most (fewer when the list is narrower)
 
 
 class SessionPicker(ModalScreen[str | None]):
     """Pick a session: Up/Down move, typing filters, Enter opens, Esc cancels."""
 
+    DEBOUNCE: ClassVar[float] = 0.25  # seconds of no typing before a search
     DEFAULT_CSS = """
     SessionPicker {
         align: center middle;
@@ -77,27 +91,44 @@ class SessionPicker(ModalScreen[str | None]):
     ]
 
     def __init__(
-        self, sessions: Sequence[SessionSummary], cwd: str, *, now: float | None = None
+        self,
+        sessions: Sequence[SessionSummary],
+        cwd: str,
+        *,
+        now: float | None = None,
+        search: Search | None = None,
     ) -> None:
         super().__init__()
         self.sessions = order_sessions(sessions, cwd)
         self.cwd = cwd
         self.now = now
+        self.search = search
         self.shown: list[SessionSummary] = []
+        self.hits: dict[str, SearchHit] = {}  # conversation id -> its hit, for the shown query
+        self.unlisted: set[str] = set()  # found by their text, not among `sessions`
+        self.searched: str | None = None  # the query whose text search is shown
+        self.query_text = ""
+        self.snippet_room = SNIPPET
 
     @classmethod
     async def load(cls, harness: Any, cwd: str, **kwargs: Any) -> SessionPicker:
-        """A picker over every session `harness` (a Harness or ThreadedHarness) stores."""
+        """A picker over every session `harness` (a Harness or ThreadedHarness) stores,
+        searching their text with `harness.search`."""
+        kwargs.setdefault("search", getattr(harness, "search", None))
         return cls(await harness.session_summaries(), cwd, **kwargs)
 
     def compose(self) -> ComposeResult:
+        what = "filter or search" if self.search else "filter"
         with Vertical():
             yield Static(
-                "[b]Resume a session[/]  [$text-muted]type to filter · Enter opens · "
+                f"[b]Resume a session[/]  [$text-muted]type to {what} · Enter opens · "
                 "Esc cancels[/]",
                 id="picker-title",
             )
-            yield Input(placeholder="filter by title, id or directory", id="picker-filter")
+            placeholder = "filter by title, id or directory"
+            if self.search:
+                placeholder += f"; {MIN_SEARCH}+ characters search the conversations too"
+            yield Input(placeholder=placeholder, id="picker-filter")
             yield OptionList(id="picker-list")
             yield Static("", id="picker-count")
 
@@ -108,32 +139,96 @@ class SessionPicker(ModalScreen[str | None]):
 
     def on_input_changed(self, event: Input.Changed) -> None:
         event.stop()
+        self.query_text = event.value
         self._show(event.value)
+        if self.search is not None and len(event.value.strip()) >= MIN_SEARCH:
+            so_far = self._summary(event.value) if self.shown else "no title matches"
+            self._count(f"{so_far} · searching the text…")
+            self._search(event.value)
+        else:
+            self.workers.cancel_group(self, "search")
 
-    def _show(self, query: str) -> None:
-        self.shown = filter_sessions(self.sessions, query)
+    @work(exclusive=True, group="search")
+    async def _search(self, query: str) -> None:
+        """After DEBOUNCE without more typing (a newer query cancels this one), the
+        sessions whose text matches `query`, shown under the title matches."""
+        assert self.search is not None
+        await asyncio.sleep(self.DEBOUNCE)
+        try:
+            hits = await self.search(query.strip())
+        except BastionError as exc:
+            if query == self.query_text:
+                self._count(f"search failed: {exc} (the title filter still works)")
+            return
+        if query == self.query_text:
+            self._show(query, hits)
+
+    def _show(self, query: str, hits: Sequence[SearchHit] | None = None) -> None:
+        """The sessions for `query`: its title/id/directory matches, then with `hits` (a
+        text search's answer) the sessions those found, each hit with its snippet."""
+        self.hits = {hit.conversation.id: hit for hit in hits or ()}
+        self.searched = query if hits is not None else None
+        if hits is None:
+            self.shown = filter_sessions(self.sessions, query)
+        else:
+            self.shown = filter_sessions(self.sessions, query, letters=False)
+            listed = {s.conversation.id: s for s in self.sessions}
+            seen = {s.conversation.id for s in self.shown}
+            for hit in hits:
+                if hit.conversation.id not in seen:
+                    seen.add(hit.conversation.id)
+                    found = listed.get(hit.conversation.id)
+                    if found is None:
+                        self.unlisted.add(hit.conversation.id)
+                    self.shown.append(found or SessionSummary(hit.conversation, 0))
+            if not self.shown:
+                self.shown = filter_sessions(self.sessions, query)
+        self._fill()
+        self._count(self._summary(query))
+
+    def _fill(self) -> None:
         now = time.time() if self.now is None else self.now
         options = self.query_one(OptionList)
+        was = options.highlighted
+        before = self.shown_id(was) if was is not None else None
+        room = options.scrollable_content_region.width - 3  # one line under the title
+        self.snippet_room = min(SNIPPET, room) if room > 20 else SNIPPET
         options.clear_options()
         options.add_options([self._option(s, now) for s in self.shown])
+        ids = [s.conversation.id for s in self.shown]
         if self.shown:
-            options.highlighted = 0
-        here = sum(1 for s in self.shown if s.conversation.cwd == self.cwd)
+            options.highlighted = ids.index(before) if before in ids else 0
+
+    def shown_id(self, index: int) -> str | None:
+        options = self.query_one(OptionList)
+        return options.get_option_at_index(index).id if index < options.option_count else None
+
+    def _summary(self, query: str) -> str:
         total = len(self.sessions)
+        if not self.sessions and not self.shown:
+            return "no sessions yet: start one with `bastion`"
+        if not self.shown:
+            return f"no session matches {query!r} (of {total})"
+        here = sum(1 for s in self.shown if s.conversation.cwd == self.cwd)
         count = f"{len(self.shown)} of {total} sessions · {here} in this directory"
-        if not self.sessions:
-            count = "no sessions yet: start one with `bastion`"
-        elif not self.shown:
-            count = f"no session matches {query!r} (of {total})"
-        self.query_one("#picker-count", Static).update(escape(count))
+        if self.searched is not None:
+            count += f" · {len(self.hits)} by their text"
+        return count
+
+    def _count(self, text: str) -> None:
+        self.query_one("#picker-count", Static).update(escape(text))
 
     def _option(self, summary: SessionSummary, now: float) -> Option:
         c = summary.conversation
         title = escape(c.title or "(untitled)")
-        size = f"{summary.entries} entr{'y' if summary.entries == 1 else 'ies'}"
+        size = f"{summary.entries} entr{'y' if summary.entries == 1 else 'ies'} · "
+        if c.id in self.unlisted:  # its size is not known here
+            size = ""
         where = "" if c.cwd == self.cwd else f"  [$text-muted]{escape(home_relative(c.cwd))}[/]"
-        meta = f"[$text-muted]{age(c.updated_at, now)} · {size} · {c.id[:8]}[/]"
-        return Option(f"[b]{title}[/]\n  {meta}{where}", id=c.id)
+        meta = f"[$text-muted]{age(c.updated_at, now)} · {size}{c.id[:8]}[/]"
+        hit = self.hits.get(c.id)
+        snippet = f"\n  {_snippet(hit, self.snippet_room)}" if hit is not None else ""
+        return Option(f"[b]{title}[/]\n  {meta}{where}{snippet}", id=c.id)
 
     def action_move(self, how: str) -> None:
         getattr(self.query_one(OptionList), f"action_cursor_{how}")()
@@ -150,3 +245,16 @@ class SessionPicker(ModalScreen[str | None]):
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()  # a click opens it
         self.dismiss(self.shown[event.option_index].conversation.id)
+
+
+def _snippet(hit: SearchHit, room: int) -> str:
+    """The hit's snippet as markup, the matches in the accent colour, cut at `room`
+    characters."""
+    out: list[str] = []
+    for text, matched in hit.spans:
+        if room <= 0:
+            break
+        part = text if len(text) <= room else text[: room - 1] + "…"
+        room -= len(part)
+        out.append(f"[b $text-accent]{escape(part)}[/]" if matched else escape(part))
+    return f"[$text-muted]{''.join(out)}[/]"
