@@ -25,6 +25,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import replace
+from importlib import import_module
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import work
@@ -58,7 +59,7 @@ if TYPE_CHECKING:  # loaded after the first frame (see tui.launch and `_mount_re
     from tui.widgets.completion import FileCompletion
     from tui.widgets.inbox import InboxStrip
 
-__all__ = ["BastionApp", "Opener", "run"]
+__all__ = ["BastionApp", "Opener", "preload", "run"]
 
 Opener = Callable[[], Awaitable[tuple["Harness | ThreadedHarness", str]]]
 
@@ -75,6 +76,28 @@ def _slash_provider() -> type[Provider]:
     from tui.slash import SlashProvider
 
     return SlashProvider
+
+
+#: What the app loads after its first frame: the parts `_mount_rest` mounts and what a
+#: view with entries draws.
+LATE_MODULES = (
+    "runtime.threaded",
+    "runtime.views",
+    "tui.slash",
+    "tui.widgets.approval",
+    "tui.widgets.command_panel",
+    "tui.widgets.completion",
+    "tui.widgets.entries",
+    "tui.widgets.inbox",
+    "tui.widgets.status_fields",
+)
+
+
+def preload() -> None:
+    """Import LATE_MODULES now. A resumed conversation shows its entries at once, so
+    the launcher calls this while the store is read."""
+    for name in LATE_MODULES:
+        import_module(name)
 
 
 def pause(spent: float, now: tuple[float, float], mark: tuple[float, float]) -> float:

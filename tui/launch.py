@@ -113,7 +113,9 @@ class _Opening:
         from tui.cli import EXIT_USAGE, error_line
 
         future = self.open()
-        import tui.app  # noqa: F401  (loads while the store is read)
+        from tui.app import preload
+
+        preload()  # the app and what its first view draws load while the store is read
 
         try:
             future.result()

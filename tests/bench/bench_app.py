@@ -216,7 +216,9 @@ def bench_echo(base: Path) -> None:
     run = fresh(base, "idle")
     with terminal(run) as term:
         term.start([BASTION, "--model", MODEL], environment(run / "home", None), run / "work", SIZE)
-        term.wait_for(lambda s: "Ask Bastion" in s and MODEL in s, "the app", 60)
+        # Idle: the session open and its first view drawn (the status line's context
+        # field comes with it), not the first moments after the first frame.
+        term.wait_for(lambda s: "Ask Bastion" in s and "ctx " in s, "the open session", 60)
         idle = echo_samples(term, 30)
     assert isinstance(busy, list)
     p50, p99 = percentile(busy, 0.5), percentile(busy, 0.99)

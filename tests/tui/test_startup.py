@@ -1,0 +1,42 @@
+"""What loads before the app's first frame: the transcript, prompt and status bar,
+not the late parts (LATE_MODULES) nor the harness (they load after it; tui.launch)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tui.app import LATE_MODULES
+
+FIRST_FRAME = """
+import json, sys
+import tui.cli, tui.launch, runtime.config, runtime.harness_thread, tui.theming
+from tui.app import BastionApp
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def loaded_before_first_frame() -> set[str]:
+    out = subprocess.run(
+        [sys.executable, "-c", FIRST_FRAME], capture_output=True, text=True, check=True
+    )
+    return set(json.loads(out.stdout))
+
+
+def test_the_first_frame_loads_neither_the_late_parts_nor_the_harness() -> None:
+    loaded = loaded_before_first_frame()
+    late = sorted(set(LATE_MODULES) & loaded)
+    assert not late, f"imported before the first frame: {late}"
+    for heavy in ("runtime.harness", "runtime.store", "runtime.events", "runtime.records"):
+        assert heavy not in loaded, heavy
+    for heavy in ("httpx", "aiosqlite", "watchfiles", "rich.markdown", "pygments"):
+        assert heavy not in loaded, heavy
+
+
+def test_preload_loads_every_late_module() -> None:
+    code = "import sys; from tui.app import LATE_MODULES, preload; preload(); " + (
+        "print(all(m in sys.modules for m in LATE_MODULES))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"
