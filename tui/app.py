@@ -65,7 +65,7 @@ Opener = Callable[[], Awaitable[tuple["Harness | ThreadedHarness", str]]]
 
 QUIT_WINDOW = 2.0  # seconds in which a second Ctrl+C quits
 FRAME = 1 / 30  # the view is shown at most this often; events in between are folded together
-REST = 2.0  # between frames, this thread rests at least REST times the CPU it used
+REST = 3.0  # between frames, this thread rests at least REST times the CPU it used
 WELCOME = "[b $primary]bastion[/]  [$foreground-muted]type a request and press Enter[/]"
 PLACEHOLDER_IDLE = "Ask Bastion to do something…"
 PLACEHOLDER_BUSY = "Enter steers the run after this step · Tab queues a follow-up…"
