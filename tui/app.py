@@ -28,7 +28,7 @@ from dataclasses import replace
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from textual import work
+from textual import events, work
 from textual.actions import SkipAction
 from textual.app import App, ComposeResult, CSSPathType
 from textual.binding import Binding, BindingType
@@ -166,6 +166,7 @@ class BastionApp(App[int]):
         self._quit_armed = False
         self._welcome_gone = False
         self.ready = asyncio.Event()  # set once the first view is on screen
+        self._early_keys: list[events.Key] | None = []  # until the prompt has the focus
         self.parts_ready = asyncio.Event()  # set once `_mount_rest` has mounted the rest
         theming.install(self, theme, self.theme_folder)
         # Follows config.toml edits once the session is open; `pinned`: settings set by flags.
@@ -189,12 +190,36 @@ class BastionApp(App[int]):
         )
         yield StatusBar()
 
+    async def on_event(self, event: events.Event) -> None:
+        # Keys typed while the app starts, before the prompt has the focus, are kept for it.
+        if (
+            isinstance(event, events.Key)
+            and not event.is_forwarded
+            and self._early_keys is not None
+        ):
+            self._early_keys.append(event)
+            return
+        await super().on_event(event)
+
     def on_mount(self) -> None:
         self.query_one(PromptInput).focus()
         if self._model:
             self.query_one(StatusBar).show_model(self._model)
         # The session opens once the first frame is drawn: the prompt takes keys at once.
         self.call_after_refresh(self.follow)
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        if isinstance(event.widget, PromptInput):
+            self._replay_early_keys()
+
+    def _replay_early_keys(self) -> None:
+        """Hand the keys typed ahead on, in order (once the prompt has the focus, or after
+        the first frame whatever has it), and stop keeping them."""
+        early, self._early_keys = self._early_keys or [], None
+        for key in early:
+            if key.key == "ctrl+j":  # Enter, turned into a line feed by the terminal
+                key = events.Key("enter", "\r")  # before the app took it (ICRNL)
+            self.post_message(events.Key(key.key, key.character))
 
     # The parts `_mount_rest` mounts; each raises NoMatches before then.
 
@@ -274,6 +299,7 @@ class BastionApp(App[int]):
     @work(exclusive=True, group="events")
     async def follow(self) -> None:
         """Fold the harness's events into the view and show it; runs for the app's life."""
+        self._replay_early_keys()  # no-op unless the prompt never took the focus
         if not self.parts_ready.is_set():
             await self._mount_rest()
         if self.harness is None and self._opener is not None:

@@ -217,3 +217,16 @@ def test_plain_mode_takes_unbracketed_pasted_lines_as_one_prompt(tmp_path, tmux,
     tmux.wait_for(lambda s: "resume with: bastion -r " in s, "the resume line")
     [request] = server.requests()
     assert request["messages"][-1] == {"role": "user", "content": PASTED}
+
+
+def test_keys_typed_while_the_app_starts_reach_the_prompt(tmp_path, tmux, server):
+    """Typed before the app has drawn anything (even before it has taken the terminal),
+    a request and its Enter arrive whole, in order, and are sent once the session opens."""
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    tmux.start([bastion_bin(), "--model", "openai/test"], environment(tmp_path, server), cwd)
+    tmux.send("say hello", literal=True)  # at once: the app is still importing
+    tmux.send("Enter")
+    tmux.wait_for(lambda s: "Hello from the loopback model." in s, "the answer")
+    [request] = server.requests()
+    assert request["messages"][-1] == {"role": "user", "content": "say hello"}
