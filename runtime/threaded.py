@@ -33,7 +33,15 @@ import threading
 from collections import deque
 from typing import Any, Final, TypeVar
 
-from runtime.events import Event, TextDelta
+from runtime.events import (
+    EntryAdded,
+    EntryClosed,
+    Event,
+    InboxUpdated,
+    RunUpdated,
+    TextDelta,
+    ToolCallUpdated,
+)
 from runtime.harness_thread import HarnessThread
 from runtime.views import ConversationView, TextDeltas, ViewEvent
 
@@ -48,6 +56,9 @@ __all__ = [
 T = TypeVar("T")
 
 DEFAULT_LIMIT: Final = 4096  # queued items (a joined run of deltas counts once)
+#: Changes a person waits to see (a run ending, an approval asked, a queued message
+#: taken): `EventChannel.rest` ends early for them. Text and output keep their pace.
+URGENT: Final = (RunUpdated, ToolCallUpdated, InboxUpdated, EntryAdded, EntryClosed)
 
 
 class _Resync:
@@ -108,7 +119,8 @@ class EventChannel:
 
     `put_many` never blocks; `get()` waits for the next batch: everything queued,
     oldest first, with runs of deltas joined; `RESYNC` after an overflow; None once
-    closed and drained.
+    closed and drained. `rest(seconds)` is the consumer's pause between batches,
+    cut short by an URGENT event.
     """
 
     def __init__(self, limit: int = DEFAULT_LIMIT) -> None:
@@ -119,6 +131,8 @@ class EventChannel:
         self._overflowed = False
         self._closed = False
         self._waiter: asyncio.Future[None] | None = None
+        self._urgent = False  # an URGENT event is queued
+        self._rester: asyncio.Future[None] | None = None  # `rest` waiting for one
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def put_many(self, events: list[Event]) -> None:
@@ -132,6 +146,7 @@ class EventChannel:
                     continue
                 tail = _Joining(event) if type(event) is TextDelta else event
                 items.append(tail)
+                self._urgent = self._urgent or isinstance(event, URGENT)
             if len(items) > self.limit:
                 items.clear()
                 self._overflowed = True
@@ -147,15 +162,35 @@ class EventChannel:
         waiter, self._waiter = self._waiter, None
         if waiter is not None and self._loop is not None:
             self._loop.call_soon_threadsafe(_release, waiter)
+        if self._urgent or self._overflowed or self._closed:
+            rester, self._rester = self._rester, None
+            if rester is not None and self._loop is not None:
+                self._loop.call_soon_threadsafe(_release, rester)
+
+    async def rest(self, seconds: float) -> None:
+        """Wait `seconds`, or less if an URGENT event (or an overflow, or the end) is
+        queued meanwhile: a consumer pacing its frames still shows those at once."""
+        with self._lock:
+            if self._urgent or self._overflowed or self._closed or seconds <= 0:
+                return
+            self._loop = asyncio.get_running_loop()
+            rester = self._rester = self._loop.create_future()
+        try:
+            await asyncio.wait([rester], timeout=seconds)
+        finally:
+            with self._lock:
+                if self._rester is rester:
+                    self._rester = None
 
     async def get(self) -> list[ViewEvent] | _Resync | None:
         while True:
             with self._lock:
                 if self._overflowed:
-                    self._overflowed = False
+                    self._overflowed = self._urgent = False
                     return RESYNC
                 if self._items:
                     items, self._items = self._items, deque()
+                    self._urgent = False
                     return [i.event() if isinstance(i, _Joining) else i for i in items]
                 if self._closed:
                     return None

@@ -346,7 +346,7 @@ class BastionApp(App[int]):
                 # keep this thread's share of the interpreter under 1 / (1 + REST): the
                 # harness thread shares it and must keep most of it while it streams.
                 now = (loop.time(), time.thread_time())
-                await asyncio.sleep(pause(now[0] - started, now, mark))
+                await channel.rest(pause(now[0] - started, now, mark))
                 mark = now
         except NoMatches:
             pass  # the screen is being torn down: the app is closing

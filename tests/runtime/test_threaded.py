@@ -96,3 +96,32 @@ async def test_threaded_harness_streams_a_run_into_the_view(tmp_path):
     finally:
         await harness.close()
     assert not thread.alive
+
+
+async def test_rest_keeps_its_pace_for_text_but_ends_at_once_for_a_run_change():
+    from runtime.events import RunUpdated
+    from runtime.records import Run
+
+    channel = EventChannel()
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    await channel.rest(0.05)  # nothing queued: the whole pause
+    assert loop.time() - start >= 0.045
+
+    def produce(events: list) -> None:
+        threading.Timer(0.05, channel.put_many, (events,)).start()
+
+    produce([delta(1, 0, "more text")])
+    start = loop.time()
+    await channel.rest(0.3)  # text does not cut the pause short
+    assert loop.time() - start >= 0.29
+    assert await channel.get() == [delta(1, 0, "more text")]  # one delta stays as it is
+
+    run = Run("r", "c", "i", "completed", 0.0, 0.0)
+    produce([RunUpdated("c", 2, run)])
+    start = loop.time()
+    await channel.rest(5.0)  # the run ended: shown now, not in 5 s
+    assert loop.time() - start < 2.0
+    await channel.rest(5.0)  # still queued: no wait at all
+    assert loop.time() - start < 2.0
+    assert await channel.get() == [RunUpdated("c", 2, run)]
