@@ -100,15 +100,20 @@ def preload() -> None:
         import_module(name)
 
 
-def pause(spent: float, now: tuple[float, float], mark: tuple[float, float]) -> float:
+def pause(
+    spent: float, now: tuple[float, float], mark: tuple[float, float], *, shared: bool = False
+) -> float:
     """Seconds to wait before the next frame, `spent` seconds after this one began.
 
     `now` and `mark` are (wall clock, this thread's CPU time) now and after the last
     frame. The CPU since then includes Textual's layout and drawing of that frame
     (done between frames): waiting `(1 + REST) * used - elapsed` keeps this
     thread's share of a frame's cycle under 1 / (1 + REST), and frames come at most
-    every FRAME seconds.
+    every FRAME seconds. `shared`: the harness runs on this thread too (tests that
+    open it on the app's loop), so its CPU is not the screen's: rest REST * spent.
     """
+    if shared:
+        return max(FRAME - spent, REST * spent, 0.0)
     elapsed, used = now[0] - mark[0], now[1] - mark[1]
     return max(FRAME - spent, (1 + REST) * used - elapsed, 0.0)
 
@@ -329,6 +334,7 @@ class BastionApp(App[int]):
             if self._first_prompt:
                 prompt, self._first_prompt = self._first_prompt, None
                 await self.send(prompt)
+            shared = getattr(harness, "thread", None) is None  # not a ThreadedHarness
             mark = (loop.time(), time.thread_time())
             while (batch := await channel.get()) is not None:
                 started = loop.time()
@@ -346,7 +352,7 @@ class BastionApp(App[int]):
                 # keep this thread's share of the interpreter under 1 / (1 + REST): the
                 # harness thread shares it and must keep most of it while it streams.
                 now = (loop.time(), time.thread_time())
-                await channel.rest(pause(now[0] - started, now, mark))
+                await channel.rest(pause(now[0] - started, now, mark, shared=shared))
                 mark = now
         except NoMatches:
             pass  # the screen is being torn down: the app is closing
