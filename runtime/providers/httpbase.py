@@ -32,7 +32,7 @@ from typing import Any, Protocol
 import httpx
 
 from runtime.providers.base import EMPTY_RESPONSE, IDLE_TIMEOUT, ProviderError
-from runtime.providers.sse import ServerSentEvent, SSEDecoder
+from runtime.providers.sse import SSEDecoder
 
 __all__ = [
     "DEFAULT_IDLE_TIMEOUT",
@@ -293,21 +293,28 @@ class EventState(Protocol):
 
     stopped: bool
 
-    def consume(self, events: list[ServerSentEvent]) -> list[Any]: ...
+    def consume(self, events: Any) -> list[Any]: ...  # SSE events (or a DataBatch, batched)
 
     def finish(self) -> list[Any]: ...
 
 
 async def event_items(
-    response: httpx.Response, state: EventState, idle: float, provider: str
+    response: httpx.Response,
+    state: EventState,
+    idle: float,
+    provider: str,
+    *,
+    batched: bool = False,
 ) -> AsyncIterator[Any]:
     """The items `state` makes of a streaming response's server-sent events, each chunk
     read within `idle` seconds; once `state.stopped`, the rest of the body is drained
-    (so the connection goes back to the pool) and not read as events."""
+    (so the connection goes back to the pool) and not read as events. `batched`: hand
+    `state` the decoder's `DataBatch` fast path (OpenAI-compatible chunks)."""
     decoder = SSEDecoder()
+    feed = decoder.feed_batch if batched else decoder.feed
     reads = IdleGuard(response.aiter_bytes(), idle, provider)
     async for chunk in reads:
-        events = decoder.feed(chunk)
+        events = feed(chunk)
         if events:
             for item in state.consume(events):
                 yield item

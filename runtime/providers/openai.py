@@ -40,18 +40,17 @@ from runtime.providers.base import (
 )
 from runtime.providers.httpbase import (
     DEFAULT_IDLE_TIMEOUT,
-    IdleGuard,
     Redactor,
-    drain,
     empty_response_error,
     error_from_body,
+    event_items,
     make_client,
     open_stream,
     status_error,
     stream_timeout,
     transport_error,
 )
-from runtime.providers.sse import DataBatch, ServerSentEvent, SSEDecoder
+from runtime.providers.sse import DataBatch, ServerSentEvent
 
 __all__ = ["OpenAIChatProvider", "build_chat_body", "convert_messages", "usage_from_wire"]
 
@@ -114,21 +113,9 @@ class OpenAIChatProvider:
                     for item in self._whole_response(await response.aread()):
                         yield item
                     return
-                decoder = SSEDecoder()
                 state = _ChatStream(self.name, self._redact)
-                reads = IdleGuard(response.aiter_bytes(), self.idle_timeout, self.name)
-                async for chunk in reads:
-                    events = decoder.feed_batch(chunk)
-                    if events:
-                        for item in state.consume(events):
-                            yield item
-                        if state.done:
-                            await drain(reads.reads)
-                            break
-                else:
-                    for item in state.consume(decoder.close()):
-                        yield item
-                for item in state.finish():
+                items = event_items(response, state, self.idle_timeout, self.name, batched=True)
+                async for item in items:
                     yield item
         except httpx.RequestError as exc:
             raise transport_error(
@@ -154,7 +141,7 @@ class OpenAIChatProvider:
         # The same shapes as a stream: one delta carrying the whole message.
         whole = {"delta": message, "finish_reason": choice.get("finish_reason")}
         state.consume_checked([{"choices": [whole], "usage": body.get("usage")}])
-        state.done = True
+        state.stopped = True
         return [*state.drain(), *state.finish()]
 
 
@@ -175,8 +162,8 @@ class _ChatStream:
         "_tool_ids",
         "_tool_index",
         "_tool_name",
-        "done",
         "finish_reason",
+        "stopped",
         "usage",
     )
 
@@ -194,7 +181,7 @@ class _ChatStream:
         self._sent_ids: set[int] = set()  # indices whose id was sent
         self._remap: dict[int, int] = {}  # wire index -> our index, when a server reuses one
         self._answered = False  # any answer text or tool call yet
-        self.done = False
+        self.stopped = False  # [DONE] or a finish seen: the rest is drained
         self.finish_reason: str | None = None
         self.usage: dict[str, Any] | None = None
 
@@ -221,7 +208,7 @@ class _ChatStream:
 
     def _batch_objects(self, batch: DataBatch | None) -> list[Any]:
         if batch is not None and batch.raw.endswith(b"[DONE]") and batch.last() == b"[DONE]":
-            self.done = True
+            self.stopped = True
             batch = batch.without_last()
         if batch is None:
             return []
@@ -282,7 +269,7 @@ class _ChatStream:
         for event in events:
             data = event.data
             if data == "[DONE]":
-                self.done = True
+                self.stopped = True
                 break
             if event.event == "error":
                 self._raise_error(_loads_one(self._provider, data, strict=False) or {"error": data})
@@ -332,7 +319,7 @@ class _ChatStream:
         A response with neither answer text nor a tool call (reasoning alone
         does not count) is an `empty_response` error, not an empty answer.
         """
-        if not self.done and self.finish_reason is None:
+        if not self.stopped and self.finish_reason is None:
             raise ProviderError(
                 f"{self._provider} ended the stream before the response was complete",
                 provider=self._provider,
