@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 
+import pytest
+
 from runtime.providers.base import ProviderError, ToolCall
 from runtime.records import Approval, EntryKind, EntryStatus, InboxMode, RunState, ToolCallState
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
@@ -459,3 +461,14 @@ async def test_a_session_that_cannot_open_ends_the_app_with_its_error(tmp_path):
         await pilot.pause(0.1)
     assert app.return_code == 2
     assert isinstance(app.open_error, UnknownConversation)
+
+
+def test_frame_pacing_keeps_the_ui_thread_to_its_share():
+    from tui.app import FRAME, REST, pause
+
+    # An idle cycle: the next frame after FRAME at most.
+    assert pause(0.001, (10.0, 5.0), (9.9, 4.999)) == pytest.approx(FRAME - 0.001)
+    # This thread used 0.1 s of CPU over 0.1 s: it waits until it has had a quarter.
+    assert pause(0.01, (10.0, 5.1), (9.9, 5.0)) == pytest.approx((1 + REST) * 0.1 - 0.1)
+    # The harness on this thread (tests): its CPU is not the screen's; REST x the frame.
+    assert pause(0.05, (10.0, 5.1), (9.9, 5.0), shared=True) == pytest.approx(REST * 0.05)

@@ -35,6 +35,7 @@ SCREENSHOTS = {  # snapshot file -> name under screenshots/ (the README shows th
     "test_file_completion_open[80x24].svg": "app-mentions.svg",
     "test_session_picker[80x24].svg": "app-picker.svg",
     "test_first_run[80x24].svg": "app-first-run.svg",
+    "test_session_picker_searched[80x24].svg": "app-picker-search.svg",
 }
 FILES = ["src/app/main.py", "src/app/models.py", "src/mapping.py", "docs/manual.md", "README.md"]
 
