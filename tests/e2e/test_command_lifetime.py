@@ -44,7 +44,7 @@ def call(call_id, name, **arguments):
 def alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone, or reaped while being read
         return False
     return state not in ("Z", "X")
 
