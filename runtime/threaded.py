@@ -119,7 +119,7 @@ class EventChannel:
 
     `put_many` never blocks; `get()` waits for the next batch: everything queued,
     oldest first, with runs of deltas joined; `RESYNC` after an overflow; None once
-    closed and drained. `rest(seconds)` is the consumer's pause between batches,
+    closed and drained (`poll()`: the same without waiting). `rest(seconds)` is the consumer's pause between batches,
     cut short by an URGENT event.
     """
 
@@ -185,18 +185,29 @@ class EventChannel:
     async def get(self) -> list[ViewEvent] | _Resync | None:
         while True:
             with self._lock:
-                if self._overflowed:
-                    self._overflowed = self._urgent = False
-                    return RESYNC
-                if self._items:
-                    items, self._items = self._items, deque()
-                    self._urgent = False
-                    return [i.event() if isinstance(i, _Joining) else i for i in items]
-                if self._closed:
-                    return None
+                taken = self._take_locked()
+                if taken is not None or self._closed:
+                    return taken
                 self._loop = asyncio.get_running_loop()
                 waiter = self._waiter = self._loop.create_future()
             await waiter
+
+    def poll(self) -> list[ViewEvent] | _Resync | None:
+        """What `get()` would return now, without waiting: `[]` when nothing is queued
+        (None once closed and drained)."""
+        with self._lock:
+            taken = self._take_locked()
+            return [] if taken is None and not self._closed else taken
+
+    def _take_locked(self) -> list[ViewEvent] | _Resync | None:
+        if self._overflowed:
+            self._overflowed = self._urgent = False
+            return RESYNC
+        if not self._items:
+            return None
+        items, self._items = self._items, deque()
+        self._urgent = False
+        return [i.event() if isinstance(i, _Joining) else i for i in items]
 
 
 def _release(waiter: asyncio.Future[None]) -> None:

@@ -66,6 +66,8 @@ Opener = Callable[[], Awaitable[tuple["Harness | ThreadedHarness", str]]]
 QUIT_WINDOW = 2.0  # seconds in which a second Ctrl+C quits
 FRAME = 1 / 30  # the view is shown at most this often; events in between are folded together
 REST = 3.0  # between frames, this thread rests at least REST times the CPU it used
+KEY_QUIET = 0.1  # new output waits until no key came for this long (seconds)...
+MAX_HOLD = 1.0  # ...but never stays off the screen longer than this after the last frame
 WELCOME = "[b $primary]bastion[/]  [$foreground-muted]type a request and press Enter[/]"
 PLACEHOLDER_IDLE = "Ask Bastion to do something…"
 PLACEHOLDER_BUSY = "Enter steers the run after this step · Tab queues a follow-up…"
@@ -116,6 +118,28 @@ def pause(
         return max(FRAME - spent, REST * spent, 0.0)
     elapsed, used = now[0] - mark[0], now[1] - mark[1]
     return max(FRAME - spent, (1 + REST) * used - elapsed, 0.0)
+
+
+def hold(now: float, typed_at: float, shown_at: float) -> float:
+    """Seconds to keep new output off the screen at `now`, the last key typed at
+    `typed_at` and the last frame shown at `shown_at`.
+
+    A frame of a fast stream can take tens of milliseconds; a key typed meanwhile
+    is drawn only after it. So while the user types, the transcript waits for a
+    pause of KEY_QUIET, and a key's echo never queues behind new output: at most
+    MAX_HOLD after the last frame the output is shown anyway.
+    """
+    if now - shown_at >= MAX_HOLD:
+        return 0.0
+    return max(0.0, min(typed_at + KEY_QUIET, shown_at + MAX_HOLD) - now)
+
+
+def _urgent(batch: object) -> bool:
+    """Whether `batch` (from `EventChannel.get`) holds something to show at once:
+    a resync, or an URGENT event (a run ending, an approval asked, an item taken)."""
+    from runtime.threaded import URGENT
+
+    return not isinstance(batch, list) or any(isinstance(event, URGENT) for event in batch)
 
 
 class BastionApp(App[int]):
@@ -172,6 +196,7 @@ class BastionApp(App[int]):
         self._welcome_gone = False
         self.ready = asyncio.Event()  # set once the first view is on screen
         self._early_keys: list[events.Key] | None = []  # until the prompt has the focus
+        self.typed_at = -MAX_HOLD  # time.monotonic() of the last key or paste (see `hold`)
         self.parts_ready = asyncio.Event()  # set once `_mount_rest` has mounted the rest
         theming.install(self, theme, self.theme_folder)
         # Follows config.toml edits once the session is open; `pinned`: settings set by flags.
@@ -196,6 +221,8 @@ class BastionApp(App[int]):
         yield StatusBar()
 
     async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, (events.Key, events.Paste)):
+            self.typed_at = time.monotonic()
         # Keys typed while the app starts, before the prompt has the focus, are kept for it.
         if (
             isinstance(event, events.Key)
@@ -320,7 +347,6 @@ class BastionApp(App[int]):
             return
         self._start_live_config()
         from runtime.threaded import channel_for
-        from runtime.views import reduce
 
         loop = asyncio.get_running_loop()
         channel = channel_for(harness, conv_id)
@@ -336,18 +362,22 @@ class BastionApp(App[int]):
                 await self.send(prompt)
             shared = getattr(harness, "thread", None) is None  # not a ThreadedHarness
             mark = (loop.time(), time.thread_time())
+            shown_at = time.monotonic()
             while (batch := await channel.get()) is not None:
+                assert self.view is not None
+                view = await self._fold(self.view, batch, harness, conv_id)
+                # While the user types, new output waits (see `hold`); what comes
+                # meanwhile is folded in, and anything urgent ends the wait.
+                while not _urgent(batch) and (
+                    wait := hold(time.monotonic(), self.typed_at, shown_at)
+                ):
+                    await channel.rest(wait)
+                    if (batch := channel.poll()) is None:
+                        break
+                    view = await self._fold(view, batch, harness, conv_id)
                 started = loop.time()
-                view = self.view
-                assert view is not None
-                if isinstance(batch, list):
-                    for event in batch:
-                        view = reduce(view, event)
-                else:  # RESYNC: the channel overflowed and dropped what it held
-                    view = replace(view, resync_required=True)
-                if view.resync_required:
-                    view = await harness.snapshot(conv_id)
                 await self.show(view)
+                shown_at = time.monotonic()
                 # Let events gather (the channel joins them) rather than draw each one, and
                 # keep this thread's share of the interpreter under 1 / (1 + REST): the
                 # harness thread shares it and must keep most of it while it streams.
@@ -358,6 +388,23 @@ class BastionApp(App[int]):
             pass  # the screen is being torn down: the app is closing
         finally:
             channel.close()
+
+    @staticmethod
+    async def _fold(
+        view: ConversationView, batch: object, harness: Harness | ThreadedHarness, conv_id: str
+    ) -> ConversationView:
+        """`view` with `batch` (from `EventChannel.get`) applied: each event through the
+        reducer, or a fresh snapshot after a resync."""
+        from runtime.views import reduce
+
+        if isinstance(batch, list):
+            for event in batch:
+                view = reduce(view, event)
+        else:  # RESYNC: the channel overflowed and dropped what it held
+            view = replace(view, resync_required=True)
+        if view.resync_required:
+            view = await harness.snapshot(conv_id)
+        return view
 
     async def _not_opened(self, exc: BastionError) -> None:
         """The opener failed: the first-run screen when no model is configured, else end

@@ -125,3 +125,14 @@ async def test_rest_keeps_its_pace_for_text_but_ends_at_once_for_a_run_change():
     await channel.rest(5.0)  # still queued: no wait at all
     assert loop.time() - start < 2.0
     assert await channel.get() == [RunUpdated("c", 2, run)]
+
+
+async def test_poll_takes_what_is_queued_without_waiting():
+    channel = EventChannel(limit=2)
+    assert channel.poll() == []  # nothing queued: an empty batch, at once
+    channel.put_many([delta(1, 0, "ab"), delta(2, 2, "cd")])
+    assert channel.poll() == [TextDeltas("c", "r", 1, 1, 2, "e", 0, "abcd")]
+    channel.put_many([delta(1, 0, "a", run=f"r{i}") for i in range(3)])
+    assert channel.poll() is RESYNC  # an overflow, as get() says it
+    channel.close()
+    assert channel.poll() is None  # closed and drained

@@ -472,3 +472,68 @@ def test_frame_pacing_keeps_the_ui_thread_to_its_share():
     assert pause(0.01, (10.0, 5.1), (9.9, 5.0)) == pytest.approx((1 + REST) * 0.1 - 0.1)
     # The harness on this thread (tests): its CPU is not the screen's; REST x the frame.
     assert pause(0.05, (10.0, 5.1), (9.9, 5.0), shared=True) == pytest.approx(REST * 0.05)
+
+
+def test_new_output_waits_for_a_pause_in_typing_but_not_past_max_hold():
+    from tui.app import KEY_QUIET, MAX_HOLD, hold
+
+    assert hold(10.0, typed_at=-MAX_HOLD, shown_at=9.99) == 0.0  # nobody typing: show now
+    # A key 20 ms ago: wait until KEY_QUIET after it.
+    assert hold(10.0, typed_at=9.98, shown_at=9.9) == pytest.approx(KEY_QUIET - 0.02)
+    # Typing on and on: never later than MAX_HOLD after the last frame.
+    assert hold(10.0, typed_at=10.0, shown_at=10.0 - MAX_HOLD + 0.01) == pytest.approx(0.01)
+    assert hold(10.0, typed_at=10.0, shown_at=10.0 - MAX_HOLD) == 0.0
+
+
+class _GatedProvider(ScriptedProvider):
+    """Streams "first", waits for `more`, streams " second", waits for `end`, ends."""
+
+    def __init__(self) -> None:
+        super().__init__([ScriptedTurn(text="")])
+        self.more, self.end = asyncio.Event(), asyncio.Event()
+
+    async def stream(self, request):
+        from runtime.providers.base import TextChunk
+
+        self.requests.append(request)
+        yield TextChunk("first")
+        await self.more.wait()
+        yield TextChunk(" second")
+        await self.end.wait()
+
+
+async def test_typing_holds_new_output_and_a_run_ending_shows_it_at_once(tmp_path, monkeypatch):
+    import time
+
+    import tui.app
+
+    provider = _GatedProvider()
+    harness, conv_id = await open_driven(tmp_path, provider)
+    app = BastionApp(harness, conv_id, first_prompt="go")
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(
+                lambda: (
+                    bool(assistant_widgets(app))
+                    and app.query_one(AssistantEntry).text_shown == "first"
+                ),
+                pilot,
+            )
+            await pilot.press("a")  # a real key counts as typing
+            assert time.monotonic() - app.typed_at < 5.0
+            assert app.query_one(PromptInput).value == "a"
+            # The user keeps typing (a pause longer than the test): new text waits.
+            monkeypatch.setattr(tui.app, "KEY_QUIET", 60.0)
+            monkeypatch.setattr(tui.app, "MAX_HOLD", 120.0)
+            app.typed_at = time.monotonic()
+            provider.more.set()
+            await pilot.pause(0.3)
+            streamed = await harness.snapshot(conv_id)
+            assert str(streamed.text_of(streamed.entries[-1])) == "first second"
+            assert assistant_widgets(app)[0].text_shown == "first"
+            # The run ends (an urgent event): everything held is shown with it, now.
+            provider.end.set()
+            await wait_for(lambda: run_settled(app), pilot)
+            assert assistant_widgets(app)[0].text_shown == "first second"
+    finally:
+        await harness.close()
