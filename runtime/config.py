@@ -33,6 +33,19 @@ from runtime.approvals import ApprovalMode
 from runtime.catalog import DEFAULT_OUTPUT_CAP, ModelInfo, catalog_entry, lookup
 from runtime.errors import ConfigError
 
+
+def default_home() -> Path:
+    """Where bastion keeps its store, artifacts and logs: $BASTION_HOME, else
+    $XDG_DATA_HOME/bastion (~/.local/share/bastion)."""
+    home = os.environ.get("BASTION_HOME")
+    if home:
+        return Path(home)
+    data = os.environ.get("XDG_DATA_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "share"
+    )
+    return Path(data) / "bastion"
+
+
 DEFAULT_MODEL = "openai/gpt-4.1"
 DEFAULT_APPROVAL_MODE = ApprovalMode.ASK
 _STRING_KEYS = ("model", "approval_mode", "theme", "instructions", "compact_model")

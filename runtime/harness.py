@@ -33,7 +33,7 @@ from runtime import failpoints
 from runtime.admission import admit_tx, check_text, new_conversation, title_from
 from runtime.aio import wait_until
 from runtime.calls import interrupt_tx
-from runtime.config import Config
+from runtime.config import Config, default_home
 from runtime.errors import StoreError, UnknownRun
 from runtime.events import DurableEvent, InboxUpdated, RunUpdated
 from runtime.harness_core import (
@@ -42,7 +42,6 @@ from runtime.harness_core import (
     SessionSettings,
     Subscription,
     ToolboxFactory,
-    default_home,
 )
 from runtime.harness_driving import DrivingOps
 from runtime.harness_rules import ApprovalOps

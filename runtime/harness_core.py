@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
 import random
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -36,16 +35,6 @@ from runtime.views import ConversationView, StreamCursor, view_from_snapshot
 
 ResolveModel = Callable[[str], tuple[Provider, str]]
 ToolboxFactory = Callable[[Conversation], Toolbox | None]
-
-
-def default_home() -> Path:
-    home = os.environ.get("BASTION_HOME")
-    if home:
-        return Path(home)
-    data = os.environ.get("XDG_DATA_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "share"
-    )
-    return Path(data) / "bastion"
 
 
 class Subscription:

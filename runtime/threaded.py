@@ -48,6 +48,7 @@ from runtime.views import ConversationView, TextDeltas, ViewEvent
 __all__ = [
     "RESYNC",
     "EventChannel",
+    "HarnessProxy",
     "HarnessThread",
     "ThreadedHarness",
     "channel_for",
@@ -153,6 +154,15 @@ class EventChannel:
                 self.overflows += 1
             self._wake_locked()
 
+    def overflow(self) -> None:
+        """Drop what is queued: the next `get()` says RESYNC (the producer fell behind
+        somewhere upstream, as in another process's channel)."""
+        with self._lock:
+            self._items.clear()
+            self._overflowed = True
+            self.overflows += 1
+            self._wake_locked()
+
     def close(self) -> None:
         with self._lock:
             self._closed = True
@@ -225,31 +235,21 @@ async def pump(sub: Any, channel: EventChannel) -> None:
         channel.close()
 
 
-class ThreadedHarness:
-    """A `Harness` on a `HarnessThread`, seen from another loop: the same async methods.
+class HarnessProxy:
+    """The front-end surface of a `Harness` that lives elsewhere (another thread, another
+    process): each method is `call(name, ...)`, which the subclass carries there.
 
-    Only the front-end surface is proxied; anything else (`call`) runs any coroutine
-    function of the harness on its loop.
+    `elsewhere`: the harness does not run on the caller's loop, so the caller's own CPU
+    time is its screen's (see `tui.app.pause`).
     """
 
-    def __init__(self, harness: Any, thread: HarnessThread, *, limit: int = DEFAULT_LIMIT) -> None:
-        self.harness = harness
-        self.thread = thread
-        self.limit = limit
-        self._pumps: list[concurrent.futures.Future[None]] = []
+    elsewhere: Final = True
 
     async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        return await self.thread.call(getattr(self.harness, method)(*args, **kwargs))
+        raise NotImplementedError
 
     def subscribe(self, conversation_id: str) -> EventChannel:
-        channel = EventChannel(self.limit)
-        # Scheduled before any later call (the loop runs callbacks in order), so a
-        # snapshot asked for after this sees nothing the subscription misses.
-        self._pumps.append(self.thread.submit(self._pump(conversation_id, channel)))
-        return channel
-
-    async def _pump(self, conversation_id: str, channel: EventChannel) -> None:
-        await pump(self.harness.subscribe(conversation_id), channel)
+        raise NotImplementedError
 
     async def snapshot(self, conversation_id: str) -> ConversationView:
         view: ConversationView = await self.call("snapshot", conversation_id)
@@ -279,21 +279,14 @@ class ThreadedHarness:
     async def set_defaults(self, *args: Any, **kwargs: Any) -> Any:
         return await self.call("set_defaults", *args, **kwargs)
 
-    async def usage(self, conversation_id: str) -> Any:
-        return await self.call("usage", conversation_id)
+    async def usage(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.call("usage", *args, **kwargs)
 
     async def compact(self, *args: Any, **kwargs: Any) -> Any:
         return await self.call("compact", *args, **kwargs)
 
-    def model_info(self, spec: str) -> Any:
-        """Pure lookup in the harness's immutable config: safe from any thread."""
-        return self.harness.model_info(spec)
-
-    def output_cap(self, spec: str) -> int:
-        return int(self.harness.output_cap(spec))
-
-    async def export(self, conversation_id: str) -> Any:
-        return await self.call("export", conversation_id)
+    async def export(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.call("export", *args, **kwargs)
 
     async def session_settings(self, *args: Any, **kwargs: Any) -> Any:
         return await self.call("session_settings", *args, **kwargs)
@@ -328,6 +321,40 @@ class ThreadedHarness:
     async def search(self, *args: Any, **kwargs: Any) -> Any:
         return await self.call("search", *args, **kwargs)
 
+
+class ThreadedHarness(HarnessProxy):
+    """A `Harness` on a `HarnessThread`, seen from another loop: the same async methods.
+
+    Only the front-end surface is proxied; anything else (`call`) runs any coroutine
+    function of the harness on its loop.
+    """
+
+    def __init__(self, harness: Any, thread: HarnessThread, *, limit: int = DEFAULT_LIMIT) -> None:
+        self.harness = harness
+        self.thread = thread
+        self.limit = limit
+        self._pumps: list[concurrent.futures.Future[None]] = []
+
+    async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        return await self.thread.call(getattr(self.harness, method)(*args, **kwargs))
+
+    def subscribe(self, conversation_id: str) -> EventChannel:
+        channel = EventChannel(self.limit)
+        # Scheduled before any later call (the loop runs callbacks in order), so a
+        # snapshot asked for after this sees nothing the subscription misses.
+        self._pumps.append(self.thread.submit(self._pump(conversation_id, channel)))
+        return channel
+
+    async def _pump(self, conversation_id: str, channel: EventChannel) -> None:
+        await pump(self.harness.subscribe(conversation_id), channel)
+
+    def model_info(self, spec: str) -> Any:
+        """Pure lookup in the harness's immutable config: safe from any thread."""
+        return self.harness.model_info(spec)
+
+    def output_cap(self, spec: str) -> int:
+        return int(self.harness.output_cap(spec))
+
     async def close(self) -> None:
         """Close the harness on its loop, then stop the thread."""
         if self.thread.alive:
@@ -347,7 +374,7 @@ def channel_for(harness: Any, conversation_id: str, limit: int = DEFAULT_LIMIT) 
     A plain Harness on the caller's own loop (tests) gets the same channel, pumped by a
     task on that loop; call from inside the loop.
     """
-    if isinstance(harness, ThreadedHarness):
+    if isinstance(harness, HarnessProxy):
         return harness.subscribe(conversation_id)
     channel = EventChannel(limit)
     sub = harness.subscribe(conversation_id)

@@ -8,10 +8,12 @@ overflowed), and hands the view to the widgets, which update only what
 changed. Keys turn into harness calls (submit, interrupt, respond); nothing is
 shown that the store does not say.
 
-`bastion` runs the harness on a thread of its own (`ThreadedHarness`), so a slow
-frame never delays the model loop, its checkpoints or its tools:
+`bastion` runs the harness in a process of its own (`tui.child`; the app holds a
+`runtime.remote.RemoteHarness`), so a slow frame never delays the model loop, its
+checkpoints or its tools, and a flood of text never delays a key's echo; a
+`ThreadedHarness` (a thread of this process) serves the same way:
 
-    app = BastionApp(threaded_harness, conversation_id, first_prompt="hi")  # already driven
+    app = BastionApp(remote_harness, conversation_id, first_prompt="hi")  # already driven
     app.run()
 
 or, when the harness must be opened on the app's own event loop (snapshot
@@ -48,7 +50,7 @@ if TYPE_CHECKING:  # loaded after the first frame (see tui.launch and `_mount_re
 
     from runtime import ConfigWatcher
     from runtime.harness import Harness, SessionSettings
-    from runtime.threaded import ThreadedHarness
+    from runtime.threaded import HarnessProxy
     from runtime.views import ConversationView
     from themes.user import ThemeFolder
     from tui import slash
@@ -61,7 +63,7 @@ if TYPE_CHECKING:  # loaded after the first frame (see tui.launch and `_mount_re
 
 __all__ = ["BastionApp", "Opener", "preload", "run"]
 
-Opener = Callable[[], Awaitable[tuple["Harness | ThreadedHarness", str]]]
+Opener = Callable[[], Awaitable[tuple["Harness | HarnessProxy", str]]]
 
 QUIT_WINDOW = 2.0  # seconds in which a second Ctrl+C quits
 FRAME = 1 / 30  # the view is shown at most this often; events in between are folded together
@@ -164,7 +166,7 @@ class BastionApp(App[int]):
 
     def __init__(
         self,
-        harness: Harness | ThreadedHarness | None = None,
+        harness: Harness | HarnessProxy | None = None,
         conversation_id: str | None = None,
         *,
         first_prompt: str | None = None,
@@ -360,7 +362,7 @@ class BastionApp(App[int]):
             if self._first_prompt:
                 prompt, self._first_prompt = self._first_prompt, None
                 await self.send(prompt)
-            shared = getattr(harness, "thread", None) is None  # not a ThreadedHarness
+            shared = not getattr(harness, "elsewhere", False)  # on this loop (tests)
             mark = (loop.time(), time.thread_time())
             shown_at = time.monotonic()
             while (batch := await channel.get()) is not None:
@@ -384,6 +386,9 @@ class BastionApp(App[int]):
                 now = (loop.time(), time.thread_time())
                 await channel.rest(pause(now[0] - started, now, mark, shared=shared))
                 mark = now
+            if (gone := getattr(harness, "gone", None)) is not None:  # its process ended
+                self.open_error = gone
+                self.exit(2, return_code=2)
         except NoMatches:
             pass  # the screen is being torn down: the app is closing
         finally:
@@ -391,7 +396,7 @@ class BastionApp(App[int]):
 
     @staticmethod
     async def _fold(
-        view: ConversationView, batch: object, harness: Harness | ThreadedHarness, conv_id: str
+        view: ConversationView, batch: object, harness: Harness | HarnessProxy, conv_id: str
     ) -> ConversationView:
         """`view` with `batch` (from `EventChannel.get`) applied: each event through the
         reducer, or a fresh snapshot after a resync."""

@@ -1,28 +1,24 @@
-"""`bastion [PROMPT]`: draw the app first, then open the session on the harness thread.
+"""`bastion [PROMPT]`: the app in this process, the harness in a child (`tui.child`).
 
 Kept light on purpose: the command line imports this, not `tui.app`. Only the
 config is read before the app starts (it names the theme, and a broken config
-is reported before the app takes the terminal). For a new conversation the
-first frame, with the prompt taking keys, is drawn before the harness's
-modules are imported and the store is opened: those run on the harness thread
-afterwards, and what the user typed and sent meanwhile goes once the session
-is open. A resumed one (`-r`, `-c`, `--session-id`) is found in the store
-while Textual loads and before the app starts, so a bad id is reported with
-the terminal untouched; its model is resolved (importing the providers and
-httpx) and it is driven (lease, recovery, tools) after the first frame. A
+is reported before the app takes the terminal). The harness process starts at
+once and opens the session (store, conversation, model) and drives it (lease,
+recovery, tools) while this one loads Textual and draws the first frame, with
+the prompt taking keys; what the user typed and sent meanwhile goes once the
+session is driven. A resumed one (`-r`, `-c`, `--session-id`) must be found
+before the app starts, so a bad id is reported with the terminal untouched. A
 session that cannot be opened or driven ends the app and is reported on
 stderr, exit code 2.
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import os
-import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-SWITCH_INTERVAL = 0.001  # seconds a thread may hold the GIL while another waits (default 5 ms)
+if TYPE_CHECKING:
+    from tui.child import Child
 
 
 def resuming(opts: Any) -> bool:
@@ -39,7 +35,7 @@ def model_hint(opts: Any, configured: str) -> str | None:
 
 
 def run(opts: Any) -> int:
-    """Run the app on this thread and open the session on a `HarnessThread`; the exit code.
+    """Run the app here and the session in the harness process; the exit code.
 
     0 (or the app's code), or 2 with one line on stderr when the session cannot be opened.
     """
@@ -55,8 +51,8 @@ def run(opts: Any) -> int:
     except BastionError as exc:
         error_line(str(exc))
         return EXIT_USAGE
-    sys.setswitchinterval(SWITCH_INTERVAL)  # the harness thread waits less for the interpreter
     opening = _Opening(opts)
+    opening.open()  # the harness process opens the session while Textual loads
     hint = model_hint(opts, config.model)
     if resuming(opts) or hint is None:  # found first: a bad id or model is reported
         code = opening.open_before_app(config)
@@ -77,33 +73,25 @@ def _pick(opts: Any, config: Any) -> bool:
 
 
 class _Opening:
-    """The session, opened and then driven on a `HarnessThread` (`futures`: opening,
-    then driving), for the app to take once its first frame is drawn."""
+    """The session, opened and then driven in the harness process (`tui.child.Child`),
+    for the app to take once its first frame is drawn."""
 
     def __init__(self, opts: Any) -> None:
-        from runtime.harness_thread import HarnessThread
-
         self.opts = opts
-        self.thread = HarnessThread()
-        self.futures: list[concurrent.futures.Future[Any]] = []
+        self.child: Child | None = None
 
-    def open(self) -> concurrent.futures.Future[Any]:
-        from tui.session import open_session
+    def open(self) -> Child:
+        """Start the harness process (once): it opens the session, then drives it."""
+        if self.child is None:
+            from tui.child import Child
 
-        if not self.futures:  # a resumed one's model is checked when it is driven
-            check = not resuming(self.opts)
-            self.futures.append(self.thread.submit(open_session(self.opts, check_model=check)))
-        return self.futures[0]
+            # a resumed one's model is checked when it is driven
+            self.child = Child.start(self.opts, check_model=not resuming(self.opts))
+        return self.child
 
     async def opener(self) -> tuple[Any, str]:
-        """(a ThreadedHarness, the conversation's id): what `BastionApp(opener=...)` awaits."""
-        from runtime.threaded import ThreadedHarness
-        from tui.session import drive_session
-
-        session = await asyncio.wrap_future(self.open())
-        self.futures.append(self.thread.submit(drive_session(session, interactive=True)))
-        session = await asyncio.wrap_future(self.futures[-1])
-        return ThreadedHarness(session.harness, self.thread), session.conversation.id
+        """(a RemoteHarness, the conversation's id): what `BastionApp(opener=...)` awaits."""
+        return await self.open().harness()
 
     def open_before_app(self, config: Any) -> int | None:
         """Open it now (it opens while Textual loads): None, or the exit code when it
@@ -112,39 +100,29 @@ class _Opening:
         from runtime.firstrun import NoModelConfigured
         from tui.cli import EXIT_USAGE, error_line
 
-        future = self.open()
+        child = self.open()
         from tui.app import preload
 
         preload()  # the app and what its first view draws load while the store is read
 
         try:
-            future.result()
+            child.opened.result()
         except NoModelConfigured:  # first run: the screen says how to choose a model
-            self.thread.stop()
+            child.close()
             from tui.widgets.firstrun import FirstRunApp
 
             FirstRunApp(theme=config.theme).run()
             return EXIT_USAGE
         except BastionError as exc:
-            self.thread.stop()
+            child.close()
             error_line(str(exc))
             return EXIT_USAGE
         return None
 
-    def close_unclaimed(self) -> Exception | None:
-        """Close the session the app quit before taking (releasing its lease), or return
-        the BastionError it failed with, to be reported."""
-        from runtime.errors import BastionError
-
-        session = None
-        for future in self.futures:
-            try:
-                session = future.result(timeout=30)
-            except BastionError as exc:
-                return exc  # whichever step failed closed the harness
-        if session is not None:
-            self.thread.run(session.harness.close())
-        return None
+    def close_unclaimed(self) -> BaseException | None:
+        """End the harness process the app quit before taking (its session closed, the
+        lease released), or return the error its opening failed with, to be reported."""
+        return self.child.close() if self.child is not None else None
 
 
 def _run_app(
@@ -177,9 +155,8 @@ def _run_app(
         if app.resumable is not None:
             print(resume_hint(app.resumable))
     finally:
-        if app.harness is None and opening.futures:  # quit while the session was opening
+        if app.harness is None:  # quit while the session was opening
             error = opening.close_unclaimed()
-        opening.thread.stop()
     error = app.open_error or error
     if error is not None and not isinstance(error, NoModelConfigured):  # (its screen said it)
         error_line(str(error))

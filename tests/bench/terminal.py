@@ -6,7 +6,8 @@
     term.kill()
 
 Also: the markdown answers the benchmarks stream, the ledger's checkpoint times,
-and a process's RSS and CPU time from /proc.
+and the RSS and CPU time of a process with those under it (the app and its harness
+process) from /proc.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 
 TMUX = shutil.which("tmux")
@@ -101,17 +103,37 @@ class Terminal:
         self.tmux("kill-server")
 
 
+def family(pid: int) -> list[int]:
+    """`pid` and every process under it (the app and its harness process)."""
+    found, queue = [], [pid]
+    while queue:
+        current = queue.pop()
+        found.append(current)
+        with suppress(FileNotFoundError, ProcessLookupError):
+            for task in Path(f"/proc/{current}/task").iterdir():
+                queue += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
 def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    """The resident memory of `pid` and the processes under it, summed."""
+    total = 0
+    for member in family(pid):
+        with suppress(FileNotFoundError, ProcessLookupError):
+            for line in Path(f"/proc/{member}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+    return total / 1024
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of `pid` so far (all its threads)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU time so far of `pid` and the processes under it (all threads)."""
+    total = 0
+    for member in family(pid):
+        with suppress(FileNotFoundError, ProcessLookupError):
+            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def wait_idle(pid: int, window: float = 0.5, threshold: float = 0.02, timeout: float = 60) -> float:

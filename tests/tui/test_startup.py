@@ -11,7 +11,7 @@ from tui.app import LATE_MODULES
 
 FIRST_FRAME = """
 import json, sys
-import tui.cli, tui.launch, runtime.config, runtime.harness_thread, tui.theming
+import tui.cli, tui.launch, runtime.config, runtime.frames, tui.child, tui.theming
 from tui.app import BastionApp
 print(json.dumps(sorted(sys.modules)))
 """

@@ -15,7 +15,7 @@ the listed ones.
 
 From any screen of an app (in a worker, since it waits):
 
-    picker = await SessionPicker.load(harness, cwd)   # Harness or ThreadedHarness
+    picker = await SessionPicker.load(harness, cwd)   # a Harness or a HarnessProxy (thread, process)
     chosen = await app.push_screen_wait(picker)       # a conversation id, or None
 """
 
@@ -112,7 +112,7 @@ class SessionPicker(ModalScreen[str | None]):
 
     @classmethod
     async def load(cls, harness: Any, cwd: str, **kwargs: Any) -> SessionPicker:
-        """A picker over every session `harness` (a Harness or ThreadedHarness) stores,
+        """A picker over every session `harness` (a Harness or a HarnessProxy) stores,
         searching their text with `harness.search`."""
         kwargs.setdefault("search", getattr(harness, "search", None))
         return cls(await harness.session_summaries(), cwd, **kwargs)

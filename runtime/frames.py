@@ -1,0 +1,98 @@
+"""Frames between the app and its harness process: a 4-byte length and a pickle.
+
+Kept apart from `runtime.remote` (which imports the event channel, events and
+views) so that `bastion` can start its harness process and read its first reports
+before its first frame without loading any of those.
+
+Both ends are this program, over an unnamed socket pair the child alone inherits:
+nothing another process or user could connect to ever reads a frame.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copyreg
+import pickle
+import socket
+import struct
+import types
+from typing import Any, Final
+
+from runtime.errors import BastionError
+
+__all__ = [
+    "HarnessGone",
+    "frame",
+    "read_frame",
+    "recv_blocking",
+    "send_blocking",
+    "sendable_error",
+    "write_frame",
+]
+
+HEADER: Final = struct.Struct("!I")
+
+
+def _read_only(items: dict[Any, Any]) -> types.MappingProxyType[Any, Any]:
+    return types.MappingProxyType(items)
+
+
+# Views hold read-only dicts (MappingProxyType), which pickle cannot take as they are.
+copyreg.pickle(types.MappingProxyType, lambda m: (_read_only, (dict(m),)))
+
+
+class HarnessGone(BastionError):
+    """The harness's process ended (it crashed, or was killed) while this one used it."""
+
+    code = "harness_gone"
+
+
+def frame(obj: Any) -> bytes:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    return HEADER.pack(len(data)) + data
+
+
+async def write_frame(writer: asyncio.StreamWriter, obj: Any) -> None:
+    writer.write(frame(obj))
+    await writer.drain()
+
+
+async def read_frame(reader: asyncio.StreamReader) -> Any:
+    """The next frame's object; EOFError at end of file."""
+    try:
+        (size,) = HEADER.unpack(await reader.readexactly(HEADER.size))
+        return pickle.loads(await reader.readexactly(size))
+    except asyncio.IncompleteReadError:
+        raise EOFError from None
+
+
+def send_blocking(sock: socket.socket, obj: Any) -> None:
+    sock.sendall(frame(obj))
+
+
+def recv_blocking(sock: socket.socket) -> Any:
+    """The next frame from a blocking socket, reading nothing past it; EOFError at end."""
+
+    def exactly(size: int) -> bytes:
+        chunks, left = [], size
+        while left:
+            chunk = sock.recv(left)
+            if not chunk:
+                raise EOFError
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+
+    (size,) = HEADER.unpack(exactly(HEADER.size))
+    return pickle.loads(exactly(size))
+
+
+def sendable_error(exc: BaseException) -> BaseException:
+    """`exc` if it comes back whole from a pickle, else a BastionError saying the same."""
+    try:
+        pickle.loads(pickle.dumps(exc))
+        return exc
+    except Exception:
+        hint = exc.hint if isinstance(exc, BastionError) else None
+        message = exc.message if isinstance(exc, BastionError) else f"{type(exc).__name__}: {exc}"
+        return BastionError(message, hint=hint)

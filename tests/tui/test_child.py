@@ -1,0 +1,136 @@
+"""The harness process the app draws from (tui.child): it opens and drives the session,
+serves it, reports a session it cannot open, and never outlives the app."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from runtime.errors import BastionError
+from runtime.testing.process import LoopbackProcess
+from tests.tui.test_tmux import Tmux, bastion_bin, environment
+from tests.tui.test_tmux import pytestmark as pytestmark  # e2e, and skipped without tmux
+from tui.child import Child
+from tui.cli import main_parser
+
+SLOW = "The slow answer streams one piece at a time. " * 40
+SID = "0192f7a4-6c1e-7d2a-9b3e-5f6a7b8c9d0e"
+
+
+@pytest.fixture
+def in_workdir(tmp_path, monkeypatch):
+    """This process's environment as `bastion` would have it (the child inherits it)."""
+
+    def setup(server: LoopbackProcess | None) -> Path:
+        work = tmp_path / "work"
+        work.mkdir(exist_ok=True)
+        monkeypatch.chdir(work)
+        monkeypatch.setenv("BASTION_HOME", str(tmp_path / "home"))
+        monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+        url = server.base_url if server is not None else "http://127.0.0.1:9/v1"
+        monkeypatch.setenv("OPENAI_BASE_URL", url)
+        return work
+
+    return setup
+
+
+async def test_the_child_opens_drives_and_serves_the_session(tmp_path, in_workdir):
+    with LoopbackProcess.start([{"text": "Hello from the child."}], tmp_path / "s") as server:
+        in_workdir(server)
+        child = Child.start(main_parser().parse_args(["--model", "openai/test"]), check_model=True)
+        harness, conv_id = await child.harness()
+        try:
+            channel = harness.subscribe(conv_id)
+            await harness.submit(conv_id, "hi")
+            while True:
+                view = await harness.snapshot(conv_id)
+                if view.runs and view.runs[-1].terminal:
+                    break
+                await channel.get()
+            assert view.entries[-1].text == "Hello from the child."
+            assert child.process.pid != os.getpid()
+        finally:
+            await harness.close()
+        assert child.process.returncode == 0
+
+
+def test_a_session_it_cannot_open_is_reported_and_the_child_exits(in_workdir):
+    in_workdir(None)
+    opts = main_parser().parse_args(["--model", "openai/test", "--resume", SID])
+    child = Child.start(opts, check_model=False)
+    with pytest.raises(BastionError) as raised:
+        child.opened.result(timeout=30)
+    assert SID in str(raised.value)
+    assert isinstance(child.close(), BastionError)
+    assert child.process.returncode == 2
+
+
+def children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        text = (task / "children").read_text().split()
+        found += [int(p) for p in text]
+    return found
+
+
+def harness_pid(shell: int) -> tuple[int, int]:
+    """(the app's pid, its harness child's) under the tmux pane's shell."""
+    for pid in children(shell):
+        for grandchild in children(pid):
+            if b"tui.child" in Path(f"/proc/{grandchild}/cmdline").read_bytes():
+                return pid, grandchild
+    raise AssertionError("no harness process under the app")
+
+
+def gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in ("Z", "X")
+
+
+def test_killing_the_app_ends_its_harness_and_the_session_resumes(tmp_path):
+    turns = [{"text": SLOW, "chunk_size": 6, "delay_ms": 25}, {"text": "The resumed answer."}]
+    term = Tmux(tmp_path)
+    with LoopbackProcess.start(turns, tmp_path / "server") as server:
+        env = environment(tmp_path, server)
+        cwd = tmp_path / "work"
+        cwd.mkdir()
+        try:
+            term.start(
+                [bastion_bin(), "--model", "openai/test", "--session-id", SID, "go"], env, cwd
+            )
+            term.wait_for(lambda s: "The slow answer" in s, "the answer to stream")
+            shell = int(term.tmux("list-panes", "-t", "bastion", "-F", "#{pane_pid}").strip())
+            app, harness = harness_pid(shell)
+            os.kill(app, signal.SIGKILL)
+            deadline = time.monotonic() + 10
+            while not gone(harness) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert gone(harness), "the harness process outlived the app"
+        finally:
+            term.kill()
+        # Its lease was released: the session resumes at once, with what was streamed kept.
+        out = subprocess.run(
+            [bastion_bin(), "-p", "--resume", SID, "--output-format", "json"],
+            env=env,
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout)["result"] == "The resumed answer."
+        exported = subprocess.run(
+            [bastion_bin(), "export", SID], env=env, cwd=cwd, capture_output=True, text=True
+        )
+        entries = json.loads(exported.stdout)["entries"]
+        partial = next(e["text"] for e in entries if e["kind"] == "assistant")
+        assert partial and SLOW.startswith(partial)

@@ -1,0 +1,173 @@
+"""The harness process `bastion` draws from: `Child` starts it, `main` is its body.
+
+The app runs in one process and the harness (the model loop, its checkpoints,
+tools and store) in a child, `python -m tui.child FD`, joined by a socket pair
+(`runtime.remote`): so neither waits for the other's share of one interpreter
+lock. The child opens the session the way every front end does
+(`tui.session.open_session`, then `drive_session`) and says how each step went;
+then it serves the harness to the app until the app closes it, or until the
+app's end of the pair closes (the app exited or was killed), when it closes the
+harness (leases released, commands ended) and exits.
+
+    child = Child.start(opts, check_model=True)   # opening begins at once
+    child.opened.result()                          # BastionError if it cannot be
+    harness, conversation_id = await child.harness()
+
+It runs in a session of its own (a terminal's Ctrl+C or hang-up reaches the app,
+never it), reads nothing from the terminal, and writes what it logs to
+`<home>/harness.log`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import socket
+import subprocess
+import sys
+import threading
+from typing import Any
+
+__all__ = ["Child", "main"]
+
+LOG_NAME = "harness.log"
+
+
+class Child:
+    """The harness process, starting: `opened` and `driven` (the conversation's id)
+    complete as it reports each step, with its BastionError if one fails."""
+
+    def __init__(self, process: subprocess.Popen[bytes], sock: socket.socket) -> None:
+        self.process = process
+        self.sock = sock
+        self.opened: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self.driven: concurrent.futures.Future[str] = concurrent.futures.Future()
+        self._reader = threading.Thread(target=self._read_steps, name="bastion-child", daemon=True)
+        self._reader.start()
+
+    @classmethod
+    def start(cls, opts: Any, *, check_model: bool) -> Child:
+        from runtime.frames import send_blocking
+
+        ours, theirs = socket.socketpair()
+        log = _open_log()
+        try:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "tui.child", str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                start_new_session=True,
+            )
+        finally:
+            os.close(log)
+            theirs.close()
+        send_blocking(ours, ("open", opts, check_model))
+        return cls(process, ours)
+
+    def _read_steps(self) -> None:
+        """Read the two step reports (and nothing after them: the rest is the app's)."""
+        from runtime.frames import HarnessGone, recv_blocking
+
+        for future in (self.opened, self.driven):
+            try:
+                kind, value = recv_blocking(self.sock)
+            except (EOFError, OSError):
+                code = self.process.poll()
+                value = HarnessGone(
+                    f"the harness process ended while opening the session (exit {code})",
+                    hint=f"its log is {_log_path()}",
+                )
+                kind = "failed"
+            if kind == "failed":
+                for left in (self.opened, self.driven):
+                    if not left.done():
+                        left.set_exception(value)
+                return
+            future.set_result(value)
+
+    async def harness(self) -> tuple[Any, str]:
+        """(a RemoteHarness, the conversation's id) once the session is driven."""
+        from runtime.remote import RemoteHarness
+
+        conversation_id = await asyncio.wrap_future(self.driven)
+        self._reader.join()
+        return await RemoteHarness.connect(self.sock, self.process), conversation_id
+
+    def close(self, timeout: float = 30.0) -> BaseException | None:
+        """End a child the app never took: its error if opening failed, else None once
+        it closed the session (end of file tells it to) and exited."""
+        error: BaseException | None = None
+        try:
+            self.driven.result(timeout)
+        except concurrent.futures.TimeoutError:
+            pass
+        except BaseException as exc:
+            error = exc
+        self.sock.close()
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        return error
+
+
+def _log_path() -> str:
+    from runtime.config import default_home
+
+    return str(default_home() / LOG_NAME)
+
+
+def _open_log() -> int:
+    """`<home>/harness.log`, for appending: the child's stderr (the terminal is the app's)."""
+    path = _log_path()
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+
+
+def main(argv: list[str]) -> int:
+    """The child: open and drive the session the parent asks for, then serve it."""
+    import logging
+
+    from runtime.frames import recv_blocking
+
+    logging.basicConfig(
+        level=logging.WARNING, format="%(asctime)s %(process)d %(name)s: %(message)s"
+    )
+    sock = socket.socket(fileno=int(argv[1]))
+    try:
+        _, opts, check_model = recv_blocking(sock)
+    except EOFError:
+        return 0  # the app quit before asking
+    return asyncio.run(_serve(sock, opts, check_model))
+
+
+async def _serve(sock: socket.socket, opts: Any, check_model: bool) -> int:
+    from runtime.errors import BastionError
+    from runtime.frames import sendable_error, write_frame
+    from runtime.remote import serve
+    from tui.session import drive_session, open_session
+
+    reader, writer = await asyncio.open_connection(sock=sock)
+    try:
+        session = await open_session(opts, check_model=check_model)
+        await write_frame(writer, ("opened", None))
+        session = await drive_session(session, interactive=True)
+    except BastionError as exc:  # each step closes what it opened when it fails
+        await write_frame(writer, ("failed", sendable_error(exc)))
+        return 2
+    try:
+        await write_frame(writer, ("driven", session.conversation.id))
+        await serve(session.harness, reader, writer)
+    except (ConnectionError, OSError):
+        pass  # the app is gone
+    finally:
+        await session.harness.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
