@@ -24,6 +24,7 @@ conversation_id)`; the app then closes that harness when it exits.
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import replace
@@ -69,7 +70,9 @@ QUIT_WINDOW = 2.0  # seconds in which a second Ctrl+C quits
 FRAME = 1 / 30  # the view is shown at most this often; events in between are folded together
 REST = 3.0  # between frames, this thread rests at least REST times the CPU it used
 KEY_QUIET = 0.1  # new output waits until no key came for this long (seconds)...
-MAX_HOLD = 1.0  # ...but never stays off the screen longer than this after the last frame
+MAX_HOLD = 1.0  # ...and after this long, for the gap after the next key's echo:
+ECHO = 0.02  # a key's echo is on the screen this long after it (a screen update)
+GAP = 0.02  # the time after that in which the held output is shown
 WELCOME = "[b $primary]bastion[/]  [$foreground-muted]type a request and press Enter[/]"
 PLACEHOLDER_IDLE = "Ask Bastion to do something…"
 PLACEHOLDER_BUSY = "Enter steers the run after this step · Tab queues a follow-up…"
@@ -124,16 +127,25 @@ def pause(
 
 def hold(now: float, typed_at: float, shown_at: float) -> float:
     """Seconds to keep new output off the screen at `now`, the last key typed at
-    `typed_at` and the last frame shown at `shown_at`.
+    `typed_at` and the last frame shown at `shown_at` (0: show it now).
 
-    A frame of a fast stream can take tens of milliseconds; a key typed meanwhile
-    is drawn only after it. So while the user types, the transcript waits for a
-    pause of KEY_QUIET, and a key's echo never queues behind new output: at most
-    MAX_HOLD after the last frame the output is shown anyway.
+    A frame of a fast stream can take tens of milliseconds, and a key typed
+    meanwhile is drawn only after it. So while the user types, the transcript
+    waits for a pause of KEY_QUIET; a typist's gaps between keys are longer, so
+    it still moves between keys. When the keys come faster than that for
+    MAX_HOLD, it is shown in the gap just after a key's echo, the moment the next
+    key is least likely to arrive. The caller looks again at least every GAP.
     """
-    if now - shown_at >= MAX_HOLD:
+    since_key = now - typed_at
+    if since_key >= KEY_QUIET:
         return 0.0
-    return max(0.0, min(typed_at + KEY_QUIET, shown_at + MAX_HOLD) - now)
+    if now - shown_at < MAX_HOLD:
+        return min(KEY_QUIET - since_key, shown_at + MAX_HOLD - now)
+    if since_key < ECHO:
+        return ECHO - since_key
+    if since_key < ECHO + GAP:
+        return 0.0
+    return min(GAP, KEY_QUIET - since_key)  # the next key's gap, or the pause
 
 
 def _urgent(batch: object) -> bool:
@@ -358,6 +370,9 @@ class BastionApp(App[int]):
             assert self.view is not None
             self.completion.attach(self.query_one("#prompt"), self.view.conversation.cwd)
             self.ready.set()
+            # What is loaded now lives as long as the app: keep it out of the collector's
+            # full passes, which otherwise stall a frame for tens of milliseconds.
+            gc.freeze()
             self._watch_themes()
             if self._first_prompt:
                 prompt, self._first_prompt = self._first_prompt, None
@@ -369,14 +384,16 @@ class BastionApp(App[int]):
                 assert self.view is not None
                 view = await self._fold(self.view, batch, harness, conv_id)
                 # While the user types, new output waits (see `hold`); what comes
-                # meanwhile is folded in, and anything urgent ends the wait.
+                # meanwhile is folded in and read ahead a little at a time, and
+                # anything urgent ends the wait.
                 while not _urgent(batch) and (
                     wait := hold(time.monotonic(), self.typed_at, shown_at)
                 ):
-                    await channel.rest(wait)
+                    await channel.rest(min(wait, GAP))
                     if (batch := channel.poll()) is None:
                         break
                     view = await self._fold(view, batch, harness, conv_id)
+                    self.query_one(Transcript).read_ahead(view)
                 started = loop.time()
                 await self.show(view)
                 shown_at = time.monotonic()

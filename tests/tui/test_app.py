@@ -474,22 +474,29 @@ def test_frame_pacing_keeps_the_ui_thread_to_its_share():
     assert pause(0.05, (10.0, 5.1), (9.9, 5.0), shared=True) == pytest.approx(REST * 0.05)
 
 
-def test_new_output_waits_for_a_pause_in_typing_but_not_past_max_hold():
-    from tui.app import KEY_QUIET, MAX_HOLD, hold
+def test_new_output_waits_for_a_pause_in_typing_then_for_the_gap_after_an_echo():
+    from tui.app import ECHO, GAP, KEY_QUIET, MAX_HOLD, hold
 
     assert hold(10.0, typed_at=-MAX_HOLD, shown_at=9.99) == 0.0  # nobody typing: show now
     # A key 20 ms ago: wait until KEY_QUIET after it.
     assert hold(10.0, typed_at=9.98, shown_at=9.9) == pytest.approx(KEY_QUIET - 0.02)
-    # Typing on and on: never later than MAX_HOLD after the last frame.
-    assert hold(10.0, typed_at=10.0, shown_at=10.0 - MAX_HOLD + 0.01) == pytest.approx(0.01)
-    assert hold(10.0, typed_at=10.0, shown_at=10.0 - MAX_HOLD) == 0.0
+    # ...but not past MAX_HOLD after the last frame.
+    assert hold(10.0, typed_at=9.99, shown_at=10.0 - MAX_HOLD + 0.01) == pytest.approx(0.01)
+    # Held that long while keys keep coming: shown in the gap after a key's echo.
+    late = 10.0 - MAX_HOLD - 0.5
+    assert hold(10.0, typed_at=10.0 - ECHO / 2, shown_at=late) == pytest.approx(ECHO / 2)
+    assert hold(10.0, typed_at=10.0 - ECHO - GAP / 2, shown_at=late) == 0.0
+    # Past that gap: look again soon (the next key's gap, or the pause).
+    assert hold(10.0, typed_at=10.0 - ECHO - 2 * GAP, shown_at=late) == pytest.approx(GAP)
+    assert hold(10.0, typed_at=10.0 - KEY_QUIET - 0.001, shown_at=late) == 0.0
 
 
 class _GatedProvider(ScriptedProvider):
-    """Streams "first", waits for `more`, streams " second", waits for `end`, ends."""
+    """Streams "first", waits for `more`, streams `rest` in pieces, waits for `end`."""
 
-    def __init__(self) -> None:
+    def __init__(self, rest: str = " second") -> None:
         super().__init__([ScriptedTurn(text="")])
+        self.rest = rest
         self.more, self.end = asyncio.Event(), asyncio.Event()
 
     async def stream(self, request):
@@ -498,14 +505,25 @@ class _GatedProvider(ScriptedProvider):
         self.requests.append(request)
         yield TextChunk("first")
         await self.more.wait()
-        yield TextChunk(" second")
+        for start in range(0, len(self.rest), 500):
+            yield TextChunk(self.rest[start : start + 500])
+            await asyncio.sleep(0.001)
         await self.end.wait()
+
+
+def _hold_output(app: BastionApp, monkeypatch) -> None:
+    """As if the user kept typing for the rest of the test."""
+    import time
+
+    import tui.app
+
+    monkeypatch.setattr(tui.app, "KEY_QUIET", 60.0)
+    monkeypatch.setattr(tui.app, "MAX_HOLD", 120.0)
+    app.typed_at = time.monotonic()
 
 
 async def test_typing_holds_new_output_and_a_run_ending_shows_it_at_once(tmp_path, monkeypatch):
     import time
-
-    import tui.app
 
     provider = _GatedProvider()
     harness, conv_id = await open_driven(tmp_path, provider)
@@ -523,9 +541,7 @@ async def test_typing_holds_new_output_and_a_run_ending_shows_it_at_once(tmp_pat
             assert time.monotonic() - app.typed_at < 5.0
             assert app.query_one(PromptInput).value == "a"
             # The user keeps typing (a pause longer than the test): new text waits.
-            monkeypatch.setattr(tui.app, "KEY_QUIET", 60.0)
-            monkeypatch.setattr(tui.app, "MAX_HOLD", 120.0)
-            app.typed_at = time.monotonic()
+            _hold_output(app, monkeypatch)
             provider.more.set()
             await pilot.pause(0.3)
             streamed = await harness.snapshot(conv_id)
@@ -535,5 +551,37 @@ async def test_typing_holds_new_output_and_a_run_ending_shows_it_at_once(tmp_pat
             provider.end.set()
             await wait_for(lambda: run_settled(app), pilot)
             assert assistant_widgets(app)[0].text_shown == "first second"
+    finally:
+        await harness.close()
+
+
+async def test_text_read_ahead_while_held_is_drawn_as_it_would_have_been(tmp_path, monkeypatch):
+    rest = "".join(f"\n\n## Part {i}\n\nParagraph {i}.\n\n```\ncode {i}\n```" for i in range(300))
+    provider = _GatedProvider(rest)
+    harness, conv_id = await open_driven(tmp_path, provider)
+    app = BastionApp(harness, conv_id, first_prompt="go")
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(
+                lambda: (
+                    bool(assistant_widgets(app))
+                    and app.query_one(AssistantEntry).text_shown == "first"
+                ),
+                pilot,
+            )
+            [answer] = assistant_widgets(app)
+            _hold_output(app, monkeypatch)
+            provider.more.set()
+            # Held off the screen, the new text is still read: its cuts are found now.
+            await wait_for(lambda: len(answer._splitter.cuts) > 10, pilot, timeout=30)
+            assert answer.text_shown == "first"
+            provider.end.set()
+            await wait_for(lambda: run_settled(app), pilot, timeout=30)
+            await pilot.pause(0.05)
+            assert answer.text_shown == "first" + rest
+            segments = [s.source for s in answer.query(MarkdownText)]
+            assert ("first" + rest).endswith("".join(segments))
+            assert segments[-1].endswith("code 299\n```")
+            assert answer.hidden_segments > 0
     finally:
         await harness.close()

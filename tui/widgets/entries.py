@@ -260,6 +260,7 @@ class AssistantEntry(Vertical):
         self._live = LiveText.of(entry.text)  # the text to show next (set by `show`)
         self._shown = LiveText.of("")  # the text written to the segments so far
         self._splitter = Splitter(SEGMENT_CHARS)
+        self._read = self._shown  # the text the splitter has read (may run ahead of shown)
         self._segments: list[MarkdownText] = []  # mounted, in order; the last may grow
         self._hidden = 0  # segments before the first mounted one (dropped above)
         self._calls: dict[str, ToolCallLine] = {}
@@ -288,13 +289,25 @@ class AssistantEntry(Vertical):
         await self._show_calls(entry, view)
         self._show_marker(entry, view)
 
+    def read_ahead(self, text: LiveText) -> None:
+        """Find the cuts in `text` now, before it is shown: while the screen holds new
+        output back (the user is typing), the frame that finally shows it then only
+        draws, instead of reading everything that came meanwhile at once."""
+        if text.extends(self._read):
+            self._splitter.feed(text)
+            self._read = text
+
     async def _show_text(self, entry: Entry) -> None:
         text = self._live
-        if not text.extends(self._shown):  # a retried attempt, a resync: redraw once
+        # A retried attempt, a resync: redraw once (also when the splitter read ahead
+        # into text that was then replaced).
+        if not text.extends(self._shown) or not text.extends(self._read):
             await self._restart()
         if len(text) > len(self._shown):
             await self._extend(text, len(self._shown))
         self._shown = text
+        if len(text) >= len(self._read):
+            self._read = text
         self._segments[0].set_class(not len(text), "-empty")
         self.set_class(bool(len(text)), "-text")
         self._space_segments()
@@ -346,6 +359,7 @@ class AssistantEntry(Vertical):
         self._segments = [first]
         first.set_source("")
         self._shown, self._hidden = LiveText.of(""), 0
+        self._read = self._shown
         self._splitter = Splitter(SEGMENT_CHARS)
 
     def _segments_to_keep(self) -> int:

@@ -239,6 +239,16 @@ class Transcript(VerticalScroll):
             )
         return dirty
 
+    def read_ahead(self, view: ConversationView) -> None:
+        """While new output is held off the screen: let each streaming answer read its
+        new text now, so the frame that shows it only draws (see `AssistantEntry`)."""
+        from tui.widgets.entries import AssistantEntry
+
+        for entry_id, text in view.live.items():
+            widget = self._widgets.get(entry_id)
+            if isinstance(widget, AssistantEntry):
+                widget.read_ahead(text)
+
     async def show(self, view: ConversationView) -> None:
         """Bring the mounted rows up to date with `view`; mount new entries at the end."""
         from runtime.records import EntryKind
