@@ -125,7 +125,7 @@ def pause(
     return max(FRAME - spent, (1 + REST) * used - elapsed, 0.0)
 
 
-def hold(now: float, typed_at: float, shown_at: float) -> float:
+def hold(now: float, typed_at: float, shown_at: float, *, urgent: bool = False) -> float:
     """Seconds to keep new output off the screen at `now`, the last key typed at
     `typed_at` and the last frame shown at `shown_at` (0: show it now).
 
@@ -133,13 +133,14 @@ def hold(now: float, typed_at: float, shown_at: float) -> float:
     meanwhile is drawn only after it. So while the user types, the transcript
     waits for a pause of KEY_QUIET; a typist's gaps between keys are longer, so
     it still moves between keys. When the keys come faster than that for
-    MAX_HOLD, it is shown in the gap just after a key's echo, the moment the next
-    key is least likely to arrive. The caller looks again at least every GAP.
+    MAX_HOLD, or the output is `urgent` (a run ended, an approval is asked), it
+    is shown in the gap just after a key's echo, the moment the next key is
+    least likely to arrive. The caller looks again at least every GAP.
     """
     since_key = now - typed_at
     if since_key >= KEY_QUIET:
         return 0.0
-    if now - shown_at < MAX_HOLD:
+    if not urgent and now - shown_at < MAX_HOLD:
         return min(KEY_QUIET - since_key, shown_at + MAX_HOLD - now)
     if since_key < ECHO:
         return ECHO - since_key
@@ -365,18 +366,20 @@ class BastionApp(App[int]):
         loop = asyncio.get_running_loop()
         channel = channel_for(harness, conv_id)
         try:
-            self.settings = await harness.session_settings(conv_id)
-            await self.show(await harness.snapshot(conv_id))
-            assert self.view is not None
-            self.completion.attach(self.query_one("#prompt"), self.view.conversation.cwd)
-            self.ready.set()
-            # What is loaded now lives as long as the app: keep it out of the collector's
-            # full passes, which otherwise stall a frame for tens of milliseconds.
-            gc.freeze()
-            self._watch_themes()
-            if self._first_prompt:
+            self.settings, view = await asyncio.gather(
+                harness.session_settings(conv_id), harness.snapshot(conv_id)
+            )
+            sending = None
+            if self._first_prompt:  # it goes at once, while its session is drawn
                 prompt, self._first_prompt = self._first_prompt, None
-                await self.send(prompt)
+                sending = asyncio.ensure_future(self._submit(prompt, view))
+            await self.show(view)
+            self.completion.attach(self.query_one("#prompt"), view.conversation.cwd)
+            self.ready.set()
+            self.run_worker(self._settle(), group="settle")
+            self._watch_themes()
+            if sending is not None:
+                await sending
             shared = not getattr(harness, "elsewhere", False)  # on this loop (tests)
             mark = (loop.time(), time.thread_time())
             shown_at = time.monotonic()
@@ -384,16 +387,15 @@ class BastionApp(App[int]):
                 assert self.view is not None
                 view = await self._fold(self.view, batch, harness, conv_id)
                 # While the user types, new output waits (see `hold`); what comes
-                # meanwhile is folded in and read ahead a little at a time, and
-                # anything urgent ends the wait.
-                while not _urgent(batch) and (
-                    wait := hold(time.monotonic(), self.typed_at, shown_at)
-                ):
+                # meanwhile is folded in and read ahead a little at a time.
+                urgent = _urgent(batch)
+                while wait := hold(time.monotonic(), self.typed_at, shown_at, urgent=urgent):
                     await channel.rest(min(wait, GAP))
                     if (batch := channel.poll()) is None:
                         break
                     view = await self._fold(view, batch, harness, conv_id)
                     self.query_one(Transcript).read_ahead(view)
+                    urgent = urgent or _urgent(batch)
                 started = loop.time()
                 await self.show(view)
                 shown_at = time.monotonic()
@@ -410,6 +412,17 @@ class BastionApp(App[int]):
             pass  # the screen is being torn down: the app is closing
         finally:
             channel.close()
+
+    @staticmethod
+    async def _settle() -> None:
+        """Once the session is on screen: load the Markdown renderer and a code
+        highlighter on a thread (the first answer would otherwise stall its first
+        frames for ~0.2 s), then keep everything loaded out of the collector's full
+        passes, which otherwise stall a frame for tens of milliseconds."""
+        from tui.widgets.markdown import warm
+
+        await asyncio.to_thread(warm)
+        gc.freeze()
 
     @staticmethod
     async def _fold(
@@ -516,14 +529,18 @@ class BastionApp(App[int]):
         """Submit `text`: a new run when idle, a steer while a run is going; a follow-up
         (the next run once this one answers) when asked for."""
         await self.ready.wait()  # sent before the session opened: it goes once it has
+        assert self.view is not None
+        await self._submit(text, self.view, follow_up=follow_up)
+
+    async def _submit(self, text: str, view: ConversationView, *, follow_up: bool = False) -> None:
+        """`send` with `view` the session as last seen."""
         from runtime.mentions import expand_mentions
         from runtime.records import InboxMode
 
         assert self.harness is not None
-        busy = self.view is not None and self.view.active_run is not None
-        mode = InboxMode.STEER if busy else InboxMode.PROMPT
-        if self.view is not None and text.strip():  # @path mentions become attachments
-            expansion = await asyncio.to_thread(expand_mentions, text, self.view.conversation.cwd)
+        mode = InboxMode.STEER if view.active_run is not None else InboxMode.PROMPT
+        if text.strip():  # @path mentions become attachments
+            expansion = await asyncio.to_thread(expand_mentions, text, view.conversation.cwd)
             text = expansion.text
         try:
             await self.harness.submit(
@@ -546,6 +563,7 @@ class BastionApp(App[int]):
     def on_prompt_input_sent(self, event: PromptInput.Sent) -> None:
         from tui import slash
 
+        self.typed_at = -MAX_HOLD  # sent: the user has stopped typing (see `hold`)
         text = event.text
         try:
             command = slash.parse(text)

@@ -50,6 +50,7 @@ async def test_enter_sends_the_prompt_and_the_answer_streams_in(tmp_path, monkey
             await wait_for(app.ready.is_set, pilot)
             await pilot.press(*"fix the bug", "enter")
             assert app.query_one(PromptInput).value == ""
+            await wait_for(lambda: app.typed_at < 0, pilot)  # sent: no longer typing
             await wait_for(lambda: run_settled(app), pilot)
             await pilot.pause(0.05)
             [widget] = assistant_widgets(app)
@@ -486,6 +487,11 @@ def test_new_output_waits_for_a_pause_in_typing_then_for_the_gap_after_an_echo()
     late = 10.0 - MAX_HOLD - 0.5
     assert hold(10.0, typed_at=10.0 - ECHO / 2, shown_at=late) == pytest.approx(ECHO / 2)
     assert hold(10.0, typed_at=10.0 - ECHO - GAP / 2, shown_at=late) == 0.0
+    # Urgent output (a run ended) skips the MAX_HOLD wait, not the gap.
+    assert hold(10.0, typed_at=10.0 - ECHO / 2, shown_at=9.99, urgent=True) == pytest.approx(
+        ECHO / 2
+    )
+    assert hold(10.0, typed_at=10.0 - ECHO - GAP / 2, shown_at=9.99, urgent=True) == 0.0
     # Past that gap: look again soon (the next key's gap, or the pause).
     assert hold(10.0, typed_at=10.0 - ECHO - 2 * GAP, shown_at=late) == pytest.approx(GAP)
     assert hold(10.0, typed_at=10.0 - KEY_QUIET - 0.001, shown_at=late) == 0.0
@@ -522,8 +528,10 @@ def _hold_output(app: BastionApp, monkeypatch) -> None:
     app.typed_at = time.monotonic()
 
 
-async def test_typing_holds_new_output_and_a_run_ending_shows_it_at_once(tmp_path, monkeypatch):
+async def test_typing_holds_output_and_a_run_ending_shows_after_the_next_key(tmp_path, monkeypatch):
     import time
+
+    import tui.app
 
     provider = _GatedProvider()
     harness, conv_id = await open_driven(tmp_path, provider)
@@ -547,10 +555,15 @@ async def test_typing_holds_new_output_and_a_run_ending_shows_it_at_once(tmp_pat
             streamed = await harness.snapshot(conv_id)
             assert str(streamed.text_of(streamed.entries[-1])) == "first second"
             assert assistant_widgets(app)[0].text_shown == "first"
-            # The run ends (an urgent event): everything held is shown with it, now.
+            # The run ends (urgent): held until the gap after the next key's echo...
             provider.end.set()
+            await pilot.pause(0.3)
+            assert assistant_widgets(app)[0].text_shown == "first"
+            await pilot.press("b")
+            # ...then shown with everything held, though the user "types" on.
             await wait_for(lambda: run_settled(app), pilot)
             assert assistant_widgets(app)[0].text_shown == "first second"
+            assert time.monotonic() - app.typed_at < tui.app.KEY_QUIET
     finally:
         await harness.close()
 
@@ -576,6 +589,7 @@ async def test_text_read_ahead_while_held_is_drawn_as_it_would_have_been(tmp_pat
             await wait_for(lambda: len(answer._splitter.cuts) > 10, pilot, timeout=30)
             assert answer.text_shown == "first"
             provider.end.set()
+            await pilot.press("b")  # shown in the gap after this key's echo
             await wait_for(lambda: run_settled(app), pilot, timeout=30)
             await pilot.pause(0.05)
             assert answer.text_shown == "first" + rest

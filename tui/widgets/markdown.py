@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from textual.style import Style
     from textual.visual import RenderOptions
 
-__all__ = ["MarkdownText", "markdown_theme"]
+__all__ = ["MarkdownText", "markdown_theme", "warm"]
 
 
 class _Themed(Visual):
@@ -92,6 +92,20 @@ class _Themed(Visual):
 
 
 _THEMES: dict[tuple[str, int], RichTheme] = {}
+
+
+def warm() -> None:
+    """Render a small answer with a fenced block once, off screen: the parser, Rich's
+    Markdown and Syntax, Pygments and its Python lexer load now rather than in the
+    first frames of the first answer. (Python: the language of the fences a coding
+    agent writes most; another language's lexer still loads on first use.)"""
+    import io
+
+    from tui.widgets.rich_markdown import LeftMarkdown
+
+    console = Console(file=io.StringIO(), width=80, color_system="truecolor")
+    sample = "# Warm\n\nSome **text**, `code`.\n\n- a\n\n```python\ndef f(x):\n    return x\n```\n"
+    console.print(LeftMarkdown(sample, True))
 
 
 def markdown_theme(app: App[Any]) -> RichTheme:
