@@ -59,6 +59,7 @@ async def test_calls_and_events_cross_the_pair(tmp_path):
         assert str(view.text_of(view.entries[-1])) == ANSWER
         stored = await harness.snapshot(conv.id)
         assert stored.entries[-1].text == ANSWER
+        assert await remote.snapshot(conv.id) == stored  # a view comes back whole
     finally:
         await remote.close()
     await asyncio.wait_for(server, 5)
@@ -112,3 +113,31 @@ async def test_the_front_end_ending_ends_serve(tmp_path):
         await asyncio.wait_for(server, 5)
     finally:
         await harness.close()
+
+
+def test_records_and_views_come_back_equal_from_a_pickle(tmp_path):
+    import pickle
+
+    from runtime.records import (
+        AgentSettings,
+        Conversation,
+        Entry,
+        InboxItem,
+        Run,
+        ToolCallRecord,
+    )
+
+    conv = Conversation("c", "title", str(tmp_path), {"model": "s/m"}, 1.0, 2.0)
+    records = [
+        conv,
+        AgentSettings(),
+        Entry("e", "c", 1, "assistant", "complete", "text", 3.0, "r", {"k": [1]}),
+        Run("r", "c", "i", "completed", 1.0, 2.0),
+        InboxItem("i", "c", "prompt", "hi", "queued", 1.0),
+        ToolCallRecord(
+            "t", "c", "r", "e", 0, "read_file", '{"path": "a"}', True, "auto", "done", 1.0, 2.0
+        ),
+    ]
+    for record in records:
+        back = pickle.loads(pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL))
+        assert back == record and type(back) is type(record)
