@@ -56,6 +56,7 @@ log = logging.getLogger(__name__)
 CLOSE_TIMEOUT: Final = 10.0  # seconds the child gets to close the harness and exit
 #: Calls whose result is the harness's own (a Driver): the parent gets None.
 STAYS: Final = frozenset({"drive"})
+FIRST: Final = 0  # the subscription the child takes with the session (the parent's start at 1)
 
 
 # --- the parent's side ------------------------------------------------------------
@@ -70,6 +71,7 @@ class RemoteHarness(HarnessProxy):
         writer: asyncio.StreamWriter,
         process: subprocess.Popen[bytes] | None,
         *,
+        opening: tuple[str, Any, Any] | None = None,
         limit: int = DEFAULT_LIMIT,
     ) -> None:
         self.process = process
@@ -79,14 +81,33 @@ class RemoteHarness(HarnessProxy):
         self._ids = itertools.count(1)
         self._calls: dict[int, asyncio.Future[Any]] = {}
         self._channels: dict[int, EventChannel] = {}
+        self._opening = opening  # (conversation id, its settings, its view), until taken
+        self._first_for: str | None = None  # FIRST's conversation, until subscribed to
+        if opening is not None:  # the child's subscription FIRST: its events since the view
+            self._channels[FIRST] = EventChannel(limit)
+            self._first_for = opening[0]
         self._task = asyncio.get_running_loop().create_task(self._read())
 
     @classmethod
     async def connect(
-        cls, sock: socket.socket, process: subprocess.Popen[bytes] | None = None
+        cls,
+        sock: socket.socket,
+        process: subprocess.Popen[bytes] | None = None,
+        *,
+        opening: tuple[str, Any, Any] | None = None,
     ) -> RemoteHarness:
+        """Over `sock`; `opening`: what the child sent with the session, (conversation id,
+        session settings, view), taken before its subscription FIRST began."""
         reader, writer = await asyncio.open_connection(sock=sock)
-        return cls(reader, writer, process)
+        return cls(reader, writer, process, opening=opening)
+
+    def take_opening(self, conversation_id: str) -> tuple[Any, Any] | None:
+        """The settings and view the child sent with `conversation_id` (once): with
+        `subscribe`'s channel, what `session_settings` and `snapshot` would give."""
+        opening, self._opening = self._opening, None
+        if opening is None or opening[0] != conversation_id:
+            return None
+        return opening[1], opening[2]
 
     async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         if self.gone is not None:
@@ -103,6 +124,9 @@ class RemoteHarness(HarnessProxy):
     def subscribe(self, conversation_id: str) -> EventChannel:
         """A channel of the conversation's events; the request is written before any
         later call's, so a snapshot asked for after this sees nothing it misses."""
+        if self._first_for == conversation_id:  # taken by the child before the view it sent
+            self._first_for = None
+            return self._channels[FIRST]
         sub = next(self._ids)
         channel = self._channels[sub] = EventChannel(self.limit)
         if self.gone is not None:
@@ -189,9 +213,16 @@ def _reap(process: subprocess.Popen[bytes]) -> None:
 # --- the child's side -------------------------------------------------------------
 
 
-async def serve(harness: Any, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def serve(
+    harness: Any,
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    *,
+    first: Any = None,
+) -> None:
     """Answer the parent's frames with `harness` until it asks to close it or its end
-    closes; the caller closes the harness after."""
+    closes; the caller closes the harness after. `first`: a subscription the child took
+    before the snapshot it sent with the session (`opening`), served as FIRST."""
     lock = asyncio.Lock()
     tasks: set[asyncio.Task[None]] = set()
 
@@ -204,6 +235,10 @@ async def serve(harness: Any, reader: asyncio.StreamReader, writer: asyncio.Stre
         tasks.add(task)
         task.add_done_callback(tasks.discard)
 
+    if first is not None:
+        channel = EventChannel()
+        start(pump(first, channel))
+        start(_forward(channel, FIRST, send))
     try:
         while True:
             message = await read_frame(reader)

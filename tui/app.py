@@ -366,7 +366,9 @@ class BastionApp(App[int]):
         loop = asyncio.get_running_loop()
         channel = channel_for(harness, conv_id)
         try:
-            self.settings, view = await asyncio.gather(
+            take = getattr(harness, "take_opening", None)  # sent with the session
+            opening = take(conv_id) if take is not None else None
+            self.settings, view = opening or await asyncio.gather(
                 harness.session_settings(conv_id), harness.snapshot(conv_id)
             )
             sending = None

@@ -35,14 +35,15 @@ LOG_NAME = "harness.log"
 
 
 class Child:
-    """The harness process, starting: `opened` and `driven` (the conversation's id)
-    complete as it reports each step, with its BastionError if one fails."""
+    """The harness process, starting: `opened` and `driven` complete as it reports each
+    step, with its BastionError if one fails."""
 
     def __init__(self, process: subprocess.Popen[bytes], sock: socket.socket) -> None:
         self.process = process
         self.sock = sock
         self.opened: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self.driven: concurrent.futures.Future[str] = concurrent.futures.Future()
+        # the conversation's id, its session settings and its view
+        self.driven: concurrent.futures.Future[tuple[str, Any, Any]] = concurrent.futures.Future()
         self._reader = threading.Thread(target=self._read_steps, name="bastion-child", daemon=True)
         self._reader.start()
 
@@ -92,9 +93,10 @@ class Child:
         """(a RemoteHarness, the conversation's id) once the session is driven."""
         from runtime.remote import RemoteHarness
 
-        conversation_id = await asyncio.wrap_future(self.driven)
+        opening = await asyncio.wrap_future(self.driven)
         self._reader.join()
-        return await RemoteHarness.connect(self.sock, self.process), conversation_id
+        harness = await RemoteHarness.connect(self.sock, self.process, opening=opening)
+        return harness, opening[0]
 
     def close(self, timeout: float = 30.0) -> BaseException | None:
         """End a child the app never took: its error if opening failed, else None once
@@ -160,8 +162,15 @@ async def _serve(sock: socket.socket, opts: Any, check_model: bool) -> int:
         await write_frame(writer, ("failed", sendable_error(exc)))
         return 2
     try:
-        await write_frame(writer, ("driven", session.conversation.id))
-        await serve(session.harness, reader, writer)
+        # What the app asks first, sent with the session: its settings and view, taken
+        # after a subscription (served as FIRST) so that nothing falls between.
+        harness, conv_id = session.harness, session.conversation.id
+        first = harness.subscribe(conv_id)
+        settings, view = await asyncio.gather(
+            harness.session_settings(conv_id), harness.snapshot(conv_id)
+        )
+        await write_frame(writer, ("driven", (conv_id, settings, view)))
+        await serve(harness, reader, writer, first=first)
     except (ConnectionError, OSError):
         pass  # the app is gone
     finally:

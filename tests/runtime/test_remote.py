@@ -141,3 +141,36 @@ def test_records_and_views_come_back_equal_from_a_pickle(tmp_path):
     for record in records:
         back = pickle.loads(pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL))
         assert back == record and type(back) is type(record)
+
+
+async def test_the_view_sent_with_the_session_and_its_first_channel_miss_nothing(tmp_path):
+    provider = ScriptedProvider([ScriptedTurn(text=ANSWER, chunk_size=3, delay=0.001)])
+    harness = await open_harness(tmp_path, provider)
+    conv = await harness.create_conversation(str(tmp_path), settings={"model": "s/m"})
+    await harness.drive(conv.id)
+    # The child: subscribe, then take the view it sends with the session...
+    first = harness.subscribe(conv.id)
+    view = await harness.snapshot(conv.id)
+    await harness.submit(conv.id, "go")  # ...and the run goes on before the app connects.
+    theirs, ours = socket.socketpair()
+    reader, writer = await asyncio.open_connection(sock=theirs)
+    server = asyncio.ensure_future(serve(harness, reader, writer, first=first))
+    remote = await RemoteHarness.connect(ours, opening=(conv.id, "settings", view))
+    try:
+        assert remote.take_opening("another") is None  # only for its own conversation
+        remote._opening = (conv.id, "settings", view)
+        settings, got = remote.take_opening(conv.id)
+        assert settings == "settings" and got == view
+        assert remote.take_opening(conv.id) is None  # once
+        channel = remote.subscribe(conv.id)
+        while not (got.runs and got.runs[-1].terminal):
+            batch = await asyncio.wait_for(channel.get(), 10)
+            assert isinstance(batch, list), "nothing was missed: no resync"
+            for event in batch:
+                got = reduce(got, event)
+            assert not got.resync_required
+        assert str(got.text_of(got.entries[-1])) == ANSWER
+        assert remote.subscribe(conv.id) is not channel  # a second one is a new subscription
+    finally:
+        await remote.close()
+    await asyncio.wait_for(server, 5)
