@@ -101,10 +101,14 @@ LATE_MODULES = (
 
 
 def preload() -> None:
-    """Import LATE_MODULES now. A resumed conversation shows its entries at once, so
-    the launcher calls this while the store is read."""
+    """Import LATE_MODULES and warm the Markdown renderer now. A resumed conversation
+    shows its entries at once, so the launcher calls this while the harness process
+    finds it."""
     for name in LATE_MODULES:
         import_module(name)
+    from tui.widgets.markdown import warm
+
+    warm()
 
 
 def pause(
@@ -420,11 +424,13 @@ class BastionApp(App[int]):
         """Once the session is on screen: load the Markdown renderer and a code
         highlighter on a thread (the first answer would otherwise stall its first
         frames for ~0.2 s), then keep everything loaded out of the collector's full
-        passes, which otherwise stall a frame for tens of milliseconds."""
+        passes, which otherwise stall a frame for tens of milliseconds, and turn the
+        collector back on."""
         from tui.widgets.markdown import warm
 
         await asyncio.to_thread(warm)
         gc.freeze()
+        gc.enable()  # `bastion` starts with it off (tui.launch)
 
     @staticmethod
     async def _fold(
