@@ -76,9 +76,13 @@ class Child:
             try:
                 kind, value = recv_blocking(self.sock)
             except (EOFError, OSError):
-                code = self.process.poll()
+                try:
+                    code: int | None = self.process.wait(2)
+                except subprocess.TimeoutExpired:
+                    code = None
+                exit_code = f" (exit {code})" if code is not None else ""
                 value = HarnessGone(
-                    f"the harness process ended while opening the session (exit {code})",
+                    f"the harness process ended while opening the session{exit_code}",
                     hint=f"its log is {_log_path()}",
                 )
                 kind = "failed"

@@ -134,3 +134,27 @@ def test_killing_the_app_ends_its_harness_and_the_session_resumes(tmp_path):
         entries = json.loads(exported.stdout)["entries"]
         partial = next(e["text"] for e in entries if e["kind"] == "assistant")
         assert partial and SLOW.startswith(partial)
+
+
+def test_a_harness_process_that_dies_while_opening_is_reported(tmp_path, in_workdir, monkeypatch):
+    turns = [{"text": SLOW, "chunk_size": 6, "delay_ms": 25}]
+    with LoopbackProcess.start(turns, tmp_path / "server") as server:
+        work = in_workdir(server)
+        # A session with a run left unfinished: `bastion -p` killed after a checkpoint.
+        crashed = subprocess.run(
+            [bastion_bin(), "-p", "--model", "openai/test", "--session-id", SID, "go"],
+            env={**os.environ, "BASTION_FAILPOINT": "checkpoint"},
+            cwd=work,
+            capture_output=True,
+            timeout=60,
+        )
+        assert crashed.returncode == -signal.SIGKILL
+        # Driving it again recovers that run: the harness process dies right there.
+        monkeypatch.setenv("BASTION_FAILPOINT", "recovered")
+        child = Child.start(main_parser().parse_args(["--resume", SID]), check_model=False)
+        child.opened.result(timeout=30)
+        with pytest.raises(BastionError) as raised:
+            child.driven.result(timeout=30)
+        assert "harness process ended while opening the session (exit -9)" in str(raised.value)
+        assert "harness.log" in str(raised.value)
+        assert child.process.returncode == -signal.SIGKILL
