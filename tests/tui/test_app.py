@@ -517,6 +517,14 @@ class _GatedProvider(ScriptedProvider):
         await self.end.wait()
 
 
+async def _first_shown(app: BastionApp, pilot) -> None:
+    """Until the gated answer's first piece is on screen."""
+    await wait_for(
+        lambda: bool(assistant_widgets(app)) and assistant_widgets(app)[0].text_shown == "first",
+        pilot,
+    )
+
+
 def _hold_output(app: BastionApp, monkeypatch) -> None:
     """As if the user kept typing for the rest of the test."""
     import time
@@ -538,13 +546,7 @@ async def test_typing_holds_output_and_a_run_ending_shows_after_the_next_key(tmp
     app = BastionApp(harness, conv_id, first_prompt="go")
     try:
         async with app.run_test(size=SIZE) as pilot:
-            await wait_for(
-                lambda: (
-                    bool(assistant_widgets(app))
-                    and app.query_one(AssistantEntry).text_shown == "first"
-                ),
-                pilot,
-            )
+            await _first_shown(app, pilot)
             await pilot.press("a")  # a real key counts as typing
             assert time.monotonic() - app.typed_at < 5.0
             assert app.query_one(PromptInput).value == "a"
@@ -575,13 +577,7 @@ async def test_text_read_ahead_while_held_is_drawn_as_it_would_have_been(tmp_pat
     app = BastionApp(harness, conv_id, first_prompt="go")
     try:
         async with app.run_test(size=SIZE) as pilot:
-            await wait_for(
-                lambda: (
-                    bool(assistant_widgets(app))
-                    and app.query_one(AssistantEntry).text_shown == "first"
-                ),
-                pilot,
-            )
+            await _first_shown(app, pilot)
             [answer] = assistant_widgets(app)
             _hold_output(app, monkeypatch)
             provider.more.set()
