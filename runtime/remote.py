@@ -155,8 +155,10 @@ class RemoteHarness(HarnessProxy):
                     future.set_exception(message[2])
         elif kind == "events":
             channel = self._channels.get(message[1])
-            if channel is not None:
-                channel.put_many(message[2]) if message[2] is not None else channel.overflow()
+            if channel is not None and message[2] is None:  # RESYNC in the child
+                channel.overflow()
+            elif channel is not None:
+                channel.put_many(message[2])
         elif kind == "ended":
             channel = self._channels.pop(message[1], None)
             if channel is not None:
@@ -190,14 +192,6 @@ class RemoteHarness(HarnessProxy):
         if self.process is not None:
             await asyncio.to_thread(_reap, self.process)
         self._task.cancel()
-
-    def close_blocking(self) -> None:
-        """`close()` without a loop (after the app exited): end of file tells the child
-        to close the harness; wait for it to exit."""
-        with contextlib.suppress(Exception):
-            self._writer.transport.abort()
-        if self.process is not None:
-            _reap(self.process)
 
 
 def _reap(process: subprocess.Popen[bytes]) -> None:
@@ -235,17 +229,18 @@ async def serve(
         tasks.add(task)
         task.add_done_callback(tasks.discard)
 
-    if first is not None:
+    def forward(subscription: Any, sub: int) -> None:
         channel = EventChannel()
-        start(pump(first, channel))
-        start(_forward(channel, FIRST, send))
+        start(pump(subscription, channel))
+        start(_forward(channel, sub, send))
+
+    if first is not None:
+        forward(first, FIRST)
     try:
         while True:
             message = await read_frame(reader)
             if message[0] == "subscribe":
-                channel = EventChannel()
-                start(pump(harness.subscribe(message[2]), channel))
-                start(_forward(channel, message[1], send))
+                forward(harness.subscribe(message[2]), message[1])
             elif message[0] == "call":
                 _, call_id, method, args, kwargs = message
                 if method == "close":

@@ -120,8 +120,8 @@ class EventChannel:
 
     `put_many` never blocks; `get()` waits for the next batch: everything queued,
     oldest first, with runs of deltas joined; `RESYNC` after an overflow; None once
-    closed and drained (`poll()`: the same without waiting). `rest(seconds)` is the consumer's pause between batches,
-    cut short by an URGENT event.
+    closed and drained (`poll()`: the same without waiting). `rest(seconds)` is the
+    consumer's pause between batches, cut short by an URGENT event.
     """
 
     def __init__(self, limit: int = DEFAULT_LIMIT) -> None:
@@ -149,19 +149,20 @@ class EventChannel:
                 items.append(tail)
                 self._urgent = self._urgent or isinstance(event, URGENT)
             if len(items) > self.limit:
-                items.clear()
-                self._overflowed = True
-                self.overflows += 1
+                self._drop_locked()
             self._wake_locked()
 
     def overflow(self) -> None:
         """Drop what is queued: the next `get()` says RESYNC (the producer fell behind
         somewhere upstream, as in another process's channel)."""
         with self._lock:
-            self._items.clear()
-            self._overflowed = True
-            self.overflows += 1
+            self._drop_locked()
             self._wake_locked()
+
+    def _drop_locked(self) -> None:
+        self._items.clear()
+        self._overflowed = True
+        self.overflows += 1
 
     def close(self) -> None:
         with self._lock:
@@ -359,12 +360,6 @@ class ThreadedHarness(HarnessProxy):
         """Close the harness on its loop, then stop the thread."""
         if self.thread.alive:
             await self.call("close")
-            self.thread.stop()
-
-    def close_blocking(self) -> None:
-        """`close()` for a caller with no running loop (after the app exited)."""
-        if self.thread.alive:
-            self.thread.run(self.harness.close())
             self.thread.stop()
 
 

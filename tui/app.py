@@ -51,7 +51,7 @@ if TYPE_CHECKING:  # loaded after the first frame (see tui.launch and `_mount_re
 
     from runtime import ConfigWatcher
     from runtime.harness import Harness, SessionSettings
-    from runtime.threaded import HarnessProxy
+    from runtime.threaded import EventChannel, HarnessProxy
     from runtime.views import ConversationView
     from themes.user import ThemeFolder
     from tui import slash
@@ -370,44 +370,20 @@ class BastionApp(App[int]):
         loop = asyncio.get_running_loop()
         channel = channel_for(harness, conv_id)
         try:
-            take = getattr(harness, "take_opening", None)  # sent with the session
-            opening = take(conv_id) if take is not None else None
-            self.settings, view = opening or await asyncio.gather(
-                harness.session_settings(conv_id), harness.snapshot(conv_id)
-            )
-            sending = None
-            if self._first_prompt:  # it goes at once, while its session is drawn
-                prompt, self._first_prompt = self._first_prompt, None
-                sending = asyncio.ensure_future(self._submit(prompt, view))
-            await self.show(view)
-            self.completion.attach(self.query_one("#prompt"), view.conversation.cwd)
-            self.ready.set()
-            self.run_worker(self._settle(), group="settle")
-            self._watch_themes()
-            if sending is not None:
-                await sending
+            await self._show_first(harness, conv_id)
             shared = not getattr(harness, "elsewhere", False)  # on this loop (tests)
             mark = (loop.time(), time.thread_time())
             shown_at = time.monotonic()
             while (batch := await channel.get()) is not None:
                 assert self.view is not None
                 view = await self._fold(self.view, batch, harness, conv_id)
-                # While the user types, new output waits (see `hold`); what comes
-                # meanwhile is folded in and read ahead a little at a time.
-                urgent = _urgent(batch)
-                while wait := hold(time.monotonic(), self.typed_at, shown_at, urgent=urgent):
-                    await channel.rest(min(wait, GAP))
-                    if (batch := channel.poll()) is None:
-                        break
-                    view = await self._fold(view, batch, harness, conv_id)
-                    self.query_one(Transcript).read_ahead(view)
-                    urgent = urgent or _urgent(batch)
+                view = await self._held(view, batch, shown_at, channel, harness, conv_id)
                 started = loop.time()
                 await self.show(view)
                 shown_at = time.monotonic()
                 # Let events gather (the channel joins them) rather than draw each one, and
-                # keep this thread's share of the interpreter under 1 / (1 + REST): the
-                # harness thread shares it and must keep most of it while it streams.
+                # keep this thread's CPU under 1 / (1 + REST) of the time: the harness (its
+                # own process, or thread) needs the cores while it streams.
                 now = (loop.time(), time.thread_time())
                 await channel.rest(pause(now[0] - started, now, mark, shared=shared))
                 mark = now
@@ -418,6 +394,47 @@ class BastionApp(App[int]):
             pass  # the screen is being torn down: the app is closing
         finally:
             channel.close()
+
+    async def _show_first(self, harness: Harness | HarnessProxy, conv_id: str) -> None:
+        """The session's first view (the one its harness process sent with it, if so),
+        and the prompt from the command line submitted while it is drawn."""
+        take = getattr(harness, "take_opening", None)
+        opening = take(conv_id) if take is not None else None
+        self.settings, view = opening or await asyncio.gather(
+            harness.session_settings(conv_id), harness.snapshot(conv_id)
+        )
+        sending = None
+        if self._first_prompt:
+            prompt, self._first_prompt = self._first_prompt, None
+            sending = asyncio.ensure_future(self._submit(prompt, view))
+        await self.show(view)
+        self.completion.attach(self.query_one("#prompt"), view.conversation.cwd)
+        self.ready.set()
+        self.run_worker(self._settle(), group="settle")
+        self._watch_themes()
+        if sending is not None:
+            await sending
+
+    async def _held(
+        self,
+        view: ConversationView,
+        batch: object,
+        shown_at: float,
+        channel: EventChannel,
+        harness: Harness | HarnessProxy,
+        conv_id: str,
+    ) -> ConversationView:
+        """`view` once it may be shown: while the user types it waits (see `hold`), and
+        what comes meanwhile is folded in and read ahead a little at a time."""
+        urgent = _urgent(batch)
+        while wait := hold(time.monotonic(), self.typed_at, shown_at, urgent=urgent):
+            await channel.rest(min(wait, GAP))
+            if (batch := channel.poll()) is None:
+                break
+            view = await self._fold(view, batch, harness, conv_id)
+            self.query_one(Transcript).read_ahead(view)
+            urgent = urgent or _urgent(batch)
+        return view
 
     @staticmethod
     async def _settle() -> None:

@@ -108,7 +108,7 @@ class _Opening:
         child = self.open()
         from tui.app import preload
 
-        preload()  # the app and what its first view draws load while the store is read
+        preload()  # the app and what its first view draws load while the session is found
 
         try:
             child.opened.result()

@@ -109,7 +109,7 @@ async def test_the_harness_side_ending_fails_what_waits_and_closes_channels(tmp_
 async def test_the_front_end_ending_ends_serve(tmp_path):
     harness, remote, server, _ = await served(tmp_path, [])
     try:
-        remote.close_blocking()  # end of file, as when the app is killed
+        remote._writer.transport.abort()  # end of file, as when the app is killed
         await asyncio.wait_for(server, 5)
     finally:
         await harness.close()
