@@ -144,13 +144,19 @@ def hold(now: float, typed_at: float, shown_at: float, *, urgent: bool = False) 
     since_key = now - typed_at
     if since_key >= KEY_QUIET:
         return 0.0
-    if not urgent and now - shown_at < MAX_HOLD:
+    if not due(now, shown_at, urgent=urgent):
         return min(KEY_QUIET - since_key, shown_at + MAX_HOLD - now)
     if since_key < ECHO:
         return ECHO - since_key
     if since_key < ECHO + GAP:
         return 0.0
     return min(GAP, KEY_QUIET - since_key)  # the next key's gap, or the pause
+
+
+def due(now: float, shown_at: float, *, urgent: bool = False) -> bool:
+    """Held output will be shown in the gap after the next key's echo (see `hold`): it
+    is urgent, or has been held for MAX_HOLD since the last frame at `shown_at`."""
+    return urgent or now - shown_at >= MAX_HOLD
 
 
 def _urgent(batch: object) -> bool:
@@ -427,7 +433,15 @@ class BastionApp(App[int]):
         """`view` once it may be shown: while the user types it waits (see `hold`), and
         what comes meanwhile is folded in and read ahead a little at a time."""
         urgent = _urgent(batch)
+        prepared = False
         while wait := hold(time.monotonic(), self.typed_at, shown_at, urgent=urgent):
+            if prepared:  # nothing more is taken in: what was rendered is what is shown
+                await asyncio.sleep(min(wait, GAP))
+                continue
+            if due(time.monotonic(), shown_at, urgent=urgent):
+                await self.query_one(Transcript).prepare(view)
+                prepared = True
+                continue
             await channel.rest(min(wait, GAP))
             if (batch := channel.poll()) is None:
                 break

@@ -15,6 +15,8 @@ assistant turn that made it, as `name args` and the first line of its result.
 
 from __future__ import annotations
 
+import asyncio
+
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.content import Content
@@ -26,7 +28,7 @@ from runtime import ConversationView, split_attachments
 from runtime.records import Approval, Entry, EntryKind, EntryStatus, ToolCallRecord, ToolCallState
 from runtime.views import LiveText, call_summary
 from tui.widgets.command_output import CommandOutput
-from tui.widgets.markdown import MarkdownText
+from tui.widgets.markdown import MarkdownText, is_rendered, markdown_theme, rendered
 from tui.widgets.review import row_diff_markup
 from tui.widgets.segments import Splitter
 
@@ -319,25 +321,72 @@ class AssistantEntry(Vertical):
 
         Segment `i` is `text[cuts[i]:cuts[i + 1]]`. While following the bottom (or
         drawing from scratch) segments that would scroll off before they are seen,
-        those before the last KEPT_SEGMENTS, are never drawn.
+        those before the last KEPT_SEGMENTS, are never drawn. What will be drawn is
+        rendered first (`_render_ahead`), so the frame that shows it only lays it out.
         """
         self._splitter.feed(text)
-        cuts = self._splitter.cuts
-        total = len(cuts)
-        open_index = self._hidden + len(self._segments) - 1
-        if (self.following or start == 0) and total - KEPT_SEGMENTS > open_index:
-            keep_from = max(total - JUMP_SEGMENTS, 0)
-            if keep_from > open_index:
-                await self._start_over_at(keep_from)
-                open_index, start = keep_from, cuts[keep_from]
-        for index in range(open_index, total):
-            if index > open_index:
+        restart, pieces = self._pieces(text, start)
+        await self._render_ahead(self._sources(restart, pieces))
+        if restart is not None:
+            await self._start_over_at(restart)
+        for index, piece in enumerate(pieces):
+            if index:
                 segment = _markdown()
                 await self.mount(segment, after=self._segments[-1])
                 self._segments.append(segment)
-            last = index == total - 1
-            end = len(text) if last else cuts[index + 1]
-            self._write(text.slice(max(start, cuts[index]), end))
+            self._write(piece)
+
+    def _pieces(self, text: LiveText, start: int) -> tuple[int | None, list[str]]:
+        """What `_extend` writes: the segment to start over at (None: go on from the
+        open one), then the text added to the open segment and each new segment's text."""
+        cuts = self._splitter.cuts
+        total = len(cuts)
+        open_index = self._hidden + len(self._segments) - 1
+        restart = None
+        if (self.following or start == 0) and total - KEPT_SEGMENTS > open_index:
+            keep_from = max(total - JUMP_SEGMENTS, 0)
+            if keep_from > open_index:
+                restart = open_index = keep_from
+                start = cuts[keep_from]
+        pieces = []
+        for index in range(open_index, total):
+            end = len(text) if index == total - 1 else cuts[index + 1]
+            pieces.append(text.slice(max(start, cuts[index]), end))
+        return restart, pieces
+
+    def _sources(self, restart: int | None, pieces: list[str]) -> list[str]:
+        """The whole text of each segment that `pieces` will leave changed."""
+        if not pieces:
+            return []
+        grown = pieces[0] if restart is not None else self._segments[-1].source + pieces[0]
+        return [grown, *pieces[1:]]
+
+    async def _render_ahead(self, sources: list[str]) -> None:
+        """Render `sources` at the segments' width before they are drawn, letting the
+        event loop run between them: a key typed meanwhile is echoed before the frame
+        that draws them, and that frame only lays them out."""
+        width = self._text_width()
+        if not width:
+            return  # not laid out yet: the first frame renders them
+        for source in sources:
+            if source and not is_rendered(self.app, source, width):
+                rendered(self.app, source, width, markdown_theme(self.app))
+                await asyncio.sleep(0)
+
+    def _text_width(self) -> int:
+        """The width the segments' text is drawn at (0 before the first layout)."""
+        segment = self._segments[0]
+        return max(self.content_size.width - segment.styles.gutter.width, 0)
+
+    async def prepare(self, text: LiveText) -> None:
+        """Render now what showing `text` next would draw: while new output is held
+        off the screen, the frame that finally shows it then only lays it out."""
+        if not text.extends(self._shown) or not text.extends(self._read):
+            return  # a retried attempt or a resync: drawn from scratch when shown
+        self.read_ahead(text)
+        start = len(self._shown)
+        if len(text) > start:
+            await self._render_ahead(self._sources(*self._pieces(text, start)))
 
     async def _start_over_at(self, index: int) -> None:
         """Unmount every segment; one empty one for segment `index` takes their place."""

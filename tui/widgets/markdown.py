@@ -16,9 +16,10 @@ every answer (Textual re-renders each widget on it).
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console, ConsoleOptions
+from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style as RichStyle
 from rich.theme import Theme as RichTheme
@@ -32,41 +33,32 @@ if TYPE_CHECKING:
     from textual.style import Style
     from textual.visual import RenderOptions
 
-__all__ = ["MarkdownText", "markdown_theme", "warm"]
+__all__ = ["MarkdownText", "is_rendered", "markdown_theme", "rendered", "warm"]
 
 
 class _Themed(Visual):
-    """Markdown drawn with `theme`'s styles pushed on the console, as a Textual Visual.
+    """Markdown `source` drawn with `theme`'s styles pushed on the console, as a Textual
+    Visual.
 
-    The lines of the last width are kept: Textual asks a widget for its height and
-    then for its lines on every layout, and a growing answer is laid out on every
-    frame, so the second costs nothing. The styled strips are kept too, so a
-    redraw that changed nothing in the text (a scroll, a neighbour's update) only
-    copies them.
+    Its lines come from `rendered` (so text rendered ahead of its frame costs the
+    frame nothing), and the lines of the last width are kept: Textual asks a widget
+    for its height and then for its lines on every layout, and a growing answer is
+    laid out on every frame, so the second costs nothing. The styled strips are kept
+    too, so a redraw that changed nothing in the text (a scroll, a neighbour's
+    update) only copies them.
     """
 
-    def __init__(self, renderable: Any, theme: RichTheme, app: App[Any]) -> None:
-        self.renderable = renderable
+    def __init__(self, source: str, theme: RichTheme, app: App[Any]) -> None:
+        self.source = source
         self.theme = theme
         self.app = app
         self._lines: tuple[int, list[list[Segment]]] | None = None  # width, lines
         self._strips: tuple[int, RichStyle, list[Strip]] | None = None  # width, style, strips
 
-    def lines_for(self, console: Console, options: ConsoleOptions) -> list[list[Segment]]:
-        """The lines at `options`' width (rendered once per width)."""
-        width = options.max_width
-        if self._lines is None or self._lines[0] != width:
-            whole = options.update(height=None)  # every line: the caller crops to its height
-            with console.use_theme(self.theme):
-                lines = console.render_lines(self.renderable, whole, pad=False, new_lines=False)
-            self._lines = (width, lines)
-        return self._lines[1]
-
     def _lines_at(self, width: int) -> list[list[Segment]]:
-        if self._lines is not None and self._lines[0] == width:
-            return self._lines[1]
-        options = self.app.console_options.update_width(width).update(highlight=False)
-        return self.lines_for(self.app.console, options)
+        if self._lines is None or self._lines[0] != width:
+            self._lines = (width, rendered(self.app, self.source, width, self.theme))
+        return self._lines[1]
 
     def get_optimal_width(self, rules: RulesMap, container_width: int) -> int:
         return container_width
@@ -92,6 +84,38 @@ class _Themed(Visual):
 
 
 _THEMES: dict[tuple[str, int], RichTheme] = {}
+KEPT_RENDERS = 24  # Markdown renders kept by source, width and theme (see `rendered`)
+_RENDERS: OrderedDict[tuple[str, int, int, bool], list[list[Segment]]] = OrderedDict()
+
+
+def rendered(app: App[Any], source: str, width: int, theme: RichTheme) -> list[list[Segment]]:
+    """`source` rendered to lines `width` cells wide with `theme` (the app's Markdown
+    theme). The last KEPT_RENDERS are kept: an answer's segments are rendered ahead
+    of the frame that shows them (`AssistantEntry`), and that frame then finds them."""
+    dark = app.current_theme.dark
+    key = (source, width, id(theme), dark)  # themes live in _THEMES: an id stays theirs
+    lines = _RENDERS.get(key)
+    if lines is not None:
+        _RENDERS.move_to_end(key)
+        return lines
+    from tui.widgets.rich_markdown import LeftMarkdown  # the parser loads with an answer
+
+    console = app.console
+    options = app.console_options.update_width(width).update(highlight=False, height=None)
+    with console.use_theme(theme):
+        lines = console.render_lines(
+            LeftMarkdown(source, dark), options, pad=False, new_lines=False
+        )
+    _RENDERS[key] = lines
+    if len(_RENDERS) > KEPT_RENDERS:
+        _RENDERS.popitem(last=False)
+    return lines
+
+
+def is_rendered(app: App[Any], source: str, width: int) -> bool:
+    """`source` is kept rendered at `width` in the app's current Markdown theme."""
+    key = (source, width, id(markdown_theme(app)), app.current_theme.dark)
+    return key in _RENDERS
 
 
 def warm() -> None:
@@ -172,10 +196,7 @@ class MarkdownText(Static):
         theme = markdown_theme(self.app)
         drawn = self._drawn
         if drawn is None or drawn[0] is not self.source or drawn[1] is not theme:
-            from tui.widgets.rich_markdown import LeftMarkdown  # the parser loads with an answer
-
-            markdown = LeftMarkdown(self.source, self.app.current_theme.dark)
-            drawn = self._drawn = (self.source, theme, _Themed(markdown, theme, self.app))
+            drawn = self._drawn = (self.source, theme, _Themed(self.source, theme, self.app))
         return drawn[2]
 
     def set_source(self, source: str) -> None:

@@ -49,6 +49,7 @@ class Transcript(VerticalScroll):
         height: 1fr;
         padding: 0 1 1 1;
         scrollbar-size-vertical: 1;
+        scrollbar-gutter: stable;
     }
     """
 
@@ -248,6 +249,15 @@ class Transcript(VerticalScroll):
             widget = self._widgets.get(entry_id)
             if isinstance(widget, AssistantEntry):
                 widget.read_ahead(text)
+
+    async def prepare(self, view: ConversationView) -> None:
+        """While new output is held: render now what showing `view` would draw."""
+        from tui.widgets.entries import AssistantEntry
+
+        for entry_id, text in view.live.items():
+            widget = self._widgets.get(entry_id)
+            if isinstance(widget, AssistantEntry):
+                await widget.prepare(text)
 
     async def show(self, view: ConversationView) -> None:
         """Bring the mounted rows up to date with `view`; mount new entries at the end."""
