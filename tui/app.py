@@ -73,6 +73,7 @@ KEY_QUIET = 0.1  # new output waits until no key came for this long (seconds)...
 MAX_HOLD = 1.0  # ...and after this long, for the gap after the next key's echo:
 ECHO = 0.02  # a key's echo is on the screen this long after it (a screen update)
 GAP = 0.02  # the time after that in which the held output is shown
+RENDER_YIELD = 0.002  # between pieces rendered ahead: time for a key to reach its widget
 WELCOME = "[b $primary]bastion[/]  [$foreground-muted]type a request and press Enter[/]"
 PLACEHOLDER_IDLE = "Ask Bastion to do something…"
 PLACEHOLDER_BUSY = "Enter steers the run after this step · Tab queues a follow-up…"
@@ -383,7 +384,7 @@ class BastionApp(App[int]):
             while (batch := await channel.get()) is not None:
                 assert self.view is not None
                 view = await self._fold(self.view, batch, harness, conv_id)
-                view = await self._held(view, batch, shown_at, channel, harness, conv_id)
+                view = await self._when_ready(view, batch, shown_at, channel, harness, conv_id)
                 started = loop.time()
                 await self.show(view)
                 shown_at = time.monotonic()
@@ -421,6 +422,31 @@ class BastionApp(App[int]):
         if sending is not None:
             await sending
 
+    async def _when_ready(
+        self,
+        view: ConversationView,
+        batch: object,
+        shown_at: float,
+        channel: EventChannel,
+        harness: Harness | HarnessProxy,
+        conv_id: str,
+    ) -> ConversationView:
+        """`view` once it may be shown (`_held`), with what it draws rendered: if a key
+        comes while that is rendered, it is echoed first and the output held again."""
+        while True:
+            view = await self._held(view, batch, shown_at, channel, harness, conv_id)
+            started = time.monotonic()
+            await self._render_ahead(view)
+            if self.typed_at < started:
+                return view
+
+    async def _render_ahead(self, view: ConversationView) -> None:
+        """Render the Markdown that showing `view` draws, a piece at a time, letting the
+        keys that come meanwhile through: the frame that shows it then only lays it out."""
+        transcript = self.query_one(Transcript)
+        while transcript.prepare(view):
+            await asyncio.sleep(RENDER_YIELD)
+
     async def _held(
         self,
         view: ConversationView,
@@ -439,7 +465,7 @@ class BastionApp(App[int]):
                 await asyncio.sleep(min(wait, GAP))
                 continue
             if due(time.monotonic(), shown_at, urgent=urgent):
-                await self.query_one(Transcript).prepare(view)
+                await self._render_ahead(view)
                 prepared = True
                 continue
             await channel.rest(min(wait, GAP))

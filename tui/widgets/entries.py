@@ -327,14 +327,15 @@ class AssistantEntry(Vertical):
         self._splitter.feed(text)
         restart, pieces = self._pieces(text, start)
         await self._render_ahead(self._sources(restart, pieces))
+        first = 0 if restart is not None else len(self._segments) - 1
         if restart is not None:
-            await self._start_over_at(restart)
-        for index, piece in enumerate(pieces):
-            if index:
+            await self._start_over_at(restart, len(pieces))
+        for at, piece in enumerate(pieces, start=first):
+            if at == len(self._segments):
                 segment = _markdown()
                 await self.mount(segment, after=self._segments[-1])
                 self._segments.append(segment)
-            self._write(piece)
+            self._write(piece, at)
 
     def _pieces(self, text: LiveText, start: int) -> tuple[int | None, list[str]]:
         """What `_extend` writes: the segment to start over at (None: go on from the
@@ -362,42 +363,50 @@ class AssistantEntry(Vertical):
         return [grown, *pieces[1:]]
 
     async def _render_ahead(self, sources: list[str]) -> None:
-        """Render `sources` at the segments' width before they are drawn, letting the
-        event loop run between them: a key typed meanwhile is echoed before the frame
-        that draws them, and that frame only lays them out."""
+        """Render `sources` before they are drawn (`BastionApp._when_ready` has usually done it,
+        one at a time between keys), so the frame that draws them only lays them out."""
+        while self._render_one(sources):
+            await asyncio.sleep(0)
+
+    def _render_one(self, sources: list[str]) -> bool:
+        """Render the first of `sources` not yet rendered at the segments' width; False
+        if there was none (or the entry is not laid out yet: its first frame renders)."""
         width = self._text_width()
-        if not width:
-            return  # not laid out yet: the first frame renders them
-        for source in sources:
+        for source in sources if width else ():
             if source and not is_rendered(self.app, source, width):
                 rendered(self.app, source, width, markdown_theme(self.app))
-                await asyncio.sleep(0)
+                return True
+        return False
 
     def _text_width(self) -> int:
         """The width the segments' text is drawn at (0 before the first layout)."""
         segment = self._segments[0]
         return max(self.content_size.width - segment.styles.gutter.width, 0)
 
-    async def prepare(self, text: LiveText) -> None:
-        """Render now what showing `text` next would draw: while new output is held
-        off the screen, the frame that finally shows it then only lays it out."""
+    def prepare(self, text: LiveText) -> bool:
+        """Render one segment of what showing `text` next would draw; False once there
+        is none left. The frame that shows `text` then only lays it out."""
         if not text.extends(self._shown) or not text.extends(self._read):
-            return  # a retried attempt or a resync: drawn from scratch when shown
+            return False  # a retried attempt or a resync: drawn from scratch when shown
         self.read_ahead(text)
         start = len(self._shown)
-        if len(text) > start:
-            await self._render_ahead(self._sources(*self._pieces(text, start)))
+        return len(text) > start and self._render_one(self._sources(*self._pieces(text, start)))
 
-    async def _start_over_at(self, index: int) -> None:
-        """Unmount every segment; one empty one for segment `index` takes their place."""
-        first = _markdown()
-        await self.mount(first, before=self._segments[0])
-        await self.remove_children(self._segments)
-        self._segments, self._hidden = [first], index
+    async def _start_over_at(self, index: int, count: int) -> None:
+        """Segment `index` is drawn next, in the first of the `count` segments kept
+        (emptied) from those mounted: the rest are unmounted, and the text written
+        past them (`_write`) fills them in order."""
+        kept, dropped = self._segments[:count], self._segments[count:]
+        if dropped:
+            await self.remove_children(dropped)
+        for segment in kept:
+            segment.set_source("")
+        self._segments, self._hidden = kept, index
 
-    def _write(self, piece: str) -> None:
+    def _write(self, piece: str, at: int) -> None:
+        """Add `piece` to the mounted segment `at`."""
         if piece:
-            segment = self._segments[-1]
+            segment = self._segments[at]
             segment.set_source(segment.source + piece)
 
     async def _restart(self) -> None:

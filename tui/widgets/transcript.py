@@ -250,14 +250,16 @@ class Transcript(VerticalScroll):
             if isinstance(widget, AssistantEntry):
                 widget.read_ahead(text)
 
-    async def prepare(self, view: ConversationView) -> None:
-        """While new output is held: render now what showing `view` would draw."""
+    def prepare(self, view: ConversationView) -> bool:
+        """Render one piece of what showing `view` would draw; False once none is left
+        (see `AssistantEntry.prepare`)."""
         from tui.widgets.entries import AssistantEntry
 
         for entry_id, text in view.live.items():
             widget = self._widgets.get(entry_id)
-            if isinstance(widget, AssistantEntry):
-                await widget.prepare(text)
+            if isinstance(widget, AssistantEntry) and widget.prepare(text):
+                return True
+        return False
 
     async def show(self, view: ConversationView) -> None:
         """Bring the mounted rows up to date with `view`; mount new entries at the end."""
