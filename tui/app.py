@@ -384,7 +384,7 @@ class BastionApp(App[int]):
             while (batch := await channel.get()) is not None:
                 assert self.view is not None
                 view = await self._fold(self.view, batch, harness, conv_id)
-                view = await self._when_ready(view, batch, shown_at, channel, harness, conv_id)
+                view = await self._held(view, batch, shown_at, channel, harness, conv_id)
                 started = loop.time()
                 await self.show(view)
                 shown_at = time.monotonic()
@@ -422,24 +422,6 @@ class BastionApp(App[int]):
         if sending is not None:
             await sending
 
-    async def _when_ready(
-        self,
-        view: ConversationView,
-        batch: object,
-        shown_at: float,
-        channel: EventChannel,
-        harness: Harness | HarnessProxy,
-        conv_id: str,
-    ) -> ConversationView:
-        """`view` once it may be shown (`_held`), with what it draws rendered: if a key
-        comes while that is rendered, it is echoed first and the output held again."""
-        while True:
-            view = await self._held(view, batch, shown_at, channel, harness, conv_id)
-            started = time.monotonic()
-            await self._render_ahead(view)
-            if self.typed_at < started:
-                return view
-
     async def _render_ahead(self, view: ConversationView) -> None:
         """Render the Markdown that showing `view` draws, a piece at a time, letting the
         keys that come meanwhile through: the frame that shows it then only lays it out."""
@@ -456,25 +438,31 @@ class BastionApp(App[int]):
         harness: Harness | HarnessProxy,
         conv_id: str,
     ) -> ConversationView:
-        """`view` once it may be shown: while the user types it waits (see `hold`), and
-        what comes meanwhile is folded in and read ahead a little at a time."""
+        """`view` once it may be shown, with what it draws rendered. While the user
+        types it waits (see `hold`): what comes meanwhile is folded in and read ahead,
+        and once due it is rendered and nothing more is taken in. A key typed while
+        it is rendered is echoed first, and the output held again."""
         urgent = _urgent(batch)
-        prepared = False
-        while wait := hold(time.monotonic(), self.typed_at, shown_at, urgent=urgent):
-            if prepared:  # nothing more is taken in: what was rendered is what is shown
-                await asyncio.sleep(min(wait, GAP))
-                continue
-            if due(time.monotonic(), shown_at, urgent=urgent):
-                await self._render_ahead(view)
-                prepared = True
-                continue
-            await channel.rest(min(wait, GAP))
-            if (batch := channel.poll()) is None:
-                break
-            view = await self._fold(view, batch, harness, conv_id)
-            self.query_one(Transcript).read_ahead(view)
-            urgent = urgent or _urgent(batch)
-        return view
+        while True:
+            prepared = False
+            while wait := hold(time.monotonic(), self.typed_at, shown_at, urgent=urgent):
+                if prepared:  # what was rendered is what is shown
+                    await asyncio.sleep(min(wait, GAP))
+                    continue
+                if due(time.monotonic(), shown_at, urgent=urgent):
+                    await self._render_ahead(view)
+                    prepared = True
+                    continue
+                await channel.rest(min(wait, GAP))
+                if (batch := channel.poll()) is None:
+                    break
+                view = await self._fold(view, batch, harness, conv_id)
+                self.query_one(Transcript).read_ahead(view)
+                urgent = urgent or _urgent(batch)
+            started = time.monotonic()
+            await self._render_ahead(view)
+            if self.typed_at < started:
+                return view
 
     @staticmethod
     async def _settle() -> None:

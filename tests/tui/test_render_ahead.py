@@ -1,7 +1,7 @@
 """Markdown is rendered before the frame that shows it: once, at one width.
 
 While the user types, held output that is due is rendered between keys and then
-shown as it was rendered (tui.app `_when_ready`/`_held`); an answer's segments are
+shown as it was rendered (`BastionApp._held`); an answer's segments are
 rendered before they are written (`AssistantEntry._render_ahead`); the transcript
 keeps its scrollbar's column, so the width text is rendered at never flips.
 """

@@ -363,7 +363,7 @@ class AssistantEntry(Vertical):
         return [grown, *pieces[1:]]
 
     async def _render_ahead(self, sources: list[str]) -> None:
-        """Render `sources` before they are drawn (`BastionApp._when_ready` has usually done it,
+        """Render `sources` before they are drawn (`BastionApp._held` has usually done it,
         one at a time between keys), so the frame that draws them only lays them out."""
         while self._render_one(sources):
             await asyncio.sleep(0)
