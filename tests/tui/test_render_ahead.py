@@ -1,8 +1,9 @@
 """Markdown is rendered before the frame that shows it: once, at one width.
 
-While the user types, held output that is due is rendered between keys and then
-shown as it was rendered (`BastionApp._held`); an answer's segments are
-rendered before they are written (`AssistantEntry._render_ahead`); the transcript
+Before a frame, what it will draw is rendered a piece at a time between keys
+(`BastionApp._held`, `AssistantEntry.prepare`), and held output that is due is
+rendered while it is held and then shown as it was rendered. Renders are kept by
+source and width (`markdown.rendered`), which the frame then finds. The transcript
 keeps its scrollbar's column, so the width text is rendered at never flips.
 """
 
@@ -19,7 +20,7 @@ from tests.tui.test_app import (
     assistant_widgets,
 )
 from tui.app import BastionApp
-from tui.widgets.markdown import MarkdownText, is_rendered, markdown_theme, rendered
+from tui.widgets.markdown import MarkdownText, is_rendered, rendered
 
 PARTS = "".join(f"\n\n## Part {i}\n\nParagraph {i}.\n\n```\ncode {i}\n```" for i in range(120))
 
@@ -96,9 +97,8 @@ async def test_text_keeps_its_width_and_segments_as_the_answer_outgrows_the_scre
             assert answer.hidden_segments > 0  # it outgrew the screen, and jumped ahead
             assert {s.content_size.width for s in segments} == {width}
             # Each segment's lines are the ones rendered once for its source and width.
-            theme = markdown_theme(app)
             for segment in segments:
-                lines = rendered(app, segment.source, width, theme)
+                lines = rendered(app, segment.source, width)
                 assert segment.render()._lines_at(width) is lines
     finally:
         await harness.close()

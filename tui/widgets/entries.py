@@ -15,8 +15,6 @@ assistant turn that made it, as `name args` and the first line of its result.
 
 from __future__ import annotations
 
-import asyncio
-
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.content import Content
@@ -28,7 +26,7 @@ from runtime import ConversationView, split_attachments
 from runtime.records import Approval, Entry, EntryKind, EntryStatus, ToolCallRecord, ToolCallState
 from runtime.views import LiveText, call_summary
 from tui.widgets.command_output import CommandOutput
-from tui.widgets.markdown import MarkdownText, is_rendered, markdown_theme, rendered
+from tui.widgets.markdown import MarkdownText, is_rendered, rendered
 from tui.widgets.review import row_diff_markup
 from tui.widgets.segments import Splitter
 
@@ -301,9 +299,7 @@ class AssistantEntry(Vertical):
 
     async def _show_text(self, entry: Entry) -> None:
         text = self._live
-        # A retried attempt, a resync: redraw once (also when the splitter read ahead
-        # into text that was then replaced).
-        if not text.extends(self._shown) or not text.extends(self._read):
+        if not self._extends(text):  # a retried attempt, a resync: redraw once
             await self._restart()
         if len(text) > len(self._shown):
             await self._extend(text, len(self._shown))
@@ -321,12 +317,10 @@ class AssistantEntry(Vertical):
 
         Segment `i` is `text[cuts[i]:cuts[i + 1]]`. While following the bottom (or
         drawing from scratch) segments that would scroll off before they are seen,
-        those before the last KEPT_SEGMENTS, are never drawn. What will be drawn is
-        rendered first (`_render_ahead`), so the frame that shows it only lays it out.
+        those before the last KEPT_SEGMENTS, are never drawn.
         """
         self._splitter.feed(text)
         restart, pieces = self._pieces(text, start)
-        await self._render_ahead(self._sources(restart, pieces))
         first = 0 if restart is not None else len(self._segments) - 1
         if restart is not None:
             await self._start_over_at(restart, len(pieces))
@@ -362,35 +356,31 @@ class AssistantEntry(Vertical):
         grown = pieces[0] if restart is not None else self._segments[-1].source + pieces[0]
         return [grown, *pieces[1:]]
 
-    async def _render_ahead(self, sources: list[str]) -> None:
-        """Render `sources` before they are drawn (`BastionApp._held` has usually done it,
-        one at a time between keys), so the frame that draws them only lays them out."""
-        while self._render_one(sources):
-            await asyncio.sleep(0)
-
-    def _render_one(self, sources: list[str]) -> bool:
-        """Render the first of `sources` not yet rendered at the segments' width; False
-        if there was none (or the entry is not laid out yet: its first frame renders)."""
-        width = self._text_width()
-        for source in sources if width else ():
-            if source and not is_rendered(self.app, source, width):
-                rendered(self.app, source, width, markdown_theme(self.app))
-                return True
-        return False
-
     def _text_width(self) -> int:
         """The width the segments' text is drawn at (0 before the first layout)."""
         segment = self._segments[0]
         return max(self.content_size.width - segment.styles.gutter.width, 0)
 
     def prepare(self, text: LiveText) -> bool:
-        """Render one segment of what showing `text` next would draw; False once there
-        is none left. The frame that shows `text` then only lays it out."""
-        if not text.extends(self._shown) or not text.extends(self._read):
-            return False  # a retried attempt or a resync: drawn from scratch when shown
+        """Render one segment of what showing `text` next would draw (BastionApp._held
+        calls this between keys); False once there is none left. The frame that shows
+        `text` then finds it rendered (`markdown.rendered`) and only lays it out."""
+        width = self._text_width()
+        if not width or not self._extends(text):  # not laid out yet; or drawn afresh
+            return False
         self.read_ahead(text)
         start = len(self._shown)
-        return len(text) > start and self._render_one(self._sources(*self._pieces(text, start)))
+        sources = self._sources(*self._pieces(text, start)) if len(text) > start else []
+        for source in sources:
+            if source and not is_rendered(self.app, source, width):
+                rendered(self.app, source, width)
+                return True
+        return False
+
+    def _extends(self, text: LiveText) -> bool:
+        """`text` goes on from what was shown and read ahead (else it is drawn afresh:
+        a retried attempt, a resync, or text read ahead that was then replaced)."""
+        return text.extends(self._shown) and text.extends(self._read)
 
     async def _start_over_at(self, index: int, count: int) -> None:
         """Segment `index` is drawn next, in the first of the `count` segments kept

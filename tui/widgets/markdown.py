@@ -37,8 +37,7 @@ __all__ = ["MarkdownText", "is_rendered", "markdown_theme", "rendered", "warm"]
 
 
 class _Themed(Visual):
-    """Markdown `source` drawn with `theme`'s styles pushed on the console, as a Textual
-    Visual.
+    """Markdown `source` drawn in the app's Markdown theme, as a Textual Visual.
 
     Its lines come from `rendered` (so text rendered ahead of its frame costs the
     frame nothing), and the lines of the last width are kept: Textual asks a widget
@@ -48,16 +47,15 @@ class _Themed(Visual):
     update) only copies them.
     """
 
-    def __init__(self, source: str, theme: RichTheme, app: App[Any]) -> None:
+    def __init__(self, source: str, app: App[Any]) -> None:
         self.source = source
-        self.theme = theme
         self.app = app
         self._lines: tuple[int, list[list[Segment]]] | None = None  # width, lines
         self._strips: tuple[int, RichStyle, list[Strip]] | None = None  # width, style, strips
 
     def _lines_at(self, width: int) -> list[list[Segment]]:
         if self._lines is None or self._lines[0] != width:
-            self._lines = (width, rendered(self.app, self.source, width, self.theme))
+            self._lines = (width, rendered(self.app, self.source, width))
         return self._lines[1]
 
     def get_optimal_width(self, rules: RulesMap, container_width: int) -> int:
@@ -88,12 +86,11 @@ KEPT_RENDERS = 24  # Markdown renders kept by source, width and theme (see `rend
 _RENDERS: OrderedDict[tuple[str, int, int, bool], list[list[Segment]]] = OrderedDict()
 
 
-def rendered(app: App[Any], source: str, width: int, theme: RichTheme) -> list[list[Segment]]:
-    """`source` rendered to lines `width` cells wide with `theme` (the app's Markdown
-    theme). The last KEPT_RENDERS are kept: an answer's segments are rendered ahead
-    of the frame that shows them (`AssistantEntry`), and that frame then finds them."""
-    dark = app.current_theme.dark
-    key = (source, width, id(theme), dark)  # themes live in _THEMES: an id stays theirs
+def rendered(app: App[Any], source: str, width: int) -> list[list[Segment]]:
+    """`source` rendered to lines `width` cells wide in the app's Markdown theme. The
+    last KEPT_RENDERS are kept: an answer's segments are rendered ahead of the frame
+    that shows them (`AssistantEntry.prepare`), and that frame then finds them."""
+    key = _render_key(app, source, width)
     lines = _RENDERS.get(key)
     if lines is not None:
         _RENDERS.move_to_end(key)
@@ -102,9 +99,9 @@ def rendered(app: App[Any], source: str, width: int, theme: RichTheme) -> list[l
 
     console = app.console
     options = app.console_options.update_width(width).update(highlight=False, height=None)
-    with console.use_theme(theme):
+    with console.use_theme(markdown_theme(app)):
         lines = console.render_lines(
-            LeftMarkdown(source, dark), options, pad=False, new_lines=False
+            LeftMarkdown(source, app.current_theme.dark), options, pad=False, new_lines=False
         )
     _RENDERS[key] = lines
     if len(_RENDERS) > KEPT_RENDERS:
@@ -113,9 +110,13 @@ def rendered(app: App[Any], source: str, width: int, theme: RichTheme) -> list[l
 
 
 def is_rendered(app: App[Any], source: str, width: int) -> bool:
-    """`source` is kept rendered at `width` in the app's current Markdown theme."""
-    key = (source, width, id(markdown_theme(app)), app.current_theme.dark)
-    return key in _RENDERS
+    """`rendered(app, source, width)` is kept: asking for it costs nothing."""
+    return _render_key(app, source, width) in _RENDERS
+
+
+def _render_key(app: App[Any], source: str, width: int) -> tuple[str, int, int, bool]:
+    # The theme by identity: themes live in _THEMES, so an id stays theirs.
+    return (source, width, id(markdown_theme(app)), app.current_theme.dark)
 
 
 def warm() -> None:
@@ -196,7 +197,7 @@ class MarkdownText(Static):
         theme = markdown_theme(self.app)
         drawn = self._drawn
         if drawn is None or drawn[0] is not self.source or drawn[1] is not theme:
-            drawn = self._drawn = (self.source, theme, _Themed(self.source, theme, self.app))
+            drawn = self._drawn = (self.source, theme, _Themed(self.source, self.app))
         return drawn[2]
 
     def set_source(self, source: str) -> None:

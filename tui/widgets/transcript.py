@@ -23,9 +23,12 @@ from textual.message import Message
 from textual.widget import Widget
 
 if TYPE_CHECKING:  # the entries' widgets load with the first view, after the first frame
+    from collections.abc import Iterator
+
     from runtime import ConversationView
     from runtime.records import Entry
-    from tui.widgets.entries import EntryWidget
+    from runtime.views import LiveText
+    from tui.widgets.entries import AssistantEntry, EntryWidget
 
 __all__ = ["Transcript"]
 
@@ -240,26 +243,25 @@ class Transcript(VerticalScroll):
             )
         return dirty
 
-    def read_ahead(self, view: ConversationView) -> None:
-        """While new output is held off the screen: let each streaming answer read its
-        new text now, so the frame that shows it only draws (see `AssistantEntry`)."""
+    def _streaming(self, view: ConversationView) -> Iterator[tuple[AssistantEntry, LiveText]]:
+        """Each mounted answer still streaming in `view`, with its text there."""
         from tui.widgets.entries import AssistantEntry
 
         for entry_id, text in view.live.items():
             widget = self._widgets.get(entry_id)
             if isinstance(widget, AssistantEntry):
-                widget.read_ahead(text)
+                yield widget, text
+
+    def read_ahead(self, view: ConversationView) -> None:
+        """While new output is held off the screen: let each streaming answer read its
+        new text now, so the frame that shows it only draws (see `AssistantEntry`)."""
+        for widget, text in self._streaming(view):
+            widget.read_ahead(text)
 
     def prepare(self, view: ConversationView) -> bool:
         """Render one piece of what showing `view` would draw; False once none is left
         (see `AssistantEntry.prepare`)."""
-        from tui.widgets.entries import AssistantEntry
-
-        for entry_id, text in view.live.items():
-            widget = self._widgets.get(entry_id)
-            if isinstance(widget, AssistantEntry) and widget.prepare(text):
-                return True
-        return False
+        return any(widget.prepare(text) for widget, text in self._streaming(view))
 
     async def show(self, view: ConversationView) -> None:
         """Bring the mounted rows up to date with `view`; mount new entries at the end."""
