@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -525,6 +529,34 @@ async def _first_shown(app: BastionApp, pilot) -> None:
     )
 
 
+@dataclass
+class Gated:
+    """An app streaming a `_GatedProvider`'s answer, its first piece on screen."""
+
+    app: BastionApp
+    pilot: Any
+    provider: _GatedProvider
+    harness: Any
+    conv_id: str
+    answer: AssistantEntry
+
+
+@asynccontextmanager
+async def gated_app(tmp_path, rest: str = " second") -> AsyncIterator[Gated]:
+    """A driven harness answering "first", then (gated) `rest`; the app over it, until
+    the first piece is shown; the harness closed after."""
+    provider = _GatedProvider(rest)
+    harness, conv_id = await open_driven(tmp_path, provider)
+    app = BastionApp(harness, conv_id, first_prompt="go")
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await _first_shown(app, pilot)
+            [answer] = assistant_widgets(app)
+            yield Gated(app, pilot, provider, harness, conv_id, answer)
+    finally:
+        await harness.close()
+
+
 async def _type_until(app: BastionApp, pilot, done, keys: int = 50) -> None:
     """Type a key at a time (output held back shows in the gap after one's echo) until
     `done()`; a loaded machine may let a gap pass, so the next key gives another."""
@@ -552,55 +584,42 @@ async def test_typing_holds_output_and_a_run_ending_shows_after_the_next_key(tmp
 
     import tui.app
 
-    provider = _GatedProvider()
-    harness, conv_id = await open_driven(tmp_path, provider)
-    app = BastionApp(harness, conv_id, first_prompt="go")
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await _first_shown(app, pilot)
-            await pilot.press("a")  # a real key counts as typing
-            assert time.monotonic() - app.typed_at < 5.0
-            assert app.query_one(PromptInput).value == "a"
-            # The user keeps typing (a pause longer than the test): new text waits.
-            _hold_output(app, monkeypatch)
-            provider.more.set()
-            await pilot.pause(0.3)
-            streamed = await harness.snapshot(conv_id)
-            assert str(streamed.text_of(streamed.entries[-1])) == "first second"
-            assert assistant_widgets(app)[0].text_shown == "first"
-            # The run ends (urgent): held until the gap after the next key's echo...
-            provider.end.set()
-            await pilot.pause(0.3)
-            assert assistant_widgets(app)[0].text_shown == "first"
-            # ...then shown with everything held, though the user "types" on.
-            await _type_until(app, pilot, lambda: run_settled(app))
-            assert assistant_widgets(app)[0].text_shown == "first second"
-            assert time.monotonic() - app.typed_at < tui.app.KEY_QUIET
-    finally:
-        await harness.close()
+    async with gated_app(tmp_path) as gated:
+        app, pilot, provider = gated.app, gated.pilot, gated.provider
+        await pilot.press("a")  # a real key counts as typing
+        assert time.monotonic() - app.typed_at < 5.0
+        assert app.query_one(PromptInput).value == "a"
+        # The user keeps typing (a pause longer than the test): new text waits.
+        _hold_output(app, monkeypatch)
+        provider.more.set()
+        await pilot.pause(0.3)
+        streamed = await gated.harness.snapshot(gated.conv_id)
+        assert str(streamed.text_of(streamed.entries[-1])) == "first second"
+        assert gated.answer.text_shown == "first"
+        # The run ends (urgent): held until the gap after the next key's echo...
+        provider.end.set()
+        await pilot.pause(0.3)
+        assert gated.answer.text_shown == "first"
+        # ...then shown with everything held, though the user "types" on.
+        await _type_until(app, pilot, lambda: run_settled(app))
+        assert gated.answer.text_shown == "first second"
+        assert time.monotonic() - app.typed_at < tui.app.KEY_QUIET
 
 
 async def test_text_read_ahead_while_held_is_drawn_as_it_would_have_been(tmp_path, monkeypatch):
     rest = "".join(f"\n\n## Part {i}\n\nParagraph {i}.\n\n```\ncode {i}\n```" for i in range(300))
-    provider = _GatedProvider(rest)
-    harness, conv_id = await open_driven(tmp_path, provider)
-    app = BastionApp(harness, conv_id, first_prompt="go")
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await _first_shown(app, pilot)
-            [answer] = assistant_widgets(app)
-            _hold_output(app, monkeypatch)
-            provider.more.set()
-            # Held off the screen, the new text is still read: its cuts are found now.
-            await wait_for(lambda: len(answer._splitter.cuts) > 10, pilot, timeout=30)
-            assert answer.text_shown == "first"
-            provider.end.set()
-            await _type_until(app, pilot, lambda: run_settled(app))
-            await pilot.pause(0.05)
-            assert answer.text_shown == "first" + rest
-            segments = [s.source for s in answer.query(MarkdownText)]
-            assert ("first" + rest).endswith("".join(segments))
-            assert segments[-1].endswith("code 299\n```")
-            assert answer.hidden_segments > 0
-    finally:
-        await harness.close()
+    async with gated_app(tmp_path, rest) as gated:
+        app, pilot, answer = gated.app, gated.pilot, gated.answer
+        _hold_output(app, monkeypatch)
+        gated.provider.more.set()
+        # Held off the screen, the new text is still read: its cuts are found now.
+        await wait_for(lambda: len(answer._splitter.cuts) > 10, pilot, timeout=30)
+        assert answer.text_shown == "first"
+        gated.provider.end.set()
+        await _type_until(app, pilot, lambda: run_settled(app))
+        await pilot.pause(0.05)
+        assert answer.text_shown == "first" + rest
+        segments = [s.source for s in answer.query(MarkdownText)]
+        assert ("first" + rest).endswith("".join(segments))
+        assert segments[-1].endswith("code 299\n```")
+        assert answer.hidden_segments > 0

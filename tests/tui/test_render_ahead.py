@@ -11,15 +11,8 @@ from __future__ import annotations
 
 import tui.app
 import tui.widgets.rich_markdown
-from tests.tui.conftest import SIZE, open_driven, run_settled, wait_for
-from tests.tui.test_app import (
-    _first_shown,
-    _GatedProvider,
-    _hold_output,
-    _type_until,
-    assistant_widgets,
-)
-from tui.app import BastionApp
+from tests.tui.conftest import run_settled, wait_for
+from tests.tui.test_app import _hold_output, _type_until, gated_app
 from tui.widgets.markdown import MarkdownText, is_rendered, rendered
 
 PARTS = "".join(f"\n\n## Part {i}\n\nParagraph {i}.\n\n```\ncode {i}\n```" for i in range(120))
@@ -42,63 +35,48 @@ def _count_renders(monkeypatch) -> list[str]:
 async def test_held_output_is_rendered_before_its_frame_which_renders_nothing(
     tmp_path, monkeypatch
 ):
-    provider = _GatedProvider(PARTS)
-    harness, conv_id = await open_driven(tmp_path, provider)
-    app = BastionApp(harness, conv_id, first_prompt="go")
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await _first_shown(app, pilot)
-            [answer] = assistant_widgets(app)
-            _hold_output(app, monkeypatch)
-            provider.more.set()
-            whole = "first" + PARTS
-            await wait_for(lambda: str(answer._read) == whole, pilot, timeout=30)
-            parsed = _count_renders(monkeypatch)
-            monkeypatch.setattr(tui.app, "MAX_HOLD", 0.0)  # due: rendered now, between keys
-            width = answer._text_width()
-            text = answer._read  # the held view's text, read ahead
+    async with gated_app(tmp_path, PARTS) as gated:
+        app, pilot, answer = gated.app, gated.pilot, gated.answer
+        _hold_output(app, monkeypatch)
+        gated.provider.more.set()
+        whole = "first" + PARTS
+        await wait_for(lambda: str(answer._read) == whole, pilot, timeout=30)
+        parsed = _count_renders(monkeypatch)
+        monkeypatch.setattr(tui.app, "MAX_HOLD", 0.0)  # due: rendered now, between keys
+        width = answer._text_width()
+        text = answer._read  # the held view's text, read ahead
 
-            def ready() -> bool:
-                pieces = answer._pieces(text, len(answer._shown))
-                sources = answer._sources(*pieces)
-                return all(is_rendered(app, s, width) for s in sources)
+        def ready() -> bool:
+            sources = answer._sources(*answer._pieces(text, len(answer._shown)))
+            return all(is_rendered(app, s, width) for s in sources)
 
-            await wait_for(ready, pilot, timeout=30)
-            assert parsed, "the due output was rendered while it was held"
-            before = len(parsed)
-            assert answer.text_shown == "first"
-            await _type_until(app, pilot, lambda: answer.text_shown == whole)
-            await pilot.pause(0.1)
-            assert parsed[before:] == []  # the frame that showed it only laid it out
-            shown = [s.source for s in answer.query(MarkdownText)]
-            assert whole.endswith("".join(shown)) and shown[-1].endswith("code 119\n```")
-            provider.end.set()
-            await _type_until(app, pilot, lambda: run_settled(app))
-    finally:
-        await harness.close()
+        await wait_for(ready, pilot, timeout=30)
+        assert parsed, "the due output was rendered while it was held"
+        before = len(parsed)
+        assert answer.text_shown == "first"
+        await _type_until(app, pilot, lambda: answer.text_shown == whole)
+        await pilot.pause(0.1)
+        assert parsed[before:] == []  # the frame that showed it only laid it out
+        shown = [s.source for s in answer.query(MarkdownText)]
+        assert whole.endswith("".join(shown)) and shown[-1].endswith("code 119\n```")
+        gated.provider.end.set()
+        await _type_until(app, pilot, lambda: run_settled(app))
 
 
 async def test_text_keeps_its_width_and_segments_as_the_answer_outgrows_the_screen(tmp_path):
-    provider = _GatedProvider(PARTS)
-    harness, conv_id = await open_driven(tmp_path, provider)
-    app = BastionApp(harness, conv_id, first_prompt="go")
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await _first_shown(app, pilot)
-            [answer] = assistant_widgets(app)
-            first = answer.query_one(MarkdownText)
-            await wait_for(lambda: first.content_size.width > 0, pilot)
-            width = first.content_size.width  # a short transcript: no scrollbar yet
-            provider.more.set()
-            provider.end.set()
-            await wait_for(lambda: run_settled(app), pilot, timeout=30)
-            await pilot.pause(0.1)
-            segments = list(answer.query(MarkdownText))
-            assert answer.hidden_segments > 0  # it outgrew the screen, and jumped ahead
-            assert {s.content_size.width for s in segments} == {width}
-            # Each segment's lines are the ones rendered once for its source and width.
-            for segment in segments:
-                lines = rendered(app, segment.source, width)
-                assert segment.render()._lines_at(width) is lines
-    finally:
-        await harness.close()
+    async with gated_app(tmp_path, PARTS) as gated:
+        app, pilot, answer = gated.app, gated.pilot, gated.answer
+        first = answer.query_one(MarkdownText)
+        await wait_for(lambda: first.content_size.width > 0, pilot)
+        width = first.content_size.width  # a short transcript: no scrollbar yet
+        gated.provider.more.set()
+        gated.provider.end.set()
+        await wait_for(lambda: run_settled(app), pilot, timeout=30)
+        await pilot.pause(0.1)
+        segments = list(answer.query(MarkdownText))
+        assert answer.hidden_segments > 0  # it outgrew the screen, and jumped ahead
+        assert {s.content_size.width for s in segments} == {width}
+        # Each segment's lines are the ones rendered once for its source and width.
+        for segment in segments:
+            lines = rendered(app, segment.source, width)
+            assert segment.render()._lines_at(width) is lines
