@@ -10,8 +10,12 @@ app's end of the pair closes (the app exited or was killed), when it closes the
 harness (leases released, commands ended) and exits.
 
     child = Child.start(opts, check_model=True)   # opening begins at once
+    child.drive()                                  # then it may drive (lease, recovery)
     child.opened.result()                          # BastionError if it cannot be
     harness, conversation_id = await child.harness()
+
+Opening writes nothing; driving does. So the child waits to be told to drive,
+and a launch that fails meanwhile (a bad `--theme`) leaves the store as it was.
 
 It runs in a session of its own (a terminal's Ctrl+C or hang-up reaches the app,
 never it), reads nothing from the terminal, and writes what it logs to
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import os
 import socket
 import subprocess
@@ -41,6 +46,7 @@ class Child:
     def __init__(self, process: subprocess.Popen[bytes], sock: socket.socket) -> None:
         self.process = process
         self.sock = sock
+        self.told_to_drive = False
         self.opened: concurrent.futures.Future[None] = concurrent.futures.Future()
         # the conversation's id, its session settings and its view
         self.driven: concurrent.futures.Future[tuple[str, Any, Any]] = concurrent.futures.Future()
@@ -67,6 +73,15 @@ class Child:
             theirs.close()
         send_blocking(ours, ("open", opts, check_model))
         return cls(process, ours)
+
+    def drive(self) -> None:
+        """Let it drive the session once opened (take its lease, resume its work)."""
+        from runtime.frames import send_blocking
+
+        if not self.told_to_drive:
+            self.told_to_drive = True
+            with contextlib.suppress(OSError):  # it failed to open: `opened` says why
+                send_blocking(self.sock, ("drive",))
 
     def _read_steps(self) -> None:
         """Read the two step reports (and nothing after them: the rest is the app's)."""
@@ -106,8 +121,8 @@ class Child:
         """End a child the app never took: its error if opening failed, else None once
         it closed the session (end of file tells it to) and exited."""
         error: BaseException | None = None
-        try:
-            self.driven.result(timeout)
+        try:  # (one never told to drive ends once opened, as the socket closes)
+            (self.driven if self.told_to_drive else self.opened).result(timeout)
         except concurrent.futures.TimeoutError:
             pass
         except BaseException as exc:
@@ -161,6 +176,9 @@ async def _serve(sock: socket.socket, opts: Any, check_model: bool) -> int:
     try:
         session = await open_session(opts, check_model=check_model)
         await write_frame(writer, ("opened", None))
+        if not await _told_to_drive(reader):
+            await session.harness.close()
+            return 0  # the app quit, or failed, before driving: nothing was written
         session = await drive_session(session, interactive=True)
     except BastionError as exc:  # each step closes what it opened when it fails
         await write_frame(writer, ("failed", sendable_error(exc)))
@@ -180,6 +198,16 @@ async def _serve(sock: socket.socket, opts: Any, check_model: bool) -> int:
     finally:
         await session.harness.close()
     return 0
+
+
+async def _told_to_drive(reader: asyncio.StreamReader) -> bool:
+    """Whether the app says to drive (true) or closes its end first (false)."""
+    from runtime.frames import read_frame
+
+    try:
+        return bool(await read_frame(reader) == ("drive",))
+    except (EOFError, ConnectionError, OSError):
+        return False
 
 
 if __name__ == "__main__":

@@ -1,11 +1,11 @@
 """`bastion [PROMPT]`: the app in this process, the harness in a child (`tui.child`).
 
 Kept light on purpose: the command line imports this, not `tui.app`. Only the
-config is read before the app starts (it names the theme, and a broken config
-is reported before the app takes the terminal). The harness process starts at
-once and opens the session (store, conversation, model) and drives it (lease,
-recovery, tools) while this one loads Textual and draws the first frame, with
-the prompt taking keys; what the user typed and sent meanwhile goes once the
+config is read before the harness process starts; it opens the session (store,
+conversation, model) while this one loads Textual with the theme, and once the
+theme is known to exist it is told to drive it (lease, recovery, tools): so a
+bad `--theme` changes nothing stored. Meanwhile the app draws its first frame,
+with the prompt taking keys; what the user typed and sent goes once the
 session is driven. A resumed one (`-r`, `-c`, `--session-id`) must be found
 before the app starts, so a bad id is reported with the terminal untouched. A
 session that cannot be opened or driven ends the app and is reported on
@@ -46,9 +46,10 @@ def run(opts: Any) -> int:
 
     try:
         config = load_config(os.getcwd())
-        theme, folder = chosen_theme(opts, config)
-        if getattr(opts, "resume", None) == "" and not _pick(opts, config):
-            return EXIT_OK  # `-r` without an id, and nothing was picked
+        if getattr(opts, "resume", None) == "":  # `-r` without an id: the picker first
+            chosen_theme(opts, config)  # (a bad theme is reported before it opens)
+            if not _pick(opts, config):
+                return EXIT_OK  # nothing was picked
     except BastionError as exc:
         error_line(str(exc))
         return EXIT_USAGE
@@ -57,7 +58,14 @@ def run(opts: Any) -> int:
     # once the session is on screen (BastionApp._settle).
     gc.disable()
     opening = _Opening(opts)
-    opening.open()  # the harness process opens the session while Textual loads
+    child = opening.open()  # it finds the session while Textual loads (with the theme)
+    try:
+        theme, folder = chosen_theme(opts, config)
+    except BastionError as exc:
+        opening.close_unclaimed()  # it was not told to drive: nothing was written
+        error_line(str(exc))
+        return EXIT_USAGE
+    child.drive()
     hint = model_hint(opts, config.model)
     if resuming(opts) or hint is None:  # found first: a bad id or model is reported
         code = opening.open_before_app(config)

@@ -44,6 +44,7 @@ async def test_the_child_opens_drives_and_serves_the_session(tmp_path, in_workdi
     with LoopbackProcess.start([{"text": "Hello from the child."}], tmp_path / "s") as server:
         in_workdir(server)
         child = Child.start(main_parser().parse_args(["--model", "openai/test"]), check_model=True)
+        child.drive()
         harness, conv_id = await child.harness()
         try:
             channel = harness.subscribe(conv_id)
@@ -64,6 +65,7 @@ def test_a_session_it_cannot_open_is_reported_and_the_child_exits(in_workdir):
     in_workdir(None)
     opts = main_parser().parse_args(["--model", "openai/test", "--resume", SID])
     child = Child.start(opts, check_model=False)
+    child.drive()  # (its end may be gone already: no error here)
     with pytest.raises(BastionError) as raised:
         child.opened.result(timeout=30)
     assert SID in str(raised.value)
@@ -153,8 +155,50 @@ def test_a_harness_process_that_dies_while_opening_is_reported(tmp_path, in_work
         monkeypatch.setenv("BASTION_FAILPOINT", "recovered")
         child = Child.start(main_parser().parse_args(["--resume", SID]), check_model=False)
         child.opened.result(timeout=30)
+        child.drive()
         with pytest.raises(BastionError) as raised:
             child.driven.result(timeout=30)
         assert "harness process ended while opening the session (exit -9)" in str(raised.value)
         assert "harness.log" in str(raised.value)
         assert child.process.returncode == -signal.SIGKILL
+
+
+def test_a_launch_that_fails_before_driving_changes_nothing_stored(tmp_path, in_workdir):
+    """The harness process starts before the theme is checked, but drives the session (takes
+    its lease, recovers its run) only once told to: a bad --theme leaves the store as it was."""
+    turns = [{"text": SLOW, "chunk_size": 6, "delay_ms": 25}]
+    with LoopbackProcess.start(turns, tmp_path / "server") as server:
+        work = in_workdir(server)
+        crashed = subprocess.run(  # a run left unfinished, which driving would recover
+            [bastion_bin(), "-p", "--model", "openai/test", "--session-id", SID, "go"],
+            env={**os.environ, "BASTION_FAILPOINT": "checkpoint"},
+            cwd=work,
+            capture_output=True,
+            timeout=60,
+        )
+        assert crashed.returncode == -signal.SIGKILL
+        store = tmp_path / "home" / "bastion.sqlite"
+        before = store_state(store)
+        out = subprocess.run(
+            [bastion_bin(), "-r", SID, "--theme", "no-such-theme"],
+            cwd=work,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 2
+        assert "no-such-theme" in out.stderr and out.stderr.count("\n") == 1
+        assert store_state(store) == before
+        assert before[1] == [("running",)]  # (so driving would have changed it)
+
+
+def store_state(path: Path) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
+    """The conversations' versions and the runs' states, read without writing."""
+    import sqlite3
+
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        versions = db.execute("SELECT id, version FROM conversations").fetchall()
+        return versions, db.execute("SELECT state FROM runs").fetchall()
+    finally:
+        db.close()
