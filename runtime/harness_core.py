@@ -148,12 +148,14 @@ class HarnessCore:
         await self.store.transact(conversation_id, build, publish=self._publish)
         return await self.store.get_conversation(conversation_id)
 
-    async def snapshot(self, conversation_id: str) -> ConversationView:
-        """The stored state, with what this process streamed but has not committed yet."""
+    async def snapshot(self, conversation_id: str, last: int | None = None) -> ConversationView:
+        """The stored state, with what this process streamed but has not committed yet;
+        `last`: a view of the session's end, its last `last` entries (see
+        `ConversationView.earlier`)."""
         prepared = self._prepared.get(conversation_id)
         if prepared is not None and not await self.store.exists(conversation_id):
             return ConversationView(conversation=prepared, version=0)
-        snap = await self.store.snapshot(conversation_id)
+        snap = await self.store.snapshot(conversation_id, last)
         driver = self._drivers.get(conversation_id)
         if driver is None or not driver.live:
             return view_from_snapshot(snap)

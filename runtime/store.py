@@ -72,6 +72,8 @@ class Snapshot:
     inbox: tuple[InboxItem, ...]
     tool_calls: tuple[ToolCallRecord, ...]
     rules: tuple[Rule, ...] = ()
+    # Entries before `entries` left out (`snapshot(last=N)`), with their tool calls.
+    earlier: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -604,10 +606,11 @@ class Store:
         )
         return [SessionSummary(conversation_row(r[:-1]), r[-1]) for r in rows if r[-1]]
 
-    async def snapshot(self, conversation_id: str) -> Snapshot:
+    async def snapshot(self, conversation_id: str, last: int | None = None) -> Snapshot:
         """Everything about one conversation, read in one read transaction; a streaming
-        entry's text (and reasoning) is its checkpointed chunks, joined."""
-        snap = await self._read(lambda db: _read_snapshot(db, conversation_id))
+        entry's text (and reasoning) is its checkpointed chunks, joined. `last`: only
+        the last `last` entries and their tool calls (`Snapshot.earlier` counts the rest)."""
+        snap = await self._read(lambda db: _read_snapshot(db, conversation_id, last))
         if snap is None:
             raise UnknownConversation(
                 f"no conversation {conversation_id}", hint="list them with `bastion sessions`"
@@ -644,15 +647,38 @@ _SNAPSHOT_QUERIES = (
 )
 
 
-def _read_snapshot(db: sqlite3.Connection, conversation_id: str) -> Snapshot | None:
+# The last N entries (`snapshot(last=N)`), and the tool calls those entries made.
+_LAST_ENTRIES = (
+    f"SELECT {ENTRY_COLUMNS} FROM entries WHERE conversation_id = ? ORDER BY position DESC LIMIT ?"
+)
+_LAST_CALLS = (
+    f"SELECT {TOOL_COLUMNS} FROM tool_calls WHERE conversation_id = ? AND entry_id IN"
+    " (SELECT id FROM entries WHERE conversation_id = ? ORDER BY position DESC LIMIT ?)"
+    ' ORDER BY created_at, "index"'
+)
+
+
+def _read_snapshot(
+    db: sqlite3.Connection, conversation_id: str, last: int | None = None
+) -> Snapshot | None:
     row = db.execute(
         f"SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id = ?", (conversation_id,)
     ).fetchone()
     if row is None:
         return None
-    entries, runs, inbox, calls = (
-        db.execute(sql, (conversation_id,)).fetchall() for sql in _SNAPSHOT_QUERIES
-    )
+    key = (conversation_id,)
+    runs, inbox = (db.execute(sql, key).fetchall() for sql in _SNAPSHOT_QUERIES[1:3])
+    earlier = 0
+    if last is None:
+        entries = db.execute(_SNAPSHOT_QUERIES[0], key).fetchall()
+        calls = db.execute(_SNAPSHOT_QUERIES[3], key).fetchall()
+    else:
+        entries = db.execute(_LAST_ENTRIES, (conversation_id, last)).fetchall()[::-1]
+        calls = db.execute(_LAST_CALLS, (conversation_id, conversation_id, last)).fetchall()
+        (count,) = db.execute(
+            "SELECT COUNT(*) FROM entries WHERE conversation_id = ?", key
+        ).fetchone()
+        earlier = count - len(entries)
     return Snapshot(
         conversation_row(row),
         tuple(_with_chunks(db, entry_row(r)) for r in entries),
@@ -660,6 +686,7 @@ def _read_snapshot(db: sqlite3.Connection, conversation_id: str) -> Snapshot | N
         tuple(inbox_row(r) for r in inbox),
         tuple(tool_call_row(r) for r in calls),
         session_rules(db, conversation_id),
+        earlier,
     )
 
 

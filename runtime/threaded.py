@@ -150,6 +150,7 @@ class EventChannel:
                 self._urgent = self._urgent or isinstance(event, URGENT)
             if len(items) > self.limit:
                 self._drop_locked()
+                self.overflows += 1
             self._wake_locked()
 
     def overflow(self) -> None:
@@ -157,12 +158,19 @@ class EventChannel:
         somewhere upstream, as in another process's channel)."""
         with self._lock:
             self._drop_locked()
+            self.overflows += 1
+            self._wake_locked()
+
+    def resync(self) -> None:
+        """The consumer wants a whole snapshot (its view left entries out): the next
+        `get()` says RESYNC at once, and what is queued is dropped (the snapshot has it)."""
+        with self._lock:
+            self._drop_locked()
             self._wake_locked()
 
     def _drop_locked(self) -> None:
         self._items.clear()
         self._overflowed = True
-        self.overflows += 1
 
     def close(self) -> None:
         with self._lock:
@@ -252,8 +260,8 @@ class HarnessProxy:
     def subscribe(self, conversation_id: str) -> EventChannel:
         raise NotImplementedError
 
-    async def snapshot(self, conversation_id: str) -> ConversationView:
-        view: ConversationView = await self.call("snapshot", conversation_id)
+    async def snapshot(self, conversation_id: str, last: int | None = None) -> ConversationView:
+        view: ConversationView = await self.call("snapshot", conversation_id, last)
         return view
 
     async def submit(self, *args: Any, **kwargs: Any) -> Any:

@@ -23,7 +23,7 @@ import shlex
 from bisect import bisect_right
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from runtime.events import (
     AttemptReset,
@@ -170,6 +170,11 @@ class TextDeltas:
 
 ViewEvent = Event | TextDeltas  # what `reduce` takes
 
+# A front end opens a session with a view of its last entries (`snapshot(last=...)`):
+# enough for its last screens, and quick to read, send and draw at any length. It
+# takes the whole view (a resync) once that is on screen.
+OPENING_ENTRIES: Final = 200
+
 
 @dataclass(frozen=True, slots=True)
 class ConversationView:
@@ -190,6 +195,10 @@ class ConversationView:
     retrying: MappingProxyType[str, Retry] = field(default_factory=lambda: _EMPTY)
     lease_pid: int | None = None
     resync_required: bool = False
+    # Entries before `settled` left out: a view of the session's end (`snapshot(last=N)`),
+    # quick to take and send, for opening a long session. An update to one of those
+    # resyncs it; a snapshot without `last` has them all (0).
+    earlier: int = 0
     live: MappingProxyType[str, LiveText] = field(default_factory=lambda: _EMPTY)
     _folded: list[tuple[Entry, ...]] = field(
         default_factory=list, init=False, repr=False, compare=False
@@ -292,6 +301,8 @@ def _reduce_durable(view: ConversationView, event: Any) -> ConversationView:
     match event:
         case ConversationCreated(conversation=conv) | ConversationUpdated(conversation=conv):
             return replace(view, conversation=conv)
+        case EntryUpdated(entry=entry) if view.earlier and view._settled_entry(entry.id) is None:
+            return _resync(view)  # one of the entries this view left out
         case EntryAdded(entry=entry) | EntryUpdated(entry=entry):
             return _set_entry(view, entry)
         case EntryTextAppended(entry_id=entry_id, offset=offset, text=text):
@@ -430,6 +441,7 @@ def view_from_snapshot(
         inbox=snapshot.inbox,
         tool_calls=snapshot.tool_calls,
         rules=snapshot.rules,
+        earlier=snapshot.earlier,
         cursors=MappingProxyType(dict(cursors or {})),
         # The reasoning of an answer still streaming, so its next checkpoint or delta
         # goes on from it (a finished entry keeps its reasoning in its data).

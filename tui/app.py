@@ -378,6 +378,8 @@ class BastionApp(App[int]):
         channel = channel_for(harness, conv_id)
         try:
             await self._show_first(harness, conv_id)
+            if self.view is not None and self.view.earlier:  # the session's end: once it is
+                self.call_after_refresh(channel.resync)  # drawn, the whole view (a resync)
             shared = not getattr(harness, "elsewhere", False)  # on this loop (tests)
             mark = (loop.time(), time.thread_time())
             shown_at = time.monotonic()
@@ -405,10 +407,12 @@ class BastionApp(App[int]):
     async def _show_first(self, harness: Harness | HarnessProxy, conv_id: str) -> None:
         """The session's first view (the one its harness process sent with it, if so),
         and the prompt from the command line submitted while it is drawn."""
+        from runtime.views import OPENING_ENTRIES
+
         take = getattr(harness, "take_opening", None)
         opening = take(conv_id) if take is not None else None
         self.settings, view = opening or await asyncio.gather(
-            harness.session_settings(conv_id), harness.snapshot(conv_id)
+            harness.session_settings(conv_id), harness.snapshot(conv_id, last=OPENING_ENTRIES)
         )
         sending = None
         if self._first_prompt:
@@ -538,7 +542,7 @@ class BastionApp(App[int]):
         """
         if view.settled and not self._welcome_gone:
             self._welcome_gone = True
-            await self.query("#welcome").remove()
+            self.query("#welcome").remove()  # (not awaited: it goes with this frame)
         await self.query_one(Transcript).show(view)
         self.view = view
         self.query_one(StatusBar).show(view, self.settings)

@@ -39,7 +39,8 @@ class AttachedHarness:
             return "[$success]attached[/] · live from the driving process"
         return "[$warning]attached[/] · no driver: following the ledger"
 
-    async def snapshot(self, conversation_id: str) -> ConversationView:
+    async def snapshot(self, conversation_id: str, last: int | None = None) -> ConversationView:
+        """The follower's view (whole: `last` is a bound on what is needed, not a request)."""
         view = self.follower.view
         if view is None:
             return await self.follower.harness.snapshot(conversation_id)

@@ -170,6 +170,7 @@ async def _serve(sock: socket.socket, opts: Any, check_model: bool) -> int:
     from runtime.errors import BastionError
     from runtime.frames import sendable_error, write_frame
     from runtime.remote import serve
+    from runtime.views import OPENING_ENTRIES
     from tui.session import drive_session, open_session
 
     reader, writer = await asyncio.open_connection(sock=sock)
@@ -189,7 +190,7 @@ async def _serve(sock: socket.socket, opts: Any, check_model: bool) -> int:
         harness, conv_id = session.harness, session.conversation.id
         first = harness.subscribe(conv_id)
         settings, view = await asyncio.gather(
-            harness.session_settings(conv_id), harness.snapshot(conv_id)
+            harness.session_settings(conv_id), harness.snapshot(conv_id, last=OPENING_ENTRIES)
         )
         await write_frame(writer, ("driven", (conv_id, settings, view)))
         await serve(harness, reader, writer, first=first)

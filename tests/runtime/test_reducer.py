@@ -9,7 +9,7 @@ from dataclasses import replace
 from types import MappingProxyType
 
 from runtime import reduce, view_from_snapshot
-from runtime.events import AttemptReset, EntryTextAppended, TextDelta, is_durable
+from runtime.events import AttemptReset, EntryTextAppended, EntryUpdated, TextDelta, is_durable
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import open_harness
 
@@ -276,3 +276,54 @@ async def test_a_retry_shows_in_the_view_until_the_next_attempt_streams(tmp_path
     # The next streamed event of the run clears it, before the run ends.
     [next_delta] = [e for e in events[at + 1 :] if isinstance(e, TextDelta)][:1]
     assert dict(reduce(during, next_delta).retrying) == {}
+
+
+async def session_with_tools(tmp_path):
+    """Three turns, each a read_file call and an answer: 4 entries a turn (user, call,
+    result, answer)."""
+    from runtime.providers.base import ToolCall
+    from tests.runtime.helpers import RecordingToolbox
+
+    turns = []
+    for i in range(3):
+        call = ToolCall(f"call_{i}", "read_file", f'{{"path": "f{i}"}}')
+        turns += [ScriptedTurn(tool_calls=(call,)), ScriptedTurn(text=f"answer {i}")]
+    harness = await open_harness(tmp_path, ScriptedProvider(turns), RecordingToolbox())
+    conv = await harness.create_conversation(
+        str(tmp_path), settings={"model": "s/m", "approval_mode": "full-auto"}
+    )
+    await harness.drive(conv.id)
+    for i in range(3):
+        item = await harness.submit(conv.id, f"question {i}")
+        await harness.wait(item.id, conv.id)
+    return harness, conv.id
+
+
+async def test_a_view_of_the_end_has_the_last_entries_and_only_their_tool_calls(tmp_path):
+    harness, conv_id = await session_with_tools(tmp_path)
+    try:
+        whole = await harness.snapshot(conv_id)
+        end = await harness.snapshot(conv_id, last=5)
+        assert whole.earlier == 0 and len(whole.settled) == 12
+        assert end.earlier == 7
+        assert end.settled == whole.settled[-5:]
+        kept = {e.id for e in end.settled}
+        assert end.tool_calls and all(c.entry_id in kept for c in end.tool_calls)
+        assert end.tool_calls == tuple(c for c in whole.tool_calls if c.entry_id in kept)
+        assert (end.runs, end.version) == (whole.runs, whole.version)
+        assert (await harness.snapshot(conv_id, last=50)).settled == whole.settled
+    finally:
+        await harness.close()
+
+
+async def test_a_view_of_the_end_folds_new_entries_and_resyncs_on_one_it_left_out(tmp_path):
+    start, events, end = await recorded_run(tmp_path)
+    partial = replace(start, earlier=3)  # as if three entries came before these
+    view = fold(partial, events)  # the run's own entries are added, at the end
+    assert not view.resync_required
+    assert visible(view) == visible(end)
+    added = next(e for e in events if type(e).__name__ == "EntryAdded")
+    left_out = replace(added.entry, id="not-in-this-view")
+    updated = EntryUpdated(added.conversation_id, view.version + 1, left_out)
+    assert reduce(view, updated).resync_required
+    assert not reduce(replace(view, earlier=0), updated).resync_required  # a whole view

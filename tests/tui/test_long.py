@@ -139,6 +139,45 @@ async def test_history_still_lists_every_question_of_a_windowed_session(tmp_path
         await harness.close()
 
 
+async def test_a_long_session_opens_from_a_view_of_its_end_then_takes_the_whole(
+    tmp_path, monkeypatch
+):
+    """The first view holds only the last OPENING_ENTRIES entries (quick to read, send and
+    draw); once it is on screen the app takes the whole view: the history lists every
+    question, and scrolling to the top reaches the first, every row in its place."""
+    monkeypatch.setattr("runtime.views.OPENING_ENTRIES", 20)
+    harness, conv_id = await open_long_session(tmp_path, 30)  # 60 entries
+    app = BastionApp(harness, conv_id)
+    shown: list[int] = []
+    real_show = app.show
+
+    async def show(view):
+        shown.append(view.earlier)
+        await real_show(view)
+
+    monkeypatch.setattr(app, "show", show)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(app.ready.is_set, pilot)
+            assert shown[0] == 40
+            assert app.query(AssistantEntry).last().text_shown == "Answer number 29."
+            await wait_for(lambda: app.view.earlier == 0 and len(app.view.settled) == 60, pilot)
+            sent = app._sent()
+            assert len(sent) == 30 and sent[0] == "question 0"
+            transcript = app.query_one(Transcript)
+
+            def at_the_top() -> bool:
+                transcript.scroll_home(animate=False, immediate=True)
+                return app.query(UserEntry).first().entry.text == "question 0"
+
+            await wait_for(at_the_top, pilot, timeout=20)
+            users = [w.entry.text for w in app.query(UserEntry)]
+            assert users == [f"question {i}" for i in range(len(users))]
+            assert users[-1] == "question 29"
+    finally:
+        await harness.close()
+
+
 async def test_new_output_below_shows_while_scrolled_up(tmp_path):
     slow = ScriptedTurn(text="streaming more text. " * 200, chunk_size=20, delay=0.01)
     harness, conv_id = await open_long_session(tmp_path, 30, slow)

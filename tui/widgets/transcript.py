@@ -263,25 +263,41 @@ class Transcript(VerticalScroll):
         (see `AssistantEntry.prepare`)."""
         return any(widget.prepare(text) for widget, text in self._streaming(view))
 
+    def _new_rows(self, view: ConversationView) -> tuple[list[str], list[str]]:
+        """The ids of `view`'s entries that are new and have a row: those before the
+        first known one (the view before left them out), and the rest."""
+        from runtime.records import EntryKind
+
+        had, before_known = bool(self._known), True
+        earlier: list[str] = []
+        fresh: list[str] = []
+        for entry in view.settled:
+            if entry.id in self._known:
+                before_known = False
+                continue
+            self._known.add(entry.id)
+            if entry.kind != EntryKind.TOOL_RESULT:
+                (earlier if had and before_known else fresh).append(entry.id)
+        return earlier, fresh
+
     async def show(self, view: ConversationView) -> None:
         """Bring the mounted rows up to date with `view`; mount new entries at the end."""
-        from runtime.records import EntryKind
         from tui.widgets.entries import AssistantEntry
 
         self.view = view
         dirty = self._dirty(view)
-        fresh: list[str] = []
-        for entry in view.settled:
-            if entry.id not in self._known:
-                self._known.add(entry.id)
-                if entry.kind != EntryKind.TOOL_RESULT:
-                    fresh.append(entry.id)
+        earlier, fresh = self._new_rows(view)
+        if earlier:  # a whole view after one of the session's end: they go above, unmounted
+            self._order[:0] = earlier
+            self._first += len(earlier)
         self._order.extend(fresh)
         following = self.following
         if not self._opened:
             self._opened = True
             self._first = self._opening_window(view)
             fresh = self._order[self._first :]
+            if self._first > 0 and following:  # over a screenful: the first frame shows its end
+                self.anchor()
         made = self._make_rows(fresh, following=following)
         if made:
             await self.mount_all(made)
