@@ -138,19 +138,23 @@ def test_killing_the_app_ends_its_harness_and_the_session_resumes(tmp_path):
         assert partial and SLOW.startswith(partial)
 
 
+def crash_mid_run(work: Path) -> None:
+    """Session SID with a run left unfinished: `bastion -p` killed after a checkpoint."""
+    crashed = subprocess.run(
+        [bastion_bin(), "-p", "--model", "openai/test", "--session-id", SID, "go"],
+        env={**os.environ, "BASTION_FAILPOINT": "checkpoint"},
+        cwd=work,
+        capture_output=True,
+        timeout=60,
+    )
+    assert crashed.returncode == -signal.SIGKILL
+
+
 def test_a_harness_process_that_dies_while_opening_is_reported(tmp_path, in_workdir, monkeypatch):
     turns = [{"text": SLOW, "chunk_size": 6, "delay_ms": 25}]
     with LoopbackProcess.start(turns, tmp_path / "server") as server:
         work = in_workdir(server)
-        # A session with a run left unfinished: `bastion -p` killed after a checkpoint.
-        crashed = subprocess.run(
-            [bastion_bin(), "-p", "--model", "openai/test", "--session-id", SID, "go"],
-            env={**os.environ, "BASTION_FAILPOINT": "checkpoint"},
-            cwd=work,
-            capture_output=True,
-            timeout=60,
-        )
-        assert crashed.returncode == -signal.SIGKILL
+        crash_mid_run(work)
         # Driving it again recovers that run: the harness process dies right there.
         monkeypatch.setenv("BASTION_FAILPOINT", "recovered")
         child = Child.start(main_parser().parse_args(["--resume", SID]), check_model=False)
@@ -169,14 +173,7 @@ def test_a_launch_that_fails_before_driving_changes_nothing_stored(tmp_path, in_
     turns = [{"text": SLOW, "chunk_size": 6, "delay_ms": 25}]
     with LoopbackProcess.start(turns, tmp_path / "server") as server:
         work = in_workdir(server)
-        crashed = subprocess.run(  # a run left unfinished, which driving would recover
-            [bastion_bin(), "-p", "--model", "openai/test", "--session-id", SID, "go"],
-            env={**os.environ, "BASTION_FAILPOINT": "checkpoint"},
-            cwd=work,
-            capture_output=True,
-            timeout=60,
-        )
-        assert crashed.returncode == -signal.SIGKILL
+        crash_mid_run(work)  # a run left unfinished, which driving would recover
         store = tmp_path / "home" / "bastion.sqlite"
         before = store_state(store)
         out = subprocess.run(
