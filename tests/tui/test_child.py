@@ -181,7 +181,7 @@ def test_a_launch_that_fails_before_driving_changes_nothing_stored(tmp_path, in_
             cwd=work,
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=15,  # at once: nothing waits for a report the child will not send
         )
         assert out.returncode == 2
         assert "no-such-theme" in out.stderr and out.stderr.count("\n") == 1
