@@ -1,12 +1,14 @@
 """`bastion [PROMPT]`: the app in this process, the harness in a child (`tui.child`).
 
 Kept light on purpose: the command line imports this, not `tui.app`. Only the
-config is read before the harness process starts; it opens the session (store,
-conversation, model) while this one loads Textual with the theme, and once the
-theme is known to exist it is told to drive it (lease, recovery, tools): so a
-bad `--theme` changes nothing stored. Meanwhile the app draws its first frame,
-with the prompt taking keys; what the user typed and sent goes once the
-session is driven. A resumed one (`-r`, `-c`, `--session-id`) must be found
+config is read before the harness process starts. For a resumed session it
+starts then and opens the session (store, conversation, model) while this one
+loads Textual with the theme; a new one's starts after the theme (it has no
+view to send, and would only take cores from the first frame). It drives the
+session (lease, recovery, tools) only once told to, after the theme is known
+to exist: so a bad `--theme` changes nothing stored. Meanwhile the app draws
+its first frame, with the prompt taking keys; what the user typed and sent
+goes once the session is driven. A resumed one (`-r`, `-c`, `--session-id`) must be found
 before the app starts, so a bad id is reported with the terminal untouched. A
 session that cannot be opened or driven ends the app and is reported on
 stderr, exit code 2.
@@ -58,14 +60,15 @@ def run(opts: Any) -> int:
     # once the session is on screen (BastionApp._settle).
     gc.disable()
     opening = _Opening(opts)
-    child = opening.open()  # it finds the session while Textual loads (with the theme)
+    if resuming(opts):  # its first view is drawn at once: find it while Textual loads
+        opening.open()  # (a new session's would only take cores from the first frame)
     try:
         theme, folder = chosen_theme(opts, config)
     except BastionError as exc:
         opening.close_unclaimed()  # it was not told to drive: nothing was written
         error_line(str(exc))
         return EXIT_USAGE
-    child.drive()
+    opening.open().drive()
     hint = model_hint(opts, config.model)
     if resuming(opts) or hint is None:  # found first: a bad id or model is reported
         code = opening.open_before_app(config)
