@@ -371,7 +371,6 @@ class BastionApp(App[int]):
         if getattr(harness, "attached", False):
             await self._follow_attached(harness)
             return
-        self._start_live_config()
         from runtime.threaded import channel_for
 
         loop = asyncio.get_running_loop()
@@ -421,10 +420,16 @@ class BastionApp(App[int]):
         await self.show(view)
         self.completion.attach(self.query_one("#prompt"), view.conversation.cwd)
         self.ready.set()
-        self.run_worker(self._settle(), group="settle")
-        self._watch_themes()
+        self.call_after_refresh(self._after_first_view)
         if sending is not None:
             await sending
+
+    def _after_first_view(self) -> None:
+        """Once the first view is drawn, what could wait for it: following config and
+        theme edits (watchfiles and anyio load then, ~80 ms) and settling."""
+        self._start_live_config()
+        self.run_worker(self._settle(), group="settle")
+        self._watch_themes()
 
     async def _render_ahead(self, view: ConversationView) -> None:
         """Render the Markdown that showing `view` draws, a piece at a time, letting the
