@@ -200,6 +200,7 @@ class BastionApp(App[int]):
         theme_folder: ThemeFolder | None = None,
         watch_config: Callable[[], ConfigWatcher] | None = None,
         pinned: Collection[str] = (),
+        stored: bool = False,
     ) -> None:
         super().__init__()
         if (harness is None or conversation_id is None) and opener is None:
@@ -229,6 +230,8 @@ class BastionApp(App[int]):
         self._watch_config = watch_config
         self._pinned = pinned
         self.live_config: LiveConfig | None = None
+        # A stored session (resumed): its entries are drawn with the first frame, not after.
+        self._stored = stored
 
     # --- layout -----------------------------------------------------------
 
@@ -263,8 +266,12 @@ class BastionApp(App[int]):
         self.query_one(PromptInput).focus()
         if self._model:
             self.query_one(StatusBar).show_model(self._model)
-        # The session opens once the first frame is drawn: the prompt takes keys at once.
-        self.call_after_refresh(self.follow)
+        # A new session opens once the first frame is drawn: the prompt takes keys at
+        # once. A stored one's view is on its way already: it comes with the first frame.
+        if self._stored:
+            self.follow()
+        else:
+            self.call_after_refresh(self.follow)
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         if isinstance(event.widget, PromptInput):

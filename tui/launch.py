@@ -165,6 +165,7 @@ def _run_app(
         model=hint,
         watch_config=watch_config,
         pinned=[name for name in ("model", "approval_mode") if getattr(opts, name, None)],
+        stored=resuming(opts),
     )
     error = None
     try:

@@ -7,6 +7,8 @@ mounts earlier ones; streaming while the user reads above says so below.
 
 from __future__ import annotations
 
+import pytest
+
 from runtime.records import EntryKind
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from runtime.views import LiveText
@@ -139,15 +141,16 @@ async def test_history_still_lists_every_question_of_a_windowed_session(tmp_path
         await harness.close()
 
 
+@pytest.mark.parametrize("stored", [False, True])  # True: it follows before the first frame
 async def test_a_long_session_opens_from_a_view_of_its_end_then_takes_the_whole(
-    tmp_path, monkeypatch
+    tmp_path, monkeypatch, stored
 ):
     """The first view holds only the last OPENING_ENTRIES entries (quick to read, send and
     draw); once it is on screen the app takes the whole view: the history lists every
     question, and scrolling to the top reaches the first, every row in its place."""
     monkeypatch.setattr("runtime.views.OPENING_ENTRIES", 20)
     harness, conv_id = await open_long_session(tmp_path, 30)  # 60 entries
-    app = BastionApp(harness, conv_id)
+    app = BastionApp(harness, conv_id, stored=stored)
     shown: list[int] = []
     real_show = app.show
 
