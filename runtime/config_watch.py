@@ -128,7 +128,7 @@ class ConfigWatcher:
     def _check_model(self, config: Config) -> None:
         """The configured model must name a known provider (keys are checked when it is
         used: a flag may pick another model), or the file that set it is named."""
-        from runtime.providers.registry import BUILTIN_PREFIXES  # (httpx: only when needed)
+        from runtime.providers import BUILTIN_PREFIXES  # (not the registry: it loads httpx)
 
         prefix, slash, name = config.model.strip().partition("/")
         if slash and prefix and name and (prefix in BUILTIN_PREFIXES or prefix in config.providers):

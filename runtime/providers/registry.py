@@ -44,13 +44,13 @@ from dataclasses import dataclass, field, replace
 import httpx
 
 from runtime.errors import ConfigError
+from runtime.providers import BUILTIN_PREFIXES
 from runtime.providers.base import Provider
 from runtime.providers.httpbase import DEFAULT_IDLE_TIMEOUT, is_loopback_url
 from runtime.providers.openai import OpenAIChatProvider
 
 __all__ = ["BUILTIN_PREFIXES", "ProviderSettings", "is_loopback_url", "resolve_model"]
 
-BUILTIN_PREFIXES = ("openai", "anthropic", "openai-responses", "ollama", "llamacpp")
 IDLE_TIMEOUT_ENV = "BASTION_STREAM_IDLE_TIMEOUT"
 LLAMACPP_BASE_URL = "http://127.0.0.1:8080/v1"
 

@@ -40,3 +40,25 @@ def test_preload_loads_every_late_module() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"
+
+
+def test_checking_the_config_in_the_app_loads_no_provider_code(tmp_path) -> None:
+    """The app's config watcher checks the model's provider on every reload (the first
+    comes about a second after opening): a name lookup, not httpx and the providers
+    (~50 ms on the UI thread, while the user may be typing)."""
+    code = (
+        "import asyncio, sys\n"
+        "from runtime.config_watch import ConfigWatcher\n"
+        "asyncio.run(ConfigWatcher('.').reload())\n"
+        "print(sorted(m for m in sys.modules if m == 'httpx' or m.startswith('runtime.providers.')))"
+    )
+    env = {"XDG_CONFIG_HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert out.stdout.strip() == "[]"
