@@ -7,6 +7,9 @@ mounts earlier ones; streaming while the user reads above says so below.
 
 from __future__ import annotations
 
+from dataclasses import replace
+from types import MappingProxyType
+
 import pytest
 
 from runtime.records import EntryKind
@@ -177,6 +180,46 @@ async def test_a_long_session_opens_from_a_view_of_its_end_then_takes_the_whole(
             users = [w.entry.text for w in app.query(UserEntry)]
             assert users == [f"question {i}" for i in range(len(users))]
             assert users[-1] == "question 29"
+    finally:
+        await harness.close()
+
+
+class Counting(tuple):  # type: ignore[type-arg]
+    """A view's entries that count how many of them are visited."""
+
+    visited = 0
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        for item in super().__iter__():
+            Counting.visited += 1
+            yield item
+
+    def __reversed__(self):  # type: ignore[no-untyped-def]
+        for i in range(len(self) - 1, -1, -1):
+            Counting.visited += 1
+            yield self[i]
+
+
+async def test_a_frame_of_streamed_text_visits_the_live_entry_not_the_transcript(tmp_path):
+    """Showing a view whose only change is an answer's live text walks none of the other
+    entries: a frame's work follows what changed, not the session's length."""
+    harness, conv_id = await open_long_session(tmp_path, 30)  # 60 entries
+    app = BastionApp(harness, conv_id)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(app.ready.is_set, pilot)
+            await pilot.pause(0.1)
+            transcript = app.query_one(Transcript)
+            view = replace(app.view, settled=Counting(app.view.settled))
+            await transcript.show(view)  # new entries (a new tuple): walked
+            assert Counting.visited >= 60
+            last = view.settled[-1]
+            Counting.visited = 0
+            live = MappingProxyType({last.id: LiveText.of(last.text + " And more.")})
+            await transcript.show(replace(view, live=live))
+            assert Counting.visited <= 1  # the last entry, found from the end
+            await pilot.pause(0.1)
+            assert app.query(AssistantEntry).last().text_shown == "Answer number 29. And more."
     finally:
         await harness.close()
 

@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # the entries' widgets load with the first view, after the fi
     from collections.abc import Iterator
 
     from runtime import ConversationView
-    from runtime.records import Entry
+    from runtime.records import Entry, ToolCallRecord
     from runtime.views import LiveText
     from tui.widgets.entries import AssistantEntry, EntryWidget
 
@@ -71,6 +71,10 @@ class Transcript(VerticalScroll):
         self._widgets: dict[str, EntryWidget] = {}  # mounted rows only
         self._seen: dict[str, object] = {}  # id -> the value last given to the widgets
         self._seen_output: dict[str, str] = {}  # call id -> the live output last drawn
+        # The view's entries, tool calls and runs as last walked (see `_dirty`), and its
+        # tool calls by id.
+        self._walked: tuple[object, object, object] = (None, None, None)
+        self._calls: tuple[object, dict[str, ToolCallRecord]] = (None, {})
         self._opened = False
         self._revealing = False
         self._new_below = False
@@ -167,8 +171,10 @@ class Transcript(VerticalScroll):
         from tui.widgets.entries import AssistantEntry, entry_widget
 
         assert self.view is not None
-        by_id = {e.id: e for e in self.view.settled}
         made: list[EntryWidget] = []
+        if not ids:
+            return made  # (without walking the entries)
+        by_id = {e.id: e for e in self.view.settled}
         for entry_id in ids:
             entry = by_id.get(entry_id)
             widget = entry_widget(entry) if entry is not None else None
@@ -204,44 +210,67 @@ class Transcript(VerticalScroll):
     # --- the view --------------------------------------------------------------
 
     def _dirty(self, view: ConversationView) -> set[str]:
-        """Ids of the entries to redraw: changed values, their tool calls, results, runs."""
-        from runtime.records import EntryKind
+        """Ids of the entries to redraw: changed values, their tool calls, results, runs.
 
-        seen = self._seen
+        The reducer keeps each unchanged part of a view as the same tuple, so a part is
+        walked only when it is not the one walked last: a frame of streamed text visits
+        the live entries and their tool output, not the whole transcript."""
+        walked, self._walked = self._walked, (view.settled, view.tool_calls, view.runs)
         dirty: set[str] = set()
-        for entry in view.settled:
-            if seen.get(entry.id) is not entry:
-                seen[entry.id] = entry
-                dirty.add(entry.id)
         for entry_id, live in view.live.items():
             key = ("live", entry_id)
-            if seen.get(key) is not live:  # type: ignore[call-overload]
-                seen[key] = live  # type: ignore[index]
+            if self._seen.get(key) is not live:  # type: ignore[call-overload]
+                self._seen[key] = live  # type: ignore[index]
                 dirty.add(entry_id)
-        calls = {c.id: c for c in view.tool_calls}
-        for entry in view.settled:
-            if entry.kind == EntryKind.TOOL_RESULT and entry.id in dirty:
-                call = calls.get(entry.data.get("tool_call_id", ""))
-                if call is not None:
+        if view.settled is not walked[0]:
+            self._dirty_entries(view, dirty)
+        calls = self._calls_of(view)
+        if view.tool_calls is not walked[1]:
+            for call in view.tool_calls:
+                if self._seen.get(call.id) is not call:
+                    self._seen[call.id] = call
                     dirty.add(call.entry_id)
-        for call in view.tool_calls:
-            if seen.get(call.id) is not call:
-                seen[call.id] = call
-                dirty.add(call.entry_id)
         for call_id, output in view.tool_output.items():
             if self._seen_output.get(call_id) is not output and call_id in calls:
                 self._seen_output[call_id] = output
                 dirty.add(calls[call_id].entry_id)
+        if view.runs is not walked[2]:
+            self._dirty_runs(view, dirty)
+        return dirty
+
+    def _dirty_entries(self, view: ConversationView, dirty: set[str]) -> None:
+        """Add the entries whose value changed, and the calls whose result did."""
+        from runtime.records import EntryKind
+
+        seen = self._seen
+        for entry in view.settled:
+            if seen.get(entry.id) is not entry:
+                seen[entry.id] = entry
+                dirty.add(entry.id)
+                if entry.kind == EntryKind.TOOL_RESULT:
+                    call = self._calls_of(view).get(entry.data.get("tool_call_id", ""))
+                    if call is not None:
+                        dirty.add(call.entry_id)
+
+    def _dirty_runs(self, view: ConversationView, dirty: set[str]) -> None:
+        """Add the answers of the runs that changed (their state shows under them)."""
+        from runtime.records import EntryKind
+
         runs = set()
         for run in view.runs:
-            if seen.get(run.id) is not run:
-                seen[run.id] = run
+            if self._seen.get(run.id) is not run:
+                self._seen[run.id] = run
                 runs.add(run.id)
         if runs:
             dirty.update(
                 e.id for e in view.settled if e.run_id in runs and e.kind == EntryKind.ASSISTANT
             )
-        return dirty
+
+    def _calls_of(self, view: ConversationView) -> dict[str, ToolCallRecord]:
+        """`view`'s tool calls by id (made once per tuple of them)."""
+        if self._calls[0] is not view.tool_calls:
+            self._calls = (view.tool_calls, {c.id: c for c in view.tool_calls})
+        return self._calls[1]
 
     def _streaming(self, view: ConversationView) -> Iterator[tuple[AssistantEntry, LiveText]]:
         """Each mounted answer still streaming in `view`, with its text there."""
@@ -262,6 +291,20 @@ class Transcript(VerticalScroll):
         """Render one piece of what showing `view` would draw; False once none is left
         (see `AssistantEntry.prepare`)."""
         return any(widget.prepare(text) for widget, text in self._streaming(view))
+
+    def _mounted(self, view: ConversationView, ids: set[str]) -> list[Entry]:
+        """The entries of `ids` that have a mounted row, in order: found from the end of
+        the transcript, where what changes usually is."""
+        wanted = {i for i in ids if i in self._widgets}
+        found: list[Entry] = []
+        if wanted:
+            for entry in reversed(view.settled):
+                if entry.id in wanted:
+                    wanted.discard(entry.id)
+                    found.append(entry)
+                    if not wanted:
+                        break
+        return found[::-1]
 
     def _new_rows(self, view: ConversationView) -> tuple[list[str], list[str]]:
         """The ids of `view`'s entries that are new and have a row: those before the
@@ -285,8 +328,9 @@ class Transcript(VerticalScroll):
         from tui.widgets.entries import AssistantEntry
 
         self.view = view
+        grown = view.settled is not self._walked[0]
         dirty = self._dirty(view)
-        earlier, fresh = self._new_rows(view)
+        earlier, fresh = self._new_rows(view) if grown else ([], [])
         if earlier:  # a whole view after one of the session's end: they go above, unmounted
             self._order[:0] = earlier
             self._first += len(earlier)
@@ -302,13 +346,12 @@ class Transcript(VerticalScroll):
         if made:
             await self.mount_all(made)
         grew = bool(made)
-        for entry in view.settled:
-            widget = self._widgets.get(entry.id)
-            if widget is not None and entry.id in dirty:
-                if isinstance(widget, AssistantEntry):
-                    widget.following = following
-                    grew = grew or entry.id in view.live
-                await widget.show(entry, view)
+        for entry in self._mounted(view, dirty):
+            widget = self._widgets[entry.id]
+            if isinstance(widget, AssistantEntry):
+                widget.following = following
+                grew = grew or entry.id in view.live
+            await widget.show(entry, view)
         if grew and not following and not self._new_below:
             self._new_below = True
             self.post_message(self.NewOutput(True))
