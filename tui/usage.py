@@ -8,9 +8,15 @@ functions, so the status line and `/cost` need not change.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar, cast
 
+from runtime.records import Entry, Run
 from runtime.views import ConversationView
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 __all__ = ["Context", "Totals", "context_of", "context_window", "count", "totals", "totals_label"]
 
@@ -41,11 +47,16 @@ class Context:
 
 
 def totals(view: ConversationView) -> Totals:
-    """The conversation's tokens and cost over all its runs."""
+    """The conversation's tokens and cost over all its runs (summed once per tuple of
+    runs: the status line asks every frame)."""
+    return _per_tuple(view.runs, _totals)
+
+
+def _totals(runs: tuple[Run, ...]) -> Totals:
     tokens_in = tokens_out = 0
     cost: float | None = None
     estimated = False
-    for run in view.runs:
+    for run in runs:
         usage = run.usage
         tokens_in += int(usage.get("input_tokens", 0))
         tokens_out += int(usage.get("output_tokens", 0))
@@ -65,7 +76,20 @@ def context_window(model: str) -> int | None:
     return lookup(model).context_window
 
 
-_sizes: dict[int, tuple[tuple[object, ...], int]] = {}
+_last: dict[Callable[..., Any], tuple[tuple[Any, ...], Any]] = {}
+
+
+def _per_tuple(items: tuple[T, ...], compute: Callable[[tuple[T, ...]], R]) -> R:
+    """`compute(items)`, computed again only for another tuple than last time's (a view
+    keeps an unchanged part as the same tuple)."""
+    last = _last.get(compute)
+    if last is None or last[0] is not items:
+        last = _last[compute] = (items, compute(items))
+    return cast(R, last[1])
+
+
+def _estimate(entries: tuple[Entry, ...]) -> int:
+    return sum(len(e.text) for e in entries) // CHARS_PER_TOKEN
 
 
 def context_of(view: ConversationView, model: str) -> Context:
@@ -79,15 +103,7 @@ def context_of(view: ConversationView, model: str) -> Context:
             return Context(measured, context_window(model), estimated=quality != "measured")
         if usage:
             break
-    settled = view.settled
-    cached = _sizes.get(id(settled))
-    if cached is not None and cached[0] is settled:
-        size = cached[1]
-    else:
-        size = sum(len(e.text) for e in settled) // CHARS_PER_TOKEN
-        _sizes.clear()
-        _sizes[id(settled)] = (settled, size)
-    return Context(size, context_window(model), estimated=True)
+    return Context(_per_tuple(view.settled, _estimate), context_window(model), estimated=True)
 
 
 def count(n: int) -> str:
