@@ -7,8 +7,11 @@ mounts earlier ones; streaming while the user reads above says so below.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from types import MappingProxyType
+from typing import Any
 
 import pytest
 
@@ -101,34 +104,41 @@ async def open_long_session(tmp_path, turns: int, *more: ScriptedTurn):
     return harness, conv_id
 
 
-async def test_a_long_session_opens_on_its_end_with_a_window_of_rows(tmp_path):
-    harness, conv_id = await open_long_session(tmp_path, 150)
+@asynccontextmanager
+async def opened(tmp_path, turns: int) -> AsyncIterator[tuple[BastionApp, Any]]:
+    """The app on a session of `turns` question/answer pairs, its first view drawn."""
+    harness, conv_id = await open_long_session(tmp_path, turns)
     app = BastionApp(harness, conv_id)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(app.ready.is_set, pilot)
             await pilot.pause(0.1)
-            transcript = app.query_one(Transcript)
-            rows = list(transcript.query(UserEntry)) + list(transcript.query(AssistantEntry))
-            assert 0 < len(rows) <= KEPT_ENTRIES
-            last = app.query(AssistantEntry).last()
-            assert last.text_shown == "Answer number 149."
-            assert transcript.max_scroll_y == 0 or transcript.scroll_y == transcript.max_scroll_y
-
-            # Scrolling to the top mounts earlier rows above, keeping the place.
-            before = len(rows)
-            first_shown = app.query(UserEntry).first().entry.text
-            transcript.scroll_home(animate=False, immediate=True)
-
-            def revealed() -> bool:  # mounted above, then scrolled to keep the place
-                users = [w.entry.text for w in app.query(UserEntry)]
-                return len(users) > before // 2 and users.index(first_shown) > 0
-
-            await wait_for(revealed, pilot)
-            # the row that was at the top stays in view
-            await wait_for(lambda: transcript.scroll_y > 0, pilot)
+            yield app, pilot
     finally:
         await harness.close()
+
+
+async def test_a_long_session_opens_on_its_end_with_a_window_of_rows(tmp_path):
+    async with opened(tmp_path, 150) as (app, pilot):
+        transcript = app.query_one(Transcript)
+        rows = list(transcript.query(UserEntry)) + list(transcript.query(AssistantEntry))
+        assert 0 < len(rows) <= KEPT_ENTRIES
+        last = app.query(AssistantEntry).last()
+        assert last.text_shown == "Answer number 149."
+        assert transcript.max_scroll_y == 0 or transcript.scroll_y == transcript.max_scroll_y
+
+        # Scrolling to the top mounts earlier rows above, keeping the place.
+        before = len(rows)
+        first_shown = app.query(UserEntry).first().entry.text
+        transcript.scroll_home(animate=False, immediate=True)
+
+        def revealed() -> bool:  # mounted above, then scrolled to keep the place
+            users = [w.entry.text for w in app.query(UserEntry)]
+            return len(users) > before // 2 and users.index(first_shown) > 0
+
+        await wait_for(revealed, pilot)
+        # the row that was at the top stays in view
+        await wait_for(lambda: transcript.scroll_y > 0, pilot)
 
 
 async def test_history_still_lists_every_question_of_a_windowed_session(tmp_path):
@@ -203,25 +213,18 @@ class Counting(tuple):  # type: ignore[type-arg]
 async def test_a_frame_of_streamed_text_visits_the_live_entry_not_the_transcript(tmp_path):
     """Showing a view whose only change is an answer's live text walks none of the other
     entries: a frame's work follows what changed, not the session's length."""
-    harness, conv_id = await open_long_session(tmp_path, 30)  # 60 entries
-    app = BastionApp(harness, conv_id)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            await pilot.pause(0.1)
-            transcript = app.query_one(Transcript)
-            view = replace(app.view, settled=Counting(app.view.settled))
-            await transcript.show(view)  # new entries (a new tuple): walked
-            assert Counting.visited >= 60
-            last = view.settled[-1]
-            Counting.visited = 0
-            live = MappingProxyType({last.id: LiveText.of(last.text + " And more.")})
-            await transcript.show(replace(view, live=live))
-            assert Counting.visited <= 1  # the last entry, found from the end
-            await pilot.pause(0.1)
-            assert app.query(AssistantEntry).last().text_shown == "Answer number 29. And more."
-    finally:
-        await harness.close()
+    async with opened(tmp_path, 30) as (app, pilot):  # 60 entries
+        transcript = app.query_one(Transcript)
+        view = replace(app.view, settled=Counting(app.view.settled))
+        await transcript.show(view)  # new entries (a new tuple): walked
+        assert Counting.visited >= 60
+        last = view.settled[-1]
+        Counting.visited = 0
+        live = MappingProxyType({last.id: LiveText.of(last.text + " And more.")})
+        await transcript.show(replace(view, live=live))
+        assert Counting.visited <= 1  # the last entry, found from the end
+        await pilot.pause(0.1)
+        assert app.query(AssistantEntry).last().text_shown == "Answer number 29. And more."
 
 
 async def test_new_output_below_shows_while_scrolled_up(tmp_path):
