@@ -119,11 +119,18 @@ def _render_key(app: App[Any], source: str, width: int) -> tuple[str, int, int, 
     return (source, width, id(markdown_theme(app)), app.current_theme.dark)
 
 
+_warmed = False
+
+
 def warm() -> None:
     """Render a small answer with a fenced block once, off screen: the parser, Rich's
     Markdown and Syntax, Pygments and its Python lexer load now rather than in the
     first frames of the first answer. (Python: the language of the fences a coding
-    agent writes most; another language's lexer still loads on first use.)"""
+    agent writes most; another language's lexer still loads on first use.) Once per
+    process: `preload` and the app's settling both ask for it."""
+    global _warmed
+    if _warmed:
+        return
     import io
 
     from tui.widgets.rich_markdown import LeftMarkdown
@@ -131,6 +138,7 @@ def warm() -> None:
     console = Console(file=io.StringIO(), width=80, color_system="truecolor")
     sample = "# Warm\n\nSome **text**, `code`.\n\n- a\n\n```python\ndef f(x):\n    return x\n```\n"
     console.print(LeftMarkdown(sample, True))
+    _warmed = True
 
 
 def markdown_theme(app: App[Any]) -> RichTheme:
