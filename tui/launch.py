@@ -46,10 +46,11 @@ def run(opts: Any) -> int:
     from runtime.errors import BastionError
     from tui.cli import EXIT_OK, EXIT_USAGE, error_line
 
+    chosen = None
     try:
         config = load_config(os.getcwd())
         if getattr(opts, "resume", None) == "":  # `-r` without an id: the picker first
-            chosen_theme(opts, config)  # (a bad theme is reported before it opens)
+            chosen = chosen_theme(opts, config)  # (a bad theme is reported before it opens)
             if not _pick(opts, config):
                 return EXIT_OK  # nothing was picked
     except BastionError as exc:
@@ -63,7 +64,7 @@ def run(opts: Any) -> int:
     if resuming(opts):  # its first view is drawn at once: find it while Textual loads
         opening.open()  # (a new session's would only take cores from the first frame)
     try:
-        theme, folder = chosen_theme(opts, config)
+        theme, folder = chosen or chosen_theme(opts, config)
     except BastionError as exc:
         opening.close_unclaimed()  # it was not told to drive: nothing was written
         error_line(str(exc))
