@@ -639,11 +639,12 @@ _UNFINISHED = (
     "WHERE conversation_id = ? AND state = 'queued')"
 )
 
-_SNAPSHOT_QUERIES = (
-    f"SELECT {ENTRY_COLUMNS} FROM entries WHERE conversation_id = ? ORDER BY position",
-    f"SELECT {RUN_COLUMNS} FROM runs WHERE conversation_id = ? ORDER BY created_at, id",
-    f"SELECT {INBOX_COLUMNS} FROM inbox WHERE conversation_id = ? ORDER BY created_at, id",
-    f'SELECT {TOOL_COLUMNS} FROM tool_calls WHERE conversation_id = ? ORDER BY created_at, "index"',
+# A conversation's entries, runs, inbox and tool calls, each in order.
+_ENTRIES = f"SELECT {ENTRY_COLUMNS} FROM entries WHERE conversation_id = ? ORDER BY position"
+_RUNS = f"SELECT {RUN_COLUMNS} FROM runs WHERE conversation_id = ? ORDER BY created_at, id"
+_INBOX = f"SELECT {INBOX_COLUMNS} FROM inbox WHERE conversation_id = ? ORDER BY created_at, id"
+_CALLS = (
+    f'SELECT {TOOL_COLUMNS} FROM tool_calls WHERE conversation_id = ? ORDER BY created_at, "index"'
 )
 
 
@@ -667,11 +668,11 @@ def _read_snapshot(
     if row is None:
         return None
     key = (conversation_id,)
-    runs, inbox = (db.execute(sql, key).fetchall() for sql in _SNAPSHOT_QUERIES[1:3])
+    runs, inbox = db.execute(_RUNS, key).fetchall(), db.execute(_INBOX, key).fetchall()
     earlier = 0
     if last is None:
-        entries = db.execute(_SNAPSHOT_QUERIES[0], key).fetchall()
-        calls = db.execute(_SNAPSHOT_QUERIES[3], key).fetchall()
+        entries = db.execute(_ENTRIES, key).fetchall()
+        calls = db.execute(_CALLS, key).fetchall()
     else:
         entries = db.execute(_LAST_ENTRIES, (conversation_id, last)).fetchall()[::-1]
         calls = db.execute(_LAST_CALLS, (conversation_id, conversation_id, last)).fetchall()
@@ -698,7 +699,7 @@ def _read_run_start(db: sqlite3.Connection, conversation_id: str, run_id: str) -
         return None
     # Rows are decoded as they are stepped, so a long conversation is never held twice.
     entries = tuple(
-        _with_chunks(db, entry_row(r)) for r in db.execute(_SNAPSHOT_QUERIES[0], (conversation_id,))
+        _with_chunks(db, entry_row(r)) for r in db.execute(_ENTRIES, (conversation_id,))
     )
     run = db.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,)).fetchone()
     calls = db.execute(
