@@ -27,6 +27,57 @@ from pathlib import Path
 TMUX = shutil.which("tmux")
 
 
+class Control:
+    """A tmux control-mode client (`tmux -C`) on the session: each command is a line on
+    its stdin and its output a `%begin`…`%end` block on its stdout, so sending a key or
+    reading the screen costs no process (a `tmux` process per poll costs milliseconds
+    each, and their start-up competes for the cores with what is measured). It asks
+    for no `%output` notifications and has no size, so the window keeps its own."""
+
+    def __init__(self, socket: str, target: str) -> None:
+        self.process = subprocess.Popen(
+            [TMUX or "tmux", "-L", socket, "-C", "attach-session", "-t", target, "-f", "no-output"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            bufsize=0,
+        )
+        self._block()  # the attach-session command's own
+
+    def command(self, line: str) -> str:
+        """Run one tmux command line; its output (RuntimeError if tmux said %error)."""
+        assert self.process.stdin is not None
+        self.process.stdin.write(line.encode() + b"\n")
+        return self._block()
+
+    def _block(self) -> str:
+        assert self.process.stdout is not None
+        lines: list[bytes] = []
+        inside = False
+        while True:
+            raw = self.process.stdout.readline()
+            if not raw:
+                raise RuntimeError("the tmux control client ended")
+            if not inside:  # notifications between blocks (%session-changed, …)
+                inside = raw.startswith(b"%begin ")
+            elif raw.startswith((b"%end ", b"%error ")):
+                text = b"".join(lines).decode(errors="replace")
+                if raw.startswith(b"%error "):
+                    raise RuntimeError(f"tmux: {text.strip()}")
+                return text
+            else:
+                lines.append(raw)
+
+    def close(self) -> None:
+        with suppress(OSError, ValueError):
+            if self.process.stdin is not None:
+                self.process.stdin.close()
+        with suppress(subprocess.TimeoutExpired):
+            self.process.wait(5)
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
 class Terminal:
     """One tmux session on a private server socket (never the user's tmux)."""
 
@@ -34,6 +85,7 @@ class Terminal:
         self.socket = f"bastion-bench-{uuid.uuid4().hex[:8]}"
         self.workdir = workdir
         self.exit_file = workdir / "exit-code"
+        self.control: Control | None = None  # once started: keys and screens go through it
 
     @staticmethod
     def available() -> bool:
@@ -62,13 +114,21 @@ class Terminal:
         self.tmux(
             "new-session", "-d", "-s", "main", "-x", str(width), "-y", str(height), str(script)
         )
+        if self.control is None:
+            self.control = Control(self.socket, "main")
         return started
 
     def send(self, *keys: str, literal: bool = False) -> None:
-        self.tmux("send-keys", "-t", "main", *(["-l"] if literal else []), *keys)
+        args = ["send-keys", "-t", "main", *(["-l"] if literal else []), *keys]
+        if self.control is None:
+            self.tmux(*args)
+        else:
+            self.control.command(shlex.join(args))
 
     def screen(self) -> str:
-        return self.tmux("capture-pane", "-p", "-t", "main")
+        if self.control is None:
+            return self.tmux("capture-pane", "-p", "-t", "main")
+        return self.control.command("capture-pane -p -t main")
 
     def wait_for(
         self, check: Callable[[str], bool], what: str, timeout: float = 30, poll: float = 0.02
@@ -100,6 +160,9 @@ class Terminal:
         return self.exit_file.exists() and bool(self.exit_file.read_text().strip())
 
     def kill(self) -> None:
+        if self.control is not None:
+            control, self.control = self.control, None
+            control.close()
         self.tmux("kill-server")
 
 
