@@ -29,6 +29,7 @@ from tui.widgets.command_output import CommandOutput
 from tui.widgets.markdown import MarkdownText, is_rendered, rendered
 from tui.widgets.review import row_diff_markup
 from tui.widgets.segments import Splitter
+from tui.widgets.sizing import LaidOutOnce
 
 __all__ = [
     "AssistantEntry",
@@ -49,7 +50,7 @@ def first_line(text: str, limit: int = 120) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-class UserEntry(Static):
+class UserEntry(Static, LaidOutOnce):
     """What the user typed, set off by a bar on the left."""
 
     DEFAULT_CSS = """
@@ -84,7 +85,7 @@ def user_markup(text: str) -> str:
     return "\n".join(lines)
 
 
-class NoteEntry(Static):
+class NoteEntry(Static, LaidOutOnce):
     """A note, summary or reset marker: one dim line."""
 
     DEFAULT_CSS = """
@@ -118,7 +119,7 @@ class NoteEntry(Static):
             self.update(self._label(entry))
 
 
-class ToolCallLine(Static):
+class ToolCallLine(Static, LaidOutOnce):
     """`● name args` and, once there is a result, `⎿ first line of it`.
 
     A finished run_command shows its exit code, duration and the tail of its output
@@ -226,7 +227,7 @@ def _call_state(record: ToolCallRecord | None, result: Entry | None) -> tuple[st
     return "[$foreground-muted]○[/]", ""
 
 
-class AssistantEntry(Vertical):
+class AssistantEntry(Vertical, LaidOutOnce):
     """An assistant turn: Markdown segments, its tool calls, and how it ended if not well."""
 
     DEFAULT_CSS = """

@@ -27,6 +27,8 @@ from textual.strip import Strip
 from textual.visual import Visual
 from textual.widgets import Static
 
+from tui.widgets.sizing import LaidOutOnce
+
 if TYPE_CHECKING:
     from textual.app import App
     from textual.css.styles import RulesMap
@@ -183,7 +185,7 @@ def _rich_theme(v: dict[str, str], dark: bool) -> RichTheme:
     return RichTheme(styles, inherit=True)
 
 
-class MarkdownText(Static):
+class MarkdownText(Static, LaidOutOnce):
     """Markdown source, drawn by Rich as one widget; `source` is what it shows."""
 
     DEFAULT_CSS = """

@@ -22,6 +22,8 @@ from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.widget import Widget
 
+from tui.widgets.sizing import LaidOutOnce
+
 if TYPE_CHECKING:  # the entries' widgets load with the first view, after the first frame
     from collections.abc import Iterator
 
@@ -44,7 +46,7 @@ def _rough_lines(entry: Entry, width: int) -> int:
     return 2 + text.count("\n") + len(text) // max(20, width) + 2 * tools
 
 
-class Transcript(VerticalScroll):
+class Transcript(VerticalScroll, LaidOutOnce):
     """The scrolling transcript. Sticks to the bottom while the user has not scrolled up."""
 
     DEFAULT_CSS = """
