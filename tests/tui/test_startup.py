@@ -62,3 +62,28 @@ def test_checking_the_config_in_the_app_loads_no_provider_code(tmp_path) -> None
         env=env,
     )
     assert out.stdout.strip() == "[]"
+
+
+FRAME_RATE = """
+import sys
+import tui.cli, tui.launch, runtime.config
+assert not any(m.split(".")[0] == "textual" for m in sys.modules), "textual loaded first"
+tui.launch.set_frame_rate()
+from textual import constants
+print(constants.MAX_FPS)
+"""
+
+
+def test_the_app_draws_at_up_to_fps_frames_a_second_unless_told_otherwise(tmp_path) -> None:
+    """`bastion` raises Textual's frame rate cap to tui.launch.FPS before Textual loads
+    (after a frame that overran, a key's echo waits up to two of its ticks); a
+    TEXTUAL_FPS the user set is kept."""
+    from tui.launch import FPS
+
+    base = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    for env, expected in ((base, FPS), ({**base, "TEXTUAL_FPS": "30"}, 30)):
+        out = subprocess.run(
+            [sys.executable, "-c", FRAME_RATE], capture_output=True, text=True, env=env
+        )
+        assert out.returncode == 0, out.stderr
+        assert int(out.stdout) == expected
