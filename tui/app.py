@@ -73,7 +73,6 @@ KEY_QUIET = 0.1  # new output waits until no key came for this long (seconds)...
 MAX_HOLD = 1.0  # ...and after this long, for the gap after the next key's echo:
 ECHO = 0.02  # a key's echo is on the screen this long after it (a screen update)
 GAP = 0.02  # the time after that in which the held output is shown
-RENDER_YIELD = 0.002  # between pieces rendered ahead: time for a key to reach its widget
 WELCOME = "[b $primary]bastion[/]  [$foreground-muted]type a request and press Enter[/]"
 PLACEHOLDER_IDLE = "Ask Bastion to do something…"
 PLACEHOLDER_BUSY = "Enter steers the run after this step · Tab queues a follow-up…"
@@ -439,11 +438,14 @@ class BastionApp(App[int]):
         self._watch_themes()
 
     async def _render_ahead(self, view: ConversationView) -> None:
-        """Render the Markdown that showing `view` draws, a piece at a time, letting the
-        keys that come meanwhile through: the frame that shows it then only lays it out."""
+        """Render the Markdown that showing `view` draws, a segment at a time on a worker
+        thread (the keys that come meanwhile are echoed between its switch intervals):
+        the frame that shows it then only lays it out."""
+        from tui.widgets.markdown import render_aside
+
         transcript = self.query_one(Transcript)
-        while transcript.prepare(view):
-            await asyncio.sleep(RENDER_YIELD)
+        while (job := transcript.next_render(view)) is not None:
+            await render_aside(self, *job)
 
     async def _held(
         self,

@@ -9,6 +9,8 @@ keeps its scrollbar's column, so the width text is rendered at never flips.
 
 from __future__ import annotations
 
+import threading
+
 import tui.app
 import tui.widgets.rich_markdown
 from tests.tui.conftest import run_settled, wait_for
@@ -18,14 +20,16 @@ from tui.widgets.markdown import MarkdownText, is_rendered, rendered
 PARTS = "".join(f"\n\n## Part {i}\n\nParagraph {i}.\n\n```\ncode {i}\n```" for i in range(120))
 
 
-def _count_renders(monkeypatch) -> list[str]:
-    """Every Markdown source parsed for rendering from now on, in order."""
+def _count_renders(monkeypatch, *, ui_only: bool = False) -> list[str]:
+    """Every Markdown source parsed for rendering from now on, in order (`ui_only`: only
+    those parsed on the UI thread, not aside on a worker)."""
     parsed: list[str] = []
     base = tui.widgets.rich_markdown.LeftMarkdown
 
     class Counting(base):  # type: ignore[misc, valid-type]
         def __init__(self, markup: str, dark: bool) -> None:
-            parsed.append(markup)
+            if not ui_only or threading.current_thread() is threading.main_thread():
+                parsed.append(markup)
             super().__init__(markup, dark)
 
     monkeypatch.setattr(tui.widgets.rich_markdown, "LeftMarkdown", Counting)
@@ -80,3 +84,68 @@ async def test_text_keeps_its_width_and_segments_as_the_answer_outgrows_the_scre
         for segment in segments:
             lines = rendered(app, segment.source, width)
             assert segment.render()._lines_at(width) is lines
+
+
+SAMPLE = """# Heading
+
+Some **bold**, *italic*, `code` and a [link](https://example.com).
+
+- one
+- two, with `code`
+
+1. first
+2. second
+
+> a quote
+
+| name | value |
+|------|-------|
+| a    | 1     |
+
+```python
+def f(x: int) -> int:
+    return x * 2  # a comment
+```
+"""
+
+
+async def test_a_render_aside_draws_exactly_what_the_frame_would(tmp_path):
+    """`render_aside` (a worker thread, its own console) keeps the lines `rendered` (the
+    app's console) makes, in a dark and a light theme."""
+    from textual.app import App
+
+    import tui.widgets.markdown as markdown
+
+    app: App[None] = App()
+    async with app.run_test(size=(100, 30)) as pilot:
+        for theme in ("textual-dark", "textual-light"):
+            app.theme = theme
+            await pilot.pause()  # the theme's variables are made on the next refresh
+            for width in (40, 96):
+                markdown._RENDERS.clear()
+                own = rendered(app, SAMPLE, width)
+                markdown._RENDERS.clear()
+                await markdown.render_aside(app, SAMPLE, width)
+                assert is_rendered(app, SAMPLE, width)
+                aside = rendered(app, SAMPLE, width)  # the kept one
+                assert aside is not own
+                assert aside == own
+                assert any(seg.style and seg.style.bgcolor for line in own for seg in line)
+
+
+async def test_an_answer_that_ends_while_held_is_rendered_off_the_ui_thread(tmp_path, monkeypatch):
+    """Output held while the user types is rendered aside before it is shown, and that
+    includes an answer whose stream ended meanwhile (its last text comes settled, not
+    live): the UI thread parses no Markdown for it."""
+    async with gated_app(tmp_path, PARTS) as gated:
+        app, pilot, answer = gated.app, gated.pilot, gated.answer
+        _hold_output(app, monkeypatch)
+        on_ui = _count_renders(monkeypatch, ui_only=True)
+        everything = _count_renders(monkeypatch)
+        gated.provider.more.set()
+        gated.provider.end.set()
+        whole = "first" + PARTS
+        await _type_until(app, pilot, lambda: answer.text_shown == whole and not app.view.live)
+        await pilot.pause(0.1)
+        assert everything, "the rest of the answer was rendered"
+        assert on_ui == []

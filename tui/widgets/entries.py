@@ -26,7 +26,7 @@ from runtime import ConversationView, split_attachments
 from runtime.records import Approval, Entry, EntryKind, EntryStatus, ToolCallRecord, ToolCallState
 from runtime.views import LiveText, call_summary
 from tui.widgets.command_output import CommandOutput
-from tui.widgets.markdown import MarkdownText, is_rendered, rendered
+from tui.widgets.markdown import MarkdownText, is_rendered
 from tui.widgets.review import row_diff_markup
 from tui.widgets.segments import Splitter
 from tui.widgets.sizing import LaidOutOnce
@@ -362,21 +362,21 @@ class AssistantEntry(Vertical, LaidOutOnce):
         segment = self._segments[0]
         return max(self.content_size.width - segment.styles.gutter.width, 0)
 
-    def prepare(self, text: LiveText) -> bool:
-        """Render one segment of what showing `text` next would draw (BastionApp._held
-        calls this between keys); False once there is none left. The frame that shows
-        `text` then finds it rendered (`markdown.rendered`) and only lays it out."""
+    def next_render(self, text: LiveText) -> tuple[str, int] | None:
+        """The next segment source (and width) that showing `text` would render and is
+        not rendered yet; None once there is none. BastionApp._render_ahead renders
+        each aside (`markdown.render_aside`) before the frame that shows `text`, which
+        then finds them and only lays them out."""
         width = self._text_width()
         if not width or not self._extends(text):  # not laid out yet; or drawn afresh
-            return False
+            return None
         self.read_ahead(text)
         start = len(self._shown)
         sources = self._sources(*self._pieces(text, start)) if len(text) > start else []
         for source in sources:
             if source and not is_rendered(self.app, source, width):
-                rendered(self.app, source, width)
-                return True
-        return False
+                return source, width
+        return None
 
     def _extends(self, text: LiveText) -> bool:
         """`text` goes on from what was shown and read ahead (else it is drawn afresh:

@@ -16,6 +16,9 @@ every answer (Textual re-renders each widget on it).
 
 from __future__ import annotations
 
+import asyncio
+import io
+import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +38,14 @@ if TYPE_CHECKING:
     from textual.style import Style
     from textual.visual import RenderOptions
 
-__all__ = ["MarkdownText", "is_rendered", "markdown_theme", "rendered", "warm"]
+__all__ = [
+    "MarkdownText",
+    "is_rendered",
+    "markdown_theme",
+    "render_aside",
+    "rendered",
+    "warm",
+]
 
 
 class _Themed(Visual):
@@ -91,24 +101,84 @@ _RENDERS: OrderedDict[tuple[str, int, int, bool], list[list[Segment]]] = Ordered
 def rendered(app: App[Any], source: str, width: int) -> list[list[Segment]]:
     """`source` rendered to lines `width` cells wide in the app's Markdown theme. The
     last KEPT_RENDERS are kept: an answer's segments are rendered ahead of the frame
-    that shows them (`AssistantEntry.prepare`), and that frame then finds them."""
+    that shows them (`render_aside`), and that frame then finds them."""
     key = _render_key(app, source, width)
     lines = _RENDERS.get(key)
     if lines is not None:
         _RENDERS.move_to_end(key)
         return lines
+    lines = _render(app.console, *_job(app, source, width))
+    _keep(key, lines)
+    return lines
+
+
+async def render_aside(app: App[Any], source: str, width: int) -> None:
+    """Render `source` as `rendered` would, on a worker thread, and keep it.
+
+    A render takes 5-30 ms here (Rich's parser and layout, Pygments for fences), and
+    on the UI thread a key typed meanwhile waits for all of it. On a worker thread
+    it runs in the interpreter's switch intervals (5 ms), so the key is handled and
+    echoed between them. The thread renders with its own console (a console's theme
+    stack is not for two threads), made like the app's and given the same options.
+    """
+    key = _render_key(app, source, width)
+    if key in _RENDERS:
+        return
+    console = _aside_console(app)
+    job = _job(app, source, width)
+    lines = await asyncio.to_thread(_render_aside, console, *job)
+    _keep(key, lines)
+
+
+def _job(app: App[Any], source: str, width: int) -> tuple[Any, RichTheme, str, bool]:
+    """What a render of `source` at `width` needs from the app (read on its thread)."""
+    options = app.console_options.update_width(width).update(highlight=False, height=None)
+    return options, markdown_theme(app), source, app.current_theme.dark
+
+
+def _render(
+    console: Console, options: Any, theme: RichTheme, source: str, dark: bool
+) -> list[list[Segment]]:
     from tui.widgets.rich_markdown import LeftMarkdown  # the parser loads with an answer
 
-    console = app.console
-    options = app.console_options.update_width(width).update(highlight=False, height=None)
-    with console.use_theme(markdown_theme(app)):
-        lines = console.render_lines(
-            LeftMarkdown(source, app.current_theme.dark), options, pad=False, new_lines=False
+    with console.use_theme(theme):
+        return console.render_lines(LeftMarkdown(source, dark), options, pad=False, new_lines=False)
+
+
+_ASIDE_LOCK = threading.Lock()  # one render at a time on the aside console
+_aside: tuple[object, Console] | None = None  # (the app's console, the aside one)
+
+
+def _aside_console(app: App[Any]) -> Console:
+    """A console for worker threads, like the app's in what a render reads of it."""
+    global _aside
+    own = app.console
+    if _aside is None or _aside[0] is not own:
+        console = Console(
+            file=io.StringIO(),
+            color_system=own.color_system,  # type: ignore[arg-type]
+            force_terminal=True,
+            legacy_windows=False,
+            markup=False,
+            highlight=False,
+            emoji=False,
         )
+        _aside = (own, console)
+    return _aside[1]
+
+
+def _render_aside(
+    console: Console, options: Any, theme: RichTheme, source: str, dark: bool
+) -> list[list[Segment]]:
+    with _ASIDE_LOCK:
+        return _render(console, options, theme, source, dark)
+
+
+def _keep(key: tuple[str, int, int, bool], lines: list[list[Segment]]) -> None:
     _RENDERS[key] = lines
+    _RENDERS.move_to_end(key)
     if len(_RENDERS) > KEPT_RENDERS:
         _RENDERS.popitem(last=False)
-    return lines
 
 
 def is_rendered(app: App[Any], source: str, width: int) -> bool:
@@ -133,8 +203,6 @@ def warm() -> None:
     global _warmed
     if _warmed:
         return
-    import io
-
     from tui.widgets.rich_markdown import LeftMarkdown
 
     console = Console(file=io.StringIO(), width=80, color_system="truecolor")

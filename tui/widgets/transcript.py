@@ -78,6 +78,7 @@ class Transcript(VerticalScroll, LaidOutOnce):
         self._walked: tuple[object, object, object] = (None, None, None)
         self._calls: tuple[object, dict[str, ToolCallRecord]] = (None, {})
         self._opened = False
+        self._was_live: frozenset[str] = frozenset()  # the answers streaming at the last show
         self._revealing = False
         self._new_below = False
         self._scrolled_up = False  # before anchoring: the user scrolled up
@@ -275,13 +276,19 @@ class Transcript(VerticalScroll, LaidOutOnce):
         return self._calls[1]
 
     def _streaming(self, view: ConversationView) -> Iterator[tuple[AssistantEntry, LiveText]]:
-        """Each mounted answer still streaming in `view`, with its text there."""
+        """Each mounted answer streaming in `view`, or whose stream ended since the last
+        frame (its last text comes with the settled entry), with its text there."""
         from tui.widgets.entries import AssistantEntry
 
         for entry_id, text in view.live.items():
             widget = self._widgets.get(entry_id)
             if isinstance(widget, AssistantEntry):
                 yield widget, text
+        ended = self._was_live.difference(view.live)
+        for entry in self._mounted(view, set(ended)) if ended else ():
+            widget = self._widgets.get(entry.id)
+            if isinstance(widget, AssistantEntry):
+                yield widget, view.text_of(entry)
 
     def read_ahead(self, view: ConversationView) -> None:
         """While new output is held off the screen: let each streaming answer read its
@@ -289,10 +296,14 @@ class Transcript(VerticalScroll, LaidOutOnce):
         for widget, text in self._streaming(view):
             widget.read_ahead(text)
 
-    def prepare(self, view: ConversationView) -> bool:
-        """Render one piece of what showing `view` would draw; False once none is left
-        (see `AssistantEntry.prepare`)."""
-        return any(widget.prepare(text) for widget, text in self._streaming(view))
+    def next_render(self, view: ConversationView) -> tuple[str, int] | None:
+        """The next Markdown source (and width) showing `view` would render that is not
+        rendered yet; None once none is left (see `AssistantEntry.next_render`)."""
+        for widget, text in self._streaming(view):
+            job = widget.next_render(text)
+            if job is not None:
+                return job
+        return None
 
     def _mounted(self, view: ConversationView, ids: set[str]) -> list[Entry]:
         """The entries of `ids` that have a mounted row, in order: found from the end of
@@ -358,5 +369,6 @@ class Transcript(VerticalScroll, LaidOutOnce):
             self._new_below = True
             self.post_message(self.NewOutput(True))
         await self._trim()
+        self._was_live = frozenset(view.live)
         if not self.is_anchored:
             self.call_after_refresh(self._anchor_when_long)
