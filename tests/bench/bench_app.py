@@ -6,8 +6,9 @@
   line on screen with the run done) vs `bastion -p` on the same loopback stream;
 - the largest gap between checkpoints (ledger rows 'entry.text_appended', their
   `time`) while the app streams the 2 MB answer, and in print mode;
-- key echo while the app streams (a key sent with tmux to it appearing in the prompt),
-  p50/p99 over the keys of `--runs` streams, vs the idle app;
+- key echo while the app streams (a key sent to it appearing in the prompt, both through
+  one tmux control-mode client), p50/p99 over the keys of `--runs` streams, vs the
+  idle app (settled: no CPU use);
 - opening a 500- and a 5,000-entry session (`bastion -r ID`) to a ready prompt with
   the last entry on screen vs a 2-entry session, RSS then, and launch to idle (CPU
   under 2% for 0.5 s), the RSS and CPU being the app's and its harness process's
@@ -224,9 +225,10 @@ def bench_echo(base: Path, runs: int) -> None:
     run = fresh(base, "idle")
     with terminal(run) as term:
         term.start([BASTION, "--model", MODEL], environment(run / "home", None), run / "work", SIZE)
-        # Idle: the session open and its first view drawn (the status line's context
-        # field comes with it), not the first moments after the first frame.
+        # Idle: the session open, its first view drawn (the status line's context field
+        # comes with it) and the app settled (no CPU use): not its first moments.
         term.wait_for(lambda s: "Ask Bastion" in s and "ctx " in s, "the open session", 60)
+        wait_idle(term.app_pid())
         idle = echo_samples(term, len(busy))
     p50, p99 = percentile(busy, 0.5), percentile(busy, 0.99)
     row(
