@@ -242,7 +242,7 @@ class AssistantEntry(Vertical, LaidOutOnce):
         margin: 1 0 0 0;
     }
     AssistantEntry > MarkdownText.-empty {
-        display: none;
+        height: 0;  /* laid out (at its width) but no line: the first text only grows it */
     }
     AssistantEntry > .marker {
         padding: 0 1;

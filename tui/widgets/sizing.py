@@ -34,7 +34,7 @@ class LaidOutOnce(Widget):
     ) -> bool:
         before = self.outer_size
         same_width = (
-            before.height > 0
+            before.width > 0
             and size.width == before.width
             and virtual_size.width == self.virtual_size.width
             and container_size.width == self.container_size.width
