@@ -15,28 +15,38 @@ scrolls (`layout=False`: set without asking for anything).
 
 `LaidOutOnce` goes last among a widget's bases: Textual takes a widget's default
 CSS from its first base, so `class MarkdownText(Static, LaidOutOnce)` keeps
-Static's.
+Static's. `_size_updated` is Textual's own (not public): with a Textual whose
+`_size_updated` takes no `layout`, the mixin leaves it alone (and the second
+layout comes back).
 """
 
 from __future__ import annotations
+
+from inspect import signature
 
 from textual.geometry import Size
 from textual.widget import Widget
 
 __all__ = ["LaidOutOnce"]
 
+_TAKES_LAYOUT = "layout" in signature(Widget._size_updated).parameters
+
 
 class LaidOutOnce(Widget):
     """A widget whose new height at the same width does not ask for another layout."""
 
-    def _size_updated(
-        self, size: Size, virtual_size: Size, container_size: Size, layout: bool = True
-    ) -> bool:
-        before = self.outer_size
-        same_width = (
-            before.width > 0
-            and size.width == before.width
-            and virtual_size.width == self.virtual_size.width
-            and container_size.width == self.container_size.width
-        )
-        return super()._size_updated(size, virtual_size, container_size, layout and not same_width)
+    if _TAKES_LAYOUT:
+
+        def _size_updated(
+            self, size: Size, virtual_size: Size, container_size: Size, layout: bool = True
+        ) -> bool:
+            before = self.outer_size
+            same_width = (
+                before.width > 0
+                and size.width == before.width
+                and virtual_size.width == self.virtual_size.width
+                and container_size.width == self.container_size.width
+            )
+            return super()._size_updated(
+                size, virtual_size, container_size, layout and not same_width
+            )
