@@ -78,7 +78,9 @@ class Transcript(VerticalScroll, LaidOutOnce):
         self._walked: tuple[object, object, object] = (None, None, None)
         self._calls: tuple[object, dict[str, ToolCallRecord]] = (None, {})
         self._opened = False
-        self._was_live: frozenset[str] = frozenset()  # the answers streaming at the last show
+        # The answers streaming at the last show or since, with the newest text seen.
+        self._live_seen: dict[str, LiveText] = {}
+        self._ended: dict[str, tuple[Entry, LiveText]] = {}  # see `_settled_text`
         self._revealing = False
         self._new_below = False
         self._scrolled_up = False  # before anchoring: the user scrolled up
@@ -283,12 +285,27 @@ class Transcript(VerticalScroll, LaidOutOnce):
         for entry_id, text in view.live.items():
             widget = self._widgets.get(entry_id)
             if isinstance(widget, AssistantEntry):
+                self._live_seen[entry_id] = text
                 yield widget, text
-        ended = self._was_live.difference(view.live)
-        for entry in self._mounted(view, set(ended)) if ended else ():
+        ended = self._live_seen.keys() - view.live.keys()
+        for entry in self._mounted(view, ended) if ended else ():
             widget = self._widgets.get(entry.id)
             if isinstance(widget, AssistantEntry):
-                yield widget, view.text_of(entry)
+                yield widget, self._settled_text(entry, self._live_seen[entry.id])
+
+    def _settled_text(self, entry: Entry, last: LiveText) -> LiveText:
+        """The text of an answer that ended since the last show, going on from `last`, the
+        newest live text seen of it: the widget then finds it extends what it read without
+        comparing the whole answer (2 MB, on every look while output is held). Made
+        once per value of the entry."""
+        from runtime.views import LiveText
+
+        kept = self._ended.get(entry.id)
+        if kept is None or kept[0] is not entry:
+            text = entry.text
+            grown = last.append(text[len(last) :]) if text.startswith(str(last)) else None
+            kept = self._ended[entry.id] = (entry, grown or LiveText.of(text))
+        return kept[1]
 
     def read_ahead(self, view: ConversationView) -> None:
         """While new output is held off the screen: let each streaming answer read its
@@ -369,6 +386,7 @@ class Transcript(VerticalScroll, LaidOutOnce):
             self._new_below = True
             self.post_message(self.NewOutput(True))
         await self._trim()
-        self._was_live = frozenset(view.live)
+        self._live_seen = dict(view.live)
+        self._ended.clear()
         if not self.is_anchored:
             self.call_after_refresh(self._anchor_when_long)
