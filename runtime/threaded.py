@@ -157,9 +157,8 @@ class EventChannel:
         """Drop what is queued: the next `get()` says RESYNC (the producer fell behind
         somewhere upstream, as in another process's channel)."""
         with self._lock:
-            self._drop_locked()
             self.overflows += 1
-            self._wake_locked()
+        self.resync()
 
     def resync(self) -> None:
         """The consumer wants a whole snapshot (its view left entries out): the next
