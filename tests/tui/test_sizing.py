@@ -30,6 +30,19 @@ async def settled(pilot) -> None:
 
 
 async def test_growing_answer_text_costs_one_layout(monkeypatch):
+    app = Holder()
+    async with app.run_test(size=(80, 20)) as pilot:
+        await settled(pilot)
+        text = app.query_one(MarkdownText)
+        height = text.outer_size.height
+        layouts = count_layouts(monkeypatch)
+        text.set_source(text.source + "\n\nAnother paragraph, and another line.")
+        await settled(pilot)
+        assert text.outer_size.height == height + 2
+        assert len(layouts) == 1  # Textual's own second layout would make it 2
+
+
+def count_layouts(monkeypatch) -> list[int]:
     layouts: list[int] = []
     real = Screen._refresh_layout
 
@@ -37,16 +50,42 @@ async def test_growing_answer_text_costs_one_layout(monkeypatch):
         layouts.append(1)
         return real(screen, *args, **kwargs)
 
+    monkeypatch.setattr(Screen, "_refresh_layout", counted)
+    return layouts
+
+
+async def test_a_new_widget_costs_one_layout(monkeypatch):
+    """A widget mounted into the transcript is measured at its width by the layout that
+    places it: Textual's second layout (its first size, given as a reactive) is not
+    needed, and would redraw the screen again."""
     app = Holder()
     async with app.run_test(size=(80, 20)) as pilot:
         await settled(pilot)
-        text = app.query_one(MarkdownText)
-        height = text.outer_size.height
-        monkeypatch.setattr(Screen, "_refresh_layout", counted)
-        text.set_source(text.source + "\n\nAnother paragraph, and another line.")
+        layouts = count_layouts(monkeypatch)
+        added = MarkdownText("A new segment of the answer.\n\n- one\n- two")
+        await app.query_one(Transcript).mount(added)
         await settled(pilot)
-        assert text.outer_size.height == height + 2
-        assert len(layouts) == 1  # Textual's own second layout would make it 2
+        assert added.outer_size.height == 4
+        assert "A new segment" in added.render_line(0).text
+        assert len(layouts) == 1
+
+
+async def test_the_layout_that_first_outgrows_the_screen_shows_its_end(monkeypatch):
+    """The transcript anchors in the layout in which its entries first outgrow the
+    screen, so that one frame shows the end: anchoring after it scrolled, and so drew
+    the whole transcript again."""
+    app = Holder()
+    async with app.run_test(size=(80, 20)) as pilot:
+        await settled(pilot)
+        transcript = app.query_one(Transcript)
+        assert not transcript.is_anchored  # short: it sits at the top
+        layouts = count_layouts(monkeypatch)
+        text = app.query_one(MarkdownText)
+        text.set_source("\n\n".join(f"Paragraph {i}." for i in range(30)))
+        await settled(pilot)
+        assert transcript.is_anchored
+        assert transcript.max_scroll_y > 0 and transcript.scroll_y == transcript.max_scroll_y
+        assert len(layouts) == 1
 
 
 async def test_a_new_width_is_measured_again():

@@ -11,7 +11,9 @@ may have been measured (and cached) at another width, and Textual clears that
 cache as it gives the size. A widget laid out before at the same width was
 measured at that width by the layout that gave it the size, which also placed it
 and marked it for redrawing, so it takes the size as Textual does when it only
-scrolls (`layout=False`: set without asking for anything).
+scrolls (`layout=False`: set without asking for anything). So does a widget
+given its first size (a segment or entry just mounted): nothing measured it at
+another width before the layout that placed it.
 
 `LaidOutOnce` goes last among a widget's bases: Textual takes a widget's default
 CSS from its first base, so `class MarkdownText(Static, LaidOutOnce)` keeps
@@ -41,6 +43,7 @@ class LaidOutOnce(Widget):
             self, size: Size, virtual_size: Size, container_size: Size, layout: bool = True
         ) -> bool:
             before = self.outer_size
+            first = before.width == 0 and self.virtual_size.width == 0  # never laid out
             same_width = (
                 before.width > 0
                 and size.width == before.width
@@ -48,5 +51,5 @@ class LaidOutOnce(Widget):
                 and container_size.width == self.container_size.width
             )
             return super()._size_updated(
-                size, virtual_size, container_size, layout and not same_width
+                size, virtual_size, container_size, layout and not (same_width or first)
             )

@@ -27,6 +27,9 @@ from tui.widgets.sizing import LaidOutOnce
 if TYPE_CHECKING:  # the entries' widgets load with the first view, after the first frame
     from collections.abc import Iterator
 
+    from textual._arrange import DockArrangeResult
+    from textual.geometry import Size
+
     from runtime import ConversationView
     from runtime.records import Entry, ToolCallRecord
     from runtime.views import LiveText
@@ -54,7 +57,13 @@ class Transcript(VerticalScroll, LaidOutOnce):
         height: 1fr;
         padding: 0 1 1 1;
         scrollbar-size-vertical: 1;
-        scrollbar-gutter: stable;
+        /* The bar is there from the start, its track the colour of the screen: with
+           `auto`, the frame in which the entries first outgrow the screen would show
+           it and lay everything out twice more (the bar, then its first size). */
+        overflow-y: scroll;
+        scrollbar-background: $background;
+        scrollbar-background-hover: $background;
+        scrollbar-background-active: $background;
     }
     """
 
@@ -107,6 +116,23 @@ class Transcript(VerticalScroll, LaidOutOnce):
             and self.following
         ):
             self.anchor()
+
+    def arrange(self, size: Size, optimal: bool = False) -> DockArrangeResult:
+        """Textual's arrangement; and the layout in which the entries first outgrow the
+        screen anchors the transcript. The compositor scrolls an anchored widget to
+        its end in the same pass that arranged it, so the frame that first fills the
+        screen also shows its end: anchoring after it (`anchor()`, which scrolls)
+        would draw the whole transcript twice, at the busiest moment of an answer.
+        (`anchor()` is that flag and a scroll; here the compositor does the scroll.)"""
+        arrangement = super().arrange(size, optimal)
+        if (
+            not optimal
+            and not self.is_anchored
+            and self.following
+            and arrangement.total_region.bottom > size.height
+        ):
+            self._anchored = True
+        return arrangement
 
     def on_resize(self, event: events.Resize) -> None:
         self._anchor_when_long()
