@@ -48,6 +48,7 @@ from tui.widgets.transcript import Transcript
 
 if TYPE_CHECKING:  # loaded after the first frame (see tui.launch and `_mount_rest`)
     from textual.command import Provider
+    from textual.driver import Driver
 
     from runtime import ConfigWatcher
     from runtime.harness import Harness, SessionSettings
@@ -247,6 +248,11 @@ class BastionApp(App[int]):
             id="prompt",
         )
         yield StatusBar()
+
+    def get_driver_class(self) -> type[Driver]:
+        from tui.driver import noting_keys
+
+        return noting_keys(super().get_driver_class())  # typing holds output from its read
 
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, (events.Key, events.Paste)):

@@ -579,6 +579,33 @@ def _hold_output(app: BastionApp, monkeypatch) -> None:
     app.typed_at = time.monotonic()
 
 
+async def test_a_key_holds_output_from_the_moment_the_driver_reads_it(tmp_path):
+    """The terminal driver (Textual's, as `get_driver_class` picks it) notes each key as
+    its thread reads it: a frame of held output that would start before the app got
+    to the key sees it was typed. The key then reaches the prompt as before."""
+    import threading
+    import time
+
+    from textual import events
+    from textual.app import App
+    from textual.drivers.headless_driver import HeadlessDriver
+
+    from tui.driver import noting_keys
+
+    async with gated_app(tmp_path) as gated:
+        app, pilot = gated.app, gated.pilot
+        textuals = App.get_driver_class(app)
+        assert issubclass(app.driver_class, textuals) and app.driver_class is not textuals
+        driver = noting_keys(HeadlessDriver)(app, debug=False, mouse=False, size=SIZE)
+        before = time.monotonic()
+        reader = threading.Thread(target=driver.process_message, args=(events.Key("z", "z"),))
+        reader.start()
+        reader.join()
+        assert app.typed_at >= before  # noted on the reading thread, not yet handled
+        assert app.query_one(PromptInput).value == ""
+        await wait_for(lambda: app.query_one(PromptInput).value == "z", pilot)
+
+
 async def test_typing_holds_output_and_a_run_ending_shows_after_the_next_key(tmp_path, monkeypatch):
     import time
 
