@@ -58,6 +58,7 @@ if TYPE_CHECKING:  # loaded after the first frame (see tui.launch and `_mount_re
     from tui import slash
     from tui.attach_app import AttachedHarness
     from tui.live_config import LiveConfig
+    from tui.renderer import Renderer
     from tui.widgets.approval import ApprovalPrompt
     from tui.widgets.command_panel import CommandHints, CommandOutput
     from tui.widgets.completion import FileCompletion
@@ -225,6 +226,7 @@ class BastionApp(App[int]):
         self._early_keys: list[events.Key] | None = []  # until the prompt has the focus
         self.typed_at = -MAX_HOLD  # time.monotonic() of the last key or paste (see `hold`)
         self.parts_ready = asyncio.Event()  # set once `_mount_rest` has mounted the rest
+        self._renderer: Renderer | None = None  # Markdown rendered ahead (from `_settle`)
         theming.install(self, theme, self.theme_folder)
         # Follows config.toml edits once the session is open; `pinned`: settings set by flags.
         self._watch_config = watch_config
@@ -361,6 +363,8 @@ class BastionApp(App[int]):
         return self.left_stored
 
     async def on_unmount(self) -> None:
+        if self._renderer is not None:
+            await asyncio.to_thread(self._renderer.close)
         if self._opener is not None and self.harness is not None:
             await self.harness.close()
 
@@ -444,14 +448,14 @@ class BastionApp(App[int]):
         self._watch_themes()
 
     async def _render_ahead(self, view: ConversationView) -> None:
-        """Render the Markdown that showing `view` draws, a segment at a time on a worker
-        thread (the keys that come meanwhile are echoed between its switch intervals):
-        the frame that shows it then only lays it out."""
+        """Render the Markdown that showing `view` draws, a segment at a time, in the
+        renderer process (or on a worker thread until it is ready: `render_aside`); the
+        frame that shows it then only lays it out."""
         from tui.widgets.markdown import render_aside
 
         transcript = self.query_one(Transcript)
         while (job := transcript.next_render(view)) is not None:
-            await render_aside(self, *job)
+            await render_aside(self, *job, renderer=self._renderer)
 
     async def _held(
         self,
@@ -488,15 +492,17 @@ class BastionApp(App[int]):
             if self.typed_at < started:
                 return view
 
-    @staticmethod
-    async def _settle() -> None:
-        """Once the session is on screen: load the Markdown renderer and a code
-        highlighter on a thread (the first answer would otherwise stall its first
-        frames for ~0.2 s), then keep everything loaded out of the collector's full
-        passes, which otherwise stall a frame for tens of milliseconds, and turn the
-        collector back on."""
+    async def _settle(self) -> None:
+        """Once the session is on screen: start the renderer process (`tui.renderer`),
+        load the Markdown renderer and a code highlighter here too, on a thread (the
+        first answer would otherwise stall its first frames for ~0.2 s), then keep
+        everything loaded out of the collector's full passes, which otherwise stall a
+        frame for tens of milliseconds, and turn the collector back on."""
+        from tui.renderer import Renderer
         from tui.widgets.markdown import warm
 
+        if self._renderer is None:
+            self._renderer = await asyncio.to_thread(Renderer.start)
         await asyncio.to_thread(warm)
         gc.freeze()
         gc.enable()  # `bastion` starts with it off (tui.launch)

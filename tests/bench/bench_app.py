@@ -10,9 +10,9 @@
   one tmux control-mode client), p50/p99 over the keys of `--runs` streams, vs the
   idle app (settled: no CPU use);
 - opening a 500- and a 5,000-entry session (`bastion -r ID`) to a ready prompt with
-  the last entry on screen vs a 2-entry session, RSS then, and launch to idle (CPU
-  under 2% for 0.5 s), the RSS and CPU being the app's and its harness process's
-  together;
+  the last entry on screen vs a 2-entry session, launch to idle (CPU under 2% for
+  0.5 s) and RSS then, the RSS and CPU being the app's, its harness process's and its
+  renderer process's together;
 - launch to a ready prompt vs a minimal Textual app with an Input;
 - `bastion --version` vs `python -c pass`.
 
@@ -311,15 +311,16 @@ async def seed_entries(harness: object, conv_id: str, start: int, turns: int, te
 
 def open_once(run: Path, conv_id: str, entries: int) -> tuple[float, float, float]:
     """`bastion -r` on the session in `run`: (launch to a ready prompt with the last entry
-    on screen, RSS then in MiB, launch to idle)."""
+    on screen, RSS in MiB once idle (the whole view drawn, the renderer process started),
+    launch to idle)."""
     marker = f"LAST ENTRY {entries}"
     with LoopbackProcess.start([], fresh(run, "server")) as server, terminal(run) as term:
         env = environment(run / "home", server)
         start = term.start([BASTION, "-r", conv_id], env, run / "work", SIZE)
         pid = term.app_pid()
         ready, _ = term.wait_for(lambda s: marker in s and "Ask Bastion" in s, "the end", 120)
-        rss = rss_mib(pid)
         idle = wait_idle(pid, timeout=300)
+        rss = rss_mib(pid)
     return ready - start, rss, idle - start
 
 
@@ -350,7 +351,8 @@ def bench_open(base: Path, runs: int) -> None:
             f"< 1 s: {verdict(ready < 1.0)}" if big else "",
         )
         row(
-            f"  RSS after opening {entries} entries (the app and its harness process)",
+            f"  RSS after opening {entries} entries, once idle (the app, its harness and"
+            " renderer processes)",
             f"{rss:.0f} MiB",
             "",
             "",

@@ -81,13 +81,26 @@ def children(pid: int) -> list[int]:
     return found
 
 
-def harness_pid(shell: int) -> tuple[int, int]:
-    """(the app's pid, its harness child's) under the tmux pane's shell."""
+def harness_pid(shell: int, module: str = "tui.child") -> tuple[int, int]:
+    """(the app's pid, its harness child's) under the tmux pane's shell (`module`: the
+    child running that module, as its renderer's)."""
     for pid in children(shell):
         for grandchild in children(pid):
-            if b"tui.child" in Path(f"/proc/{grandchild}/cmdline").read_bytes():
+            if module.encode() in Path(f"/proc/{grandchild}/cmdline").read_bytes():
                 return pid, grandchild
-    raise AssertionError("no harness process under the app")
+    raise AssertionError(f"no {module} process under the app")
+
+
+def renderer_pid(shell: int, timeout: float = 20) -> int:
+    """The app's renderer process (`tui.renderer`), once it started it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return harness_pid(shell, "tui.renderer")[1]
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def gone(pid: int) -> bool:
@@ -98,7 +111,7 @@ def gone(pid: int) -> bool:
     return state in ("Z", "X")
 
 
-def test_killing_the_app_ends_its_harness_and_the_session_resumes(tmp_path):
+def test_killing_the_app_ends_its_harness_and_renderer_and_the_session_resumes(tmp_path):
     turns = [{"text": SLOW, "chunk_size": 6, "delay_ms": 25}, {"text": "The resumed answer."}]
     term = Tmux(tmp_path)
     with LoopbackProcess.start(turns, tmp_path / "server") as server:
@@ -112,11 +125,13 @@ def test_killing_the_app_ends_its_harness_and_the_session_resumes(tmp_path):
             term.wait_for(lambda s: "The slow answer" in s, "the answer to stream")
             shell = int(term.tmux("list-panes", "-t", "bastion", "-F", "#{pane_pid}").strip())
             app, harness = harness_pid(shell)
+            renderer = renderer_pid(shell)
             os.kill(app, signal.SIGKILL)
             deadline = time.monotonic() + 10
-            while not gone(harness) and time.monotonic() < deadline:
+            while not (gone(harness) and gone(renderer)) and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert gone(harness), "the harness process outlived the app"
+            assert gone(renderer), "the renderer process outlived the app"
         finally:
             term.kill()
         # Its lease was released: the session resumes at once, with what was streamed kept.

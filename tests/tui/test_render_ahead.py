@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 
 import tui.app
+import tui.widgets.markdown
 import tui.widgets.rich_markdown
 from tests.tui.conftest import run_settled, wait_for
 from tests.tui.test_app import _hold_output, _type_until, gated_app
@@ -21,14 +22,24 @@ PARTS = "".join(f"\n\n## Part {i}\n\nParagraph {i}.\n\n```\ncode {i}\n```" for i
 
 
 def _count_renders(monkeypatch, *, ui_only: bool = False) -> list[str]:
-    """Every Markdown source parsed for rendering from now on, in order (`ui_only`: only
-    those parsed on the UI thread, not aside on a worker)."""
+    """Every Markdown source rendered from now on, in order: on the UI thread, a worker
+    thread or in the renderer process, each is kept as it is made (`ui_only`: only
+    those parsed on the UI thread)."""
     parsed: list[str] = []
+    if not ui_only:
+        keep = tui.widgets.markdown._keep
+
+        def kept(key, lines) -> None:
+            parsed.append(key[0])
+            keep(key, lines)
+
+        monkeypatch.setattr(tui.widgets.markdown, "_keep", kept)
+        return parsed
     base = tui.widgets.rich_markdown.LeftMarkdown
 
     class Counting(base):  # type: ignore[misc, valid-type]
         def __init__(self, markup: str, dark: bool) -> None:
-            if not ui_only or threading.current_thread() is threading.main_thread():
+            if threading.current_thread() is threading.main_thread():
                 parsed.append(markup)
             super().__init__(markup, dark)
 

@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     from textual.style import Style
     from textual.visual import RenderOptions
 
+    from tui.renderer import Renderer
+
 __all__ = [
     "MarkdownText",
     "is_rendered",
@@ -112,21 +114,33 @@ def rendered(app: App[Any], source: str, width: int) -> list[list[Segment]]:
     return lines
 
 
-async def render_aside(app: App[Any], source: str, width: int) -> None:
-    """Render `source` as `rendered` would, on a worker thread, and keep it.
+async def render_aside(
+    app: App[Any], source: str, width: int, renderer: Renderer | None = None
+) -> None:
+    """Render `source` as `rendered` would, off the UI thread, and keep it.
 
     A render takes 5-30 ms here (Rich's parser and layout, Pygments for fences), and
-    on the UI thread a key typed meanwhile waits for all of it. On a worker thread
-    it runs in the interpreter's switch intervals (5 ms), so the key is handled and
-    echoed between them. The thread renders with its own console (a console's theme
-    stack is not for two threads), made like the app's and given the same options.
+    on the UI thread a key typed meanwhile waits for all of it. It goes to
+    `renderer` (a process of its own, `tui.renderer`) while that is ready, else to a
+    worker thread, where it runs in the interpreter's switch intervals (5 ms) and
+    the key is handled and echoed between them. Either renders with a console of its
+    own (a console's theme stack is not for two threads), made like the app's and
+    given the same options.
     """
     key = _render_key(app, source, width)
     if key in _RENDERS:
         return
-    console = _aside_console(app)
     job = _job(app, source, width)
-    lines = await asyncio.to_thread(_render_aside, console, *job)
+    lines = None
+    if renderer is not None and renderer.usable:
+        from tui.renderer import RendererGone
+
+        try:
+            lines = await asyncio.to_thread(renderer.render, app.console.color_system, *job)
+        except RendererGone:
+            lines = None  # it stopped (`renderer.gone` says why): a thread renders, as before
+    if lines is None:
+        lines = await asyncio.to_thread(_render_aside, _aside_console(app), *job)
     _keep(key, lines)
 
 
@@ -139,10 +153,9 @@ def _job(app: App[Any], source: str, width: int) -> tuple[Any, RichTheme, str, b
 def _render(
     console: Console, options: Any, theme: RichTheme, source: str, dark: bool
 ) -> list[list[Segment]]:
-    from tui.widgets.rich_markdown import LeftMarkdown  # the parser loads with an answer
+    from tui.widgets.rich_markdown import render_lines  # the parser loads with an answer
 
-    with console.use_theme(theme):
-        return console.render_lines(LeftMarkdown(source, dark), options, pad=False, new_lines=False)
+    return render_lines(console, options, theme, source, dark)
 
 
 _ASIDE_LOCK = threading.Lock()  # one render at a time on the aside console
@@ -151,19 +164,12 @@ _aside: tuple[object, Console] | None = None  # (the app's console, the aside on
 
 def _aside_console(app: App[Any]) -> Console:
     """A console for worker threads, like the app's in what a render reads of it."""
+    from tui.widgets.rich_markdown import aside_console
+
     global _aside
     own = app.console
     if _aside is None or _aside[0] is not own:
-        console = Console(
-            file=io.StringIO(),
-            color_system=own.color_system,  # type: ignore[arg-type]
-            force_terminal=True,
-            legacy_windows=False,
-            markup=False,
-            highlight=False,
-            emoji=False,
-        )
-        _aside = (own, console)
+        _aside = (own, aside_console(own.color_system))
     return _aside[1]
 
 

@@ -3,14 +3,19 @@ first answer drawn, not at start-up: it brings the Markdown parser and Pygments)
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+import io
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.markdown import CodeBlock, Heading
 from rich.markdown import Markdown as RichMarkdown
 from rich.syntax import Syntax
 
-__all__ = ["CODE_THEMES", "LeftMarkdown"]
+if TYPE_CHECKING:
+    from rich.segment import Segment
+    from rich.theme import Theme
+
+__all__ = ["CODE_THEMES", "LeftMarkdown", "aside_console", "render_lines"]
 
 CODE_THEMES = {True: "monokai", False: "friendly"}  # Pygments styles, by theme darkness
 
@@ -51,3 +56,25 @@ class LeftMarkdown(RichMarkdown):
 
     def __init__(self, markup: str, dark: bool) -> None:
         super().__init__(markup, code_theme=CODE_THEMES[dark], hyperlinks=False)
+
+
+def render_lines(
+    console: Console, options: ConsoleOptions, theme: Theme, source: str, dark: bool
+) -> list[list[Segment]]:
+    """`source` rendered to lines by `console` with `options` in the Markdown `theme`."""
+    with console.use_theme(theme):
+        return console.render_lines(LeftMarkdown(source, dark), options, pad=False, new_lines=False)
+
+
+def aside_console(color_system: str | None) -> Console:
+    """A console to render with off the app's thread (a console's theme stack is not for
+    two threads), like the app's in what a render reads of it: its colour system."""
+    return Console(
+        file=io.StringIO(),
+        color_system=color_system,  # type: ignore[arg-type]
+        force_terminal=True,
+        legacy_windows=False,
+        markup=False,
+        highlight=False,
+        emoji=False,
+    )

@@ -1,0 +1,125 @@
+"""The Markdown renderer process (tui.renderer): it draws what the app would, it ends
+with the app, and when it stops renders go back to a thread of the app."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+
+import pytest
+from textual.app import App
+
+import tui.widgets.markdown as markdown
+from tests.tui.conftest import wait_for
+from tests.tui.test_app import gated_app
+from tests.tui.test_render_ahead import SAMPLE
+from tui.renderer import Renderer, RendererGone
+from tui.widgets.markdown import is_rendered, rendered
+
+
+def _ready(renderer: Renderer, timeout: float = 30) -> None:
+    assert renderer.ready.wait(timeout), renderer.gone
+
+
+@pytest.fixture
+def renderer():
+    started = Renderer.start()
+    try:
+        _ready(started)
+        yield started
+    finally:
+        started.close()
+
+
+def _counted(renderer: Renderer, monkeypatch) -> list[str]:
+    jobs: list[str] = []
+    render = renderer.render
+
+    def counted(color_system, options, theme, source, dark):
+        jobs.append(source)
+        return render(color_system, options, theme, source, dark)
+
+    monkeypatch.setattr(renderer, "render", counted)
+    return jobs
+
+
+async def test_the_renderer_draws_exactly_what_the_app_would(renderer, monkeypatch):
+    jobs = _counted(renderer, monkeypatch)
+    app: App[None] = App()
+    async with app.run_test(size=(100, 30)) as pilot:
+        for theme in ("textual-dark", "textual-light"):
+            app.theme = theme
+            await pilot.pause()  # the theme's variables are made on the next refresh
+            for width in (40, 96):
+                markdown._RENDERS.clear()
+                own = rendered(app, SAMPLE, width)
+                markdown._RENDERS.clear()
+                await markdown.render_aside(app, SAMPLE, width, renderer=renderer)
+                assert is_rendered(app, SAMPLE, width)
+                there = rendered(app, SAMPLE, width)  # the kept one
+                assert there is not own and there == own
+    assert jobs == [SAMPLE] * 4  # each went to the process
+    assert renderer.gone is None
+
+
+async def test_a_killed_renderer_leaves_renders_to_the_app(renderer, monkeypatch):
+    app: App[None] = App()
+    async with app.run_test(size=(100, 30)):
+        os.kill(renderer.process.pid, signal.SIGKILL)
+        renderer.process.wait(10)
+        markdown._RENDERS.clear()
+        await markdown.render_aside(app, SAMPLE, 60, renderer=renderer)  # no error
+        assert rendered(app, SAMPLE, 60) == markdown._render(
+            markdown._aside_console(app), *markdown._job(app, SAMPLE, 60)
+        )
+        assert isinstance(renderer.gone, RendererGone) and "ended" in str(renderer.gone)
+        assert not renderer.usable
+        jobs = _counted(renderer, monkeypatch)
+        markdown._RENDERS.clear()
+        await markdown.render_aside(app, SAMPLE, 61, renderer=renderer)
+        assert jobs == [] and is_rendered(app, SAMPLE, 61)  # not asked again
+
+
+def test_a_render_that_fails_there_says_why(renderer):
+    from rich.theme import Theme
+
+    with pytest.raises(RendererGone, match=r"a render failed there: .*Error"):
+        renderer.render("truecolor", "not console options", Theme(), SAMPLE, True)
+    with pytest.raises(RendererGone):  # and it is not asked again
+        renderer.render("truecolor", None, Theme(), SAMPLE, True)
+
+
+def test_a_style_its_definition_cannot_say_is_not_sent():
+    """Styles go as their definitions (`pack`): one with a link would lose it."""
+    from rich.segment import Segment
+    from rich.style import Style
+
+    from tui.renderer import pack, unpack
+
+    lines = [[Segment("a", Style(bold=True, color="#102030", bgcolor="#405060")), Segment(" ")]]
+    assert unpack(pack(lines)) == lines
+    with pytest.raises(ValueError, match="cannot say"):
+        pack([[Segment("a", Style(link="https://example.com"))]])
+
+
+def test_it_exits_when_the_app_end_of_the_pair_closes():
+    renderer = Renderer.start()
+    _ready(renderer)
+    renderer.sock.close()  # as when the app exits, or is killed
+    assert renderer.process.wait(10) == 0
+
+
+async def test_the_app_starts_it_once_settled_and_ends_it_as_it_exits(tmp_path):
+    async with gated_app(tmp_path) as gated:
+        app, pilot = gated.app, gated.pilot
+        await wait_for(lambda: app._renderer is not None and app._renderer.usable, pilot, 30)
+        process = app._renderer.process
+        assert process.poll() is None
+        gated.provider.more.set()
+        gated.provider.end.set()
+    deadline = time.monotonic() + 10
+    while process.poll() is None and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert process.poll() == 0

@@ -1,0 +1,213 @@
+"""The Markdown renderer process: an answer rendered ahead, off the app's interpreter.
+
+An answer's Markdown is rendered before the frame that shows it
+(`markdown.render_aside`). On a thread of the app, each render (5-30 ms) shares
+Python's interpreter lock with the frames and with the keys: while one runs, a
+frame or a key's trip to the prompt gets about half the time it needs, so a frame
+of 4 ms of work took 13-17 ms and a key waited 20 ms to be handled. So once its
+first view is drawn the app starts `python -m tui.renderer FD`, over a socket pair
+as its harness process (`tui.child`). It loads Rich and the Markdown parser, says
+it is ready, then renders each job it is sent with a console of its own and sends
+the lines back. It runs at a lower priority (NICE): work done ahead of time gives
+way to the app and the harness when the cores are busy.
+
+Until it is ready, and once it has ended (killed, or a render failed there:
+`gone` says how), renders go back to a thread of the app, as before; a render that
+fails there raises as ever. It never outlives the app: at end of file on its end
+of the pair it exits, and the app closes it as it exits.
+
+    renderer = Renderer.start()      # at once; `ready` once it has loaded
+    lines = renderer.render(job)     # blocking, on a worker thread; RendererGone
+    renderer.close()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import threading
+from typing import TYPE_CHECKING, Any, Final
+
+from runtime.errors import BastionError
+from runtime.frames import recv_blocking, send_blocking
+
+if TYPE_CHECKING:
+    from rich.segment import Segment
+    from rich.theme import Theme
+
+__all__ = ["Renderer", "RendererGone", "main", "pack", "unpack"]
+
+NICE: Final = 5  # the renderer's priority below the app's (os.nice)
+CLOSE_TIMEOUT: Final = 2.0  # seconds it gets to exit once its end of the pair closes
+
+
+class RendererGone(BastionError):
+    """The renderer process ended, or could not render a job; renders go back to the app."""
+
+    code = "renderer_gone"
+
+
+class Renderer:
+    """The renderer process, from its start: `ready` is set once it has loaded."""
+
+    def __init__(self, process: subprocess.Popen[bytes], sock: socket.socket) -> None:
+        self.process = process
+        self.sock = sock
+        self.ready = threading.Event()
+        self.gone: RendererGone | None = None
+        self._lock = threading.Lock()  # one job at a time on the pair
+        threading.Thread(target=self._await_ready, name="bastion-renderer", daemon=True).start()
+
+    @classmethod
+    def start(cls) -> Renderer:
+        ours, theirs = socket.socketpair()
+        try:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "tui.renderer", str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,  # what fails there comes back as a frame
+                start_new_session=True,  # the terminal's Ctrl+C is the app's alone
+            )
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        return cls(process, ours)
+
+    @property
+    def usable(self) -> bool:
+        return self.ready.is_set() and self.gone is None
+
+    def _await_ready(self) -> None:
+        try:
+            with self._lock:
+                said = recv_blocking(self.sock)
+        except (EOFError, OSError) as exc:
+            self._ended(f"it ended as it started ({exc or 'end of file'})")
+            return
+        if said == ("ready",):
+            self.ready.set()
+        else:
+            self._ended(f"it said {said!r} as it started")
+
+    def render(
+        self, color_system: str | None, options: Any, theme: Theme, source: str, dark: bool
+    ) -> list[list[Segment]]:
+        """The lines of a job (`markdown._job`) rendered there, with a console of
+        `color_system`. RendererGone if it has ended, or the render failed there."""
+        if self.gone is not None:
+            raise self.gone
+        job = (color_system, options, _definitions(theme), source, dark)
+        try:
+            with self._lock:
+                send_blocking(self.sock, job)
+                kind, value = recv_blocking(self.sock)
+        except (EOFError, OSError) as exc:
+            raise self._ended(f"it ended ({exc or 'end of file'})") from exc
+        if kind != "lines":
+            raise self._ended(f"a render failed there: {value}")
+        return unpack(value)
+
+    def _ended(self, why: str) -> RendererGone:
+        if self.gone is None:
+            self.gone = RendererGone(f"the Markdown renderer process stopped: {why}")
+        return self.gone
+
+    def close(self) -> None:
+        """End it (it exits at end of file) and reap it."""
+        self._ended("closed")
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+        try:
+            self.process.wait(CLOSE_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def _definitions(theme: Theme) -> tuple[tuple[str, str], ...]:
+    """`theme` as its styles' definitions (a Style pickled brings its cached hash: see
+    `pack`), made once per theme."""
+    kept = _DEFINED.get(id(theme))
+    if kept is None or kept[0] is not theme:
+        said = tuple(sorted((name, str(style)) for name, style in theme.styles.items()))
+        kept = _DEFINED[id(theme)] = (theme, said)
+    return kept[1]
+
+
+_DEFINED: dict[int, tuple[Theme, tuple[tuple[str, str], ...]]] = {}
+
+
+def pack(lines: list[list[Segment]]) -> list[list[tuple[str, str | None]]]:
+    """`lines` to send: each segment's text and its style's definition. A Style pickled
+    as it is would bring the hash it cached in this process (string hashes differ
+    from one process to the next), and equal styles would then compare unequal
+    in the app. Rich's Markdown (without hyperlinks) makes no style a definition
+    cannot say; one with a link or meta is refused (the app then renders itself)."""
+    packed = []
+    for line in lines:
+        out = []
+        for segment in line:
+            style = segment.style
+            if segment.control or (style is not None and (style.link or style.meta)):
+                raise ValueError(f"a segment its style's definition cannot say: {segment!r}")
+            out.append((segment.text, None if style is None else str(style)))
+        packed.append(out)
+    return packed
+
+
+def unpack(packed: list[list[tuple[str, str | None]]]) -> list[list[Segment]]:
+    """The lines `pack` sent, with styles made here (`Style.parse`, which keeps them)."""
+    from rich.segment import Segment
+    from rich.style import Style
+
+    parse = Style.parse
+    return [
+        [Segment(text, None if style is None else parse(style)) for text, style in line]
+        for line in packed
+    ]
+
+
+def main(fd: int) -> int:
+    """The renderer's body: say it is ready, then render each job until end of file."""
+    if hasattr(os, "nice"):
+        os.nice(NICE)
+    sock = socket.socket(fileno=fd)
+    from rich.theme import Theme
+
+    from tui.widgets.rich_markdown import aside_console, render_lines
+
+    consoles: dict[str | None, Any] = {}
+    themes: dict[tuple[tuple[str, str], ...], Theme] = {}
+    send_blocking(sock, ("ready",))
+    while True:
+        try:
+            color_system, options, defined, source, dark = recv_blocking(sock)
+        except (EOFError, OSError):
+            return 0  # the app closed its end, or exited
+        try:
+            console = consoles.get(color_system)
+            if console is None:
+                console = consoles[color_system] = aside_console(color_system)
+            theme = themes.get(defined)
+            if theme is None:
+                theme = themes[defined] = Theme(dict(defined), inherit=False)
+            lines = render_lines(console, options, theme, source, dark)
+            reply: tuple[str, Any] = ("lines", pack(lines))
+        except Exception as exc:  # said to the app, which renders it itself
+            reply = ("error", f"{type(exc).__name__}: {exc}")
+        try:
+            send_blocking(sock, reply)
+        except OSError:
+            return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(int(sys.argv[1])))
