@@ -8,8 +8,9 @@ of 4 ms of work took 13-17 ms and a key waited 20 ms to be handled. So once its
 first view is drawn the app starts `python -m tui.renderer FD`, over a socket pair
 as its harness process (`tui.child`). It loads Rich and the Markdown parser, says
 it is ready, then renders each job it is sent with a console of its own and sends
-the lines back. It runs at a lower priority (NICE): work done ahead of time gives
-way to the app and the harness when the cores are busy.
+the lines back. It runs at the app's priority: the frame that shows new text waits
+for its renders, so a renderer that gave way to the harness on busy cores would
+hold the screen back.
 
 Until it is ready, and once it has ended (killed, or a render failed there:
 `gone` says how), renders go back to a thread of the app, as before; a render that
@@ -24,7 +25,6 @@ of the pair it exits, and the app closes it as it exits.
 from __future__ import annotations
 
 import contextlib
-import os
 import socket
 import subprocess
 import sys
@@ -40,7 +40,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Renderer", "RendererGone", "main", "pack", "unpack"]
 
-NICE: Final = 5  # the renderer's priority below the app's (os.nice)
 CLOSE_TIMEOUT: Final = 2.0  # seconds it gets to exit once its end of the pair closes
 
 
@@ -177,8 +176,6 @@ def unpack(packed: list[list[tuple[str, str | None]]]) -> list[list[Segment]]:
 
 def main(fd: int) -> int:
     """The renderer's body: say it is ready, then render each job until end of file."""
-    if hasattr(os, "nice"):
-        os.nice(NICE)
     sock = socket.socket(fileno=fd)
     from rich.theme import Theme
 
