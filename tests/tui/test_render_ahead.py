@@ -1,10 +1,11 @@
 """Markdown is rendered before the frame that shows it: once, at one width.
 
 Before a frame, what it will draw is rendered a piece at a time between keys
-(`BastionApp._held`, `AssistantEntry.prepare`), and held output that is due is
-rendered while it is held and then shown as it was rendered. Renders are kept by
-source and width (`markdown.rendered`), which the frame then finds. The transcript
-keeps its scrollbar's column, so the width text is rendered at never flips.
+(`BastionApp._held`, `Transcript.next_render`), in the renderer process or on a
+worker thread (`markdown.render_aside`), and held output that is due is rendered
+while it is held and then shown as it was rendered. Renders are kept by source and
+width (`markdown.rendered`), which the frame then finds. The transcript's scrollbar
+is there from the start, so the width text is rendered at never flips.
 """
 
 from __future__ import annotations
