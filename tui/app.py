@@ -73,8 +73,8 @@ FRAME = 1 / 30  # the view is shown at most this often; events in between are fo
 REST = 3.0  # between frames, this thread rests at least REST times the CPU it used
 KEY_QUIET = 0.1  # new output waits until no key came for this long (seconds)...
 MAX_HOLD = 1.0  # ...and after this long, for the gap after the next key's echo:
-ECHO = 0.02  # a key's echo is on the screen this long after it (a screen update)
-GAP = 0.02  # the time after that in which the held output is shown
+ECHO_POLL = 0.003  # how often held output looks for a key's echo to be drawn
+GAP = 0.02  # the time after a key's echo is drawn in which held output is shown
 WELCOME = "[b $primary]bastion[/]  [$foreground-muted]type a request and press Enter[/]"
 PLACEHOLDER_IDLE = "Ask Bastion to do something…"
 PLACEHOLDER_BUSY = "Enter steers the run after this step · Tab queues a follow-up…"
@@ -131,26 +131,30 @@ def pause(
     return max(FRAME - spent, (1 + REST) * used - elapsed, 0.0)
 
 
-def hold(now: float, typed_at: float, shown_at: float, *, urgent: bool = False) -> float:
+def hold(
+    now: float, typed_at: float, shown_at: float, echoed_at: float, *, urgent: bool = False
+) -> float:
     """Seconds to keep new output off the screen at `now`, the last key typed at
-    `typed_at` and the last frame shown at `shown_at` (0: show it now).
+    `typed_at`, the last frame shown at `shown_at` and the last key's echo drawn at
+    `echoed_at` (0: show it now).
 
     A frame of a fast stream can take tens of milliseconds, and a key typed
     meanwhile is drawn only after it. So while the user types, the transcript
     waits for a pause of KEY_QUIET; a typist's gaps between keys are longer, so
     it still moves between keys. When the keys come faster than that for
     MAX_HOLD, or the output is `urgent` (a run ended, an approval is asked), it
-    is shown in the gap just after a key's echo, the moment the next key is
-    least likely to arrive. The caller looks again at least every GAP.
+    is shown in the gap just after a key's echo is drawn (not before it, which
+    would make the echo wait for the frame), the moment the next key is least
+    likely to arrive. The caller looks again at least every GAP.
     """
     since_key = now - typed_at
     if since_key >= KEY_QUIET:
         return 0.0
     if not due(now, shown_at, urgent=urgent):
         return min(KEY_QUIET - since_key, shown_at + MAX_HOLD - now)
-    if since_key < ECHO:
-        return ECHO - since_key
-    if since_key < ECHO + GAP:
+    if echoed_at < typed_at:  # its echo is not drawn yet
+        return min(ECHO_POLL, KEY_QUIET - since_key)
+    if now - echoed_at < GAP:
         return 0.0
     return min(GAP, KEY_QUIET - since_key)  # the next key's gap, or the pause
 
@@ -225,6 +229,7 @@ class BastionApp(App[int]):
         self.ready = asyncio.Event()  # set once the first view is on screen
         self._early_keys: list[events.Key] | None = []  # until the prompt has the focus
         self.typed_at = -MAX_HOLD  # time.monotonic() of the last key or paste (see `hold`)
+        self.echoed_at = -MAX_HOLD  # ...and of the frame after the app handled it
         self.parts_ready = asyncio.Event()  # set once `_mount_rest` has mounted the rest
         self._renderer: Renderer | None = None  # Markdown rendered ahead (from `_settle`)
         theming.install(self, theme, self.theme_folder)
@@ -251,6 +256,10 @@ class BastionApp(App[int]):
         )
         yield StatusBar()
 
+    def _echoed(self) -> None:
+        """The frame after a key was handled is drawn (and with it, the key's echo)."""
+        self.echoed_at = time.monotonic()
+
     def get_driver_class(self) -> type[Driver]:
         from tui.driver import noting_keys
 
@@ -259,6 +268,7 @@ class BastionApp(App[int]):
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, (events.Key, events.Paste)):
             self.typed_at = time.monotonic()
+            self.call_after_refresh(self._echoed)
         # Keys typed while the app starts, before the prompt has the focus, are kept for it.
         if (
             isinstance(event, events.Key)
@@ -473,7 +483,9 @@ class BastionApp(App[int]):
         urgent = _urgent(batch)
         while True:
             prepared = False
-            while wait := hold(time.monotonic(), self.typed_at, shown_at, urgent=urgent):
+            while wait := hold(
+                time.monotonic(), self.typed_at, shown_at, self.echoed_at, urgent=urgent
+            ):
                 if prepared:  # what was rendered is what is shown
                     await asyncio.sleep(min(wait, GAP))
                     continue

@@ -480,25 +480,39 @@ def test_frame_pacing_keeps_the_ui_thread_to_its_share():
 
 
 def test_new_output_waits_for_a_pause_in_typing_then_for_the_gap_after_an_echo():
-    from tui.app import ECHO, GAP, KEY_QUIET, MAX_HOLD, hold
+    from tui.app import ECHO_POLL, GAP, KEY_QUIET, MAX_HOLD, hold
 
-    assert hold(10.0, typed_at=-MAX_HOLD, shown_at=9.99) == 0.0  # nobody typing: show now
-    # A key 20 ms ago: wait until KEY_QUIET after it.
-    assert hold(10.0, typed_at=9.98, shown_at=9.9) == pytest.approx(KEY_QUIET - 0.02)
+    never = -MAX_HOLD
+    assert hold(10.0, never, shown_at=9.99, echoed_at=never) == 0.0  # nobody typing: show now
+    # A key 20 ms ago (echoed): wait until KEY_QUIET after it.
+    assert hold(10.0, 9.98, shown_at=9.9, echoed_at=9.99) == pytest.approx(KEY_QUIET - 0.02)
     # ...but not past MAX_HOLD after the last frame.
-    assert hold(10.0, typed_at=9.99, shown_at=10.0 - MAX_HOLD + 0.01) == pytest.approx(0.01)
-    # Held that long while keys keep coming: shown in the gap after a key's echo.
+    assert hold(10.0, 9.99, shown_at=10.0 - MAX_HOLD + 0.01, echoed_at=9.995) == pytest.approx(0.01)
+    # Held that long while keys keep coming: shown in the gap after a key's echo is drawn,
+    # and not before it is (however long that takes, up to KEY_QUIET).
     late = 10.0 - MAX_HOLD - 0.5
-    assert hold(10.0, typed_at=10.0 - ECHO / 2, shown_at=late) == pytest.approx(ECHO / 2)
-    assert hold(10.0, typed_at=10.0 - ECHO - GAP / 2, shown_at=late) == 0.0
-    # Urgent output (a run ended) skips the MAX_HOLD wait, not the gap.
-    assert hold(10.0, typed_at=10.0 - ECHO / 2, shown_at=9.99, urgent=True) == pytest.approx(
-        ECHO / 2
-    )
-    assert hold(10.0, typed_at=10.0 - ECHO - GAP / 2, shown_at=9.99, urgent=True) == 0.0
+    assert hold(10.0, 9.99, shown_at=late, echoed_at=9.9) == pytest.approx(ECHO_POLL)
+    assert hold(10.0, 9.94, shown_at=late, echoed_at=9.9) == pytest.approx(ECHO_POLL)
+    assert hold(10.0, 9.99, shown_at=late, echoed_at=9.995) == 0.0
+    # Urgent output (a run ended) skips the MAX_HOLD wait, not the echo or the gap.
+    assert hold(10.0, 9.99, shown_at=9.99, echoed_at=9.9, urgent=True) == pytest.approx(ECHO_POLL)
+    assert hold(10.0, 9.99, shown_at=9.99, echoed_at=9.995, urgent=True) == 0.0
     # Past that gap: look again soon (the next key's gap, or the pause).
-    assert hold(10.0, typed_at=10.0 - ECHO - 2 * GAP, shown_at=late) == pytest.approx(GAP)
-    assert hold(10.0, typed_at=10.0 - KEY_QUIET - 0.001, shown_at=late) == 0.0
+    assert hold(10.0, 9.95, shown_at=late, echoed_at=10.0 - 2 * GAP) == pytest.approx(GAP)
+    assert hold(10.0, 10.0 - KEY_QUIET - 0.001, shown_at=late, echoed_at=never) == 0.0
+
+
+async def test_a_key_s_echo_is_noted_once_drawn(tmp_path):
+    """`echoed_at` follows the frame after the app handled a key (what `hold` waits for
+    before showing held output)."""
+    import time
+
+    async with gated_app(tmp_path) as gated:
+        app, pilot = gated.app, gated.pilot
+        before = time.monotonic()
+        await pilot.press("a")
+        await wait_for(lambda: app.echoed_at >= app.typed_at >= before, pilot)
+        assert app.query_one(PromptInput).value == "a"
 
 
 class _GatedProvider(ScriptedProvider):
