@@ -11,10 +11,12 @@ nothing another process or user could connect to ever reads a frame.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copyreg
 import pickle
 import socket
 import struct
+import subprocess
 import types
 from typing import Any, Final
 
@@ -22,6 +24,7 @@ from runtime.errors import BastionError
 
 __all__ = [
     "HarnessGone",
+    "end_pair",
     "frame",
     "read_frame",
     "recv_blocking",
@@ -96,3 +99,18 @@ def sendable_error(exc: BaseException) -> BaseException:
         hint = exc.hint if isinstance(exc, BastionError) else None
         message = exc.message if isinstance(exc, BastionError) else f"{type(exc).__name__}: {exc}"
         return BastionError(message, hint=hint)
+
+
+def end_pair(sock: socket.socket, process: subprocess.Popen[bytes], timeout: float) -> None:
+    """Close this end of a pair (shut down, not just closed: a thread may still wait in
+    recv on it, and a socket closed under a waiting recv sends no end of file, so the
+    process at the other end would wait too), then reap that process, killed if it
+    has not exited within `timeout` seconds."""
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+    sock.close()
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

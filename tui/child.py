@@ -127,17 +127,9 @@ class Child:
             pass
         except BaseException as exc:
             error = exc
-        # Shut down, not just closed: the reader thread may still wait in recv for a
-        # report that will not come, and a socket closed under a waiting recv sends no
-        # end of file, so the child would wait too.
-        with contextlib.suppress(OSError):
-            self.sock.shutdown(socket.SHUT_RDWR)
-        self.sock.close()
-        try:
-            self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        from runtime.frames import end_pair
+
+        end_pair(self.sock, self.process, timeout)  # the reader may wait in recv still
         return error
 
 

@@ -24,7 +24,6 @@ of the pair it exits, and the app closes it as it exits.
 
 from __future__ import annotations
 
-import contextlib
 import socket
 import subprocess
 import sys
@@ -32,7 +31,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Final
 
 from runtime.errors import BastionError
-from runtime.frames import recv_blocking, send_blocking
+from runtime.frames import end_pair, recv_blocking, send_blocking
 
 if TYPE_CHECKING:
     from rich.segment import Segment
@@ -121,14 +120,7 @@ class Renderer:
     def close(self) -> None:
         """End it (it exits at end of file) and reap it."""
         self._ended("closed")
-        with contextlib.suppress(OSError):
-            self.sock.shutdown(socket.SHUT_RDWR)
-        self.sock.close()
-        try:
-            self.process.wait(CLOSE_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        end_pair(self.sock, self.process, CLOSE_TIMEOUT)
 
 
 def _definitions(theme: Theme) -> tuple[tuple[str, str], ...]:

@@ -121,9 +121,9 @@ def f(x: int) -> int:
 """
 
 
-async def test_a_render_aside_draws_exactly_what_the_frame_would(tmp_path):
-    """`render_aside` (a worker thread, its own console) keeps the lines `rendered` (the
-    app's console) makes, in a dark and a light theme."""
+async def check_aside_draws_what_the_app_would(renderer=None) -> None:
+    """`render_aside` (on a worker thread, or in `renderer`) keeps the lines `rendered`
+    (the app's console) makes, in a dark and a light theme, at two widths."""
     from textual.app import App
 
     import tui.widgets.markdown as markdown
@@ -137,12 +137,16 @@ async def test_a_render_aside_draws_exactly_what_the_frame_would(tmp_path):
                 markdown._RENDERS.clear()
                 own = rendered(app, SAMPLE, width)
                 markdown._RENDERS.clear()
-                await markdown.render_aside(app, SAMPLE, width)
+                await markdown.render_aside(app, SAMPLE, width, renderer=renderer)
                 assert is_rendered(app, SAMPLE, width)
                 aside = rendered(app, SAMPLE, width)  # the kept one
                 assert aside is not own
                 assert aside == own
                 assert any(seg.style and seg.style.bgcolor for line in own for seg in line)
+
+
+async def test_a_render_aside_draws_exactly_what_the_frame_would(tmp_path):
+    await check_aside_draws_what_the_app_would()  # on a worker thread, its own console
 
 
 async def test_an_answer_that_ends_while_held_is_rendered_off_the_ui_thread(tmp_path, monkeypatch):

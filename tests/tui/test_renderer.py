@@ -14,7 +14,7 @@ from textual.app import App
 import tui.widgets.markdown as markdown
 from tests.tui.conftest import wait_for
 from tests.tui.test_app import gated_app
-from tests.tui.test_render_ahead import SAMPLE
+from tests.tui.test_render_ahead import SAMPLE, check_aside_draws_what_the_app_would
 from tui.renderer import Renderer, RendererGone
 from tui.widgets.markdown import is_rendered, rendered
 
@@ -47,19 +47,7 @@ def _counted(renderer: Renderer, monkeypatch) -> list[str]:
 
 async def test_the_renderer_draws_exactly_what_the_app_would(renderer, monkeypatch):
     jobs = _counted(renderer, monkeypatch)
-    app: App[None] = App()
-    async with app.run_test(size=(100, 30)) as pilot:
-        for theme in ("textual-dark", "textual-light"):
-            app.theme = theme
-            await pilot.pause()  # the theme's variables are made on the next refresh
-            for width in (40, 96):
-                markdown._RENDERS.clear()
-                own = rendered(app, SAMPLE, width)
-                markdown._RENDERS.clear()
-                await markdown.render_aside(app, SAMPLE, width, renderer=renderer)
-                assert is_rendered(app, SAMPLE, width)
-                there = rendered(app, SAMPLE, width)  # the kept one
-                assert there is not own and there == own
+    await check_aside_draws_what_the_app_would(renderer)
     assert jobs == [SAMPLE] * 4  # each went to the process
     assert renderer.gone is None
 
