@@ -31,7 +31,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Final
 
 from runtime.errors import BastionError
-from runtime.frames import end_pair, recv_blocking, send_blocking
+from runtime.frames import end_pair, frame, recv_blocking, send_blocking
 
 if TYPE_CHECKING:
     from rich.segment import Segment
@@ -103,8 +103,12 @@ class Renderer:
             raise self.gone
         job = (color_system, options, _definitions(theme), source, dark)
         try:
+            data = frame(job)  # what cannot be sent fails here, before anything is sent
+        except Exception as exc:
+            raise self._ended(f"a job could not be sent: {exc}") from exc
+        try:
             with self._lock:
-                send_blocking(self.sock, job)
+                self.sock.sendall(data)
                 kind, value = recv_blocking(self.sock)
         except (EOFError, OSError) as exc:
             raise self._ended(f"it ended ({exc or 'end of file'})") from exc

@@ -79,6 +79,14 @@ def test_a_render_that_fails_there_says_why(renderer):
         renderer.render("truecolor", None, Theme(), SAMPLE, True)
 
 
+def test_a_job_that_cannot_be_sent_says_why(renderer):
+    from rich.theme import Theme
+
+    with pytest.raises(RendererGone, match="could not be sent"):
+        renderer.render("truecolor", lambda: None, Theme(), SAMPLE, True)  # no pickle
+    assert renderer.process.poll() is None  # nothing half-sent: it still waits
+
+
 def test_a_style_its_definition_cannot_say_is_not_sent():
     """Styles go as their definitions (`pack`): one with a link would lose it."""
     from rich.segment import Segment
