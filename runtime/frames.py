@@ -17,6 +17,7 @@ import pickle
 import socket
 import struct
 import subprocess
+import sys
 import types
 from typing import Any, Final
 
@@ -30,6 +31,7 @@ __all__ = [
     "recv_blocking",
     "send_blocking",
     "sendable_error",
+    "start_pair",
     "write_frame",
 ]
 
@@ -99,6 +101,28 @@ def sendable_error(exc: BaseException) -> BaseException:
         hint = exc.hint if isinstance(exc, BastionError) else None
         message = exc.message if isinstance(exc, BastionError) else f"{type(exc).__name__}: {exc}"
         return BastionError(message, hint=hint)
+
+
+def start_pair(module: str, stderr: int) -> tuple[subprocess.Popen[bytes], socket.socket]:
+    """`python -m module FD` joined to this process by a socket pair: the process and
+    this end. It inherits its end alone (as FD), reads nothing from the terminal, and
+    runs in a session of its own (a terminal's Ctrl+C or hang-up reaches this one)."""
+    ours, theirs = socket.socketpair()
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", module, str(theirs.fileno())],
+            pass_fds=(theirs.fileno(),),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            start_new_session=True,
+        )
+    except BaseException:
+        ours.close()
+        raise
+    finally:
+        theirs.close()
+    return process, ours
 
 
 def end_pair(sock: socket.socket, process: subprocess.Popen[bytes], timeout: float) -> None:

@@ -55,22 +55,13 @@ class Child:
 
     @classmethod
     def start(cls, opts: Any, *, check_model: bool) -> Child:
-        from runtime.frames import send_blocking
+        from runtime.frames import send_blocking, start_pair
 
-        ours, theirs = socket.socketpair()
         log = _open_log()
         try:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "tui.child", str(theirs.fileno())],
-                pass_fds=(theirs.fileno(),),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=log,
-                start_new_session=True,
-            )
+            process, ours = start_pair("tui.child", stderr=log)
         finally:
             os.close(log)
-            theirs.close()
         send_blocking(ours, ("open", opts, check_model))
         return cls(process, ours)
 

@@ -31,7 +31,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Final
 
 from runtime.errors import BastionError
-from runtime.frames import end_pair, frame, recv_blocking, send_blocking
+from runtime.frames import end_pair, frame, recv_blocking, send_blocking, start_pair
 
 if TYPE_CHECKING:
     from rich.segment import Segment
@@ -61,22 +61,8 @@ class Renderer:
 
     @classmethod
     def start(cls) -> Renderer:
-        ours, theirs = socket.socketpair()
-        try:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "tui.renderer", str(theirs.fileno())],
-                pass_fds=(theirs.fileno(),),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,  # what fails there comes back as a frame
-                start_new_session=True,  # the terminal's Ctrl+C is the app's alone
-            )
-        except BaseException:
-            ours.close()
-            raise
-        finally:
-            theirs.close()
-        return cls(process, ours)
+        # stderr: nowhere (what fails there comes back as a frame)
+        return cls(*start_pair("tui.renderer", stderr=subprocess.DEVNULL))
 
     @property
     def usable(self) -> bool:
