@@ -41,7 +41,7 @@ _EXPORTS = {
     "schema_version": "runtime.migrations",
     "EmptyInput": "runtime.errors",
     "Harness": "runtime.harness",
-    "SessionSettings": "runtime.harness",
+    "SessionSettings": "runtime.records",
     "Subscription": "runtime.harness",
     "default_home": "runtime.harness",
     "BadRule": "runtime.rules",
@@ -158,7 +158,7 @@ if TYPE_CHECKING:
         probe_local_servers,
     )
     from runtime.fulltext import SearchHit, SearchQueryError
-    from runtime.harness import Harness, SessionSettings, Subscription, default_home
+    from runtime.harness import Harness, Subscription, default_home
     from runtime.instructions import ProjectInstructions, load_instructions
     from runtime.loop import LoopSettings
     from runtime.mentions import (
@@ -170,7 +170,7 @@ if TYPE_CHECKING:
         split_attachments,
     )
     from runtime.migrations import schema_version
-    from runtime.records import SessionSummary
+    from runtime.records import SessionSettings, SessionSummary
     from runtime.rules import BadRule, Rule, RuleKind, Scope
     from runtime.sessions import Rewound
     from runtime.transfer import ImportRefused, export_markdown

@@ -15,7 +15,6 @@ import asyncio
 import dataclasses
 import random
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ from runtime.events import Event, RunUpdated
 from runtime.ids import uuid7
 from runtime.loop import LoopSettings
 from runtime.providers.base import Provider
-from runtime.records import Conversation, Run
+from runtime.records import Conversation, Run, SessionSettings
 from runtime.serve import AttachServer
 from runtime.store import Store
 from runtime.toolbox import Toolbox
@@ -72,14 +71,6 @@ class Subscription:
     def close(self) -> None:
         self._harness._subscriptions.discard(self)
         self._put(None)
-
-
-@dataclass(frozen=True, slots=True)
-class SessionSettings:
-    """What this process runs a conversation with: the model spec and the approval mode."""
-
-    model: str
-    approval_mode: str
 
 
 class HarnessCore:

@@ -140,6 +140,15 @@ class Conversation(_Record):
 
 
 @dataclass(frozen=True, slots=True)
+class SessionSettings:
+    """What a process runs a conversation with: the model spec and the approval mode.
+    (Here, with the records, so that the app unpickles it without loading the harness.)"""
+
+    model: str
+    approval_mode: str
+
+
+@dataclass(frozen=True, slots=True)
 class SessionSummary:
     """A conversation as a session list shows it: the record and how many entries it has."""
 

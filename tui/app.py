@@ -51,7 +51,8 @@ if TYPE_CHECKING:  # loaded after the first frame (see tui.launch and `_mount_re
     from textual.driver import Driver
 
     from runtime import ConfigWatcher
-    from runtime.harness import Harness, SessionSettings
+    from runtime.harness import Harness
+    from runtime.records import SessionSettings
     from runtime.threaded import EventChannel, HarnessProxy
     from runtime.views import ConversationView
     from themes.user import ThemeFolder

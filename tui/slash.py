@@ -29,7 +29,7 @@ from tui.markup import escape
 from tui.usage import totals_label
 
 if TYPE_CHECKING:  # the harness's modules load after the first frame (see tui.launch)
-    from runtime.harness import SessionSettings
+    from runtime.records import SessionSettings
     from runtime.views import ConversationView
 
 __all__ = [

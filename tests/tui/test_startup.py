@@ -34,6 +34,49 @@ def test_the_first_frame_loads_neither_the_late_parts_nor_the_harness() -> None:
         assert heavy not in loaded, heavy
 
 
+UNPICKLE = """
+import pickle, sys
+import runtime.frames  # (as the app has: it reads the frames)
+pickle.loads(sys.stdin.buffer.read())
+print(sorted(m for m in sys.modules if m in HEAVY or m.startswith(("aiosqlite", "httpx"))))
+"""
+#: The harness's own modules (its loop, store and providers: ~0.3 s to load), the
+#: app's process never needs.
+HEAVY = ("runtime.harness", "runtime.harness_core", "runtime.store", "runtime.loop")
+
+
+def test_a_stored_sessions_opening_reaches_the_app_without_the_harness(tmp_path) -> None:
+    """What the harness process sends with a session (its settings and first view,
+    `tui.child`) unpickles in the app with the records and views alone: a class of the
+    harness in it would load the harness there, on the path to the first frame."""
+    import asyncio
+
+    from runtime.frames import HEADER, frame
+    from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
+    from runtime.views import OPENING_ENTRIES
+    from tests.runtime.helpers import open_harness
+
+    async def opening() -> bytes:
+        harness = await open_harness(tmp_path, ScriptedProvider([ScriptedTurn(text="hi")]))
+        try:
+            conv = await harness.create_conversation(str(tmp_path), settings={"model": "s/m"})
+            await harness.drive(conv.id)
+            await harness.wait((await harness.submit(conv.id, "hello")).id, conv.id, poll=0.01)
+            settings = await harness.session_settings(conv.id)
+            view = await harness.snapshot(conv.id, last=OPENING_ENTRIES)
+            assert view.settled, "the view has entries"
+            return frame(("driven", (conv.id, settings, view)))[HEADER.size :]
+        finally:
+            await harness.close()
+
+    data = asyncio.run(opening())
+    code = f"HEAVY = {HEAVY!r}\n" + UNPICKLE
+    out = subprocess.run(
+        [sys.executable, "-c", code], input=data, capture_output=True, check=True
+    )
+    assert out.stdout.decode().strip() == "[]"
+
+
 def test_preload_loads_every_late_module() -> None:
     code = "import sys; from tui.app import LATE_MODULES, preload; preload(); " + (
         "print(all(m in sys.modules for m in LATE_MODULES))"

@@ -22,7 +22,7 @@ from textual.widgets import Label
 from tui.markup import escape
 
 if TYPE_CHECKING:  # the harness's modules load after the first frame (see tui.launch)
-    from runtime.harness import SessionSettings
+    from runtime.records import SessionSettings
     from runtime.views import ConversationView
 
 __all__ = ["Field", "StatusBar", "fit"]

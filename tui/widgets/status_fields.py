@@ -16,7 +16,7 @@ from tui.usage import context_of, count, totals
 from tui.widgets.status import Field
 
 if TYPE_CHECKING:
-    from runtime.harness import SessionSettings
+    from runtime.records import SessionSettings
 
 __all__ = ["fields", "run_state_label"]
 
