@@ -39,7 +39,6 @@ from runtime.events import DurableEvent, InboxUpdated, RunUpdated
 from runtime.harness_core import (
     HarnessCore,
     ResolveModel,
-    SessionSettings,
     Subscription,
     ToolboxFactory,
 )
@@ -48,7 +47,7 @@ from runtime.harness_rules import ApprovalOps
 from runtime.harness_sessions import SessionOps
 from runtime.instructions import ProjectInstructions, load_instructions
 from runtime.loop import LoopSettings
-from runtime.records import Conversation, InboxItem, InboxMode, InboxState, Run
+from runtime.records import Conversation, InboxItem, InboxMode, InboxState, Run, SessionSettings
 from runtime.store import Store
 from runtime.tx import Tx
 

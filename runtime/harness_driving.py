@@ -16,9 +16,9 @@ from runtime.catalog import ModelInfo
 from runtime.compaction import DEFAULT_RESERVE, CompactionSettings, Compactor
 from runtime.driver import Driver, DriverConfig
 from runtime.errors import BastionError, UnfinishedWork
-from runtime.harness_core import HarnessCore, SessionSettings
+from runtime.harness_core import HarnessCore
 from runtime.providers.base import Provider
-from runtime.records import Conversation, Entry
+from runtime.records import Conversation, Entry, SessionSettings
 from runtime.rules import Rule, Scope, command_rule, folder_parts
 from runtime.serve import start_server
 from runtime.settings import ProjectRules, RuleBook

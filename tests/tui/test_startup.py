@@ -71,9 +71,7 @@ def test_a_stored_sessions_opening_reaches_the_app_without_the_harness(tmp_path)
 
     data = asyncio.run(opening())
     code = f"HEAVY = {HEAVY!r}\n" + UNPICKLE
-    out = subprocess.run(
-        [sys.executable, "-c", code], input=data, capture_output=True, check=True
-    )
+    out = subprocess.run([sys.executable, "-c", code], input=data, capture_output=True, check=True)
     assert out.stdout.decode().strip() == "[]"
 
 
