@@ -10,7 +10,6 @@ nothing another process or user could connect to ever reads a frame.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import copyreg
 import pickle
@@ -19,9 +18,12 @@ import struct
 import subprocess
 import sys
 import types
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from runtime.errors import BastionError
+
+if TYPE_CHECKING:  # (asyncio loads with the event loop: `bastion` starts its harness first)
+    import asyncio
 
 __all__ = [
     "HarnessGone",
@@ -64,6 +66,8 @@ async def write_frame(writer: asyncio.StreamWriter, obj: Any) -> None:
 
 async def read_frame(reader: asyncio.StreamReader) -> Any:
     """The next frame's object; EOFError at end of file."""
+    import asyncio
+
     try:
         (size,) = HEADER.unpack(await reader.readexactly(HEADER.size))
         return pickle.loads(await reader.readexactly(size))

@@ -24,7 +24,6 @@ never it), reads nothing from the terminal, and writes what it logs to
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import contextlib
 import os
@@ -32,7 +31,10 @@ import socket
 import subprocess
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = ["Child", "main"]
 
@@ -101,6 +103,8 @@ class Child:
 
     async def harness(self) -> tuple[Any, str]:
         """(a RemoteHarness, the conversation's id) once the session is driven."""
+        import asyncio
+
         from runtime.remote import RemoteHarness
 
         opening = await asyncio.wrap_future(self.driven)
@@ -151,10 +155,14 @@ def main(argv: list[str]) -> int:
         _, opts, check_model = recv_blocking(sock)
     except EOFError:
         return 0  # the app quit before asking
+    import asyncio
+
     return asyncio.run(_serve(sock, opts, check_model))
 
 
 async def _serve(sock: socket.socket, opts: Any, check_model: bool) -> int:
+    import asyncio
+
     from runtime.errors import BastionError
     from runtime.frames import sendable_error, write_frame
     from runtime.remote import serve

@@ -61,6 +61,9 @@ def run(opts: Any) -> int:
     from tui.cli import EXIT_OK, EXIT_USAGE, error_line
 
     set_frame_rate()
+    opening = _Opening(opts)
+    if resuming(opts):  # its first view is drawn at once: find it while the rest loads
+        opening.open()  # (a new session's would only take cores from the first frame)
     chosen = None
     try:
         config = load_config(os.getcwd())
@@ -69,15 +72,15 @@ def run(opts: Any) -> int:
             if not _pick(opts, config):
                 return EXIT_OK  # nothing was picked
     except BastionError as exc:
+        opening.close_unclaimed()  # it was not told to drive: nothing was written
         error_line(str(exc))
         return EXIT_USAGE
     # Start-up allocates much and frees little: the collector's passes over it (a full
     # one took 40 ms) only delay the first frames. The app turns it back on, frozen,
     # once the session is on screen (BastionApp._settle).
     gc.disable()
-    opening = _Opening(opts)
-    if resuming(opts):  # its first view is drawn at once: find it while Textual loads
-        opening.open()  # (a new session's would only take cores from the first frame)
+    if resuming(opts):  # (picked: found now)
+        opening.open()
     try:
         theme, folder = chosen or chosen_theme(opts, config)
     except BastionError as exc:
