@@ -88,26 +88,29 @@ def _slash_provider() -> type[Provider]:
     return SlashProvider
 
 
-#: What the app loads after its first frame: the parts `_mount_rest` mounts and what a
+#: What a view with entries draws: loaded after a new session's first frame, and before
+#: a stored one's (`preload`).
+VIEW_MODULES = ("runtime.threaded", "runtime.views", "tui.widgets.entries")
+#: What the app loads after its first frame: the parts `_mount_rest` mounts, and what a
 #: view with entries draws.
 LATE_MODULES = (
-    "runtime.threaded",
-    "runtime.views",
+    *VIEW_MODULES,
     "tui.slash",
     "tui.widgets.approval",
     "tui.widgets.command_panel",
     "tui.widgets.completion",
-    "tui.widgets.entries",
     "tui.widgets.inbox",
     "tui.widgets.status_fields",
 )
+#: A stored session's first frame waits this long at most for its view (seconds).
+FIRST_VIEW_WAIT = 1.0
 
 
 def preload() -> None:
-    """Import LATE_MODULES and warm the Markdown renderer now. A resumed conversation
-    shows its entries at once, so the launcher calls this while the harness process
-    finds it."""
-    for name in LATE_MODULES:
+    """Import VIEW_MODULES and warm the Markdown renderer now. A resumed conversation
+    shows its entries with the first frame, so the launcher calls this while the
+    harness process finds it. (The parts `_mount_rest` mounts load after that frame.)"""
+    for name in VIEW_MODULES:
         import_module(name)
     from tui.widgets.markdown import warm
 
@@ -232,6 +235,7 @@ class BastionApp(App[int]):
         self.typed_at = -MAX_HOLD  # time.monotonic() of the last key or paste (see `hold`)
         self.echoed_at = -MAX_HOLD  # ...and of the frame after the app handled it
         self.parts_ready = asyncio.Event()  # set once `_mount_rest` has mounted the rest
+        self._opening = False  # the screen waits for a stored session's first view
         self._renderer: Renderer | None = None  # Markdown rendered ahead (from `_settle`)
         theming.install(self, theme, self.theme_folder)
         # Follows config.toml edits once the session is open; `pinned`: settings set by flags.
@@ -256,6 +260,12 @@ class BastionApp(App[int]):
             id="prompt",
         )
         yield StatusBar()
+
+    async def _refreshed(self) -> None:
+        """Once the next frame is drawn."""
+        drawn = asyncio.Event()
+        self.call_after_refresh(drawn.set)
+        await drawn.wait()
 
     def _echoed(self) -> None:
         """The frame after a key was handled is drawn (and with it, the key's echo)."""
@@ -285,11 +295,22 @@ class BastionApp(App[int]):
         if self._model:
             self.query_one(StatusBar).show_model(self._model)
         # A new session opens once the first frame is drawn: the prompt takes keys at
-        # once. A stored one's view is on its way already: it comes with the first frame.
+        # once. A stored one's view is on its way already: the first frame waits for it
+        # (a frame before would be drawn only to be drawn again), for a second at most.
         if self._stored:
+            self._opening = True
+            self._begin_batch()  # (what `batch_update` does, across the awaits of `follow`)
+            self.set_timer(FIRST_VIEW_WAIT, self._opened)
             self.follow()
         else:
             self.call_after_refresh(self.follow)
+
+    def _opened(self) -> None:
+        """The stored session's first view is shown (or it failed, or it took too long):
+        the screen draws again."""
+        if self._opening:
+            self._opening = False
+            self._end_batch()
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         if isinstance(event.widget, PromptInput):
@@ -355,6 +376,8 @@ class BastionApp(App[int]):
         await self.mount_all(rest, before="#prompt")
         self.parts_ready.set()
         self._offer_commands(self.query_one(PromptInput).text)  # for what was typed meanwhile
+        if self.view is not None:  # shown before the parts were there (a stored session's)
+            self._show_parts(self.view)
 
     def _offer_commands(self, text: str) -> None:
         """The slash commands that complete `text` (none unless it starts with /)."""
@@ -385,12 +408,13 @@ class BastionApp(App[int]):
     async def follow(self) -> None:
         """Fold the harness's events into the view and show it; runs for the app's life."""
         self._replay_early_keys()  # no-op unless the prompt never took the focus
-        if not self.parts_ready.is_set():
+        if not self.parts_ready.is_set() and not self._stored:
             await self._mount_rest()
         if self.harness is None and self._opener is not None:
             try:
                 self.harness, self.conversation_id = await self._opener()
             except BastionError as exc:
+                self._opened()
                 await self._not_opened(exc)
                 return
         harness, conv_id = self.harness, self.conversation_id
@@ -428,6 +452,7 @@ class BastionApp(App[int]):
         except NoMatches:
             pass  # the screen is being torn down: the app is closing
         finally:
+            self._opened()
             channel.close()
 
     async def _show_first(self, harness: Harness | HarnessProxy, conv_id: str) -> None:
@@ -445,6 +470,10 @@ class BastionApp(App[int]):
             prompt, self._first_prompt = self._first_prompt, None
             sending = asyncio.ensure_future(self._submit(prompt, view))
         await self.show(view)
+        self._opened()
+        if not self.parts_ready.is_set():  # a stored session's: after its first frame
+            await self._refreshed()
+            await self._mount_rest()
         self.completion.attach(self.query_one("#prompt"), view.conversation.cwd)
         self.ready.set()
         self.call_after_refresh(self._after_first_view)
@@ -585,9 +614,15 @@ class BastionApp(App[int]):
         await self.query_one(Transcript).show(view)
         self.view = view
         self.query_one(StatusBar).show(view, self.settings)
-        self.inbox.show(view)
         prompt = self.query_one(PromptInput)
         prompt.placeholder = PLACEHOLDER_BUSY if view.active_run else PLACEHOLDER_IDLE
+        self._show_parts(view)
+
+    def _show_parts(self, view: ConversationView) -> None:
+        """The inbox strip and the approval line, once mounted (`_mount_rest`)."""
+        if not self.parts_ready.is_set():
+            return
+        self.inbox.show(view)
         if self.approval.show(view):
             self.call_after_refresh(self._focus_approval)
 

@@ -228,9 +228,12 @@ class Transcript(VerticalScroll, LaidOutOnce):
         await self.remove_children(dropped)
 
     def _opening_window(self, view: ConversationView) -> int:
-        """The index in _order to mount from when a session opens: its last screens."""
-        want = OPEN_SCREENS * max(self.size.height, 24)  # rough lines undercount markdown
-        width = max(self.size.width, 40)
+        """The index in _order to mount from when a session opens: its last screens.
+        (Before its first layout, as a stored session's first view is shown, it has no
+        size yet: the screen's is a little more than it will have.)"""
+        size = self.size if self.size.height else self.app.size
+        want = OPEN_SCREENS * max(size.height, 24)  # rough lines undercount markdown
+        width = max(size.width, 40)
         rows = {e.id: e for e in view.settled}
         lines, index = 0, len(self._order)
         while index > 0 and lines < want:
