@@ -24,6 +24,7 @@ conversation_id)`; the app then closes that harness when it exits.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import time
 from collections.abc import Awaitable, Callable, Collection
@@ -863,7 +864,8 @@ class BastionApp(App[int]):
         except BastionError as exc:
             self.notify(str(exc), title="approval", severity="error")
             return
-        self.approval.set_rules(tool_call_id, rules)
+        with contextlib.suppress(NoMatches):  # (the app closed meanwhile: nothing to show)
+            self.approval.set_rules(tool_call_id, rules)
 
     # --- actions ------------------------------------------------------------
 
