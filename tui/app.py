@@ -43,6 +43,7 @@ from runtime.errors import BastionError, EmptyInput
 from themes import DEFAULT_THEME, check_theme_name
 from tui import theming
 from tui.markup import escape
+from tui.pacing import FRAME, GAP, MAX_HOLD, REST, due, hold, pause, urgent
 from tui.widgets.prompt import PromptInput
 from tui.widgets.status import StatusBar
 from tui.widgets.transcript import Transcript
@@ -71,12 +72,6 @@ __all__ = ["BastionApp", "Opener", "preload", "run"]
 Opener = Callable[[], Awaitable[tuple["Harness | HarnessProxy", str]]]
 
 QUIT_WINDOW = 2.0  # seconds in which a second Ctrl+C quits
-FRAME = 1 / 30  # the view is shown at most this often; events in between are folded together
-REST = 3.0  # between frames, this thread rests at least REST times the CPU it used
-KEY_QUIET = 0.1  # new output waits until no key came for this long (seconds)...
-MAX_HOLD = 1.0  # ...and after this long, for the gap after the next key's echo:
-ECHO_POLL = 0.003  # how often held output looks for a key's echo to be drawn
-GAP = 0.02  # the time after a key's echo is drawn in which held output is shown
 WELCOME = "[b $primary]bastion[/]  [$foreground-muted]type a request and press Enter[/]"
 PLACEHOLDER_IDLE = "Ask Bastion to do something…"
 PLACEHOLDER_BUSY = "Enter steers the run after this step · Tab queues a follow-up…"
@@ -116,66 +111,6 @@ def preload() -> None:
     from tui.widgets.markdown import warm
 
     warm()
-
-
-def pause(
-    spent: float, now: tuple[float, float], mark: tuple[float, float], *, shared: bool = False
-) -> float:
-    """Seconds to wait before the next frame, `spent` seconds after this one began.
-
-    `now` and `mark` are (wall clock, this thread's CPU time) now and after the last
-    frame. The CPU since then includes Textual's layout and drawing of that frame
-    (done between frames): waiting `(1 + REST) * used - elapsed` keeps this
-    thread's share of a frame's cycle under 1 / (1 + REST), and frames come at most
-    every FRAME seconds. `shared`: the harness runs on this thread too (tests that
-    open it on the app's loop), so its CPU is not the screen's: rest REST * spent.
-    """
-    if shared:
-        return max(FRAME - spent, REST * spent, 0.0)
-    elapsed, used = now[0] - mark[0], now[1] - mark[1]
-    return max(FRAME - spent, (1 + REST) * used - elapsed, 0.0)
-
-
-def hold(
-    now: float, typed_at: float, shown_at: float, echoed_at: float, *, urgent: bool = False
-) -> float:
-    """Seconds to keep new output off the screen at `now`, the last key typed at
-    `typed_at`, the last frame shown at `shown_at` and the last key's echo drawn at
-    `echoed_at` (0: show it now).
-
-    A frame of a fast stream can take tens of milliseconds, and a key typed
-    meanwhile is drawn only after it. So while the user types, the transcript
-    waits for a pause of KEY_QUIET; a typist's gaps between keys are longer, so
-    it still moves between keys. When the keys come faster than that for
-    MAX_HOLD, or the output is `urgent` (a run ended, an approval is asked), it
-    is shown in the gap just after a key's echo is drawn (not before it, which
-    would make the echo wait for the frame), the moment the next key is least
-    likely to arrive. The caller looks again at least every GAP.
-    """
-    since_key = now - typed_at
-    if since_key >= KEY_QUIET:
-        return 0.0
-    if not due(now, shown_at, urgent=urgent):
-        return min(KEY_QUIET - since_key, shown_at + MAX_HOLD - now)
-    if echoed_at < typed_at:  # its echo is not drawn yet
-        return min(ECHO_POLL, KEY_QUIET - since_key)
-    if now - echoed_at < GAP:
-        return 0.0
-    return min(GAP, KEY_QUIET - since_key)  # the next key's gap, or the pause
-
-
-def due(now: float, shown_at: float, *, urgent: bool = False) -> bool:
-    """Held output will be shown in the gap after the next key's echo (see `hold`): it
-    is urgent, or has been held for MAX_HOLD since the last frame at `shown_at`."""
-    return urgent or now - shown_at >= MAX_HOLD
-
-
-def _urgent(batch: object) -> bool:
-    """Whether `batch` (from `EventChannel.get`) holds something to show at once:
-    a resync, or an URGENT event (a run ending, an approval asked, an item taken)."""
-    from runtime.threaded import URGENT
-
-    return not isinstance(batch, list) or any(isinstance(event, URGENT) for event in batch)
 
 
 class BastionApp(App[int]):
@@ -511,16 +446,16 @@ class BastionApp(App[int]):
         types it waits (see `hold`): what comes meanwhile is folded in and read ahead,
         and once due it is rendered and nothing more is taken in. A key typed while
         it is rendered is echoed first, and the output held again."""
-        urgent = _urgent(batch)
+        is_urgent = urgent(batch)
         while True:
             prepared = False
             while wait := hold(
-                time.monotonic(), self.typed_at, shown_at, self.echoed_at, urgent=urgent
+                time.monotonic(), self.typed_at, shown_at, self.echoed_at, urgent=is_urgent
             ):
                 if prepared:  # what was rendered is what is shown
                     await asyncio.sleep(min(wait, GAP))
                     continue
-                if due(time.monotonic(), shown_at, urgent=urgent):
+                if due(time.monotonic(), shown_at, urgent=is_urgent):
                     await self._render_ahead(view)
                     prepared = True
                     continue
@@ -529,7 +464,7 @@ class BastionApp(App[int]):
                     break
                 view = await self._fold(view, batch, harness, conv_id)
                 self.query_one(Transcript).read_ahead(view)
-                urgent = urgent or _urgent(batch)
+                is_urgent = is_urgent or urgent(batch)
             started = time.monotonic()
             await self._render_ahead(view)
             if self.typed_at < started:

@@ -1,6 +1,6 @@
 """The terminal driver Textual picks, noting when a key or paste is read.
 
-New output waits while the user types (`tui.app.hold`), from the moment of their
+New output waits while the user types (`tui.pacing.hold`), from the moment of their
 last key. The app handles a key a few turns of its event loop after the
 driver's thread reads it (more while a frame is drawn), and a frame of held
 output started in between would make that key wait for all of it. So the

@@ -469,7 +469,7 @@ async def test_a_session_that_cannot_open_ends_the_app_with_its_error(tmp_path):
 
 
 def test_frame_pacing_keeps_the_ui_thread_to_its_share():
-    from tui.app import FRAME, REST, pause
+    from tui.pacing import FRAME, REST, pause
 
     # An idle cycle: the next frame after FRAME at most.
     assert pause(0.001, (10.0, 5.0), (9.9, 4.999)) == pytest.approx(FRAME - 0.001)
@@ -480,7 +480,7 @@ def test_frame_pacing_keeps_the_ui_thread_to_its_share():
 
 
 def test_new_output_waits_for_a_pause_in_typing_then_for_the_gap_after_an_echo():
-    from tui.app import ECHO_POLL, GAP, KEY_QUIET, MAX_HOLD, hold
+    from tui.pacing import ECHO_POLL, GAP, KEY_QUIET, MAX_HOLD, hold
 
     never = -MAX_HOLD
     assert hold(10.0, never, shown_at=9.99, echoed_at=never) == 0.0  # nobody typing: show now
@@ -586,10 +586,10 @@ def _hold_output(app: BastionApp, monkeypatch) -> None:
     """As if the user kept typing for the rest of the test."""
     import time
 
-    import tui.app
+    import tui.pacing
 
-    monkeypatch.setattr(tui.app, "KEY_QUIET", 60.0)
-    monkeypatch.setattr(tui.app, "MAX_HOLD", 120.0)
+    monkeypatch.setattr(tui.pacing, "KEY_QUIET", 60.0)
+    monkeypatch.setattr(tui.pacing, "MAX_HOLD", 120.0)
     app.typed_at = time.monotonic()
 
 
@@ -623,7 +623,7 @@ async def test_a_key_holds_output_from_the_moment_the_driver_reads_it(tmp_path):
 async def test_typing_holds_output_and_a_run_ending_shows_after_the_next_key(tmp_path, monkeypatch):
     import time
 
-    import tui.app
+    import tui.pacing
 
     async with gated_app(tmp_path) as gated:
         app, pilot, provider = gated.app, gated.pilot, gated.provider
@@ -644,7 +644,7 @@ async def test_typing_holds_output_and_a_run_ending_shows_after_the_next_key(tmp
         # ...then shown with everything held, though the user "types" on.
         await _type_until(app, pilot, lambda: run_settled(app))
         assert gated.answer.text_shown == "first second"
-        assert time.monotonic() - app.typed_at < tui.app.KEY_QUIET
+        assert time.monotonic() - app.typed_at < tui.pacing.KEY_QUIET
 
 
 async def test_text_read_ahead_while_held_is_drawn_as_it_would_have_been(tmp_path, monkeypatch):
