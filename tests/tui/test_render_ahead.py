@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 
-import tui.app
+import tui.pacing
 import tui.widgets.markdown
 import tui.widgets.rich_markdown
 from tests.tui.conftest import run_settled, wait_for
@@ -58,7 +58,7 @@ async def test_held_output_is_rendered_before_its_frame_which_renders_nothing(
         whole = "first" + PARTS
         await wait_for(lambda: str(answer._read) == whole, pilot, timeout=30)
         parsed = _count_renders(monkeypatch)
-        monkeypatch.setattr(tui.app, "MAX_HOLD", 0.0)  # due: rendered now, between keys
+        monkeypatch.setattr(tui.pacing, "MAX_HOLD", 0.0)  # due: rendered now, between keys
         width = answer._text_width()
         text = answer._read  # the held view's text, read ahead
 
