@@ -99,7 +99,7 @@ LATE_MODULES = (
     "tui.widgets.status_fields",
 )
 #: A stored session's first frame waits this long at most for its view (seconds).
-FIRST_VIEW_WAIT = 1.0
+FIRST_VIEW_WAIT = 0.5
 
 
 def preload() -> None:
@@ -232,7 +232,7 @@ class BastionApp(App[int]):
             self.query_one(StatusBar).show_model(self._model)
         # A new session opens once the first frame is drawn: the prompt takes keys at
         # once. A stored one's view is on its way already: the first frame waits for it
-        # (a frame before would be drawn only to be drawn again), for a second at most.
+        # (a frame before would be drawn only to be drawn again), for half a second at most.
         if self._stored:
             self._opening = True
             self._begin_batch()  # (what `batch_update` does, across the awaits of `follow`)

@@ -37,6 +37,7 @@ def record_frames(app: BastionApp, monkeypatch: Any) -> list[tuple[int, bool]]:
 async def test_the_first_frame_shows_the_sessions_end_and_the_parts_come_after(
     tmp_path, monkeypatch
 ):
+    monkeypatch.setattr("tui.app.FIRST_VIEW_WAIT", 30.0)  # (a loaded machine is slow)
     harness, conv_id = await open_long_session(tmp_path, 30)
     app = BastionApp(harness, conv_id, stored=True)
     frames = record_frames(app, monkeypatch)
