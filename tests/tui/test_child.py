@@ -182,24 +182,34 @@ def test_a_harness_process_that_dies_while_opening_is_reported(tmp_path, in_work
         assert child.process.returncode == -signal.SIGKILL
 
 
-def test_a_launch_that_fails_before_driving_changes_nothing_stored(tmp_path, in_workdir):
-    """The harness process starts before the theme is checked, but drives the session (takes
-    its lease, recovers its run) only once told to: a bad --theme leaves the store as it was."""
+@pytest.mark.parametrize("bad", ["theme", "config"])
+def test_a_launch_that_fails_before_driving_changes_nothing_stored(tmp_path, in_workdir, bad):
+    """The harness process starts before the config and the theme are checked, but drives
+    the session (takes its lease, recovers its run) only once told to: a bad --theme or
+    config.toml leaves the store as it was."""
     turns = [{"text": SLOW, "chunk_size": 6, "delay_ms": 25}]
     with LoopbackProcess.start(turns, tmp_path / "server") as server:
         work = in_workdir(server)
         crash_mid_run(work)  # a run left unfinished, which driving would recover
         store = tmp_path / "home" / "bastion.sqlite"
         before = store_state(store)
+        argv = [bastion_bin(), "-r", SID]
+        if bad == "theme":
+            argv += ["--theme", "no-such-theme"]
+            said = "no-such-theme"
+        else:
+            (work / ".bastion").mkdir(exist_ok=True)
+            (work / ".bastion" / "config.toml").write_text("model = [unclosed\n")
+            said = "config.toml"
         out = subprocess.run(
-            [bastion_bin(), "-r", SID, "--theme", "no-such-theme"],
+            argv,
             cwd=work,
             capture_output=True,
             text=True,
             timeout=15,  # at once: nothing waits for a report the child will not send
         )
         assert out.returncode == 2
-        assert "no-such-theme" in out.stderr and out.stderr.count("\n") == 1
+        assert said in out.stderr and out.stderr.count("\n") == 1, out.stderr
         assert store_state(store) == before
         assert before[1] == [("running",)]  # (so driving would have changed it)
 
