@@ -79,8 +79,6 @@ def run(opts: Any) -> int:
     # one took 40 ms) only delay the first frames. The app turns it back on, frozen,
     # once the session is on screen (BastionApp._settle).
     gc.disable()
-    if resuming(opts):  # (picked: found now)
-        opening.open()
     try:
         theme, folder = chosen or chosen_theme(opts, config)
     except BastionError as exc:
