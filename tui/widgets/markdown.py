@@ -17,7 +17,6 @@ every answer (Textual re-renders each widget on it).
 from __future__ import annotations
 
 import asyncio
-import io
 import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
@@ -209,11 +208,11 @@ def warm() -> None:
     global _warmed
     if _warmed:
         return
-    from tui.widgets.rich_markdown import LeftMarkdown
+    from tui.widgets.rich_markdown import aside_console, render_lines
 
-    console = Console(file=io.StringIO(), width=80, color_system="truecolor")
+    console = aside_console("truecolor")
     sample = "# Warm\n\nSome **text**, `code`.\n\n- a\n\n```python\ndef f(x):\n    return x\n```\n"
-    console.print(LeftMarkdown(sample, True))
+    render_lines(console, console.options.update_width(80), RichTheme({}), sample, True)
     _warmed = True
 
 
