@@ -1,7 +1,8 @@
 """Configuration: user file, project file, environment, then command-line flags.
 
     $XDG_CONFIG_HOME/bastion/config.toml   (user)
-    <cwd>/.bastion/config.toml             (project; wins over user)
+    <cwd>/.bastion/config.toml             (project: only in a trusted folder, and
+                                            only what runtime.project_config allows)
 
 Keys: model, approval_mode, theme, instructions, compact_model (strings),
 stream_idle_timeout (seconds without a byte from a streaming model before the
@@ -32,6 +33,15 @@ from typing import Any
 from runtime.approvals import ApprovalMode
 from runtime.catalog import DEFAULT_OUTPUT_CAP, ModelInfo, catalog_entry, lookup
 from runtime.errors import ConfigError
+from runtime.project_config import restrict_project
+from runtime.safe_read import (
+    check_depth,
+    read_project_file,
+    read_user_file,
+    too_deep,
+    too_large,
+)
+from runtime.trust import Trust, project_files, trust_of
 
 
 def default_home() -> Path:
@@ -83,6 +93,7 @@ class Config:
     approval_mode: ApprovalMode = DEFAULT_APPROVAL_MODE
     theme: str = "bastion-dark"
     theme_source: str = ""  # the config file that set `theme` ("" when none did)
+    model_source: str = ""  # the config file that set `model` ("" when none did)
     instructions: str = ""
     stream_idle_timeout: float | None = None
     providers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
@@ -108,6 +119,8 @@ class Config:
         return int(found[1]["max_output_tokens"]) if found else DEFAULT_OUTPUT_CAP
 
     model_set: bool = False  # a file or BASTION_MODEL chose `model` (else: the default)
+    trust: Trust | None = None  # the working folder's (None: not looked up)
+    notes: tuple[str, ...] = ()  # one line each for the user: project settings ignored, why
 
 
 def user_config_path(env: Mapping[str, str]) -> Path:
@@ -115,16 +128,19 @@ def user_config_path(env: Mapping[str, str]) -> Path:
     return Path(base) / "bastion" / "config.toml"
 
 
-def _read(path: Path) -> dict[str, Any]:
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
+def _read(path: Path, project_root: str | None = None) -> dict[str, Any]:
+    """A config file's checked data ({} when it does not exist). A project file is read
+    pinned under `project_root` (no symlink on the way); a user file may be a symlink.
+    Either must be a regular file of at most 256 KiB, nested at most 64 deep."""
+    if project_root is None:
+        read = read_user_file(path)
+    else:
+        read = read_project_file(project_root, PROJECT_CONFIG)
+    if read is None:
         return {}
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot read {path}: {exc.strerror or exc}",
-            hint="fix its permissions or remove it",
-        ) from exc
+    if read.cut:
+        raise too_large(path, read.size)
+    raw = read.data
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -133,6 +149,9 @@ def _read(path: Path) -> dict[str, Any]:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML ({exc})", hint="fix or remove that file") from exc
+    except RecursionError:
+        raise too_deep(path) from None
+    check_depth(data, str(path))
     _check(path, data)
     return data
 
@@ -285,19 +304,60 @@ def _check_models(path: Path, models: Any) -> None:
                 raise _type_error(path, where, key, "true or false", table[key])
 
 
+PROJECT_CONFIG = ".bastion/config.toml"
+
+
 def load_config(cwd: str, env: Mapping[str, str] | None = None) -> Config:
+    """The user's config, then (in a trusted folder) what the project's may change,
+    then BASTION_MODEL. An untrusted folder's project files are not even read: a note
+    says they were ignored and how to trust the folder."""
     env = os.environ if env is None else env
+    user_path = user_config_path(env)
+    user = _read(user_path)
+    trust = trust_of(cwd, env)
+    layers: list[tuple[Path, dict[str, Any]]] = [(user_path, user)] if user else []
+    notes: list[str] = []
+    project_path = Path(cwd) / PROJECT_CONFIG
+    if trust.trusted:
+        project = _read(project_path, project_root=cwd)
+        kept, ignored = restrict_project(project, user, DEFAULT_APPROVAL_MODE.value)
+        if project:
+            layers.append((project_path, kept))
+        if ignored:
+            notes.append(
+                f"{project_path}: ignored {'; '.join(ignored)}: a project file never routes "
+                "your keys or raises the approval mode"
+            )
+    elif present := project_files(cwd):
+        notes.append(untrusted_note(cwd, present))
+    return _merge(layers, env, trust, tuple(notes))
+
+
+def untrusted_note(cwd: str, present: tuple[str, ...]) -> str:
+    files = " and ".join(present)
+    return (
+        f"this folder is not trusted, so {files} {'was' if len(present) == 1 else 'were'} "
+        f"ignored; run `bastion trust {cwd}` to apply {'it' if len(present) == 1 else 'them'} "
+        "(or pass --trust for this run)"
+    )
+
+
+def _merge(
+    layers: list[tuple[Path, dict[str, Any]]],
+    env: Mapping[str, str],
+    trust: Trust,
+    notes: tuple[str, ...],
+) -> Config:
     merged: dict[str, Any] = {}
     providers: dict[str, dict[str, Any]] = {}
     models: dict[str, dict[str, Any]] = {}
-    sources: list[str] = []
-    theme_source = ""
-    for path in (user_config_path(env), Path(cwd) / ".bastion" / "config.toml"):
-        data = _read(path)
-        if data:
-            sources.append(str(path))
+    theme_source = model_source = ""
+    for path, data in layers:
+        data = dict(data)
         if "theme" in data:
             theme_source = str(path)
+        if "model" in data:
+            model_source = str(path)
         for name, table in data.pop("providers", {}).items():
             providers.setdefault(name, {}).update(table)
         for spec, table in data.pop("models", {}).items():
@@ -310,15 +370,18 @@ def load_config(cwd: str, env: Mapping[str, str] | None = None) -> Config:
         approval_mode=ApprovalMode.parse(merged.get("approval_mode", DEFAULT_APPROVAL_MODE.value)),
         theme=merged.get("theme", "bastion-dark"),
         theme_source=theme_source,
+        model_source=model_source,
         instructions=merged.get("instructions", ""),
         stream_idle_timeout=merged.get("stream_idle_timeout"),
         providers=providers,
-        sources=tuple(sources),
+        sources=tuple(str(path) for path, _ in layers),
         max_output_tokens=merged.get("max_output_tokens"),
         compact_reserve_tokens=merged.get("compact_reserve_tokens"),
         compact_model=merged.get("compact_model"),
         models=models,
         model_set="model" in merged,
+        trust=trust,
+        notes=notes,
     )
 
 

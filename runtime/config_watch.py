@@ -31,7 +31,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -143,13 +142,7 @@ class ConfigWatcher:
     def _model_source(self, config: Config) -> str:
         if self._env.get("BASTION_MODEL"):
             return "BASTION_MODEL"
-        for source in reversed(config.sources):
-            try:
-                if "model" in tomllib.loads(Path(source).read_text(encoding="utf-8")):
-                    return source
-            except (OSError, ValueError):
-                continue
-        return "the default model"
+        return config.model_source or "the default model"
 
     def _publish(self, change: ConfigChange) -> None:
         for callback in list(self._subscribers):
@@ -233,7 +226,14 @@ class ConfigWatcher:
 
 
 def _changed(old: Config, new: Config) -> frozenset[str]:
-    derived = ("sources", "theme_source", "model_set")  # where a value came from, not a setting
+    derived = (
+        "sources",
+        "theme_source",
+        "model_source",
+        "model_set",
+        "trust",
+        "notes",
+    )  # where a value came from, not a setting
     names = [f.name for f in fields(Config) if f.name not in derived]
     before: dict[str, Any] = {n: getattr(old, n) for n in names}
     return frozenset(n for n in names if getattr(new, n) != before[n])

@@ -22,6 +22,7 @@ from runtime.records import Conversation, Entry, SessionSettings
 from runtime.rules import Rule, Scope, command_rule, folder_parts
 from runtime.serve import start_server
 from runtime.settings import ProjectRules, RuleBook
+from runtime.trust import trust_of
 from runtime.tx import Tx
 from runtime.usage import UsageSummary, usage_summary
 
@@ -159,7 +160,7 @@ class DrivingOps(HarnessCore):
             on_refusal=on_refusal,
             compaction=self.compaction_settings(),
             rules=RuleBook(
-                ProjectRules(conv.cwd),
+                ProjectRules(conv.cwd) if trust_of(conv.cwd).trusted else None,
                 allow,
                 getattr(toolbox, "resolve_path", None) or folder_parts,
             ),

@@ -10,6 +10,7 @@ from runtime.harness_core import HarnessCore
 from runtime.records import ToolCallRecord
 from runtime.rules import BadRule, Rule, Scope, propose, unique
 from runtime.settings import load_project_rules
+from runtime.trust import trust_of
 from runtime.tx import Tx
 
 
@@ -41,6 +42,11 @@ class ApprovalOps(HarnessCore):
                 "save a rule for the session or the project", hint="scope: session|project"
             )
         root = (await self.store.get_conversation(conversation_id)).cwd if scope else ""
+        if scope == Scope.PROJECT and not trust_of(root).trusted:
+            raise BadRule(
+                f"{root} is not trusted, so its .bastion/settings.toml is not read",
+                hint=f"save the rule for this session, or run `bastion trust {root}` first",
+            )
         standing = self._standing_rules(conversation_id, root)
 
         def build(tx: Tx) -> tuple[list[ToolCallRecord], tuple[Rule, ...]]:
@@ -82,4 +88,4 @@ class ApprovalOps(HarnessCore):
         driver = self._drivers.get(conversation_id)
         if driver is not None and driver.config.rules is not None:
             return driver.config.rules.standing()
-        return load_project_rules(root) if root else ()
+        return load_project_rules(root) if root and trust_of(root).trusted else ()

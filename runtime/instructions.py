@@ -15,14 +15,24 @@ are kept whole first, and the first file that does not fit is cut, with a note
 in the text saying which and how much. Files farther than that are left out,
 each with a note too. A file that cannot be read is listed with its error and
 left out of the text; it never stops a run.
+
+Each file is read like a tool read (runtime.safe_read): a repository's from a
+pinned descriptor of the repository root, so an AGENTS.md that is a symlink (to
+`~/.ssh/id_ed25519`, say) or that has a symlinked folder on its way is listed
+as not read and never reaches the model; only regular files, at most 256 KiB
+each. The user's own file may be a symlink they made, but not a FIFO or device.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from runtime.errors import ConfigError
+from runtime.safe_read import read_project_file, read_user_file
 
 __all__ = [
     "INSTRUCTIONS_LIMIT",
@@ -91,33 +101,46 @@ def repository_root(workspace: Path) -> Path | None:
 
 
 def _in_folder(folder: Path) -> Path | None:
-    for name in _NAMES:
-        candidate = folder / name
-        if candidate.is_file():
+    """The folder's instruction file: the first of AGENTS.md, CLAUDE.md that is a regular
+    file (looked at without following links), else the first that exists at all (a
+    symlink, listed as not read), else None."""
+    present = [folder / name for name in _NAMES if os.path.lexists(folder / name)]
+    for candidate in present:
+        if stat.S_ISREG(os.lstat(candidate).st_mode):
             return candidate
-    return None
+    return present[0] if present else None
 
 
 def instruction_paths(workspace: str | Path, env: Mapping[str, str] | None = None) -> list[Path]:
     """The instruction files that exist, farthest first (the user's, then root to workspace)."""
     env = os.environ if env is None else env
-    here = Path(os.path.abspath(workspace))
+    here = Path(os.path.realpath(workspace))
     root = repository_root(here)
     folders = [here]
     while root is not None and folders[-1] != root:
         folders.append(folders[-1].parent)
     found = [p for p in (_in_folder(f) for f in reversed(folders)) if p is not None]
     user = user_instructions_path(env)
-    if user.is_file() and user not in found:
+    if os.path.exists(user) and user not in found:
         found.insert(0, user)
     return found
 
 
-def _read(path: Path) -> tuple[bytes | None, str | None]:
+def _read(
+    path: Path, base: Path, env: Mapping[str, str] | None
+) -> tuple[bytes | None, int, str | None]:
+    """(at most MAX_FILE_BYTES of the file, its size, None) or (None, 0, why not). The
+    user's own file may be a symlink; a repository's is read pinned from `base`."""
     try:
-        return path.read_bytes(), None
-    except OSError as exc:
-        return None, exc.strerror or str(exc)
+        if path == user_instructions_path(os.environ if env is None else env):
+            read = read_user_file(path)
+        else:
+            read = read_project_file(base, os.path.relpath(path, base))
+    except ConfigError as exc:
+        return None, 0, exc.message.rpartition(": ")[2] or exc.message
+    if read is None:
+        return None, 0, "it no longer exists"
+    return read.data, read.size, None
 
 
 def _cut_utf8(raw: bytes, limit: int) -> bytes:
@@ -134,17 +157,19 @@ def load_instructions(
 ) -> ProjectInstructions:
     """Read the instruction files for `workspace`, nearest kept first within `limit`."""
     paths = instruction_paths(workspace, env)
+    here = Path(os.path.realpath(workspace))
+    base = repository_root(here) or here
     budget = limit
     kept: dict[int, tuple[InstructionFile, bytes]] = {}
     for index in range(len(paths) - 1, -1, -1):  # nearest first
         path = paths[index]
-        raw, error = _read(path)
+        raw, size, error = _read(path, base, env)
         if raw is None:
             kept[index] = (InstructionFile(str(path), 0, 0, error), b"")
             continue
         used = _cut_utf8(raw, budget)
         budget -= len(used)
-        kept[index] = (InstructionFile(str(path), len(raw), len(used)), used)
+        kept[index] = (InstructionFile(str(path), size, len(used)), used)
     files = tuple(kept[i][0] for i in range(len(paths)))
     sections = [_section(kept[i][0], kept[i][1], limit) for i in range(len(paths))]
     text = "\n\n".join(s for s in sections if s)

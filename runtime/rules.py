@@ -14,6 +14,7 @@ rules come from `--allow` and last for one process.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from enum import StrEnum
@@ -75,7 +76,15 @@ def command_rule(text: str, scope: str = Scope.SESSION) -> Rule:
             f"{text!r} is not a plain command prefix",
             hint="give the command's leading words, e.g. 'git status' or 'npm run test'",
         )
-    return Rule(RuleKind.COMMAND, " ".join(w.text for w in commands[0]), scope)
+    pattern = " ".join(w.text for w in commands[0])
+    why = refuses_rule(pattern)
+    if why is not None:
+        raise BadRule(
+            f"{text!r} cannot be a rule: {why}",
+            hint="name the program it runs instead (e.g. 'pytest', 'npm run test'), "
+            "or use --approval-mode full-auto to run every command",
+        )
+    return Rule(RuleKind.COMMAND, pattern, scope)
 
 
 def edits_rule(folder: str, scope: str = Scope.SESSION) -> Rule:
@@ -173,9 +182,11 @@ def allowing(
 
 def _command_match(rules: Sequence[Rule], words: list[Word]) -> Rule | None:
     for rule in rules:
-        if rule.kind != RuleKind.COMMAND:
-            continue
+        if rule.kind != RuleKind.COMMAND or refuses_rule(rule.pattern) is not None:
+            continue  # (a stored or imported rule on a wrapper allows nothing)
         prefix = rule.pattern.split(" ")
+        if prefix[0] == "find" and any(w.text in _FIND_ACTIONS for w in words):
+            continue
         if len(words) < len(prefix):
             continue
         head = words[: len(prefix)]
@@ -203,16 +214,47 @@ _RUNNERS = frozenset(
 )  # fmt: skip
 
 
-# Programs that run whatever their arguments say: never proposed alone (a rule `bash`
-# would allow everything); with a script they are proposed with it, with a flag
-# such as `-c` not at all.
-_OPEN_ENDED = frozenset(
+# Programs that run whatever their arguments say: a shell, an interpreter, or a wrapper
+# that runs another command. A rule on one would allow every command, so no rule may
+# start with one (nor a runner's script name, `uv run bash`); this list is the README's.
+OPEN_ENDED = frozenset(
     {
-        "sh", "bash", "zsh", "dash", "fish", "eval", "exec", "source", ".", "sudo", "doas",
-        "su", "env", "xargs", "nohup", "nice", "timeout", "time", "command", "builtin",
-        "python", "python3", "node", "deno", "bun", "perl", "ruby", "php", "npx", "uvx",
+        "sh", "bash", "zsh", "dash", "ksh", "mksh", "fish", "csh", "tcsh", "busybox",
+        "eval", "exec", "source", ".", "command", "builtin", "sudo", "doas", "su", "env",
+        "xargs", "nohup", "nice", "ionice", "timeout", "time", "stdbuf", "setsid", "chroot",
+        "unshare", "nsenter", "flock", "watch", "script", "strace", "ltrace", "gdb",
+        "taskset", "parallel", "ssh", "node", "nodejs", "deno", "bun", "npx", "uvx", "pipx",
+        "php", "lua", "luajit", "tclsh", "wish", "Rscript", "julia", "osascript", "pwsh",
+        "powershell", "awk", "gawk", "mawk", "nawk", "sed",
     }
 )  # fmt: skip
+# Interpreters with versioned names: python3.12, perl5.36, ruby3.2, pypy3 …
+_VERSIONED = re.compile(r"(python|pypy|perl|ruby|php|lua)[0-9.]*")
+# `find` runs or deletes through these: a `find` rule never covers a call using one.
+_FIND_ACTIONS = frozenset(
+    {"-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls"}
+)
+
+
+def open_ended(program: str) -> bool:
+    """Whether `program` (a command's first word) runs whatever its arguments say."""
+    name = program.rsplit("/", 1)[-1]
+    return name in OPEN_ENDED or _VERSIONED.fullmatch(name) is not None
+
+
+def refuses_rule(pattern: str) -> str | None:
+    """Why a command rule `pattern` can never be a rule (None when it can)."""
+    words = pattern.split(" ")
+    if words == ["git"]:
+        return "a rule on `git` alone would allow any command (`git -c` runs programs)"
+    if open_ended(words[0]):
+        return (
+            f"a rule on `{words[0]}` would allow any command "
+            "(it is a shell, an interpreter or a wrapper)"
+        )
+    if len(words) > 2 and tuple(words[:2]) in _RUNNERS and open_ended(words[2]):
+        return f"a rule on `{pattern}` would allow any command ({words[2]} runs anything)"
+    return None
 
 
 def _plain(word: Word) -> bool:
@@ -222,18 +264,21 @@ def _plain(word: Word) -> bool:
 
 
 def propose_command(words: list[Word], scope: str) -> Rule | None:
-    if not words or not _plain(words[0]):
+    if not words or not _plain(words[0]) or open_ended(words[0].text):
         return None
     take = 1
     if len(words) > 1 and tuple(w.text for w in words[:2]) in _RUNNERS:
         take = 3 if len(words) > 2 and _plain(words[2]) else 2
     elif words[0].text in _SUBCOMMANDS and len(words) > 1 and _plain(words[1]):
         take = 2
-    elif words[0].text in _OPEN_ENDED:
-        if len(words) < 2 or not _plain(words[1]):
-            return None
-        take = 2
-    return Rule(RuleKind.COMMAND, " ".join(w.text for w in words[:take]), scope)
+    elif words[0].text == "git":
+        return None  # `git -C x status`: a rule on `git` alone would allow `git -c`
+    pattern = " ".join(w.text for w in words[:take])
+    if refuses_rule(pattern) is not None:
+        return None
+    if words[0].text == "find" and any(w.text in _FIND_ACTIONS for w in words):
+        return None
+    return Rule(RuleKind.COMMAND, pattern, scope)
 
 
 def propose(

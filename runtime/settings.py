@@ -1,5 +1,10 @@
 """Project approval rules: `<workspace>/.bastion/settings.toml`.
 
+Read only in a folder the user trusts (runtime.trust): a stranger's clone cannot
+grant itself rules. Read like a tool read (pinned, regular file, capped), and a
+rule on a shell, interpreter or wrapper (`bash`, `python3`, `env` …) is refused
+with a line naming it: it would allow every command.
+
     [approvals]
     commands = ["git status", "npm run test"]   # command prefixes
     edits = ["src", "docs"]                     # folders whose files may be written
@@ -17,13 +22,13 @@ import fcntl
 import logging
 import os
 import tempfile
-import tomllib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from runtime.errors import ConfigError
 from runtime.rules import (
+    BadRule,
     Resolve,
     Rule,
     RuleKind,
@@ -34,6 +39,7 @@ from runtime.rules import (
     folder_parts,
     unique,
 )
+from runtime.safe_read import parse_toml, read_project_file, too_large
 
 log = logging.getLogger(__name__)
 SETTINGS = Path(".bastion") / "settings.toml"
@@ -45,32 +51,34 @@ def settings_path(root: str | os.PathLike[str]) -> Path:
 
 def load_project_rules(root: str | os.PathLike[str]) -> tuple[Rule, ...]:
     """The rules in the project's settings file (none if it does not exist); ConfigError
-    naming the file when it cannot be read."""
-    return _rules_of(_read(settings_path(root)), settings_path(root))
+    naming the file when it cannot be read. Rules refused on reading are left out."""
+    return read_project_rules(root)[0]
 
 
-def _read(path: Path) -> dict[str, Any]:
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
+def read_project_rules(root: str | os.PathLike[str]) -> tuple[tuple[Rule, ...], tuple[str, ...]]:
+    """The project file's rules and, one line each, the rules it holds that were refused
+    (a shell, interpreter or wrapper: such a rule would allow everything)."""
+    return _rules_of(_read(root), settings_path(root))
+
+
+def _read(root: str | os.PathLike[str]) -> dict[str, Any]:
+    """The settings file's data, read pinned (no symlink on the way, a regular file, at
+    most 256 KiB, nested at most 64 deep): {} when there is none."""
+    path = settings_path(root)
+    read = read_project_file(root, SETTINGS.as_posix())
+    if read is None:
         return {}
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot read {path}: {exc.strerror}", hint="check its permissions"
-        ) from None
-    try:
-        return tomllib.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(
-            f"{path} is not valid TOML ({exc})", hint="fix or delete the file"
-        ) from None
+    if read.cut:
+        raise too_large(path, read.size)
+    return parse_toml(read.data, path)
 
 
-def _rules_of(data: dict[str, Any], path: Path) -> tuple[Rule, ...]:
+def _rules_of(data: dict[str, Any], path: Path) -> tuple[tuple[Rule, ...], tuple[str, ...]]:
     table = data.get("approvals", {})
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [approvals] must be a table", hint="see the README")
     out: list[Rule] = []
+    refused: list[str] = []
     for key, make in (("commands", command_rule), ("edits", edits_rule)):
         items = table.get(key, [])
         if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
@@ -80,9 +88,9 @@ def _rules_of(data: dict[str, Any], path: Path) -> tuple[Rule, ...]:
         for item in items:
             try:
                 out.append(make(item, Scope.PROJECT))
-            except ConfigError as exc:
-                raise ConfigError(f"{path}: {exc}", hint=exc.hint) from None
-    return unique(out)
+            except BadRule as exc:
+                refused.append(f"{path}: rule {item!r} refused: {exc.message}")
+    return unique(out), tuple(refused)
 
 
 def add_project_rules(root: str | os.PathLike[str], rules: Sequence[Rule]) -> tuple[Rule, ...]:
@@ -92,8 +100,8 @@ def add_project_rules(root: str | os.PathLike[str], rules: Sequence[Rule]) -> tu
     try:
         path.parent.mkdir(exist_ok=True)
         with _locked(path.parent / "settings.lock"):
-            data = _read(path)
-            current = _rules_of(data, path)
+            data = _read(root)
+            current = _rules_of(data, path)[0]
             merged = unique([*current, *(r.but(scope=Scope.PROJECT) for r in rules)])
             if merged == current:
                 return current
@@ -138,6 +146,7 @@ class ProjectRules:
     the start is reported (logged) and counts as no rules: calls ask."""
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = root
         self.path = settings_path(root)
         self._stamp: tuple[int, int, int] | None = None
         self._rules: tuple[Rule, ...] = ()
@@ -155,7 +164,9 @@ class ProjectRules:
         if stamp == self._stamp and (stamp is not None or not self._rules):
             return self._rules
         try:
-            self._rules = _rules_of(_read(self.path), self.path)
+            self._rules, refused = read_project_rules(self.root)
+            for line in refused:
+                log.warning("%s", line)
         except ConfigError as exc:
             if strict:
                 raise

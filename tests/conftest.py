@@ -14,3 +14,15 @@ def _isolated_home(tmp_path, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     os.environ.setdefault("TZ", "UTC")
+
+
+@pytest.fixture
+def trusted():
+    """`trusted(folder)`: the user trusts `folder` (recorded in this test's config dir), so
+    its project files (.bastion/config.toml, .bastion/settings.toml) apply."""
+    from runtime.trust import TrustState, set_trust
+
+    def trust(folder) -> None:
+        set_trust(folder, TrustState.TRUSTED)
+
+    return trust

@@ -137,7 +137,8 @@ async def test_deny_with_a_message_reaches_the_model(tmp_path):
     await harness.close()
 
 
-async def test_project_rule_goes_to_the_settings_file(tmp_path):
+async def test_project_rule_goes_to_the_settings_file(tmp_path, trusted):
+    trusted(tmp_path)
     toolbox = RecordingToolbox()
     turns = [tool_turn("write_file", {"path": "src/app/main.py"}), ScriptedTurn(text="ok")]
     harness, conv, _ = await start(tmp_path, turns, toolbox)
@@ -151,7 +152,8 @@ async def test_project_rule_goes_to_the_settings_file(tmp_path):
     await harness.close()
 
 
-async def test_project_rules_are_read_at_start_and_when_the_file_changes(tmp_path):
+async def test_project_rules_are_read_at_start_and_when_the_file_changes(tmp_path, trusted):
+    trusted(tmp_path)
     toolbox = RecordingToolbox()
     add_project_rules(tmp_path, [Rule(RuleKind.COMMAND, "git log")])
     turns = [
@@ -195,7 +197,7 @@ def test_broken_project_file_is_a_clear_error(tmp_path):
     with pytest.raises(ConfigError, match=r"approvals\.commands must be a list"):
         load_project_rules(tmp_path)
     path.write_text("[approvals\n")
-    with pytest.raises(ConfigError, match="not valid TOML"):
+    with pytest.raises(ConfigError, match="invalid TOML"):
         add_project_rules(tmp_path, [Rule(RuleKind.COMMAND, "ls")])
     assert path.read_text() == "[approvals\n"  # nothing changed
 

@@ -11,6 +11,7 @@ import pytest
 from runtime.config import Config, load_config, model_resolver
 from runtime.errors import ConfigError
 from runtime.providers.httpbase import DEFAULT_IDLE_TIMEOUT
+from runtime.trust import TrustState, set_trust
 
 
 def write_config(tmp_path: Path, content: bytes | str) -> tuple[Path, dict[str, str]]:
@@ -85,8 +86,10 @@ def test_the_project_file_is_named_when_it_is_the_bad_one(tmp_path: Path) -> Non
     project = tmp_path / "repo" / ".bastion" / "config.toml"
     project.parent.mkdir(parents=True)
     project.write_text("[providers.local]\nbase_url = 8080\n")
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "none")}
+    set_trust(tmp_path / "repo", TrustState.TRUSTED, env)
     with pytest.raises(ConfigError) as caught:
-        load_config(str(tmp_path / "repo"), {"XDG_CONFIG_HOME": str(tmp_path / "none")})
+        load_config(str(tmp_path / "repo"), env)
     assert str(caught.value).startswith(f"{project}: [providers.local] base_url")
 
 

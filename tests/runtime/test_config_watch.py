@@ -9,6 +9,7 @@ from pathlib import Path
 
 from runtime import ConfigChange, ConfigWatcher
 from runtime.approvals import ApprovalMode
+from runtime.trust import TrustState, set_trust
 
 TIMEOUT = 10.0
 
@@ -43,6 +44,7 @@ def setup(tmp_path: Path) -> tuple[ConfigWatcher, Path, Path]:
     env = {"XDG_CONFIG_HOME": str(tmp_path / "config")}
     user = tmp_path / "config" / "bastion" / "config.toml"
     write(user, 'theme = "bastion-dark"\n')
+    set_trust(work, TrustState.TRUSTED, env)  # its project file applies
     return ConfigWatcher(str(work), env), user, work / ".bastion" / "config.toml"
 
 

@@ -180,9 +180,9 @@ def test_reading_tools_and_unknown_tools_are_not_matched() -> None:
     ("text", "expected"),
     [
         ("git status -s", ["git status"]),
-        ("git -C x status", ["git"]),
+        ("git -C x status", []),  # a `git` rule would allow `git -c`
         ("npm run test -- --watch", ["npm run test"]),
-        ("python -m pytest -q tests", ["python -m pytest"]),
+        ("python -m pytest -q tests", []),  # an interpreter: never a rule
         ("uv run pytest", ["uv run pytest"]),
         ("cargo test --all", ["cargo test"]),
         ("ls -la", ["ls"]),
@@ -192,12 +192,15 @@ def test_reading_tools_and_unknown_tools_are_not_matched() -> None:
         ("git status; git status -s", ["git status"]),
         ("ls $(pwd)", []),
         ("bash -c 'rm -rf /'", []),
-        ("sudo rm -rf /", ["sudo rm"]),
-        ("bash build.sh --fast", ["bash build.sh"]),
+        ("sudo rm -rf /", []),
+        ("bash build.sh --fast", []),
         ("python -c 'print(1)'", []),
-        ("python script.py", ["python script.py"]),
-        ("xargs rm", ["xargs rm"]),
-        ("npx prettier --check .", ["npx prettier"]),
+        ("python script.py", []),
+        ("xargs rm", []),
+        ("npx prettier --check .", []),
+        ("uv run bash x.sh", []),
+        ("find . -name x", ["find"]),
+        ("find . -exec rm {} ;", []),
         ("FOO=1 make", []),
     ],
 )
@@ -232,3 +235,28 @@ def test_split_commands_words() -> None:
     assert split_commands("") is None
     assert split_commands("a && && b") is None
     assert split_commands("if true; then x; fi") is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "bash", "sh", "zsh", "python3", "python3.12", "/usr/bin/python", "pypy3", "node",
+        "perl", "ruby", "env", "xargs", "sudo", "nohup", "time", "timeout", "nice", "command",
+        "exec", "eval", "git", "uv run bash", "poetry run python3", "awk", "find -exec",
+    ],
+)  # fmt: skip
+def test_a_rule_on_a_shell_interpreter_or_wrapper_is_refused(text: str) -> None:
+    """Issue 23: a prefix rule on a program that runs its arguments would allow all."""
+    if text == "find -exec":
+        rule = command_rule("find")
+        assert not allowing([rule], "run_command", cmd("find . -exec touch /tmp/x {} ;"))
+        assert not allowing([rule], "run_command", cmd("find . -delete"))
+        assert allowing([rule], "run_command", cmd("find . -name '*.py'"))
+        return
+    with pytest.raises(BadRule) as caught:
+        command_rule(text)
+    # (`time` is a reserved word of the shell: refused as no plain prefix at all)
+    assert "would allow any command" in caught.value.message or text == "time"
+    # a stored (or imported) rule of that shape allows nothing either
+    forged = Rule(RuleKind.COMMAND, text)
+    assert not allowing([forged], "run_command", cmd(f"{text} -c 'touch x'"))
