@@ -35,6 +35,14 @@ _EXPORTS = {
     "Follower": "runtime.attach",
     "ModelInfo": "runtime.catalog",
     "load_config": "runtime.config",
+    "Trust": "runtime.trust",
+    "TrustState": "runtime.trust",
+    "trust_of": "runtime.trust",
+    "trust_once": "runtime.trust",
+    "set_trust": "runtime.trust",
+    "recorded_trust": "runtime.trust",
+    "project_preview": "runtime.project_preview",
+    "store_modes": "runtime.storefile",
     "LoopSettings": "runtime.loop",
     "ProjectInstructions": "runtime.instructions",
     "load_instructions": "runtime.instructions",
@@ -104,6 +112,8 @@ __all__ = [
     "SessionSummary",
     "StoreError",
     "Subscription",
+    "Trust",
+    "TrustState",
     "UnknownConversation",
     "UnknownEntry",
     "UsageSummary",
@@ -121,9 +131,15 @@ __all__ = [
     "load_instructions",
     "mention_at",
     "probe_local_servers",
+    "project_preview",
+    "recorded_trust",
     "reduce",
     "schema_version",
+    "set_trust",
     "split_attachments",
+    "store_modes",
+    "trust_of",
+    "trust_once",
     "usage_summary",
     "view_from_snapshot",
 ]
@@ -170,10 +186,13 @@ if TYPE_CHECKING:
         split_attachments,
     )
     from runtime.migrations import schema_version
+    from runtime.project_preview import project_preview
     from runtime.records import SessionSettings, SessionSummary
     from runtime.rules import BadRule, Rule, RuleKind, Scope
     from runtime.sessions import Rewound
+    from runtime.storefile import store_modes
     from runtime.transfer import ImportRefused, export_markdown
+    from runtime.trust import Trust, TrustState, recorded_trust, set_trust, trust_of, trust_once
     from runtime.usage import UsageSummary, UsageTotals, usage_summary
     from runtime.views import ConversationView, reduce, view_from_snapshot
 

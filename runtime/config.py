@@ -128,7 +128,7 @@ def user_config_path(env: Mapping[str, str]) -> Path:
     return Path(base) / "bastion" / "config.toml"
 
 
-def _read(path: Path, project_root: str | None = None) -> dict[str, Any]:
+def read_config_file(path: Path, project_root: str | None = None) -> dict[str, Any]:
     """A config file's checked data ({} when it does not exist). A project file is read
     pinned under `project_root` (no symlink on the way); a user file may be a symlink.
     Either must be a regular file of at most 256 KiB, nested at most 64 deep."""
@@ -313,13 +313,13 @@ def load_config(cwd: str, env: Mapping[str, str] | None = None) -> Config:
     says they were ignored and how to trust the folder."""
     env = os.environ if env is None else env
     user_path = user_config_path(env)
-    user = _read(user_path)
+    user = read_config_file(user_path)
     trust = trust_of(cwd, env)
     layers: list[tuple[Path, dict[str, Any]]] = [(user_path, user)] if user else []
     notes: list[str] = []
     project_path = Path(cwd) / PROJECT_CONFIG
     if trust.trusted:
-        project = _read(project_path, project_root=cwd)
+        project = read_config_file(project_path, project_root=cwd)
         kept, ignored = restrict_project(project, user, DEFAULT_APPROVAL_MODE.value)
         if project:
             layers.append((project_path, kept))
@@ -328,9 +328,21 @@ def load_config(cwd: str, env: Mapping[str, str] | None = None) -> Config:
                 f"{project_path}: ignored {'; '.join(ignored)}: a project file never routes "
                 "your keys or raises the approval mode"
             )
+        notes.extend(_refused_rules(cwd))
     elif present := project_files(cwd):
         notes.append(untrusted_note(cwd, present))
     return _merge(layers, env, trust, tuple(notes))
+
+
+def _refused_rules(cwd: str) -> list[str]:
+    """One note per rule the trusted project's settings file holds that is refused (the
+    file itself is read again, and reported, where the rules are used)."""
+    from runtime.settings import read_project_rules
+
+    try:
+        return list(read_project_rules(cwd)[1])
+    except ConfigError:
+        return []
 
 
 def untrusted_note(cwd: str, present: tuple[str, ...]) -> str:

@@ -102,12 +102,13 @@ class SessionOps(HarnessCore):
                 return transfer.export_document(view, events)
             events += batch
 
-    async def import_conversation(self, text: str) -> Conversation:
-        """A new conversation (fresh ids throughout) from an export document's text,
-        validated whole first: ImportRefused, and nothing written, for a malformed
-        file or one from a newer bastion."""
+    async def import_conversation(self, text: str, *, cwd: str) -> Conversation:
+        """A new conversation (fresh ids throughout) working in `cwd` from an export
+        document's text, validated whole first: ImportRefused, and nothing written, for
+        a malformed file or one from a newer bastion. The file's own cwd, approval mode
+        and anything but its model and instructions are never taken."""
         self._check_open()
-        conv, history = transfer.parse_document(text, uuid7(), time.time())
+        conv, history = transfer.parse_document(text, uuid7(), time.time(), cwd=cwd)
         created, _ = await self.store.create_conversation(
             conv, lambda tx: sessions.copy_history(tx, history), publish=self._publish
         )

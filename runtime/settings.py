@@ -89,7 +89,7 @@ def _rules_of(data: dict[str, Any], path: Path) -> tuple[tuple[Rule, ...], tuple
             try:
                 out.append(make(item, Scope.PROJECT))
             except BadRule as exc:
-                refused.append(f"{path}: rule {item!r} refused: {exc.message}")
+                refused.append(f"{path}: {exc.message}")
     return unique(out), tuple(refused)
 
 
@@ -165,8 +165,8 @@ class ProjectRules:
             return self._rules
         try:
             self._rules, refused = read_project_rules(self.root)
-            for line in refused:
-                log.warning("%s", line)
+            for line in refused:  # (said to the user by load_config's notes)
+                log.info("%s", line)
         except ConfigError as exc:
             if strict:
                 raise

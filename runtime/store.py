@@ -111,6 +111,13 @@ def _prepare_file(path: Path) -> None:
     storefile.prepare_directory(path)
     storefile.check_writable(path)
     try:
+        storefile.make_private(path)
+    except OSError as exc:
+        raise StoreError(
+            f"cannot make {path} private to you: {exc.strerror or exc}",
+            hint="check who owns it (chmod 600 it), or set BASTION_HOME",
+        ) from None
+    try:
         db = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
     except sqlite3.Error as exc:
         raise _store_error(path, exc) from exc

@@ -22,11 +22,20 @@ import contextlib
 import errno
 import os
 import sqlite3
+import stat
 from pathlib import Path
 
 from runtime.errors import StoreCorrupt, StoreError, StoreLocked, StoreReadOnly
 
-__all__ = ["check_writable", "explain", "live_drivers", "lock_holder", "prepare_directory"]
+__all__ = [
+    "check_writable",
+    "explain",
+    "live_drivers",
+    "lock_holder",
+    "make_private",
+    "prepare_directory",
+    "store_modes",
+]
 
 _HOME_HINT = "set BASTION_HOME to a writable directory"
 #: The byte of the `-shm` file a WAL writer locks (WALINDEX_LOCK_OFFSET + WAL_WRITE_LOCK).
@@ -34,10 +43,10 @@ _WAL_WRITE_LOCK_BYTE = 120
 
 
 def prepare_directory(path: Path) -> None:
-    """Create the directory that holds `path`, or say why it cannot be."""
+    """Create the directory that holds `path` (0700), or say why it cannot be."""
     parent = path.parent
     try:
-        parent.mkdir(parents=True, exist_ok=True)
+        parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
         blocker = _file_in_the_way(parent)
         raise StoreError(
@@ -52,6 +61,40 @@ def prepare_directory(path: Path) -> None:
         raise StoreError(
             f"cannot create {parent}: {exc.strerror or exc}", hint=_HOME_HINT
         ) from None
+
+
+def make_private(path: Path) -> None:
+    """The store is the user's alone: its folder 0700, the database and its -wal/-shm
+    0600 (created so when new; an existing store's modes are tightened on open).
+
+    The folder is tightened only when it is this user's and not a shared sticky
+    folder such as /tmp (BASTION_HOME=/tmp must not close /tmp to everyone)."""
+    parent = path.parent
+    st = os.stat(parent)
+    if st.st_uid == os.getuid() and not st.st_mode & stat.S_ISVTX and st.st_mode & 0o077:
+        os.chmod(parent, stat.S_IMODE(st.st_mode) & 0o700)
+    if not path.exists():
+        with contextlib.suppress(FileExistsError):
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+    for file in (path, *_companions(path)):
+        with contextlib.suppress(FileNotFoundError):
+            mode = stat.S_IMODE(os.stat(file).st_mode)
+            if mode & 0o077:
+                os.chmod(file, mode & 0o700)
+
+
+def store_modes(path: Path) -> list[tuple[Path, int, int]]:
+    """(file, its mode, the most it should be) for the store's folder and files that
+    exist: what `bastion doctor` reports."""
+    out = []
+    for file, most in (
+        (path.parent, 0o700),
+        (path, 0o600),
+        *((c, 0o600) for c in _companions(path)),
+    ):
+        with contextlib.suppress(FileNotFoundError):
+            out.append((file, stat.S_IMODE(os.stat(file).st_mode), most))
+    return out
 
 
 def _file_in_the_way(directory: Path) -> Path:

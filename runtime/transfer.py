@@ -15,8 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 from runtime.compaction import compacted_through
-from runtime.errors import BastionError
+from runtime.errors import BastionError, ConfigError
 from runtime.events import DurableEvent, event_to_dict
+from runtime.ids import parse_uuid
 from runtime.records import (
     Conversation,
     Entry,
@@ -27,6 +28,7 @@ from runtime.records import (
     ToolCallRecord,
     ToolCallState,
 )
+from runtime.safe_read import MAX_DEPTH, check_depth
 from runtime.sessions import History
 from runtime.views import ConversationView
 
@@ -89,13 +91,22 @@ def _entry(entry: Entry, through: int = 0) -> dict[str, Any]:
     return out
 
 
-def parse_document(text: str, new_id: str, now: float) -> tuple[Conversation, History]:
-    """The conversation (under `new_id`) and the history an export holds, validated
-    whole; ImportRefused (one clear message) for anything that is not right."""
+def parse_document(text: str, new_id: str, now: float, *, cwd: str) -> tuple[Conversation, History]:
+    """The conversation (under `new_id`, working in `cwd`) and the history an export
+    holds, validated whole; ImportRefused (one clear message) for anything that is not
+    right. A file is untrusted input: its cwd is never used (a session imported from a
+    stranger must not write where the stranger chose), its settings are cut to the
+    model and instructions, and its nesting is capped (one line, never a traceback)."""
     try:
         doc = json.loads(text)
+    except RecursionError:
+        raise _refused(f"it nests more than {MAX_DEPTH} levels deep") from None
     except ValueError as exc:
         raise _refused(f"it is not JSON ({exc})") from None
+    try:
+        check_depth(doc, "the file")
+    except ConfigError:
+        raise _refused(f"it nests more than {MAX_DEPTH} levels deep") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise _refused(f'it is not a bastion conversation export (no "format": "{FORMAT}")')
     version = doc.get("format_version")
@@ -108,11 +119,9 @@ def parse_document(text: str, new_id: str, now: float) -> tuple[Conversation, Hi
             hint="upgrade bastion to import it; nothing was written",
         )
     conv = _object(doc, "conversation")
-    title, cwd = (
-        _field(conv, "title", str, "conversation"),
-        _field(conv, "cwd", str, "conversation"),
-    )
-    settings = _field(conv, "settings", dict, "conversation")
+    title = _field(conv, "title", str, "conversation")[:MAX_TITLE]
+    _field(conv, "cwd", str, "conversation")  # checked, never used
+    settings = _settings(_field(conv, "settings", dict, "conversation"))
     conversation = Conversation(new_id, title, cwd, settings, now, now)
     entries = tuple(
         _record(Entry, e, new_id, f"entries[{i}]", _ENTRY) for i, e in _list(doc, "entries")
@@ -126,6 +135,24 @@ def parse_document(text: str, new_id: str, now: float) -> tuple[Conversation, Hi
         raise _refused('"ledger" is not a list')
     _check_references(entries, runs, calls)
     return conversation, History(tuple(sorted(entries, key=lambda e: e.position)), runs, calls)
+
+
+MAX_TITLE = 200
+MAX_SETTING = 256 * 1024
+#: The settings an import keeps: what the conversation was about, not what it may do.
+_IMPORTED_SETTINGS = ("model", "instructions")
+
+
+def _settings(raw: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in _IMPORTED_SETTINGS:
+        value = raw.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, str) or len(value) > MAX_SETTING:
+            raise _refused(f"conversation.settings.{key} is not a string of sane length")
+        out[key] = value
+    return out
 
 
 def _refused(why: str) -> ImportRefused:
@@ -207,6 +234,11 @@ def _check_references(
     entries: tuple[Entry, ...], runs: tuple[Run, ...], calls: tuple[ToolCallRecord, ...]
 ) -> None:
     ids = [e.id for e in entries] + [r.id for r in runs] + [c.id for c in calls]
+    for value in ids:
+        try:
+            parse_uuid(value)
+        except ValueError:
+            raise _refused(f"{value[:40]!r} is not an id (ids are UUIDs)") from None
     if len(ids) != len(set(ids)):
         raise _refused("an id appears twice")
     if len({e.position for e in entries}) != len(entries):

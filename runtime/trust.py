@@ -40,6 +40,7 @@ __all__ = [
     "Trust",
     "TrustState",
     "project_files",
+    "recorded_trust",
     "set_trust",
     "trust_of",
     "trust_once",
@@ -92,7 +93,7 @@ def _within(folder: str, parent: str) -> bool:
     return folder == parent or folder.startswith(parent.rstrip("/") + "/")
 
 
-def recorded(env: Mapping[str, str] | None = None) -> dict[str, TrustState]:
+def recorded_trust(env: Mapping[str, str] | None = None) -> dict[str, TrustState]:
     """Every recorded decision, folder → state; ConfigError naming the file if it is bad."""
     path = trust_path(env)
     read = read_user_file(path)
@@ -120,7 +121,7 @@ def trust_of(folder: str | os.PathLike[str], env: Mapping[str, str] | None = Non
     if any(_within(key, once) for once in _ONCE):
         return Trust(key, TrustState.TRUSTED, key, once=True)
     try:
-        decisions = recorded(env)
+        decisions = recorded_trust(env)
     except ConfigError:
         decisions = {}
     matches = [f for f in decisions if _within(key, f)]
@@ -142,7 +143,7 @@ def set_trust(
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with _locked(path.parent / "trusted.lock"):
-            decisions = {f: s.value for f, s in recorded(env).items()}
+            decisions = {f: s.value for f, s in recorded_trust(env).items()}
             if state is TrustState.UNKNOWN:
                 decisions.pop(key, None)
             else:

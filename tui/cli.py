@@ -9,6 +9,7 @@
     bastion fork ID [--at ENTRY]           new session sharing history; prints its id
     bastion compact ID [INSTRUCTIONS]      summarise older turns now (originals kept)
     bastion doctor                         search path, process tracking, store
+    bastion trust [DIR] [--revoke|--list]  apply DIR's project files (.bastion/)
 
 Exit codes: 0 completed, 1 run failed, 2 bad usage or configuration, 130 interrupted.
 Imports stay light here: print mode never loads Textual.
@@ -22,13 +23,16 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
 import re
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-SUBCOMMANDS = ("sessions", "export", "import", "attach", "compact", "doctor", "fork")
+SUBCOMMANDS = (
+    "sessions", "export", "import", "attach", "compact", "doctor", "fork", "trust",
+)  # fmt: skip
 
 
 class UsageError(Exception):
@@ -80,7 +84,7 @@ def main_parser() -> argparse.ArgumentParser:
         description="A terminal coding agent whose sessions survive a crash mid-turn.",
         epilog="Subcommands: bastion sessions [--json] | sessions search QUERY | sessions rm ID | "
         "export ID [--format json|markdown] [-o FILE] | import FILE | attach ID | "
-        "fork ID [--at ENTRY] | compact ID | doctor",
+        "fork ID [--at ENTRY] | compact ID | doctor | trust [DIR] [--revoke|--list]",
     )
     p.add_argument("prompt", nargs="?", help="what to ask; with -p, read from stdin if omitted")
     p.add_argument(
@@ -138,7 +142,27 @@ def main_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="the app's theme: bastion-dark, bastion-light, bastion-high-contrast or a user theme",
     )
+    p.add_argument(
+        "--trust",
+        action="store_true",
+        help="apply this folder's project files (.bastion/) for this invocation only; "
+        "`bastion trust` remembers it",
+    )
     p.add_argument("--version", action=_Version)
+    return p
+
+
+def trust_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="bastion trust",
+        description="Trust a folder: its project files (.bastion/config.toml, "
+        ".bastion/settings.toml) apply to bastion run in it or beneath it. The decision is "
+        "kept in your config dir, never in the repository.",
+    )
+    p.add_argument("dir", nargs="?", default=".", help="the folder (default: this one)")
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--revoke", action="store_true", help="forget the folder's decision")
+    what.add_argument("--list", action="store_true", help="list every recorded decision")
     return p
 
 
@@ -198,6 +222,11 @@ def import_parser() -> argparse.ArgumentParser:
         "(printed last).",
     )
     p.add_argument("file", help="the exported JSON file, or - for stdin")
+    p.add_argument(
+        "--cwd",
+        metavar="DIR",
+        help="the folder the session works in (default: this one; the file's is never used)",
+    )
     return p
 
 
@@ -312,6 +341,8 @@ def _dispatch(args: list[str]) -> int:
             return commands.export(export_parser().parse_args(rest))
         if name == "import":
             return commands.import_(import_parser().parse_args(rest))
+        if name == "trust":
+            return commands.trust(trust_parser().parse_args(rest))
         if name == "fork":
             return commands.fork(fork_parser().parse_args(rest))
         if name == "compact":
@@ -321,6 +352,10 @@ def _dispatch(args: list[str]) -> int:
         return commands.attach(attach_parser().parse_args(rest))
     opts = main_parser().parse_args(args)
     _check_text_options(opts)
+    if opts.trust:
+        from runtime.trust import trust_once
+
+        trust_once(os.getcwd())
     if opts.print_mode and opts.resume == "":
         raise UsageError(
             "-p/--print cannot show the session picker: give the id, `-r ID` "

@@ -164,7 +164,7 @@ async def _export(opts: Any) -> int:
 
 
 def import_(opts: Any) -> int:
-    return _run(_import(opts.file))
+    return _run(_import(opts.file, opts.cwd))
 
 
 def compact(opts: Any) -> int:
@@ -198,21 +198,102 @@ async def _compact(opts: Any) -> int:
     return EXIT_OK
 
 
-async def _import(path: str) -> int:
+#: The largest export `bastion import` reads.
+MAX_IMPORT_BYTES = 512 * 1024 * 1024
+
+
+def _read_import(path: str) -> str:
+    """The export's text: stdin for "-", else a regular file (never a FIFO or device,
+    which could block or never end) of at most MAX_IMPORT_BYTES."""
+    import os
+    import stat
+
+    if path == "-":
+        return sys.stdin.read()
     try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise UsageError(f"cannot read {path}: it is not a regular file")
+            if st.st_size > MAX_IMPORT_BYTES:
+                raise UsageError(
+                    f"cannot read {path}: {st.st_size:,} bytes is over the "
+                    f"{MAX_IMPORT_BYTES // 2**20} MiB an export may be"
+                )
+            with os.fdopen(os.dup(fd), "rb") as f:
+                return f.read(MAX_IMPORT_BYTES + 1).decode("utf-8")
+        finally:
+            os.close(fd)
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise UsageError(
             f"cannot read {path}: {reason} (give a file from `bastion export`)"
         ) from None
+
+
+def _import_cwd(raw: str | None) -> str:
+    import os
+
+    folder = os.path.realpath(raw or os.getcwd())
+    if not os.path.isdir(folder):
+        raise UsageError(f"--cwd {raw}: not a folder (give the folder the session works in)")
+    return folder
+
+
+async def _import(path: str, cwd: str | None = None) -> int:
+    folder = _import_cwd(cwd)
+    text = _read_import(path)
     harness = await Harness.open()
     try:
-        conv = await harness.import_conversation(text)
+        conv = await harness.import_conversation(text, cwd=folder)
     finally:
         await harness.close()
-    print(f"imported {path} as a new session; resume with `bastion -r {conv.id}`", file=sys.stderr)
+    print(
+        f"imported {path} as a new session in {folder}; resume with `bastion -r {conv.id}`",
+        file=sys.stderr,
+    )
     print(conv.id)
+    return EXIT_OK
+
+
+def trust(opts: Any) -> int:
+    """`bastion trust [DIR] [--revoke | --list]`: record (or forget) the user's trust of a
+    folder, saying what its project files will change."""
+    try:
+        return _trust(opts)
+    except BastionError as exc:
+        error_line(str(exc))
+        return EXIT_USAGE
+
+
+def _trust(opts: Any) -> int:
+    import os
+
+    from runtime import TrustState, project_preview, recorded_trust, set_trust
+
+    if opts.list:
+        decisions = recorded_trust()
+        if not decisions:
+            print("no folder is trusted yet (bastion trust DIR trusts one)", file=sys.stderr)
+        for folder, state in sorted(decisions.items()):
+            print(f"{state.value:<10} {folder}")
+        return EXIT_OK
+    folder = os.path.realpath(opts.dir)
+    if not os.path.isdir(folder):
+        raise UsageError(f"{opts.dir}: not a folder (give the folder to trust)")
+    if opts.revoke:
+        set_trust(folder, TrustState.UNKNOWN)
+        print(f"{folder}: forgotten; its project files are ignored again", file=sys.stderr)
+        return EXIT_OK
+    changes = project_preview(folder)
+    set_trust(folder, TrustState.TRUSTED)
+    print(
+        f"trusted {folder}: its project files apply to bastion run in it or beneath it",
+        file=sys.stderr,
+    )
+    for line in changes or ["(it has no project files yet)"]:
+        print(f"  {line}", file=sys.stderr)
     return EXIT_OK
 
 

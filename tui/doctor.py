@@ -106,7 +106,43 @@ def model() -> Check:
     return Check("model", True, line)
 
 
-CHECKS: list[Callable[[], Check]] = [search_path, commands, store, model, instructions]
+def privacy() -> Check:
+    """The store's folder 0700 and its files 0600 (another local user reads nothing)."""
+    from runtime import default_home, store_modes
+
+    path = default_home() / "bastion.sqlite"
+    found = store_modes(path)
+    loose = [(f, mode, most) for f, mode, most in found if mode & ~most]
+    if not found:
+        return Check("private", True, f"{path.parent} (not created yet; made 0700)")
+    if loose:
+        shown = ", ".join(f"{f} is {mode:o} (should be {most:o})" for f, mode, most in loose)
+        return Check("private", False, f"{shown}: opening the store fixes it")
+    return Check("private", True, f"{path.parent} is 0700, its database files 0600")
+
+
+def trust() -> Check:
+    """Whether this folder's project files apply, and what of them was ignored."""
+    import os
+
+    from runtime import ConfigError, load_config, trust_of
+
+    folder = trust_of(os.getcwd())
+    try:
+        notes = load_config(os.getcwd()).notes
+    except ConfigError as exc:
+        return Check("trust", False, str(exc))
+    if folder.trusted:
+        how = "for this run (--trust)" if folder.once else f"(bastion trust {folder.decided_by})"
+        line = f"{folder.folder} is trusted {how}: its project files apply"
+    else:
+        line = f"{folder.folder} is not trusted: its project files are ignored"
+    return Check("trust", True, "; ".join([line, *notes]))
+
+
+CHECKS: list[Callable[[], Check]] = [
+    search_path, commands, store, privacy, trust, model, instructions,
+]  # fmt: skip
 
 
 def run(argv: list[str]) -> int:

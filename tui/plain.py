@@ -434,6 +434,8 @@ async def _main(opts: Any) -> int:
     except BastionError as exc:
         error_line(str(exc))
         return EXIT_USAGE
+    for note in session.config.notes:  # project settings ignored (an untrusted folder)
+        error_line(note)
     harness, conv = session.harness, session.conversation
     try:
         try:

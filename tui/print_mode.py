@@ -73,6 +73,8 @@ async def _main(opts: Any, prompt: str | None) -> int:
     except BastionError as exc:
         error_line(str(exc))
         return EXIT_USAGE
+    for note in session.config.notes:  # project settings ignored (an untrusted folder)
+        error_line(note)
     harness, conv = session.harness, session.conversation
     run: Run | None = None
     try:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runtime import Driver, Harness, LoopSettings, default_home
+from runtime import Driver, Harness, LoopSettings, default_home, trust_once
 from runtime.config import Config, load_config, model_resolver
 from runtime.errors import BastionError, ConfigError, UnknownConversation
 from runtime.firstrun import NoModelConfigured
@@ -85,6 +85,8 @@ async def open_session(opts: Any, cwd: str | None = None, *, check_model: bool =
     applies to its own invocation: `--approval-mode` and `--model` are not stored.
     """
     cwd = cwd or os.getcwd()
+    if getattr(opts, "trust", False):  # --trust: this invocation only (the harness process too)
+        trust_once(cwd)
     config = load_config(cwd)
     session_id = _session_id(opts)
     resolver = model_resolver(config)

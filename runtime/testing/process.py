@@ -41,7 +41,8 @@ class LoopbackProcess:
         script.write_text(json.dumps(list(turns)))
         proc = subprocess.Popen(
             [sys.executable, "-m", "runtime.testing.server", "--script", str(script),
-             "--port-file", str(port_file), "--record", str(record)],
+             "--port-file", str(port_file), "--record", str(record),
+             "--record-headers", str(workdir / "headers.jsonl")],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         )  # fmt: skip
         deadline = time.monotonic() + timeout
@@ -57,6 +58,13 @@ class LoopbackProcess:
         if not self.record.exists():
             return []
         return [json.loads(line) for line in self.record.read_text().splitlines() if line]
+
+    def headers(self) -> list[dict[str, Any]]:
+        """Each request's path and headers (names lower-cased), in order."""
+        path = self.record.with_name("headers.jsonl")
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines() if line]
 
     def stop(self) -> None:
         if self.proc.poll() is None:

@@ -204,9 +204,12 @@ def _tool_results(body: Mapping[str, Any]) -> list[str]:
 class _Protocol:
     """HTTP/1.1 for one connection at a time: parse requests, write responses."""
 
-    def __init__(self, script: _Script, record_file: IO[str] | None) -> None:
+    def __init__(
+        self, script: _Script, record_file: IO[str] | None, headers_file: IO[str] | None = None
+    ) -> None:
         self.script = script
         self.record_file = record_file
+        self.headers_file = headers_file
         self.tasks: set[asyncio.Task[None]] = set()
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -289,6 +292,10 @@ class _Protocol:
         if self.record_file is not None:
             self.record_file.write(json.dumps(body, ensure_ascii=False) + "\n")
             self.record_file.flush()
+        if self.headers_file is not None:
+            line = {"path": request.path, "headers": request.headers}
+            self.headers_file.write(json.dumps(line, ensure_ascii=False) + "\n")
+            self.headers_file.flush()
         if not isinstance(body, dict):
             error = dialect.error("request body is not a JSON object", "invalid_request_error")
             await _send_json(writer, 400, error, keep_alive=keep_alive)
@@ -507,9 +514,10 @@ async def serve(
     stop: asyncio.Event,
     on_listening: Callable[[int], None] | None = None,
     record_file: IO[str] | None = None,
+    headers_file: IO[str] | None = None,
 ) -> None:
     """Serve until `stop` is set; `on_listening(port)` is called once bound."""
-    protocol = _Protocol(script, record_file)
+    protocol = _Protocol(script, record_file, headers_file)
     server = await asyncio.start_server(protocol.handle, host, port, limit=1 << 20)
     bound = server.sockets[0].getsockname()[1]
     try:
@@ -680,6 +688,7 @@ async def _main_async(args: argparse.Namespace) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     record = open(args.record, "a", encoding="utf-8") if args.record else None  # noqa: SIM115
+    headers = open(args.record_headers, "a", encoding="utf-8") if args.record_headers else None  # noqa: SIM115
 
     def listening(port: int) -> None:
         if args.port_file:
@@ -694,10 +703,12 @@ async def _main_async(args: argparse.Namespace) -> None:
             stop=stop,
             on_listening=listening,
             record_file=record,
+            headers_file=headers,
         )
     finally:
-        if record is not None:
-            record.close()
+        for handle in (record, headers):
+            if handle is not None:
+                handle.close()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -708,6 +719,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--script", help="JSON file with the list of turns")
     parser.add_argument("--port-file", help="write the bound port here once listening")
     parser.add_argument("--record", help="append each request body as a JSON line here")
+    parser.add_argument(
+        "--record-headers", help="append each request's path and headers as a JSON line here"
+    )
     parser.add_argument("--port", type=int, default=0, help="port to bind (default: any free)")
     parser.add_argument("--host", default="127.0.0.1")
     args = parser.parse_args(argv)

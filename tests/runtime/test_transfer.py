@@ -76,14 +76,35 @@ async def test_export_then_import_gives_the_same_view_under_a_new_id(tmp_path):
     assert doc["format_version"] == FORMAT_VERSION
     assert doc["ledger"][0]["type"] == "conversation.created"
     assert len(doc["ledger"]) == (await harness.snapshot(conv.id)).version
-    imported = await harness.import_conversation(json.dumps(doc))
+    imported = await harness.import_conversation(json.dumps(doc), cwd=conv.cwd)
     assert imported.id != conv.id and imported.id[14] == "7"
     original, copy = await harness.snapshot(conv.id), await harness.snapshot(imported.id)
-    assert normalized(copy) == normalized(original)
+    expected = normalized(original)
+    del expected["conversation"]["settings"]["approval_mode"]  # never imported
+    assert normalized(copy) == expected
     assert not {e.id for e in copy.entries} & {e.id for e in original.entries}
     # Importing the same file again makes another conversation, never a clash.
-    again = await harness.import_conversation(json.dumps(doc))
-    assert normalized(await harness.snapshot(again.id)) == normalized(original)
+    again = await harness.import_conversation(json.dumps(doc), cwd=conv.cwd)
+    assert normalized(await harness.snapshot(again.id)) == expected
+    await harness.close()
+
+
+def nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+async def test_an_import_works_where_it_is_imported_never_in_the_files_cwd(tmp_path):
+    """Issue 23: the imported session belongs to the folder `bastion import` ran in; the
+    file's cwd and approval mode are not taken."""
+    harness, conv = await worked(tmp_path)
+    doc = await harness.export(conv.id)
+    doc["conversation"]["cwd"] = "/etc"
+    doc["conversation"]["settings"] = {"model": "s/m", "approval_mode": "full-auto", "x": 1}
+    here = tmp_path / "here"
+    here.mkdir()
+    imported = await harness.import_conversation(json.dumps(doc), cwd=str(here))
+    assert imported.cwd == str(here)
+    assert imported.settings == {"model": "s/m"}
     await harness.close()
 
 
@@ -102,6 +123,16 @@ async def test_export_then_import_gives_the_same_view_under_a_new_id(tmp_path):
         ),
         (lambda d: json.dumps({**d, "runs": [{**d["runs"][0], "state": "dancing"}]}), "runs[0]"),
         (lambda d: json.dumps({**d, "conversation": {"title": 3}}), "conversation.title"),
+        (lambda d: json.dumps({**d, "ledger": "X"}).replace('"X"', nested(10_000)), "levels deep"),
+        (lambda d: json.dumps({**d, "ledger": "X"}).replace('"X"', nested(70)), "levels deep"),
+        (lambda d: "[" * 100_000 + "]" * 100_000, "levels deep"),
+        (lambda d: json.dumps({**d, "runs": [{**d["runs"][0], "id": "../../x"}]}), "not an id"),
+        (
+            lambda d: json.dumps(
+                {**d, "conversation": {**d["conversation"], "settings": {"model": 3}}}
+            ),
+            "settings.model",
+        ),
     ],
 )
 async def test_a_malformed_or_newer_file_is_refused_and_writes_nothing(tmp_path, damage, says):
@@ -109,7 +140,7 @@ async def test_a_malformed_or_newer_file_is_refused_and_writes_nothing(tmp_path,
     doc = await harness.export(conv.id)
     before = [c.id for c in await harness.list_conversations()]
     with pytest.raises(ImportRefused) as refused:
-        await harness.import_conversation(damage(doc))
+        await harness.import_conversation(damage(doc), cwd=str(tmp_path))
     assert says in str(refused.value) and "nothing was written" in str(refused.value)
     assert [c.id for c in await harness.list_conversations()] == before
     await harness.close()

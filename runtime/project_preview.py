@@ -1,0 +1,70 @@
+"""What a folder's project files would change if the user trusted it, in words.
+
+The app's trust screen and `bastion trust` show this before the decision. The
+files are read the safe way (runtime.safe_read) whether or not the folder is
+trusted: reading is not applying, and a file that cannot be read is one line.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from runtime.config import DEFAULT_APPROVAL_MODE, PROJECT_CONFIG, read_config_file, user_config_path
+from runtime.errors import ConfigError
+from runtime.project_config import restrict_project
+from runtime.rules import RuleKind
+from runtime.settings import read_project_rules
+
+__all__ = ["project_preview"]
+
+
+def project_preview(cwd: str, env: Mapping[str, str] | None = None) -> list[str]:
+    """One line per change the folder's project files would make (and per setting that
+    would be ignored even then); [] when the folder has none."""
+    env = os.environ if env is None else env
+    lines: list[str] = []
+    path = Path(cwd) / PROJECT_CONFIG
+    try:
+        user = read_config_file(user_config_path(env))
+    except ConfigError:
+        user = {}
+    try:
+        project = read_config_file(path, project_root=cwd)
+    except ConfigError as exc:
+        lines.append(f"{PROJECT_CONFIG}: cannot be used: {exc.message}")
+        project = {}
+    kept, ignored = restrict_project(project, user, DEFAULT_APPROVAL_MODE.value)
+    lines.extend(_describe(kept))
+    lines.extend(f"ignored even if trusted: {why}" for why in ignored)
+    try:
+        rules, refused = read_project_rules(cwd)
+    except ConfigError as exc:
+        lines.append(f".bastion/settings.toml: cannot be used: {exc.message}")
+        return lines
+    commands = [r.pattern for r in rules if r.kind == RuleKind.COMMAND]
+    edits = [r.pattern or "." for r in rules if r.kind == RuleKind.EDITS]
+    if commands:
+        lines.append("runs without asking: " + ", ".join(f"`{c}`…" for c in commands))
+    if edits:
+        lines.append("edits without asking under: " + ", ".join(f"{e}/" for e in edits))
+    lines.extend(f"refused even if trusted: {line.partition(': ')[2]}" for line in refused)
+    return lines
+
+
+def _describe(kept: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
+    for key, value in kept.items():
+        if key == "providers":
+            for name, table in value.items():
+                for field, setting in table.items():
+                    lines.append(f"providers.{name}.{field} = {setting!r}")
+        elif key == "models":
+            lines.append(f"model details for {', '.join(sorted(value))}")
+        elif key == "instructions":
+            lines.append(f"instructions ({len(value):,} characters) in every system prompt")
+        else:
+            lines.append(f"{key} = {value!r}")
+    return lines
