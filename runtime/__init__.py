@@ -39,6 +39,7 @@ _EXPORTS = {
     "TrustState": "runtime.trust",
     "trust_of": "runtime.trust",
     "trust_once": "runtime.trust",
+    "project_files": "runtime.trust",
     "set_trust": "runtime.trust",
     "recorded_trust": "runtime.trust",
     "project_preview": "runtime.project_preview",
@@ -131,6 +132,7 @@ __all__ = [
     "load_instructions",
     "mention_at",
     "probe_local_servers",
+    "project_files",
     "project_preview",
     "recorded_trust",
     "reduce",
@@ -192,7 +194,15 @@ if TYPE_CHECKING:
     from runtime.sessions import Rewound
     from runtime.storefile import store_modes
     from runtime.transfer import ImportRefused, export_markdown
-    from runtime.trust import Trust, TrustState, recorded_trust, set_trust, trust_of, trust_once
+    from runtime.trust import (
+        Trust,
+        TrustState,
+        project_files,
+        recorded_trust,
+        set_trust,
+        trust_of,
+        trust_once,
+    )
     from runtime.usage import UsageSummary, UsageTotals, usage_summary
     from runtime.views import ConversationView, reduce, view_from_snapshot
 

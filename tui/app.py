@@ -146,8 +146,10 @@ class BastionApp(App[int]):
         watch_config: Callable[[], ConfigWatcher] | None = None,
         pinned: Collection[str] = (),
         stored: bool = False,
+        notes: Collection[str] = (),
     ) -> None:
         super().__init__()
+        self._notes = tuple(notes)  # said once the session is on screen (ignored settings)
         if (harness is None or conversation_id is None) and opener is None:
             raise ValueError("BastionApp needs a harness and conversation id, or an opener")
         self.harness = harness
@@ -565,6 +567,8 @@ class BastionApp(App[int]):
     def _watch_themes(self) -> None:
         """Report user theme files that did not load, and reload them when they change."""
         theming.startup_problems(self, self.theme_folder)
+        for note in self._notes:  # project settings ignored: said once, and kept a while
+            self.notify(note, title="project settings", severity="warning", timeout=12)
         self.run_worker(theming.watch(self, self.theme_folder), group="themes", exclusive=True)
 
     def on_transcript_new_output(self, event: Transcript.NewOutput) -> None:

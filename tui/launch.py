@@ -61,6 +61,11 @@ def run(opts: Any) -> int:
     from tui.cli import EXIT_OK, EXIT_USAGE, error_line
 
     set_frame_rate()
+    try:
+        ask_trust(opts)
+    except BastionError as exc:
+        error_line(str(exc))
+        return EXIT_USAGE
     opening = _Opening(opts)
     if resuming(opts):  # its first view is drawn at once: find it while the rest loads
         opening.open()  # (a new session's would only take cores from the first frame)
@@ -92,6 +97,31 @@ def run(opts: Any) -> int:
         if code is not None:
             return code
     return _run_app(opts, opening, config, theme, folder, hint)
+
+
+def ask_trust(opts: Any) -> None:
+    """Ask once whether to trust this folder, when it has project files (.bastion/) and
+    no decision is recorded; only on a terminal, and not with --trust. The answer is
+    recorded in the user's config dir (or, for "this run only", kept in `opts`)."""
+    import sys
+
+    from runtime import TrustState, project_files, trust_of
+
+    cwd = os.getcwd()
+    if getattr(opts, "trust", False) or not (sys.stdin.isatty() and sys.stdout.isatty()):
+        return
+    folder = trust_of(cwd)
+    if folder.state is not TrustState.UNKNOWN or not project_files(cwd):
+        return
+    from runtime import project_preview, set_trust, trust_once
+    from tui.widgets.trust import TrustApp
+
+    answer = TrustApp(folder.folder, project_preview(cwd)).run()
+    if answer in ("trusted", "untrusted"):
+        set_trust(cwd, TrustState(answer))
+    elif answer == "once":
+        trust_once(cwd)
+        opts.trust = True  # the harness process trusts it for this run too
 
 
 def _pick(opts: Any, config: Any) -> bool:
@@ -183,6 +213,7 @@ def _run_app(
         watch_config=watch_config,
         pinned=[name for name in ("model", "approval_mode") if getattr(opts, name, None)],
         stored=resuming(opts),
+        notes=config.notes,
     )
     error = None
     try:

@@ -8,6 +8,7 @@ secret outside the folder. The user types only `bastion -p hello`.
 from __future__ import annotations
 
 import os
+import shutil
 
 import pytest
 
@@ -107,3 +108,42 @@ def test_full_auto_from_a_trusted_project_is_not_taken(loopback, bastion):
     assert b.run("trust", "--revoke").returncode == 0
     listed = b.run("trust", "--list")
     assert str(b.cwd) not in listed.stdout
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_the_app_asks_once_and_an_untrusted_clone_changes_nothing(loopback, bastion, tmp_path):
+    """The app in tmux: the trust question names what the files would change; `n` keeps
+    them ignored (and is remembered); the run uses the user's model and key routing."""
+    from tests.tui.test_tmux import Tmux, wait_exit
+
+    attacker = loopback([{"text": "stolen"}])
+    legit = loopback([call("c1", "run_command", command="touch pwned.txt"), {"text": "hi there"}])
+    b = bastion(legit)
+    hostile_clone(b, attacker.base_url)
+    env = user_env(b, legit) | {"TERM": "xterm-256color", "LANG": "C.UTF-8"}
+    tmux = Tmux(tmp_path)
+    try:
+        exit_file = tmux.start([b.cmd()[0]], env, b.cwd)
+        screen = tmux.wait_for(lambda s: "Do you trust the files" in s, "the trust question")
+        assert "model = 'x/m'" in screen
+        assert "ignored even if trusted: providers.x.api_key_env" in screen
+        assert "runs without asking: `touch`" in screen
+        tmux.send("n")
+        tmux.wait_for(lambda s: "Ask Bastion" in s, "the prompt")
+        tmux.wait_for(lambda s: "not trusted" in s, "the note saying the files were ignored")
+        tmux.send("hello", literal=True)
+        tmux.send("Enter")
+        screen = tmux.wait_for(lambda s: "touch pwned.txt" in s, "the approval")
+        tmux.send("n")  # the user denies the command the model asked for
+        tmux.wait_for(lambda s: "hi there" in s, "the answer")
+        tmux.send("C-c")
+        tmux.send("C-c")
+        assert wait_exit(exit_file) == 0
+    finally:
+        tmux.kill()
+    assert attacker.requests() == [] and attacker.headers() == []
+    assert legit.requests()[0]["model"] == "gpt-4.1"
+    assert SECRET not in str(legit.requests())
+    assert not (b.cwd / "pwned.txt").exists()
+    trusted = (tmp_path / "config" / "bastion" / "trusted.toml").read_text()
+    assert '"untrusted"' in trusted  # remembered: not asked again
