@@ -119,6 +119,8 @@ def parse_theme(text: str, default_name: str) -> Theme:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ThemeFileError(f"invalid TOML ({exc})") from None
+    except RecursionError:
+        raise ThemeFileError("it nests arrays or tables too deeply to be a theme") from None
     unknown = sorted(set(data) - KEYS)
     if unknown:
         raise ThemeFileError(f"unknown key {unknown[0]!r}; a theme takes {', '.join(sorted(KEYS))}")
@@ -201,10 +203,18 @@ class ThemeFolder:
         return reload
 
     def _read(self, path: Path, owners: dict[str, Path]) -> Theme:
-        try:
-            raw = path.read_bytes()
-        except OSError as exc:
-            raise ThemeFileError(f"cannot read it: {exc.strerror or exc}") from None
+        from runtime.errors import ConfigError
+        from runtime.safe_read import read_user_file
+
+        try:  # a symlink the user made is followed; a FIFO or device is refused at once
+            read = read_user_file(path)
+        except ConfigError as exc:
+            raise ThemeFileError(exc.message.rpartition(": ")[2]) from None
+        if read is None:
+            raise ThemeFileError("it was removed while being read")
+        if read.cut:
+            raise ThemeFileError(f"it is {read.size:,} bytes; a theme file is at most 256 KiB")
+        raw = read.data
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:

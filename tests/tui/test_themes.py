@@ -120,7 +120,8 @@ def test_a_user_theme_may_not_take_a_shipped_or_taken_name(tmp_path):
 # --- unknown names -----------------------------------------------------------
 
 
-def test_an_unknown_theme_in_the_config_names_the_file_and_the_known_themes(tmp_path):
+def test_an_unknown_theme_in_the_config_names_the_file_and_the_known_themes(tmp_path, trusted):
+    trusted(tmp_path / "project")
     config_file = tmp_path / "project" / ".bastion" / "config.toml"
     config_file.parent.mkdir(parents=True)
     config_file.write_text('theme = "nope"\n')
