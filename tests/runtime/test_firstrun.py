@@ -18,6 +18,7 @@ from runtime.firstrun import (
     probe_local_servers,
 )
 from runtime.testing.server import LoopbackServer
+from runtime.trust import TrustState, set_trust
 
 
 def closed_port() -> int:
@@ -104,6 +105,8 @@ def test_model_set_says_whether_anything_chose_a_model(tmp_path) -> None:
     assert load_config(str(tmp_path), env | {"BASTION_MODEL": "ollama/x"}).model_set
     (tmp_path / ".bastion").mkdir()
     (tmp_path / ".bastion" / "config.toml").write_text('model = "ollama/y"\n')
+    assert not load_config(str(tmp_path), env).model_set  # an untrusted project's: ignored
+    set_trust(tmp_path, TrustState.TRUSTED, env)
     assert load_config(str(tmp_path), env).model_set
 
 

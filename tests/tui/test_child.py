@@ -197,9 +197,10 @@ def test_a_launch_that_fails_before_driving_changes_nothing_stored(tmp_path, in_
         if bad == "theme":
             argv += ["--theme", "no-such-theme"]
             said = "no-such-theme"
-        else:
-            (work / ".bastion").mkdir(exist_ok=True)
-            (work / ".bastion" / "config.toml").write_text("model = [unclosed\n")
+        else:  # the user's own config (a project's is not even read until trusted)
+            user = Path(os.environ["XDG_CONFIG_HOME"]) / "bastion" / "config.toml"
+            user.parent.mkdir(parents=True, exist_ok=True)
+            user.write_text("model = [unclosed\n")
             said = "config.toml"
         out = subprocess.run(
             argv,

@@ -112,7 +112,8 @@ async def test_typing_a_slash_offers_completions_and_tab_completes(tmp_path):
         await harness.close()
 
 
-async def test_model_lists_switches_and_refuses_an_unknown_name(tmp_path):
+async def test_model_lists_switches_and_refuses_an_unknown_name(tmp_path, trusted):
+    trusted(tmp_path)
     provider = ScriptedProvider([ScriptedTurn(text="one")])
     (tmp_path / ".bastion").mkdir()
     (tmp_path / ".bastion" / "config.toml").write_text(
