@@ -32,7 +32,16 @@ from tools.limits import Budget
 from tools.regex import compile_pattern as compile_regex
 from tools.regex import required_literal
 from tools.result import ToolResult, register_formatter
-from tools.scan import BATCH_BYTES, LONG_LINE, Batch, ContentMatcher, Hit, Tally, is_binary
+from tools.scan import (
+    BATCH_BYTES,
+    BINARY_PROBE,
+    LONG_LINE,
+    Batch,
+    ContentMatcher,
+    Hit,
+    Tally,
+    is_binary,
+)
 from tools.tooldef import ToolDef, offloaded
 from tools.walk import Walker
 from tools.workspace import RelPath, lookup
@@ -289,8 +298,11 @@ class SearchRun:
                         self.done = True
                         return
                     continue
-                data = read(fd, size + 1) if size else b""
-                if len(data) > size:  # grew while we read: take the rest too
+                data = read(fd, size + 1 if size <= BINARY_PROBE else BINARY_PROBE)
+                binary = is_binary(data)
+                if not binary and len(data) == BINARY_PROBE < size:  # the probe, then the rest
+                    data += read(fd, size + 1 - BINARY_PROBE)
+                if not binary and len(data) > size:  # grew while we read: take the rest too
                     data += read_rest(fd)
             except OSError:
                 tally.unreadable += 1
@@ -298,7 +310,7 @@ class SearchRun:
             finally:
                 close(fd)
             tally.files += 1
-            if is_binary(data):
+            if binary:  # (a NUL in the first 8 KiB: the rest was never read, as rg does)
                 tally.binary += 1
                 continue
             batch = self.batch

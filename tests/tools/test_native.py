@@ -138,6 +138,35 @@ def read(
     return reader, reader.wait()
 
 
+def _read_bytes() -> int:
+    """Bytes this process has read so far (/proc/self/io rchar)."""
+    for line in pathlib.Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no rchar in /proc/self/io")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/io"), reason="needs /proc/self/io (Linux)")
+def test_a_binary_file_is_read_no_further_than_its_probe(tmp_path: pathlib.Path) -> None:
+    """Issue 28: a NUL in the first 8 KiB makes the file binary, and (as rg does) the
+    reader stops there instead of reading the rest of a 12 MB file."""
+    require_native()
+    with open(tmp_path / "big.bin", "wb") as f:
+        f.write(b"\x00" + b"needle\n" * (12 * 2**20 // 7))
+    (tmp_path / "small.txt").write_bytes(b"needle\n")
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        before = _read_bytes()
+        reader, tallies = read(
+            native.NATIVE, [(fd, ["big.bin", "small.txt"])], b"needle", (10, 1 << 26)
+        )
+        spent = _read_bytes() - before
+    finally:
+        os.close(fd)
+    assert tallies[4] == 1 and reader.kept() == [(0, "small.txt")]
+    assert spent < 1 << 20, f"read {spent:,} bytes for a binary file's 8 KiB probe"
+
+
 def test_reader_refuses_what_is_not_a_regular_file(tmp_path: pathlib.Path) -> None:
     (tmp_path / "ok.txt").write_bytes(b"needle\n")
     (tmp_path / "bin").write_bytes(b"needle\x00")

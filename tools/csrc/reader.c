@@ -169,9 +169,12 @@ static void open_job(Job *job, const char *name) {
 /* Read the whole file into ``data``. The buffer holds size + 1 bytes, so one read
  * that returns less than asked is the whole file (a short read of a regular file
  * is its end, as the Python path also takes it); a file that grew meanwhile is
- * read on to its end. 0, or -1 on an error. */
+ * read on to its end. The first BINARY_PROBE bytes are read first: a NUL in them
+ * is a binary file, and the rest is never read (1, as ripgrep stops at it).
+ * 0 when read, 1 for binary, or -1 on an error. */
 static int read_job(Job *job) {
     Py_ssize_t cap = job->size + 1, limit = job->size + 1 + GROWTH_READ;
+    int probed = 0;
     for (;;) {
         if (job->got >= limit)
             return 0; /* still growing: search what was there (a read must end) */
@@ -186,25 +189,36 @@ static int read_job(Job *job) {
             cap *= 2;
         }
         size_t want = (size_t)((cap < limit ? cap : limit) - job->got);
+        if (!probed && want > BINARY_PROBE)
+            want = BINARY_PROBE; /* the probe first: a binary's rest is never read */
         ssize_t r = read(job->fd, job->data + job->got, want);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0)
             return -1;
         job->got += r;
+        if (!probed) {
+            probed = 1;
+            Py_ssize_t probe = job->got < BINARY_PROBE ? job->got : BINARY_PROBE;
+            if (memchr(job->data, 0, (size_t)probe) != NULL)
+                return 1;
+            if ((size_t)r < want)
+                return 0; /* a short read is the end: the whole file was the probe */
+            continue;     /* a full probe: the rest of the file next */
+        }
         if ((size_t)r < want)
             return 0;
     }
 }
 
 static void check_job(Reader *r, Job *job) {
-    int failed = read_job(job);
+    int read = read_job(job);
     close(job->fd);
     job->fd = -1;
     Py_ssize_t probe = job->got < BINARY_PROBE ? job->got : BINARY_PROBE;
-    if (failed)
+    if (read < 0)
         job->state = J_UNREADABLE;
-    else if (memchr(job->data, 0, (size_t)probe) != NULL)
+    else if (read == 1 || memchr(job->data, 0, (size_t)probe) != NULL)
         job->state = J_BINARY;
     else if (r->spec.has_literal && needle_find(&r->spec.literal, job->data, job->got, 0) < 0)
         job->state = J_NO_LITERAL;
