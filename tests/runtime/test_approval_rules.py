@@ -152,6 +152,23 @@ async def test_project_rule_goes_to_the_settings_file(tmp_path, trusted):
     await harness.close()
 
 
+async def test_an_untrusted_folder_gets_no_project_rule_and_reads_none(tmp_path):
+    """Issue 23: a project rule is refused (one line) until the folder is trusted, and a
+    settings file the repository ships is not read: its `git log` rule still asks."""
+    add_project_rules(tmp_path, [Rule(RuleKind.COMMAND, "git log")])
+    toolbox = RecordingToolbox()
+    turns = [cmd_turn("git log -1"), ScriptedTurn(text="a")]
+    harness, conv, _ = await start(tmp_path, turns, toolbox)
+    item = await harness.submit(conv.id, "log")
+    with pytest.raises(BadRule, match="not trusted"):
+        await answer_pending(harness, conv.id, approve=True, always="project")
+    assert await harness.rules(conv.id) == ()
+    await answer_pending(harness, conv.id, approve=True)  # still pending: it asked
+    await harness.wait(item.id, conv.id)
+    assert len(toolbox.calls) == 1
+    await harness.close()
+
+
 async def test_project_rules_are_read_at_start_and_when_the_file_changes(tmp_path, trusted):
     trusted(tmp_path)
     toolbox = RecordingToolbox()

@@ -71,7 +71,8 @@ async def test_a_saves_the_prefix_rule_for_the_session(tmp_path, toolbox):
         await harness.close()
 
 
-async def test_a_on_a_compound_command_saves_every_part_for_the_project(tmp_path, toolbox):
+async def test_a_on_a_compound_command_saves_every_part_for_the_project(tmp_path, toolbox, trusted):
+    trusted(tmp_path)  # project rules are written and read only in a trusted folder
     turns = command_turns("git status && npm run test -- -x", "npm run test")
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns), toolbox)
     app = BastionApp(harness, conv_id, first_prompt="test")

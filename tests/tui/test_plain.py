@@ -206,9 +206,10 @@ async def test_a_write_shows_its_diff(tmp_path):
         await harness.close()
 
 
-async def test_a_call_that_ran_without_asking_shows_its_rule_and_diff(tmp_path):
+async def test_a_call_that_ran_without_asking_shows_its_rule_and_diff(tmp_path, trusted):
     from runtime.toolbox import WorkspaceToolbox
 
+    trusted(tmp_path)  # its project rule applies only in a trusted folder
     args = json.dumps({"path": "docs/a.md", "content": "# A\n"})
     turns = [
         ScriptedTurn(tool_calls=(ToolCall("c1", "write_file", args),)),
