@@ -346,12 +346,38 @@ def _refused_rules(cwd: str) -> list[str]:
 
 
 def untrusted_note(cwd: str, present: tuple[str, ...]) -> str:
-    files = " and ".join(present)
+    """One line: which project files (and settings in them) were ignored, and how to trust.
+    The files are parsed (safely) only to name what they hold; nothing of them applies."""
+    shown = [f"{rel} ({_holds(cwd, rel)})" for rel in present]
+    files = " and ".join(shown)
     return (
         f"this folder is not trusted, so {files} {'was' if len(present) == 1 else 'were'} "
         f"ignored; run `bastion trust {cwd}` to apply {'it' if len(present) == 1 else 'them'} "
         "(or pass --trust for this run)"
     )
+
+
+def _holds(cwd: str, rel: str) -> str:
+    from runtime.safe_read import parse_toml
+
+    try:
+        read = read_project_file(cwd, rel)
+        data = parse_toml(read.data, rel) if read is not None and not read.cut else None
+    except ConfigError:
+        data = None
+    if data is None:
+        return "not readable"
+    if rel == PROJECT_CONFIG:
+        names = [f"{k}.{n}" if isinstance(v, dict) else k for k, v in data.items()
+                 for n in (v if isinstance(v, dict) else [""])]  # fmt: skip
+        return ", ".join(names[:6]) + (", …" if len(names) > 6 else "") or "empty"
+    approvals = data.get("approvals", {})
+    count = (
+        sum(len(v) for v in approvals.values() if isinstance(v, list))
+        if isinstance(approvals, dict)
+        else 0
+    )
+    return f"{count} approval rule{'s' if count != 1 else ''}"
 
 
 def _merge(

@@ -64,7 +64,10 @@ def test_an_untrusted_clone_changes_nothing(loopback, bastion):
     assert "REFUSED FORBIDDEN" in str(legit.requests()[1]["messages"])
     assert "this folder is not trusted" in out.stderr
     assert "bastion trust" in out.stderr
-    assert ".bastion/config.toml and .bastion/settings.toml were ignored" in out.stderr
+    assert (
+        ".bastion/config.toml (model, approval_mode, providers.x) and "
+        ".bastion/settings.toml (3 approval rules) were ignored" in out.stderr
+    )
 
 
 def test_trusting_applies_the_model_and_lowered_modes_never_the_key_routing(loopback, bastion):

@@ -40,6 +40,7 @@ def test_an_untrusted_folder_is_not_read_and_says_so(tmp_path: Path) -> None:
     assert config.model == "openai/gpt-4.1" and config.sources == ()
     assert len(config.notes) == 1
     assert "not trusted" in config.notes[0] and f"bastion trust {repo}" in config.notes[0]
+    assert ".bastion/config.toml (model, providers.x) was ignored" in config.notes[0]
 
 
 def test_trust_covers_the_folders_beneath_and_the_nearest_decision_wins(tmp_path: Path) -> None:
