@@ -271,3 +271,17 @@ async def test_a_shared_sticky_home_is_left_open(tmp_path: Path) -> None:
     await store.close()
     assert mode(shared) == 0o1777  # BASTION_HOME=/tmp must not close /tmp
     assert mode(shared / "bastion.sqlite") == 0o600
+
+
+@pytest.mark.parametrize("kind", ["fifo", "devzero"])
+def test_a_special_agents_md_is_listed_not_read_within_a_second(tmp_path: Path, kind: str) -> None:
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    if kind == "fifo":
+        os.mkfifo(repo / "AGENTS.md")
+    else:
+        os.symlink("/dev/zero", repo / "AGENTS.md")
+    started = time.monotonic()
+    found = load_instructions(repo)
+    assert time.monotonic() - started < 1.0
+    assert found.text == "" and found.files[0].error
