@@ -18,9 +18,7 @@ macOS the command is wrapped in ``sandbox-exec`` with a generated profile
 
 from __future__ import annotations
 
-import fnmatch
 import functools
-import glob
 import os
 import shutil
 import subprocess
@@ -28,14 +26,13 @@ import sys
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+from tools.denylist import DEFAULT_DENY, DenyList, expand
+
 PROTECTED = (".git/hooks", ".bastion")
-DEFAULT_DENY = ("~/.ssh", "~/.aws", "~/.gnupg", ".env", ".env.*")
 WRITABLE_FILES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty")
 SHARED_WRITABLE = ("/dev/shm",)
 PROBE_ENV = "BASTION_SANDBOX_PROBE"  # "fail": act as if this kernel had no sandbox
 LANDLOCK_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "landlock.py")
-WALK_DIRS = 4000  # how many workspace folders are searched for deny-listed names
-SKIP_DIRS = frozenset({".git", "node_modules", ".venv", "__pycache__"})
 
 
 class SandboxMode(StrEnum):
@@ -151,69 +148,6 @@ def unavailable_notice(policy: SandboxPolicy, support: SandboxSupport) -> str | 
     )
 
 
-# -- the deny-list ----------------------------------------------------------------
-
-
-def _home(entry: str) -> str:
-    return os.path.expanduser(entry) if entry.startswith("~") else entry
-
-
-@dataclass(frozen=True, slots=True)
-class DenyList:
-    """Deny-list entries as they apply to a workspace rooted at ``root``."""
-
-    root: str
-    entries: tuple[str, ...]
-
-    def match(self, rel: str) -> str | None:
-        """The entry that denies workspace-relative ``rel`` (or an ancestor), if any."""
-        parts = [p for p in rel.split("/") if p and p != "."]
-        for entry in self.entries:
-            path = _home(entry)
-            if os.path.isabs(path):
-                inside = os.path.relpath(path, self.root)
-                if inside.startswith(".."):
-                    continue
-                path = inside
-            if "/" not in path:
-                if any(fnmatch.fnmatchcase(p, path) for p in parts):
-                    return entry
-                continue
-            pattern = path.strip("/").split("/")
-            for i in range(len(pattern), len(parts) + 1):
-                if all(fnmatch.fnmatchcase(a, b) for a, b in zip(parts[:i], pattern, strict=False)):
-                    return entry
-        return None
-
-    def targets(self) -> tuple[list[str], bool]:
-        """Existing absolute paths the entries name (``~``/absolute entries, and names
-        found in the workspace), and whether the workspace search was complete."""
-        found: list[str] = []
-        names: list[str] = []
-        for entry in self.entries:
-            path = _home(entry)
-            if os.path.isabs(path):
-                found += glob.glob(path) if glob.has_magic(path) else [path]
-            elif "/" in path:
-                found += glob.glob(os.path.join(self.root, path.strip("/")))
-            else:
-                names.append(path)
-        complete = True
-        if names:
-            complete = self._walk(names, found)
-        return [p for p in dict.fromkeys(found) if os.path.lexists(p)], complete
-
-    def _walk(self, names: list[str], found: list[str]) -> bool:
-        for seen, (top, dirs, files) in enumerate(os.walk(self.root)):
-            if seen >= WALK_DIRS:
-                return False
-            dirs[:] = [d for d in dirs if d not in SKIP_DIRS]
-            for name in (*dirs, *files):
-                if any(fnmatch.fnmatchcase(name, n) for n in names):
-                    found.append(os.path.join(top, name))
-        return True
-
-
 # -- the spec the supervisor applies ---------------------------------------------------
 
 
@@ -235,7 +169,7 @@ def plan(policy: SandboxPolicy, root: str, tmpdir: str, support: SandboxSupport)
         return Plan(tuple(entries), ())
     writable: list[str] = []
     if mode is SandboxMode.WORKSPACE_WRITE:
-        writable = [root, tmpdir, *SHARED_WRITABLE, *(_home(p) for p in policy.writable)]
+        writable = [root, tmpdir, *SHARED_WRITABLE, *(expand(p) for p in policy.writable)]
         writable = [os.path.realpath(p) for p in writable]
     entries += [f"w:{p}" for p in writable]
     entries += [f"f:{p}" for p in WRITABLE_FILES if os.path.exists(p)]
@@ -251,8 +185,8 @@ def plan(policy: SandboxPolicy, root: str, tmpdir: str, support: SandboxSupport)
             entries.append(("hd:" if os.path.isdir(real) else "hf:") + real)
         if not complete:
             notes.append(
-                f"the workspace has more than {WALK_DIRS} folders: deny-listed names were "
-                "looked for in the first ones only"
+                "the workspace has too many folders: deny-listed names were looked for "
+                "in the first few thousand only"
             )
     return Plan(tuple(entries), tuple(writable), tuple(notes))
 

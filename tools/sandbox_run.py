@@ -19,9 +19,9 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
+from tools.denylist import DenyList
 from tools.sandbox import (
     PROTECTED,
-    DenyList,
     SandboxPolicy,
     plan,
     probe,
@@ -39,7 +39,7 @@ FAILED = re.compile(
 )
 ADDRESS = re.compile(
     r"(?:(?:https?|ftp|ssh|git)://[^\s'\"]+)"
-    r"|(?:\d{1,3}(?:\.\d{1,3}){3}(?:(?::| port |\"?, ?)\d+)?)"
+    r"|(?:\d{1,3}(?:\.\d{1,3}){3}(?:(?::| port |['\"]?, ?)\d+)?)"
     r"|(?:resolve host:? '?[\w.-]+)"
 )
 MAX_DENIALS = 5

@@ -1,0 +1,80 @@
+"""The user's deny-list: paths tools and commands must not touch.
+
+Entries are ``~/x`` or absolute paths, name patterns without a ``/`` (``.env``,
+``.env.*``) that match a file or folder of that name at any depth of the
+workspace, or workspace-relative patterns with a ``/`` (``config/secrets/*``).
+The file tools refuse a denied path (and their listings and searches leave it
+out); commands see deny-listed folders empty and files empty and read-only
+(``tools/landlock.py``). Light to import: the workspace uses it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import glob
+import os
+from dataclasses import dataclass
+
+DEFAULT_DENY = ("~/.ssh", "~/.aws", "~/.gnupg", ".env", ".env.*")
+WALK_DIRS = 4000  # how many workspace folders are searched for deny-listed names
+SKIP_DIRS = frozenset({".git", "node_modules", ".venv", "__pycache__"})
+
+
+def expand(entry: str) -> str:
+    return os.path.expanduser(entry) if entry.startswith("~") else entry
+
+
+@dataclass(frozen=True, slots=True)
+class DenyList:
+    """Deny-list entries as they apply to a workspace rooted at ``root``."""
+
+    root: str
+    entries: tuple[str, ...]
+
+    def match(self, rel: str) -> str | None:
+        """The entry that denies workspace-relative ``rel`` (or an ancestor), if any."""
+        parts = [p for p in rel.split("/") if p and p != "."]
+        for entry in self.entries:
+            path = expand(entry)
+            if os.path.isabs(path):
+                inside = os.path.relpath(path, self.root)
+                if inside.startswith(".."):
+                    continue
+                path = inside
+            if "/" not in path:
+                if any(fnmatch.fnmatchcase(p, path) for p in parts):
+                    return entry
+                continue
+            pattern = path.strip("/").split("/")
+            for i in range(len(pattern), len(parts) + 1):
+                if all(fnmatch.fnmatchcase(a, b) for a, b in zip(parts[:i], pattern, strict=False)):
+                    return entry
+        return None
+
+    def targets(self) -> tuple[list[str], bool]:
+        """Existing absolute paths the entries name (``~``/absolute entries, and names
+        found in the workspace), and whether the workspace search was complete."""
+        found: list[str] = []
+        names: list[str] = []
+        for entry in self.entries:
+            path = expand(entry)
+            if os.path.isabs(path):
+                found += glob.glob(path) if glob.has_magic(path) else [path]
+            elif "/" in path:
+                found += glob.glob(os.path.join(self.root, path.strip("/")))
+            else:
+                names.append(path)
+        complete = True
+        if names:
+            complete = self._walk(names, found)
+        return [p for p in dict.fromkeys(found) if os.path.lexists(p)], complete
+
+    def _walk(self, names: list[str], found: list[str]) -> bool:
+        for seen, (top, dirs, files) in enumerate(os.walk(self.root)):
+            if seen >= WALK_DIRS:
+                return False
+            dirs[:] = [d for d in dirs if d not in SKIP_DIRS]
+            for name in (*dirs, *files):
+                if any(fnmatch.fnmatchcase(name, n) for n in names):
+                    found.append(os.path.join(top, name))
+        return True
