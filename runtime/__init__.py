@@ -35,6 +35,9 @@ _EXPORTS = {
     "Follower": "runtime.attach",
     "ModelInfo": "runtime.catalog",
     "load_config": "runtime.config",
+    "choose_sandbox": "runtime.sandboxing",
+    "sandbox_notice": "runtime.sandboxing",
+    "sandbox_report": "runtime.sandboxing",
     "LoopSettings": "runtime.loop",
     "ProjectInstructions": "runtime.instructions",
     "load_instructions": "runtime.instructions",
@@ -109,6 +112,7 @@ __all__ = [
     "UsageSummary",
     "UsageTotals",
     "WorkspaceFiles",
+    "choose_sandbox",
     "compacted_through",
     "default_home",
     "default_targets",
@@ -122,6 +126,8 @@ __all__ = [
     "mention_at",
     "probe_local_servers",
     "reduce",
+    "sandbox_notice",
+    "sandbox_report",
     "schema_version",
     "split_attachments",
     "usage_summary",
@@ -172,6 +178,7 @@ if TYPE_CHECKING:
     from runtime.migrations import schema_version
     from runtime.records import SessionSettings, SessionSummary
     from runtime.rules import BadRule, Rule, RuleKind, Scope
+    from runtime.sandboxing import choose_sandbox, sandbox_notice, sandbox_report
     from runtime.sessions import Rewound
     from runtime.transfer import ImportRefused, export_markdown
     from runtime.usage import UsageSummary, UsageTotals, usage_summary

@@ -32,6 +32,11 @@ from typing import Any
 from runtime.approvals import ApprovalMode
 from runtime.catalog import DEFAULT_OUTPUT_CAP, ModelInfo, catalog_entry, lookup
 from runtime.errors import ConfigError
+from runtime.sandboxing import KEYS as _SANDBOX_KEYS
+from runtime.sandboxing import check_keys as _check_sandbox
+from runtime.sandboxing import config_fields as _sandbox_fields
+from runtime.sandboxing import take_keys as _take_sandbox
+from tools.denylist import DEFAULT_DENY
 
 
 def default_home() -> Path:
@@ -50,7 +55,7 @@ DEFAULT_MODEL = "openai/gpt-4.1"
 DEFAULT_APPROVAL_MODE = ApprovalMode.ASK
 _STRING_KEYS = ("model", "approval_mode", "theme", "instructions", "compact_model")
 _TOKEN_KEYS = ("max_output_tokens", "compact_reserve_tokens")
-_KEYS = {*_STRING_KEYS, *_TOKEN_KEYS, "providers", "models", "stream_idle_timeout"}
+_KEYS = {*_STRING_KEYS, *_TOKEN_KEYS, *_SANDBOX_KEYS, "providers", "models", "stream_idle_timeout"}
 _PROVIDER_KEYS = {"base_url", "api_key_env", "headers", "stream_idle_timeout", "max_output_tokens"}
 _MODEL_INTS = ("context_window", "max_output_tokens")
 _MODEL_PRICES = ("input_price", "output_price", "cached_input_price")
@@ -108,6 +113,12 @@ class Config:
         return int(found[1]["max_output_tokens"]) if found else DEFAULT_OUTPUT_CAP
 
     model_set: bool = False  # a file or BASTION_MODEL chose `model` (else: the default)
+    # The command sandbox (runtime/sandboxing.py): mode, network and writable paths
+    # come from the user's file only; a project file may add deny entries.
+    sandbox_mode: str | None = None
+    network: bool = False
+    writable_paths: tuple[str, ...] = ()
+    deny_paths: tuple[str, ...] = DEFAULT_DENY
 
 
 def user_config_path(env: Mapping[str, str]) -> Path:
@@ -202,6 +213,7 @@ def _check(path: Path, data: dict[str, Any]) -> None:
         if key in data:
             _check_tokens(path, "", key, data[key])
     _check_models(path, data.get("models", {}))
+    _check_sandbox(path, data)
     providers = data.get("providers", {})
     if not isinstance(providers, dict):
         raise ConfigError(
@@ -292,8 +304,10 @@ def load_config(cwd: str, env: Mapping[str, str] | None = None) -> Config:
     models: dict[str, dict[str, Any]] = {}
     sources: list[str] = []
     theme_source = ""
+    sandbox: list[dict[str, Any]] = []
     for path in (user_config_path(env), Path(cwd) / ".bastion" / "config.toml"):
         data = _read(path)
+        sandbox.append(_take_sandbox(path, data, user=not sandbox))
         if data:
             sources.append(str(path))
         if "theme" in data:
@@ -319,6 +333,7 @@ def load_config(cwd: str, env: Mapping[str, str] | None = None) -> Config:
         compact_model=merged.get("compact_model"),
         models=models,
         model_set="model" in merged,
+        **_sandbox_fields(*sandbox),
     )
 
 

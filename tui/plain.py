@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
@@ -227,12 +228,20 @@ class LineMode:
         if rules:
             line = Text(f"  a = always allow {rules_text(rules)}", style="dim")
             self.console.print(line, soft_wrap=True)
-        keys = "[y/a/n/e]" if rules else "[y/n/e]"
+        keys = "[y/a/n/e" if rules else "[y/n/e"
+        if call.name == "run_command":
+            self.console.print(
+                Text("  o = outside the sandbox once, w = with network once", style="dim")
+            )
+            keys += "/o/w"
+        keys += "]"
         question = f"Allow {call.name} {call_summary(call.name, call.arguments)}? {keys} "
         try:
             while True:
                 answer = (await self.ask(question)).strip().lower()
-                options = await self._answer_options(answer, bool(rules))
+                options = await self._answer_options(
+                    answer, bool(rules), call.name == "run_command"
+                )
                 if options is not None:
                     break
                 self.console.print(Text(f"answer one of {keys}"))
@@ -251,9 +260,13 @@ class LineMode:
             line = Text(f"  saved to {where}: {rules_text(saved)}", style="dim")
             self.console.print(line, soft_wrap=True)
 
-    async def _answer_options(self, answer: str, can_save: bool) -> dict[str, Any] | None:
+    async def _answer_options(
+        self, answer: str, can_save: bool, command: bool = False
+    ) -> dict[str, Any] | None:
         if answer in ("y", "yes"):
             return {"approve": True}
+        if command and answer in ("o", "w"):
+            return {"approve": True, "sandbox": "outside" if answer == "o" else "network"}
         if answer in ("n", "no"):
             return {"approve": False}
         if answer == "a" and can_save:
@@ -434,6 +447,8 @@ async def _main(opts: Any) -> int:
     except BastionError as exc:
         error_line(str(exc))
         return EXIT_USAGE
+    if notice := session.sandbox_notice():
+        print(f"bastion: {notice}", file=sys.stderr)
     harness, conv = session.harness, session.conversation
     try:
         try:

@@ -73,6 +73,8 @@ async def _main(opts: Any, prompt: str | None) -> int:
     except BastionError as exc:
         error_line(str(exc))
         return EXIT_USAGE
+    if notice := session.sandbox_notice():
+        print(f"bastion: {notice}", file=sys.stderr)
     harness, conv = session.harness, session.conversation
     run: Run | None = None
     try:
