@@ -28,7 +28,10 @@ from enum import StrEnum
 
 from tools.denylist import DEFAULT_DENY, DenyList, expand
 
-PROTECTED = (".git/hooks", ".bastion")
+# Read-only even in workspace-write: git hooks and config run code at the user's next
+# git command (hooks, core.hooksPath, core.fsmonitor, filters); .bastion/ holds the
+# user's approval rules and project config.
+PROTECTED = (".git/hooks", ".git/config", ".bastion")
 WRITABLE_FILES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty")
 SHARED_WRITABLE = ("/dev/shm",)
 PROBE_ENV = "BASTION_SANDBOX_PROBE"  # "fail": act as if this kernel had no sandbox
@@ -203,5 +206,5 @@ def protected_paths(root: str) -> list[str]:
     return [
         os.path.realpath(p)
         for p in (os.path.join(root, rel) for rel in PROTECTED)
-        if os.path.isdir(p)
+        if os.path.exists(p)
     ]

@@ -28,10 +28,12 @@ from tools.sandbox import (
     unavailable_notice,
 )
 
-DENIED = re.compile(r"Permission denied|Read-only file system|Operation not permitted|EACCES|EROFS")
+# EBUSY: renaming over a read-only bound file (how git writes .git/config)
+MARKERS = "Permission denied|Read-only file system|Operation not permitted|Device or resource busy"
+DENIED = re.compile(MARKERS + "|EACCES|EROFS")
 PATHS = re.compile(
     r"""(?:'([^'\n]+)'|"([^"\n]+)"|(?<![\w.])((?:~|\.\.?)?/[^\s'":,;)]*)"""
-    r"""|([^\s:'"]+)(?=: (?:Permission denied|Read-only file system|Operation not permitted)))"""
+    rf"""|([^\s:'"]+)(?=: (?:{MARKERS})))"""
 )
 NETWORK = re.compile(r"(?i)connect|network|resolv|getaddrinfo|not known|socket|host")
 FAILED = re.compile(
@@ -64,7 +66,7 @@ class Prepared:
     tmpdir: str | None = None
     writable: tuple[str, ...] = ()
     info: dict[str, Any] = field(default_factory=dict)
-    absent: tuple[str, ...] = ()  # protected paths that did not exist before the command
+    before: dict[str, tuple[int, int] | None] = field(default_factory=dict)  # protected paths
 
     def cleanup(self) -> None:
         if self.tmpdir is not None:
@@ -90,7 +92,7 @@ def prepare(
         return Prepared(argv, info=info)
     tmpdir = tempfile.mkdtemp(prefix="bastion-cmd-")
     env["TMPDIR"] = tmpdir
-    absent = tuple(p for p in PROTECTED if not os.path.lexists(os.path.join(root, p)))
+    before = protected_identities(root)
     made = plan(policy, root, tmpdir, support)
     info.update(applied=True, notes=list(made.notes))
     if support.seatbelt:
@@ -98,8 +100,23 @@ def prepare(
 
         hidden, _ = DenyList(root, policy.deny).targets()
         wrapped = wrap(policy, argv, made.writable, hidden, root)
-        return Prepared(wrapped, (), tmpdir, made.writable, info, absent)
-    return Prepared(argv, made.entries, tmpdir, made.writable, info, absent)
+        return Prepared(wrapped, (), tmpdir, made.writable, info, before)
+    return Prepared(argv, made.entries, tmpdir, made.writable, info, before)
+
+
+def protected_identities(root: str) -> dict[str, tuple[int, int] | None]:
+    """(device, inode) of each protected path (None: absent), to tell afterwards whether
+    the command created or replaced one (by moving an ancestor aside, say), which the
+    read-only mounts cannot prevent."""
+    found: dict[str, tuple[int, int] | None] = {}
+    for rel in PROTECTED:
+        try:
+            st = os.lstat(os.path.join(root, rel))
+        except OSError:
+            found[rel] = None
+        else:
+            found[rel] = (st.st_dev, st.st_ino)
+    return found
 
 
 def applied(prep: Prepared, report: dict[str, Any] | None, platform: str = sys.platform) -> None:
@@ -129,12 +146,36 @@ def findings(
     denials = write_denials(output, policy, root, cwd, prep.writable)
     if not policy.network:
         denials += network_denials(output, " ".join(prep.argv))
-    made = [p for p in prep.absent if os.path.lexists(os.path.join(root, p))]
-    if made:
-        data["protected_created"] = made
+    if changed := protected_changed(root, prep.before):
+        data["protected_changed"] = changed
     if denials:
         data["sandbox_denials"] = denials[:MAX_DENIALS]
     return data
+
+
+def protected_changed(root: str, before: dict[str, tuple[int, int] | None]) -> list[str]:
+    """Protected paths the command replaced, or created with something in them that
+    runs or rules (a new `.bastion/`, hooks that are not git's samples); a plain
+    `git init` is not reported."""
+    if not before:
+        return []
+    after = protected_identities(root)
+    changed = []
+    for rel, was in before.items():
+        now = after[rel]
+        if now is None or now == was:
+            continue
+        if was is not None or rel == ".bastion" or (rel == ".git/hooks" and live_hooks(root)):
+            changed.append(rel)
+    return changed
+
+
+def live_hooks(root: str) -> bool:
+    try:
+        names = os.listdir(os.path.join(root, ".git", "hooks"))
+    except OSError:
+        return False
+    return any(not name.endswith(".sample") for name in names)
 
 
 def write_denials(
@@ -208,6 +249,8 @@ def describe(data: dict[str, Any]) -> str:
         what = denial.get("path") or denial.get("connection")
         verb = "writing" if "path" in denial else "connecting to"
         lines.append(f"[sandbox denied {verb} {what}: {denial['why']}; {denial['allow']}]")
-    for made in data.get("protected_created") or ():
-        lines.append(f"[the command created {made}, which bastion protects: tell the user]")
+    for made in data.get("protected_changed") or ():
+        lines.append(
+            f"[the command created or replaced {made}, which bastion protects: tell the user]"
+        )
     return "\n".join(lines)

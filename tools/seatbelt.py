@@ -39,7 +39,10 @@ def profile(policy: SandboxPolicy, writable: tuple[str, ...], hidden: list[str],
     lines.append("(allow file-write*\n    " + "\n    ".join(allowed) + ")")
     if policy.mode is SandboxMode.WORKSPACE_WRITE:
         real = os.path.realpath(root)
-        protected = [f"(subpath {quote(os.path.join(real, p))})" for p in PROTECTED]
+        protected = [
+            f"({'literal' if p == '.git/config' else 'subpath'} {quote(os.path.join(real, p))})"
+            for p in PROTECTED
+        ]
         lines.append("(deny file-write*\n    " + "\n    ".join(protected) + ")")
     if hidden:
         denied = [matcher(os.path.realpath(p)) for p in hidden]
