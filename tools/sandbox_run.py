@@ -234,7 +234,7 @@ def network_denials(output: str, command: str) -> list[dict[str, str]]:
     for line in output.splitlines():
         if NETWORK.search(line) and (FAILED.search(line) or denied):
             address = ADDRESS.search(output) or ADDRESS.search(command)
-            shown = address.group(0) if address else line.strip()[:120]
+            shown = re.sub(r"['\"]?, ?", ":", address.group(0)) if address else line.strip()[:120]
             return [{"connection": shown, "why": "network is off", "allow": HOW_TO_ALLOW_NETWORK}]
     return []
 

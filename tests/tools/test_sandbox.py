@@ -280,3 +280,55 @@ async def test_git_config_is_protected_and_a_replaced_git_is_reported(
     )
     assert swapped.data["protected_changed"] == [".git/hooks", ".git/config"]
     assert "created or replaced .git/hooks" in swapped.model_text()
+
+
+NOBODY_SCRIPT = """
+import asyncio, os, pathlib, sys
+sys.path.insert(0, {repo!r})
+from tools import ToolContext, Workspace, run_tool
+from tools.sandbox import SandboxPolicy
+
+async def main():
+    root = pathlib.Path({root!r})
+    ctx = ToolContext(Workspace.open(root), artifacts_dir=root.parent / "artifacts",
+                      sandbox=SandboxPolicy(), env={{"PATH": os.environ["PATH"]}})
+    command = "id -u; echo in > in.txt; echo out > ../out.txt; echo h > .git/hooks/h"
+    result = await run_tool("run_command", {{"command": command}}, ctx)
+    print(result.model_text())
+
+asyncio.run(main())
+"""
+
+
+@needs_namespace
+@pytest.mark.skipif(os.geteuid() != 0, reason="runs a command as nobody, which needs root")
+def test_as_an_ordinary_user_the_sandbox_uses_a_user_namespace(tmp_path: pathlib.Path) -> None:
+    """Not root: the supervisor makes a user namespace (identity-mapped) for its mounts;
+    the command runs as the same user, writes the workspace, and nothing else."""
+    python = shutil.which("python3", path="/usr/bin:/usr/local/bin")
+    setpriv = shutil.which("setpriv")
+    if python is None or setpriv is None:
+        pytest.skip("needs a system python3 and setpriv to run as nobody")
+    repo = str(pathlib.Path(__file__).resolve().parents[2])
+    base = pathlib.Path(tempfile.mkdtemp(prefix="bastion-nobody-"))
+    try:
+        root = base / "ws"
+        (root / ".git" / "hooks").mkdir(parents=True)
+        (base / "artifacts").mkdir()
+        (base / "run.py").write_text(NOBODY_SCRIPT.format(repo=repo, root=str(root)))
+        subprocess.run(["chown", "-R", "65534:65534", str(base)], check=True)
+        done = subprocess.run(
+            [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", python, "-I",
+             str(base / "run.py")],
+            capture_output=True, text=True, timeout=60, cwd=base, check=False,
+        )  # fmt: skip
+        if "Permission denied" in done.stderr and "run.py" in done.stderr:
+            pytest.skip(f"nobody cannot run {python} here")
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.splitlines()[1].startswith("[exit 1")
+        assert "65534" in done.stdout and (root / "in.txt").read_text() == "in\n"
+        assert not (base / "out.txt").exists() and not (root / ".git/hooks/h").exists()
+        assert f"sandbox denied writing {base / 'out.txt'}" in done.stdout
+        assert "protected (.git/hooks" in done.stdout
+    finally:
+        shutil.rmtree(base)
