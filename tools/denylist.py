@@ -13,6 +13,7 @@ from __future__ import annotations
 import fnmatch
 import glob
 import os
+import re
 from dataclasses import dataclass
 
 DEFAULT_DENY = ("~/.ssh", "~/.aws", "~/.gnupg", ".env", ".env.*")
@@ -70,11 +71,21 @@ class DenyList:
         return [p for p in dict.fromkeys(found) if os.path.lexists(p)], complete
 
     def _walk(self, names: list[str], found: list[str]) -> bool:
-        for seen, (top, dirs, files) in enumerate(os.walk(self.root)):
+        """Breadth-first over the workspace's folders (not following links), up to
+        WALK_DIRS of them; False if there were more."""
+        match = re.compile("|".join(fnmatch.translate(n) for n in names)).match
+        todo = [self.root]
+        for seen, top in enumerate(todo):
             if seen >= WALK_DIRS:
                 return False
-            dirs[:] = [d for d in dirs if d not in SKIP_DIRS]
-            for name in (*dirs, *files):
-                if any(fnmatch.fnmatchcase(name, n) for n in names):
-                    found.append(os.path.join(top, name))
+            try:
+                entries = os.scandir(top)
+            except OSError:
+                continue
+            with entries:
+                for entry in entries:
+                    if match(entry.name):
+                        found.append(entry.path)
+                    elif entry.name not in SKIP_DIRS and entry.is_dir(follow_symlinks=False):
+                        todo.append(entry.path)
         return True
