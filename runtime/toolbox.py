@@ -55,6 +55,8 @@ class Toolbox(Protocol):
         arguments: str,
         on_output: Callable[[str], None] | None = None,
         on_start: OnStart | None = None,
+        *,
+        sandbox: str | None = None,  # passed only when the user's answer carries one
     ) -> ToolOutcome: ...
 
     def close(self) -> None: ...
@@ -117,6 +119,7 @@ class WorkspaceToolbox:
         arguments: str,
         on_output: Callable[[str], None] | None = None,
         on_start: OnStart | None = None,
+        *,
         sandbox: str | None = None,
     ) -> ToolOutcome:
         """Run tool `name`; `sandbox` ("outside" or "network", see SANDBOX_OVERRIDES)
