@@ -8,9 +8,10 @@ Config keys (checked here, read by runtime/config.py):
     writable_paths = ["~/.cache/pip"]   # writable besides the workspace and temp
     deny_paths = ["~/.ssh", ".env"]     # replaces the default deny-list
 
-Only the user's own config file may set `sandbox_mode`, `network` and
-`writable_paths`; a project's `.bastion/config.toml` may only add `deny_paths`
-entries (never remove one). Flags (`--sandbox MODE`, `--network`) win over the
+Only the user's own config file may set `network` and `writable_paths`, and
+widen `sandbox_mode`; a project's `.bastion/config.toml` may only narrow the
+sandbox (`sandbox_mode = "read-only"`) and add `deny_paths` entries (never
+remove one). Flags (`--sandbox MODE`, `--network`) win over the
 user's file. Without either, commands run in `workspace-write`, or `read-only`
 under the read-only approval mode.
 """
@@ -63,10 +64,10 @@ def take_keys(path: Path, data: dict[str, Any], *, user: bool) -> dict[str, Any]
     taken = {key: data.pop(key) for key in KEYS if key in data}
     if not user:
         for key in USER_ONLY:
-            if key in taken:
+            if key in taken and not (key == "sandbox_mode" and taken[key] == "read-only"):
                 raise ConfigError(
                     f"{path}: {key} can only be set in your own config file or by a flag, "
-                    "never by a project",
+                    "never by a project (which may only narrow the sandbox to read-only)",
                     hint=f"remove {key} from {path}",
                 )
     return taken
@@ -77,8 +78,9 @@ def config_fields(user: dict[str, Any], project: dict[str, Any]) -> dict[str, An
     from tools.denylist import DEFAULT_DENY
 
     deny = tuple(user.get("deny_paths", DEFAULT_DENY))
+    narrowed = project.get("sandbox_mode") == "read-only"
     return {
-        "sandbox_mode": user.get("sandbox_mode"),
+        "sandbox_mode": "read-only" if narrowed else user.get("sandbox_mode"),
         "network": bool(user.get("network", False)),
         "writable_paths": tuple(user.get("writable_paths", ())),
         "deny_paths": deny + tuple(p for p in project.get("deny_paths", ()) if p not in deny),

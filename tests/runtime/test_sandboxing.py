@@ -50,8 +50,20 @@ def test_the_user_sets_everything_and_a_flag_wins(tmp_path: Path) -> None:
     assert flagged.mode is SandboxMode.DANGER_FULL_ACCESS
 
 
+def test_a_project_may_narrow_the_sandbox_to_read_only(tmp_path: Path) -> None:
+    user = 'sandbox_mode = "danger-full-access"\n'
+    config = load_config(*configs(tmp_path, user, 'sandbox_mode = "read-only"\n'))
+    assert choose_sandbox(config, "full-auto").mode is SandboxMode.READ_ONLY
+
+
 @pytest.mark.parametrize(
-    "line", ['sandbox_mode = "danger-full-access"', "network = true", 'writable_paths = ["/"]']
+    "line",
+    [
+        'sandbox_mode = "danger-full-access"',
+        'sandbox_mode = "workspace-write"',
+        "network = true",
+        'writable_paths = ["/"]',
+    ],
 )
 def test_a_project_cannot_widen_the_sandbox(tmp_path: Path, line: str) -> None:
     with pytest.raises(ConfigError) as caught:
