@@ -91,17 +91,21 @@ def prepare(
         info.update(applied=False, warning=unavailable_notice(policy, support))
         return Prepared(argv, info=info)
     tmpdir = tempfile.mkdtemp(prefix="bastion-cmd-")
-    env["TMPDIR"] = tmpdir
-    before = protected_identities(root)
-    made = plan(policy, root, tmpdir, support)
-    info.update(applied=True, notes=list(made.notes))
-    if support.seatbelt:
-        from tools.seatbelt import wrap
+    try:
+        before = protected_identities(root)
+        made = plan(policy, root, tmpdir, support)
+        if support.seatbelt:
+            from tools.seatbelt import wrap
 
-        hidden, _ = DenyList(root, policy.deny).targets()
-        wrapped = wrap(policy, argv, made.writable, hidden, root)
-        return Prepared(wrapped, (), tmpdir, made.writable, info, before)
-    return Prepared(argv, made.entries, tmpdir, made.writable, info, before)
+            hidden, _ = DenyList(root, policy.deny).targets()
+            argv = wrap(policy, argv, made.writable, hidden, root)
+    except BaseException:
+        shutil.rmtree(tmpdir, ignore_errors=True)  # the error that got here is what counts
+        raise
+    env["TMPDIR"] = tmpdir
+    info.update(applied=True, notes=list(made.notes))
+    entries = () if support.seatbelt else made.entries  # sandbox-exec, not the supervisor
+    return Prepared(argv, entries, tmpdir, made.writable, info, before)
 
 
 def protected_identities(root: str) -> dict[str, tuple[int, int] | None]:

@@ -44,3 +44,20 @@ def test_quotes_are_escaped_and_the_command_is_wrapped() -> None:
     argv = wrap(SandboxPolicy(), ("bash", "-c", "true"), ('/w/a "b"\\c',), [], "/w")
     assert argv[0] == SANDBOX_EXEC and argv[1] == "-p" and argv[3:] == ("bash", "-c", "true")
     assert '(subpath "/w/a \\"b\\"\\\\c")' in argv[2]
+
+
+def test_on_macos_the_command_is_wrapped_and_the_supervisor_applies_nothing(
+    tmp_path: pathlib.Path, monkeypatch
+) -> None:
+    """What prepare does where probe() finds sandbox-exec (simulated: it cannot run here)."""
+    from tools import sandbox_run
+    from tools.sandbox import SandboxSupport
+
+    monkeypatch.setattr(sandbox_run, "probe", lambda: SandboxSupport("darwin", seatbelt=True))
+    env: dict[str, str] = {}
+    prep = sandbox_run.prepare(SandboxPolicy(), str(tmp_path), ("make",), env)
+    try:
+        assert prep.entries == () and prep.argv[0] == SANDBOX_EXEC and prep.argv[-1] == "make"
+        assert env["TMPDIR"] == prep.tmpdir and f'(subpath "{prep.tmpdir}")' in prep.argv[2]
+    finally:
+        prep.cleanup()
