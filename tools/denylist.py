@@ -14,7 +14,6 @@ import fnmatch
 import glob
 import os
 import re
-from dataclasses import dataclass
 
 DEFAULT_DENY = ("~/.ssh", "~/.aws", "~/.gnupg", ".env", ".env.*")
 WALK_DIRS = 4000  # how many workspace folders are searched for deny-listed names
@@ -25,12 +24,14 @@ def expand(entry: str) -> str:
     return os.path.expanduser(entry) if entry.startswith("~") else entry
 
 
-@dataclass(frozen=True, slots=True)
 class DenyList:
-    """Deny-list entries as they apply to a workspace rooted at ``root``."""
+    """Deny-list entries as they apply to a workspace rooted at ``root``. (A plain
+    class: the workspace imports this module, and one-shot tool runs stay lean.)"""
 
-    root: str
-    entries: tuple[str, ...]
+    __slots__ = ("entries", "root")
+
+    def __init__(self, root: str, entries: tuple[str, ...]) -> None:
+        self.root, self.entries = root, entries
 
     def match(self, rel: str) -> str | None:
         """The entry that denies workspace-relative ``rel`` (or an ancestor), if any."""

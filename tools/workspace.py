@@ -15,11 +15,13 @@ import stat
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tools.context import Access, AuthorizePath
-from tools.denylist import DenyList
 from tools.refusal import RefusalCode, Refused
+
+if TYPE_CHECKING:
+    from tools.denylist import DenyList
 
 MAX_PATH_BYTES = 4096
 MAX_NAME_BYTES = 255
@@ -93,7 +95,10 @@ class Workspace:
         except OSError as exc:
             raise WorkspaceError(f"cannot open workspace {text}: {exc.strerror}") from None
         ws = cls(fd, text)
-        ws.deny = DenyList(text, deny) if deny else None
+        if deny:
+            from tools.denylist import DenyList
+
+            ws.deny = DenyList(text, deny)
         return ws
 
     @property
