@@ -22,6 +22,7 @@ from typing import Any
 from tools.denylist import DenyList
 from tools.sandbox import (
     PROTECTED,
+    SandboxMode,
     SandboxPolicy,
     plan,
     probe,
@@ -80,7 +81,9 @@ class Prepared:
 def prepare(
     policy: SandboxPolicy | None, root: str, argv: tuple[str, ...], env: dict[str, str]
 ) -> Prepared:
-    """The sandbox for one command; sets ``TMPDIR`` in ``env`` to its temp dir."""
+    """The sandbox for one command; in workspace-write, sets ``TMPDIR`` in ``env`` to its
+    temp dir (read-only gets one too, unwritable, for the empty file deny-listed files
+    are covered with)."""
     if policy is None:
         return Prepared(argv)
     info: dict[str, Any] = {"mode": policy.mode.value, "network": policy.network}
@@ -102,7 +105,8 @@ def prepare(
     except BaseException:
         shutil.rmtree(tmpdir, ignore_errors=True)  # the error that got here is what counts
         raise
-    env["TMPDIR"] = tmpdir
+    if policy.mode is SandboxMode.WORKSPACE_WRITE:  # read-only: no writes at all
+        env["TMPDIR"] = tmpdir
     info.update(applied=True, notes=list(made.notes))
     entries = () if support.seatbelt else made.entries  # sandbox-exec, not the supervisor
     return Prepared(argv, entries, tmpdir, made.writable, info, before)
