@@ -240,7 +240,7 @@ async def execute(ctx: ToolContext, args: CommandArgs, dir_fd: int) -> ToolResul
         first = await sup.started()
         refuse_unstarted(args, first)
         applied(prep, sup.sandbox)
-        await announce(ctx, sup.record(sink.artifact_id))
+        await announce(ctx, sup.record(sink.artifact_id, prep.tmpdir))
         timed_out, reaped = await supervise(sup, sink, args.timeout_ms / 1000)
     except BaseException:
         sup.kill()

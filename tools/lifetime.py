@@ -19,6 +19,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -105,7 +106,17 @@ def reap(record: dict[str, Any], bound_s: float = 5.0) -> ReapResult:
     if roots:
         more, rest = kill_tree(roots, lambda procs: [], bound_s)
         killed, left = killed + more, left + rest
+    remove_tmpdir(record.get("tmpdir"))
     return ReapResult(tuple(killed), tuple(left))
+
+
+def remove_tmpdir(path: object) -> None:
+    """A crashed command's temp dir (``bastion-cmd-*`` in the system temp dir only)."""
+    if not isinstance(path, str) or not os.path.basename(path).startswith("bastion-cmd-"):
+        return
+    temp = tempfile.gettempdir()
+    if os.path.dirname(path) in (temp, os.path.realpath(temp)):
+        reaper.remove_tree(path)
 
 
 class SupervisorError(Exception):
@@ -203,8 +214,9 @@ class Supervised:
             self.sandbox = message.get("sandbox")
         return message
 
-    def record(self, output_id: str) -> dict[str, Any]:
-        """What ``reaper.reap`` needs to find this command again after a crash."""
+    def record(self, output_id: str, tmpdir: str | None = None) -> dict[str, Any]:
+        """What ``reaper.reap`` needs to find this command again after a crash (and the
+        command's temp dir, to remove)."""
         return {
             "version": RECORD_VERSION,
             "supervisor_pid": self.proc.pid,
@@ -215,6 +227,7 @@ class Supervised:
             "boot_id": boot_id(),
             "tracked": self.tracked,
             "output_id": output_id,
+            "tmpdir": tmpdir,
         }
 
     async def exited(self, timeout_s: float) -> bool:

@@ -268,6 +268,10 @@ class Supervisor:
     def __init__(self, life: int, report: int, argv: list[str], policy: list[str]) -> None:
         self.life, self.report, self.argv = life, report, argv
         self.policy = policy
+        # The command's own temp dir (the sandbox's TMPDIR): emptied when it ends, even
+        # when bastion is gone. The folder itself stays (Landlock lets us write in it,
+        # not in its parent); bastion removes it, or `reap` after a crash.
+        self.tmp = next((e[4:] for e in policy if e.startswith("tmp:")), None)
         self.child = 0
         self.status: int | None = None
         self.tracked = False
@@ -364,6 +368,34 @@ class Supervisor:
         reap_children()
         note = "" if self.tracked else UNTRACKED
         self.send(reaped={"killed": killed, "remaining": left, "note": note})
+        if self.tmp:
+            remove_tree(self.tmp)
+
+
+def remove_tree(top: str) -> None:
+    """Remove everything in ``top`` and then ``top``, links never followed; what cannot
+    be removed stays (bastion's own clean-up reports it)."""
+    todo, folders = [top], []
+    while todo:
+        path = todo.pop()
+        folders.append(path)
+        try:
+            entries = list(os.scandir(path))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    todo.append(entry.path)
+                else:
+                    os.unlink(entry.path)
+            except OSError:
+                pass
+    for path in reversed(folders):
+        try:  # noqa: SIM105
+            os.rmdir(path)
+        except OSError:
+            pass
 
 
 class Stop(Exception):

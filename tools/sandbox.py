@@ -175,6 +175,7 @@ def plan(policy: SandboxPolicy, root: str, tmpdir: str, support: SandboxSupport)
         writable = [root, tmpdir, *SHARED_WRITABLE, *(expand(p) for p in policy.writable)]
         writable = [os.path.realpath(p) for p in writable]
     entries += [f"w:{p}" for p in writable]
+    entries.append(f"tmp:{tmpdir}")
     entries += [f"f:{p}" for p in WRITABLE_FILES if os.path.exists(p)]
     notes: list[str] = []
     if support.namespace:

@@ -73,6 +73,8 @@ class Prepared:
         if self.tmpdir is not None:
             try:
                 shutil.rmtree(self.tmpdir)
+            except FileNotFoundError:
+                pass  # the supervisor removed it first
             except OSError as exc:
                 self.info.setdefault("notes", []).append(f"temp dir left: {exc.strerror}")
             self.tmpdir = None

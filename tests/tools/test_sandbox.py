@@ -7,6 +7,7 @@ root too. They skip, saying why, only where the kernel has no Landlock."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import pathlib
 import shutil
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -334,3 +336,39 @@ def test_as_an_ordinary_user_the_sandbox_uses_a_user_namespace(tmp_path: pathlib
         assert "protected (.git/hooks" in done.stdout
     finally:
         shutil.rmtree(base)
+
+
+@needs_landlock
+async def test_the_temp_dir_goes_with_the_command_even_when_bastion_does_not_clean_up(
+    root: pathlib.Path,
+) -> None:
+    """The supervisor empties the command's temp dir itself when it ends (here: the
+    lifeline closed, as when bastion dies); `reap(record)` after a crash removes it."""
+    from tools.lifetime import Supervised, reap
+    from tools.sandbox import plan
+
+    tmp = tempfile.mkdtemp(prefix="bastion-cmd-")
+    entries = plan(WRITE, str(root), tmp, SUPPORT).entries
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    spawn = {"cwd": f"/proc/self/fd/{fd}", "pass_fds": (fd,)}
+    env = {"PATH": os.environ["PATH"], "TMPDIR": tmp}
+    script = 'mkdir -p "$TMPDIR/a/b" && touch "$TMPDIR/a/b/f" && sleep 60'
+    sup = Supervised.spawn(("bash", "-c", script), env, spawn, entries)
+    os.close(fd)
+    try:
+        await sup.connect()
+        assert "started" in await sup.started()
+        deadline = time.monotonic() + 10
+        while not os.path.exists(os.path.join(tmp, "a", "b", "f")):
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)
+        sup.kill()  # the lifeline closes: what bastion's death does
+        reaped = await sup.finished()
+        assert reaped.clean and os.listdir(tmp) == []  # emptied (Landlock: not /tmp itself)
+    finally:
+        sup.close()
+    pathlib.Path(tmp, "left.txt").write_text("x")
+    record = {"version": 1, "pgid": 2**22 + 7, "supervisor_pid": 2**22 + 7}
+    record |= {"supervisor_start": 1, "start_time": 1, "tmpdir": tmp}
+    reap(record, bound_s=0.5)
+    assert not os.path.exists(tmp)
