@@ -18,6 +18,13 @@ with ``python -I -S``, so it imports only the standard library and never the
   SIGHUP, a crash). A pipe is used rather than ``PR_SET_PDEATHSIG``, which fires
   on the death of the *thread* that forked, not of the process.
 
+Given a sandbox spec (``tools.sandbox.plan``: a count, then the entries, before
+the command's argv), the supervisor applies it to itself before it starts the
+command (``tools/landlock.py``, imported by path), so the command and all it
+starts inherit it; if it cannot be applied it reports ``sandbox_error`` and
+starts nothing. Descriptors it holds are made close-on-exec first, so none
+opened before the sandbox reaches the command.
+
 Without a subreaper (macOS, other Unixes) the supervisor kills the command's
 process group; processes that left it (``setsid``) cannot be found there, and
 the result says so.
