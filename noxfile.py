@@ -65,6 +65,7 @@ def bench(session: nox.Session) -> None:
     session.install("quicktok-v1")
     session.run("python", "tests/bench/bench_stream.py", *session.posargs)
     session.run("python", "tests/bench/bench_tools.py")
+    session.run("python", "tests/bench/bench_sandbox.py")
     session.run("python", "tests/bench/bench_store.py")
     session.run("python", "tests/bench/bench_tokens.py")
     session.run("python", "tests/bench/bench_app.py")

@@ -44,6 +44,9 @@ _EXPORTS = {
     "recorded_trust": "runtime.trust",
     "project_preview": "runtime.project_preview",
     "store_modes": "runtime.storefile",
+    "choose_sandbox": "runtime.sandboxing",
+    "sandbox_notice": "runtime.sandboxing",
+    "sandbox_report": "runtime.sandboxing",
     "LoopSettings": "runtime.loop",
     "ProjectInstructions": "runtime.instructions",
     "load_instructions": "runtime.instructions",
@@ -120,6 +123,7 @@ __all__ = [
     "UsageSummary",
     "UsageTotals",
     "WorkspaceFiles",
+    "choose_sandbox",
     "compacted_through",
     "default_home",
     "default_targets",
@@ -136,6 +140,8 @@ __all__ = [
     "project_preview",
     "recorded_trust",
     "reduce",
+    "sandbox_notice",
+    "sandbox_report",
     "schema_version",
     "set_trust",
     "split_attachments",
@@ -191,6 +197,7 @@ if TYPE_CHECKING:
     from runtime.project_preview import project_preview
     from runtime.records import SessionSettings, SessionSummary
     from runtime.rules import BadRule, Rule, RuleKind, Scope
+    from runtime.sandboxing import choose_sandbox, sandbox_notice, sandbox_report
     from runtime.sessions import Rewound
     from runtime.storefile import store_modes
     from runtime.transfer import ImportRefused, export_markdown

@@ -19,6 +19,7 @@ class Answer:
     message: str | None  # with a denial: what the model is told
     standing: tuple[Rule, ...]  # rules outside the store (invocation, project)
     root: str  # the workspace, for project rules
+    sandbox: str | None = None  # approved to run "outside" the sandbox, or with "network"
 
 
 def answer_tx(
@@ -33,6 +34,8 @@ def answer_tx(
     review = dict(current.review or {})
     if answer.message:
         review["message"] = answer.message
+    if answer.sandbox and approve:
+        review["sandbox"] = answer.sandbox
     saved: tuple[Rule, ...] = ()
     if answer.scope is not None:
         have = [*tx.session_rules(), *answer.standing]

@@ -268,9 +268,11 @@ class Follower:
         *,
         always: str | None = None,
         message: str | None = None,
+        sandbox: str | None = None,
     ) -> None:
         """Answer an approval (`always`: save the rule "a" proposes, session or project;
-        `message`: a denial's words for the model), through the driver when it serves."""
+        `message`: a denial's words for the model; `sandbox`: "outside" or "network",
+        this call only), through the driver when it serves."""
         client = self._client
         if client is not None:
             await client.request(
@@ -279,10 +281,16 @@ class Follower:
                 approve=approve,
                 always=always,
                 message=message,
+                sandbox=sandbox,
             )
             return
         await self.harness.respond(
-            self.conversation_id, tool_call_id, approve, always=always, message=message
+            self.conversation_id,
+            tool_call_id,
+            approve,
+            always=always,
+            message=message,
+            sandbox=sandbox,
         )
 
     async def withdraw(self, item_id: str) -> bool:

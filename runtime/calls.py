@@ -222,9 +222,12 @@ class CallRunner:
             )
 
         ticker = asyncio.create_task(self._checkpoint_output(call.id, buffer))
+        # "run outside the sandbox once" / "with network": the user's committed answer
+        override = (call.review or {}).get("sandbox")
+        extra: dict[str, Any] = {"sandbox": override} if override else {}
         try:
             return await self.deps.toolbox.run(
-                call.name, call.arguments, on_output=output, on_start=started
+                call.name, call.arguments, on_output=output, on_start=started, **extra
             )
         except Exception as exc:  # a tool's failure is that call's, never the run's
             log.warning("tool %s raised", call.name, exc_info=True)

@@ -41,7 +41,11 @@ from runtime.safe_read import (
     too_deep,
     too_large,
 )
+from runtime.sandboxing import KEYS as _SANDBOX_KEYS
+from runtime.sandboxing import check_keys as _check_sandbox
+from runtime.sandboxing import config_fields as _sandbox_fields
 from runtime.trust import Trust, project_files, trust_of
+from tools.denylist import DEFAULT_DENY
 
 
 def default_home() -> Path:
@@ -60,7 +64,7 @@ DEFAULT_MODEL = "openai/gpt-4.1"
 DEFAULT_APPROVAL_MODE = ApprovalMode.ASK
 _STRING_KEYS = ("model", "approval_mode", "theme", "instructions", "compact_model")
 _TOKEN_KEYS = ("max_output_tokens", "compact_reserve_tokens")
-_KEYS = {*_STRING_KEYS, *_TOKEN_KEYS, "providers", "models", "stream_idle_timeout"}
+_KEYS = {*_STRING_KEYS, *_TOKEN_KEYS, *_SANDBOX_KEYS, "providers", "models", "stream_idle_timeout"}
 _PROVIDER_KEYS = {"base_url", "api_key_env", "headers", "stream_idle_timeout", "max_output_tokens"}
 _MODEL_INTS = ("context_window", "max_output_tokens")
 _MODEL_PRICES = ("input_price", "output_price", "cached_input_price")
@@ -121,6 +125,12 @@ class Config:
     model_set: bool = False  # a file or BASTION_MODEL chose `model` (else: the default)
     trust: Trust | None = None  # the working folder's (None: not looked up)
     notes: tuple[str, ...] = ()  # one line each for the user: project settings ignored, why
+    # The command sandbox (runtime/sandboxing.py): mode, network and writable paths
+    # come from the user's file only; a project file may narrow it and add deny entries.
+    sandbox_mode: str | None = None
+    network: bool = False
+    writable_paths: tuple[str, ...] = ()
+    deny_paths: tuple[str, ...] = DEFAULT_DENY
 
 
 def user_config_path(env: Mapping[str, str]) -> Path:
@@ -221,6 +231,7 @@ def _check(path: Path, data: dict[str, Any]) -> None:
         if key in data:
             _check_tokens(path, "", key, data[key])
     _check_models(path, data.get("models", {}))
+    _check_sandbox(path, data)
     providers = data.get("providers", {})
     if not isinstance(providers, dict):
         raise ConfigError(
@@ -315,14 +326,13 @@ def load_config(cwd: str, env: Mapping[str, str] | None = None) -> Config:
     user_path = user_config_path(env)
     user = read_config_file(user_path)
     trust = trust_of(cwd, env)
-    layers: list[tuple[Path, dict[str, Any]]] = [(user_path, user)] if user else []
+    layers: list[tuple[Path, dict[str, Any]]] = [(user_path, user)]  # the user's first
     notes: list[str] = []
     project_path = Path(cwd) / PROJECT_CONFIG
     if trust.trusted:
         project = read_config_file(project_path, project_root=cwd)
         kept, ignored = restrict_project(project, user, DEFAULT_APPROVAL_MODE.value)
-        if project:
-            layers.append((project_path, kept))
+        layers.append((project_path, kept if project else {}))
         if ignored:
             notes.append(
                 f"{project_path}: ignored {'; '.join(ignored)}: a project file never routes "
@@ -390,8 +400,10 @@ def _merge(
     providers: dict[str, dict[str, Any]] = {}
     models: dict[str, dict[str, Any]] = {}
     theme_source = model_source = ""
-    for path, data in layers:
+    sandbox: list[dict[str, Any]] = [{}, {}]  # the user's sandbox keys, the project's
+    for index, (path, data) in enumerate(layers):
         data = dict(data)
+        sandbox[index] = {key: data.pop(key) for key in _SANDBOX_KEYS if key in data}
         if "theme" in data:
             theme_source = str(path)
         if "model" in data:
@@ -412,7 +424,7 @@ def _merge(
         instructions=merged.get("instructions", ""),
         stream_idle_timeout=merged.get("stream_idle_timeout"),
         providers=providers,
-        sources=tuple(str(path) for path, _ in layers),
+        sources=tuple(str(path) for path, data in layers if data),
         max_output_tokens=merged.get("max_output_tokens"),
         compact_reserve_tokens=merged.get("compact_reserve_tokens"),
         compact_model=merged.get("compact_model"),
@@ -420,6 +432,7 @@ def _merge(
         model_set="model" in merged,
         trust=trust,
         notes=notes,
+        **_sandbox_fields(*sandbox),
     )
 
 

@@ -10,6 +10,7 @@ from runtime.harness_core import HarnessCore
 from runtime.records import ToolCallRecord
 from runtime.rules import BadRule, Rule, Scope, propose, unique
 from runtime.settings import load_project_rules
+from runtime.toolbox import SANDBOX_OVERRIDES
 from runtime.trust import trust_of
 from runtime.tx import Tx
 
@@ -23,6 +24,7 @@ class ApprovalOps(HarnessCore):
         *,
         always: str | None = None,
         message: str | None = None,
+        sandbox: str | None = None,
     ) -> tuple[Rule, ...]:
         """Answer a pending approval: committed, then the driver woken. NotPending if the
         approval was answered already or its call was settled (an interrupt won).
@@ -31,11 +33,14 @@ class ApprovalOps(HarnessCore):
         `proposed_rules` names, in the transaction that approves the call (a project
         rule goes to `.bastion/settings.toml` inside it: a failed write approves
         nothing); other pending calls those rules cover are approved with it.
-        `message` goes with a denial to the model. Returns the rules saved."""
+        `message` goes with a denial to the model. `sandbox` ("outside" or "network")
+        approves this call only, to run outside the command sandbox or with the
+        network; it is committed with the answer. Returns the rules saved."""
         if always is not None and not approve:
             raise BadRule("a denial cannot save a rule", hint="answer always only to approve")
         if message is not None and approve:
             raise BadRule("a message goes with a denial", hint="deny with the message instead")
+        check_sandbox_answer(approve, always, sandbox)
         scope = Scope(always) if always is not None else None
         if scope == Scope.INVOCATION:
             raise BadRule(
@@ -50,7 +55,9 @@ class ApprovalOps(HarnessCore):
         standing = self._standing_rules(conversation_id, root)
 
         def build(tx: Tx) -> tuple[list[ToolCallRecord], tuple[Rule, ...]]:
-            return answer_tx(tx, tool_call_id, approve, Answer(scope, message, standing, root))
+            return answer_tx(
+                tx, tool_call_id, approve, Answer(scope, message, standing, root, sandbox)
+            )
 
         answered, saved = await self.store.transact(conversation_id, build, publish=self._publish)
         if not answered:
@@ -89,3 +96,18 @@ class ApprovalOps(HarnessCore):
         if driver is not None and driver.config.rules is not None:
             return driver.config.rules.standing()
         return load_project_rules(root) if root and trust_of(root).trusted else ()
+
+
+def check_sandbox_answer(approve: bool, always: str | None, sandbox: str | None) -> None:
+    if sandbox is None:
+        return
+    if sandbox not in SANDBOX_OVERRIDES:
+        raise BadRule(
+            f"unknown sandbox answer {sandbox!r}",
+            hint=f"use one of: {', '.join(SANDBOX_OVERRIDES)}",
+        )
+    if not approve or always is not None:
+        raise BadRule(
+            "running outside the sandbox (or with network) is approved once only",
+            hint="approve this call once with it, without always",
+        )

@@ -15,7 +15,8 @@ The protocol is JSON lines, both ways:
              {"op": "withdraw", "id": N, "item_id": I}
              {"op": "interrupt", "id": N}
              {"op": "respond", "id": N, "tool_call_id": C, "approve": true|false,
-              "always": null|"session"|"project", "message": null|TEXT}
+              "always": null|"session"|"project", "message": null|TEXT,
+              "sandbox": null|"outside"|"network"}
     server → {"type": "reply", "id": N, "ok": true, ...}
              {"type": "reply", "id": N, "ok": false, "error": {"code", "message", "hint"}}
 
@@ -349,6 +350,9 @@ class AttachServer:
             if op == "respond":
                 call_id, approve = str(request["tool_call_id"]), request["approve"]
                 always, message = request.get("always"), request.get("message")
+                sandbox = request.get("sandbox")
+                if sandbox is not None and not isinstance(sandbox, str):
+                    raise ValueError("sandbox")
                 if not isinstance(approve, bool):
                     raise ValueError("approve")
                 if always is not None and always not in ("session", "project"):
@@ -356,7 +360,7 @@ class AttachServer:
                 if message is not None and not isinstance(message, str):
                     raise ValueError("message")
                 saved = await self.harness.respond(
-                    conv_id, call_id, approve, always=always, message=message
+                    conv_id, call_id, approve, always=always, message=message, sandbox=sandbox
                 )
                 return {"rules": [rule.pattern for rule in saved]}
         except (KeyError, ValueError) as exc:

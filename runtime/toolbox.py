@@ -10,10 +10,18 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from runtime.errors import ConfigError
 from runtime.providers.base import ToolSpec
+
+if TYPE_CHECKING:
+    from tools.sandbox import SandboxPolicy
+
+# How one approved command may leave the session's sandbox (the user's answer,
+# committed with the approval): "outside" runs it unsandboxed, "network" with
+# the network allowed.
+SANDBOX_OVERRIDES = ("outside", "network")
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +55,8 @@ class Toolbox(Protocol):
         arguments: str,
         on_output: Callable[[str], None] | None = None,
         on_start: OnStart | None = None,
+        *,
+        sandbox: str | None = None,  # passed only when the user's answer carries one
     ) -> ToolOutcome: ...
 
     def close(self) -> None: ...
@@ -71,19 +81,27 @@ def unknown_tool(name: str, known: list[str]) -> ToolOutcome:
 
 
 class WorkspaceToolbox:
-    """The coding tools over a descriptor-pinned workspace rooted at `root`."""
+    """The coding tools over a descriptor-pinned workspace rooted at `root`; commands
+    run in `sandbox` (default: workspace-write, network off, the default deny-list,
+    which the file tools honour too)."""
 
-    def __init__(self, root: str, artifacts_dir: Path) -> None:
+    def __init__(
+        self, root: str, artifacts_dir: Path, sandbox: SandboxPolicy | None = None
+    ) -> None:
         import tools  # deferred: print mode without tools never pays for it
+        from tools.sandbox import SandboxPolicy
 
         self._tools = tools
+        self.sandbox = sandbox if sandbox is not None else SandboxPolicy()
         try:
-            self._workspace = tools.Workspace.open(root)
+            self._workspace = tools.Workspace.open(root, deny=self.sandbox.deny)
         except tools.WorkspaceError as exc:
             raise ConfigError(
                 str(exc), hint="run bastion from the project directory, or start a new session"
             ) from exc
-        self._ctx = tools.ToolContext(workspace=self._workspace, artifacts_dir=artifacts_dir)
+        self._ctx = tools.ToolContext(
+            workspace=self._workspace, artifacts_dir=artifacts_dir, sandbox=self.sandbox
+        )
         self._specs = tuple(
             ToolSpec(d.name, d.description, d.parameters) for d in tools.TOOLS.values()
         )
@@ -101,7 +119,11 @@ class WorkspaceToolbox:
         arguments: str,
         on_output: Callable[[str], None] | None = None,
         on_start: OnStart | None = None,
+        *,
+        sandbox: str | None = None,
     ) -> ToolOutcome:
+        """Run tool `name`; `sandbox` ("outside" or "network", see SANDBOX_OVERRIDES)
+        is what the user approved for this one call."""
         if name not in self._tools.TOOLS:
             return unknown_tool(name, list(self._tools.TOOLS))
         try:
@@ -110,7 +132,12 @@ class WorkspaceToolbox:
             return invalid_arguments(name, str(exc))
         if not isinstance(args, dict):
             return invalid_arguments(name, f"got {type(args).__name__}")
-        ctx = self._ctx._replace(on_output=on_output, on_start=on_start)
+        policy = self.sandbox
+        if sandbox == "outside":
+            policy = policy.outside()
+        elif sandbox == "network":
+            policy = policy.with_network()
+        ctx = self._ctx._replace(on_output=on_output, on_start=on_start, sandbox=policy)
         result = await self._tools.run_tool(name, args, ctx)
         images = tuple(
             {"media_type": i.media_type, "data": i.data, "width": i.width, "height": i.height}

@@ -26,6 +26,7 @@ from tools.lifetime import ReapResult, Supervised
 from tools.output import HEAD_BYTES, TAIL_BYTES, discard_artifact, excerpt, new_artifact
 from tools.refusal import RefusalCode, Refused
 from tools.result import ToolResult, register_formatter
+from tools.sandbox_run import Prepared, applied, describe, findings, prepare
 from tools.tooldef import ToolDef
 
 NAME = "run_command"
@@ -223,8 +224,11 @@ async def execute(ctx: ToolContext, args: CommandArgs, dir_fd: int) -> ToolResul
     env = dict(ctx.env) if ctx.env is not None else default_env()
     try:
         sink = Sink(ctx)
-        sup = Supervised.spawn(args.argv, env, spawn_options(dir_fd))
+        prep = prepare(ctx.sandbox, ctx.workspace.root, args.argv, env)
+        sup = Supervised.spawn(prep.argv, env, spawn_options(dir_fd), prep.entries)
     except BaseException:
+        if "prep" in locals():
+            prep.cleanup()
         if "sink" in locals():
             sink.abandon()
         raise
@@ -234,13 +238,9 @@ async def execute(ctx: ToolContext, args: CommandArgs, dir_fd: int) -> ToolResul
     try:  # nothing awaited between the spawn and here: a cancel cannot orphan it
         await sup.connect()
         first = await sup.started()
-        if "spawn_error" in first:
-            raise Refused(
-                RefusalCode.NOT_FOUND,
-                f"cannot run {args.argv[0]!r}: {first.get('message')}",
-                "check the program name, or use `command` to run it through bash",
-            )
-        await announce(ctx, sup.record(sink.artifact_id))
+        refuse_unstarted(args, first)
+        applied(prep, sup.sandbox)
+        await announce(ctx, sup.record(sink.artifact_id, prep.tmpdir))
         timed_out, reaped = await supervise(sup, sink, args.timeout_ms / 1000)
     except BaseException:
         sup.kill()
@@ -250,17 +250,9 @@ async def execute(ctx: ToolContext, args: CommandArgs, dir_fd: int) -> ToolResul
         raise
     finally:
         sup.close()
-    data: dict[str, Any] = {
-        "command": args.shown,
-        "cwd": args.cwd,
-        "exit_code": sup.exit_code,
-        "duration_ms": int((time.monotonic() - started) * 1000),
-        "timed_out": timed_out,
-        **sink.finish(),
-        **lifetime(reaped),
-    }
-    if sup.exit_code is not None and sup.exit_code < 0:
-        data["signal"] = -sup.exit_code
+        prep.cleanup()
+    data = result_data(ctx, args, sup, sink, (timed_out, reaped), prep)
+    data["duration_ms"] = int((time.monotonic() - started) * 1000)
     if timed_out:
         raise Refused(
             RefusalCode.TIMEOUT,
@@ -270,6 +262,46 @@ async def execute(ctx: ToolContext, args: CommandArgs, dir_fd: int) -> ToolResul
             data,
         )
     return ToolResult.success(NAME, data)
+
+
+def refuse_unstarted(args: CommandArgs, first: dict[str, Any]) -> None:
+    if "spawn_error" in first:
+        raise Refused(
+            RefusalCode.NOT_FOUND,
+            f"cannot run {args.argv[0]!r}: {first.get('message')}",
+            "check the program name, or use `command` to run it through bash",
+        )
+    if "sandbox_error" in first:
+        raise Refused(
+            RefusalCode.FORBIDDEN,
+            f"the sandbox could not be applied, so the command did not run: {first['sandbox_error']}",
+            "tell the user; they can run bastion with --sandbox danger-full-access",
+        )
+
+
+def result_data(
+    ctx: ToolContext,
+    args: CommandArgs,
+    sup: Supervised,
+    sink: Sink,
+    ended: tuple[bool, ReapResult],
+    prep: Prepared,
+) -> dict[str, Any]:
+    timed_out, reaped = ended
+    data: dict[str, Any] = {
+        "command": args.shown,
+        "cwd": args.cwd,
+        "exit_code": sup.exit_code,
+        "duration_ms": 0,
+        "timed_out": timed_out,
+        **sink.finish(),
+        **lifetime(reaped),
+    }
+    if sup.exit_code is not None and sup.exit_code < 0:
+        data["signal"] = -sup.exit_code
+    cwd = os.path.join(ctx.workspace.root, args.cwd)
+    data.update(findings(prep, ctx.sandbox, ctx.workspace.root, cwd, data["output"]))
+    return data
 
 
 LEFT = "it was killed, but see remaining_processes and process_note"
@@ -328,6 +360,8 @@ def format_text(data: dict[str, Any]) -> str:
         text += f"\n[these processes could not be killed and may remain: {shown}]"
     if data.get("process_note"):
         text += f"\n[{data['process_note']}]"
+    if extra := describe(data):
+        text += f"\n{extra}"
     return text
 
 

@@ -11,6 +11,7 @@ from tools.limits import Limits
 if TYPE_CHECKING:
     import pathlib
 
+    from tools.sandbox import SandboxPolicy
     from tools.workspace import Workspace
 
 
@@ -31,7 +32,9 @@ class ToolContext(NamedTuple):
     JSON-able record of its processes, which ``tools.reaper.reap(record)`` uses to
     make sure they are gone (after a crash, say); an awaitable it returns is awaited
     before the command is waited for. If it raises, the command is killed and the
-    call fails (INTERNAL): a command that could not be recorded does not run on."""
+    call fails (INTERNAL): a command that could not be recorded does not run on.
+    ``sandbox``: the policy run_command applies (``tools/sandbox.py``); None runs
+    commands unsandboxed (the runtime always passes one)."""
 
     workspace: Workspace
     limits: Limits = Limits()  # immutable: one shared default is safe
@@ -40,3 +43,4 @@ class ToolContext(NamedTuple):
     env: Mapping[str, str] | None = None
     on_output: Callable[[str], None] | None = None
     on_start: Callable[[dict[str, Any]], object] | None = None
+    sandbox: SandboxPolicy | None = None

@@ -19,6 +19,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -105,7 +106,17 @@ def reap(record: dict[str, Any], bound_s: float = 5.0) -> ReapResult:
     if roots:
         more, rest = kill_tree(roots, lambda procs: [], bound_s)
         killed, left = killed + more, left + rest
+    remove_tmpdir(record.get("tmpdir"))
     return ReapResult(tuple(killed), tuple(left))
+
+
+def remove_tmpdir(path: object) -> None:
+    """A crashed command's temp dir (``bastion-cmd-*`` in the system temp dir only)."""
+    if not isinstance(path, str) or not os.path.basename(path).startswith("bastion-cmd-"):
+        return
+    temp = tempfile.gettempdir()
+    if os.path.dirname(path) in (temp, os.path.realpath(temp)):
+        reaper.remove_tree(path)
 
 
 class SupervisorError(Exception):
@@ -125,19 +136,28 @@ class Supervised:
         self.child = 0
         self.child_start = 0
         self.tracked = False
+        self.sandbox: dict[str, Any] | None = None
         self.exit_code: int | None = None
         self.reaped: ReapResult | None = None
         self.supervisor_start = start_time(proc.pid)
 
     @classmethod
-    def spawn(cls, argv: tuple[str, ...], env: dict[str, str], spawn: dict[str, Any]) -> Supervised:
+    def spawn(
+        cls,
+        argv: tuple[str, ...],
+        env: dict[str, str],
+        spawn: dict[str, Any],
+        sandbox: tuple[str, ...] = (),
+    ) -> Supervised:
+        """Start the supervisor of ``argv``; ``sandbox`` is the spec it applies to itself
+        before it starts the command (``tools.sandbox.plan``; empty: none)."""
         life_r, life_w = os.pipe()
         report_r, report_w = os.pipe()
         out_r, out_w = os.pipe()
         keep = (life_r, report_w, *spawn.pop("pass_fds", ()))
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", SCRIPT, str(life_r), str(report_w), *argv],
+                [*supervisor_argv(life_r, report_w, sandbox), *argv],
                 stdin=subprocess.DEVNULL,
                 stdout=out_w,
                 stderr=out_w,
@@ -191,10 +211,12 @@ class Supervised:
             self.child = int(message["started"])
             self.child_start = int(message.get("start_time", 0))
             self.tracked = bool(message.get("tracked"))
+            self.sandbox = message.get("sandbox")
         return message
 
-    def record(self, output_id: str) -> dict[str, Any]:
-        """What ``reaper.reap`` needs to find this command again after a crash."""
+    def record(self, output_id: str, tmpdir: str | None = None) -> dict[str, Any]:
+        """What ``reaper.reap`` needs to find this command again after a crash (and the
+        command's temp dir, to remove)."""
         return {
             "version": RECORD_VERSION,
             "supervisor_pid": self.proc.pid,
@@ -205,6 +227,7 @@ class Supervised:
             "boot_id": boot_id(),
             "tracked": self.tracked,
             "output_id": output_id,
+            "tmpdir": tmpdir,
         }
 
     async def exited(self, timeout_s: float) -> bool:
@@ -268,6 +291,12 @@ class Supervised:
         for fd in self._fds.values():
             os.close(fd)
         self._fds.clear()
+
+
+def supervisor_argv(life: int, report: int, sandbox: tuple[str, ...]) -> list[str]:
+    """The supervisor's command line up to the command: its pipes, then the count of
+    sandbox entries and the entries."""
+    return [sys.executable, "-I", "-S", SCRIPT, str(life), str(report), str(len(sandbox)), *sandbox]
 
 
 def start_time(pid: int) -> int:

@@ -13,7 +13,7 @@ from tools.limits import Budget
 from tools.result import ToolResult, register_formatter
 from tools.tooldef import ToolDef, offloaded
 from tools.walk import load_frames
-from tools.workspace import EXCLUDED_DIRS, ask
+from tools.workspace import EXCLUDED_DIRS, visible
 
 NAME = "list_directory"
 DESCRIPTION = (
@@ -86,7 +86,7 @@ def list_directory(ctx: ToolContext, raw_args: dict[str, Any]) -> ToolResult:
             if not budget.take_entry() or budget.out_of_time():
                 break
             child = (*rel.parts, name)
-            if ctx.authorize_path and not ask(ctx.authorize_path, "/".join(child), Access.READ):
+            if not visible(ws, ctx.authorize_path, "/".join(child)):
                 withheld += 1
                 continue
             entry = describe(fd, name, rel.parts, frames)

@@ -18,6 +18,13 @@ with ``python -I -S``, so it imports only the standard library and never the
   SIGHUP, a crash). A pipe is used rather than ``PR_SET_PDEATHSIG``, which fires
   on the death of the *thread* that forked, not of the process.
 
+Given a sandbox spec (``tools.sandbox.plan``: a count, then the entries, before
+the command's argv), the supervisor applies it to itself before it starts the
+command (``tools/landlock.py``, imported by path), so the command and all it
+starts inherit it; if it cannot be applied it reports ``sandbox_error`` and
+starts nothing. Descriptors it holds are made close-on-exec first, so none
+opened before the sandbox reaches the command.
+
 Without a subreaper (macOS, other Unixes) the supervisor kills the command's
 process group; processes that left it (``setsid``) cannot be found there, and
 the result says so.
@@ -241,9 +248,37 @@ def subreaper(become: bool = True) -> bool:
     return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
 
 
+def sandbox(entries: list[str]) -> dict[str, Any]:
+    """Apply the command sandbox (``tools/landlock.py``, imported by path) to this
+    process, so that the command and all it starts inherit it."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import landlock
+
+    applied: dict[str, Any] = landlock.apply(entries)
+    return applied
+
+
+def close_inherited(keep: tuple[int, ...]) -> None:
+    """Make every descriptor but stdio and ``keep`` close on exec: the command must
+    not get one opened before the sandbox (the cwd's, say, which would reach the
+    workspace around a read-only mount)."""
+    for name in os.listdir("/proc/self/fd") if LINUX else ():
+        fd = int(name)
+        if fd > 2 and fd not in keep:
+            try:  # noqa: SIM105
+                os.set_inheritable(fd, False)
+            except OSError:
+                pass  # the listing's own descriptor, closed meanwhile
+
+
 class Supervisor:
-    def __init__(self, life: int, report: int, argv: list[str]) -> None:
+    def __init__(self, life: int, report: int, argv: list[str], policy: list[str]) -> None:
         self.life, self.report, self.argv = life, report, argv
+        self.policy = policy
+        # The command's own temp dir (the sandbox's TMPDIR): emptied when it ends, even
+        # when bastion is gone. The folder itself stays (Landlock lets us write in it,
+        # not in its parent); bastion removes it, or `reap` after a crash.
+        self.tmp = next((e[4:] for e in policy if e.startswith("tmp:")), None)
         self.child = 0
         self.status: int | None = None
         self.tracked = False
@@ -256,6 +291,16 @@ class Supervisor:
 
     def start(self) -> bool:
         self.tracked = subreaper()
+        null = os.open(os.devnull, os.O_RDWR)  # before the sandbox, which may hide it
+        applied: dict[str, Any] | None = None
+        if self.policy:
+            close_inherited(())
+            try:
+                applied = sandbox(self.policy)
+                os.chdir(os.getcwd())  # through the new mounts, not around them
+            except Exception as exc:  # reported; the command does not run
+                self.send(sandbox_error=f"{type(exc).__name__}: {exc}")
+                return False
         quiet = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP)
         try:
             self.child = os.posix_spawnp(
@@ -266,9 +311,8 @@ class Supervisor:
             return False
         proc = stat(self.child)
         start = proc.start if proc is not None else 0
-        self.send(started=self.child, start_time=start, tracked=self.tracked)
+        self.send(started=self.child, start_time=start, tracked=self.tracked, sandbox=applied)
         # The command holds the output pipe; we must not, or it never ends.
-        null = os.open(os.devnull, os.O_RDWR)
         os.dup2(null, 1)
         os.dup2(null, 2)
         os.close(null)
@@ -331,6 +375,34 @@ class Supervisor:
         reap_children()
         note = "" if self.tracked else UNTRACKED
         self.send(reaped={"killed": killed, "remaining": left, "note": note})
+        if self.tmp:
+            remove_tree(self.tmp)
+
+
+def remove_tree(top: str) -> None:
+    """Remove everything in ``top`` and then ``top``, links never followed; what cannot
+    be removed stays (bastion's own clean-up reports it)."""
+    todo, folders = [top], []
+    while todo:
+        path = todo.pop()
+        folders.append(path)
+        try:
+            entries = list(os.scandir(path))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    todo.append(entry.path)
+                else:
+                    os.unlink(entry.path)
+            except OSError:
+                pass
+    for path in reversed(folders):
+        try:  # noqa: SIM105
+            os.rmdir(path)
+        except OSError:
+            pass
 
 
 class Stop(Exception):
@@ -352,7 +424,8 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGCHLD, lambda *_: None)
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(sig, stop)  # killed politely: take the command down with us
-    supervisor = Supervisor(life, report, argv[3:])
+    count = int(argv[3])  # then `count` sandbox entries, then the command
+    supervisor = Supervisor(life, report, argv[4 + count :], argv[4 : 4 + count])
     if not supervisor.start():
         return 0
     try:

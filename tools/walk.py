@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from tools import native
-from tools.context import Access, ToolContext
+from tools.context import ToolContext
 from tools.limits import Budget
-from tools.workspace import _DIR_FLAGS, EXCLUDED_DIRS, RelPath, ask
+from tools.workspace import _DIR_FLAGS, EXCLUDED_DIRS, RelPath, visible
 
 if TYPE_CHECKING:
     from tools.ignore import IgnoreFrame
@@ -251,7 +251,7 @@ class Walker:
             report.unreadable += 1
             return [], [], None, 0
         pushed = _push_gitignore(fd, parts, frames) if ".gitignore" in files else 0
-        if self.ctx.authorize_path is not None:
+        if self.ctx.authorize_path is not None or self.ctx.workspace.deny is not None:
             files = self._allowed(prefix, files)
             subdirs = self._allowed(prefix, subdirs)
         if frames:
@@ -331,8 +331,7 @@ class Walker:
         return is_ignored(frames, (*parts, name), True)
 
     def _allowed(self, prefix: str, names: list[str]) -> list[str]:
-        hook = self.ctx.authorize_path
-        assert hook is not None
-        kept = [n for n in names if ask(hook, prefix + n, Access.READ)]
+        ws, hook = self.ctx.workspace, self.ctx.authorize_path
+        kept = [n for n in names if visible(ws, hook, prefix + n)]
         self.report.withheld += len(names) - len(kept)
         return kept

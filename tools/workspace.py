@@ -15,10 +15,13 @@ import stat
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tools.context import Access, AuthorizePath
 from tools.refusal import RefusalCode, Refused
+
+if TYPE_CHECKING:
+    from tools.denylist import DenyList
 
 MAX_PATH_BYTES = 4096
 MAX_NAME_BYTES = 255
@@ -75,9 +78,12 @@ class Workspace:
         self.root = root  # for relativizing absolute paths only; never re-opened
         self._aliases = {root, os.path.realpath(root)}
         self.identity = identity(os.fstat(fd))
+        self.deny: DenyList | None = None  # the user's deny-list (set by ``open``)
 
     @classmethod
-    def open(cls, root: str | os.PathLike[str]) -> Workspace:
+    def open(cls, root: str | os.PathLike[str], deny: tuple[str, ...] = ()) -> Workspace:
+        """Open and pin ``root``; ``deny`` entries (``tools/denylist.py``) are refused
+        to every tool and left out of listings and searches."""
         if not SUPPORTED:
             raise WorkspaceError(
                 f"bastion tools need dir_fd support (Linux or macOS); {sys.platform} "
@@ -88,7 +94,12 @@ class Workspace:
             fd = os.open(text, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as exc:
             raise WorkspaceError(f"cannot open workspace {text}: {exc.strerror}") from None
-        return cls(fd, text)
+        ws = cls(fd, text)
+        if deny:
+            from tools.denylist import DenyList
+
+            ws.deny = DenyList(text, deny)
+        return ws
 
     @property
     def fd(self) -> int:
@@ -165,6 +176,14 @@ class Workspace:
 
     def authorize(self, rel: RelPath, access: Access, hook: AuthorizePath | None) -> None:
         """Refuse a denied path. Denial is recursive: ancestors are asked first."""
+        entry = self.deny.match(rel.text) if self.deny is not None else None
+        if entry is not None:
+            raise Refused(
+                RefusalCode.FORBIDDEN,
+                f"'{rel.text}' is on the user's deny-list ({entry}); tools never open it",
+                "leave it alone; if the task needs it, ask the user (they can edit "
+                "deny_paths in their config.toml)",
+            )
         if access is Access.WRITE:
             for part in rel.parts:
                 if part.casefold() in PROTECTED_DIRS:
@@ -247,6 +266,14 @@ def open_regular(parent: int, name: str, shown: str) -> tuple[int, os.stat_resul
         os.close(fd)
         raise
     return fd, st
+
+
+def visible(ws: Workspace, hook: AuthorizePath | None, path: str) -> bool:
+    """Whether a listing or search may show workspace-relative ``path``: not
+    deny-listed, and allowed for reading by the host hook (if any)."""
+    if ws.deny is not None and ws.deny.match(path) is not None:
+        return False
+    return hook is None or ask(hook, path, Access.READ)
 
 
 def ask(hook: AuthorizePath, path: str, access: Access) -> bool:

@@ -147,9 +147,11 @@ class BastionApp(App[int]):
         pinned: Collection[str] = (),
         stored: bool = False,
         notes: Collection[str] = (),
+        sandbox_notice: Callable[[], str | None] | None = None,
     ) -> None:
         super().__init__()
         self._notes = tuple(notes)  # said once the session is on screen (ignored settings)
+        self._sandbox_notice = sandbox_notice  # asked once the first view is drawn
         if (harness is None or conversation_id is None) and opener is None:
             raise ValueError("BastionApp needs a harness and conversation id, or an opener")
         self.harness = harness
@@ -424,6 +426,14 @@ class BastionApp(App[int]):
         self._start_live_config()
         self.run_worker(self._settle(), group="settle")
         self._watch_themes()
+        if self._sandbox_notice is not None:
+            self.run_worker(self._tell_sandbox(self._sandbox_notice), group="sandbox")
+
+    async def _tell_sandbox(self, notice: Callable[[], str | None]) -> None:
+        """Say once, when commands cannot be sandboxed here (the probe runs in a thread)."""
+        line = await asyncio.to_thread(notice)
+        if line:
+            self.notify(line, title="no command sandbox", severity="warning", timeout=20)
 
     async def _render_ahead(self, view: ConversationView) -> None:
         """Render the Markdown that showing `view` draws, a segment at a time, in the
@@ -783,6 +793,7 @@ class BastionApp(App[int]):
                 answer.approve,
                 always=answer.always,
                 message=answer.message,
+                sandbox=answer.sandbox,
             )
         except BastionError as exc:
             self.notify(str(exc), title="approval", severity="error")

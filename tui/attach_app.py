@@ -59,8 +59,11 @@ class AttachedHarness:
         *,
         always: str | None = None,
         message: str | None = None,
+        sandbox: str | None = None,
     ) -> None:
-        await self.follower.respond(tool_call_id, approve, always=always, message=message)
+        await self.follower.respond(
+            tool_call_id, approve, always=always, message=message, sandbox=sandbox
+        )
 
     async def proposed_rules(
         self, conversation_id: str, tool_call_id: str, scope: str = "session"

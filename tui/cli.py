@@ -8,7 +8,7 @@
     bastion import FILE                    an exported JSON session under a new id
     bastion fork ID [--at ENTRY]           new session sharing history; prints its id
     bastion compact ID [INSTRUCTIONS]      summarise older turns now (originals kept)
-    bastion doctor                         search path, process tracking, store
+    bastion doctor                         search path, process tracking, sandbox, store
     bastion trust [DIR] [--revoke|--list]  apply DIR's project files (.bastion/)
 
 Exit codes: 0 completed, 1 run failed, 2 bad usage or configuration, 130 interrupted.
@@ -106,6 +106,18 @@ def main_parser() -> argparse.ArgumentParser:
         "[providers.NAME] table, e.g. openai/gpt-4.1, ollama/llama3.2",
     )
     p.add_argument("--approval-mode", choices=("read-only", "ask", "auto-edit", "full-auto"))
+    p.add_argument(
+        "--sandbox",
+        choices=("read-only", "workspace-write", "danger-full-access"),
+        help="where commands may write: read-only, workspace-write (default; read-only "
+        "under --approval-mode read-only) or danger-full-access (no sandbox)",
+    )
+    p.add_argument(
+        "--network",
+        action="store_true",
+        default=None,
+        help="let sandboxed commands use the network (off by default)",
+    )
     p.add_argument(
         "--allow",
         action="append",

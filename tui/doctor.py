@@ -42,6 +42,21 @@ def commands() -> Check:
     return Check("commands", True, f"process group only: {reaper.UNTRACKED}")
 
 
+def sandbox() -> Check:
+    """What commands run in here: the mode a session would use and what the kernel
+    offers. A sandboxed mode this machine cannot honour is a failure."""
+    import os
+
+    from runtime import ConfigError, load_config, sandbox_report
+
+    try:
+        config = load_config(os.getcwd())
+    except ConfigError as exc:
+        return Check("sandbox", False, str(exc))
+    ok, line = sandbox_report(config, config.approval_mode.value)
+    return Check("sandbox", ok, line)
+
+
 def store() -> Check:
     from runtime import default_home, schema_version
 
@@ -141,7 +156,7 @@ def trust() -> Check:
 
 
 CHECKS: list[Callable[[], Check]] = [
-    search_path, commands, store, privacy, trust, model, instructions,
+    search_path, commands, sandbox, store, privacy, trust, model, instructions,
 ]  # fmt: skip
 
 

@@ -214,6 +214,7 @@ def _run_app(
         pinned=[name for name in ("model", "approval_mode") if getattr(opts, name, None)],
         stored=resuming(opts),
         notes=config.notes,
+        sandbox_notice=lambda: sandbox_notice_for(opts, config),
     )
     error = None
     try:
@@ -228,6 +229,17 @@ def _run_app(
         error_line(str(error))
         return EXIT_USAGE
     return app.return_code or EXIT_OK
+
+
+def sandbox_notice_for(opts: Any, config: Any) -> str | None:
+    """The one line to tell the user if this session's commands cannot be sandboxed."""
+    from runtime import choose_sandbox, sandbox_notice
+
+    approval = getattr(opts, "approval_mode", None) or config.approval_mode.value
+    policy = choose_sandbox(
+        config, approval, getattr(opts, "sandbox", None), getattr(opts, "network", None)
+    )
+    return sandbox_notice(policy)
 
 
 def chosen_theme(opts: Any, config: Any) -> tuple[str, Any]:

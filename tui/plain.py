@@ -227,12 +227,20 @@ class LineMode:
         if rules:
             line = Text(f"  a = always allow {rules_text(rules)}", style="dim")
             self.console.print(line, soft_wrap=True)
-        keys = "[y/a/n/e]" if rules else "[y/n/e]"
+        keys = "[y/a/n/e" if rules else "[y/n/e"
+        if call.name == "run_command":
+            self.console.print(
+                Text("  o = outside the sandbox once, w = with network once", style="dim")
+            )
+            keys += "/o/w"
+        keys += "]"
         question = f"Allow {call.name} {call_summary(call.name, call.arguments)}? {keys} "
         try:
             while True:
                 answer = (await self.ask(question)).strip().lower()
-                options = await self._answer_options(answer, bool(rules))
+                options = await self._answer_options(
+                    answer, bool(rules), call.name == "run_command"
+                )
                 if options is not None:
                     break
                 self.console.print(Text(f"answer one of {keys}"))
@@ -251,9 +259,13 @@ class LineMode:
             line = Text(f"  saved to {where}: {rules_text(saved)}", style="dim")
             self.console.print(line, soft_wrap=True)
 
-    async def _answer_options(self, answer: str, can_save: bool) -> dict[str, Any] | None:
+    async def _answer_options(
+        self, answer: str, can_save: bool, command: bool = False
+    ) -> dict[str, Any] | None:
         if answer in ("y", "yes"):
             return {"approve": True}
+        if command and answer in ("o", "w"):
+            return {"approve": True, "sandbox": "outside" if answer == "o" else "network"}
         if answer in ("n", "no"):
             return {"approve": False}
         if answer == "a" and can_save:
@@ -436,6 +448,8 @@ async def _main(opts: Any) -> int:
         return EXIT_USAGE
     for note in session.config.notes:  # project settings ignored (an untrusted folder)
         error_line(note)
+    if notice := session.sandbox_notice():
+        error_line(notice)
     harness, conv = session.harness, session.conversation
     try:
         try:

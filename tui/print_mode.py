@@ -75,6 +75,8 @@ async def _main(opts: Any, prompt: str | None) -> int:
         return EXIT_USAGE
     for note in session.config.notes:  # project settings ignored (an untrusted folder)
         error_line(note)
+    if notice := session.sandbox_notice():
+        error_line(notice)
     harness, conv = session.harness, session.conversation
     run: Run | None = None
     try:

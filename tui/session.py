@@ -8,7 +8,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runtime import Driver, Harness, LoopSettings, default_home, trust_once
+from runtime import (
+    Driver,
+    Harness,
+    LoopSettings,
+    choose_sandbox,
+    default_home,
+    sandbox_notice,
+    trust_once,
+)
 from runtime.config import Config, load_config, model_resolver
 from runtime.errors import BastionError, ConfigError, UnknownConversation
 from runtime.firstrun import NoModelConfigured
@@ -32,13 +40,18 @@ class Session:
     model: str = ""
     driver: Driver | None = None
     allow: tuple[str, ...] = ()  # `--allow` rules, for this invocation only
+    sandbox: Any = None  # the commands' SandboxPolicy (flags, then the user's config)
+
+    def sandbox_notice(self) -> str | None:
+        """The one line to tell the user when commands cannot be sandboxed here."""
+        return sandbox_notice(self.sandbox) if self.sandbox is not None else None
 
 
-def toolbox_factory(home: Path) -> Any:
+def toolbox_factory(home: Path, sandbox: Any = None) -> Any:
     def make(conversation: Conversation) -> Toolbox | None:
         from runtime.toolbox import WorkspaceToolbox
 
-        return WorkspaceToolbox(conversation.cwd, home / "artifacts" / conversation.id)
+        return WorkspaceToolbox(conversation.cwd, home / "artifacts" / conversation.id, sandbox)
 
     return make
 
@@ -90,10 +103,14 @@ async def open_session(opts: Any, cwd: str | None = None, *, check_model: bool =
     config = load_config(cwd)
     session_id = _session_id(opts)
     resolver = model_resolver(config)
+    approval = opts.approval_mode or config.approval_mode.value
+    sandbox = choose_sandbox(
+        config, approval, getattr(opts, "sandbox", None), getattr(opts, "network", None)
+    )
     harness = await Harness.open(
         resolve_model=resolver,
         config=config,
-        toolbox_factory=toolbox_factory(default_home()),
+        toolbox_factory=toolbox_factory(default_home(), sandbox),
         loop_settings=loop_settings(os.environ),
     )
     try:
@@ -105,7 +122,6 @@ async def open_session(opts: Any, cwd: str | None = None, *, check_model: bool =
         conversation, created = await _find_conversation(harness, opts, cwd, session_id)
         stored = conversation.agent
         model = opts.model or stored.model or config.model
-        approval = opts.approval_mode or config.approval_mode.value
         if check_model:  # ConfigError now, before anything is written
             try:
                 harness.resolve_model(model)
@@ -125,7 +141,9 @@ async def open_session(opts: Any, cwd: str | None = None, *, check_model: bool =
             )
             harness.prepare(conversation)
         allow = tuple(getattr(opts, "allow", None) or ())
-        return Session(harness, conversation, config, created, approval, model, allow=allow)
+        return Session(
+            harness, conversation, config, created, approval, model, allow=allow, sandbox=sandbox
+        )
     except BaseException:
         await harness.close()
         raise

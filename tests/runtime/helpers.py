@@ -20,6 +20,7 @@ class RecordingToolbox:
 
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     gate: asyncio.Event | None = None
+    sandboxes: list[str | None] = field(default_factory=list)  # each call's sandbox answer
 
     def specs(self) -> tuple[ToolSpec, ...]:
         schema = {"type": "object", "properties": {"path": {"type": "string"}}}
@@ -37,9 +38,15 @@ class RecordingToolbox:
         }.get(name)
 
     async def run(
-        self, name: str, arguments: str, on_output: Any = None, on_start: Any = None
+        self,
+        name: str,
+        arguments: str,
+        on_output: Any = None,
+        on_start: Any = None,
+        sandbox: str | None = None,
     ) -> ToolOutcome:
         self.calls.append((name, json.loads(arguments)))
+        self.sandboxes.append(sandbox)
         if on_output is not None and name == "run_command":
             on_output("line one\n")
             on_output("line two\n")

@@ -147,3 +147,31 @@ async def test_the_diff_shows_in_the_prompt_and_then_in_the_row(tmp_path):
         assert (tmp_path / "src" / "config.py").read_text() == "def f():\n    return 2\n"
     finally:
         await harness.close()
+
+
+async def test_o_and_w_run_a_command_outside_the_sandbox_or_with_network_once(tmp_path, toolbox):
+    """`o`: this command outside the sandbox; `w`: this command with the network. Each
+    is committed with the approval and reaches the toolbox for that call only."""
+    turns = command_turns("curl https://example.com", "make install", "make")
+    harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns), toolbox)
+    app = BastionApp(harness, conv_id, first_prompt="go")
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            prompt = await asking(app, pilot, with_rule=False)
+            assert "[o] outside the sandbox once" in prompt.question
+            assert "[w] with network once" in prompt.question
+            await pilot.press("w")
+            await wait_for(lambda: len(toolbox.calls) == 1 and prompt.has_class("-shown"), pilot)
+            await pilot.press("o")
+            await wait_for(lambda: len(toolbox.calls) == 2 and prompt.has_class("-shown"), pilot)
+            await pilot.press("y")
+            await wait_for(lambda: run_settled(app), pilot)
+        snap = await harness.store.snapshot(conv_id)
+        assert [(c.review or {}).get("sandbox") for c in snap.tool_calls] == [
+            "network",
+            "outside",
+            None,
+        ]
+        assert toolbox.sandboxes == ["network", "outside", None]
+    finally:
+        await harness.close()

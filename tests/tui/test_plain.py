@@ -164,7 +164,7 @@ async def test_always_saves_the_shown_rule_and_later_calls_do_not_ask(tmp_path, 
             "a = always allow commands starting with `git status`, commands starting with `git diff`"
             in text
         )
-        assert "answer one of [y/a/n/e]" in text  # "x" asked again
+        assert "answer one of [y/a/n/e/o/w]" in text  # "x" asked again
         assert "saved to this session: commands starting with `git status`" in text
         assert answers.asked[-1] == "save for this [s]ession or the [p]roject? "
         assert len(toolbox.calls) == 2  # the second call was never asked
@@ -270,5 +270,21 @@ async def test_a_pasted_block_is_one_run(tmp_path):
             (EntryKind.ASSISTANT, "ok"),
         ]
         assert len(snap.runs) == 1
+    finally:
+        await harness.close()
+
+
+async def test_o_runs_a_command_outside_the_sandbox_once(tmp_path, toolbox):
+    """`o` approves this command to run outside the sandbox: the answer is committed with
+    the approval (review["sandbox"]) and the toolbox is asked to run it so."""
+    turns = command_turns("touch ~/x", "touch ~/y")
+    harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns), toolbox)
+    con, out = console()
+    try:
+        await LineMode(harness, conv_id, con, Keyboard("look"), ask=Keyboard("o", "y")).loop()
+        assert "o = outside the sandbox once, w = with network once" in out.getvalue()
+        calls = (await harness.snapshot(conv_id)).tool_calls
+        assert [(c.review or {}).get("sandbox") for c in calls] == ["outside", None]
+        assert toolbox.sandboxes == ["outside", None]
     finally:
         await harness.close()

@@ -7,7 +7,8 @@
     a saves: edits under src/
     [y] once  [a] always  [n] deny  [e] deny with a message
 
-`a` then asks where the rule goes ([s] this session, [p] the project's
+A command (`run_command`) also offers `o` (run it outside the sandbox, this once)
+and `w` (this once with the network allowed). `a` then asks where the rule goes ([s] this session, [p] the project's
 `.bastion/settings.toml`, [c] back); `e` opens a line for the message the model
 is told. It shows the first pending approval of the view (approvals are
 committed records, so this is just a reading of the store) and posts `Answered`;
@@ -46,6 +47,10 @@ KEYS_ASK = (
 KEYS_ONCE = (
     "[b $warning]\\[y][/] once  [b $warning]\\[n][/] deny  [b $warning]\\[e][/] deny with a message"
 )
+KEYS_SANDBOX = (
+    "  [b $warning]\\[o][/] outside the sandbox once  [b $warning]\\[w][/] with network once"
+)
+SANDBOX_TOOLS = frozenset({"run_command"})
 KEYS_SCOPE = (
     "save for [b $warning]\\[s][/] this session  [b $warning]\\[p][/] the project "
     "(.bastion/settings.toml)  [b $warning]\\[c][/] or [b $warning]esc[/] back"
@@ -123,6 +128,8 @@ class ApprovalPrompt(Vertical, can_focus=True):
         Binding("a", "answer('always')", "Always allow", show=False),
         Binding("n", "answer('deny')", "Deny", show=False),
         Binding("e", "answer('message')", "Deny with a message", show=False),
+        Binding("o", "answer('outside')", "Outside the sandbox once", show=False),
+        Binding("w", "answer('network')", "With network once", show=False),
         Binding("s", "scope('session')", "This session", show=False),
         Binding("p", "scope('project')", "The project", show=False),
         Binding("c", "scope('')", "Back", show=False),
@@ -136,6 +143,7 @@ class ApprovalPrompt(Vertical, can_focus=True):
         approve: bool
         always: str | None = None  # "session" | "project": save the rules shown
         message: str | None = None  # with a denial: what the model is told
+        sandbox: str | None = None  # "outside" | "network": this command, once
 
     @dataclass
     class Shown(Message):
@@ -209,7 +217,10 @@ class ApprovalPrompt(Vertical, can_focus=True):
         names = ", ".join(r.describe() for r in self.rules)
         line.update(f"[$foreground-muted]a saves:[/] [b]{escape(names)}[/]" if names else "")
         line.set_class(bool(self.rules), "-shown")
-        keys = {"ask": KEYS_ASK if self.rules else KEYS_ONCE, "scope": KEYS_SCOPE}
+        ask = KEYS_ASK if self.rules else KEYS_ONCE
+        if self.call is not None and self.call.name in SANDBOX_TOOLS:
+            ask += KEYS_SANDBOX
+        keys = {"ask": ask, "scope": KEYS_SCOPE}
         self.query_one("#approval-keys", Static).update(keys.get(self.mode, KEYS_MESSAGE))
 
     def _set_mode(self, mode: str) -> None:
@@ -229,6 +240,10 @@ class ApprovalPrompt(Vertical, can_focus=True):
             field = self.query_one("#approval-message", Input)
             field.value = ""
             field.focus()
+            return
+        if how in ("outside", "network"):
+            if self.call.name in SANDBOX_TOOLS:
+                self._post(True, sandbox=how)
             return
         self._post(how == "once")
 
@@ -255,11 +270,16 @@ class ApprovalPrompt(Vertical, can_focus=True):
             self._post(False, message=event.value.strip() or None)
 
     def _post(
-        self, approve: bool, *, always: str | None = None, message: str | None = None
+        self,
+        approve: bool,
+        *,
+        always: str | None = None,
+        message: str | None = None,
+        sandbox: str | None = None,
     ) -> None:
         assert self.call is not None
         self._answered.add(self.call.id)
-        self.post_message(self.Answered(self.call.id, approve, always, message))
+        self.post_message(self.Answered(self.call.id, approve, always, message, sandbox))
         self.call = None
         self.mode = "ask"
         self.remove_class("-message")

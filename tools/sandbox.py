@@ -1,0 +1,211 @@
+"""The command sandbox: the policy, what this machine supports, and the spec the
+command supervisor applies before it starts a command.
+
+Modes (as Codex names them):
+
+- ``read-only``: the command may write nothing (but ``/dev/null`` and the like);
+- ``workspace-write``: writes only in the workspace, a per-call temp dir (the
+  command's ``TMPDIR``), ``/dev/shm`` and the paths the user lists; ``.git/hooks``,
+  ``.bastion/`` and deny-listed paths stay read-only (or hidden);
+- ``danger-full-access``: no sandbox at all.
+
+Network is off in the sandboxed modes unless allowed. On Linux the supervisor
+applies it (``tools/landlock.py``: a private mount namespace, then Landlock); on
+macOS the command is wrapped in ``sandbox-exec`` with a generated profile
+(``tools/seatbelt.py``). Where neither exists the command runs unsandboxed, and
+``unavailable_notice`` is the one line the user is told.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+
+from tools.denylist import DEFAULT_DENY, DenyList, expand
+
+# Read-only even in workspace-write: git hooks and config run code at the user's next
+# git command (hooks, core.hooksPath, core.fsmonitor, filters); .bastion/ holds the
+# user's approval rules and project config.
+PROTECTED = (".git/hooks", ".git/config", ".bastion")
+WRITABLE_FILES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty")
+SHARED_WRITABLE = ("/dev/shm",)
+PROBE_ENV = "BASTION_SANDBOX_PROBE"  # "fail": act as if this kernel had no sandbox
+LANDLOCK_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "landlock.py")
+
+
+class SandboxMode(StrEnum):
+    READ_ONLY = "read-only"
+    WORKSPACE_WRITE = "workspace-write"
+    DANGER_FULL_ACCESS = "danger-full-access"
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxPolicy:
+    """What a command may do. ``writable``: absolute paths writable besides the
+    workspace and temp; ``deny``: deny-list entries (``~/x``, ``/abs``, or a name
+    pattern such as ``.env.*`` matched at any depth of the workspace, or a
+    workspace-relative pattern with a ``/``)."""
+
+    mode: SandboxMode = SandboxMode.WORKSPACE_WRITE
+    network: bool = False
+    writable: tuple[str, ...] = ()
+    deny: tuple[str, ...] = DEFAULT_DENY
+
+    @property
+    def sandboxed(self) -> bool:
+        return self.mode is not SandboxMode.DANGER_FULL_ACCESS
+
+    def outside(self) -> SandboxPolicy:
+        """This policy for one command the user approved to run outside the sandbox."""
+        return replace(self, mode=SandboxMode.DANGER_FULL_ACCESS, network=True)
+
+    def with_network(self) -> SandboxPolicy:
+        return replace(self, network=True)
+
+    def describe(self) -> str:
+        if not self.sandboxed:
+            return "danger-full-access (no sandbox)"
+        net = "network allowed" if self.network else "network off"
+        return f"{self.mode.value}, {net}"
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxSupport:
+    """What this machine offers: the Landlock ABI (0: none), whether a private mount
+    namespace can be made, sandbox-exec on macOS, and why something is missing."""
+
+    platform: str
+    landlock: int = 0
+    namespace: bool = False
+    seatbelt: bool = False
+    reasons: tuple[str, ...] = field(default=())
+
+    @property
+    def available(self) -> bool:
+        return self.landlock > 0 or self.seatbelt
+
+    def describe(self) -> str:
+        if self.seatbelt:
+            return "sandbox-exec (macOS Seatbelt)"
+        if self.landlock and self.namespace:
+            return f"Landlock ABI {self.landlock} and a private mount namespace"
+        if self.landlock:
+            return (
+                f"Landlock ABI {self.landlock} only (no mount namespace: .git/hooks, "
+                ".bastion/ and deny-listed paths inside writable folders are not protected "
+                "from commands)"
+            )
+        return "none (" + "; ".join(self.reasons or ("unknown",)) + ")"
+
+
+@functools.cache
+def _probe_linux() -> SandboxSupport:
+    try:
+        done = subprocess.run(
+            [sys.executable, "-I", "-S", LANDLOCK_SCRIPT],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return SandboxSupport("linux", reasons=(f"the probe could not run: {exc}",))
+    lines = [*done.stdout.split("\n"), "", ""]
+    version = int(lines[0]) if lines[0].isdigit() else 0
+    reasons: list[str] = []
+    if not version:
+        reasons.append("this kernel has no Landlock (Linux 5.13+ with landlock in lsm=)")
+    if lines[1]:
+        reasons.append(lines[1])
+    return SandboxSupport("linux", version, not lines[1], reasons=tuple(reasons))
+
+
+def probe() -> SandboxSupport:
+    """What the sandbox can use here (the kernel is asked once per process).
+    ``BASTION_SANDBOX_PROBE=fail`` makes it report nothing, for tests and for
+    seeing what bastion does on a machine without a sandbox."""
+    if os.environ.get(PROBE_ENV) == "fail":
+        return SandboxSupport(sys.platform, reasons=(f"{PROBE_ENV}=fail is set",))
+    if sys.platform.startswith("linux"):
+        return _probe_linux()
+    if sys.platform == "darwin":
+        found = shutil.which("sandbox-exec") is not None
+        why = () if found else ("sandbox-exec is not on this Mac",)
+        return SandboxSupport("darwin", seatbelt=found, reasons=why)
+    return SandboxSupport(sys.platform, reasons=(f"no sandbox is implemented for {sys.platform}",))
+
+
+def unavailable_notice(policy: SandboxPolicy, support: SandboxSupport) -> str | None:
+    """The one line the user is told when a sandboxed mode cannot be honoured."""
+    if not policy.sandboxed or support.available:
+        return None
+    return (
+        f"commands will run WITHOUT a sandbox ({policy.mode.value} was asked for): "
+        + "; ".join(support.reasons or ("no sandbox here",))
+        + "; `bastion doctor` says more"
+    )
+
+
+# -- the spec the supervisor applies ---------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The supervisor's spec (``key:value`` strings, see ``tools/landlock.py``) and
+    what the command's result should say about it."""
+
+    entries: tuple[str, ...]
+    writable: tuple[str, ...]
+    notes: tuple[str, ...] = ()
+
+
+def plan(policy: SandboxPolicy, root: str, tmpdir: str, support: SandboxSupport) -> Plan:
+    """What the supervisor should apply for ``policy`` in workspace ``root``."""
+    mode = policy.mode
+    entries = [f"mode:{mode.value}", f"net:{int(policy.network)}"]
+    if not policy.sandboxed:
+        return Plan(tuple(entries), ())
+    writable: list[str] = []
+    if mode is SandboxMode.WORKSPACE_WRITE:
+        writable = [root, tmpdir, *SHARED_WRITABLE, *(expand(p) for p in policy.writable)]
+        writable = [os.path.realpath(p) for p in writable]
+    entries += [f"w:{p}" for p in writable]
+    entries.append(f"tmp:{tmpdir}")
+    entries += [f"f:{p}" for p in WRITABLE_FILES if os.path.exists(p)]
+    notes: list[str] = []
+    if support.namespace:
+        entries.append("ns:1")
+        entries += [f"ro:{p}" for p in protected_paths(root)]
+        hidden, complete = DenyList(root, policy.deny).targets()
+        if hidden:
+            entries.append(f"empty:{empty_file(tmpdir)}")
+        for path in hidden:
+            real = os.path.realpath(path)
+            entries.append(("hd:" if os.path.isdir(real) else "hf:") + real)
+        if not complete:
+            notes.append(
+                "the workspace has too many folders: deny-listed names were looked for "
+                "in the first few thousand only"
+            )
+    return Plan(tuple(entries), tuple(writable), tuple(notes))
+
+
+def empty_file(tmpdir: str) -> str:
+    """An empty file to bind over deny-listed files (in the call's temp dir, which
+    goes with the call)."""
+    path = os.path.join(tmpdir, ".bastion-denied")
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444))
+    return path
+
+
+def protected_paths(root: str) -> list[str]:
+    return [
+        os.path.realpath(p)
+        for p in (os.path.join(root, rel) for rel in PROTECTED)
+        if os.path.exists(p)
+    ]
