@@ -28,6 +28,7 @@ from runtime.records import (
     ToolCallState,
 )
 from runtime.sessions import History
+from runtime.surrogates import mend_tree
 from runtime.views import ConversationView
 
 FORMAT = "bastion.conversation"
@@ -93,7 +94,7 @@ def parse_document(text: str, new_id: str, now: float) -> tuple[Conversation, Hi
     """The conversation (under `new_id`) and the history an export holds, validated
     whole; ImportRefused (one clear message) for anything that is not right."""
     try:
-        doc = json.loads(text)
+        doc = mend_tree(json.loads(text))  # a lone surrogate (`\ud800`) becomes U+FFFD
     except ValueError as exc:
         raise _refused(f"it is not JSON ({exc})") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:

@@ -225,7 +225,10 @@ def render_stream(
         usage_prefix = prefix[: prefix.index('"choices":')]
         tail.append(f'data: {usage_prefix}"choices":[],"usage":{usage}}}\n\n')
     tail.append("data: [DONE]\n\n")
-    return RenderedStream(head.encode(), [e.encode() for e in events], "".join(tail).encode())
+    # A lone surrogate (or half of a pair cut between two events) is sent as JSON
+    # spells it, `\udXXX`, as servers that cut at UTF-16 units do.
+    events_bytes = [e.encode("utf-8", "backslashreplace") for e in events]
+    return RenderedStream(head.encode(), events_bytes, "".join(tail).encode())
 
 
 def completion_body(
