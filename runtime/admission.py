@@ -55,7 +55,7 @@ def admit_tx(tx: Tx, text: str, request_key: str | None, mode: InboxMode) -> Inb
                     f"request key {request_key!r} was already used for a different prompt",
                     hint="use a new request key for new input",
                 )
-            found = tx.inbox_item(inbox_id)
+            found = tx.inbox_item(inbox_id, owner)
             assert found is not None, f"admission {request_key} without its item in {owner}"
             return found
     item = InboxItem(
