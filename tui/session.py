@@ -10,7 +10,7 @@ from typing import Any
 
 from runtime import Driver, Harness, LoopSettings, default_home
 from runtime.config import Config, load_config, model_resolver
-from runtime.errors import BastionError, ConfigError, UnknownConversation
+from runtime.errors import BastionError, ConfigError, ConversationBusy, UnknownConversation
 from runtime.firstrun import NoModelConfigured
 from runtime.harness import new_conversation
 from runtime.ids import parse_uuid, uuid7
@@ -32,6 +32,7 @@ class Session:
     model: str = ""
     driver: Driver | None = None
     allow: tuple[str, ...] = ()  # `--allow` rules, for this invocation only
+    by_request_key: bool = False  # found as the conversation its request key admitted
 
 
 def toolbox_factory(home: Path) -> Any:
@@ -95,11 +96,11 @@ async def open_session(opts: Any, cwd: str | None = None, *, check_model: bool =
         loop_settings=loop_settings(os.environ),
     )
     try:
-        request_key = getattr(opts, "request_key", None)
+        request_key, by_key = getattr(opts, "request_key", None), False
         if request_key and session_id is None and not getattr(opts, "continue_", False):
             admitted = await harness.admitted(request_key)
             if admitted is not None:  # a retried script: the same session, not a second one
-                session_id = admitted[0]
+                session_id, by_key = admitted[0], True
         conversation, created = await _find_conversation(harness, opts, cwd, session_id)
         stored = conversation.agent
         model = opts.model or stored.model or config.model
@@ -123,7 +124,9 @@ async def open_session(opts: Any, cwd: str | None = None, *, check_model: bool =
             )
             harness.prepare(conversation)
         allow = tuple(getattr(opts, "allow", None) or ())
-        return Session(harness, conversation, config, created, approval, model, allow=allow)
+        return Session(
+            harness, conversation, config, created, approval, model, allow, by_request_key=by_key
+        )
     except BaseException:
         await harness.close()
         raise
@@ -149,14 +152,20 @@ async def drive_session(
     harness is closed (nothing is left open) and the error raised."""
     try:
         session.harness.resolve_model(session.model)
-        session.driver = await session.harness.drive(
-            session.conversation.id,
-            interactive=interactive,
-            on_refusal=on_refusal,
-            approval_mode=session.approval_mode,
-            model=session.model,
-            allow=session.allow,
-        )
+        try:
+            session.driver = await session.harness.drive(
+                session.conversation.id,
+                interactive=interactive,
+                on_refusal=on_refusal,
+                approval_mode=session.approval_mode,
+                model=session.model,
+                allow=session.allow,
+            )
+        except ConversationBusy:
+            if interactive or not session.by_request_key:
+                raise
+            # The process that admitted this request key drives its run: follow the run
+            # in the store (`Harness.wait` polls it) rather than fail a retried script.
     except BaseException:
         await session.harness.close()
         raise
