@@ -39,25 +39,51 @@ def check_text(text: str) -> None:
         ) from None
 
 
+class AdmittedBefore(Exception):
+    """Raised inside the transaction that would create a conversation for its first
+    prompt when the prompt's request key was admitted already (another process won
+    the race): the transaction rolls back, so no empty conversation is left, and the
+    caller returns `item`, the key's admitted item, in its own conversation."""
+
+    def __init__(self, item: InboxItem) -> None:
+        super().__init__(item.id)
+        self.item = item
+
+
+def admitted_item(tx: Tx, text: str, request_key: str, mode: InboxMode) -> InboxItem | None:
+    """The item `request_key` admitted (in whichever conversation), or None if it is new.
+    RequestKeyReused if the key was admitted for other input."""
+    rows = tx.rows(
+        "SELECT inbox_id, digest, conversation_id FROM admissions WHERE request_key = ?",
+        (request_key,),
+    )
+    if not rows:
+        return None
+    inbox_id, known, owner = rows[0]
+    if known and known != request_digest(text, mode):
+        raise RequestKeyReused(
+            f"request key {request_key!r} was already used for a different prompt",
+            hint="use a new request key for new input",
+        )
+    found = tx.inbox_item(inbox_id, owner)
+    assert found is not None, f"admission {request_key} without its item in {owner}"
+    return found
+
+
+def admit_first_tx(tx: Tx, text: str, request_key: str | None, mode: InboxMode) -> InboxItem:
+    """`admit_tx` in the transaction that creates the conversation: AdmittedBefore (the
+    creation rolled back) when the request key was admitted already."""
+    if request_key is not None and (found := admitted_item(tx, text, request_key, mode)):
+        raise AdmittedBefore(found)
+    return admit_tx(tx, text, request_key, mode)
+
+
 def admit_tx(tx: Tx, text: str, request_key: str | None, mode: InboxMode) -> InboxItem:
     """Inside one transaction: the admission check, then the user entry and a queued run
     (idle) or a queued inbox item (busy)."""
     digest = request_digest(text, mode)
-    if request_key is not None:
-        rows = tx.rows(
-            "SELECT inbox_id, digest, conversation_id FROM admissions WHERE request_key = ?",
-            (request_key,),
-        )
-        if rows:
-            inbox_id, known, owner = rows[0]
-            if known and known != digest:
-                raise RequestKeyReused(
-                    f"request key {request_key!r} was already used for a different prompt",
-                    hint="use a new request key for new input",
-                )
-            found = tx.inbox_item(inbox_id)
-            assert found is not None, f"admission {request_key} without its item in {owner}"
-            return found
+    if request_key is not None and (found := admitted_item(tx, text, request_key, mode)):
+        return found
     item = InboxItem(
         uuid7(), tx.conversation_id, mode, text, InboxState.QUEUED, time.time(), request_key
     )

@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import itertools
 import json
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -33,10 +34,12 @@ from runtime.errors import BastionError
 from runtime.harness import Harness, Interruption
 from runtime.ids import uuid7
 from runtime.records import InboxItem, InboxMode
-from runtime.serve import PROTOCOL, decode_event, socket_path, view_from_wire
+from runtime.serve import CLIENT_LIMIT, PROTOCOL, decode_event, socket_path, view_from_wire
 from runtime.views import ConversationView, reduce
 
 __all__ = ["AttachClient", "Detached", "Follower", "RemoteError"]
+
+log = logging.getLogger(__name__)
 
 
 class RemoteError(BastionError):
@@ -54,10 +57,21 @@ class Detached(BastionError):
 
 
 class AttachClient:
-    """One connection to a driving process's socket: messages in, requests out."""
+    """One connection to a driving process's socket: messages in, requests out.
+
+    At most `limit` messages wait here for the consumer; past that the client stops
+    reading the socket, so a consumer that falls behind holds the driver's queue for
+    this client, which sends a snapshot in place of what it dropped (`serve`), rather
+    than growing this one without end.
+    """
 
     def __init__(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, hello: dict[str, Any]
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        hello: dict[str, Any],
+        *,
+        limit: int = CLIENT_LIMIT,
     ) -> None:
         self.pid = int(hello["pid"])
         self.view = view_from_wire(hello["view"])
@@ -65,22 +79,27 @@ class AttachClient:
         self._writer = writer
         self._ids = itertools.count(1)
         self._replies: dict[int, asyncio.Future[dict[str, Any]]] = {}
-        self._messages: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        self._messages: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue(limit)
+        self._ended = False  # the socket's end was read (its None may not fit the queue)
         self._task = asyncio.create_task(self._read())
 
     @classmethod
     async def connect(cls, path: Path) -> AttachClient | None:
         """Connect and read the hello; None if nothing (or a dead socket) is there."""
         try:
-            reader, writer = await asyncio.open_unix_connection(str(path), limit=1 << 26)
+            reader, writer = await asyncio.open_unix_connection(str(path), limit=READ_LIMIT)
         except (FileNotFoundError, ConnectionRefusedError):
             return None
         try:
-            first = await reader.readline()
-            hello = json.loads(first) if first else None
+            first = await read_line(reader)
+            if not first.endswith(b"\n"):  # (or empty) the driver closed as we came
+                writer.close()
+                return None
+            hello = json.loads(first)
             if hello is not None and hello.get("type") == "reply" and not hello.get("ok"):
                 raise _remote_error(hello["error"])
             if hello is None or hello.get("type") != "hello":
+                writer.close()
                 return None  # the driver closed as we came (it is stopping)
             if hello.get("protocol") != PROTOCOL:
                 raise BastionError(
@@ -88,28 +107,33 @@ class AttachClient:
                     f"this one {PROTOCOL}",
                     hint="attach with the same bastion version that drives the session",
                 )
-        except ConnectionError:
+            return cls(reader, writer, hello)
+        except (ConnectionError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            # A hello cut short by a driver killed mid-line, or one this cannot read:
+            # no socket to follow, so the follower reads the ledger.
+            log.info("no usable hello on %s: %s", path, exc)
             writer.close()
             return None
         except BaseException:
             writer.close()
             raise
-        return cls(reader, writer, hello)
 
     async def _read(self) -> None:
         try:
-            while raw := await self._reader.readline():
+            while raw := await read_line(self._reader):
                 message = json.loads(raw)
                 if message.get("type") == "reply":
                     future = self._replies.pop(message.get("id"), None)
                     if future is not None and not future.done():
                         future.set_result(message)
                 else:
-                    self._messages.put_nowait(message)
+                    await self._messages.put(message)  # waits while `limit` are queued
         except (ConnectionError, ValueError):
             pass  # a driver killed mid-line: the same as its end
         finally:
-            self._messages.put_nowait(None)
+            self._ended = True
+            with contextlib.suppress(asyncio.QueueFull):  # then `messages` sees `_ended`
+                self._messages.put_nowait(None)
             for future in self._replies.values():
                 if not future.done():
                     future.set_exception(
@@ -122,6 +146,8 @@ class AttachClient:
 
     async def messages(self) -> list[dict[str, Any]] | None:
         """The next messages (everything queued, at least one); None once the driver is gone."""
+        if self._ended and self._messages.empty():
+            return None
         first = await self._messages.get()
         if first is None:
             return None
@@ -160,6 +186,34 @@ class AttachClient:
         self._writer.close()
         with contextlib.suppress(Exception):
             await self._writer.wait_closed()
+
+
+#: Bytes the socket's reader buffers ahead (it stops reading past twice this): small, so a
+#: consumer that falls behind holds the driver back, which then resyncs it.
+READ_LIMIT = 1 << 20
+#: The longest line taken (joined deltas and snapshots of long sessions are long).
+MAX_LINE = 1 << 26
+
+
+async def read_line(reader: asyncio.StreamReader) -> bytes:
+    """The next line, however much longer than the reader's buffer limit it is (up to
+    MAX_LINE; ValueError past that); at the end, what is left, without a newline."""
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        try:
+            return b"".join([*parts, await reader.readuntil(b"\n")])
+        except asyncio.IncompleteReadError as exc:
+            return b"".join([*parts, exc.partial])
+        except asyncio.LimitOverrunError as exc:  # no newline within the limit yet
+            try:
+                part = await reader.readexactly(exc.consumed)
+            except asyncio.IncompleteReadError as cut:
+                return b"".join([*parts, cut.partial])
+        size += len(part)
+        if size > MAX_LINE:
+            raise ValueError(f"a line of more than {MAX_LINE} bytes")
+        parts.append(part)
 
 
 def _remote_error(error: dict[str, Any]) -> RemoteError:

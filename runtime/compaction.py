@@ -52,6 +52,7 @@ from runtime.providers.base import (
 )
 from runtime.records import Entry, EntryKind, EntryStatus
 from runtime.store import Store
+from runtime.surrogates import valid_stream
 from runtime.tokens import Quality, count_text, estimate_usage
 from runtime.tx import Tx
 
@@ -247,7 +248,7 @@ async def summarise(
     parts: list[str] = []
     usage: Usage | None = None
     try:
-        async for item in provider.stream(request):
+        async for item in valid_stream(provider.stream(request)):
             if isinstance(item, TextChunk):
                 parts.append(item.text)
             elif isinstance(item, UsageReport):

@@ -31,13 +31,13 @@ from runtime.catalog import ModelInfo
 from runtime.compaction import CompactionSettings
 from runtime.errors import BastionError, ConversationBusy, LeaseLost, StoreError
 from runtime.events import Event
-from runtime.ids import uuid7
+from runtime.ids import uuid7, uuid7_time
 from runtime.loop import LiveStream, LoopDeps, LoopSettings, RunExecutor, place_item
 from runtime.providers.base import Provider
 from runtime.records import ACTIVE_RUN_STATES, EntryStatus, Run, RunState
 from runtime.settings import RuleBook
 from runtime.store import LeaseInfo, Store
-from runtime.storefile import pid_alive
+from runtime.storefile import pid_alive, process_started
 from runtime.toolbox import Toolbox
 from runtime.tx import ENTRY_COLUMNS, Tx, entry_row
 
@@ -48,12 +48,32 @@ WATCH_POLL = 0.25  # while a run goes, how often the store is asked for an inter
 
 
 def lease_expired(lease: LeaseInfo, ttl: float, now: float) -> bool:
-    """Can a new driver take this lease? Dead pid on this host, or a stale heartbeat."""
+    """Can a new driver take this lease? Its pid on this host gone, a zombie or reused
+    by a later process, or a stale heartbeat."""
     if lease.owner is None:
         return True
-    if lease.host == HOST and lease.pid is not None and not pid_alive(lease.pid):
+    if lease.host == HOST and lease.pid is not None and not driver_alive(lease.pid, lease.owner):
         return True
     return lease.heartbeat is None or now - lease.heartbeat > ttl
+
+
+#: Slack for comparing a process's start time (whole-second boot time plus clock
+#: ticks) with an owner id's millisecond time.
+_START_SLACK = 2.0
+
+
+def driver_alive(pid: int, owner: str) -> bool:
+    """Is process `pid` (this host's) still the driver `owner` that took the lease?
+
+    Not when it is gone or a zombie (`pid_alive`), nor when it started after the owner
+    id was made: an owner id is a UUIDv7 its harness made once running, so a process
+    younger than it is another program that was given the same pid. Where the start
+    time cannot be read (not Linux), a live pid counts as the driver.
+    """
+    if not pid_alive(pid):
+        return False
+    started, made = process_started(pid), uuid7_time(owner)
+    return started is None or made is None or started <= made + _START_SLACK
 
 
 def lease_live(lease: LeaseInfo, ttl: float) -> bool:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -35,7 +36,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from runtime.records import ToolCallRecord, ToolCallState
@@ -224,11 +225,17 @@ def record_effect(tx: Tx, call: ToolCallRecord, effect: Effect) -> None:
 
 @dataclass(frozen=True, slots=True)
 class FileRestore:
-    """One path put back: `content` written, or the file removed when it is None."""
+    """One path put back: `content` written, or the file removed when it is None.
+
+    `seen` is the path as the plan found it (`state_of`: a sha256, "absent" or "not
+    a file"): `restore` leaves a path alone that has changed since (the user edited
+    or made it after /rewind), and says so. None: not checked.
+    """
 
     path: str
     content: bytes | None
     because: str  # which call's record it comes from, for people
+    seen: str | None = None
 
     @property
     def action(self) -> str:
@@ -256,6 +263,7 @@ class RestoreReport:
     removed: tuple[str, ...] = ()
     failed: tuple[tuple[str, str], ...] = ()
     cannot_undo: tuple[str, ...] = field(default_factory=tuple)
+    left_alone: tuple[tuple[str, str], ...] = ()  # (path, why): changed since the plan
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,7 +328,44 @@ def plan(conversation_id: str, entry_id: str, cwd: str, span: list[SpanCall]) ->
                 + (f" ({why})" if why else "")
             )
     files = tuple(sorted(decided.values(), key=lambda f: f.path))
-    return RestorePlan(conversation_id, entry_id, cwd, files, tuple(cannot))
+    return RestorePlan(conversation_id, entry_id, cwd, _with_states(cwd, files), tuple(cannot))
+
+
+def _with_states(cwd: str, files: tuple[FileRestore, ...]) -> tuple[FileRestore, ...]:
+    """`files`, each with the state its path is in now (what `restore` checks)."""
+    import tools
+
+    try:
+        with tools.Workspace.open(cwd) as ws:
+            return tuple(replace(f, seen=state_of(ws, f.path)) for f in files)
+    except OSError:
+        return files  # the workspace is gone: restoring will say so, path by path
+
+
+def state_of(ws: Any, path: str) -> str:
+    """The sha256 of the regular file at `path`, "absent", or "not a file" (a
+    directory, a symlink, a path that cannot be reached); read through the workspace."""
+    from tools.refusal import RefusalCode, Refused
+    from tools.workspace import lookup
+
+    try:
+        rel = ws.parse(path)
+        with ws.directory(rel.parent) as parent_fd:
+            found = lookup(parent_fd, rel.name)
+            if found is None:
+                return "absent"
+            if not stat.S_ISREG(found.st_mode):
+                return "not a file"
+            fd = os.open(rel.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=parent_fd)
+    except Refused as exc:
+        return "absent" if exc.refusal.code is RefusalCode.NOT_FOUND else "not a file"
+    except OSError:
+        return "not a file"
+    digest = hashlib.sha256()
+    with os.fdopen(fd, "rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _untracked(
@@ -377,8 +422,12 @@ def restore(restore_plan: RestorePlan) -> RestoreReport:
     restored: list[str] = []
     removed: list[str] = []
     failed: list[tuple[str, str]] = []
+    left: list[tuple[str, str]] = []
     with tools.Workspace.open(restore_plan.cwd) as ws:
         for item in restore_plan.files:
+            if item.seen is not None and state_of(ws, item.path) != item.seen:
+                left.append((item.path, "it changed after /rewind; left as it is now"))
+                continue
             try:
                 if item.content is None:
                     if _remove(ws, item.path):
@@ -390,7 +439,9 @@ def restore(restore_plan: RestorePlan) -> RestoreReport:
                 failed.append((item.path, exc.refusal.message))
             except OSError as exc:
                 failed.append((item.path, exc.strerror or str(exc)))
-    return RestoreReport(tuple(restored), tuple(removed), tuple(failed), restore_plan.cannot_undo)
+    return RestoreReport(
+        tuple(restored), tuple(removed), tuple(failed), restore_plan.cannot_undo, tuple(left)
+    )
 
 
 def _write(ws: Any, path: str, content: bytes) -> None:

@@ -30,7 +30,14 @@ from pathlib import Path
 from typing import Any
 
 from runtime import failpoints
-from runtime.admission import admit_tx, check_text, new_conversation, title_from
+from runtime.admission import (
+    AdmittedBefore,
+    admit_first_tx,
+    admit_tx,
+    check_text,
+    new_conversation,
+    title_from,
+)
 from runtime.aio import wait_until
 from runtime.calls import interrupt_tx
 from runtime.config import Config, default_home
@@ -195,11 +202,14 @@ class Harness(SessionOps, ApprovalOps, DrivingOps):
 
         create = create or self._prepared.get(conversation_id)
         if create is not None and not await self.store.exists(conversation_id):
-            _, item = await self.store.create_conversation(
-                create.but(id=conversation_id, title=create.title or title_from(text)),
-                admit,
-                publish=self._publish,
-            )
+            try:
+                _, item = await self.store.create_conversation(
+                    create.but(id=conversation_id, title=create.title or title_from(text)),
+                    lambda tx: admit_first_tx(tx, text, request_key, mode),
+                    publish=self._publish,
+                )
+            except AdmittedBefore as before:  # nothing was created: the key's own item
+                return before.item
             assert item is not None
             self._prepared.pop(conversation_id, None)
             failpoints.hit("admitted")

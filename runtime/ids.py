@@ -39,6 +39,17 @@ def uuid7() -> str:
     return str(uuid.UUID(int=value))
 
 
+def uuid7_time(text: str) -> float | None:
+    """When the UUIDv7 `text` was made, in epoch seconds; None if it is not a UUIDv7."""
+    try:
+        value = uuid.UUID(text)
+    except ValueError:
+        return None
+    if value.version != 7:
+        return None
+    return (value.int >> 80) / 1000.0
+
+
 def parse_uuid(text: str) -> str:
     """The canonical form of a UUID string; raises ValueError if it is not one."""
     return str(uuid.UUID(text.strip()))

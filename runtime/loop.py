@@ -61,6 +61,7 @@ from runtime.records import (
 )
 from runtime.settings import RuleBook
 from runtime.store import Store
+from runtime.surrogates import valid_stream
 from runtime.tokens import Quality, estimate_usage_async
 from runtime.toolbox import Toolbox
 from runtime.tx import Tx
@@ -525,7 +526,7 @@ class RunExecutor:
     ) -> None:
         live = self.deps.live
         interval = self.deps.settings.checkpoint_interval
-        async for item in self.deps.provider.stream(request):
+        async for item in valid_stream(self.deps.provider.stream(request)):
             async with self.lock:
                 if isinstance(item, TextChunk):
                     offset = live.body.add(item.text)

@@ -54,7 +54,14 @@ from runtime.errors import BastionError
 from runtime.events import event_from_dict, event_to_dict
 from runtime.records import Conversation, Entry, InboxItem, InboxMode, Run, ToolCallRecord
 from runtime.threaded import RESYNC, EventChannel, pump
-from runtime.views import ConversationView, StreamCursor, TextDeltas, ViewEvent
+from runtime.views import (
+    ConversationView,
+    LiveText,
+    ReasoningDeltas,
+    StreamCursor,
+    TextDeltas,
+    ViewEvent,
+)
 
 __all__ = [
     "PROTOCOL",
@@ -161,7 +168,7 @@ def view_to_wire(view: ConversationView) -> dict[str, Any]:
         "inbox": [i.to_dict() for i in view.inbox],
         "tool_calls": [c.to_dict() for c in view.tool_calls],
         "cursors": {k: [c.epoch, c.seq] for k, c in view.cursors.items()},
-        "reasoning": dict(view.reasoning),
+        "reasoning": {k: str(v) for k, v in view.reasoning.items()},
         "tool_output": dict(view.tool_output),
         "lease_pid": view.lease_pid,
     }
@@ -178,14 +185,16 @@ def view_from_wire(data: dict[str, Any]) -> ConversationView:
         cursors=MappingProxyType(
             {k: StreamCursor(int(e), int(s)) for k, (e, s) in data["cursors"].items()}
         ),
-        reasoning=MappingProxyType(dict(data.get("reasoning") or {})),
+        reasoning=MappingProxyType(
+            {k: LiveText.of(v) for k, v in (data.get("reasoning") or {}).items()}
+        ),
         tool_output=MappingProxyType(dict(data.get("tool_output") or {})),
         lease_pid=data.get("lease_pid"),
     )
 
 
 def encode_event(event: ViewEvent) -> dict[str, Any]:
-    if isinstance(event, TextDeltas):
+    if isinstance(event, TextDeltas | ReasoningDeltas):
         out: dict[str, Any] = {"type": event.type}
         out.update((name, getattr(event, name)) for name in event.__slots__)
         return out
@@ -195,6 +204,8 @@ def encode_event(event: ViewEvent) -> dict[str, Any]:
 def decode_event(data: dict[str, Any]) -> ViewEvent:
     if data.get("type") == TextDeltas.type:
         return TextDeltas(**{name: data[name] for name in TextDeltas.__slots__})
+    if data.get("type") == ReasoningDeltas.type:
+        return ReasoningDeltas(**{name: data[name] for name in ReasoningDeltas.__slots__})
     return event_from_dict(data)
 
 

@@ -19,6 +19,7 @@ import concurrent.futures
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import shutil
 import sqlite3
@@ -57,6 +58,7 @@ from runtime.tx import (
 )
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 BUSY_TIMEOUT_MS = 10_000
 PAGE_SIZE = 16_384
 _BUSY_STEP_MS = 50  # the writer waits for another process's lock in steps, to stay cancellable
@@ -194,13 +196,21 @@ class _Connection:
         `on_done` still runs with its result."""
         job = _Job(fn)
         future = asyncio.wrap_future(self._pool.submit(job))
-        if on_done is not None:
 
-            def done(f: asyncio.Future[T]) -> None:
-                if not f.cancelled() and f.exception() is None:
+        def done(f: asyncio.Future[T]) -> None:
+            # Always read the outcome: the error of a job whose caller was cancelled
+            # (a job dropped before it began ends in CancelledError) has nobody else to
+            # read it, and asyncio would print "Future exception was never retrieved".
+            if f.cancelled():
+                return
+            error = f.exception()
+            if error is None:
+                if on_done is not None:
                     on_done(f.result())
+            elif job.abandoned and not isinstance(error, asyncio.CancelledError):
+                log.info("a store job whose caller was cancelled failed: %s", error)
 
-            future.add_done_callback(done)
+        future.add_done_callback(done)
         try:
             return await asyncio.shield(future)
         except asyncio.CancelledError:

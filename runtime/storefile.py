@@ -209,14 +209,47 @@ def live_drivers(path: Path) -> list[int]:
 
 
 def pid_alive(pid: int) -> bool:
-    """Is there a process `pid` on this host (ours to signal or not)?"""
+    """Is there a running process `pid` on this host (ours to signal or not)? A zombie
+    (killed, not yet reaped by its parent) is not: it holds nothing and never will."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    return process_state(pid) not in ("Z", "X")
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (Linux); None if unreadable."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    return raw.rpartition(b")")[2].decode("ascii", "replace").split()
+
+
+def process_state(pid: int) -> str | None:
+    """The state letter of `pid` (R, S, D, Z, …) where /proc says it; else None."""
+    fields = _proc_stat(pid)
+    return fields[0] if fields else None
+
+
+def process_started(pid: int) -> float | None:
+    """When `pid` started, in epoch seconds (to about a second: the boot time is whole
+    seconds), where /proc says it (Linux); else None."""
+    fields = _proc_stat(pid)
+    if not fields or len(fields) < 20:
+        return None
+    try:
+        boot = next(
+            float(line.split()[1])
+            for line in Path("/proc/stat").read_text(encoding="ascii").splitlines()
+            if line.startswith("btime ")
+        )
+        return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, StopIteration, IndexError):
+        return None
 
 
 def _command(pid: int) -> str:

@@ -38,12 +38,13 @@ from runtime.events import (
     EntryClosed,
     Event,
     InboxUpdated,
+    ReasoningDelta,
     RunUpdated,
     TextDelta,
     ToolCallUpdated,
 )
 from runtime.harness_thread import HarnessThread
-from runtime.views import ConversationView, TextDeltas, ViewEvent
+from runtime.views import ConversationView, ReasoningDeltas, TextDeltas, ViewEvent
 
 __all__ = [
     "RESYNC",
@@ -70,25 +71,27 @@ class _Resync:
 
 
 RESYNC: Final = _Resync()
+_JOINED: Final = (TextDelta, ReasoningDelta)  # deltas a channel joins
 
 
 class _Joining:
-    """Deltas of one run and entry, consecutive in seq and offset, waiting to be joined."""
+    """Text (or reasoning) deltas of one run and entry, consecutive in seq (and text
+    offset), waiting to be joined."""
 
     __slots__ = ("end", "first", "last_seq", "parts")
 
-    def __init__(self, first: TextDelta) -> None:
+    def __init__(self, first: TextDelta | ReasoningDelta) -> None:
         self.first = first
         self.parts = [first.text]
         self.last_seq = first.seq
-        self.end = first.offset + len(first.text)
+        self.end = first.offset + len(first.text) if type(first) is TextDelta else 0
 
     def take(self, event: Event) -> bool:
         first = self.first
         if (
-            type(event) is TextDelta
+            type(event) is type(first)
             and event.seq == self.last_seq + 1
-            and event.offset == self.end
+            and (type(event) is not TextDelta or event.offset == self.end)
             and event.run_id == first.run_id
             and event.epoch == first.epoch
             and event.entry_id == first.entry_id
@@ -103,6 +106,16 @@ class _Joining:
         first = self.first
         if len(self.parts) == 1:
             return first
+        if isinstance(first, ReasoningDelta):
+            return ReasoningDeltas(
+                first.conversation_id,
+                first.run_id,
+                first.epoch,
+                first.seq,
+                self.last_seq,
+                first.entry_id,
+                "".join(self.parts),
+            )
         return TextDeltas(
             first.conversation_id,
             first.run_id,
@@ -145,7 +158,7 @@ class EventChannel:
             for event in events:
                 if isinstance(tail, _Joining) and tail.take(event):
                     continue
-                tail = _Joining(event) if type(event) is TextDelta else event
+                tail = _Joining(event) if isinstance(event, _JOINED) else event
                 items.append(tail)
                 self._urgent = self._urgent or isinstance(event, URGENT)
             if len(items) > self.limit:

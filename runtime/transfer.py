@@ -30,6 +30,7 @@ from runtime.records import (
 )
 from runtime.safe_read import MAX_DEPTH, check_depth
 from runtime.sessions import History
+from runtime.surrogates import mend_tree
 from runtime.views import ConversationView
 
 FORMAT = "bastion.conversation"
@@ -107,6 +108,7 @@ def parse_document(text: str, new_id: str, now: float, *, cwd: str) -> tuple[Con
         check_depth(doc, "the file")
     except ConfigError:
         raise _refused(f"it nests more than {MAX_DEPTH} levels deep") from None
+    doc = mend_tree(doc)  # a lone surrogate (`\ud800`) becomes U+FFFD (depth checked first)
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise _refused(f'it is not a bastion conversation export (no "format": "{FORMAT}")')
     version = doc.get("format_version")

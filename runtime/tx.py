@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from runtime import ledger
-from runtime.errors import UnknownConversation
+from runtime.errors import UnknownConversation, UnknownEntry
 from runtime.events import (
     ConversationUpdated,
     DurableEvent,
@@ -196,7 +196,10 @@ class Tx:
         return conversation_row(rows[0])
 
     def run(self, run_id: str) -> Run | None:
-        rows = self.rows(f"SELECT {RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,))
+        rows = self.rows(
+            f"SELECT {RUN_COLUMNS} FROM runs WHERE id = ? AND conversation_id = ?",
+            (run_id, self.conversation_id),
+        )
         return run_row(rows[0]) if rows else None
 
     def active_run(self) -> Run | None:
@@ -208,11 +211,19 @@ class Tx:
         return run_row(rows[0]) if rows else None
 
     def tool_call(self, call_id: str) -> ToolCallRecord | None:
-        rows = self.rows(f"SELECT {TOOL_COLUMNS} FROM tool_calls WHERE id = ?", (call_id,))
+        rows = self.rows(
+            f"SELECT {TOOL_COLUMNS} FROM tool_calls WHERE id = ? AND conversation_id = ?",
+            (call_id, self.conversation_id),
+        )
         return tool_call_row(rows[0]) if rows else None
 
-    def inbox_item(self, item_id: str) -> InboxItem | None:
-        rows = self.rows(f"SELECT {INBOX_COLUMNS} FROM inbox WHERE id = ?", (item_id,))
+    def inbox_item(self, item_id: str, conversation_id: str | None = None) -> InboxItem | None:
+        """This conversation's item `item_id` (or `conversation_id`'s: a request key is
+        admitted once across conversations, so its item may be another's)."""
+        rows = self.rows(
+            f"SELECT {INBOX_COLUMNS} FROM inbox WHERE id = ? AND conversation_id = ?",
+            (item_id, conversation_id or self.conversation_id),
+        )
         return inbox_row(rows[0]) if rows else None
 
     def queued_inbox(self) -> list[InboxItem]:
@@ -250,8 +261,8 @@ class Tx:
         """Where the checkpointed chunks of `owner_id` end (one index seek)."""
         rows = self.rows(
             "SELECT start + length(text) FROM chunks WHERE owner_id = ? AND kind = ? "
-            "ORDER BY start DESC LIMIT 1",
-            (owner_id, kind),
+            "AND conversation_id = ? ORDER BY start DESC LIMIT 1",
+            (owner_id, kind, self.conversation_id),
         )
         return int(rows[0][0]) if rows else 0
 
@@ -290,29 +301,45 @@ class Tx:
             data = {**data, "reasoning": reasoning}
         changed = self.execute(
             "UPDATE entries SET status = ?, text = ?, data = ? "
-            "WHERE id = ? AND status = 'streaming'",
-            (status, text, json.dumps(data, ensure_ascii=False), entry_id),
+            "WHERE id = ? AND conversation_id = ? AND status = 'streaming'",
+            (status, text, json.dumps(data, ensure_ascii=False), entry_id, self.conversation_id),
         )
         if changed == 0:
             return None
         self.execute(
-            "DELETE FROM chunks WHERE owner_id = ? AND kind IN ('text', 'reasoning')", (entry_id,)
+            "DELETE FROM chunks WHERE owner_id = ? AND conversation_id = ? "
+            "AND kind IN ('text', 'reasoning')",
+            (entry_id, self.conversation_id),
         )
         cid = self.conversation_id
         self.emit(lambda v: EntryClosed(cid, v, entry_id, status, data, len(text)))
-        rows = self.rows(f"SELECT {ENTRY_COLUMNS} FROM entries WHERE id = ?", (entry_id,))
+        rows = self.rows(
+            f"SELECT {ENTRY_COLUMNS} FROM entries WHERE id = ? AND conversation_id = ?",
+            (entry_id, self.conversation_id),
+        )
         return entry_row(rows[0])
 
     def reset_entry(self, entry: Entry) -> Entry:
         """Start a streaming entry over (a retried request): its chunks are dropped."""
-        self.execute("DELETE FROM chunks WHERE owner_id = ?", (entry.id,))
+        self.execute(
+            "DELETE FROM chunks WHERE owner_id = ? AND conversation_id = ?",
+            (entry.id, self.conversation_id),
+        )
         return self.update_entry(entry.but(text="", data={}))
 
     def update_entry(self, entry: Entry) -> Entry:
-        self.execute(
-            "UPDATE entries SET status = ?, text = ?, data = ? WHERE id = ?",
-            (entry.status, entry.text, json.dumps(entry.data, ensure_ascii=False), entry.id),
+        changed = self.execute(
+            "UPDATE entries SET status = ?, text = ?, data = ? WHERE id = ? AND conversation_id = ?",
+            (
+                entry.status,
+                entry.text,
+                json.dumps(entry.data, ensure_ascii=False),
+                entry.id,
+                self.conversation_id,
+            ),
         )
+        if changed == 0:
+            raise UnknownEntry(f"no entry {entry.id} in conversation {self.conversation_id}")
         self.emit(lambda v: EntryUpdated(self.conversation_id, v, entry))
         return entry
 
@@ -349,7 +376,7 @@ class Tx:
         changed = self.execute(
             "UPDATE runs SET state = ?, updated_at = ?, revision = ?, reason = ?, error = ?, "
             "usage = ?, result_entry_id = ?, interrupt_requested = ? "
-            f"WHERE id = ? AND revision = ? AND state IN ({marks})",
+            f"WHERE id = ? AND conversation_id = ? AND revision = ? AND state IN ({marks})",
             (
                 updated.state,
                 updated.updated_at,
@@ -360,6 +387,7 @@ class Tx:
                 updated.result_entry_id,
                 int(updated.interrupt_requested),
                 run_id,
+                self.conversation_id,
                 current.revision,
                 *from_states,
             ),
@@ -395,8 +423,8 @@ class Tx:
         """queued → placed or withdrawn; None if the item is no longer queued."""
         changed = self.execute(
             "UPDATE inbox SET state = ?, run_id = ?, entry_id = ? "
-            "WHERE id = ? AND state = 'queued'",
-            (to_state, run_id, entry_id, item_id),
+            "WHERE id = ? AND conversation_id = ? AND state = 'queued'",
+            (to_state, run_id, entry_id, item_id, self.conversation_id),
         )
         if changed == 0:
             return None
@@ -461,7 +489,7 @@ class Tx:
         changed = self.execute(
             "UPDATE tool_calls SET approval = ?, state = ?, updated_at = ?, result = ?, "
             "result_entry_id = ?, process = ?, review = ? "
-            "WHERE id = ? AND state = ? AND approval = ?",
+            "WHERE id = ? AND conversation_id = ? AND state = ? AND approval = ?",
             (
                 updated.approval,
                 updated.state,
@@ -471,6 +499,7 @@ class Tx:
                 json.dumps(updated.process) if updated.process is not None else None,
                 _json_or_none(updated.review),
                 call_id,
+                self.conversation_id,
                 current.state,
                 current.approval,
             ),
@@ -512,6 +541,8 @@ class Tx:
     # --- the conversation -----------------------------------------------------
 
     def update_conversation(self, conversation: Conversation) -> None:
+        if conversation.id != self.conversation_id:
+            raise UnknownConversation(f"conversation {conversation.id} is not this transaction's")
         self.execute(
             "UPDATE conversations SET title = ?, settings = ? WHERE id = ?",
             (conversation.title, json.dumps(conversation.settings), conversation.id),

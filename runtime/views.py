@@ -13,7 +13,9 @@ delta costs what its own text costs, not the whole answer. `view.entries` folds
 the live texts back in on demand (once per view); a front end that renders per
 frame reads `view.settled` and `view.live` instead and never joins the whole text.
 Consecutive deltas of one run may arrive joined as one `TextDeltas` (what a
-coalescing event channel makes of them): the same checks, once per batch.
+coalescing event channel makes of them): the same checks, once per batch. The
+reasoning streaming with an answer is a `LiveText` too (`view.reasoning`), and its
+deltas are joined the same way (`ReasoningDeltas`).
 """
 
 from __future__ import annotations
@@ -107,6 +109,8 @@ class LiveText:
         return parts[0] if self.count == 1 else "".join(parts[: self.count])
 
     def __eq__(self, other: object) -> bool:
+        if isinstance(other, str):  # a LiveText is the text it holds
+            return str(self) == other
         return isinstance(other, LiveText) and str(self) == str(other)
 
     def __hash__(self) -> int:
@@ -148,6 +152,9 @@ class LiveText:
         return "".join(out)
 
 
+_NO_TEXT: Final = LiveText.of("")
+
+
 @dataclass(frozen=True, slots=True)
 class TextDeltas:
     """Consecutive `TextDelta`s of one run and entry, joined (seq `seq`..`last_seq`).
@@ -168,7 +175,22 @@ class TextDeltas:
     text: str
 
 
-ViewEvent = Event | TextDeltas  # what `reduce` takes
+@dataclass(frozen=True, slots=True)
+class ReasoningDeltas:
+    """Consecutive `ReasoningDelta`s of one run and entry, joined (seq `seq`..`last_seq`),
+    as `TextDeltas` joins text deltas."""
+
+    type: ClassVar[str] = "reasoning.deltas"
+    conversation_id: str
+    run_id: str
+    epoch: int
+    seq: int
+    last_seq: int
+    entry_id: str
+    text: str
+
+
+ViewEvent = Event | TextDeltas | ReasoningDeltas  # what `reduce` takes
 
 # A front end opens a session with a view of its last entries (`snapshot(last=...)`):
 # enough for its last screens, and quick to read, send and draw at any length. It
@@ -188,7 +210,7 @@ class ConversationView:
     rules: tuple[Rule, ...] = ()  # the session's approval rules (project rules: Harness.rules)
     # Transient state: not in the store, rebuilt from deltas.
     cursors: MappingProxyType[str, StreamCursor] = field(default_factory=lambda: _EMPTY)
-    reasoning: MappingProxyType[str, str] = field(default_factory=lambda: _EMPTY)
+    reasoning: MappingProxyType[str, LiveText] = field(default_factory=lambda: _EMPTY)
     tool_output: MappingProxyType[str, str] = field(default_factory=lambda: _EMPTY)
     # run id -> the retry it waits for (the model request is sent again after a delay);
     # gone with the run's next streamed event or its end.
@@ -360,14 +382,13 @@ def _append_reasoning(
     view: ConversationView, entry_id: str, offset: int, text: str
 ) -> ConversationView:
     """Checkpointed reasoning at `offset`: what the deltas did not show yet is added."""
-    known = view.reasoning.get(entry_id, "")
+    known = view.reasoning.get(entry_id, _NO_TEXT)
     if offset > len(known):
         return _resync(view)
     if offset + len(text) <= len(known):
         return view
-    return replace(
-        view, reasoning=_with(view.reasoning, entry_id, known + text[len(known) - offset :])
-    )
+    grown = known.append(text[len(known) - offset :])
+    return replace(view, reasoning=_with(view.reasoning, entry_id, grown))
 
 
 def close_entry(
@@ -398,7 +419,7 @@ def _reduce_transient(view: ConversationView, event: Any) -> ConversationView:
             return _resync(view)
     elif event.seq != 1:
         return _resync(view)  # joined a stream midway without its cursor
-    last = event.last_seq if isinstance(event, TextDeltas) else event.seq
+    last = event.last_seq if isinstance(event, TextDeltas | ReasoningDeltas) else event.seq
     view = replace(view, cursors=_with(view.cursors, event.run_id, StreamCursor(event.epoch, last)))
     if event.run_id in view.retrying:
         view = replace(view, retrying=_without(view.retrying, event.run_id))
@@ -408,11 +429,12 @@ def _reduce_transient(view: ConversationView, event: Any) -> ConversationView:
             | TextDeltas(entry_id=entry_id, offset=offset, text=text)
         ):
             return _append_text(view, entry_id, offset, text)
-        case ReasoningDelta(entry_id=entry_id, text=text):
-            return replace(
-                view,
-                reasoning=_with(view.reasoning, entry_id, view.reasoning.get(entry_id, "") + text),
-            )
+        case (
+            ReasoningDelta(entry_id=entry_id, text=text)
+            | ReasoningDeltas(entry_id=entry_id, text=text)
+        ):
+            grown = view.reasoning.get(entry_id, _NO_TEXT).append(text)  # O(len(text))
+            return replace(view, reasoning=_with(view.reasoning, entry_id, grown))
         case ToolOutputDelta(tool_call_id=call_id, text=text):
             # A live preview: only the newest TOOL_OUTPUT_TAIL characters are kept; the
             # whole (bounded) output arrives with the tool's result.
@@ -447,7 +469,7 @@ def view_from_snapshot(
         # goes on from it (a finished entry keeps its reasoning in its data).
         reasoning=MappingProxyType(
             {
-                e.id: e.data["reasoning"]
+                e.id: LiveText.of(e.data["reasoning"])
                 for e in snapshot.entries
                 if e.status == "streaming" and e.data.get("reasoning")
             }

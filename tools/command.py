@@ -121,6 +121,7 @@ class Sink:
         self.total = 0
         self.artifact_id, self.fd = new_artifact(ctx)
         self.written = 0
+        self.errors: list[str] = []  # what failed while the output was read (pump)
 
     def feed(self, chunk: bytes) -> None:
         self.total += len(chunk)
@@ -160,6 +161,8 @@ class Sink:
             discard_artifact(self.ctx, self.artifact_id)
         elif self.written < self.total:
             data["artifact_dropped_bytes"] = self.total - self.written
+        if self.errors:
+            data["output_error"] = "; ".join(self.errors)
         return data
 
 
@@ -177,18 +180,37 @@ def spawn_options(dir_fd: int) -> dict[str, Any]:
 
 async def pump(stream: asyncio.StreamReader, sink: Sink) -> None:
     """Every byte goes to the sink; ``on_output`` gets all of it as text, in pieces
-    of at most 64 KiB, the last one flushed when the stream ends."""
+    of at most 64 KiB, the last one flushed when the stream ends.
+
+    The pipe is read to its end whatever fails: a spill write that fails (ENOSPC)
+    stops the spilling and a raising ``on_output`` is not called again, each noted
+    in ``sink.errors`` for the result; a pump that stopped reading would leave the
+    command blocked on a full pipe until its timeout."""
     live = sink.ctx.on_output
     decoder = codecs.getincrementaldecoder("utf-8")("replace") if live else None
+    spilling = True
     while chunk := await stream.read(1 << 16):
         sink.feed(chunk)
-        sink.write(chunk)
-        if live is not None and decoder is not None:
-            text = decoder.decode(chunk)
-            if text:
-                live(text)
+        if spilling:
+            try:
+                sink.write(chunk)
+            except OSError as exc:
+                spilling = False
+                sink.errors.append(f"saving the full output failed ({exc.strerror or exc})")
+        if live is not None and decoder is not None and (text := decoder.decode(chunk)):
+            live = _deliver(live, text, sink)
     if live is not None and decoder is not None and (rest := decoder.decode(b"", final=True)):
-        live(rest)
+        _deliver(live, rest, sink)
+
+
+def _deliver(live: Any, text: str, sink: Sink) -> Any:
+    """``live(text)``; None (never called again) if it raised, noted in ``sink.errors``."""
+    try:
+        live(text)
+    except Exception as exc:
+        sink.errors.append(f"showing the output live failed ({type(exc).__name__}: {exc})")
+        return None
+    return live
 
 
 async def announce(ctx: ToolContext, record: dict[str, Any]) -> None:
@@ -360,6 +382,8 @@ def format_text(data: dict[str, Any]) -> str:
         text += f"\n[these processes could not be killed and may remain: {shown}]"
     if data.get("process_note"):
         text += f"\n[{data['process_note']}]"
+    if data.get("output_error"):
+        text += f"\n[{data['output_error']}]"
     if extra := describe(data):
         text += f"\n{extra}"
     return text

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import logging
 import os
 import socket
 import subprocess
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = ["Child", "main"]
 
 LOG_NAME = "harness.log"
+log = logging.getLogger("tui.child")
 
 
 class Child:
@@ -143,7 +145,6 @@ def _open_log() -> int:
 
 def main(argv: list[str]) -> int:
     """The child: open and drive the session the parent asks for, then serve it."""
-    import logging
 
     from runtime.frames import recv_blocking
 
@@ -153,8 +154,8 @@ def main(argv: list[str]) -> int:
     sock = socket.socket(fileno=int(argv[1]))
     try:
         _, opts, check_model = recv_blocking(sock)
-    except EOFError:
-        return 0  # the app quit before asking
+    except (EOFError, OSError):
+        return 0  # the app quit (or was killed) before asking
     import asyncio
 
     return asyncio.run(_serve(sock, opts, check_model))
@@ -164,7 +165,7 @@ async def _serve(sock: socket.socket, opts: Any, check_model: bool) -> int:
     import asyncio
 
     from runtime.errors import BastionError
-    from runtime.frames import sendable_error, write_frame
+    from runtime.frames import write_frame
     from runtime.remote import serve
     from runtime.views import OPENING_ENTRIES
     from tui.session import drive_session, open_session
@@ -172,14 +173,20 @@ async def _serve(sock: socket.socket, opts: Any, check_model: bool) -> int:
     reader, writer = await asyncio.open_connection(sock=sock)
     try:
         session = await open_session(opts, check_model=check_model)
+    except BastionError as exc:  # it closes what it opened when it fails
+        return await _failed(writer, exc)
+    try:
         await write_frame(writer, ("opened", None))
         if not await _told_to_drive(reader):
             await session.harness.close()
             return 0  # the app quit, or failed, before driving: nothing was written
         session = await drive_session(session, interactive=True)
-    except BastionError as exc:  # each step closes what it opened when it fails
-        await write_frame(writer, ("failed", sendable_error(exc)))
-        return 2
+    except BastionError as exc:  # drive_session closes the harness when it fails
+        return await _failed(writer, exc)
+    except (ConnectionError, OSError):  # the app was killed while the session opened
+        log.info("the app went away while the session was opening")
+        await session.harness.close()
+        return 0
     try:
         # What the app asks first, sent with the session: its settings and view, taken
         # after a subscription (served as FIRST) so that nothing falls between.
@@ -195,6 +202,17 @@ async def _serve(sock: socket.socket, opts: Any, check_model: bool) -> int:
     finally:
         await session.harness.close()
     return 0
+
+
+async def _failed(writer: asyncio.StreamWriter, exc: BaseException) -> int:
+    """Tell the app why the session could not be opened (if it is still there): exit 2."""
+    from runtime.frames import sendable_error, write_frame
+
+    try:
+        await write_frame(writer, ("failed", sendable_error(exc)))
+    except (ConnectionError, OSError):
+        log.info("the app went away before hearing: %s", exc)
+    return 2
 
 
 async def _told_to_drive(reader: asyncio.StreamReader) -> bool:

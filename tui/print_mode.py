@@ -91,7 +91,9 @@ async def _main(opts: Any, prompt: str | None) -> int:
         if run is None:
             error_line(f"conversation {conv.id} has nothing to finish and no answer yet")
             return EXIT_USAGE
-        result = await _result(harness, conv.id, run, started)
+        # The run's own conversation: a request key admitted by another process (a
+        # retried script racing itself) names that one, not the one this opened.
+        result = await _result(harness, run.conversation_id, run, started)
         if interrupted.is_set() and result["status"] != "completed":
             result["status"] = "interrupted"
         out.result(result)

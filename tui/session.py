@@ -18,7 +18,7 @@ from runtime import (
     trust_once,
 )
 from runtime.config import Config, load_config, model_resolver
-from runtime.errors import BastionError, ConfigError, UnknownConversation
+from runtime.errors import BastionError, ConfigError, ConversationBusy, UnknownConversation
 from runtime.firstrun import NoModelConfigured
 from runtime.harness import new_conversation
 from runtime.ids import parse_uuid, uuid7
@@ -41,6 +41,7 @@ class Session:
     driver: Driver | None = None
     allow: tuple[str, ...] = ()  # `--allow` rules, for this invocation only
     sandbox: Any = None  # the commands' SandboxPolicy (flags, then the user's config)
+    by_request_key: bool = False  # found as the conversation its request key admitted
 
     def sandbox_notice(self) -> str | None:
         """The one line to tell the user when commands cannot be sandboxed here."""
@@ -114,11 +115,11 @@ async def open_session(opts: Any, cwd: str | None = None, *, check_model: bool =
         loop_settings=loop_settings(os.environ),
     )
     try:
-        request_key = getattr(opts, "request_key", None)
+        request_key, by_key = getattr(opts, "request_key", None), False
         if request_key and session_id is None and not getattr(opts, "continue_", False):
             admitted = await harness.admitted(request_key)
             if admitted is not None:  # a retried script: the same session, not a second one
-                session_id = admitted[0]
+                session_id, by_key = admitted[0], True
         conversation, created = await _find_conversation(harness, opts, cwd, session_id)
         stored = conversation.agent
         model = opts.model or stored.model or config.model
@@ -142,7 +143,15 @@ async def open_session(opts: Any, cwd: str | None = None, *, check_model: bool =
             harness.prepare(conversation)
         allow = tuple(getattr(opts, "allow", None) or ())
         return Session(
-            harness, conversation, config, created, approval, model, allow=allow, sandbox=sandbox
+            harness,
+            conversation,
+            config,
+            created,
+            approval,
+            model,
+            allow=allow,
+            sandbox=sandbox,
+            by_request_key=by_key,
         )
     except BaseException:
         await harness.close()
@@ -169,14 +178,20 @@ async def drive_session(
     harness is closed (nothing is left open) and the error raised."""
     try:
         session.harness.resolve_model(session.model)
-        session.driver = await session.harness.drive(
-            session.conversation.id,
-            interactive=interactive,
-            on_refusal=on_refusal,
-            approval_mode=session.approval_mode,
-            model=session.model,
-            allow=session.allow,
-        )
+        try:
+            session.driver = await session.harness.drive(
+                session.conversation.id,
+                interactive=interactive,
+                on_refusal=on_refusal,
+                approval_mode=session.approval_mode,
+                model=session.model,
+                allow=session.allow,
+            )
+        except ConversationBusy:
+            if interactive or not session.by_request_key:
+                raise
+            # The process that admitted this request key drives its run: follow the run
+            # in the store (`Harness.wait` polls it) rather than fail a retried script.
     except BaseException:
         await session.harness.close()
         raise

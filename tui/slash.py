@@ -335,6 +335,7 @@ async def restore(host: CommandHost, arg: str) -> None:
     lines = [f"restored {path}" for path in report.restored]
     lines += [f"removed {path} (it did not exist then)" for path in report.removed]
     lines += [f"could not restore {path}: {why}" for path, why in report.failed]
+    lines += [f"left {path} alone: {why}" for path, why in report.left_alone]
     lines += [f"cannot undo: {why}" for why in report.cannot_undo]
     host.say("\n".join(escape(line) for line in lines) or "nothing needed restoring")
 

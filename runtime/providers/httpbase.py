@@ -8,12 +8,17 @@ streams, empty answers (once), and the HTTP statuses 408, 409, 429 (unless it
 says the quota is gone) and 5xx.
 
 The idle watchdog: from sending a request to its response headers, and then
-between any two reads of the body, at most `idle` seconds may pass without a
-byte (default 90 s, `stream_idle_timeout` in config.toml). Bytes count, not
-events, so a server's keep-alive comments (`: ping`, OpenRouter's
-`: OPENROUTER PROCESSING`) and Anthropic's `ping` events keep a slow model
-alive. When it fires the request is dropped with a retryable `idle_timeout`
-error. httpx's own timeouts are kept at or just above it: its read timeout is
+from one piece of model data to the next, at most `idle` seconds may be spent
+waiting (default 90 s, `stream_idle_timeout` in config.toml). Model data is an
+event with data in it; keep-alives are not: a server's comments (`: ping`,
+OpenRouter's `: OPENROUTER PROCESSING`) and Anthropic's `ping` events prove the
+connection is up, not that the model is getting anywhere, so a server that
+sends nothing else is dropped after `idle` seconds like a silent one (a model
+that really thinks longer than that before its first token needs a longer
+`stream_idle_timeout`). Time the consumer spends between reads is not
+counted. When it fires the request is dropped with a retryable `idle_timeout`
+error, so the loop retries it and, past its retries, fails the run with that
+one line. httpx's own timeouts are kept at or just above it: its read timeout is
 only a backstop, and connecting may not take longer than the idle time either.
 """
 
@@ -32,7 +37,7 @@ from typing import Any, Protocol
 import httpx
 
 from runtime.providers.base import EMPTY_RESPONSE, IDLE_TIMEOUT, ProviderError
-from runtime.providers.sse import SSEDecoder
+from runtime.providers.sse import DataBatch, SSEDecoder
 
 __all__ = [
     "DEFAULT_IDLE_TIMEOUT",
@@ -81,7 +86,7 @@ def _seconds(value: float) -> str:
 def idle_timeout_error(provider: str, seconds: float) -> ProviderError:
     """The retryable error of a stream that stayed silent for `seconds`."""
     return ProviderError(
-        f"no data from {provider} for {_seconds(seconds)} (the stream went silent)",
+        f"no data from {provider} for {_seconds(seconds)} (the stream went silent or sent only keep-alives)",
         provider=provider,
         code=IDLE_TIMEOUT,
         retryable=True,
@@ -128,24 +133,32 @@ def empty_response_error(provider: str, finish_reason: str | None) -> ProviderEr
 
 
 class IdleGuard:
-    """The body's reads, each allowed at most `seconds`; past that, `idle_timeout`.
+    """The body's reads, at most `seconds` of waiting from one `progress()` to the next;
+    past that, `idle_timeout`.
 
-    Only the wait for the next read is timed, never what the consumer does
-    with a chunk between reads. `reads` is the unguarded iterator (for `drain`).
+    Only the waits for reads are timed, never what the consumer does with a
+    chunk between reads; a read that brought only keep-alives is waited for but
+    is no progress. `reads` is the unguarded iterator (for `drain`).
     """
 
-    __slots__ = ("_provider", "_seconds", "reads")
+    __slots__ = ("_provider", "_seconds", "_waited", "reads")
 
     def __init__(self, reads: AsyncIterator[bytes], seconds: float, provider: str) -> None:
         self.reads = reads
         self._seconds = seconds
         self._provider = provider
+        self._waited = 0.0  # seconds spent waiting for reads since the last progress
+
+    def progress(self) -> None:
+        """Model data arrived: the next piece has `seconds` again."""
+        self._waited = 0.0
 
     def __aiter__(self) -> IdleGuard:
         return self
 
     async def __anext__(self) -> bytes:
-        scope = asyncio.timeout(self._seconds)
+        scope = asyncio.timeout(max(self._seconds - self._waited, 0.0))
+        started = time.monotonic()
         try:
             async with scope:
                 return await anext(self.reads)
@@ -153,6 +166,8 @@ class IdleGuard:
             if scope.expired():
                 raise idle_timeout_error(self._provider, self._seconds) from None
             raise
+        finally:
+            self._waited += time.monotonic() - started
 
 
 @contextlib.asynccontextmanager
@@ -316,6 +331,8 @@ async def event_items(
     async for chunk in reads:
         events = feed(chunk)
         if events:
+            if isinstance(events, DataBatch) or any(e.event != "ping" for e in events):
+                reads.progress()  # comments never make an event; `ping` events are no news
             for item in state.consume(events):
                 yield item
             if state.stopped:

@@ -329,6 +329,7 @@ class _Dialect:
     error: Callable[[str, str], dict[str, Any]]  # (message, type) -> error body
     error_event: Callable[[Any], bytes]
     stream_error_type: str
+    keepalive: bytes = b": ping\n\n"
 
 
 def _openai_error(message: str, kind: str) -> dict[str, Any]:
@@ -347,7 +348,12 @@ _OPENAI = _Dialect(
     render_stream, completion_body, _openai_error, _openai_error_event, "server_error"
 )
 _ANTHROPIC = _Dialect(
-    render_messages_stream, message_body, _anthropic_error, error_event, "overloaded_error"
+    render_messages_stream,
+    message_body,
+    _anthropic_error,
+    error_event,
+    "overloaded_error",
+    b'event: ping\ndata: {"type": "ping"}\n\n',
 )
 _RESPONSES = _Dialect(
     render_responses_stream, response_body, _openai_error, responses_error_event, "server_error"
@@ -391,6 +397,13 @@ async def _stream(
         _write_chunked(writer, rendered.tail)
     elif cut == fault.disconnect_after_chunks:
         writer.transport.abort()
+        return False
+    elif cut == fault.ping_after_chunks:
+        # Alive but going nowhere: keep-alives only, until the client goes away.
+        while not writer.transport.is_closing():
+            _write_chunked(writer, dialect.keepalive)
+            await writer.drain()
+            await asyncio.sleep(fault.ping_interval_ms / 1000)
         return False
     elif cut == fault.hang_after_chunks:
         # Keep the connection open, sending nothing, until the client goes away.

@@ -14,11 +14,15 @@ reason, how finely to cut it into chunks, and optionally a fault to inject.
      "omit_usage": false,
      "fault": {"status": 429, "retry_after": 1, "body": {...}}
             | {"disconnect_after_chunks": k} | {"error_event_after_chunks": k}
-            | {"hang_after_chunks": k} | {"delay_first_byte_ms": n}}
+            | {"hang_after_chunks": k} | {"delay_first_byte_ms": n}
+            | {"ping_after_chunks": k, "ping_interval_ms": n}}
 
 Faults for the watchdog: `hang_after_chunks` sends k content chunks and then
 nothing, keeping the connection open (a silent stream); `delay_first_byte_ms`
-holds back the response headers. A turn with no text, reasoning or tool call
+holds back the response headers; `ping_after_chunks` sends k content chunks
+and then only keep-alives (`: ping` comments; Anthropic `ping` events on the
+Messages route) every `ping_interval_ms` (default 50), until the client goes
+away: a stream that is alive but makes no progress. A turn with no text, reasoning or tool call
 (`{}`, or `{"reasoning": "..."}`) is a well-formed stream with no answer in it
 (an empty response), in both wire formats.
 
@@ -55,6 +59,8 @@ class Fault:
     error_event_after_chunks: int | None = None
     hang_after_chunks: int | None = None
     delay_first_byte_ms: float = 0.0
+    ping_after_chunks: int | None = None
+    ping_interval_ms: float = 50.0
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Fault:
@@ -72,6 +78,7 @@ class Fault:
                 self.disconnect_after_chunks,
                 self.error_event_after_chunks,
                 self.hang_after_chunks,
+                self.ping_after_chunks,
             )
             if c is not None
         ]
@@ -225,7 +232,10 @@ def render_stream(
         usage_prefix = prefix[: prefix.index('"choices":')]
         tail.append(f'data: {usage_prefix}"choices":[],"usage":{usage}}}\n\n')
     tail.append("data: [DONE]\n\n")
-    return RenderedStream(head.encode(), [e.encode() for e in events], "".join(tail).encode())
+    # A lone surrogate (or half of a pair cut between two events) is sent as JSON
+    # spells it, `\udXXX`, as servers that cut at UTF-16 units do.
+    events_bytes = [e.encode("utf-8", "backslashreplace") for e in events]
+    return RenderedStream(head.encode(), events_bytes, "".join(tail).encode())
 
 
 def completion_body(

@@ -7,6 +7,7 @@ silent server held print mode for httpx's 300 s read timeout per attempt.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -55,3 +56,22 @@ def test_empty_answers_fail_the_run_instead_of_succeeding_with_nothing(loopback,
     out = b.run("-p", "hi", "--output-format", "json", env=QUICK)
     assert out.returncode == 1, (out.stdout, out.stderr)
     assert "empty answer" in out.stdout + out.stderr
+
+
+def test_keepalive_only_stream_fails_the_run_with_one_line(loopback, bastion):
+    """Issue 25, item 2: a server that sends only `: ping` comments used to hold print
+    mode for ever; the idle time (config.toml's `stream_idle_timeout`) counts model data."""
+    pings = {"text": "half an answer", "chunk_size": 4, "fault": {"ping_after_chunks": 1}}
+    server = loopback([pings, pings])
+    b = bastion(server)
+    config = Path(b.env["XDG_CONFIG_HOME"]) / "bastion" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text("stream_idle_timeout = 0.4\n", encoding="utf-8")
+    started = time.monotonic()
+    out = b.run("-p", "hi", env={"BASTION_MAX_RETRIES": "1"}, timeout=30)
+    assert out.returncode == 1, out.stderr
+    assert "Traceback" not in out.stderr
+    failures = [line for line in out.stderr.splitlines() if "no data from openai" in line]
+    assert failures and "0.4 s" in failures[-1], out.stderr
+    assert time.monotonic() - started < 20
+    assert len(server.requests()) == 2  # tried, retried once, failed

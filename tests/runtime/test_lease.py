@@ -89,3 +89,91 @@ async def test_heartbeat_notices_a_takeover(tmp_path):
     await asyncio.sleep(0.5)
     assert isinstance(driver.failure, LeaseLost)
     await a.close()
+
+
+# --- issue 25, item 14: a zombie or a reused pid is no driver ----------------------
+
+
+def _zombie() -> subprocess.Popen:
+    """A child that has exited and is not reaped yet (as a killed app's harness may be)."""
+    import time
+    from pathlib import Path
+
+    proc = subprocess.Popen(["true"])
+    for _ in range(500):
+        stat = Path(f"/proc/{proc.pid}/stat").read_text()
+        if stat.rpartition(")")[2].split()[0] == "Z":
+            return proc
+        time.sleep(0.01)
+    raise AssertionError("the child never became a zombie")
+
+
+def _owner_made_at(seconds_ago: float) -> str:
+    """A harness owner id (UUIDv7) as if made `seconds_ago`."""
+    import time
+    import uuid
+
+    from runtime.ids import uuid7
+
+    ms = int((time.time() - seconds_ago) * 1000)
+    low = uuid.UUID(uuid7()).int & ((1 << 80) - 1)
+    return str(uuid.UUID(int=(ms << 80) | low))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+async def test_zombie_driver_a_zombie_pid_is_taken_over_at_once(tmp_path):
+    a = await open_harness(tmp_path, ScriptedProvider())
+    conv = await a.create_conversation(str(tmp_path), settings={"model": "s/m"})
+    await a.drive(conv.id)
+    zombie = _zombie()
+    try:
+        # The lease names a pid that exists, as a zombie, with a fresh heartbeat.
+        await raw_write(
+            a, "UPDATE conversations SET lease_pid = ? WHERE id = ?", (zombie.pid, conv.id)
+        )
+        b = await open_harness(tmp_path, ScriptedProvider())
+        await b.drive(conv.id)
+        await b.close()
+    finally:
+        zombie.wait()
+    a._drivers.clear()
+    await a.close()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+async def test_zombie_driver_a_pid_reused_by_a_later_process_is_taken_over(tmp_path):
+    import time
+
+    from runtime.driver import HOST
+
+    a = await open_harness(tmp_path, ScriptedProvider())
+    conv = await a.create_conversation(str(tmp_path), settings={"model": "s/m"})
+    await a.drive(conv.id)
+    other = subprocess.Popen(["sleep", "30"])  # alive, and not the lease's owner
+    try:
+        # The owner id was made an hour ago, so the process now at that pid, started a
+        # moment ago, cannot be it: the pid was given to another program.
+        await raw_write(
+            a,
+            "UPDATE conversations SET lease_pid = ?, lease_owner = ? WHERE id = ?",
+            (other.pid, _owner_made_at(3600), conv.id),
+        )
+        b = await open_harness(tmp_path, ScriptedProvider())
+        await b.drive(conv.id)
+        await b.close()
+        # The same live process under an owner id made after it started is a driver.
+        await raw_write(
+            a,
+            "UPDATE conversations SET lease_pid = ?, lease_owner = ?, lease_heartbeat = ?, "
+            "lease_host = ? WHERE id = ?",
+            (other.pid, _owner_made_at(0), time.time(), HOST, conv.id),
+        )
+        c = await open_harness(tmp_path, ScriptedProvider())
+        with pytest.raises(ConversationBusy):
+            await c.drive(conv.id)
+        await c.close()
+    finally:
+        other.kill()
+        other.wait()
+    a._drivers.clear()
+    await a.close()

@@ -356,6 +356,29 @@ async def test_a_request_key_is_admitted_once_across_conversations(tmp_path):
     await harness.close()
 
 
+async def test_parallel_request_key_a_prepared_conversation_that_loses_is_not_stored(tmp_path):
+    """Issue 25, item 4: two front ends race with one key, each with a new (prepared)
+    conversation: the loser gets the winner's item and leaves no conversation behind."""
+    winner = await open_harness(tmp_path, ScriptedProvider([ScriptedTurn(text="once")]))
+    loser = await open_harness(tmp_path, ScriptedProvider([]))
+    try:
+        first = new_conversation(str(tmp_path), settings={"model": "s/m"})
+        second = new_conversation(str(tmp_path), settings={"model": "s/m"})
+        winner.prepare(first)
+        loser.prepare(second)
+        won = await winner.submit(first.id, "do it", request_key="race")
+        lost = await loser.submit(second.id, "do it", request_key="race")
+        assert (lost.id, lost.conversation_id) == (won.id, first.id)
+        assert [c.id for c in await loser.list_conversations()] == [first.id]
+        assert not await loser.store.exists(second.id)
+        with pytest.raises(RequestKeyReused):
+            await loser.submit(second.id, "something else", request_key="race")
+        assert not await loser.store.exists(second.id)
+    finally:
+        await loser.close()
+        await winner.close()
+
+
 # --- 9. sessions that hold nothing -------------------------------------------------------------
 
 

@@ -210,3 +210,38 @@ async def test_a_rewind_in_a_fork_restores_what_the_copied_calls_changed(tmp_pat
     await harness.restore(plan)
     assert (work / "f.txt").read_text() == "before\n"
     await harness.close()
+
+
+async def test_restore_checks_current_hashes_and_leaves_later_changes_alone(tmp_path):
+    """Issue 25, item 13: /restore applied the plan /rewind made without looking at the
+    files: an edit the user made since was overwritten, a file the user created where
+    the model's had been was deleted, and it said "restored". Now each path must still
+    be as the plan found it; what changed since is left alone and listed."""
+    work = tmp_path / "plain"
+    work.mkdir()
+    (work / "kept.txt").write_text("the user's text\n")
+    (work / "edited.txt").write_text("before the model\n")
+    harness, conv, message = await session(tmp_path, work, [
+        call(1, "write_file", path="kept.txt", content="the model's\n", overwrite=True),
+        call(2, "write_file", path="edited.txt", content="the model's\n", overwrite=True),
+        call(3, "write_file", path="made.txt", content="made by the model\n"),
+        call(4, "write_file", path="remade.txt", content="made by the model\n"),
+    ])  # fmt: skip
+    plan = await harness.restore_plan(conv.id, message.id)
+    assert [(f.path, f.action) for f in plan.files] == [
+        ("edited.txt", "restore"), ("kept.txt", "restore"),
+        ("made.txt", "remove"), ("remade.txt", "remove"),
+    ]  # fmt: skip
+    # After /rewind, before /restore: the user edits one file and replaces another.
+    (work / "edited.txt").write_text("the user's edit after the rewind\n")
+    (work / "remade.txt").unlink()
+    (work / "remade.txt").write_text("the user's own file now\n")
+    report = await harness.restore(plan)
+    await harness.close()
+    assert report.restored == ("kept.txt",) and report.removed == ("made.txt",)
+    assert [path for path, _ in report.left_alone] == ["edited.txt", "remade.txt"]
+    assert all("changed after /rewind" in why for _, why in report.left_alone)
+    assert (work / "kept.txt").read_text() == "the user's text\n"
+    assert not (work / "made.txt").exists()
+    assert (work / "edited.txt").read_text() == "the user's edit after the rewind\n"
+    assert (work / "remade.txt").read_text() == "the user's own file now\n"

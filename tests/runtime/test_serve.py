@@ -143,23 +143,35 @@ async def test_a_client_sees_every_delta_and_the_view_matches_the_driver(tmp_pat
 
 
 async def test_a_client_that_falls_behind_is_resynced_and_the_harness_never_waits(tmp_path):
-    # Reasoning deltas are not joined while they wait: 20,000 of them, some 4 MB of
-    # lines, fill the socket's buffer and then the client's queue.
+    # 2 MB of reasoning fills the socket's buffer; then the deltas waiting are joined,
+    # but a checkpoint (a durable event) after every one comes between them: the
+    # client's queue grows by two items a delta, past its limit of 8.
     text = "done"
-    turn = ScriptedTurn(reasoning="r" * 20_000, text=text, chunk_size=1)
-    harness, conv = await served(tmp_path, [turn])
+    turn = ScriptedTurn(reasoning="r" * 2_000_000, text=text, chunk_size=2000)
+    harness, conv = await served(tmp_path, [turn], checkpoint_interval=0.0)
     server: AttachServer = harness._servers[conv.id]
     server.limit = 8
+    # A small read buffer (64 KB), so the unread socket fills; lines (joined deltas are
+    # long) are split here, as `read` takes no notice of the buffer's line limit.
     reader, writer = await asyncio.open_unix_connection(str(server.path))
+    pending = b""
+
+    async def next_line() -> bytes:
+        nonlocal pending
+        while b"\n" not in pending:
+            pending += await asyncio.wait_for(reader.read(1 << 16), 5)
+        raw, pending = pending.split(b"\n", 1)
+        return raw
+
     try:
-        hello = json.loads(await reader.readline())
+        hello = json.loads(await next_line())
         # Reading nothing more while the whole answer streams: the harness goes on.
         item = await harness.submit(conv.id, "go")
-        run = await asyncio.wait_for(harness.wait(item.id, conv.id), 10)
+        run = await asyncio.wait_for(harness.wait(item.id, conv.id), 30)
         assert run.state == "completed"
         view = view_from_wire(hello["view"])
         while view.active_run is not None or not view.runs:
-            message = json.loads(await asyncio.wait_for(reader.readline(), 5))
+            message = json.loads(await next_line())
             if message["type"] == "snapshot":
                 view = view_from_wire(message["view"])
             else:

@@ -88,3 +88,47 @@ async def test_delete_conversation_removes_its_ledger(tmp_path):
     assert await harness.store.ledger(gone.id) == []
     assert len(await harness.store.ledger(keep.id)) == 1
     await harness.close()
+
+
+async def test_stray_tracebacks_an_abandoned_store_job_leaves_no_unread_error(tmp_path):
+    """Issue 25, item 3: a job whose caller was cancelled ends in an error nobody awaits
+    (CancelledError when it was dropped before it began, or its own error); it used to
+    print "Future exception was never retrieved" on stderr of runs that succeeded."""
+    import asyncio
+    import gc
+    import threading
+
+    from runtime.store import Store
+
+    store = await Store.open(tmp_path / "b.sqlite")
+    loop = asyncio.get_running_loop()
+    reported: list[dict] = []
+    loop.set_exception_handler(lambda _loop, context: reported.append(context))
+    started, gate = threading.Event(), threading.Event()
+
+    def busy(job):
+        started.set()
+        gate.wait(5)
+        raise ValueError("failed after its caller left")
+
+    try:
+        under_way = asyncio.create_task(store._writer.run(busy))
+        await asyncio.to_thread(started.wait, 5)
+        dropped = asyncio.create_task(store._writer.run(lambda job: 1))
+        await asyncio.sleep(0.02)
+        for task in (under_way, dropped):
+            task.cancel()
+        for task in (under_way, dropped):
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        gate.set()
+        assert await store._writer.run(lambda job: 2) == 2  # both jobs have finished
+        await asyncio.sleep(0.02)
+        del under_way, dropped, task
+        gc.collect()
+        await asyncio.sleep(0.02)
+    finally:
+        gate.set()
+        loop.set_exception_handler(None)
+        await store.close()
+    assert reported == []

@@ -9,11 +9,15 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from runtime import Harness
+from runtime.config import Config
+from runtime.loop import LoopSettings
 from runtime.providers.anthropic import AnthropicProvider
 from runtime.providers.base import (
     Message,
@@ -213,3 +217,63 @@ def test_every_provider_error_has_a_short_reason(
     status: int | None, code: str | None, reason: str
 ) -> None:
     assert ProviderError("long message", provider="p", status=status, code=code).reason == reason
+
+
+# --- keep-alives are not progress (issue 25, item 2) ----------------------------
+
+
+@pytest.mark.parametrize("wire", WIRES)
+async def test_keepalive_only_stream_is_dropped_after_the_idle_time(wire: str) -> None:
+    """A server that sends keep-alives every 50 ms (`: ping` comments; Anthropic `ping`
+    events) and nothing else is as good as silent: it used to hold the stream forever."""
+    turn = {
+        "text": "abcdefghij" * 4,
+        "chunk_size": 5,
+        "fault": {"ping_after_chunks": 2, "ping_interval_ms": 50},
+    }
+    items, error, took = await stream(wire, [turn])
+    assert error is not None, "keep-alives alone must not keep a stream alive"
+    assert (error.code, error.retryable) == ("idle_timeout", True)
+    assert text(items) == "abcdefghij"  # what came before the keep-alives was delivered
+    assert IDLE <= took < 5
+
+
+@pytest.mark.parametrize("wire", WIRES)
+async def test_keepalive_only_stream_model_data_still_resets_the_watchdog(wire: str) -> None:
+    """Data every 0.1 s for 2 s, watched at 0.6 s: progress, each piece, renews the time."""
+    answer = "0123456789" * 6
+    turn = {"text": answer, "chunk_size": 3, "delay_ms": 100}
+    items, error, took = await stream(wire, [turn], idle_timeout=0.6)
+    assert error is None and text(items) == answer and took > 1.2
+
+
+async def test_keepalive_only_stream_run_is_retried_then_fails_with_one_line(
+    tmp_path: Path,
+) -> None:
+    """Through the model loop: each attempt is dropped, retried, and the run fails
+    with the watchdog's line once the retries are spent."""
+    pings = {"text": "half", "chunk_size": 2, "fault": {"ping_after_chunks": 1}}
+    async with LoopbackServer([pings, pings, pings]) as server:
+        provider = make("openai", server)
+        harness = await Harness.open(
+            tmp_path / "b.sqlite",
+            resolve_model=lambda s: (provider, s.split("/", 1)[1]),
+            loop_settings=LoopSettings(checkpoint_interval=0.02, backoff_base=0.01, max_retries=2),
+            config=Config(),
+        )
+        started = time.monotonic()
+        try:
+            conv = await harness.create_conversation(str(tmp_path), settings={"model": "openai/m"})
+            await harness.drive(conv.id, approval_mode="full-auto")
+            item = await harness.submit(conv.id, "hi")
+            run = await asyncio.wait_for(harness.wait(item.id, conv.id, poll=0.05), 20)
+        finally:
+            await harness.close()
+            await provider.aclose()
+        took = time.monotonic() - started
+        requests = len(server.requests)
+    assert run.state == "failed" and requests == 3  # the first try and two retries
+    assert run.error is not None and run.error.get("code") == "idle_timeout", run.error
+    assert "no data from openai for 0.3 s" in run.error["message"]
+    assert "\n" not in run.error["message"]
+    assert took < 10

@@ -141,3 +141,32 @@ def test_long_texts_are_counted_once_and_the_memory_is_bounded(monkeypatch):
     short = "short text"
     count_text(short)
     assert short not in tokens._cache  # below CACHE_MIN_CHARS: encoded each time
+
+
+def test_huge_tool_argument_token_estimate_stays_linear_and_cheap():
+    """Issue 25, item 12: BPE's cost grows faster than the length of a run with no
+    space in it; a 10 MB tool argument used to stall the next request for seconds to
+    minutes. Long texts are counted in pieces, very long ones from samples."""
+    import random
+    import string
+    import time
+
+    enc = tokens.encoding()
+    tokens.clear_cache()
+    random.seed(25)
+    words = (
+        "".join(random.choices(string.ascii_lowercase, k=random.randint(2, 9)))
+        for _ in range(300_000)
+    )
+    prose = " ".join(words)  # about 1.8 MB
+    middle = prose[:600_000]  # counted in pieces: all of it
+    exact = len(enc.encode(middle, disallowed_special=()))
+    assert exact <= count_text(middle).tokens <= exact * 1.001
+    exact = len(enc.encode(prose, disallowed_special=()))
+    assert abs(count_text(prose).tokens - exact) <= exact * 0.02  # sampled
+    huge = '{"path": "x", "content": "' + "ab" * 5_000_000 + '"}'  # 10 MB, one run
+    started = time.monotonic()
+    counted = count_messages([Message("assistant", "", (ToolCall("c", "write_file", huge),))])
+    took = time.monotonic() - started
+    assert counted.tokens is not None and 4_900_000 <= counted.tokens <= 5_100_000
+    assert took < 3.0, f"counting a 10 MB argument took {took:.1f} s"

@@ -1,0 +1,152 @@
+"""Valid text from a model stream and from imported files: no surrogate gets past here.
+
+JSON spells a character outside the Basic Multilingual Plane as a UTF-16
+surrogate pair (`"\\ud83d\\ude00"` is U+1F600), and `json.loads` turns a pair
+inside one string into the one character, but a pair split across two stream
+events (`"\\ud83d"` in one delta, `"\\ude00"` in the next, which servers do when
+they cut at UTF-16 units), or a lone surrogate, arrives as surrogate code points
+in a `str`. Such a string cannot be encoded as UTF-8: SQLite, a socket or a
+terminal refuses it with `UnicodeEncodeError`. So, at the boundary:
+
+- `valid_stream` wraps a provider's stream (the model loop and compaction read
+  every provider through it). Text, reasoning and each tool call's arguments
+  are a channel of their own: a high surrogate at the end of a piece is held back
+  and joined with a low surrogate that starts the next piece of the same
+  channel into the one character it spells. Anything else that is a surrogate
+  (a high one not followed by a low one, a low one alone, or a high one held
+  when the stream ends) becomes U+FFFD, the replacement character. Tool names
+  and call ids arrive whole, and are mended the same way on their own.
+- `mend` is that rule for one whole string; `mend_tree` applies it to every
+  string (keys too) of parsed JSON, for `bastion import`.
+
+Everything downstream sees valid `str`. The cost on the common path is one
+`str.isascii()` (constant time) or one regex scan of the piece.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any
+
+from runtime.providers.base import (
+    ReasoningChunk,
+    StreamEnd,
+    StreamItem,
+    TextChunk,
+    ToolCallChunk,
+)
+
+__all__ = ["REPLACEMENT", "SurrogateJoiner", "mend", "mend_tree", "valid_stream"]
+
+REPLACEMENT = "\ufffd"
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _is_high(char: str) -> bool:
+    return "\ud800" <= char <= "\udbff"
+
+
+def mend(text: str) -> str:
+    """`text` with each surrogate pair joined and each lone surrogate made U+FFFD."""
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def mend_tree(value: Any) -> Any:
+    """Parsed JSON with every string (and key) mended; other values as they were."""
+    if isinstance(value, str):
+        return mend(value)
+    if isinstance(value, list):
+        return [mend_tree(v) for v in value]
+    if isinstance(value, dict):
+        return {mend(k) if isinstance(k, str) else k: mend_tree(v) for k, v in value.items()}
+    return value
+
+
+class SurrogateJoiner:
+    """One channel of streamed text: pieces in, valid text out, a pair split
+    between two pieces joined. Call `flush` when the channel ends."""
+
+    __slots__ = ("_held",)
+
+    def __init__(self) -> None:
+        self._held = ""  # a high surrogate that ended the previous piece
+
+    def feed(self, piece: str) -> str:
+        if not self._held and (piece.isascii() or _SURROGATE.search(piece) is None):
+            return piece
+        piece = self._held + piece
+        self._held = ""
+        if piece and _is_high(piece[-1]):
+            piece, self._held = piece[:-1], piece[-1]
+        return mend(piece)
+
+    def flush(self) -> str:
+        """What is still held, as U+FFFD (a high surrogate whose partner never came)."""
+        held, self._held = self._held, ""
+        return REPLACEMENT if held else ""
+
+
+class _Channels:
+    """The joiners of one stream: text, reasoning, and each tool call's arguments."""
+
+    def __init__(self) -> None:
+        self.text = SurrogateJoiner()
+        self.reasoning = SurrogateJoiner()
+        self.calls: dict[int, SurrogateJoiner] = {}
+
+    def mend(self, item: StreamItem) -> StreamItem | None:
+        """The item with valid text; None when all it carried is held back."""
+        if isinstance(item, TextChunk):
+            text = self.text.feed(item.text)
+            return (TextChunk(text) if text is not item.text else item) if text else None
+        if isinstance(item, ReasoningChunk):
+            text = self.reasoning.feed(item.text)
+            return (ReasoningChunk(text) if text is not item.text else item) if text else None
+        if isinstance(item, ToolCallChunk):
+            joiner = self.calls.setdefault(item.index, SurrogateJoiner())
+            arguments = joiner.feed(item.arguments)
+            call_id = mend(item.id) if item.id else item.id
+            name = mend(item.name) if item.name else item.name
+            if (call_id, name, arguments) == (item.id, item.name, item.arguments):
+                return item
+            if not (call_id or name or arguments):
+                return None
+            return ToolCallChunk(item.index, call_id, name, arguments)
+        return item
+
+    def flush(self) -> list[StreamItem]:
+        """A U+FFFD for each channel that ended on a high surrogate."""
+        out: list[StreamItem] = []
+        if tail := self.reasoning.flush():
+            out.append(ReasoningChunk(tail))
+        if tail := self.text.flush():
+            out.append(TextChunk(tail))
+        for index, joiner in self.calls.items():
+            if tail := joiner.flush():
+                out.append(ToolCallChunk(index, arguments=tail))
+        return out
+
+
+async def valid_stream(items: AsyncIterator[StreamItem]) -> AsyncIterator[StreamItem]:
+    """`items` (a provider's stream) with every string valid Unicode, as described above.
+
+    What a channel holds back is released as U+FFFD before `StreamEnd`, or when
+    the stream ends without one.
+    """
+    channels = _Channels()
+    try:
+        async for item in items:
+            if isinstance(item, StreamEnd):
+                for tail in channels.flush():
+                    yield tail
+            mended = channels.mend(item)
+            if mended is not None:
+                yield mended
+        for tail in channels.flush():
+            yield tail
+    finally:
+        if isinstance(items, AsyncGenerator):  # closed now, as if read directly
+            await items.aclose()
