@@ -113,7 +113,7 @@ async def test_split_surrogates_in_an_imported_file_become_replacement_character
         document["conversation"]["title"] = "t\ud800"
         document["entries"] = [
             {
-                "id": "e1",
+                "id": "0192f7a4-6c1e-7d2a-9b3e-5f6a7b8c9d0e",
                 "conversation_id": conv.id,
                 "position": 0,
                 "kind": "user",
@@ -125,7 +125,7 @@ async def test_split_surrogates_in_an_imported_file_become_replacement_character
         ]
         text = json.dumps(document)  # ensure_ascii: the file spells them `\\ud800`
         assert "\\ud800" in text
-        imported = await harness.import_conversation(text)
+        imported = await harness.import_conversation(text, cwd=str(tmp_path))
         view = await harness.snapshot(imported.id)
     finally:
         await harness.close()
