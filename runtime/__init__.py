@@ -11,6 +11,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
+    "AmbiguousId": "runtime.errors",
     "BastionError": "runtime.errors",
     "ConfigError": "runtime.errors",
     "ConfigChange": "runtime.config_watch",
@@ -67,9 +68,11 @@ _EXPORTS = {
     "fuzzy_filter": "runtime.mentions",
     "mention_at": "runtime.mentions",
     "split_attachments": "runtime.mentions",
+    "short_ids": "runtime.shortids",
 }
 
 __all__ = [
+    "AmbiguousId",
     "Attachment",
     "BadRule",
     "BastionError",
@@ -123,6 +126,7 @@ __all__ = [
     "probe_local_servers",
     "reduce",
     "schema_version",
+    "short_ids",
     "split_attachments",
     "usage_summary",
     "view_from_snapshot",
@@ -137,6 +141,7 @@ if TYPE_CHECKING:
     from runtime.driver import Driver
     from runtime.effects import RestorePlan, RestoreReport
     from runtime.errors import (
+        AmbiguousId,
         BastionError,
         CompactionFailed,
         ConfigError,
@@ -173,6 +178,7 @@ if TYPE_CHECKING:
     from runtime.records import SessionSettings, SessionSummary
     from runtime.rules import BadRule, Rule, RuleKind, Scope
     from runtime.sessions import Rewound
+    from runtime.shortids import short_ids
     from runtime.transfer import ImportRefused, export_markdown
     from runtime.usage import UsageSummary, UsageTotals, usage_summary
     from runtime.views import ConversationView, reduce, view_from_snapshot

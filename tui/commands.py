@@ -14,13 +14,10 @@ from runtime.ids import parse_uuid
 from tui.cli import EXIT_OK, EXIT_USAGE, UsageError, error_line
 
 
-def _id(raw: str) -> str:
-    try:
-        return parse_uuid(raw)
-    except ValueError:
-        raise UsageError(
-            f"{raw!r} is not a session id (list them with `bastion sessions`)"
-        ) from None
+async def _id(harness: Harness, raw: str) -> str:
+    """The session `raw` names: its full id or any unique start of it (as git takes
+    commit ids); a BastionError of one line when it names none, or several."""
+    return await harness.resolve_id(raw)
 
 
 def _run(coro: Any) -> int:
@@ -41,7 +38,7 @@ async def _sessions(opts: Any) -> int:
     harness = await Harness.open()
     try:
         if opts.action == "rm":
-            conv_id = _id(opts.id)
+            conv_id = await _id(harness, opts.id)
             await harness.delete_conversation(conv_id, force=getattr(opts, "force", False))
             print(f"removed {conv_id}", file=sys.stderr)
             return EXIT_OK
@@ -144,11 +141,11 @@ def _write_output(path: str, text: str) -> None:
 
 
 async def _export(opts: Any) -> int:
-    conv_id = _id(opts.id)
     if opts.output:
         _check_output(opts.output)
     harness = await Harness.open()
     try:
+        conv_id = await _id(harness, opts.id)
         if opts.format == "json":
             doc = await harness.export(conv_id)
             text = json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
@@ -178,10 +175,10 @@ async def _compact(opts: Any) -> int:
     from runtime import load_config
     from runtime.config import model_resolver
 
-    conv_id = _id(opts.id)
     config = load_config(os.getcwd())
     harness = await Harness.open(resolve_model=model_resolver(config), config=config)
     try:
+        conv_id = await _id(harness, opts.id)
         entry = await harness.compact(conv_id, opts.instructions)
     finally:
         await harness.close()
@@ -217,7 +214,7 @@ async def _import(path: str) -> int:
 
 
 def fork(opts: Any) -> int:
-    return _run(_fork(_id(opts.id), _entry_id(opts.at) if opts.at else None))
+    return _run(_fork(opts.id, _entry_id(opts.at) if opts.at else None))
 
 
 def _entry_id(raw: str) -> str:
@@ -229,9 +226,10 @@ def _entry_id(raw: str) -> str:
         ) from None
 
 
-async def _fork(conv_id: str, at_entry: str | None) -> int:
+async def _fork(raw_id: str, at_entry: str | None) -> int:
     harness = await Harness.open()
     try:
+        conv_id = await _id(harness, raw_id)
         forked = await harness.fork(conv_id, at_entry)
     finally:
         await harness.close()
@@ -243,7 +241,11 @@ async def _fork(conv_id: str, at_entry: str | None) -> int:
 
 def attach(opts: Any) -> int:
     """The app on a terminal (stdin and stdout both), else (or with --plain) line mode."""
-    conv_id = _id(opts.id)
+    try:
+        conv_id = asyncio.run(_found(opts.id))
+    except BastionError as exc:
+        error_line(str(exc))
+        return EXIT_USAGE
     try:
         if not opts.plain and sys.stdin.isatty() and sys.stdout.isatty():
             from tui.attach_app import run_app
@@ -254,6 +256,14 @@ def attach(opts: Any) -> int:
         return _run(attach_session(conv_id))
     except KeyboardInterrupt:
         return EXIT_OK
+
+
+async def _found(raw: str) -> str:
+    harness = await Harness.open()
+    try:
+        return await _id(harness, raw)
+    finally:
+        await harness.close()
 
 
 def _run_sync(call: Any) -> int:

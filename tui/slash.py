@@ -206,8 +206,8 @@ async def resume(host: CommandHost, arg: str) -> None:
     chosen = arg.strip() or await host.pick_session()
     if not chosen:
         return
-    try:
-        await host.resume_session(chosen)
+    try:  # a full id, or any unique start of one
+        await host.resume_session(await host.harness.resolve_id(chosen))
     except BastionError as exc:
         host.say(escape(_message(exc)), error=True)
 
@@ -282,10 +282,11 @@ async def fork(host: CommandHost, arg: str) -> None:
     try:
         copy = await host.harness.fork(source)
         await host.resume_session(copy.id)
+        short = await host.harness.short_ids([copy.id, source])
     except BastionError as exc:
         host.say(escape(_message(exc)), error=True)
         return
-    host.say(f"forked: this is the copy [b]{copy.id[:8]}[/]; [b]{source[:8]}[/] is unchanged")
+    host.say(f"forked: this is the copy [b]{short[copy.id]}[/]; [b]{short[source]}[/] is unchanged")
 
 
 async def rewind(host: CommandHost, arg: str) -> None:
@@ -308,12 +309,13 @@ async def rewind(host: CommandHost, arg: str) -> None:
         back = await host.harness.rewind(source, entry.id)
         plan = await host.harness.restore_plan(source, entry.id)
         await host.resume_session(back.conversation.id)
+        short = await host.harness.short_ids([source])
     except BastionError as exc:
         host.say(escape(_message(exc)), error=True)
         return
     host.set_draft(back.prompt)
     host.pending_restore = plan if plan.files else None
-    lines = [f"rewound: before message {arg}, in a copy; [b]{source[:8]}[/] is unchanged"]
+    lines = [f"rewound: before message {arg}, in a copy; [b]{short[source]}[/] is unchanged"]
     lines += [escape(line) for line in plan.lines()]
     if plan.files:
         lines.append("files are untouched until [b]/restore[/] puts them back as they were")

@@ -288,7 +288,9 @@ async def test_resume_switches_to_a_stored_conversation_here(tmp_path):
             await wait_for(app.ready.is_set, pilot)
             await pilot.press(*"in the second", "enter")
             await wait_for(lambda: run_settled(app), pilot)
-            await run_command(app, pilot, f"/resume {first}")
+            short = (await harness.short_ids([first]))[first]  # as the picker shows it
+            assert len(short) < len(first)
+            await run_command(app, pilot, f"/resume {short}")
             await wait_for(lambda: app.conversation_id == first, pilot)
             await wait_for(lambda: "first answer" in transcript_text(app), pilot)
             await pilot.press(*"again", "enter")
