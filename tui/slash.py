@@ -1,5 +1,6 @@
-"""Slash commands: one registry for the prompt's `/command`s, their completion and the
-command palette (Ctrl+P).
+"""Slash commands: one registry for every front end's `/command`s (the app's prompt,
+its completion and command palette, `tui.palette`; the line mode's prompt), with no
+Textual here: `--plain` loads this without the app.
 
 A line whose first word is `/name` (letters and dashes) is a command and never
 goes to the model: a known one runs, an unknown one gets one message naming
@@ -15,13 +16,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
-
-from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from runtime.errors import BastionError
 from runtime.records import EntryKind
@@ -36,7 +34,6 @@ __all__ = [
     "COMMANDS",
     "CommandHost",
     "SlashCommand",
-    "SlashProvider",
     "UnknownCommand",
     "completions",
     "find",
@@ -47,9 +44,13 @@ MODES = ("read-only", "ask", "auto-edit", "full-auto")
 _COMMAND = re.compile(r"/([a-z][a-z-]*)(?:\s+(.*))?", re.DOTALL)
 
 
-class CommandHost(Protocol):
-    """What a command may use of the app."""
+FRONT_ENDS = frozenset({"app", "plain"})
 
+
+class CommandHost(Protocol):
+    """What a command may use of its front end (the app, or the line mode)."""
+
+    front_end: str  # "app" or "plain": a command runs only where its `fronts` say
     harness: Any
     conversation_id: str
     view: ConversationView | None
@@ -86,10 +87,18 @@ class SlashCommand:
     run: Run
     args: str = ""
     aliases: tuple[str, ...] = ()
+    fronts: frozenset[str] = FRONT_ENDS  # the front ends it works in
 
     @property
     def usage(self) -> str:
         return f"/{self.name}" + (f" {self.args}" if self.args else "")
+
+    async def run_in(self, host: CommandHost, arg: str) -> None:
+        """Run it, or say in one line that it needs the app."""
+        if host.front_end in self.fronts:
+            await self.run(host, arg)
+        else:
+            host.say(f"/{self.name} needs the app: run `bastion` without --plain", error=True)
 
 
 class UnknownCommand(BastionError):
@@ -110,6 +119,21 @@ def parse(text: str) -> tuple[SlashCommand, str] | None:
             hint="/help lists the commands; //text sends /text",
         )
     return command, (match.group(2) or "").strip()
+
+
+def is_command(text: str) -> bool:
+    """Whether `text` has the form of a `/command` line (known or not)."""
+    return _COMMAND.fullmatch(text.strip()) is not None
+
+
+def after_draft(text: str, kept: str | None) -> str | None:
+    """The command typed after a draft a command left in the prompt (the message /rewind
+    hands back, an unknown command kept to fix): `text` is `kept` with a `/command`
+    typed after it. None when it is not (the text is sent, or parsed, as it is)."""
+    if not kept or not text.startswith(kept) or text == kept:
+        return None
+    typed = text[len(kept) :].strip()
+    return typed if _COMMAND.fullmatch(typed) else None
 
 
 def find(name: str) -> SlashCommand | None:
@@ -137,14 +161,22 @@ def _cmd(name: str) -> str:
 
 async def show_help(host: CommandHost, arg: str) -> None:
     width = max(len(c.usage) for c in COMMANDS)
-    lines = ["[b]commands[/]  [$foreground-muted](Tab completes; Ctrl+P searches them)[/]"]
+    app = host.front_end == "app"
+    about = "Tab completes; Ctrl+P searches them" if app else "//text sends /text"
+    lines = [f"[b]commands[/]  [$foreground-muted]({about})[/]"]
     for c in COMMANDS:
         alias = f"  [$foreground-muted](also /{', /'.join(c.aliases)})[/]" if c.aliases else ""
-        lines.append(f"  {_cmd(escape(c.usage.ljust(width)))}  {c.summary}{alias}")
-    lines.append(
-        "[b]keys[/]  enter send · shift+enter/ctrl+j new line · tab follow-up · "
-        "shift+tab mode · esc interrupt · ctrl+c ctrl+c quit"
-    )
+        only = "" if host.front_end in c.fronts else "  [$foreground-muted](the app only)[/]"
+        lines.append(f"  {_cmd(escape(c.usage.ljust(width)))}  {c.summary}{alias}{only}")
+    if app:
+        lines.append(
+            "[b]keys[/]  enter send · shift+enter/ctrl+j new line · tab follow-up · "
+            "shift+tab mode · esc interrupt · ctrl+c ctrl+c quit"
+        )
+    else:
+        lines.append(
+            "[b]keys[/]  enter send · alt+enter/ctrl+j new line · ctrl+c interrupt · ctrl+d quit"
+        )
     host.say("\n".join(lines))
 
 
@@ -351,8 +383,8 @@ async def quit_app(host: CommandHost, arg: str) -> None:
 
 
 def _message(exc: BastionError) -> str:
-    hint = getattr(exc, "hint", None)
-    return f"{exc} ({hint})" if hint else str(exc)
+    """The error's one line: its message and hint (`str` of a BastionError has both)."""
+    return str(exc)
 
 
 COMMANDS: tuple[SlashCommand, ...] = (
@@ -366,34 +398,7 @@ COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand("restore", "put files back as the last /rewind says", restore),
     SlashCommand("compact", "summarize the conversation so far", compact, "[INSTRUCTIONS]"),
     SlashCommand("export", "write the conversation to a file", export, "[markdown|json]"),
-    SlashCommand("theme", "show or switch the theme", theme, "[NAME]"),
+    SlashCommand("theme", "show or switch the theme", theme, "[NAME]", fronts=frozenset({"app"})),
     SlashCommand("cost", "tokens and cost of this conversation", cost),
     SlashCommand("quit", "leave bastion", quit_app, aliases=("exit",)),
 )
-
-
-class SlashProvider(Provider):
-    """The command palette's commands: the same registry as the prompt's."""
-
-    def _hits(self) -> Iterable[SlashCommand]:
-        return COMMANDS
-
-    def _runner(self, command: SlashCommand) -> Callable[[], Any]:
-        run_slash = self.app.run_slash
-        return partial(run_slash, command, "")
-
-    async def discover(self) -> Hits:
-        for command in self._hits():
-            yield DiscoveryHit(f"/{command.name}", self._runner(command), help=command.summary)
-
-    async def search(self, query: str) -> Hits:
-        matcher = self.matcher(query)
-        for command in self._hits():
-            score = matcher.match(f"/{command.name} {command.summary}")
-            if score > 0:
-                yield Hit(
-                    score,
-                    matcher.highlight(f"/{command.name}"),
-                    self._runner(command),
-                    help=command.summary,
-                )

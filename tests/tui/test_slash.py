@@ -351,3 +351,54 @@ async def test_fork_rewind_and_restore_from_the_prompt(tmp_path):
             assert not (work / "notes.txt").exists()
     finally:
         await harness.close()
+
+
+async def test_a_command_typed_after_a_kept_draft_runs_and_is_never_sent(tmp_path):
+    """/rewind puts the message back in the prompt; typing /restore after it (keys, as a
+    user does) runs /restore and leaves the message to edit, instead of sending
+    `write the notes/restore`. An unknown command stays to fix; /theme typed after it
+    runs, instead of sending `/frobnicate/theme`."""
+    import json as _json
+
+    from runtime.providers.base import ToolCall
+    from runtime.toolbox import WorkspaceToolbox
+
+    work = tmp_path / "work"
+    work.mkdir()
+    write = ToolCall("w1", "write_file", _json.dumps({"path": "notes.txt", "content": "hi\n"}))
+    provider = ScriptedProvider(
+        [ScriptedTurn(text="Writing.", tool_calls=(write,)), ScriptedTurn(text="Wrote it.")]
+    )
+    box = WorkspaceToolbox(str(work), tmp_path / "artifacts")
+    harness = await open_harness(work, provider, box)
+    conv = await harness.create_conversation(
+        str(work), settings={"model": MODEL, "approval_mode": "full-auto"}
+    )
+    await harness.drive(conv.id, interactive=True)
+    app = BastionApp(harness, conv.id)
+    prompt_text = lambda: app.query_one(PromptInput).text  # noqa: E731
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(app.ready.is_set, pilot)
+            await pilot.press(*"write the notes", "enter")
+            await wait_for(lambda: run_settled(app) and (work / "notes.txt").exists(), pilot)
+            await run_command(app, pilot, "/rewind 1")
+            await wait_for(lambda: "rewound" in said(app), pilot)
+            assert prompt_text() == "write the notes"
+            await pilot.press(*"/restore", "enter")
+            await wait_for(lambda: "removed notes.txt" in said(app), pilot)
+            assert prompt_text() == "write the notes"
+            await run_command(app, pilot, "/frobnicate")
+            await wait_for(lambda: "unknown command /frobnicate" in said(app), pilot)
+            assert prompt_text() == "/frobnicate"  # kept, to fix
+            assert said(app).count("/help lists the commands") == 1  # its hint said once
+            await pilot.press("end", *"/theme", "enter")
+            await wait_for(lambda: "themes:" in said(app), pilot)
+            assert prompt_text() == ""
+            await pilot.pause(0.2)
+        rewound = app.conversation_id
+        view = await harness.snapshot(rewound)
+        assert [e.text for e in view.entries] == []  # nothing was sent to the model
+        assert len(provider.requests) == 2
+    finally:
+        await harness.close()
