@@ -272,18 +272,35 @@ async def export(host: CommandHost, arg: str) -> None:
         host.say("nothing to export yet: send a prompt first")
         return
     suffix = "md" if fmt == "markdown" else "json"
-    path = Path(view.conversation.cwd) / f"bastion-{view.conversation.id[:8]}.{suffix}"
+    conv_id = view.conversation.id
+    short = (await host.harness.short_ids([conv_id]))[conv_id]  # unique among the sessions
     if fmt == "markdown":
         text = export_markdown(view)
     else:
         document = await host.harness.export(host.conversation_id)  # with its ledger events
         text = json.dumps(document, indent=2, ensure_ascii=False)
     try:
-        path.write_text(text + "\n", encoding="utf-8")
+        path = write_new(Path(view.conversation.cwd), f"bastion-{short}", suffix, text + "\n")
     except OSError as exc:
-        host.say(escape(f"cannot write {path}: {exc.strerror or exc}"), error=True)
+        where = escape(f"{view.conversation.cwd}: {exc.strerror or exc}")
+        host.say(f"cannot write the export in {where}", error=True)
         return
     host.say(f"exported to [b]{escape(str(path))}[/]")
+
+
+def write_new(folder: Path, stem: str, suffix: str, text: str) -> Path:
+    """Write `text` to `folder/stem.suffix`, or, when that exists, to the first of
+    `stem-2.suffix`, `stem-3.suffix`, … that does not: an earlier file is never
+    replaced (created exclusively, so a file made meanwhile is not either)."""
+    for n in range(1, 1000):
+        path = folder / (f"{stem}.{suffix}" if n == 1 else f"{stem}-{n}.{suffix}")
+        try:
+            with path.open("x", encoding="utf-8") as handle:
+                handle.write(text)
+        except FileExistsError:
+            continue
+        return path
+    raise FileExistsError(f"{stem}-999.{suffix} and every name before it exist")
 
 
 async def theme(host: CommandHost, arg: str) -> None:
@@ -397,7 +414,7 @@ COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand("rewind", "go back to before one of your messages", rewind, "[N]"),
     SlashCommand("restore", "put files back as the last /rewind says", restore),
     SlashCommand("compact", "summarize the conversation so far", compact, "[INSTRUCTIONS]"),
-    SlashCommand("export", "write the conversation to a file", export, "[markdown|json]"),
+    SlashCommand("export", "write the conversation to a new file", export, "[markdown|json]"),
     SlashCommand("theme", "show or switch the theme", theme, "[NAME]", fronts=frozenset({"app"})),
     SlashCommand("cost", "tokens and cost of this conversation", cost),
     SlashCommand("quit", "leave bastion", quit_app, aliases=("exit",)),
