@@ -146,6 +146,7 @@ class BastionApp(App[int]):
         watch_config: Callable[[], ConfigWatcher] | None = None,
         pinned: Collection[str] = (),
         stored: bool = False,
+        catalog: Callable[[str], Any] | None = None,
     ) -> None:
         super().__init__()
         if (harness is None or conversation_id is None) and opener is None:
@@ -161,6 +162,7 @@ class BastionApp(App[int]):
         self.left_stored: str | None = None  # the last stored conversation left by /new etc.
         self.pending_restore: Any = None  # the last /rewind's restore plan, for /restore
         self.front_end = "app"  # for the slash commands (tui.slash)
+        self.catalog = catalog  # the user's model catalog (Config.model_info): ctx windows
         # A draft a command left in the prompt (/rewind's message, an unknown command to
         # fix): a command typed after it runs, and is not glued onto it and sent.
         self.kept_draft: str | None = None
@@ -199,7 +201,7 @@ class BastionApp(App[int]):
             placeholder=PLACEHOLDER_IDLE,
             id="prompt",
         )
-        yield StatusBar()
+        yield StatusBar(self.catalog)
 
     async def _refreshed(self) -> None:
         """Once the next frame is drawn."""

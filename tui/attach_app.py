@@ -88,8 +88,8 @@ def run_app(conversation_id: str, *, theme: str | None = None) -> int:
         harness = await Harness.open()
         return AttachedHarness(Follower(harness, conversation_id)), conversation_id
 
-    chosen = theme or load_config(os.getcwd()).theme
-    app = BastionApp(opener=opener, theme=chosen)
+    config = load_config(os.getcwd())
+    app = BastionApp(opener=opener, theme=theme or config.theme, catalog=config.model_info)
     return app.run() or 0
 
 

@@ -199,6 +199,7 @@ def _run_app(
         watch_config=watch_config,
         pinned=[name for name in ("model", "approval_mode") if getattr(opts, name, None)],
         stored=resuming(opts),
+        catalog=config.model_info,
     )
     error = None
     try:
