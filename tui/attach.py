@@ -174,8 +174,20 @@ class AttachLine:
         elif command in ("/queue", "/followup", "/steer"):
             mode = InboxMode.STEER if command == "/steer" else InboxMode.FOLLOW_UP
             self._queued(await follower.submit(rest, mode))
+        elif command.startswith("//"):  # `//text` sends `/text`, as in the app
+            busy = view is not None and view.active_run is not None
+            mode = InboxMode.STEER if busy else InboxMode.PROMPT
+            self._queued(await follower.submit(text[1:], mode))
         elif command.startswith("/"):
-            self.note(f"unknown command {command} ({HELP})")
+            from tui.slash import find
+
+            if find(command[1:]) is not None:  # the app's and --plain's, not attach's
+                self.note(
+                    f"{command} works in the terminal that drives the session (the app or "
+                    f"--plain); here: {HELP}"
+                )
+            else:
+                self.note(f"unknown command {command} ({HELP})")
         else:
             busy = view is not None and view.active_run is not None
             self._queued(await follower.submit(text, InboxMode.STEER if busy else InboxMode.PROMPT))

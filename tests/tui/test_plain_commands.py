@@ -91,3 +91,27 @@ def test_the_command_registry_loads_without_textual():
     code = "import sys, tui.plain_commands, tui.slash; print('textual' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.strip() == "False", out.stderr
+
+
+async def test_attach_plain_names_where_a_shared_command_works_and_sends_neither(tmp_path):
+    """`bastion attach --plain` has its own line commands; the app's (/model, /theme, …)
+    and unknown ones are one line each, never sent to the model."""
+    import io
+
+    from runtime import Follower
+    from tui.attach import AttachLine
+
+    provider = ScriptedProvider([ScriptedTurn(text="to the model")])
+    harness, conv_id = await open_driven(tmp_path, provider)
+    err = io.StringIO()
+    try:
+        line = AttachLine(Follower(harness, conv_id), io.StringIO(), err)
+        for typed in ("/model openai/x", "/theme", "/frobnicate"):
+            assert await line.handle(typed) is True
+        said = err.getvalue().splitlines()
+        assert said[0].startswith("/model works in the terminal that drives the session")
+        assert said[1].startswith("/theme works in the terminal that drives the session")
+        assert said[2].startswith("unknown command /frobnicate")
+        assert provider.requests == []
+    finally:
+        await harness.close()
