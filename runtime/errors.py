@@ -142,12 +142,12 @@ class AmbiguousId(BastionError):
     def among(
         cls, prefix: str, found: Sequence[Any], short: dict[str, str], *, more: bool
     ) -> AmbiguousId:
-        """One line naming the sessions (at most five, newest first) `prefix` starts."""
+        """One line naming the sessions (at most five, newest first) `prefix` matches."""
         listed = found[:5]
         names = ", ".join(f"{short[c.id]} ({c.title or 'untitled'})" for c in listed)
         count = f"more than {len(listed)}" if more else str(len(found))
         return cls(
-            f"{prefix} starts {count} session ids: {names}",
+            f"{prefix} matches {count} sessions: {names}",
             hint="give more of the id",
             matches=tuple(c.id for c in listed),
         )

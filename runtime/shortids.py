@@ -6,6 +6,10 @@ digits. A prefix is compared on the hex digits alone (hyphens optional:
 shortest prefix of at least SHOWN digits no other stored session shares,
 written with the id's own hyphens so it can be pasted back.
 
+The app's status line shows an id's last 8 digits (random, so they tell sessions
+apart at a glance); those, 8 to 12 of the id's last digits, are taken too when no
+id starts with them.
+
 Pure functions and read-transaction helpers for `Harness.resolve_id` and
 `Harness.short_ids`; nothing here writes.
 """
@@ -115,6 +119,13 @@ def read_matches(db: sqlite3.Connection, text: str) -> str:
         (prefix, prefix + "~", _LISTED + 1),
     ).fetchall()
     found = [conversation_row(r) for r in rows]
+    if not found and SHOWN <= len(_hex(text)) <= 12:  # the tail the app's status line shows
+        rows = db.execute(
+            f"SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id LIKE ? "
+            "ORDER BY updated_at DESC, id DESC LIMIT ?",
+            ("%-" + "_" * (12 - len(_hex(text))) + _hex(text), _LISTED + 1),
+        ).fetchall()
+        found = [conversation_row(r) for r in rows]
     if len(found) == 1:
         return found[0].id
     if not found:

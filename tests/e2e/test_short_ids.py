@@ -34,6 +34,14 @@ def test_every_command_takes_a_unique_prefix(loopback, bastion):
     # -r: with and without the hyphen, any case
     out = b.json("-p", "-r", "0192F7A46C1E7D", "again", "--output-format", "json")
     assert out["session_id"] == A and out["status"] == "completed"
+    # the tail the app's status line shows (no id starts with it)
+    assert json.loads(b.run("export", "00000000").stdout)["conversation"]["id"] == C
+    shared = b.run("export", "7b8c9d0e")  # A's and B's tails are the same here
+    assert (
+        shared.returncode == 2
+        and "7b8c9d0e" in shared.stderr
+        and "(alpha question)" in shared.stderr
+    )
     # export, fork
     exported = json.loads(b.run("export", "0192f7a4-6c1e-7f").stdout)
     assert exported["conversation"]["id"] == B
