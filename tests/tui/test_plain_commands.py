@@ -115,3 +115,35 @@ async def test_attach_plain_names_where_a_shared_command_works_and_sends_neither
         assert provider.requests == []
     finally:
         await harness.close()
+
+
+async def test_attach_plain_replays_calls_and_run_ends_in_order(tmp_path, toolbox):
+    """A stored session replayed by `attach --plain`: each answer's tool call under it,
+    and a run's end right after that run, not all gathered at the end."""
+    import io
+
+    from runtime import Follower
+    from runtime.providers.base import ProviderError
+    from tui.attach import AttachLine
+
+    read = ToolCall("r1", "read_file", json.dumps({"path": "a.txt"}))
+    failure = ProviderError("the model is down", provider="scripted", retryable=False)
+    provider = ScriptedProvider(
+        [ScriptedTurn(text="Reading.", tool_calls=(read,)), ScriptedTurn(text="It says hi."),
+         ScriptedTurn(error=failure), ScriptedTurn(text="Third.")]
+    )  # fmt: skip
+    harness, conv_id = await open_driven(tmp_path, provider, toolbox, approval_mode="full-auto")
+    try:
+        for prompt in ("first", "second", "third"):
+            item = await harness.submit(conv_id, prompt)
+            await harness.wait(item.id, conv_id, poll=0.05)
+        out = io.StringIO()
+        line = AttachLine(Follower(harness, conv_id), out, io.StringIO())
+        line.render(await harness.snapshot(conv_id))
+    finally:
+        await harness.close()
+    text = out.getvalue()
+    order = ["> first", "Reading.", "⏺ read_file a.txt", "⎿", "It says hi.", "> second",
+             "[run failed: the model is down]", "> third", "Third."]  # fmt: skip
+    at = [text.index(part) for part in order]
+    assert at == sorted(at), text
