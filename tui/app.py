@@ -214,8 +214,10 @@ class BastionApp(App[int]):
         self.echoed_at = time.monotonic()
 
     def get_driver_class(self) -> type[Driver]:
+        from tui import compat
         from tui.driver import noting_keys
 
+        compat.install()  # Alt+Enter (ESC CR) read as alt+enter: a follow-up, not a steer
         return noting_keys(super().get_driver_class())  # typing holds output from its read
 
     async def on_event(self, event: events.Event) -> None:
