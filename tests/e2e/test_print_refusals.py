@@ -45,7 +45,7 @@ def test_refusals_are_named_with_how_to_allow_them_and_exit_3(loopback, bastion)
 
 
 def test_allowed_by_the_flags_it_names_the_run_exits_0(loopback, bastion):
-    server = loopback(turns()[:2] + [{"text": "hello ran"}])
+    server = loopback([*turns()[:2], {"text": "hello ran"}])
     b = bastion(server)
     out = b.run("-p", "make hello.py and run it", "--approval-mode", "auto-edit",
                 "--allow", "python3 hello.py")  # fmt: skip
