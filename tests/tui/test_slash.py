@@ -439,3 +439,20 @@ async def test_export_never_replaces_a_file_and_names_never_collide(tmp_path):
         assert first[0].read_text() == original
     finally:
         await harness.close()
+
+
+async def test_help_key_lines_fit_at_80_columns(tmp_path):
+    """/help's key lines are each whole at 80x24: no phrase is cut by wrapping."""
+    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
+    app = BastionApp(harness, conv_id)
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(app.ready.is_set, pilot)
+            await run_command(app, pilot, "/help")
+            await wait_for(lambda: "/model [NAME]" in said(app), pilot)
+            room = app.query_one(CommandOutput).query_one("#command-text").content_region.width
+            lines = said(app).splitlines()
+            keys = [line for line in lines if "send" in line or "interrupt" in line]
+            assert len(keys) == 2 and all(len(line) <= room for line in keys), (room, keys)
+    finally:
+        await harness.close()
