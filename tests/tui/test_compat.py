@@ -53,3 +53,34 @@ def test_alt_enter_in_tmux_queues_a_follow_up(tmp_path):
             assert "» follow-up then this" in screen, screen
     finally:
         term.kill()
+
+
+def test_editing_keys_in_one_burst_apply_in_order(tmp_path):
+    """tmux sends `BSpace Q` in one write: the backspace deletes the c, then Q is typed
+    (the backspace ran after Q, deleting it, when it was left to TextArea's bindings)."""
+    import pytest
+
+    from runtime.testing.process import LoopbackProcess
+    from tests.tui.test_tmux import TMUX, Tmux, bastion_bin, environment
+
+    if TMUX is None:
+        pytest.skip("tmux is not installed")
+    term = Tmux(tmp_path)
+    try:
+        with LoopbackProcess.start([{"text": "x"}], tmp_path / "server") as server:
+            cwd = tmp_path / "work"
+            cwd.mkdir()
+            term.start(
+                [bastion_bin(), "--model", "openai/test"], environment(tmp_path, server), cwd
+            )
+            term.wait_for(lambda s: "type a request" in s, "the app to start")
+            term.send("abc", literal=True)
+            term.wait_for(lambda s: "│ abc " in s, "abc typed")
+            term.send("BSpace", "Q")
+            term.wait_for(lambda s: "│ abQ " in s, "abQ")
+            term.send("BSpace", "BSpace", "BSpace", "x", "y")
+            term.wait_for(lambda s: "│ xy " in s, "xy")
+            term.send("Left", "Left", "z", "End", "w")
+            term.wait_for(lambda s: "│ zxyw " in s, "zxyw")
+    finally:
+        term.kill()
