@@ -178,10 +178,10 @@ def refusal_summary(refused: list[ToolCallRecord], approval_mode: str) -> str:
         ways.append(f"--allow {shlex.quote(commands[0])} (commands starting with it)")
         ways.append("--approval-mode full-auto (edits and commands)")
     count = f"{len(refused)} tool call{'s' if len(refused) != 1 else ''}"
-    return (
-        f"refused {count} (approval mode {approval_mode}; -p cannot ask): {named}; "
-        f"to allow, rerun with {' or '.join(ways) or '--approval-mode full-auto'}"
-    )
+    head = f"refused {count} (approval mode {approval_mode}; -p cannot ask): {named}"
+    if approval_mode == "full-auto":  # no flag allows more: a rule or a path denied them
+        return f"{head}; each reason is in the json result's refused list"
+    return f"{head}; to allow, rerun with {' or '.join(ways) or '--approval-mode full-auto'}"
 
 
 class NotAdmitted(BastionError):

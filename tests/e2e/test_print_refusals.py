@@ -61,3 +61,19 @@ def test_text_output_keeps_the_answer_on_stdout_and_exits_3(loopback, bastion):
     assert out.returncode == 3
     assert out.stdout == "I could not write or run it.\n"
     assert "to allow, rerun with" in out.stderr
+
+
+def test_in_full_auto_no_flag_is_offered():
+    """Refused in full-auto, a call was denied by a rule or a path: no flag would allow
+    it, so none is named."""
+    from runtime.records import ToolCallRecord
+    from tui.print_mode import refusal_summary
+
+    call = ToolCallRecord(
+        "c", "s", "r", "e", 0, "run_command", '{"command": "rm -rf build"}', False,
+        "denied", "denied", 0.0, 0.0,
+    )  # fmt: skip
+    line = refusal_summary([call], "full-auto")
+    assert "run_command rm -rf build" in line and "--approval-mode" not in line
+    assert "--allow" not in line and "refused list" in line
+    assert "--allow 'rm -rf build'" in refusal_summary([call], "ask")
