@@ -30,6 +30,7 @@ __all__ = [
     "read_ids",
     "read_matches",
     "short_ids",
+    "typed_prefix",
 ]
 
 MIN_TYPED = 4  # hex digits a typed prefix needs at least (as git asks)
@@ -94,16 +95,11 @@ def read_ids(db: sqlite3.Connection) -> list[str]:
     return [row[0] for row in db.execute("SELECT id FROM conversations")]
 
 
-def read_matches(db: sqlite3.Connection, text: str) -> str:
-    """The id of the one stored conversation `text` (a full id or a prefix) names.
-
-    A full id comes back canonical whether it is stored or not (what it is used for
-    says what is wrong with it: unknown, deleted). UnknownConversation when `text`
-    cannot start an id, is too short, or starts none; AmbiguousId, naming the
-    matches, when it starts more than one."""
+def typed_prefix(text: str) -> str:
+    """`text` as the start of a canonical id, checked before any store is opened:
+    UnknownConversation when it cannot start one (not hex, longer than an id) or is
+    shorter than MIN_TYPED digits."""
     prefix = canonical_prefix(text)
-    if prefix is not None and len(_hex(text)) == 32:
-        return prefix
     if prefix is None or len(_hex(text)) < MIN_TYPED:
         why = "is not a session id" + (
             "" if prefix is None else f" (give at least {MIN_TYPED} of its characters)"
@@ -113,6 +109,19 @@ def read_matches(db: sqlite3.Connection, text: str) -> str:
             hint="ids look like 0192f7a4-6c1e-7d2a-9b3e-5f6a7b8c9d0e, and any unique start of "
             "one will do; list them with `bastion sessions --all`",
         )
+    return prefix
+
+
+def read_matches(db: sqlite3.Connection, text: str) -> str:
+    """The id of the one stored conversation `text` (a full id or a prefix) names.
+
+    A full id comes back canonical whether it is stored or not (what it is used for
+    says what is wrong with it: unknown, deleted). UnknownConversation when `text`
+    cannot start an id, is too short, or starts none; AmbiguousId, naming the
+    matches, when it starts more than one."""
+    prefix = typed_prefix(text)
+    if len(_hex(text)) == 32:
+        return prefix
     rows = db.execute(
         f"SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id >= ? AND id < ? "
         "ORDER BY updated_at DESC, id DESC LIMIT ?",

@@ -11,6 +11,7 @@ from typing import Any
 
 from runtime import BastionError, Harness, SearchHit, export_markdown
 from runtime.ids import parse_uuid
+from runtime.shortids import typed_prefix
 from tui.cli import EXIT_OK, EXIT_USAGE, UsageError, error_line
 
 
@@ -28,8 +29,22 @@ def _run(coro: Any) -> int:
         return EXIT_USAGE
 
 
+def _bad_id(raw: str | None) -> int | None:
+    """EXIT_USAGE, with its one line said, when `raw` cannot name a session (neither a
+    whole id nor 4+ of its first digits): checked before any store is opened or made."""
+    if raw is None:
+        return None
+    try:
+        typed_prefix(raw)
+    except BastionError as exc:
+        error_line(str(exc))
+        return EXIT_USAGE
+    return None
+
+
 def sessions(opts: Any) -> int:
-    return _run(_sessions(opts))
+    bad = _bad_id(opts.id) if opts.action == "rm" else None
+    return bad if bad is not None else _run(_sessions(opts))
 
 
 async def _sessions(opts: Any) -> int:
@@ -117,7 +132,8 @@ def _print_hits(hits: list[SearchHit], as_json: bool) -> None:
 
 
 def export(opts: Any) -> int:
-    return _run(_export(opts))
+    bad = _bad_id(opts.id)
+    return bad if bad is not None else _run(_export(opts))
 
 
 def _check_output(path: str) -> None:
@@ -165,7 +181,8 @@ def import_(opts: Any) -> int:
 
 
 def compact(opts: Any) -> int:
-    return _run(_compact(opts))
+    bad = _bad_id(opts.id)
+    return bad if bad is not None else _run(_compact(opts))
 
 
 async def _compact(opts: Any) -> int:
@@ -214,6 +231,9 @@ async def _import(path: str) -> int:
 
 
 def fork(opts: Any) -> int:
+    bad = _bad_id(opts.id)
+    if bad is not None:
+        return bad
     return _run(_fork(opts.id, _entry_id(opts.at) if opts.at else None))
 
 
@@ -241,6 +261,9 @@ async def _fork(raw_id: str, at_entry: str | None) -> int:
 
 def attach(opts: Any) -> int:
     """The app on a terminal (stdin and stdout both), else (or with --plain) line mode."""
+    bad = _bad_id(opts.id)
+    if bad is not None:
+        return bad
     try:
         conv_id = asyncio.run(_found(opts.id))
     except BastionError as exc:

@@ -15,6 +15,7 @@ from runtime.firstrun import NoModelConfigured
 from runtime.harness import new_conversation
 from runtime.ids import parse_uuid, uuid7
 from runtime.records import Conversation
+from runtime.shortids import typed_prefix
 from runtime.toolbox import Toolbox
 
 
@@ -66,6 +67,8 @@ def _session_id(opts: Any) -> str | None:
         raise SessionUsageError(
             "--resume needs a session id here", hint="list them with `bastion sessions --all`"
         )
+    if opts.resume:  # found once the store is open; what cannot be an id fails here
+        typed_prefix(opts.resume)
     raw = opts.session_id
     if raw is None:
         return None

@@ -80,3 +80,13 @@ def test_an_ambiguous_prefix_names_the_sessions_in_one_line_and_changes_nothing(
     assert none.returncode == 2 and "no session id starts with 0192aaaa" in none.stderr
     short = b.run("export", "019")
     assert short.returncode == 2 and "at least 4" in short.stderr
+
+
+def test_what_cannot_be_an_id_is_refused_before_a_store_is_made(bastion):
+    b = bastion(None)
+    for args in (("-p", "-r", "nope", "hi"), ("export", "nope"), ("fork", "xyz"),
+                 ("sessions", "rm", "01"), ("attach", "zz"), ("compact", "q")):  # fmt: skip
+        out = b.run(*args)
+        assert out.returncode == 2, (args, out.stderr)
+        assert len(out.stderr.strip().splitlines()) == 1 and "session id" in out.stderr
+    assert not (b.home / "bastion.sqlite").exists()
