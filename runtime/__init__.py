@@ -11,6 +11,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
+    "AmbiguousId": "runtime.errors",
     "BastionError": "runtime.errors",
     "ConfigError": "runtime.errors",
     "ConfigChange": "runtime.config_watch",
@@ -79,9 +80,11 @@ _EXPORTS = {
     "fuzzy_filter": "runtime.mentions",
     "mention_at": "runtime.mentions",
     "split_attachments": "runtime.mentions",
+    "short_ids": "runtime.shortids",
 }
 
 __all__ = [
+    "AmbiguousId",
     "Attachment",
     "BadRule",
     "BastionError",
@@ -144,6 +147,7 @@ __all__ = [
     "sandbox_report",
     "schema_version",
     "set_trust",
+    "short_ids",
     "split_attachments",
     "store_modes",
     "trust_of",
@@ -161,6 +165,7 @@ if TYPE_CHECKING:
     from runtime.driver import Driver
     from runtime.effects import RestorePlan, RestoreReport
     from runtime.errors import (
+        AmbiguousId,
         BastionError,
         CompactionFailed,
         ConfigError,
@@ -199,6 +204,7 @@ if TYPE_CHECKING:
     from runtime.rules import BadRule, Rule, RuleKind, Scope
     from runtime.sandboxing import choose_sandbox, sandbox_notice, sandbox_report
     from runtime.sessions import Rewound
+    from runtime.shortids import short_ids
     from runtime.storefile import store_modes
     from runtime.transfer import ImportRefused, export_markdown
     from runtime.trust import (

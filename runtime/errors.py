@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 
 class BastionError(Exception):
     """Base of every error the harness raises on purpose.
@@ -122,3 +125,29 @@ class UnknownEntry(BastionError):
     """An entry id that is not in the conversation named (fork, rewind)."""
 
     code = "unknown_entry"
+
+
+class AmbiguousId(BastionError):
+    """A typed id prefix that starts more than one session's id; `matches` are their ids."""
+
+    code = "ambiguous_id"
+
+    def __init__(
+        self, message: str, *, hint: str | None = None, matches: tuple[str, ...] = ()
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.matches = matches
+
+    @classmethod
+    def among(
+        cls, prefix: str, found: Sequence[Any], short: dict[str, str], *, more: bool
+    ) -> AmbiguousId:
+        """One line naming the sessions (at most five, newest first) `prefix` matches."""
+        listed = found[:5]
+        names = ", ".join(f"{short[c.id]} ({c.title or 'untitled'})" for c in listed)
+        count = f"more than {len(listed)}" if more else str(len(found))
+        return cls(
+            f"{prefix} matches {count} sessions: {names}",
+            hint="give more of the id",
+            matches=tuple(c.id for c in listed),
+        )

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from typing import Any
 
-from runtime import effects, sessions, transfer
+from runtime import effects, sessions, shortids, transfer
 from runtime.driver import lease_live
 from runtime.errors import UnknownEntry
 from runtime.events import DurableEvent
@@ -123,3 +124,15 @@ class SessionOps(HarnessCore):
             conversation_id, force=force, live=lambda lease: lease_live(lease, ttl)
         )
         remove_artifacts(self.home / "artifacts" / conversation_id)
+
+    async def resolve_id(self, text: str) -> str:
+        """The id of the one session `text` names: a full id, or any unique start of one
+        (hex digits, hyphens optional; at least four), as git takes commit ids.
+        UnknownConversation when it names none, AmbiguousId (naming them) when several."""
+        return await self.store.read(lambda db: shortids.read_matches(db, text))
+
+    async def short_ids(self, ids: Sequence[str]) -> dict[str, str]:
+        """Each of `ids` -> the prefix to show for it: at least eight hex digits, and long
+        enough that no other stored session's id starts with it."""
+        every = await self.store.read(shortids.read_ids)
+        return shortids.short_ids(ids, every)

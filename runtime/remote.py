@@ -213,10 +213,11 @@ async def serve(
     writer: asyncio.StreamWriter,
     *,
     first: Any = None,
-) -> None:
-    """Answer the parent's frames with `harness` until it asks to close it or its end
-    closes; the caller closes the harness after. `first`: a subscription the child took
-    before the snapshot it sent with the session (`opening`), served as FIRST."""
+) -> bool:
+    """Answer the parent's frames with `harness` until it asks to close it (True) or its
+    end closes (False: the parent is gone); the caller closes the harness after.
+    `first`: a subscription the child took before the snapshot it sent with the
+    session (`opening`), served as FIRST."""
     lock = asyncio.Lock()
     tasks: set[asyncio.Task[None]] = set()
 
@@ -246,10 +247,10 @@ async def serve(
                 if method == "close":
                     await harness.close()
                     await send(("result", call_id, None))
-                    return
+                    return True
                 start(_answer(harness, call_id, method, args, kwargs, send))
     except (EOFError, ConnectionError, OSError):
-        return  # the parent is gone
+        return False  # the parent is gone
     finally:
         for task in tasks:
             task.cancel()

@@ -342,6 +342,12 @@ class HarnessProxy:
     async def search(self, *args: Any, **kwargs: Any) -> Any:
         return await self.call("search", *args, **kwargs)
 
+    async def resolve_id(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.call("resolve_id", *args, **kwargs)
+
+    async def short_ids(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.call("short_ids", *args, **kwargs)
+
 
 class ThreadedHarness(HarnessProxy):
     """A `Harness` on a `HarnessThread`, seen from another loop: the same async methods.

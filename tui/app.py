@@ -79,7 +79,7 @@ NEW_OUTPUT = "[$accent]↓ new output below[/]  [$foreground-muted]PageDown or E
 
 
 def _slash_provider() -> type[Provider]:
-    from tui.slash import SlashProvider
+    from tui.palette import SlashProvider
 
     return SlashProvider
 
@@ -148,6 +148,7 @@ class BastionApp(App[int]):
         stored: bool = False,
         notes: Collection[str] = (),
         sandbox_notice: Callable[[], str | None] | None = None,
+        catalog: Callable[[str], Any] | None = None,
     ) -> None:
         super().__init__()
         self._notes = tuple(notes)  # said once the session is on screen (ignored settings)
@@ -164,6 +165,11 @@ class BastionApp(App[int]):
         self._model = model  # shown until the first view says which model the session uses
         self.left_stored: str | None = None  # the last stored conversation left by /new etc.
         self.pending_restore: Any = None  # the last /rewind's restore plan, for /restore
+        self.front_end = "app"  # for the slash commands (tui.slash)
+        self.catalog = catalog  # the user's model catalog (Config.model_info): ctx windows
+        # A draft a command left in the prompt (/rewind's message, an unknown command to
+        # fix): a command typed after it runs, and is not glued onto it and sent.
+        self.kept_draft: str | None = None
         self.open_error: BastionError | None = None  # why the opener failed, if it did
         # The user's theme files (read now unless given); an unknown name is a ConfigError.
         self.theme_folder = theme_folder or theming.user_folder()
@@ -199,7 +205,7 @@ class BastionApp(App[int]):
             placeholder=PLACEHOLDER_IDLE,
             id="prompt",
         )
-        yield StatusBar()
+        yield StatusBar(self.catalog)
 
     async def _refreshed(self) -> None:
         """Once the next frame is drawn."""
@@ -212,8 +218,10 @@ class BastionApp(App[int]):
         self.echoed_at = time.monotonic()
 
     def get_driver_class(self) -> type[Driver]:
+        from tui import compat
         from tui.driver import noting_keys
 
+        compat.install()  # Alt+Enter (ESC CR) read as alt+enter: a follow-up, not a steer
         return noting_keys(super().get_driver_class())  # typing holds output from its read
 
     async def on_event(self, event: events.Event) -> None:
@@ -645,17 +653,25 @@ class BastionApp(App[int]):
         from tui import slash
 
         self.typed_at = -MAX_HOLD  # sent: the user has stopped typing (see `hold`)
-        text = event.text
+        text, kept, self.kept_draft = event.text, self.kept_draft, None
+        typed = slash.after_draft(text, kept)
         try:
-            command = slash.parse(text)
+            command = slash.parse(typed or text)
         except slash.UnknownCommand as exc:
-            self.say(f"{escape(str(exc))}  [$foreground-muted]{exc.hint}[/]", error=True)
-            return  # the draft stays, to fix
+            self.say(f"{escape(exc.message)}  [$foreground-muted]{exc.hint}[/]", error=True)
+            if typed is not None:  # the draft comes back as it was
+                event.prompt.set_value(kept or "")
+                self.kept_draft = kept
+            else:
+                self.kept_draft = text  # it stays, to fix
+            return
         event.prompt.clear()
         event.prompt.forget_position()
         if self.parts_ready.is_set():
             self.command_output.close()
         if command is not None:
+            if typed is not None and kept is not None and not slash.is_command(kept):
+                self.set_draft(kept)  # /rewind's message stays in the prompt to edit
             self.run_slash(*command)
             return
         if text.startswith("//"):
@@ -702,7 +718,7 @@ class BastionApp(App[int]):
 
     @work(group="command")
     async def run_slash(self, command: slash.SlashCommand, arg: str) -> None:
-        await command.run(self, arg)
+        await command.run_in(self, arg)
 
     def say(self, markup: str, *, error: bool = False) -> None:
         """Show a command's output (markup) above the prompt (once it is mounted)."""
@@ -731,6 +747,7 @@ class BastionApp(App[int]):
         prompt = self.query_one(PromptInput)
         prompt.set_value(text)
         prompt.focus()
+        self.kept_draft = text
 
     async def pick_session(self) -> str | None:
         """The session picker (this directory's sessions first); the id chosen, or None."""

@@ -30,9 +30,11 @@ from typing import TextIO
 from runtime import BastionError, ConversationView, Follower, Harness
 from runtime.records import (
     Approval,
+    Entry,
     EntryKind,
     InboxItem,
     InboxMode,
+    Run,
     RunState,
     ToolCallRecord,
     ToolCallState,
@@ -80,44 +82,65 @@ class AttachLine:
     # --- output -------------------------------------------------------------
 
     def render(self, view: ConversationView) -> None:
+        """What is new in `view`, in transcript order: each entry, the tool calls of an
+        answer right after it, a run's end after its last entry (a replay of a stored
+        session reads as it happened, not with its calls and ends gathered last)."""
         self._status()
-        for entry in view.settled:
-            text = view.text_of(entry)
-            done = self._printed.get(entry.id)
-            if entry.kind == EntryKind.TOOL_RESULT:
-                if done is None and entry.status != "streaming":
-                    self._write(f"\n  ⎿ {_first_line(str(text))}")
-                    self._printed[entry.id] = len(text)
-                continue
-            if done is None:
-                self._write("\n> " if entry.kind == EntryKind.USER else "\n")
-                done = 0
-            elif len(text) < done:  # a retried answer starts over
-                self._write("\n↺ ")
-                done = 0
-            if len(text) > done:
-                self._write(text.slice(done))
-            self._printed[entry.id] = len(text)
-        self._tool_calls(view)
-        for run in view.runs:
-            label = _ENDED.get(RunState(run.state))
-            if label and run.id not in self._ended:
-                self._ended.add(run.id)
-                self._write(f"\n[run {label}{': ' + run.error if run.error else ''}]")
-        self.out.flush()
-
-    def _write(self, text: str) -> None:
-        self.out.write(text)
-
-    def _tool_calls(self, view: ConversationView) -> None:
+        calls: dict[str, list[ToolCallRecord]] = {}
         for call in view.tool_calls:
-            if call.id not in self._calls:
-                self._calls.add(call.id)
-                self._write(f"\n  ⏺ {call.name} {call_summary(call.name, call.arguments)}")
+            calls.setdefault(call.entry_id, []).append(call)
+        runs = {run.id: run for run in view.runs}
+        entries = view.settled
+        for at, entry in enumerate(entries):
+            self._entry(view, entry)
+            for call in calls.pop(entry.id, ()):
+                self._call(call)
+            after = entries[at + 1] if at + 1 < len(entries) else None
+            if entry.run_id and (after is None or after.run_id != entry.run_id):
+                self._run_end(runs.get(entry.run_id))
+        for rest in calls.values():  # (calls of an entry not in the view: none expected)
+            for call in rest:
+                self._call(call)
+        for run in view.runs:  # a run with no entry of its own
+            self._run_end(run)
         call = pending_approval(view)
         if call is not None and call.id not in self._asked:
             self._asked.add(call.id)
             self._write(f"\nallow {call.name} {call_summary(call.name, call.arguments)}? [y/n]")
+        self.out.flush()
+
+    def _entry(self, view: ConversationView, entry: Entry) -> None:
+        text = view.text_of(entry)
+        done = self._printed.get(entry.id)
+        if entry.kind == EntryKind.TOOL_RESULT:
+            if done is None and entry.status != "streaming":
+                self._write(f"\n  ⎿ {_first_line(str(text))}")
+                self._printed[entry.id] = len(text)
+            return
+        if done is None:
+            self._write("\n> " if entry.kind == EntryKind.USER else "\n")
+            done = 0
+        elif len(text) < done:  # a retried answer starts over
+            self._write("\n↺ ")
+            done = 0
+        if len(text) > done:
+            self._write(text.slice(done))
+        self._printed[entry.id] = len(text)
+
+    def _call(self, call: ToolCallRecord) -> None:
+        if call.id not in self._calls:
+            self._calls.add(call.id)
+            self._write(f"\n  ⏺ {call.name} {call_summary(call.name, call.arguments)}")
+
+    def _run_end(self, run: Run | None) -> None:
+        label = _ENDED.get(RunState(run.state)) if run is not None else None
+        if run is not None and label and run.id not in self._ended:
+            self._ended.add(run.id)
+            why = (run.error or {}).get("message") or ""
+            self._write(f"\n[run {label}{': ' + why if why else ''}]")
+
+    def _write(self, text: str) -> None:
+        self.out.write(text)
 
     def _status(self) -> None:
         now = (self.follower.source, self.follower.driver_pid)
@@ -174,8 +197,20 @@ class AttachLine:
         elif command in ("/queue", "/followup", "/steer"):
             mode = InboxMode.STEER if command == "/steer" else InboxMode.FOLLOW_UP
             self._queued(await follower.submit(rest, mode))
+        elif command.startswith("//"):  # `//text` sends `/text`, as in the app
+            busy = view is not None and view.active_run is not None
+            mode = InboxMode.STEER if busy else InboxMode.PROMPT
+            self._queued(await follower.submit(text[1:], mode))
         elif command.startswith("/"):
-            self.note(f"unknown command {command} ({HELP})")
+            from tui.slash import find
+
+            if find(command[1:]) is not None:  # the app's and --plain's, not attach's
+                self.note(
+                    f"{command} works in the terminal that drives the session (the app or "
+                    f"--plain); here: {HELP}"
+                )
+            else:
+                self.note(f"unknown command {command} ({HELP})")
         else:
             busy = view is not None and view.active_run is not None
             self._queued(await follower.submit(text, InboxMode.STEER if busy else InboxMode.PROMPT))

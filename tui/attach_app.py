@@ -82,15 +82,17 @@ def run_app(conversation_id: str, *, theme: str | None = None) -> int:
     """The app attached to `conversation_id` until the user quits (the session goes on)."""
     from runtime.config import load_config
     from tui.app import BastionApp
+    from tui.launch import size_from_the_terminal
 
+    size_from_the_terminal()
     asyncio.run(_check(conversation_id))  # an unknown id fails here, before the screen
 
     async def opener() -> tuple[Any, str]:
         harness = await Harness.open()
         return AttachedHarness(Follower(harness, conversation_id)), conversation_id
 
-    chosen = theme or load_config(os.getcwd()).theme
-    app = BastionApp(opener=opener, theme=chosen)
+    config = load_config(os.getcwd())
+    app = BastionApp(opener=opener, theme=theme or config.theme, catalog=config.model_info)
     return app.run() or 0
 
 

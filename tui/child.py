@@ -66,7 +66,10 @@ class Child:
             process, ours = start_pair("tui.child", stderr=log)
         finally:
             os.close(log)
-        send_blocking(ours, ("open", opts, check_model))
+        from tui.terminal_guard import capture
+
+        # the terminal as it is before the app sets it raw: put back if the app dies
+        send_blocking(ours, ("open", opts, check_model, capture()))
         return cls(process, ours)
 
     def drive(self) -> None:
@@ -153,15 +156,37 @@ def main(argv: list[str]) -> int:
     )
     sock = socket.socket(fileno=int(argv[1]))
     try:
-        _, opts, check_model = recv_blocking(sock)
+        _, opts, check_model, terminal = recv_blocking(sock)
     except (EOFError, OSError):
         return 0  # the app quit (or was killed) before asking
     import asyncio
 
-    return asyncio.run(_serve(sock, opts, check_model))
+    parent = os.getppid()
+    code, closed = 0, False
+    with contextlib.suppress(ConnectionError, OSError):  # (the app went away while opening)
+        code, closed = asyncio.run(_serve(sock, opts, check_model))
+    if not closed and _orphaned(parent):  # the app died (killed): it left its terminal raw
+        from tui.terminal_guard import restore
+
+        restore(terminal)
+    return code
 
 
-async def _serve(sock: socket.socket, opts: Any, check_model: bool) -> int:
+def _orphaned(parent: int, wait: float = 0.5) -> bool:
+    """Whether the app that started this process has died (this one is another's child
+    now). Its socket closes as it exits, a moment before this process is handed on."""
+    import time
+
+    deadline = time.monotonic() + wait
+    while os.getppid() == parent:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+async def _serve(sock: socket.socket, opts: Any, check_model: bool) -> tuple[int, bool]:
+    """(exit code, whether the app closed the harness itself)."""
     import asyncio
 
     from runtime.errors import BastionError
@@ -174,19 +199,19 @@ async def _serve(sock: socket.socket, opts: Any, check_model: bool) -> int:
     try:
         session = await open_session(opts, check_model=check_model)
     except BastionError as exc:  # it closes what it opened when it fails
-        return await _failed(writer, exc)
+        return await _failed(writer, exc), True
     try:
         await write_frame(writer, ("opened", None))
         if not await _told_to_drive(reader):
             await session.harness.close()
-            return 0  # the app quit, or failed, before driving: nothing was written
+            return 0, True  # the app quit, or failed, before driving: nothing was written
         session = await drive_session(session, interactive=True)
     except BastionError as exc:  # drive_session closes the harness when it fails
-        return await _failed(writer, exc)
+        return await _failed(writer, exc), True
     except (ConnectionError, OSError):  # the app was killed while the session opened
         log.info("the app went away while the session was opening")
         await session.harness.close()
-        return 0
+        return 0, False
     try:
         # What the app asks first, sent with the session: its settings and view, taken
         # after a subscription (served as FIRST) so that nothing falls between.
@@ -196,12 +221,12 @@ async def _serve(sock: socket.socket, opts: Any, check_model: bool) -> int:
             harness.session_settings(conv_id), harness.snapshot(conv_id, last=OPENING_ENTRIES)
         )
         await write_frame(writer, ("driven", (conv_id, settings, view)))
-        await serve(harness, reader, writer, first=first)
+        closed = await serve(harness, reader, writer, first=first)
     except (ConnectionError, OSError):
-        pass  # the app is gone
+        closed = False  # the app is gone
     finally:
         await session.harness.close()
-    return 0
+    return 0, closed
 
 
 async def _failed(writer: asyncio.StreamWriter, exc: BaseException) -> int:

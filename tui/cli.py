@@ -11,7 +11,8 @@
     bastion doctor                         search path, process tracking, sandbox, store
     bastion trust [DIR] [--revoke|--list]  apply DIR's project files (.bastion/)
 
-Exit codes: 0 completed, 1 run failed, 2 bad usage or configuration, 130 interrupted.
+Exit codes: 0 completed, 1 run failed, 2 bad usage or configuration, 3 (print mode) the
+run completed but tool calls it needed were refused (-p cannot ask), 130 interrupted.
 Imports stay light here: print mode never loads Textual.
 
 Text the user gives (the prompt, as an argument or on stdin, and the options
@@ -29,7 +30,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_REFUSED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 SUBCOMMANDS = (
     "sessions", "export", "import", "attach", "compact", "doctor", "fork", "trust",
 )  # fmt: skip
@@ -84,7 +85,10 @@ def main_parser() -> argparse.ArgumentParser:
         description="A terminal coding agent whose sessions survive a crash mid-turn.",
         epilog="Subcommands: bastion sessions [--json] | sessions search QUERY | sessions rm ID | "
         "export ID [--format json|markdown] [-o FILE] | import FILE | attach ID | "
-        "fork ID [--at ENTRY] | compact ID | doctor | trust [DIR] [--revoke|--list]",
+        "fork ID [--at ENTRY] | compact ID | doctor | trust [DIR] [--revoke|--list]. "
+        "Exit codes: 0 completed, 1 the run failed, 2 bad usage or configuration, "
+        "3 (-p) completed but tool calls it needed were refused (-p cannot ask: allow them "
+        "with --approval-mode or --allow), 130 interrupted.",
     )
     p.add_argument("prompt", nargs="?", help="what to ask; with -p, read from stdin if omitted")
     p.add_argument(

@@ -11,16 +11,14 @@ from typing import Any
 
 from runtime import BastionError, Harness, SearchHit, export_markdown
 from runtime.ids import parse_uuid
+from runtime.shortids import typed_prefix
 from tui.cli import EXIT_OK, EXIT_USAGE, UsageError, error_line
 
 
-def _id(raw: str) -> str:
-    try:
-        return parse_uuid(raw)
-    except ValueError:
-        raise UsageError(
-            f"{raw!r} is not a session id (list them with `bastion sessions`)"
-        ) from None
+async def _id(harness: Harness, raw: str) -> str:
+    """The session `raw` names: its full id or any unique start of it (as git takes
+    commit ids); a BastionError of one line when it names none, or several."""
+    return await harness.resolve_id(raw)
 
 
 def _run(coro: Any) -> int:
@@ -31,8 +29,22 @@ def _run(coro: Any) -> int:
         return EXIT_USAGE
 
 
+def _bad_id(raw: str | None) -> int | None:
+    """EXIT_USAGE, with its one line said, when `raw` cannot name a session (neither a
+    whole id nor 4+ of its first digits): checked before any store is opened or made."""
+    if raw is None:
+        return None
+    try:
+        typed_prefix(raw)
+    except BastionError as exc:
+        error_line(str(exc))
+        return EXIT_USAGE
+    return None
+
+
 def sessions(opts: Any) -> int:
-    return _run(_sessions(opts))
+    bad = _bad_id(opts.id) if opts.action == "rm" else None
+    return bad if bad is not None else _run(_sessions(opts))
 
 
 async def _sessions(opts: Any) -> int:
@@ -41,7 +53,7 @@ async def _sessions(opts: Any) -> int:
     harness = await Harness.open()
     try:
         if opts.action == "rm":
-            conv_id = _id(opts.id)
+            conv_id = await _id(harness, opts.id)
             await harness.delete_conversation(conv_id, force=getattr(opts, "force", False))
             print(f"removed {conv_id}", file=sys.stderr)
             return EXIT_OK
@@ -120,7 +132,8 @@ def _print_hits(hits: list[SearchHit], as_json: bool) -> None:
 
 
 def export(opts: Any) -> int:
-    return _run(_export(opts))
+    bad = _bad_id(opts.id)
+    return bad if bad is not None else _run(_export(opts))
 
 
 def _check_output(path: str) -> None:
@@ -144,11 +157,11 @@ def _write_output(path: str, text: str) -> None:
 
 
 async def _export(opts: Any) -> int:
-    conv_id = _id(opts.id)
     if opts.output:
         _check_output(opts.output)
     harness = await Harness.open()
     try:
+        conv_id = await _id(harness, opts.id)
         if opts.format == "json":
             doc = await harness.export(conv_id)
             text = json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
@@ -168,7 +181,8 @@ def import_(opts: Any) -> int:
 
 
 def compact(opts: Any) -> int:
-    return _run(_compact(opts))
+    bad = _bad_id(opts.id)
+    return bad if bad is not None else _run(_compact(opts))
 
 
 async def _compact(opts: Any) -> int:
@@ -178,10 +192,10 @@ async def _compact(opts: Any) -> int:
     from runtime import load_config
     from runtime.config import model_resolver
 
-    conv_id = _id(opts.id)
     config = load_config(os.getcwd())
     harness = await Harness.open(resolve_model=model_resolver(config), config=config)
     try:
+        conv_id = await _id(harness, opts.id)
         entry = await harness.compact(conv_id, opts.instructions)
     finally:
         await harness.close()
@@ -298,7 +312,10 @@ def _trust(opts: Any) -> int:
 
 
 def fork(opts: Any) -> int:
-    return _run(_fork(_id(opts.id), _entry_id(opts.at) if opts.at else None))
+    bad = _bad_id(opts.id)
+    if bad is not None:
+        return bad
+    return _run(_fork(opts.id, _entry_id(opts.at) if opts.at else None))
 
 
 def _entry_id(raw: str) -> str:
@@ -310,9 +327,10 @@ def _entry_id(raw: str) -> str:
         ) from None
 
 
-async def _fork(conv_id: str, at_entry: str | None) -> int:
+async def _fork(raw_id: str, at_entry: str | None) -> int:
     harness = await Harness.open()
     try:
+        conv_id = await _id(harness, raw_id)
         forked = await harness.fork(conv_id, at_entry)
     finally:
         await harness.close()
@@ -324,7 +342,14 @@ async def _fork(conv_id: str, at_entry: str | None) -> int:
 
 def attach(opts: Any) -> int:
     """The app on a terminal (stdin and stdout both), else (or with --plain) line mode."""
-    conv_id = _id(opts.id)
+    bad = _bad_id(opts.id)
+    if bad is not None:
+        return bad
+    try:
+        conv_id = asyncio.run(_found(opts.id))
+    except BastionError as exc:
+        error_line(str(exc))
+        return EXIT_USAGE
     try:
         if not opts.plain and sys.stdin.isatty() and sys.stdout.isatty():
             from tui.attach_app import run_app
@@ -335,6 +360,14 @@ def attach(opts: Any) -> int:
         return _run(attach_session(conv_id))
     except KeyboardInterrupt:
         return EXIT_OK
+
+
+async def _found(raw: str) -> str:
+    harness = await Harness.open()
+    try:
+        return await _id(harness, raw)
+    finally:
+        await harness.close()
 
 
 def _run_sync(call: Any) -> int:

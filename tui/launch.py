@@ -38,6 +38,21 @@ def set_frame_rate() -> None:
     os.environ.setdefault("TEXTUAL_FPS", str(FPS))
 
 
+def size_from_the_terminal() -> None:
+    """Let the terminal say the app's size. Textual takes COLUMNS and LINES from the
+    environment over the terminal's own size, and keeps them across resizes; a parent
+    that loaded GNU readline (pdb, so pytest; a Python REPL) exported the size of *its*
+    terminal, which would pin the app at that size in any other. On a terminal they
+    are dropped before Textual starts (the commands the agent runs get the real size
+    from the terminal too)."""
+    import sys
+
+    out = sys.__stdout__
+    if out is not None and out.isatty():
+        os.environ.pop("COLUMNS", None)
+        os.environ.pop("LINES", None)
+
+
 def resuming(opts: Any) -> bool:
     """Whether this invocation names a stored conversation (which must be found first)."""
     return bool(opts.resume or opts.session_id or getattr(opts, "continue_", False))
@@ -61,6 +76,7 @@ def run(opts: Any) -> int:
     from tui.cli import EXIT_OK, EXIT_USAGE, error_line
 
     set_frame_rate()
+    size_from_the_terminal()
     try:
         ask_trust(opts)
     except BastionError as exc:
@@ -215,6 +231,7 @@ def _run_app(
         stored=resuming(opts),
         notes=config.notes,
         sandbox_notice=lambda: sandbox_notice_for(opts, config),
+        catalog=config.model_info,
     )
     error = None
     try:

@@ -64,6 +64,10 @@ class LiveConfig:
             return
         config = change.config
         notes: list[str] = []
+        from tui.widgets import StatusBar
+
+        status = app.query_one(StatusBar)
+        status.catalog = config.model_info  # context windows from the [models] tables
         if "theme" in change.changed:
             if config.theme in app.available_themes:  # shipped, Textual's or the user's
                 app.theme = config.theme

@@ -1,6 +1,7 @@
 """`bastion --plain`: line mode, for terminals and people who want scrollback, not a screen.
 
-prompt_toolkit reads a line (with history); the harness runs it; the answer is
+prompt_toolkit reads a line (with history); a `/command` runs from the registry the
+app uses (`tui.slash`, through `tui.plain_commands`); the harness runs the rest; the answer is
 drawn as it streams (rich Markdown, live while it grows, final when it ends);
 tool calls are dim lines with the first line of their result; an approval is a
 `[y/a/n/e]` question (after the diff of a write or edit). Ctrl+C interrupts a run, and at the prompt exits; Ctrl+D exits.
@@ -103,6 +104,10 @@ class LineMode:
         self._live_entry: str | None = None
         self._growing = _Growing()
         self._asked: set[str] = set()
+        self.draft: str | None = None  # text a command hands back for the next prompt
+        self.kept_draft: str | None = None  # what the current prompt started with
+        self.pending_restore: Any = None  # the last /rewind's plan, for /restore
+        self.quit_code: int | None = None  # set by /quit
 
     # --- the loop -----------------------------------------------------------
 
@@ -125,21 +130,68 @@ class LineMode:
             if self._busy():
                 await self.follow()
             text = first_prompt
-            while True:
+            while self.quit_code is None:
                 if text is None:
+                    # the prompt starts with a draft a command handed back (`run`'s read_line)
+                    self.kept_draft, self.draft = self.draft, None
                     try:
                         text = await self.read_line(PROMPT)
                     except (EOFError, KeyboardInterrupt):
                         return 0
                 if text.strip():
                     try:
-                        await self.send(text, typed=text is not first_prompt)
+                        await self.handle(text, typed=text is not first_prompt)
                     except EOFError:
                         return 0
                 text = None
+            return self.quit_code
         finally:
             self._stop_live()
             self._sub.close()
+
+    async def handle(self, text: str, *, typed: bool = True) -> None:
+        """A `/command` runs (an unknown one is one line); anything else is sent."""
+        from tui import slash
+        from tui.plain_commands import PlainHost
+
+        kept, self.kept_draft = self.kept_draft, None
+        after = slash.after_draft(text, kept)  # a command typed after a handed-back draft
+        try:
+            parsed = slash.parse(after or text)
+        except slash.UnknownCommand as exc:
+            self.console.print(Text(str(exc), style="red"), soft_wrap=True)
+            return
+        if parsed is None:
+            await self.send(text[1:] if text.startswith("//") else text, typed=typed)
+            return
+        if after is not None and kept and not slash.is_command(kept):
+            self.draft = kept  # the message stays for the next prompt
+        command, arg = parsed
+        settings = await self.harness.session_settings(self.conversation_id)
+        try:
+            await command.run_in(PlainHost(self, settings), arg)
+        except BastionError as exc:
+            self.console.print(Text(str(exc), style="red"), soft_wrap=True)
+
+    async def switch(self, conversation_id: str, *, replay: bool) -> None:
+        """Go on with `conversation_id` (already driven here): its events from now on;
+        with `replay`, its transcript printed first (a resumed one; a new or copied
+        one's history is not printed again)."""
+        assert self._sub is not None
+        self._stop_live()
+        self._sub.close()
+        self.conversation_id = conversation_id
+        self._sub = self.harness.subscribe(conversation_id)
+        self._events = aiter(self._sub)
+        self.view = await self.harness.snapshot(conversation_id)
+        if replay:
+            self._printed.clear()
+        else:
+            self._printed.update(e.id for e in self.view.entries)
+            self._printed.update(c.id for c in self.view.tool_calls)
+            self._printed.update(f"{c.id}:result" for c in self.view.tool_calls)
+            self._printed.update(f"{r.id}:end" for r in self.view.runs)
+        self._render()
 
     async def send(self, text: str, *, typed: bool = True) -> None:
         if not text.strip():
@@ -458,16 +510,20 @@ async def _main(opts: Any) -> int:
             history = InMemoryHistory()
         prompts: PromptSession[str] = prompt_session(history)
         questions: PromptSession[str] = PromptSession()
+
+        async def read_line(prompt: str) -> str:
+            return await prompts.prompt_async(prompt, default=mode.kept_draft or "")
+
         mode = LineMode(
             harness,
             conv.id,
             Console(highlight=False),
-            read_line=prompts.prompt_async,
+            read_line=read_line,
             ask=questions.prompt_async,
         )
         code = await mode.loop(first_prompt=opts.prompt)
-        if await harness.exists(conv.id):
-            print(resume_hint(conv.id))
+        if await harness.exists(mode.conversation_id):  # (/resume, /new: another one)
+            print(resume_hint(mode.conversation_id))
         return code or EXIT_OK
     finally:
         await harness.close()

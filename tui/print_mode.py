@@ -2,8 +2,10 @@
 
 text: the final answer on stdout; progress and diagnostics on stderr only.
 json: one result object. stream-json: one public event per line, then the result.
-Print mode cannot ask for approval: what would ask is refused, the model is
-told why, and a line goes to stderr.
+Print mode cannot ask for approval: what would ask is refused and the model is
+told why. At the end, stderr names the refused calls and the flags that would
+allow them, the json result lists them under `refused`, and a run that
+completed with refusals exits EXIT_REFUSED (3): it could not do all it was asked.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import shlex
 import signal
 import sys
 import time
@@ -27,9 +30,17 @@ from runtime import (
 )
 from runtime.errors import RequestKeyReused, StoreError, UnknownConversation
 from runtime.events import AttemptReset, Event, ToolCallUpdated, event_to_dict
-from runtime.records import Run, RunState
+from runtime.records import Run, RunState, ToolCallRecord, ToolCallState
 from runtime.views import call_summary
-from tui.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError, error_line
+from tui.cli import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    UsageError,
+    error_line,
+)
 from tui.session import Session, start_session
 
 STATUS = {
@@ -96,7 +107,13 @@ async def _main(opts: Any, prompt: str | None) -> int:
         result = await _result(harness, run.conversation_id, run, started)
         if interrupted.is_set() and result["status"] != "completed":
             result["status"] = "interrupted"
+        refused = await _refused(harness, conv.id, run)
+        result["refused"] = [_refusal(call) for call in refused]
         out.result(result)
+        if refused:
+            error_line(refusal_summary(refused, session.approval_mode))
+        if refused and result["status"] == "completed":
+            return EXIT_REFUSED
         return EXIT[result["status"]]
     except (EmptyInput, RequestKeyReused, NotAdmitted) as exc:
         error_line(str(exc))  # nothing was admitted: bad input or an unusable store
@@ -126,6 +143,51 @@ async def _work(harness: Harness, session: Session, prompt: str | None, opts: An
     if session.created:
         return None
     return await harness.wait_idle(conv_id)
+
+
+async def _refused(harness: Harness, conversation_id: str, run: Run) -> list[ToolCallRecord]:
+    """The calls of `run` that were refused without running (in order)."""
+    view = await harness.snapshot(conversation_id)
+    return [c for c in view.tool_calls if c.run_id == run.id and c.state == ToolCallState.DENIED]
+
+
+def _refusal(call: ToolCallRecord) -> dict[str, Any]:
+    try:
+        arguments: Any = json.loads(call.arguments or "{}")
+    except ValueError:
+        arguments = call.arguments
+    refusal = (call.result or {}).get("refusal") or {}
+    reason = refusal.get("message", "") if isinstance(refusal, dict) else ""
+    return {
+        "tool": call.name,
+        "arguments": arguments,
+        "summary": call_summary(call.name, call.arguments),
+        "reason": _first_line(str(reason)),
+    }
+
+
+def _first_line(text: str) -> str:
+    line = text.splitlines()[0] if text else ""
+    return line.removeprefix("REFUSED FORBIDDEN: ")
+
+
+def refusal_summary(refused: list[ToolCallRecord], approval_mode: str) -> str:
+    """One line: which calls were refused, and the flags that would have let them run."""
+    named = "; ".join(f"{c.name} {call_summary(c.name, c.arguments, limit=60)}" for c in refused)
+    ways = []
+    commands = [
+        call_summary(c.name, c.arguments, limit=60) for c in refused if c.name == "run_command"
+    ]
+    if any(c.name != "run_command" for c in refused) and approval_mode in ("read-only", "ask"):
+        ways.append("--approval-mode auto-edit (edits)")
+    if commands:
+        ways.append(f"--allow {shlex.quote(commands[0])} (commands starting with it)")
+        ways.append("--approval-mode full-auto (edits and commands)")
+    count = f"{len(refused)} tool call{'s' if len(refused) != 1 else ''}"
+    head = f"refused {count} (approval mode {approval_mode}; -p cannot ask): {named}"
+    if approval_mode == "full-auto":  # no flag allows more: a rule or a path denied them
+        return f"{head}; each reason is in the json result's refused list"
+    return f"{head}; to allow, rerun with {' or '.join(ways) or '--approval-mode full-auto'}"
 
 
 class NotAdmitted(BastionError):
@@ -210,8 +272,7 @@ class Printer:
         self.stderr = stderr
 
     def refused(self, tool: str, text: str) -> None:
-        first = text.splitlines()[0] if text else ""
-        print(f"bastion: refused {tool}: {first}", file=self.stderr)
+        print(f"bastion: refused {tool}: {_first_line(text)}", file=self.stderr)
 
     async def pump(self, sub: Subscription) -> None:
         async for event in sub:

@@ -33,14 +33,18 @@ class PickerApp(App[str | None]):
         theme: str = DEFAULT_THEME,
         now: float | None = None,
         search: Search | None = None,
+        short: dict[str, str] | None = None,
     ) -> None:
         super().__init__()
         self.sessions, self.cwd, self.now, self.search = sessions, cwd, now, search
+        self.short = short
         register_themes(self)
         self.theme = theme if theme in THEMES else DEFAULT_THEME
 
     def on_mount(self) -> None:
-        picker = SessionPicker(self.sessions, self.cwd, now=self.now, search=self.search)
+        picker = SessionPicker(
+            self.sessions, self.cwd, now=self.now, search=self.search, short=self.short
+        )
         self.push_screen(picker, self.exit)
 
 
@@ -52,7 +56,8 @@ async def _choose(theme: str) -> str | None:
         if not sessions:
             print(f"bastion: {NO_SESSIONS}")
             return None
-        app = PickerApp(sessions, os.getcwd(), theme=theme, search=harness.search)
+        short = await harness.short_ids([s.conversation.id for s in sessions])
+        app = PickerApp(sessions, os.getcwd(), theme=theme, search=harness.search, short=short)
         return await app.run_async()
     finally:
         await harness.close()

@@ -23,6 +23,7 @@ from runtime.firstrun import NoModelConfigured
 from runtime.harness import new_conversation
 from runtime.ids import parse_uuid, uuid7
 from runtime.records import Conversation
+from runtime.shortids import typed_prefix
 from runtime.toolbox import Toolbox
 
 
@@ -74,19 +75,22 @@ def loop_settings(env: Any) -> LoopSettings:
 
 
 def _session_id(opts: Any) -> str | None:
+    """`--session-id`'s UUID (exactly: it may name a new session); `--resume`'s id or
+    prefix is found in the store once it is open (`Harness.resolve_id`)."""
     if opts.resume == "":  # -r without an id: the front end picks one first
         raise SessionUsageError(
             "--resume needs a session id here", hint="list them with `bastion sessions --all`"
         )
-    raw = opts.session_id or opts.resume
+    if opts.resume:  # found once the store is open; what cannot be an id fails here
+        typed_prefix(opts.resume)
+    raw = opts.session_id
     if raw is None:
         return None
     try:
         return parse_uuid(raw)
     except ValueError:
-        flag = "--session-id" if opts.session_id else "--resume"
         raise SessionUsageError(
-            f"{flag} {raw!r} is not a session id",
+            f"--session-id {raw!r} is not a session id",
             hint="ids look like 0192f7a4-6c1e-7d2a-9b3e-5f6a7b8c9d0e; list them with `bastion sessions`",
         ) from None
 
@@ -115,6 +119,8 @@ async def open_session(opts: Any, cwd: str | None = None, *, check_model: bool =
         loop_settings=loop_settings(os.environ),
     )
     try:
+        if opts.resume:  # a full id, or any unique start of one
+            session_id = await harness.resolve_id(opts.resume)
         request_key, by_key = getattr(opts, "request_key", None), False
         if request_key and session_id is None and not getattr(opts, "continue_", False):
             admitted = await harness.admitted(request_key)

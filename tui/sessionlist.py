@@ -85,11 +85,15 @@ async def choose_numbered(
         say(NO_SESSIONS)
         return None
     now = time.time()
+    short = await harness.short_ids([s.conversation.id for s in sessions])
     for number, summary in enumerate(sessions, 1):
         c = summary.conversation
         where = "" if c.cwd == cwd else f"  ({c.cwd})"
         title = c.title or "(untitled)"
-        say(f"{number:>3}. {title}  · {age(c.updated_at, now)} · {summary.entries} entries{where}")
+        say(
+            f"{number:>3}. {title}  · {age(c.updated_at, now)} · {summary.entries} entries"
+            f" · {short[c.id]}{where}"
+        )
     while True:
         try:
             answer = (await ask(f"resume which (1-{len(sessions)}, Enter cancels)? ")).strip()

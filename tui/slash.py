@@ -1,5 +1,6 @@
-"""Slash commands: one registry for the prompt's `/command`s, their completion and the
-command palette (Ctrl+P).
+"""Slash commands: one registry for every front end's `/command`s (the app's prompt,
+its completion and command palette, `tui.palette`; the line mode's prompt), with no
+Textual here: `--plain` loads this without the app.
 
 A line whose first word is `/name` (letters and dashes) is a command and never
 goes to the model: a known one runs, an unknown one gets one message naming
@@ -15,13 +16,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
-
-from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from runtime.errors import BastionError
 from runtime.records import EntryKind
@@ -36,7 +34,6 @@ __all__ = [
     "COMMANDS",
     "CommandHost",
     "SlashCommand",
-    "SlashProvider",
     "UnknownCommand",
     "completions",
     "find",
@@ -47,9 +44,13 @@ MODES = ("read-only", "ask", "auto-edit", "full-auto")
 _COMMAND = re.compile(r"/([a-z][a-z-]*)(?:\s+(.*))?", re.DOTALL)
 
 
-class CommandHost(Protocol):
-    """What a command may use of the app."""
+FRONT_ENDS = frozenset({"app", "plain"})
 
+
+class CommandHost(Protocol):
+    """What a command may use of its front end (the app, or the line mode)."""
+
+    front_end: str  # "app" or "plain": a command runs only where its `fronts` say
     harness: Any
     conversation_id: str
     view: ConversationView | None
@@ -86,10 +87,18 @@ class SlashCommand:
     run: Run
     args: str = ""
     aliases: tuple[str, ...] = ()
+    fronts: frozenset[str] = FRONT_ENDS  # the front ends it works in
 
     @property
     def usage(self) -> str:
         return f"/{self.name}" + (f" {self.args}" if self.args else "")
+
+    async def run_in(self, host: CommandHost, arg: str) -> None:
+        """Run it, or say in one line that it needs the app."""
+        if host.front_end in self.fronts:
+            await self.run(host, arg)
+        else:
+            host.say(f"/{self.name} needs the app: run `bastion` without --plain", error=True)
 
 
 class UnknownCommand(BastionError):
@@ -110,6 +119,21 @@ def parse(text: str) -> tuple[SlashCommand, str] | None:
             hint="/help lists the commands; //text sends /text",
         )
     return command, (match.group(2) or "").strip()
+
+
+def is_command(text: str) -> bool:
+    """Whether `text` has the form of a `/command` line (known or not)."""
+    return _COMMAND.fullmatch(text.strip()) is not None
+
+
+def after_draft(text: str, kept: str | None) -> str | None:
+    """The command typed after a draft a command left in the prompt (the message /rewind
+    hands back, an unknown command kept to fix): `text` is `kept` with a `/command`
+    typed after it. None when it is not (the text is sent, or parsed, as it is)."""
+    if not kept or not text.startswith(kept) or text == kept:
+        return None
+    typed = text[len(kept) :].strip()
+    return typed if _COMMAND.fullmatch(typed) else None
 
 
 def find(name: str) -> SlashCommand | None:
@@ -137,14 +161,20 @@ def _cmd(name: str) -> str:
 
 async def show_help(host: CommandHost, arg: str) -> None:
     width = max(len(c.usage) for c in COMMANDS)
-    lines = ["[b]commands[/]  [$foreground-muted](Tab completes; Ctrl+P searches them)[/]"]
+    app = host.front_end == "app"
+    about = "Tab completes; Ctrl+P searches them" if app else "//text sends /text"
+    lines = [f"[b]commands[/]  [$foreground-muted]({about})[/]"]
     for c in COMMANDS:
         alias = f"  [$foreground-muted](also /{', /'.join(c.aliases)})[/]" if c.aliases else ""
-        lines.append(f"  {_cmd(escape(c.usage.ljust(width)))}  {c.summary}{alias}")
-    lines.append(
-        "[b]keys[/]  enter send · shift+enter/ctrl+j new line · tab follow-up · "
-        "shift+tab mode · esc interrupt · ctrl+c ctrl+c quit"
-    )
+        only = "" if host.front_end in c.fronts else "  [$foreground-muted](the app only)[/]"
+        lines.append(f"  {_cmd(escape(c.usage.ljust(width)))}  {c.summary}{alias}{only}")
+    if app:  # two lines, each whole at 80 columns: never cut mid-phrase
+        lines.append("[b]keys[/]  enter send · shift+enter/ctrl+j new line · tab follow-up")
+        lines.append("\u00a0" * 6 + "shift+tab mode · esc interrupt · ctrl+c ctrl+c quit")
+    else:
+        lines.append(
+            "[b]keys[/]  enter send · alt+enter/ctrl+j new line · ctrl+c interrupt · ctrl+d quit"
+        )
     host.say("\n".join(lines))
 
 
@@ -206,8 +236,8 @@ async def resume(host: CommandHost, arg: str) -> None:
     chosen = arg.strip() or await host.pick_session()
     if not chosen:
         return
-    try:
-        await host.resume_session(chosen)
+    try:  # a full id, or any unique start of one
+        await host.resume_session(await host.harness.resolve_id(chosen))
     except BastionError as exc:
         host.say(escape(_message(exc)), error=True)
 
@@ -240,18 +270,35 @@ async def export(host: CommandHost, arg: str) -> None:
         host.say("nothing to export yet: send a prompt first")
         return
     suffix = "md" if fmt == "markdown" else "json"
-    path = Path(view.conversation.cwd) / f"bastion-{view.conversation.id[:8]}.{suffix}"
+    conv_id = view.conversation.id
+    short = (await host.harness.short_ids([conv_id]))[conv_id]  # unique among the sessions
     if fmt == "markdown":
         text = export_markdown(view)
     else:
         document = await host.harness.export(host.conversation_id)  # with its ledger events
         text = json.dumps(document, indent=2, ensure_ascii=False)
     try:
-        path.write_text(text + "\n", encoding="utf-8")
+        path = write_new(Path(view.conversation.cwd), f"bastion-{short}", suffix, text + "\n")
     except OSError as exc:
-        host.say(escape(f"cannot write {path}: {exc.strerror or exc}"), error=True)
+        where = escape(f"{view.conversation.cwd}: {exc.strerror or exc}")
+        host.say(f"cannot write the export in {where}", error=True)
         return
     host.say(f"exported to [b]{escape(str(path))}[/]")
+
+
+def write_new(folder: Path, stem: str, suffix: str, text: str) -> Path:
+    """Write `text` to `folder/stem.suffix`, or, when that exists, to the first of
+    `stem-2.suffix`, `stem-3.suffix`, … that does not: an earlier file is never
+    replaced (created exclusively, so a file made meanwhile is not either)."""
+    for n in range(1, 1000):
+        path = folder / (f"{stem}.{suffix}" if n == 1 else f"{stem}-{n}.{suffix}")
+        try:
+            with path.open("x", encoding="utf-8") as handle:
+                handle.write(text)
+        except FileExistsError:
+            continue
+        return path
+    raise FileExistsError(f"{stem}-999.{suffix} and every name before it exist")
 
 
 async def theme(host: CommandHost, arg: str) -> None:
@@ -282,10 +329,11 @@ async def fork(host: CommandHost, arg: str) -> None:
     try:
         copy = await host.harness.fork(source)
         await host.resume_session(copy.id)
+        short = await host.harness.short_ids([copy.id, source])
     except BastionError as exc:
         host.say(escape(_message(exc)), error=True)
         return
-    host.say(f"forked: this is the copy [b]{copy.id[:8]}[/]; [b]{source[:8]}[/] is unchanged")
+    host.say(f"forked: this is the copy [b]{short[copy.id]}[/]; [b]{short[source]}[/] is unchanged")
 
 
 async def rewind(host: CommandHost, arg: str) -> None:
@@ -308,12 +356,13 @@ async def rewind(host: CommandHost, arg: str) -> None:
         back = await host.harness.rewind(source, entry.id)
         plan = await host.harness.restore_plan(source, entry.id)
         await host.resume_session(back.conversation.id)
+        short = await host.harness.short_ids([source])
     except BastionError as exc:
         host.say(escape(_message(exc)), error=True)
         return
     host.set_draft(back.prompt)
     host.pending_restore = plan if plan.files else None
-    lines = [f"rewound: before message {arg}, in a copy; [b]{source[:8]}[/] is unchanged"]
+    lines = [f"rewound: before message {arg}, in a copy; [b]{short[source]}[/] is unchanged"]
     lines += [escape(line) for line in plan.lines()]
     if plan.files:
         lines.append("files are untouched until [b]/restore[/] puts them back as they were")
@@ -350,8 +399,8 @@ async def quit_app(host: CommandHost, arg: str) -> None:
 
 
 def _message(exc: BastionError) -> str:
-    hint = getattr(exc, "hint", None)
-    return f"{exc} ({hint})" if hint else str(exc)
+    """The error's one line: its message and hint (`str` of a BastionError has both)."""
+    return str(exc)
 
 
 COMMANDS: tuple[SlashCommand, ...] = (
@@ -364,35 +413,8 @@ COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand("rewind", "go back to before one of your messages", rewind, "[N]"),
     SlashCommand("restore", "put files back as the last /rewind says", restore),
     SlashCommand("compact", "summarize the conversation so far", compact, "[INSTRUCTIONS]"),
-    SlashCommand("export", "write the conversation to a file", export, "[markdown|json]"),
-    SlashCommand("theme", "show or switch the theme", theme, "[NAME]"),
+    SlashCommand("export", "write the conversation to a new file", export, "[markdown|json]"),
+    SlashCommand("theme", "show or switch the theme", theme, "[NAME]", fronts=frozenset({"app"})),
     SlashCommand("cost", "tokens and cost of this conversation", cost),
     SlashCommand("quit", "leave bastion", quit_app, aliases=("exit",)),
 )
-
-
-class SlashProvider(Provider):
-    """The command palette's commands: the same registry as the prompt's."""
-
-    def _hits(self) -> Iterable[SlashCommand]:
-        return COMMANDS
-
-    def _runner(self, command: SlashCommand) -> Callable[[], Any]:
-        run_slash = self.app.run_slash
-        return partial(run_slash, command, "")
-
-    async def discover(self) -> Hits:
-        for command in self._hits():
-            yield DiscoveryHit(f"/{command.name}", self._runner(command), help=command.summary)
-
-    async def search(self, query: str) -> Hits:
-        matcher = self.matcher(query)
-        for command in self._hits():
-            score = matcher.match(f"/{command.name} {command.summary}")
-            if score > 0:
-                yield Hit(
-                    score,
-                    matcher.highlight(f"/{command.name}"),
-                    self._runner(command),
-                    help=command.summary,
-                )

@@ -66,11 +66,19 @@ def _totals(runs: tuple[Run, ...]) -> Totals:
     return Totals(tokens_in, tokens_out, cost, estimated)
 
 
-def context_window(model: str) -> int | None:
-    """The model's context window in tokens, from the model catalog (a model it does not
-    know gets its conservative default); None with no model."""
+#: What is known of a model spec: `Config.model_info` (the catalog with the user's
+#: [models."…"] tables applied).
+Catalog = Callable[[str], Any]
+
+
+def context_window(model: str, catalog: Catalog | None = None) -> int | None:
+    """The model's context window in tokens, from `catalog` (the user's config) or else
+    the built-in model catalog (a model neither knows gets a conservative default);
+    None with no model."""
     if not model:
         return None
+    if catalog is not None:
+        return int(catalog(model).context_window)
     from runtime.catalog import lookup
 
     return lookup(model).context_window
@@ -92,18 +100,22 @@ def _estimate(entries: tuple[Entry, ...]) -> int:
     return sum(len(e.text) for e in entries) // CHARS_PER_TOKEN
 
 
-def context_of(view: ConversationView, model: str) -> Context:
+def context_of(view: ConversationView, model: str, catalog: Catalog | None = None) -> Context:
     """How much of the window the conversation fills: what the provider reported for the
-    newest request when it did, else estimated from the text."""
+    newest request when it did, else estimated from the text; the window from `catalog`."""
     for run in reversed(view.runs):
         usage = run.usage or {}
         measured = usage.get("context_tokens")
         if isinstance(measured, int) and measured > 0:
             quality = usage.get("quality", "measured")
-            return Context(measured, context_window(model), estimated=quality != "measured")
+            return Context(
+                measured, context_window(model, catalog), estimated=quality != "measured"
+            )
         if usage:
             break
-    return Context(_per_tuple(view.settled, _estimate), context_window(model), estimated=True)
+    return Context(
+        _per_tuple(view.settled, _estimate), context_window(model, catalog), estimated=True
+    )
 
 
 def count(n: int) -> str:

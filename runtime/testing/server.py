@@ -19,6 +19,11 @@ As a process, for end-to-end tests of the real `bastion` command:
 
 writes its port to PORT once listening, appends each chat request body as one
 JSON line to the record file (flushed at once), and runs until SIGTERM/SIGINT.
+Given a command after `--`, it runs that command once listening, with
+OPENAI_BASE_URL and ANTHROPIC_BASE_URL pointing at itself, and exits with the
+command's exit code when it ends (no port to read, nothing left running):
+
+    python -m runtime.testing.server --script turns.json -- bastion -p hi --model openai/demo
 
 Routes: `POST .../chat/completions` (OpenAI chat completions), `POST
 .../messages` (Anthropic Messages, same turns in that wire format: point
@@ -694,22 +699,27 @@ def _write_port_file(path: str, port: int) -> None:
     os.replace(temporary, path)
 
 
-async def _main_async(args: argparse.Namespace) -> None:
+async def _main_async(args: argparse.Namespace, command: list[str]) -> int:
+    """Serve until SIGTERM/SIGINT (0), or, given `command`, until it ends (its code)."""
     script = _Script(load_script(args.script) if args.script else [])
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
+    if not command:  # with a command, Ctrl+C is the command's to handle; it ends us
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
     record = open(args.record, "a", encoding="utf-8") if args.record else None  # noqa: SIM115
     headers = open(args.record_headers, "a", encoding="utf-8") if args.record_headers else None  # noqa: SIM115
+    bound: asyncio.Future[int] = loop.create_future()
 
     def listening(port: int) -> None:
         if args.port_file:
             _write_port_file(args.port_file, port)
-        print(f"loopback server listening on http://{args.host}:{port}/v1", file=sys.stderr)
+        if not command:
+            print(f"loopback server listening on http://{args.host}:{port}/v1", file=sys.stderr)
+        bound.set_result(port)
 
-    try:
-        await serve(
+    server = asyncio.ensure_future(
+        serve(
             script,
             host=args.host,
             port=args.port,
@@ -718,10 +728,38 @@ async def _main_async(args: argparse.Namespace) -> None:
             record_file=record,
             headers_file=headers,
         )
+    )
+    try:
+        if not command:
+            await server  # until a signal; its error (a port in use) is raised here
+            return 0
+        either: list[asyncio.Future[Any]] = [server, bound]
+        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        if server.done():
+            await server  # it could not listen: its error
+        code = await _run_command(command, args.host, bound.result())
+        stop.set()
+        await server
+        return code
     finally:
+        stop.set()
         for handle in (record, headers):
             if handle is not None:
                 handle.close()
+
+
+async def _run_command(command: list[str], host: str, port: int) -> int:
+    """Run `command` pointed at this server; its exit code (128+N for signal N)."""
+    env = dict(os.environ)
+    env["OPENAI_BASE_URL"] = f"http://{host}:{port}/v1"
+    env["ANTHROPIC_BASE_URL"] = f"http://{host}:{port}"
+    process = await asyncio.create_subprocess_exec(*command, env=env)
+    loop = asyncio.get_running_loop()
+    # Ctrl+C reaches the command too (one process group): what it does is its own call.
+    loop.add_signal_handler(signal.SIGINT, lambda: None)
+    loop.add_signal_handler(signal.SIGTERM, process.terminate)
+    code = await process.wait()
+    return 128 - code if code < 0 else code
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -737,13 +775,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--port", type=int, default=0, help="port to bind (default: any free)")
     parser.add_argument("--host", default="127.0.0.1")
-    args = parser.parse_args(argv)
+    parser.epilog = (
+        "After --, a command to run once listening, with OPENAI_BASE_URL and "
+        "ANTHROPIC_BASE_URL set to this server; the exit code is the command's."
+    )
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = argv[argv.index("--") + 1 :] if "--" in argv else []
+    args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
+    if "--" in argv and not command:
+        parser.error("give a command after --")
     try:
-        asyncio.run(_main_async(args))
+        return asyncio.run(_main_async(args, command))
     except (OSError, ValueError) as exc:
         print(f"loopback server: {exc}", file=sys.stderr)
         return 2
-    return 0
 
 
 if __name__ == "__main__":

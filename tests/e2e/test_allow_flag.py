@@ -27,7 +27,7 @@ def test_allow_runs_matching_commands_only(loopback, bastion):
     )
     b = bastion(server)
     out = b.run("-p", "go", "--allow", "echo allowed", "--allow", "touch one.txt")
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 3, out.stderr  # two calls were refused
     assert (b.cwd / "one.txt").exists()
     assert not (b.cwd / "two.txt").exists() and not (b.cwd / "four.txt").exists()
     results = tool_messages(server.requests()[3])
@@ -38,7 +38,7 @@ def test_allow_runs_matching_commands_only(loopback, bastion):
     again = loopback([call("c1", "run_command", command="touch one.txt"), {"text": "ok"}])
     (b.cwd / "one.txt").unlink()
     out = bastion(again).run("-p", "-c", "go")
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 3, out.stderr  # refused again
     assert not (b.cwd / "one.txt").exists()
 
 

@@ -40,7 +40,7 @@ def test_approval_mode_flag_applies_to_its_own_invocation(loopback, bastion):
     assert first.returncode == 0, first.stderr
     assert (b.cwd / "one.txt").read_text() == "1\n"
     second = b.run("-p", "-c", "write two")  # no flag: config, then `ask` (refused in -p)
-    assert second.returncode == 0, second.stderr
+    assert second.returncode == 3, second.stderr  # completed, with a refusal
     assert not (b.cwd / "two.txt").exists()
     assert "refused write_file" in second.stderr
 

@@ -53,7 +53,7 @@ def test_default_print_mode_refuses_a_write_and_tells_the_model(loopback, bastio
     )
     b = bastion(server)
     out = b.run("-p", "write notes")
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 3, out.stderr  # completed, but a call it needed was refused
     assert not (b.cwd / "notes.txt").exists()
     told = tool_messages(server.requests()[1])[0]["content"]
     assert "REFUSED FORBIDDEN" in told and "--approval-mode" in told
@@ -74,8 +74,9 @@ def test_auto_edit_runs_edits_but_refuses_commands(loopback, bastion):
     )
     b = bastion(server)
     out = b.run("-p", "go", "--approval-mode", "auto-edit")
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 3, out.stderr  # the command was refused
     assert (b.cwd / "a.txt").exists() and not (b.cwd / "ran.txt").exists()
+    assert "refused 1 tool call" in out.stderr and "--allow 'touch ran.txt'" in out.stderr
 
 
 def test_paths_outside_the_workspace_are_refused_even_in_full_auto(loopback, bastion, tmp_path):

@@ -664,3 +664,24 @@ async def test_text_read_ahead_while_held_is_drawn_as_it_would_have_been(tmp_pat
         assert ("first" + rest).endswith("".join(segments))
         assert segments[-1].endswith("code 299\n```")
         assert answer.hidden_segments > 0
+
+
+async def test_a_notification_never_covers_the_prompt(tmp_path):
+    """Toasts (config reloaded, not sent, …) show at the top right, over the transcript,
+    not over the prompt box at the bottom (Textual's default place)."""
+    from textual.widgets._toast import Toast
+
+    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
+    app = BastionApp(harness, conv_id)
+    try:
+        async with app.run_test(size=(100, 30), notifications=True) as pilot:
+            await wait_for(app.ready.is_set, pilot)
+            app.notify("the config is valid again", title="config reloaded", timeout=30)
+            await wait_for(lambda: bool(app.screen.query(Toast)), pilot)
+            await pilot.pause(0.1)
+            toast = app.screen.query_one(Toast).region
+            prompt = app.query_one("#prompt").region
+            assert toast.height and not toast.overlaps(prompt), (toast, prompt)
+            assert toast.y < prompt.y
+    finally:
+        await harness.close()

@@ -49,7 +49,7 @@ async def test_a_finished_command_keeps_its_tail_exit_code_and_duration(tmp_path
             record = app.view.tool_calls[0]
             ms = record.result["data"]["duration_ms"]
             lines = row_text(app).split("\n")
-            assert lines[0].startswith("● run_command")
+            assert lines[0].startswith("● Ran for i in")  # the call in words
             assert lines[1] == f"  └ exit 3  ·  {duration(ms)}  ·  26 lines"
             # the last TAIL_LINES lines, verbatim (a trailing backslash is text, not markup)
             assert [x.strip() for x in lines[2:-1]] == [

@@ -128,3 +128,33 @@ async def test_the_app_shows_the_screen_when_its_session_has_no_model(monkeypatc
             await pilot.press("enter")
         assert app.return_code == 2
         assert isinstance(app.open_error, NoModelConfigured)
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
+def test_q_leaves_the_instructions_on_the_terminal(tmp_path, term) -> None:
+    """The full-screen app goes when q is pressed; what it said must not go with it."""
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    with LoopbackServer() as ollama:
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "TERM": "xterm-256color",
+            "LANG": "C.UTF-8",
+            "BASTION_HOME": str(tmp_path / "home"),
+            "XDG_CONFIG_HOME": str(tmp_path / "config"),
+            "OLLAMA_HOST": ollama.url,
+            "BASTION_LLAMACPP_URL": f"http://127.0.0.1:{closed_port()}",
+        }
+        exit_file = term.start([bastion_bin()], env, cwd)
+        term.tmux("set-option", "-t", "bastion", "remain-on-exit", "on")  # keep the pane
+        term.wait_for(
+            lambda s: "bastion --model ollama/loopback:latest" in s, "the first-run screen"
+        )
+        term.send("q")
+        assert wait_exit(exit_file) == 2
+        after = term.tmux("capture-pane", "-p", "-S", "-100", "-t", "bastion")  # with scrollback
+    assert "Welcome: choose a model" not in after  # the app itself is gone
+    assert "No model is configured" in after, after
+    assert "--model PROVIDER/NAME" in after and "BASTION_MODEL" in after
+    assert "bastion --model ollama/loopback:latest" in after

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 import pytest
+from textual.widgets import OptionList
 
 from runtime import Harness, SessionSummary
 from runtime.records import Conversation
@@ -214,3 +215,32 @@ def test_resume_with_an_unknown_id_is_one_clear_line(plain, tmp_path, monkeypatc
     assert (plain_mode if plain else launch).run(opts) == 2
     err = capsys.readouterr().err
     assert err == f"bastion: no conversation {unknown} — list them with `bastion sessions --all`\n"
+
+
+async def test_rows_show_id_prefixes_unique_among_every_stored_session(tmp_path: Path) -> None:
+    """Sessions made in the same minute share their first 8 hex digits: each row shows
+    as much of its id as makes it unique, among every stored session (a session with
+    no entries is not listed, yet its id still counts)."""
+    a, b = "0192f7a4-6c1e-7d2a-9b3e-5f6a7b8c9d0e", "0192f7a4-6c1e-7f00-8b3e-5f6a7b8c9d0e"
+    harness = await open_harness(tmp_path, ScriptedProvider([]))
+    try:
+        for conv_id, title in ((a, "alpha"), (b, "bravo")):
+            conv = await harness.create_conversation(
+                str(tmp_path),
+                settings={"model": "scripted/x"},
+                title=title,
+                conversation_id=conv_id,
+            )
+            await harness.submit(conv.id, f"about {title}")
+        await harness.create_conversation(
+            str(tmp_path), conversation_id="0192f7a4-6c1e-7d2a-0000-000000000000"
+        )
+        picker = await SessionPicker.load(harness, str(tmp_path))
+    finally:
+        await harness.close()
+    app = PickerApp(picker.sessions, str(tmp_path), short=picker.short)
+    async with app.run_test(size=(100, 30)):
+        options = app.screen.query_one(OptionList)
+        rows = [str(options.get_option_at_index(n).prompt) for n in range(2)]
+    assert "0192f7a4-6c1e-7f" in rows[0] and "0192f7a4-6c1e-7f0" not in rows[0]
+    assert "0192f7a4-6c1e-7d2a-9" in rows[1]

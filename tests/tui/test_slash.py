@@ -289,7 +289,9 @@ async def test_resume_switches_to_a_stored_conversation_here(tmp_path):
             await wait_for(app.ready.is_set, pilot)
             await pilot.press(*"in the second", "enter")
             await wait_for(lambda: run_settled(app), pilot)
-            await run_command(app, pilot, f"/resume {first}")
+            short = (await harness.short_ids([first]))[first]  # as the picker shows it
+            assert len(short) < len(first)
+            await run_command(app, pilot, f"/resume {short}")
             await wait_for(lambda: app.conversation_id == first, pilot)
             await wait_for(lambda: "first answer" in transcript_text(app), pilot)
             await pilot.press(*"again", "enter")
@@ -348,5 +350,110 @@ async def test_fork_rewind_and_restore_from_the_prompt(tmp_path):
             await run_command(app, pilot, "/restore")
             await wait_for(lambda: "removed notes.txt" in said(app), pilot)
             assert not (work / "notes.txt").exists()
+    finally:
+        await harness.close()
+
+
+async def test_a_command_typed_after_a_kept_draft_runs_and_is_never_sent(tmp_path):
+    """/rewind puts the message back in the prompt; typing /restore after it (keys, as a
+    user does) runs /restore and leaves the message to edit, instead of sending
+    `write the notes/restore`. An unknown command stays to fix; /theme typed after it
+    runs, instead of sending `/frobnicate/theme`."""
+    import json as _json
+
+    from runtime.providers.base import ToolCall
+    from runtime.toolbox import WorkspaceToolbox
+
+    work = tmp_path / "work"
+    work.mkdir()
+    write = ToolCall("w1", "write_file", _json.dumps({"path": "notes.txt", "content": "hi\n"}))
+    provider = ScriptedProvider(
+        [ScriptedTurn(text="Writing.", tool_calls=(write,)), ScriptedTurn(text="Wrote it.")]
+    )
+    box = WorkspaceToolbox(str(work), tmp_path / "artifacts")
+    harness = await open_harness(work, provider, box)
+    conv = await harness.create_conversation(
+        str(work), settings={"model": MODEL, "approval_mode": "full-auto"}
+    )
+    await harness.drive(conv.id, interactive=True)
+    app = BastionApp(harness, conv.id)
+    prompt_text = lambda: app.query_one(PromptInput).text  # noqa: E731
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(app.ready.is_set, pilot)
+            await pilot.press(*"write the notes", "enter")
+            await wait_for(lambda: run_settled(app) and (work / "notes.txt").exists(), pilot)
+            await run_command(app, pilot, "/rewind 1")
+            await wait_for(lambda: "rewound" in said(app), pilot)
+            assert prompt_text() == "write the notes"
+            await pilot.press(*"/restore", "enter")
+            await wait_for(lambda: "removed notes.txt" in said(app), pilot)
+            assert prompt_text() == "write the notes"
+            await run_command(app, pilot, "/frobnicate")
+            await wait_for(lambda: "unknown command /frobnicate" in said(app), pilot)
+            assert prompt_text() == "/frobnicate"  # kept, to fix
+            assert said(app).count("/help lists the commands") == 1  # its hint said once
+            await pilot.press("end", *"/theme", "enter")
+            await wait_for(lambda: "themes:" in said(app), pilot)
+            assert prompt_text() == ""
+            await pilot.pause(0.2)
+        rewound = app.conversation_id
+        view = await harness.snapshot(rewound)
+        assert [e.text for e in view.entries] == []  # nothing was sent to the model
+        assert len(provider.requests) == 2
+    finally:
+        await harness.close()
+
+
+async def test_export_never_replaces_a_file_and_names_never_collide(tmp_path):
+    """Two sessions made in the same minute share their first 8 hex digits: their
+    exports get names as long as makes them unique. Exporting again writes a new
+    file (`-2`), never over the first."""
+    provider = ScriptedProvider([ScriptedTurn(text="A."), ScriptedTurn(text="B.")])
+    harness, conv_id = await open_driven(tmp_path, provider)
+    item = await harness.submit(conv_id, "hello")
+    await harness.wait(item.id, conv_id, poll=0.05)
+    copy = await harness.fork(conv_id)
+    assert copy.id[:8] == conv_id[:8]
+    app = BastionApp(harness, conv_id)
+    try:
+        async with app.run_test(size=(140, 45)) as pilot:
+            await wait_for(app.ready.is_set, pilot)
+            await run_command(app, pilot, "/export")
+            await wait_for(lambda: "exported to" in said(app), pilot)
+            first = sorted(tmp_path.glob("bastion-*.md"))
+            assert len(first) == 1
+            original = first[0].read_text()
+            await run_command(app, pilot, "/resume " + copy.id)
+            await wait_for(lambda: app.conversation_id == copy.id, pilot)
+            await run_command(app, pilot, "/export")
+            await wait_for(lambda: len(list(tmp_path.glob("bastion-*.md"))) == 2, pilot)
+            await run_command(app, pilot, "/export")
+            await wait_for(lambda: len(list(tmp_path.glob("bastion-*.md"))) == 3, pilot)
+            await wait_for(lambda: "-2.md" in said(app).replace("\n", ""), pilot)
+        names = sorted(p.name for p in tmp_path.glob("bastion-*.md"))
+        short = await harness.short_ids([conv_id, copy.id])
+        assert names == sorted(
+            [f"bastion-{short[conv_id]}.md", f"bastion-{short[copy.id]}.md",
+             f"bastion-{short[copy.id]}-2.md"]
+        )  # fmt: skip
+        assert first[0].read_text() == original
+    finally:
+        await harness.close()
+
+
+async def test_help_key_lines_fit_at_80_columns(tmp_path):
+    """/help's key lines are each whole at 80x24: no phrase is cut by wrapping."""
+    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
+    app = BastionApp(harness, conv_id)
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(app.ready.is_set, pilot)
+            await run_command(app, pilot, "/help")
+            await wait_for(lambda: "/model [NAME]" in said(app), pilot)
+            room = app.query_one(CommandOutput).query_one("#command-text").content_region.width
+            lines = said(app).splitlines()
+            keys = [line for line in lines if "send" in line or "interrupt" in line]
+            assert len(keys) == 2 and all(len(line) <= room for line in keys), (room, keys)
     finally:
         await harness.close()

@@ -25,6 +25,7 @@ from textual.widgets import Static
 from runtime import ConversationView, split_attachments
 from runtime.records import Approval, Entry, EntryKind, EntryStatus, ToolCallRecord, ToolCallState
 from runtime.views import LiveText, call_summary
+from tui.toolrows import row_words
 from tui.widgets.command_output import CommandOutput
 from tui.widgets.markdown import MarkdownText, is_rendered
 from tui.widgets.review import row_diff_markup
@@ -165,7 +166,8 @@ class ToolCallLine(Static, LaidOutOnce):
         if self.command is None:
             self.update(self.render_markup(self.call, record, result, output))
             return
-        head = Content.from_markup(_head(self.call, _call_state(record, result)[0]))
+        glyph = _call_state(record, result)[0]
+        head = Content.from_markup(_words_head(self.call, record, glyph) or _head(self.call, glyph))
         self.update(Content("\n").join([head, self.command.content(self.expanded)]))
 
     def watch_expanded(self) -> None:
@@ -183,6 +185,10 @@ class ToolCallLine(Static, LaidOutOnce):
         output: str | None = None,
     ) -> str:
         glyph, note = _call_state(record, result)
+        words = _words_head(call, record, glyph)
+        if words is not None:  # finished: what it did, in words (the diff under an edit)
+            diff = row_diff_markup(record)
+            return f"{words}\n{diff}" if diff else words
         head = _head(call, glyph)
         if result is not None and result.text.strip():
             tone = "$foreground-muted" if result.data.get("ok", True) else "$error"
@@ -197,6 +203,19 @@ class ToolCallLine(Static, LaidOutOnce):
 def _head(call: dict[str, str], glyph: str) -> str:
     args = escape(call_summary(call.get("name", ""), call.get("arguments", "{}")))
     return f"{glyph} [b]{escape(call.get('name', '?'))}[/b] [$foreground-muted]{args}[/]"
+
+
+def _words_head(call: dict[str, str], record: ToolCallRecord | None, glyph: str) -> str | None:
+    """`● Edited src/app.py  +12 −3`: a finished call in words (`tui.toolrows`), its
+    verb in bold; None while it runs or asks, or for a tool without words."""
+    if record is None or record.state not in (ToolCallState.DONE, ToolCallState.DENIED):
+        return None
+    words = row_words(call.get("name", ""), call.get("arguments", "{}"), record)
+    if words is None:
+        return None
+    verb, _, rest = words.partition(" ")
+    tone = "$error" if verb == "Refused:" else "$foreground"
+    return f"{glyph} [b {tone}]{escape(verb)}[/] {escape(rest)}"
 
 
 LIVE_LINES = 4  # lines of a running command's output shown under its call

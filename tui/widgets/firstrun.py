@@ -3,7 +3,8 @@
 It names the flag, environment variables and config keys that choose a model,
 and lists the local servers that answer (Ollama, llama.cpp), probed on a
 worker so the screen is up at once and says it is still asking. `r` asks
-again; q, Esc or Enter leave (the command then exits 2, as print mode does).
+again; q, Esc or Enter leave (the command then exits 2, as print mode does), and
+what it said stays on the terminal.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 from collections.abc import Sequence
 from typing import ClassVar
 
+from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
@@ -90,7 +92,9 @@ class FirstRunScreen(Screen[None]):
         self.query_one("#firstrun-text", Static).update(self._text())
 
     def action_leave(self) -> None:
-        self.app.exit(return_code=2)  # no session ran: a configuration exit, as in print mode
+        """Quit with exit code 2 (no session ran: a configuration exit, as in print mode),
+        leaving what the screen said on the terminal (stderr) once the app has gone."""
+        self.app.exit(return_code=2, message=Text(self.text))
 
     @property
     def text(self) -> str:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from textual import work
@@ -35,7 +35,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from runtime import BastionError, SearchHit, SessionSummary
+from runtime import BastionError, SearchHit, SessionSummary, short_ids
 from tui.sessionlist import age, filter_sessions, home_relative, order_sessions
 
 __all__ = ["MIN_SEARCH", "Search", "SessionPicker"]
@@ -97,9 +97,13 @@ class SessionPicker(ModalScreen[str | None]):
         *,
         now: float | None = None,
         search: Search | None = None,
+        short: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__()
         self.sessions = order_sessions(sessions, cwd)
+        # the id prefix shown: unique among every stored session (`Harness.short_ids`),
+        # or else among these
+        self.short = dict(short or short_ids(s.conversation.id for s in self.sessions))
         self.cwd = cwd
         self.now = now
         self.search = search
@@ -114,8 +118,10 @@ class SessionPicker(ModalScreen[str | None]):
     async def load(cls, harness: Any, cwd: str, **kwargs: Any) -> SessionPicker:
         """A picker over every session `harness` (a Harness or a HarnessProxy) stores,
         searching their text with `harness.search`."""
-        kwargs.setdefault("search", getattr(harness, "search", None))
-        return cls(await harness.session_summaries(), cwd, **kwargs)
+        kwargs.setdefault("search", harness.search)
+        sessions = await harness.session_summaries()
+        kwargs.setdefault("short", await harness.short_ids([s.conversation.id for s in sessions]))
+        return cls(sessions, cwd, **kwargs)
 
     def compose(self) -> ComposeResult:
         what = "filter or search" if self.search else "filter"
@@ -225,7 +231,9 @@ class SessionPicker(ModalScreen[str | None]):
         if c.id in self.unlisted:  # its size is not known here
             size = ""
         where = "" if c.cwd == self.cwd else f"  [$text-muted]{escape(home_relative(c.cwd))}[/]"
-        meta = f"[$text-muted]{age(c.updated_at, now)} · {size}{c.id[:8]}[/]"
+        if c.id not in self.short:  # found by its text: unique among those known here
+            self.short[c.id] = short_ids([c.id], self.short)[c.id]
+        meta = f"[$text-muted]{age(c.updated_at, now)} · {size}{self.short[c.id]}[/]"
         hit = self.hits.get(c.id)
         snippet = f"\n  {_snippet(hit, self.snippet_room)}" if hit is not None else ""
         return Option(f"[b]{title}[/]\n  {meta}{where}{snippet}", id=c.id)

@@ -23,6 +23,29 @@ __all__ = ["PromptInput"]
 
 NEWLINE_KEYS = frozenset({"shift+enter", "ctrl+j"})
 FOLLOW_UP_KEYS = frozenset({"tab", "alt+enter"})
+#: TextArea's editing and cursor actions, run as their key arrives. Left to its bindings,
+#: a key runs when it bubbles back up, after the keys read with it: `BSpace Q` in one
+#: read inserted Q, and then the backspace deleted it.
+EDITING = frozenset({
+    "delete_left", "delete_word_left", "delete_right", "delete_word_right",
+    "delete_to_start_of_line", "delete_to_end_of_line_or_delete_line",
+    "cursor_left", "cursor_right", "cursor_word_left", "cursor_word_right",
+    "cursor_line_start", "cursor_line_end",
+})  # fmt: skip
+
+
+def _editing_keys() -> dict[str, str]:
+    """key -> TextArea action, for the EDITING actions (as TextArea binds them)."""
+    found: dict[str, str] = {}
+    for binding in TextArea.BINDINGS:
+        keys, action = (binding.key, binding.action) if hasattr(binding, "key") else binding[:2]
+        if action.split("(")[0] in EDITING:
+            for key in keys.split(","):
+                found.setdefault(key.strip(), action)
+    return found
+
+
+EDITING_KEYS = _editing_keys()
 
 
 class PromptInput(TextArea):
@@ -109,6 +132,8 @@ class PromptInput(TextArea):
                 self.recall(-1)
         elif key == "down" and self.cursor_at_last_line and self._index is not None:
             self.recall(1)
+        elif key in EDITING_KEYS:  # in key order (see EDITING)
+            await self.run_action(EDITING_KEYS[key])
         else:
             handled = False
         if handled:

@@ -24,6 +24,7 @@ from tui.markup import escape
 if TYPE_CHECKING:  # the harness's modules load after the first frame (see tui.launch)
     from runtime.records import SessionSettings
     from runtime.views import ConversationView
+    from tui.usage import Catalog
 
 __all__ = ["Field", "StatusBar", "fit"]
 
@@ -79,8 +80,9 @@ class StatusBar(Horizontal):
     }
     """
 
-    def __init__(self) -> None:
+    def __init__(self, catalog: Catalog | None = None) -> None:
         super().__init__()
+        self.catalog = catalog  # the user's model catalog (Config.model_info), for windows
         self._shown_view: tuple[ConversationView, SessionSettings | None] | None = None
         self._retry_seen: dict[tuple[str, int], float] = {}  # retry -> when first shown
         self._ticking: Timer | None = None
@@ -104,7 +106,7 @@ class StatusBar(Horizontal):
         from tui.widgets.status_fields import fields  # with the first view, not the first frame
 
         self._shown_view = (view, settings)
-        self._fields = fields(view, settings, self._retry_in(view))
+        self._fields = fields(view, settings, self._retry_in(view), self.catalog)
         self._draw()
 
     def _retry_in(self, view: ConversationView) -> float | None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from runtime.records import EntryKind, EntryStatus, Run, RunState, ToolCallState
 from runtime.views import ConversationView
 from tui.markup import escape
-from tui.usage import context_of, count, totals
+from tui.usage import Catalog, context_of, count, totals
 from tui.widgets.status import Field
 
 if TYPE_CHECKING:
@@ -62,7 +62,10 @@ def run_state_label(view: ConversationView, retry_in: float | None = None) -> st
 
 
 def fields(
-    view: ConversationView, settings: SessionSettings | None, retry_in: float | None
+    view: ConversationView,
+    settings: SessionSettings | None,
+    retry_in: float | None,
+    catalog: Catalog | None = None,
 ) -> list[Field]:
     model = settings.model if settings else view.conversation.agent.model
     mode = settings.approval_mode if settings else view.conversation.agent.approval_mode
@@ -72,7 +75,7 @@ def fields(
     if queued:
         fields.append(Field(2, f"[$accent]{queued} queued[/]"))
     fields.append(Field(3, f"[b $primary]{escape(model or 'no model')}[/]"))
-    ctx = context_of(view, model)
+    ctx = context_of(view, model, catalog)
     used = f"{'~' if ctx.estimated else ''}{count(ctx.used)}"
     window = f"/{count(ctx.window)} {ctx.percent}%" if ctx.window else ""
     fields.append(Field(4, f"[$foreground-muted]ctx {used}{window}[/]"))

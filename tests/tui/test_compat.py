@@ -1,0 +1,86 @@
+"""Each Textual internal `tui.compat` relies on, checked: this fails when one stops working."""
+
+from __future__ import annotations
+
+import time
+
+from textual._xterm_parser import XTermParser
+
+from tui import compat
+
+
+def keys(data: str) -> list[str]:
+    parser = XTermParser()
+    found = [e.key for e in parser.feed(data) if hasattr(e, "key")]
+    time.sleep(0.15)  # past the escape delay: a lone ESC sequence is settled
+    return found + [e.key for e in parser.tick() if hasattr(e, "key")]
+
+
+def test_esc_cr_is_alt_enter_and_the_rest_is_as_textual_reads_it():
+    compat.install()
+    compat.install()  # idempotent
+    assert keys("\x1b\r") == ["alt+enter"]
+    assert keys("\r") == ["enter"]
+    assert keys("\x1ba") == ["alt+a"]
+    assert keys("\x1b") == ["escape"]
+
+
+def test_alt_enter_in_tmux_queues_a_follow_up(tmp_path):
+    """tmux sends Alt+Enter as ESC CR: while a run streams, it queues a follow-up
+    (shown as one in the inbox strip), not a steer."""
+    import pytest
+
+    from runtime.testing.process import LoopbackProcess
+    from tests.tui.test_tmux import TMUX, Tmux, bastion_bin, environment
+
+    if TMUX is None:
+        pytest.skip("tmux is not installed")
+    slow = {"text": "word " * 400, "chunk_size": 5, "delay_ms": 20}
+    term = Tmux(tmp_path)
+    try:
+        with LoopbackProcess.start([slow, {"text": "later"}], tmp_path / "server") as server:
+            cwd = tmp_path / "work"
+            cwd.mkdir()
+            term.start(
+                [bastion_bin(), "--model", "openai/test"], environment(tmp_path, server), cwd
+            )
+            term.wait_for(lambda s: "type a request" in s, "the app to start")
+            term.send("go", "Enter")
+            term.wait_for(lambda s: "word word" in s, "the answer streaming")
+            term.send("then this", literal=True)
+            term.send("M-Enter")
+            screen = term.wait_for(lambda s: "then this" in s and "queued" in s, "the queue")
+            assert "» follow-up then this" in screen, screen
+    finally:
+        term.kill()
+
+
+def test_editing_keys_in_one_burst_apply_in_order(tmp_path):
+    """tmux sends `BSpace Q` in one write: the backspace deletes the c, then Q is typed
+    (the backspace ran after Q, deleting it, when it was left to TextArea's bindings)."""
+    import pytest
+
+    from runtime.testing.process import LoopbackProcess
+    from tests.tui.test_tmux import TMUX, Tmux, bastion_bin, environment
+
+    if TMUX is None:
+        pytest.skip("tmux is not installed")
+    term = Tmux(tmp_path)
+    try:
+        with LoopbackProcess.start([{"text": "x"}], tmp_path / "server") as server:
+            cwd = tmp_path / "work"
+            cwd.mkdir()
+            term.start(
+                [bastion_bin(), "--model", "openai/test"], environment(tmp_path, server), cwd
+            )
+            term.wait_for(lambda s: "type a request" in s, "the app to start")
+            term.send("abc", literal=True)
+            term.wait_for(lambda s: "│ abc " in s, "abc typed")
+            term.send("BSpace", "Q")
+            term.wait_for(lambda s: "│ abQ " in s, "abQ")
+            term.send("BSpace", "BSpace", "BSpace", "x", "y")
+            term.wait_for(lambda s: "│ xy " in s, "xy")
+            term.send("Left", "Left", "z", "End", "w")
+            term.wait_for(lambda s: "│ zxyw " in s, "zxyw")
+    finally:
+        term.kill()

@@ -1,0 +1,64 @@
+"""Tool rows say what happened in words a user scans (`Edited notes.txt  +1 −1`,
+`Read notes.txt  (2 lines, 8 B)`, `Refused: …`), not the tool's first line of output
+with its sha256 or `REFUSED FORBIDDEN`."""
+
+from __future__ import annotations
+
+import json
+
+from runtime.providers.base import ToolCall
+from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
+from runtime.toolbox import WorkspaceToolbox
+from tests.runtime.helpers import open_harness
+from tests.tui.conftest import MODEL, run_settled, wait_for
+from tui.app import BastionApp
+from tui.toolrows import human_size
+from tui.widgets import ToolCallLine
+
+
+def call(n: int, name: str, **args: object) -> ScriptedTurn:
+    return ScriptedTurn(tool_calls=(ToolCall(f"c{n}", name, json.dumps(args)),))
+
+
+async def test_finished_calls_are_said_in_words(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    (tmp_path / "secret.txt").write_text("no")
+    turns = [
+        call(1, "write_file", path="notes.txt", content="one\ntwo\n"),
+        call(2, "edit_file", path="notes.txt", old_text="two", new_text="three"),
+        call(3, "read_file", path="notes.txt"),
+        call(4, "read_file", path="../secret.txt"),
+        call(5, "list_directory", path="."),
+        call(6, "glob", pattern="*.txt"),
+        call(7, "search_files", pattern="three"),
+        ScriptedTurn(text="Done."),
+    ]
+    box = WorkspaceToolbox(str(work), tmp_path / "artifacts")
+    harness = await open_harness(work, ScriptedProvider(turns), box)
+    conv = await harness.create_conversation(
+        str(work), settings={"model": MODEL, "approval_mode": "full-auto"}
+    )
+    await harness.drive(conv.id, interactive=True)
+    app = BastionApp(harness, conv.id, first_prompt="go")
+    try:
+        async with app.run_test(size=(120, 60)) as pilot:
+            await wait_for(lambda: run_settled(app), pilot, timeout=15)
+            await pilot.pause(0.1)
+            rows = [str(row.render()).split("\n")[0] for row in app.query(ToolCallLine)]
+    finally:
+        await harness.close()
+    assert rows == [
+        "● Created notes.txt  (8 B)  +2",
+        "● Edited notes.txt  +1 −1",
+        "● Read notes.txt  (2 lines)",
+        "● Refused: path contains '..'",
+        "● Listed .  (4 entries)",  # notes.txt, and the store beside it
+        "● Found 1 file for *.txt",
+        '● Searched "three"  (1 match)',
+    ], rows
+    assert not any("sha256" in r or "REFUSED" in r for r in rows)
+
+
+def test_human_size():
+    assert [human_size(n) for n in (14, 2150, 3 * 1024 * 1024)] == ["14 B", "2.1 KB", "3.0 MB"]

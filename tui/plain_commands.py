@@ -1,0 +1,100 @@
+"""The slash commands in the line mode (`bastion --plain`): the registry of `tui.slash`,
+the one the app uses, with the line mode as their host. A command the line mode
+cannot carry out (/theme) says in one line that it needs the app; an unknown one
+is one line too, and nothing of either is sent to the model.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from rich.text import Text
+
+from tui.sessionlist import choose_numbered
+
+if TYPE_CHECKING:
+    from runtime.records import SessionSettings
+    from tui.plain import LineMode
+
+__all__ = ["PlainHost", "rich_markup"]
+
+_TAG = re.compile(r"(?<!\\)\[(?!/)([^\[\]]*)\]")
+
+
+def rich_markup(markup: str) -> str:
+    """Textual markup as Rich markup: theme variables (`$accent`, `$foreground-muted`)
+    and percentages dropped from tags; a tag left with only a muted colour is dim."""
+
+    def tag(match: re.Match[str]) -> str:
+        words = match.group(1).split()
+        kept = [w for w in words if not w.startswith("$") and not w.endswith("%")]
+        if not kept:
+            kept = ["dim"] if any("muted" in w for w in words) else ["bold"]
+        return f"[{' '.join(kept)}]"
+
+    return _TAG.sub(tag, markup)
+
+
+class PlainHost:
+    """What a slash command may use (`tui.slash.CommandHost`), in the line mode."""
+
+    front_end = "plain"
+    theme = ""
+
+    def __init__(self, mode: LineMode, settings: SessionSettings | None) -> None:
+        self.mode = mode
+        self.settings = settings
+
+    @property
+    def harness(self) -> Any:
+        return self.mode.harness
+
+    @property
+    def conversation_id(self) -> str:
+        return self.mode.conversation_id
+
+    @property
+    def view(self) -> Any:
+        return self.mode.view
+
+    @property
+    def available_themes(self) -> dict[str, Any]:
+        return {}
+
+    @property
+    def pending_restore(self) -> Any:
+        return self.mode.pending_restore
+
+    @pending_restore.setter
+    def pending_restore(self, plan: Any) -> None:
+        self.mode.pending_restore = plan
+
+    def say(self, markup: str, *, error: bool = False) -> None:
+        text = Text.from_markup(rich_markup(markup), style="red" if error else "")
+        self.mode.console.print(text, soft_wrap=True)
+
+    def use_settings(self, settings: SessionSettings) -> None:
+        self.settings = settings
+
+    async def new_session(self) -> None:
+        fresh = await self.harness.new_session(self.conversation_id)
+        await self.mode.switch(fresh.id, replay=False)
+        self.say("a new conversation: the next prompt starts it")
+
+    async def pick_session(self) -> str | None:
+        console = self.mode.console
+        chosen: str | None = await choose_numbered(
+            self.harness, self.mode.ask, lambda line: console.print(Text(line))
+        )
+        return chosen
+
+    async def resume_session(self, conversation_id: str) -> None:
+        await self.harness.switch_session(self.conversation_id, conversation_id)
+        await self.mode.switch(conversation_id, replay=True)
+
+    def set_draft(self, text: str) -> None:
+        self.mode.draft = text  # the next prompt starts with it
+
+    def exit(self, result: int | None = None) -> None:
+        self.mode.quit_code = result or 0
