@@ -58,6 +58,7 @@ _EXPORTS = {
     "Subscription": "runtime.harness",
     "default_home": "runtime.harness",
     "BadRule": "runtime.rules",
+    "command_rule": "runtime.rules",
     "Rule": "runtime.rules",
     "RuleKind": "runtime.rules",
     "Scope": "runtime.rules",
@@ -127,6 +128,7 @@ __all__ = [
     "UsageTotals",
     "WorkspaceFiles",
     "choose_sandbox",
+    "command_rule",
     "compacted_through",
     "default_home",
     "default_targets",
@@ -201,7 +203,7 @@ if TYPE_CHECKING:
     from runtime.migrations import schema_version
     from runtime.project_preview import project_preview
     from runtime.records import SessionSettings, SessionSummary
-    from runtime.rules import BadRule, Rule, RuleKind, Scope
+    from runtime.rules import BadRule, Rule, RuleKind, Scope, command_rule
     from runtime.sandboxing import choose_sandbox, sandbox_notice, sandbox_report
     from runtime.sessions import Rewound
     from runtime.shortids import short_ids

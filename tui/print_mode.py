@@ -171,6 +171,16 @@ def _first_line(text: str) -> str:
     return line.removeprefix("REFUSED FORBIDDEN: ")
 
 
+def _can_be_a_rule(text: str) -> bool:
+    from runtime import BadRule, command_rule
+
+    try:
+        command_rule(text)
+    except BadRule:
+        return False
+    return True
+
+
 def refusal_summary(refused: list[ToolCallRecord], approval_mode: str) -> str:
     """One line: which calls were refused, and the flags that would have let them run."""
     named = "; ".join(f"{c.name} {call_summary(c.name, c.arguments, limit=60)}" for c in refused)
@@ -180,8 +190,10 @@ def refusal_summary(refused: list[ToolCallRecord], approval_mode: str) -> str:
     ]
     if any(c.name != "run_command" for c in refused) and approval_mode in ("read-only", "ask"):
         ways.append("--approval-mode auto-edit (edits)")
+    allowable = [text for text in commands if _can_be_a_rule(text)]
+    if allowable:  # (never a shell or interpreter: such a rule would allow everything)
+        ways.append(f"--allow {shlex.quote(allowable[0])} (commands starting with it)")
     if commands:
-        ways.append(f"--allow {shlex.quote(commands[0])} (commands starting with it)")
         ways.append("--approval-mode full-auto (edits and commands)")
     count = f"{len(refused)} tool call{'s' if len(refused) != 1 else ''}"
     head = f"refused {count} (approval mode {approval_mode}; -p cannot ask): {named}"

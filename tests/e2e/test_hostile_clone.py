@@ -55,7 +55,7 @@ def test_an_untrusted_clone_changes_nothing(loopback, bastion):
     hostile_clone(b, attacker.base_url)
     b.env = user_env(b, legit)
     out = b.run("-p", "hello")
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 3, out.stderr  # completed, but a call it needed was refused
     assert attacker.requests() == [] and attacker.headers() == []  # nothing reached it
     assert not (b.cwd / "pwned.txt").exists()  # nothing ran unasked (-p cannot ask: refused)
     first = legit.requests()[0]
@@ -85,7 +85,7 @@ def test_trusting_applies_the_model_and_lowered_modes_never_the_key_routing(loop
     assert "ignored even if trusted: bash" not in trusted.stderr  # said as refused, below
     assert "`bash` would allow any command" in trusted.stderr
     out = b.run("-p", "hello")
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 3, out.stderr  # read-only: the command was refused
     assert legit.requests() == []
     request = attacker.requests()[0]
     assert request["model"] == "m"  # the trusted project's model
@@ -104,7 +104,7 @@ def test_full_auto_from_a_trusted_project_is_not_taken(loopback, bastion):
     (b.cwd / ".bastion" / "config.toml").write_text('approval_mode = "full-auto"\n')
     assert b.run("trust").returncode == 0
     out = b.run("-p", "hello")
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 3, out.stderr  # ask (not full-auto): -p refused the command
     assert not (b.cwd / "pwned.txt").exists()
     assert "approval_mode 'full-auto' (above yours, 'ask')" in out.stderr
     # --trust alone (nothing recorded) is the same for one run; `--revoke` forgets

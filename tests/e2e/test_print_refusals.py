@@ -39,16 +39,15 @@ def test_refusals_are_named_with_how_to_allow_them_and_exit_3(loopback, bastion)
     last = out.stderr.strip().splitlines()[-1]
     assert "refused 2 tool calls (approval mode ask; -p cannot ask)" in last, last
     assert "write_file hello.py; run_command python3 hello.py" in last
-    assert "--approval-mode auto-edit" in last and "--allow 'python3 hello.py'" in last
-    assert "--approval-mode full-auto" in last
+    assert "--approval-mode auto-edit" in last and "--approval-mode full-auto" in last
+    assert "--allow" not in last  # a rule on python3 would allow everything: never offered
     assert not (b.cwd / "hello.py").exists()
 
 
 def test_allowed_by_the_flags_it_names_the_run_exits_0(loopback, bastion):
     server = loopback([*turns()[:2], {"text": "hello ran"}])
     b = bastion(server)
-    out = b.run("-p", "make hello.py and run it", "--approval-mode", "auto-edit",
-                "--allow", "python3 hello.py")  # fmt: skip
+    out = b.run("-p", "make hello.py and run it", "--approval-mode", "full-auto")
     assert out.returncode == 0, out.stderr
     assert out.stdout == "hello ran\n"
     assert "refused" not in out.stderr
