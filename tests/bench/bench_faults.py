@@ -1,12 +1,18 @@
 """Bench: runs in parallel and request-key races end cleanly (issue 25, items 3 and 4).
 
-    python tests/bench/bench_faults.py [--runs 50] [--races 20] [--racers 8]
+    python tests/bench/bench_faults.py [--runs 50] [--races 20] [--racers 8] [--kills 100]
 
 1. parallel: `--runs` `bastion -p` runs started at once, each its own session,
    against one loopback server: every one must exit 0 with its answer.
 2. races: `--races` times, `--racers` `bastion -p --request-key K` with one key and
    one prompt started at once: one session, one run and one model request per key,
    and every process reports that session and run.
+3. kills: `--kills` times, `bastion -p --output-format stream-json` killed (SIGKILL)
+   at a random moment while it streams; what it showed (its text deltas) against
+   what the store kept. The bound: at most what was shown in the last checkpoint
+   interval (100 ms) before the kill. Prints the worst loss and how many kills kept
+   within the bound; fails on a loss past twice the bound (a loaded machine may
+   delay one checkpoint) or on kept text that is not what was shown.
 
 Any traceback or "Future exception was never retrieved" on any process's stderr
 fails the bench, as does any run that does not end as described. Prints one line
@@ -18,11 +24,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -108,11 +117,81 @@ def race(index: int, racers: int, base: Path) -> list[str]:
     return problems
 
 
+INTERVAL = 0.1  # LoopSettings.checkpoint_interval
+TEXT = "".join(f"{i:05d} " for i in range(2000))
+
+
+def kill_once(env: dict[str, str], cwd: Path, rng: random.Random) -> tuple[int, int, int, int]:
+    """(shown, kept, shown in the last interval, in the last two) for one kill."""
+    sid = str(uuid.uuid4())
+    proc = subprocess.Popen(
+        [BASTION, "-p", "--output-format", "stream-json", "--session-id", sid, "go"],
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    deltas: list[tuple[float, str]] = []
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith('{"type": "text.delta"'):
+                deltas.append((time.monotonic(), json.loads(line)["text"]))
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    deadline = time.monotonic() + 30
+    while len(deltas) < 10 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    time.sleep(rng.uniform(0.0, 0.6))
+    killed_at = time.monotonic()
+    proc.kill()
+    proc.wait()
+    reader.join()
+    shown = "".join(text for _, text in deltas)
+
+    def within(seconds: float) -> int:
+        return sum(len(text) for at, text in deltas if at > killed_at - seconds)
+
+    out = subprocess.run([BASTION, "export", sid], cwd=cwd, env=env, capture_output=True)
+    entries = json.loads(out.stdout)["entries"] if out.returncode == 0 else []
+    kept = next((e["text"] for e in entries if e["kind"] == "assistant"), "")
+    if not (TEXT.startswith(shown) and shown.startswith(kept)):
+        raise AssertionError(f"kept text is not what was shown: {kept[-30:]!r} {shown[-30:]!r}")
+    return len(shown), len(kept), within(INTERVAL), within(2 * INTERVAL)
+
+
+def kills(count: int, base: Path) -> list[str]:
+    problems: list[str] = []
+    turn = {"text": TEXT, "chunk_size": 4, "delay_ms": 10, "repeat": True}
+    rng = random.Random(25)
+    worst, inside = 0, 0
+    with LoopbackProcess.start([turn], base / "server") as server:
+        env = environment(base / "home", server)
+        (base / "work").mkdir()
+        for index in range(count):
+            shown, kept, bound, twice = kill_once(env, base / "work", rng)
+            lost = shown - kept
+            worst = max(worst, lost)
+            inside += lost <= bound
+            if lost > twice:
+                problems.append(f"kill {index}: lost {lost} characters, bound {bound}")
+    print(
+        f"kills: {count}, worst loss {worst} characters; {inside} of {count} within the "
+        f"text shown in the last {INTERVAL * 1000:.0f} ms before the kill"
+    )
+    return problems
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--races", type=int, default=20)
     parser.add_argument("--racers", type=int, default=8)
+    parser.add_argument("--kills", type=int, default=100)
     args = parser.parse_args()
     failed = False
     with tempfile.TemporaryDirectory(prefix="bastion-faults-") as tmp:
@@ -132,6 +211,10 @@ def main() -> int:
             f"races: {args.races} x {args.racers} processes with one request key, "
             f"{len(problems)} problems ({took:.1f} s)"
         )
+        for problem in problems[:10]:
+            print(f"  {problem}")
+        failed = failed or bool(problems)
+        problems = kills(args.kills, base / "kills")
         for problem in problems[:10]:
             print(f"  {problem}")
         failed = failed or bool(problems)
