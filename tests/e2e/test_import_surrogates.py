@@ -11,7 +11,7 @@ import pytest
 pytestmark = pytest.mark.e2e
 
 
-def test_split_surrogates_in_an_imported_file_become_replacement_characters(loopback, bastion):
+def test_split_surrogates_through_bastion_import_become_replacement_characters(loopback, bastion):
     b = bastion(loopback([{"text": "an answer"}]))
     first = b.json("-p", "hello", "--output-format", "json")
     exported = b.run("export", first["session_id"])

@@ -101,3 +101,33 @@ async def test_split_surrogates_from_a_real_stream_complete_the_run(tmp_path: Pa
     (call,) = view.tool_calls
     assert call.name == "read_file"
     assert sent[2]["tool_calls"][0]["id"] == "call_\ufffd"  # the id, mended, went back
+
+
+async def test_split_surrogates_in_an_imported_file_become_replacement_characters(
+    tmp_path: Path,
+) -> None:
+    harness = await Harness.open(tmp_path / "b.sqlite", config=Config())
+    try:
+        conv = await harness.create_conversation(str(tmp_path), settings={"model": "openai/m"})
+        document = await harness.export(conv.id)
+        document["conversation"]["title"] = "t\ud800"
+        document["entries"] = [
+            {
+                "id": "0192f7a4-6c1e-7d2a-9b3e-5f6a7b8c9d0e",
+                "conversation_id": conv.id,
+                "position": 0,
+                "kind": "user",
+                "status": "complete",
+                "text": "hi \ud800 " + HIGH + LOW,
+                "created_at": 1.0,
+                "data": {},
+            }
+        ]
+        text = json.dumps(document)  # ensure_ascii: the file spells them `\\ud800`
+        assert "\\ud800" in text
+        imported = await harness.import_conversation(text, cwd=str(tmp_path))
+        view = await harness.snapshot(imported.id)
+    finally:
+        await harness.close()
+    assert imported.title == "t\ufffd"
+    assert [e.text for e in view.entries] == ["hi \ufffd " + SMILE]
