@@ -6,6 +6,7 @@ nox -s typecheck    mypy strict on runtime/ and tools/
 nox -s snapshots    the TUI snapshot tests (pass --snapshot-update after -- to regenerate)
 nox -s bench        benchmarks, printed as ratios against references run alongside
 nox -s sanitize     the tools tests with tools._native built under ASan and UBSan
+nox -s crash        50 runs at once, 20 request-key races, 100 kills mid-stream (issue 25)
 """
 
 from __future__ import annotations
@@ -96,3 +97,14 @@ def sanitize(session: nox.Session) -> None:
     # The one test that starts Python with a scrubbed environment cannot preload ASan.
     session.run("python", "-m", "pytest", "tests/tools", "-k", "not stays_lean", env=env)
     session.install("-e", ".")  # back to a normal build for the other sessions
+
+
+@nox.session
+def crash(session: nox.Session) -> None:
+    """Faults at the edges (issue 25): 50 `bastion -p` runs at once, 20 races of 8
+    processes with one `--request-key`, and 100 kills mid-stream with the worst text
+    lost printed against the bound (one checkpoint interval of what was shown); any
+    traceback on stderr, a second session or run for a key, a process reporting
+    another session, or a loss past twice the bound fails it."""
+    session.install(".")
+    session.run("python", "tests/bench/bench_faults.py", *session.posargs)
