@@ -30,10 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from runtime import fulltext, ledger, migrations, sessions, storefile
+from runtime import fulltext, ledger, sessions, storefile
 from runtime.errors import (
     LeaseLost,
-    SchemaTooNew,
     StoreError,
     UnfinishedWork,
     UnknownConversation,
@@ -101,61 +100,6 @@ class LeaseInfo:
 def _store_error(path: Path, exc: sqlite3.Error) -> StoreError:
     """What `exc` means for a person: locked (by pid when known), read-only, full, corrupt."""
     return storefile.explain(path, exc, waited=BUSY_TIMEOUT_MS / 1000)
-
-
-def _prepare_file(path: Path) -> None:
-    """Create or migrate the file synchronously, refusing what this build cannot use.
-
-    A home that is a file or read-only is refused before SQLite is asked, so
-    nothing is created. A file already at the latest schema is only read, so
-    opening never waits for another process's write lock.
-    """
-    storefile.prepare_directory(path)
-    storefile.check_writable(path)
-    try:
-        storefile.make_private(path)
-    except OSError as exc:
-        raise StoreError(
-            f"cannot make {path} private to you: {exc.strerror or exc}",
-            hint="check who owns it (chmod 600 it), or set BASTION_HOME",
-        ) from None
-    try:
-        db = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
-    except sqlite3.Error as exc:
-        raise _store_error(path, exc) from exc
-    try:
-        try:
-            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-            if tables and "meta" not in tables:
-                raise StoreError(
-                    f"{path} is an SQLite file but not a Bastion database",
-                    hint="point BASTION_HOME at another directory",
-                )
-            version = migrations.current_version(db) if "meta" in tables else 0
-            latest = migrations.latest_version()
-            if version > latest:
-                raise SchemaTooNew(
-                    f"{path} has schema version {version}, newer than this bastion knows "
-                    f"({latest})",
-                    hint="upgrade bastion (pip install -U bastion); the file was not changed",
-                )
-            if not tables:
-                # A new file: 16 KiB pages pack a streamed answer of a few KiB with its
-                # neighbours (on 4 KiB pages each one took a page of its own).
-                db.execute(f"PRAGMA page_size={PAGE_SIZE}")
-            mode = db.execute("PRAGMA journal_mode=WAL").fetchone()
-            if mode is None or str(mode[0]).lower() != "wal":
-                raise StoreError(
-                    f"{path}: cannot switch to WAL journal mode",
-                    hint="put BASTION_HOME on a local filesystem",
-                )
-            if version < latest:
-                migrations.ensure_meta(db)
-                migrations.apply_pending(db)
-        except sqlite3.Error as exc:
-            raise _store_error(path, exc) from exc
-    finally:
-        db.close()
 
 
 def _connect(path: Path, busy_ms: int) -> sqlite3.Connection:
@@ -240,7 +184,7 @@ class Store:
     @classmethod
     async def open(cls, path: str | os.PathLike[str]) -> Store:
         file = Path(path)
-        await asyncio.to_thread(_prepare_file, file)
+        await asyncio.to_thread(storefile.prepare_file, file, BUSY_TIMEOUT_MS, PAGE_SIZE)
         try:
             writer = await asyncio.to_thread(_Connection, file, "bastion-writer", _BUSY_STEP_MS)
             reader = await asyncio.to_thread(_Connection, file, "bastion-reader", BUSY_TIMEOUT_MS)

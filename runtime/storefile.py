@@ -25,7 +25,8 @@ import sqlite3
 import stat
 from pathlib import Path
 
-from runtime.errors import StoreCorrupt, StoreError, StoreLocked, StoreReadOnly
+from runtime import migrations
+from runtime.errors import SchemaTooNew, StoreCorrupt, StoreError, StoreLocked, StoreReadOnly
 
 __all__ = [
     "check_writable",
@@ -34,6 +35,7 @@ __all__ = [
     "lock_holder",
     "make_private",
     "prepare_directory",
+    "prepare_file",
     "store_modes",
 ]
 
@@ -95,6 +97,61 @@ def store_modes(path: Path) -> list[tuple[Path, int, int]]:
         with contextlib.suppress(FileNotFoundError):
             out.append((file, stat.S_IMODE(os.stat(file).st_mode), most))
     return out
+
+
+def prepare_file(path: Path, busy_ms: int, page_size: int) -> None:
+    """Create or migrate the file synchronously, refusing what this build cannot use.
+
+    A home that is a file or read-only is refused before SQLite is asked, so
+    nothing is created. A file already at the latest schema is only read, so
+    opening never waits for another process's write lock.
+    """
+    prepare_directory(path)
+    check_writable(path)
+    try:
+        make_private(path)
+    except OSError as exc:
+        raise StoreError(
+            f"cannot make {path} private to you: {exc.strerror or exc}",
+            hint="check who owns it (chmod 600 it), or set BASTION_HOME",
+        ) from None
+    try:
+        db = sqlite3.connect(path, isolation_level=None, timeout=busy_ms / 1000)
+    except sqlite3.Error as exc:
+        raise explain(path, exc, waited=busy_ms / 1000) from exc
+    try:
+        try:
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if tables and "meta" not in tables:
+                raise StoreError(
+                    f"{path} is an SQLite file but not a Bastion database",
+                    hint="point BASTION_HOME at another directory",
+                )
+            version = migrations.current_version(db) if "meta" in tables else 0
+            latest = migrations.latest_version()
+            if version > latest:
+                raise SchemaTooNew(
+                    f"{path} has schema version {version}, newer than this bastion knows "
+                    f"({latest})",
+                    hint="upgrade bastion (pip install -U bastion); the file was not changed",
+                )
+            if not tables:
+                # A new file: 16 KiB pages pack a streamed answer of a few KiB with its
+                # neighbours (on 4 KiB pages each one took a page of its own).
+                db.execute(f"PRAGMA page_size={page_size}")
+            mode = db.execute("PRAGMA journal_mode=WAL").fetchone()
+            if mode is None or str(mode[0]).lower() != "wal":
+                raise StoreError(
+                    f"{path}: cannot switch to WAL journal mode",
+                    hint="put BASTION_HOME on a local filesystem",
+                )
+            if version < latest:
+                migrations.ensure_meta(db)
+                migrations.apply_pending(db)
+        except sqlite3.Error as exc:
+            raise explain(path, exc, waited=busy_ms / 1000) from exc
+    finally:
+        db.close()
 
 
 def _file_in_the_way(directory: Path) -> Path:
