@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,13 +32,7 @@ from runtime.approvals import ApprovalMode
 from runtime.catalog import DEFAULT_OUTPUT_CAP, ModelInfo, catalog_entry, lookup
 from runtime.errors import ConfigError
 from runtime.project_config import restrict_project
-from runtime.safe_read import (
-    check_depth,
-    read_project_file,
-    read_user_file,
-    too_deep,
-    too_large,
-)
+from runtime.safe_read import parse_toml, read_project_file, read_user_file, too_large
 from runtime.sandboxing import KEYS as _SANDBOX_KEYS
 from runtime.sandboxing import check_keys as _check_sandbox
 from runtime.sandboxing import config_fields as _sandbox_fields
@@ -150,34 +142,9 @@ def read_config_file(path: Path, project_root: str | None = None) -> dict[str, A
         return {}
     if read.cut:
         raise too_large(path, read.size)
-    raw = read.data
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise _not_utf8(path, raw, exc.start) from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML ({exc})", hint="fix or remove that file") from exc
-    except RecursionError:
-        raise too_deep(path) from None
-    check_depth(data, str(path))
+    data = parse_toml(read.data, path)
     _check(path, data)
     return data
-
-
-_BARE_KEY = re.compile(r"\s*([A-Za-z0-9_.-]+)\s*=")
-
-
-def _not_utf8(path: Path, raw: bytes, at: int) -> ConfigError:
-    """Name the bad byte, its line and, when the line is `key = ...`, the key."""
-    line = raw.count(b"\n", 0, at) + 1
-    start = raw.rfind(b"\n", 0, at) + 1
-    key = _BARE_KEY.match(raw[start:at].decode("utf-8", "replace"))
-    where = f"line {line}, in the value of {key.group(1)}" if key else f"line {line}"
-    return ConfigError(
-        f"{path} is not UTF-8 text (byte 0x{raw[at]:02x} on {where})", hint="save it as UTF-8"
-    )
 
 
 def _kind(value: Any) -> str:

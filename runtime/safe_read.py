@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import tomllib
 from dataclasses import dataclass
@@ -169,10 +170,7 @@ def parse_toml(raw: bytes, path: str | Path) -> dict[str, Any]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError(
-            f"{path} is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start})",
-            hint="save it as UTF-8",
-        ) from None
+        raise _not_utf8(path, raw, exc.start) from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -181,6 +179,20 @@ def parse_toml(raw: bytes, path: str | Path) -> dict[str, Any]:
         raise too_deep(path) from None
     check_depth(data, str(path))
     return data
+
+
+_BARE_KEY = re.compile(r"\s*([A-Za-z0-9_.-]+)\s*=")
+
+
+def _not_utf8(path: str | Path, raw: bytes, at: int) -> ConfigError:
+    """Name the bad byte, its line and, when the line is `key = ...`, the key."""
+    line = raw.count(b"\n", 0, at) + 1
+    start = raw.rfind(b"\n", 0, at) + 1
+    key = _BARE_KEY.match(raw[start:at].decode("utf-8", "replace"))
+    where = f"line {line}, in the value of {key.group(1)}" if key else f"line {line}"
+    return ConfigError(
+        f"{path} is not UTF-8 text (byte 0x{raw[at]:02x} on {where})", hint="save it as UTF-8"
+    )
 
 
 def load_json(text: str | bytes, where: str) -> Any:

@@ -99,7 +99,7 @@ def add_project_rules(root: str | os.PathLike[str], rules: Sequence[Rule]) -> tu
     path = settings_path(root)
     try:
         path.parent.mkdir(exist_ok=True)
-        with _locked(path.parent / "settings.lock"):
+        with locked(path.parent / "settings.lock"):
             data = _read(root)
             current = _rules_of(data, path)[0]
             merged = unique([*current, *(r.but(scope=Scope.PROJECT) for r in rules)])
@@ -109,7 +109,7 @@ def add_project_rules(root: str | os.PathLike[str], rules: Sequence[Rule]) -> tu
             table["commands"] = [r.pattern for r in merged if r.kind == RuleKind.COMMAND]
             table["edits"] = [r.pattern or "." for r in merged if r.kind == RuleKind.EDITS]
             text = dump_toml({**data, "approvals": table})
-            _replace(path, text)
+            replace_file(path, text)
             return merged
     except OSError as exc:
         raise ConfigError(
@@ -118,8 +118,9 @@ def add_project_rules(root: str | os.PathLike[str], rules: Sequence[Rule]) -> tu
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `path` (created 0600 if missing) for the block."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -127,8 +128,9 @@ def _locked(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _replace(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=".settings.", suffix=".tmp", dir=path.parent)
+def replace_file(path: Path, text: str) -> None:
+    """Write `text` to `path` atomically: a temp file beside it, fsync, rename."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text)

@@ -23,10 +23,7 @@ not read by anything.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -136,13 +133,13 @@ def set_trust(
 ) -> str:
     """Record `state` for `folder` (atomically, under a lock; other folders kept); the
     resolved folder. UNKNOWN forgets the decision. ConfigError if it cannot be written."""
-    from runtime.settings import dump_toml
+    from runtime.settings import dump_toml, locked, replace_file
 
     key = _key(folder)
     path = trust_path(env)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with _locked(path.parent / "trusted.lock"):
+        with locked(path.parent / "trusted.lock"):
             decisions = {f: s.value for f, s in recorded_trust(env).items()}
             if state is TrustState.UNKNOWN:
                 decisions.pop(key, None)
@@ -153,36 +150,12 @@ def set_trust(
                 "# `bastion trust`. A decision covers the folder and those beneath it.\n"
                 + dump_toml({"folders": dict(sorted(decisions.items()))})
             )
-            _replace(path, text)
+            replace_file(path, text)
     except OSError as exc:
         raise ConfigError(
             f"cannot write {path}: {exc.strerror or exc}", hint="check the folder's permissions"
         ) from None
     return key
-
-
-@contextlib.contextmanager
-def _locked(path: Path):  # type: ignore[no-untyped-def]
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
-
-
-def _replace(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=".trusted.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
 def project_files(folder: str | os.PathLike[str]) -> tuple[str, ...]:
