@@ -3,24 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from tools.access import Access, AuthorizePath
 from tools.limits import Limits
+
+__all__ = ["Access", "AuthorizePath", "ToolContext"]
 
 if TYPE_CHECKING:
     import pathlib
 
     from tools.sandbox import SandboxPolicy
     from tools.workspace import Workspace
-
-
-class Access(StrEnum):
-    READ = "read"
-    WRITE = "write"
-
-
-AuthorizePath = Callable[[str, Access], bool]
 
 
 class ToolContext(NamedTuple):

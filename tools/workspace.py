@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from tools.context import Access, AuthorizePath
+from tools.access import Access, AuthorizePath
 from tools.refusal import RefusalCode, Refused
 
 if TYPE_CHECKING:
