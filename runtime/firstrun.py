@@ -126,7 +126,7 @@ def first_run_text(
         "  --model PROVIDER/NAME         for one run, e.g. --model ollama/llama3.2",
         "  BASTION_MODEL=PROVIDER/NAME   in the environment",
         f'  model = "PROVIDER/NAME"       in {config_path}',
-        "                                or .bastion/config.toml in a project",
+        "                                or .bastion/config.toml in a project you trust",
         "",
         "Providers: openai/ (OPENAI_API_KEY, OPENAI_BASE_URL),",
         "anthropic/ (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL), ollama/ (OLLAMA_HOST),",
