@@ -26,7 +26,7 @@ from typing import Any
 
 from runtime.errors import BastionError
 from runtime.records import Conversation
-from runtime.tx import CONVERSATION_COLUMNS, conversation_row
+from runtime.rows import CONVERSATION_COLUMNS, conversation_row
 
 _OPEN, _CLOSE = "\x02", "\x03"  # snippet marks, split into spans before anyone sees them
 _WS = re.compile(r"\s+")

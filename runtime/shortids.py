@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 
 from runtime.errors import AmbiguousId, UnknownConversation
 from runtime.records import Conversation
-from runtime.tx import CONVERSATION_COLUMNS, conversation_row
+from runtime.rows import CONVERSATION_COLUMNS, conversation_row
 
 __all__ = [
     "MIN_TYPED",

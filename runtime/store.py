@@ -40,15 +40,14 @@ from runtime.errors import (
 )
 from runtime.events import ConversationCreated, DurableEvent, LeaseChanged
 from runtime.records import Conversation, Entry, InboxItem, Run, SessionSummary, ToolCallRecord
+from runtime.rows import CONVERSATION_COLUMNS, conversation_row
 from runtime.rules import Rule
 from runtime.tx import (
-    CONVERSATION_COLUMNS,
     ENTRY_COLUMNS,
     INBOX_COLUMNS,
     RUN_COLUMNS,
     TOOL_COLUMNS,
     Tx,
-    conversation_row,
     entry_row,
     inbox_row,
     joined_chunks,

@@ -1,0 +1,129 @@
+"""The read-only store (`runtime.readonly`): the harness's answers without the harness,
+nothing written, and None (the harness opens it instead) for a store it cannot read as
+it stands."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from runtime import AmbiguousId, Harness, ReadOnlyStore, UnknownConversation, default_home
+from runtime.ids import uuid7
+from runtime.migrations import schema_version
+from runtime.records import Entry, EntryKind, EntryStatus
+
+
+async def _fill(harness: Harness) -> list[str]:
+    """Three conversations in two folders, with searchable entries."""
+    ids = []
+    for n, (cwd, text) in enumerate(
+        [("/a", "durable gardens"), ("/a", "durable ledger"), ("/b", "walrus tusks")]
+    ):
+        conv = await harness.create_conversation(cwd, title=f"t{n}")
+
+        def fill(tx, cid=conv.id, text=text):
+            for i, words in enumerate([text, f"answer about {text}"]):
+                kind = EntryKind.USER if i == 0 else EntryKind.ASSISTANT
+                tx.add_entry(Entry(uuid7(), cid, 0, kind, EntryStatus.COMPLETE, words, time.time()))
+
+        await harness.store.transact(conv.id, fill)
+        ids.append(conv.id)
+    return ids
+
+
+async def test_answers_are_the_harness_answers_and_nothing_is_written():
+    harness = await Harness.open()
+    try:
+        ids = await _fill(harness)
+        expected = {
+            "all": await harness.list_conversations(None),
+            "a": await harness.list_conversations("/a"),
+            "search": await harness.search("durable"),
+            "prefix": await harness.search("walr"),
+            "id": await harness.resolve_id(ids[2][:13]),
+            "short": await harness.short_ids(ids),
+        }
+    finally:
+        await harness.close()
+    path = default_home() / "bastion.sqlite"
+    before = {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in path.parent.glob("*sqlite*")}
+    with ReadOnlyStore.open() as store:  # type: ignore[union-attr]
+        assert store.list_conversations(None) == expected["all"]
+        assert store.list_conversations("/a") == expected["a"]
+        assert len(expected["a"]) == 2
+        assert store.search("durable") == expected["search"] and len(expected["search"]) == 2
+        assert store.search("walr") == expected["prefix"]
+        assert store.resolve_id(ids[2][:13]) == expected["id"] == ids[2]
+        assert store.short_ids(ids) == expected["short"]
+        with pytest.raises(UnknownConversation):
+            store.resolve_id("ffff")
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            store._db.execute("DELETE FROM conversations")
+    after = {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in path.parent.glob("*sqlite*")}
+    assert after == before
+
+
+async def test_an_ambiguous_prefix_names_the_sessions_as_the_harness_does():
+    harness = await Harness.open()
+    try:
+        ids = await _fill(harness)
+        # UUIDv7 ids made in the same millisecond-ish share their first 8 digits.
+        common = ids[0][:8]
+        assert all(i.startswith(common) for i in ids)
+        with pytest.raises(AmbiguousId) as from_harness:
+            await harness.resolve_id(common)
+    finally:
+        await harness.close()
+    store = ReadOnlyStore.open()
+    assert store is not None
+    with store, pytest.raises(AmbiguousId) as from_store:
+        store.resolve_id(common)
+    assert str(from_store.value) == str(from_harness.value)
+
+
+@pytest.mark.parametrize("shift", [-1, 1])
+async def test_a_store_of_another_schema_version_is_left_to_the_harness(shift):
+    harness = await Harness.open()
+    await harness.close()
+    path = default_home() / "bastion.sqlite"
+    db = sqlite3.connect(path)
+    db.execute(
+        "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(schema_version() + shift),)
+    )
+    db.commit()
+    db.close()
+    assert ReadOnlyStore.open() is None
+
+
+def test_a_missing_store_is_left_to_the_harness(tmp_path: Path):
+    assert ReadOnlyStore.open(tmp_path / "nowhere") is None
+    assert not (tmp_path / "nowhere").exists()
+
+
+async def test_listing_and_searching_load_neither_asyncio_nor_the_harness():
+    harness = await Harness.open()
+    try:
+        await _fill(harness)
+    finally:
+        await harness.close()
+    code = (
+        "import sys\n"
+        "from tui.cli import main\n"
+        "for args in (['sessions', '--all'], ['sessions', 'search', 'durable'],"
+        " ['sessions', '--json', 'search', 'walrus']):\n"
+        "    assert main(args) == 0\n"
+        "loaded = [m for m in ('asyncio', 'runtime.harness', 'runtime.store', 'runtime.tx')"
+        " if m in sys.modules]\n"
+        "assert not loaded, loaded\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=os.environ
+    )
+    assert done.returncode == 0, done.stderr
+    assert "durable" in done.stdout and "walrus" in done.stdout
