@@ -9,8 +9,8 @@ is missing, has another schema version (older: the harness migrates it; newer: t
 harness refuses it in one line) or cannot be read, `open()` returns None and the
 caller goes through the harness, which creates, migrates or reports it.
 
-Imports: the standard library, records, errors and the two query modules; nothing
-that starts a thread or a loop. Nothing here writes.
+Imports: the standard library, records and errors; the query modules when a query
+needs them; nothing that starts a thread or a loop. Nothing here writes.
 """
 
 from __future__ import annotations
@@ -20,12 +20,15 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
-from runtime import fulltext, shortids
 from runtime.errors import StoreError
 from runtime.home import STORE_NAME, default_home
-from runtime.records import Conversation
 from runtime.rows import CONVERSATION_COLUMNS, conversation_row
+
+if TYPE_CHECKING:
+    from runtime.fulltext import SearchHit
+    from runtime.records import Conversation
 
 __all__ = ["ReadOnlyStore"]
 
@@ -106,18 +109,24 @@ class ReadOnlyStore:
             ).fetchall()
         return [conversation_row(r) for r in rows]
 
-    def search(self, query: str, limit: int = 50) -> list[fulltext.SearchHit]:
+    def search(self, query: str, limit: int = 50) -> list[SearchHit]:
         """Conversations whose entries match `query`, best first: `Harness.search`."""
+        from runtime import fulltext
+
         with self._read() as db:
             return fulltext.search(db, query, limit)
 
     def resolve_id(self, text: str) -> str:
         """The id of the one session `text` names: `Harness.resolve_id`."""
+        from runtime import shortids
+
         with self._read() as db:
             return shortids.read_matches(db, text)
 
     def short_ids(self, ids: Sequence[str]) -> dict[str, str]:
         """Each of `ids` -> the prefix to show for it: `Harness.short_ids`."""
+        from runtime import shortids
+
         with self._read() as db:
             every = shortids.read_ids(db)
         return shortids.short_ids(ids, every)

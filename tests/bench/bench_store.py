@@ -353,7 +353,8 @@ async def bench_search(home: Path, sessions: int, entries: int, runs: int) -> No
     median time of `Store.search` for a word in every entry, one in about 5%, one in a
     handful and two common words together, and what the index costs in file size (VACUUMed copies with and
     without it). Target: every query < 100 ms."""
-    path = home / "search.sqlite"
+    (home / "search").mkdir()
+    path = home / "search" / "bastion.sqlite"
     store = await Store.open(path)
     rng = random.Random(12)
     vocabulary = [f"w{n}" for n in range(20_000)]
@@ -396,6 +397,7 @@ async def bench_search(home: Path, sessions: int, entries: int, runs: int) -> No
             )
     finally:
         await store.close()
+    session_commands(path, runs)
     with_index, without = home / "with.sqlite", home / "without.sqlite"
     db = sqlite3.connect(path)
     db.execute(f"VACUUM INTO '{with_index}'")
@@ -410,6 +412,63 @@ async def bench_search(home: Path, sessions: int, entries: int, runs: int) -> No
         f"  store size: {a / MB:.1f} MB with the index, {b / MB:.1f} MB without "
         f"(+{(a - b) / MB:.1f} MB, {a / b:.2f}x)"
     )
+
+
+#: Each session command and the same query in the sqlite3 shell (issue 28, row 1).
+_SESSION_COMMANDS = (
+    (
+        "sessions search w40",
+        ["sessions", "search", "w40"],
+        "SELECT e.conversation_id, min(f.rank) AS best "
+        "FROM entries_fts f JOIN entries e ON e.rowid = f.rowid WHERE entries_fts MATCH 'w40' "
+        "GROUP BY e.conversation_id ORDER BY best LIMIT 50",
+    ),
+    (
+        "sessions --all --json",
+        ["sessions", "--all", "--json"],
+        "SELECT id, title, cwd, settings, created_at, updated_at FROM conversations "
+        "ORDER BY updated_at DESC, id DESC LIMIT 200",
+    ),
+)
+
+
+def session_commands(path: Path, runs: int) -> None:
+    """Whole processes: `bastion sessions search` and `sessions --all --json` on the
+    search store vs the same query in the `sqlite3` shell plus `python -c pass`, runs
+    interleaved, medians (target <= 1.5x)."""
+    sqlite = shutil.which("sqlite3")
+    if sqlite is None:
+        print("  session commands: not measured (no sqlite3 shell)")
+        return
+    bastion = str(Path(sys.executable).parent / "bastion")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BASTION_")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["BASTION_HOME"] = str(path.parent)
+
+    def timed(cmd: list[str]) -> float:
+        started = time.perf_counter()
+        done = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        if done.returncode != 0:
+            raise SystemExit(f"{cmd} exited {done.returncode}: {done.stderr[-500:]!r}")
+        return time.perf_counter() - started
+
+    for what, args, sql in _SESSION_COMMANDS:
+        ours, ref = [], []
+        ours_cmd, ref_cmd = [bastion, *args], [sqlite, str(path), sql]
+        for i in range(2 * runs + 1):
+            if i % 2:
+                ours.append(timed(ours_cmd))
+            ref.append(timed(ref_cmd) + timed([sys.executable, "-c", "pass"]))
+            if not i % 2:
+                ours.append(timed(ours_cmd))
+        a, b = statistics.median(ours[1:]), statistics.median(ref[1:])
+        row(
+            f"bastion {what} (whole process)",
+            f"{a * 1000:.0f} ms",
+            f"sqlite3 + python -c pass {b * 1000:.0f} ms",
+            a / b,
+            1.5,
+        )
 
 
 def keep_pristine(home: Path) -> None:
