@@ -23,6 +23,8 @@ _EXPORTS = {
     "SchemaTooNew": "runtime.errors",
     "SessionSummary": "runtime.records",
     "ReadOnlyStore": "runtime.readonly",
+    "SessionHit": "runtime.readonly",
+    "SessionRow": "runtime.readonly",
     "StoreError": "runtime.errors",
     "UnknownConversation": "runtime.errors",
     "UnknownEntry": "runtime.errors",
@@ -118,6 +120,8 @@ __all__ = [
     "Scope",
     "SearchHit",
     "SearchQueryError",
+    "SessionHit",
+    "SessionRow",
     "SessionSettings",
     "SessionSummary",
     "StoreError",
@@ -205,7 +209,7 @@ if TYPE_CHECKING:
     )
     from runtime.migrations import schema_version
     from runtime.project_preview import project_preview
-    from runtime.readonly import ReadOnlyStore
+    from runtime.readonly import ReadOnlyStore, SessionHit, SessionRow
     from runtime.records import SessionSettings, SessionSummary
     from runtime.rules import BadRule, Rule, RuleKind, Scope, command_rule
     from runtime.sandboxing import choose_sandbox, sandbox_notice, sandbox_report

@@ -9,31 +9,115 @@ is missing, has another schema version (older: the harness migrates it; newer: t
 harness refuses it in one line) or cannot be read, `open()` returns None and the
 caller goes through the harness, which creates, migrates or reports it.
 
-Imports: the standard library, records and errors; the query modules when a query
-needs them; nothing that starts a thread or a loop. Nothing here writes.
+Its answers are light rows (`SessionRow`, `SessionHit`: the fields a listing shows),
+not records: importing dataclasses and the records is most of what such a command
+would otherwise load. Imports: the standard library and errors; the query modules
+when a query needs them; nothing that starts a thread or a loop. Nothing here writes.
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from runtime.errors import StoreError
 from runtime.home import STORE_NAME, default_home
-from runtime.rows import CONVERSATION_COLUMNS, conversation_row
 
 if TYPE_CHECKING:
-    from runtime.fulltext import SearchHit
     from runtime.records import Conversation
 
-__all__ = ["ReadOnlyStore"]
+__all__ = ["ReadOnlyStore", "SessionHit", "SessionRow"]
 
 #: How long a read waits for a writer's lock (only a checkpoint of the WAL takes one).
 _BUSY_SECONDS = 5.0
+
+
+_ROW_COLUMNS = "id, title, cwd, settings, created_at, updated_at"
+
+
+class SessionRow:
+    """A conversation as listings show it: id, title, cwd, times and model."""
+
+    __slots__ = ("created_at", "cwd", "id", "model", "title", "updated_at")
+
+    def __init__(
+        self, id: str, title: str, cwd: str, created_at: float, updated_at: float, model: str
+    ) -> None:
+        self.id, self.title, self.cwd, self.model = id, title, cwd, model
+        self.created_at, self.updated_at = created_at, updated_at
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> SessionRow:
+        """From (id, title, cwd, settings JSON, created_at, updated_at, ...)."""
+        settings = json.loads(row[3])  # AgentSettings' fields, flat (records.py)
+        return cls(row[0], row[1], row[2], row[4], row[5], settings.get("model", ""))
+
+    @classmethod
+    def of(cls, conv: Conversation) -> SessionRow:
+        """The row of a record (what the harness returns)."""
+        c = conv
+        return cls(c.id, c.title, c.cwd, c.created_at, c.updated_at, c.agent.model)
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.id, self.title, self.cwd, self.created_at, self.updated_at, self.model)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SessionRow) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"SessionRow{self._key()!r}"
+
+
+class SessionHit:
+    """A search hit as `bastion sessions search` shows it (`SearchHit`'s fields, with
+    a SessionRow for its conversation)."""
+
+    __slots__ = ("conversation", "entry_id", "entry_kind", "score", "spans")
+
+    def __init__(
+        self,
+        conversation: SessionRow,
+        entry_id: str,
+        entry_kind: str,
+        score: float,
+        spans: tuple[tuple[str, bool], ...],
+    ) -> None:
+        self.conversation, self.entry_id, self.entry_kind = conversation, entry_id, entry_kind
+        self.score, self.spans = score, spans
+
+    @classmethod
+    def make(
+        cls,
+        row: tuple[Any, ...],
+        entry_id: str,
+        kind: str,
+        score: float,
+        spans: tuple[tuple[str, bool], ...],
+    ) -> SessionHit:
+        return cls(SessionRow.from_row(row), entry_id, kind, score, spans)
+
+    def marked(self, before: str = "[", after: str = "]") -> str:
+        return "".join(f"{before}{t}{after}" if hit else t for t, hit in self.spans)
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.conversation, self.entry_id, self.entry_kind, self.score, self.spans)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SessionHit) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"SessionHit{self._key()!r}"
 
 
 class ReadOnlyStore:
@@ -97,24 +181,25 @@ class ReadOnlyStore:
                 hint="run `bastion doctor` to check it",
             ) from None
 
-    def list_conversations(self, cwd: str | None = None, limit: int = 200) -> list[Conversation]:
+    def list_conversations(self, cwd: str | None = None, limit: int = 200) -> list[SessionRow]:
         """The newest `limit` conversations (of `cwd`, when given), newest first: what
-        `Harness.list_conversations` returns."""
+        `Harness.list_conversations` returns, as rows."""
         where, params = ("WHERE cwd = ?", (cwd,)) if cwd is not None else ("", ())
         with self._read() as db:
             rows = db.execute(
-                f"SELECT {CONVERSATION_COLUMNS} FROM conversations {where} "
+                f"SELECT {_ROW_COLUMNS} FROM conversations {where} "
                 "ORDER BY updated_at DESC, id DESC LIMIT ?",
                 (*params, limit),
             ).fetchall()
-        return [conversation_row(r) for r in rows]
+        return [SessionRow.from_row(r) for r in rows]
 
-    def search(self, query: str, limit: int = 50) -> list[SearchHit]:
-        """Conversations whose entries match `query`, best first: `Harness.search`."""
-        from runtime import fulltext
+    def search(self, query: str, limit: int = 50) -> list[SessionHit]:
+        """Conversations whose entries match `query`, best first: `Harness.search`, as
+        rows."""
+        from runtime import ftsquery
 
         with self._read() as db:
-            return fulltext.search(db, query, limit)
+            return ftsquery.search(db, query, SessionHit.make, limit)
 
     def resolve_id(self, text: str) -> str:
         """The id of the one session `text` names: `Harness.resolve_id`."""

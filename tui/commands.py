@@ -9,13 +9,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from runtime import BastionError, ReadOnlyStore
+from runtime import BastionError, ReadOnlyStore, SessionHit, SessionRow
 from runtime.shortids import typed_prefix
 from tui.cli import EXIT_OK, EXIT_USAGE, UsageError, error_line
 
 if TYPE_CHECKING:
     from runtime import Harness, SearchHit
-    from runtime.records import Conversation
 
 # The harness (asyncio, the store's threads, the driver) is imported only by the
 # commands that write or need a whole session: listing and searching read the store
@@ -100,15 +99,19 @@ async def _sessions(opts: Any) -> int:
             print(f"removed {conv_id}", file=sys.stderr)
             return EXIT_OK
         if opts.action == "search":
-            _print_hits(await harness.search(opts.query), opts.json)
+            hits = await harness.search(opts.query)
+            _print_hits(
+                [SessionHit(SessionRow.of(h.conversation), *_rest(h)) for h in hits], opts.json
+            )
             return EXIT_OK
-        _print_list(await harness.list_conversations(None if opts.all else os.getcwd()), opts.json)
+        found = await harness.list_conversations(None if opts.all else os.getcwd())
+        _print_list([SessionRow.of(c) for c in found], opts.json)
         return EXIT_OK
     finally:
         await harness.close()
 
 
-def _print_list(found: list[Conversation], as_json: bool) -> None:
+def _print_list(found: list[SessionRow], as_json: bool) -> None:
     if as_json:
         rows = [
             {
@@ -117,7 +120,7 @@ def _print_list(found: list[Conversation], as_json: bool) -> None:
                 "cwd": c.cwd,
                 "created_at": c.created_at,
                 "updated_at": c.updated_at,
-                "model": c.agent.model,
+                "model": c.model,
             }
             for c in found
         ]
@@ -142,7 +145,11 @@ def age(seconds: float) -> str:
     return f"{int(seconds)}s"
 
 
-def _print_hits(hits: list[SearchHit], as_json: bool) -> None:
+def _rest(hit: SearchHit) -> tuple[str, str, float, tuple[tuple[str, bool], ...]]:
+    return hit.entry_id, hit.entry_kind, hit.score, hit.spans
+
+
+def _print_hits(hits: list[SessionHit], as_json: bool) -> None:
     """Each hit: session id, age, title and cwd, then its snippet with the matches marked
     (bold on a terminal, [brackets] otherwise); best first."""
     now = time.time()
