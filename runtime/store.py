@@ -28,9 +28,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from runtime import fulltext, ledger, migrations, sessions, storefile
+from runtime import ledger, migrations, sessions, storefile
 from runtime.errors import (
     LeaseLost,
     SchemaTooNew,
@@ -55,6 +55,9 @@ from runtime.tx import (
     session_rules,
     tool_call_row,
 )
+
+if TYPE_CHECKING:
+    from runtime.fulltext import SearchHit
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -608,8 +611,10 @@ class Store:
         )
         return [conversation_row(r) for r in rows]
 
-    async def search(self, query: str, limit: int = 50) -> list[fulltext.SearchHit]:
+    async def search(self, query: str, limit: int = 50) -> list[SearchHit]:
         """Conversations whose entries match `query` (FTS5, bm25), best first."""
+        from runtime import fulltext  # (loaded by a search, not by every run)
+
         return await self._read(lambda db: fulltext.search(db, query, limit))
 
     async def session_summaries(self, limit: int = 500) -> list[SessionSummary]:
