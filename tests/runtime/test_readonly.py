@@ -139,7 +139,7 @@ def test_a_missing_store_is_left_to_the_harness(tmp_path: Path):
     assert not (tmp_path / "nowhere").exists()
 
 
-async def test_listing_and_searching_load_neither_asyncio_nor_the_harness_nor_records():
+async def test_session_commands_and_doctor_load_neither_asyncio_nor_the_harness():
     harness = await Harness.open()
     try:
         await _fill(harness)
@@ -148,13 +148,15 @@ async def test_listing_and_searching_load_neither_asyncio_nor_the_harness_nor_re
     code = (
         "import sys\n"
         "from tui.cli import main\n"
+        "def loaded(*names):\n"
+        "    return [m for m in names if m in sys.modules]\n"
         "for args in (['sessions', '--all'], ['sessions', 'search', 'durable'],"
         " ['sessions', '--json', 'search', 'walrus']):\n"
         "    assert main(args) == 0\n"
-        "loaded = [m for m in ('asyncio', 'runtime.harness', 'runtime.store', 'runtime.tx',"
-        " 'dataclasses', 'runtime.records')"
-        " if m in sys.modules]\n"
-        "assert not loaded, loaded\n"
+        "heavy = ('asyncio', 'runtime.harness', 'runtime.store', 'runtime.tx')\n"
+        "assert not loaded(*heavy, 'dataclasses', 'runtime.records'), loaded(*heavy)\n"
+        "main(['doctor'])  # (its exit code says whether this machine passes its checks)\n"
+        "assert not loaded(*heavy), loaded(*heavy)\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=os.environ
