@@ -32,7 +32,8 @@ from runtime.errors import BastionError
 H = TypeVar("H")
 Spans = tuple[tuple[str, bool], ...]
 MakeHit = Callable[[tuple[Any, ...], str, str, float, Spans], H]
-#: The conversation columns a hit's row carries (`runtime.rows` decodes them).
+#: The conversation columns a hit's row carries: `runtime.rows.CONVERSATION_COLUMNS`,
+#: spelled out so that this module does not load the records (a test holds them equal).
 HIT_COLUMNS = "id, title, cwd, settings, created_at, updated_at, parent_id, fork_seq, version"
 
 _OPEN, _CLOSE = "\x02", "\x03"  # snippet marks, split into spans before anyone sees them

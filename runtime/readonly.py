@@ -3,7 +3,7 @@
 
 A plain SELECT does not need the harness (asyncio, the writer, the migrations, the
 driver): `ReadOnlyStore.open()` is one `sqlite3` connection in `mode=ro` and the same
-queries the store runs (`runtime.fulltext`, `runtime.shortids`), so its answers are
+queries the store runs (`runtime.ftsquery`, `runtime.shortids`), so its answers are
 the harness's. It opens only a store this build can read as it stands: when the file
 is missing, has another schema version (older: the harness migrates it; newer: the
 harness refuses it in one line) or cannot be read, `open()` returns None and the
@@ -37,6 +37,7 @@ __all__ = ["ReadOnlyStore", "SessionHit", "SessionRow"]
 _BUSY_SECONDS = 5.0
 
 
+#: The first columns of `runtime.rows.CONVERSATION_COLUMNS` (a test holds them equal).
 _ROW_COLUMNS = "id, title, cwd, settings, created_at, updated_at"
 
 

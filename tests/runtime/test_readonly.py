@@ -163,3 +163,10 @@ async def test_session_commands_and_doctor_load_neither_asyncio_nor_the_harness(
     )
     assert done.returncode == 0, done.stderr
     assert "durable" in done.stdout and "walrus" in done.stdout
+
+
+def test_the_light_queries_select_the_columns_the_store_decodes():
+    from runtime import ftsquery, readonly, rows
+
+    assert ftsquery.HIT_COLUMNS == rows.CONVERSATION_COLUMNS
+    assert rows.CONVERSATION_COLUMNS.startswith(readonly._ROW_COLUMNS + ",")
