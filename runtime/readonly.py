@@ -17,16 +17,15 @@ when a query needs them; nothing that starts a thread or a loop. Nothing here wr
 
 from __future__ import annotations
 
-import json
+import os
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from runtime.errors import StoreError
-from runtime.home import STORE_NAME, default_home
+from runtime.home import STORE_NAME, home_dir
 
 if TYPE_CHECKING:
     from runtime.records import Conversation
@@ -55,6 +54,8 @@ class SessionRow:
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> SessionRow:
         """From (id, title, cwd, settings JSON, created_at, updated_at, ...)."""
+        import json  # (a listing that prints no JSON and decodes none loads it here)
+
         settings = json.loads(row[3])  # AgentSettings' fields, flat (records.py)
         return cls(row[0], row[1], row[2], row[4], row[5], settings.get("model", ""))
 
@@ -121,24 +122,29 @@ class SessionHit:
         return f"SessionHit{self._key()!r}"
 
 
+def _uri(path: str) -> str:
+    """`path` (absolute) as a read-only SQLite URI: the characters a URI gives meaning
+    to are escaped (SQLite decodes %HH in a file: URI)."""
+    quoted = path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
+    return f"file:{quoted}?mode=ro"
+
+
 class ReadOnlyStore:
     """One read-only connection to the store; a context manager that closes it."""
 
-    def __init__(self, db: sqlite3.Connection, path: Path) -> None:
+    def __init__(self, db: sqlite3.Connection, path: str) -> None:
         self._db = db
         self.path = path
 
     @classmethod
-    def open(cls, home: Path | None = None) -> ReadOnlyStore | None:
+    def open(cls, home: str | os.PathLike[str] | None = None) -> ReadOnlyStore | None:
         """The store under `home` (default: `default_home()`), or None when the harness
         must open it instead (missing, another schema version, unreadable)."""
-        path = (home or default_home()) / STORE_NAME
-        if not path.is_file():
+        path = os.path.join(os.path.abspath(home if home is not None else home_dir()), STORE_NAME)
+        if not os.path.isfile(path):
             return None
         try:
-            db = sqlite3.connect(
-                f"{path.as_uri()}?mode=ro", uri=True, timeout=_BUSY_SECONDS, isolation_level=None
-            )
+            db = sqlite3.connect(_uri(path), uri=True, timeout=_BUSY_SECONDS, isolation_level=None)
         except sqlite3.Error:
             return None
         try:

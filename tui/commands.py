@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runtime import BastionError, ReadOnlyStore, SessionHit, SessionRow
@@ -113,6 +111,8 @@ async def _sessions(opts: Any) -> int:
 
 def _print_list(found: list[SessionRow], as_json: bool) -> None:
     if as_json:
+        import json
+
         rows = [
             {
                 "id": c.id,
@@ -154,6 +154,8 @@ def _print_hits(hits: list[SessionHit], as_json: bool) -> None:
     (bold on a terminal, [brackets] otherwise); best first."""
     now = time.time()
     if as_json:
+        import json
+
         rows = [
             {
                 "id": h.conversation.id,
@@ -190,6 +192,8 @@ def export(opts: Any) -> int:
 
 def _check_output(path: str) -> None:
     """Refuse an -o FILE whose directory is missing before the store is opened."""
+    from pathlib import Path
+
     parent = Path(path).parent
     if not parent.is_dir():
         problem = "is not a directory" if parent.exists() else "does not exist"
@@ -200,6 +204,8 @@ def _check_output(path: str) -> None:
 
 
 def _write_output(path: str, text: str) -> None:
+    from pathlib import Path
+
     try:
         Path(path).write_text(text, encoding="utf-8")
     except OSError as exc:
@@ -217,6 +223,8 @@ async def _export(opts: Any) -> int:
     try:
         conv_id = await _id(harness, opts.id)
         if opts.format == "json":
+            import json
+
             doc = await harness.export(conv_id)
             text = json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
         else:
