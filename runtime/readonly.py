@@ -38,6 +38,12 @@ _BUSY_SECONDS = 5.0
 
 #: The first columns of `runtime.rows.CONVERSATION_COLUMNS` (a test holds them equal).
 _ROW_COLUMNS = "id, title, cwd, settings, created_at, updated_at"
+#: A listing's columns, the model read by SQLite: `settings.get("model", "")` (records.py's
+#: AgentSettings), without loading json.
+_LIST_COLUMNS = (
+    "id, title, cwd, created_at, updated_at, CASE WHEN json_type(settings, '$.model') IS NULL"
+    " THEN '' ELSE json_extract(settings, '$.model') END"
+)
 
 
 class SessionRow:
@@ -54,7 +60,7 @@ class SessionRow:
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> SessionRow:
         """From (id, title, cwd, settings JSON, created_at, updated_at, ...)."""
-        import json  # (a listing that prints no JSON and decodes none loads it here)
+        import json  # (a search hit's; a listing has SQLite read the model)
 
         settings = json.loads(row[3])  # AgentSettings' fields, flat (records.py)
         return cls(row[0], row[1], row[2], row[4], row[5], settings.get("model", ""))
@@ -194,11 +200,11 @@ class ReadOnlyStore:
         where, params = ("WHERE cwd = ?", (cwd,)) if cwd is not None else ("", ())
         with self._read() as db:
             rows = db.execute(
-                f"SELECT {_ROW_COLUMNS} FROM conversations {where} "
+                f"SELECT {_LIST_COLUMNS} FROM conversations {where} "
                 "ORDER BY updated_at DESC, id DESC LIMIT ?",
                 (*params, limit),
             ).fetchall()
-        return [SessionRow.from_row(r) for r in rows]
+        return [SessionRow(*r) for r in rows]
 
     def search(self, query: str, limit: int = 50) -> list[SessionHit]:
         """Conversations whose entries match `query`, best first: `Harness.search`, as

@@ -29,12 +29,13 @@ from runtime.records import Entry, EntryKind, EntryStatus
 
 
 async def _fill(harness: Harness) -> list[str]:
-    """Three conversations in two folders, with searchable entries."""
+    """Three conversations in two folders, with searchable entries (one with a model)."""
     ids = []
     for n, (cwd, text) in enumerate(
         [("/a", "durable gardens"), ("/a", "durable ledger"), ("/b", "walrus tusks")]
     ):
-        conv = await harness.create_conversation(cwd, title=f"t{n}")
+        settings = {"model": "openai/gpt-4.1"} if n == 1 else None
+        conv = await harness.create_conversation(cwd, title=f"t{n}", settings=settings)
 
         def fill(tx, cid=conv.id, text=text):
             for i, words in enumerate([text, f"answer about {text}"]):
@@ -88,7 +89,10 @@ async def test_answers_are_the_harness_answers_and_nothing_is_written():
         assert len(expected["a"]) == 2
         assert store.search("durable") == expected["search"] and len(expected["search"]) == 2
         assert store.search("walr") == expected["prefix"] and expected["prefix"]
-        assert expected["all"][0].model == "" and expected["search"][0].marked().count("[") == 1
+        models = sorted(row.model for row in expected["all"])
+        assert models == ["", "", "openai/gpt-4.1"], models
+        assert sorted(h.conversation.model for h in expected["search"]) == ["", "openai/gpt-4.1"]
+        assert expected["search"][0].marked().count("[") == 1
         assert store.resolve_id(ids[2][:13]) == expected["id"] == ids[2]
         assert store.short_ids(ids) == expected["short"]
         with pytest.raises(UnknownConversation):
