@@ -55,10 +55,13 @@ def snapshots(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Whole-process ratios: bastion -p vs bare httpx; tools vs rg/grep and fd/find; the
-    store's checkpoint cost, bytes per byte of text and `-p -c` on a long session; the
-    token estimate's speed and error against published provider counts; the app in tmux
-    vs bastion -p, a minimal Textual app and `python -c pass`."""
+    """Whole-process ratios: bastion -p (200 KB and a one-word answer) vs bare httpx;
+    tools vs rg/grep and fd/find on a generated tree and on the stdlib x5 with binaries
+    and an ignored folder (native and Python paths); the store's checkpoint cost, bytes
+    per byte of text, `-p -c` on a long session, and `sessions`/`sessions search` vs
+    sqlite3 plus `python -c pass`; the token estimate's speed and error against
+    published provider counts; the app in tmux vs bastion -p, a minimal Textual app and
+    `python -c pass`."""
     # A regular install, as a user has it: no editable-install import hook at start-up.
     session.install(".")
     # bench_tokens' computed rows: the o200k_base ranks quicktok-v1 ships (checked

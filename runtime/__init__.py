@@ -22,6 +22,9 @@ _EXPORTS = {
     "LeaseLost": "runtime.errors",
     "SchemaTooNew": "runtime.errors",
     "SessionSummary": "runtime.records",
+    "ReadOnlyStore": "runtime.readonly",
+    "SessionHit": "runtime.readonly",
+    "SessionRow": "runtime.readonly",
     "StoreError": "runtime.errors",
     "UnknownConversation": "runtime.errors",
     "UnknownEntry": "runtime.errors",
@@ -56,7 +59,7 @@ _EXPORTS = {
     "Harness": "runtime.harness",
     "SessionSettings": "runtime.records",
     "Subscription": "runtime.harness",
-    "default_home": "runtime.harness",
+    "default_home": "runtime.home",
     "BadRule": "runtime.rules",
     "command_rule": "runtime.rules",
     "Rule": "runtime.rules",
@@ -107,6 +110,7 @@ __all__ = [
     "NoModelConfigured",
     "ProbeTarget",
     "ProjectInstructions",
+    "ReadOnlyStore",
     "RestorePlan",
     "RestoreReport",
     "Rewound",
@@ -116,6 +120,8 @@ __all__ = [
     "Scope",
     "SearchHit",
     "SearchQueryError",
+    "SessionHit",
+    "SessionRow",
     "SessionSettings",
     "SessionSummary",
     "StoreError",
@@ -189,7 +195,8 @@ if TYPE_CHECKING:
         probe_local_servers,
     )
     from runtime.fulltext import SearchHit, SearchQueryError
-    from runtime.harness import Harness, Subscription, default_home
+    from runtime.harness import Harness, Subscription
+    from runtime.home import default_home
     from runtime.instructions import ProjectInstructions, load_instructions
     from runtime.loop import LoopSettings
     from runtime.mentions import (
@@ -202,6 +209,7 @@ if TYPE_CHECKING:
     )
     from runtime.migrations import schema_version
     from runtime.project_preview import project_preview
+    from runtime.readonly import ReadOnlyStore, SessionHit, SessionRow
     from runtime.records import SessionSettings, SessionSummary
     from runtime.rules import BadRule, Rule, RuleKind, Scope, command_rule
     from runtime.sandboxing import choose_sandbox, sandbox_notice, sandbox_report

@@ -31,6 +31,7 @@ from typing import Any
 from runtime.approvals import ApprovalMode
 from runtime.catalog import DEFAULT_OUTPUT_CAP, ModelInfo, catalog_entry, lookup
 from runtime.errors import ConfigError
+from runtime.home import default_home as default_home
 from runtime.project_config import restrict_project
 from runtime.safe_read import parse_toml, read_project_file, read_user_file, too_large
 from runtime.sandboxing import KEYS as _SANDBOX_KEYS
@@ -38,19 +39,6 @@ from runtime.sandboxing import check_keys as _check_sandbox
 from runtime.sandboxing import config_fields as _sandbox_fields
 from runtime.trust import Trust, project_files, trust_of
 from tools.denylist import DEFAULT_DENY
-
-
-def default_home() -> Path:
-    """Where bastion keeps its store, artifacts and logs: $BASTION_HOME, else
-    $XDG_DATA_HOME/bastion (~/.local/share/bastion)."""
-    home = os.environ.get("BASTION_HOME")
-    if home:
-        return Path(home)
-    data = os.environ.get("XDG_DATA_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "share"
-    )
-    return Path(data) / "bastion"
-
 
 DEFAULT_MODEL = "openai/gpt-4.1"
 DEFAULT_APPROVAL_MODE = ApprovalMode.ASK

@@ -19,30 +19,33 @@ of its matches; one with a rarer word finds them all.
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.errors import BastionError
+from runtime import ftsquery
+from runtime.ftsquery import (
+    PHRASE_RANKED,
+    RANKED,
+    TOKENIZE,
+    SearchQueryError,
+    _without_positions,
+)
 from runtime.records import Conversation
-from runtime.tx import CONVERSATION_COLUMNS, conversation_row
+from runtime.rows import conversation_row
 
-_OPEN, _CLOSE = "\x02", "\x03"  # snippet marks, split into spans before anyone sees them
-_WS = re.compile(r"\s+")
-RANKED = 5_000  # a word in more entries is ranked among its newest RANKED matches
-# A phrase (or NEAR) is looked for among the newest PHRASE_RANKED entries holding all its
-# words: each is indexed again with positions (about 60 µs), so this bounds the time.
-PHRASE_RANKED = 1_000
-TOKENIZE = "porter unicode61 remove_diacritics 2"  # the index's (migration 5)
-_NEEDS_POSITIONS = ("phrase queries are not supported", "NEAR queries are not supported")
-# A query's strings (quoted, or bare words outside quotes) and the characters between.
-_QUERY_PART = re.compile(r'"(?:[^"]|"")*"|[^\s"()*^:+,{}-]+|\S')
-_WORD = re.compile(r"[^\W_]+")  # unicode61's tokens: runs of letters and digits
+__all__ = [
+    "PHRASE_RANKED",
+    "RANKED",
+    "TOKENIZE",
+    "SearchHit",
+    "SearchQueryError",
+    "_without_positions",
+    "search",
+]
 
-
-class SearchQueryError(BastionError):
-    code = "bad_search"
+# The queries live in runtime.ftsquery (no dataclasses, no records: the read-only
+# store uses them without loading either); this module makes their rows SearchHits.
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,153 +65,12 @@ class SearchHit:
         return "".join(f"{before}{t}{after}" if hit else t for t, hit in self.spans)
 
 
+def _hit(
+    row: tuple[Any, ...], entry_id: str, kind: str, score: float, spans: ftsquery.Spans
+) -> SearchHit:
+    return SearchHit(conversation_row(row), entry_id, kind, score, spans)
+
+
 def search(db: sqlite3.Connection, query: str, limit: int = 50) -> list[SearchHit]:
     """Conversations whose entries match `query`, best first (one hit each)."""
-    if not query.strip():
-        raise SearchQueryError("the search query is empty", hint="give a word to look for")
-    try:
-        hits = _find(db, query, limit)
-    except sqlite3.OperationalError:
-        # Not FTS5 syntax (`"unbalanced`, `a:b`, `NEAR(`): search the words instead. A
-        # real database problem fails again below and is raised from there.
-        hits = None
-    words = [w.replace('"', '""') for w in query.split()]
-    if hits is None:
-        hits = _find(db, " ".join(f'"{w}"' for w in words), limit)
-    if not hits:  # nothing for the whole words: try them as beginnings (walrus → walruses)
-        hits = _find(db, " ".join(f'"{w}"*' for w in words), limit)
-    return hits
-
-
-def _find(db: sqlite3.Connection, match: str, limit: int) -> list[SearchHit]:
-    """`match` run on the index, or, when it needs word positions, on the entries that
-    hold its words, indexed again with positions (`_search_positions`)."""
-    try:
-        return _search(db, match, limit)
-    except sqlite3.OperationalError as exc:
-        if not any(why in str(exc) for why in _NEEDS_POSITIONS):
-            raise
-    return _search_positions(db, match, limit)
-
-
-def _search(db: sqlite3.Connection, match: str, limit: int) -> list[SearchHit]:
-    # bm25 costs time in proportion to the matches: a word in most entries is ranked
-    # among its newest RANKED matches (rowids grow as entries are written), so a
-    # query stays fast however large the store grows.
-    floor = db.execute(
-        "SELECT rowid FROM entries_fts WHERE entries_fts MATCH ? ORDER BY rowid DESC "
-        "LIMIT 1 OFFSET ?",
-        (match, RANKED - 1),
-    ).fetchone()
-    best = db.execute(
-        "SELECT conversation_id, rowid, id, kind, min(score) AS best FROM ("
-        "SELECT f.rowid AS rowid, f.rank AS score, e.conversation_id AS conversation_id, "
-        "e.id AS id, e.kind AS kind FROM entries_fts f JOIN entries e ON e.rowid = f.rowid "
-        "WHERE entries_fts MATCH ? AND f.rowid >= ?"
-        ") GROUP BY conversation_id ORDER BY best LIMIT ?",
-        (match, floor[0] if floor else 0, limit),
-    ).fetchall()
-    return _hits(db, db, match, best)
-
-
-def _hits(
-    db: sqlite3.Connection, index: sqlite3.Connection, match: str, best: list[Any]
-) -> list[SearchHit]:
-    """A hit for each (conversation id, rowid, entry id, kind, score) of `best`, with the
-    snippet `index` cuts from that entry for `match`."""
-    hits = []
-    for conversation_id, rowid, entry_id, kind, score in best:
-        conv = db.execute(
-            f"SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id = ?", (conversation_id,)
-        ).fetchone()
-        snippet = index.execute(
-            "SELECT snippet(entries_fts, 0, ?, ?, '…', 16) FROM entries_fts "
-            "WHERE entries_fts MATCH ? AND rowid = ?",
-            (_OPEN, _CLOSE, match, rowid),
-        ).fetchone()
-        if conv is None or snippet is None:
-            continue
-        hits.append(
-            SearchHit(conversation_row(conv), entry_id, kind, float(score), _spans(snippet[0]))
-        )
-    return hits
-
-
-def _search_positions(db: sqlite3.Connection, match: str, limit: int) -> list[SearchHit]:
-    """`match` (a phrase or NEAR query) over the newest PHRASE_RANKED entries holding its
-    words, indexed with positions in a database in memory; bm25 ranks among those."""
-    candidates = db.execute(
-        "SELECT f.rowid, e.text, e.conversation_id, e.id, e.kind FROM entries_fts f "
-        "JOIN entries e ON e.rowid = f.rowid WHERE entries_fts MATCH ? "
-        "ORDER BY f.rowid DESC LIMIT ?",
-        (_without_positions(match), PHRASE_RANKED),
-    ).fetchall()
-    if not candidates:
-        return []
-    found = {row[0]: row[2:] for row in candidates}
-    index = sqlite3.connect(":memory:")
-    try:
-        index.execute(
-            f"CREATE VIRTUAL TABLE entries_fts USING fts5 (text, tokenize = '{TOKENIZE}')"
-        )
-        index.executemany(
-            "INSERT INTO entries_fts (rowid, text) VALUES (?, ?)", (r[:2] for r in candidates)
-        )
-        best: dict[str, tuple[Any, ...]] = {}
-        for rowid, score in index.execute(
-            "SELECT rowid, rank FROM entries_fts WHERE entries_fts MATCH ? ORDER BY rank",
-            (match,),
-        ):
-            conversation_id, entry_id, kind = found[rowid]
-            best.setdefault(conversation_id, (conversation_id, rowid, entry_id, kind, score))
-            if len(best) >= limit:
-                break
-        return _hits(db, index, match, list(best.values()))
-    finally:
-        index.close()
-
-
-def _without_positions(match: str) -> str:
-    """`match` with each string of several words (a phrase; `a_b` is one too) made the
-    AND of its words, NEAR groups made plain groups and `+`/`^` dropped: a query the
-    index answers that matches every entry `match` does, and perhaps more."""
-    out: list[str] = []
-    parts = _QUERY_PART.findall(match)
-    after_comma = in_braces = False
-    for i, part in enumerate(parts):
-        if after_comma and part.isdigit():  # NEAR's distance
-            after_comma = False
-            continue
-        after_comma = part == ","
-        in_braces = (in_braces or part == "{") and part != "}"
-        if part in {",", "+", "^"} or (part == "NEAR" and parts[i + 1 : i + 2] == ["("]):
-            continue
-        if part == "*" and out:  # a prefix: onto the last word
-            last = out[-1]
-            out[-1] = f"{last[:-1]}*)" if last.endswith('")') else f"{last}*"
-            continue
-        operator = part in {"AND", "OR", "NOT"}
-        starts = not operator and (part == "(" or part[0] == '"' or _WORD.match(part))
-        if starts and not in_braces and out and _ends_operand(out[-1]):
-            out.append("AND")  # between groups there is no implied AND
-        text = part[1:-1].replace('""', '"') if part.startswith('"') else part
-        words = [] if operator else _WORD.findall(text)
-        out.append("(" + " AND ".join(f'"{w}"' for w in words) + ")" if len(words) > 1 else part)
-    return " ".join(out)
-
-
-def _ends_operand(part: str) -> bool:
-    return part not in {"AND", "OR", "NOT", "(", ":", "-", "{"} and part[0] != "{"
-
-
-def _spans(snippet: str) -> tuple[tuple[str, bool], ...]:
-    """The snippet as (text, matched) pieces, with line breaks and runs of spaces as one space."""
-    spans: list[tuple[str, bool]] = []
-    for i, part in enumerate(snippet.split(_OPEN)):
-        matched, _, rest = part.partition(_CLOSE) if i else ("", "", part)
-        if matched:
-            spans.append((_WS.sub(" ", matched), True))
-        rest = _WS.sub(" ", rest)
-        if rest:
-            spans.append((rest.lstrip() if not spans else rest, False))
-    return tuple(s for s in spans if s[0])
+    return ftsquery.search(db, query, _hit, limit)

@@ -54,9 +54,17 @@ from runtime.harness_rules import ApprovalOps
 from runtime.harness_sessions import SessionOps
 from runtime.instructions import ProjectInstructions, load_instructions
 from runtime.loop import LoopSettings
-from runtime.records import Conversation, InboxItem, InboxMode, InboxState, Run, SessionSettings
+from runtime.records import (
+    Conversation,
+    InboxItem,
+    InboxMode,
+    InboxState,
+    Run,
+    SessionSettings,
+    ToolCallRecord,
+)
 from runtime.store import Store
-from runtime.tx import Tx
+from runtime.tx import TOOL_COLUMNS, Tx, tool_call_row
 
 __all__ = [
     "Harness",
@@ -313,6 +321,16 @@ class Harness(SessionOps, ApprovalOps, DrivingOps):
             return str(row[0]) if row else ""
 
         return await self.store.read(read)
+
+    async def run_calls(self, run: Run) -> list[ToolCallRecord]:
+        """A run's tool calls, in order: one SELECT, not a snapshot of the session."""
+        rows = await self.store.read(
+            lambda db: db.execute(
+                f'SELECT {TOOL_COLUMNS} FROM tool_calls WHERE run_id = ? ORDER BY created_at, "index"',
+                (run.id,),
+            ).fetchall()
+        )
+        return [tool_call_row(r) for r in rows]
 
     async def _pause(self, conversation_id: str, poll: float) -> None:
         driver = self._drivers.get(conversation_id)

@@ -30,13 +30,12 @@ from runtime.records import (
     ToolCallRecord,
     ToolCallState,
 )
+from runtime.rows import CONVERSATION_COLUMNS, conversation_row
 from runtime.tx import (
-    CONVERSATION_COLUMNS,
     ENTRY_COLUMNS,
     RUN_COLUMNS,
     TOOL_COLUMNS,
     Tx,
-    conversation_row,
     entry_row,
     run_row,
     tool_call_row,

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from runtime.errors import AmbiguousId, UnknownConversation
-from runtime.records import Conversation
-from runtime.tx import CONVERSATION_COLUMNS, conversation_row
+
+if TYPE_CHECKING:
+    from runtime.records import Conversation
 
 __all__ = [
     "MIN_TYPED",
@@ -122,6 +124,8 @@ def read_matches(db: sqlite3.Connection, text: str) -> str:
     prefix = typed_prefix(text)
     if len(_hex(text)) == 32:
         return prefix
+    from runtime.rows import CONVERSATION_COLUMNS, conversation_row  # (records: ~10 ms)
+
     rows = db.execute(
         f"SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id >= ? AND id < ? "
         "ORDER BY updated_at DESC, id DESC LIMIT ?",

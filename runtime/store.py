@@ -28,9 +28,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from runtime import fulltext, ledger, sessions, storefile
+from runtime import ledger, sessions, storefile
 from runtime.errors import (
     LeaseLost,
     StoreError,
@@ -39,15 +39,14 @@ from runtime.errors import (
 )
 from runtime.events import ConversationCreated, DurableEvent, LeaseChanged
 from runtime.records import Conversation, Entry, InboxItem, Run, SessionSummary, ToolCallRecord
+from runtime.rows import CONVERSATION_COLUMNS, conversation_row
 from runtime.rules import Rule
 from runtime.tx import (
-    CONVERSATION_COLUMNS,
     ENTRY_COLUMNS,
     INBOX_COLUMNS,
     RUN_COLUMNS,
     TOOL_COLUMNS,
     Tx,
-    conversation_row,
     entry_row,
     inbox_row,
     joined_chunks,
@@ -55,6 +54,9 @@ from runtime.tx import (
     session_rules,
     tool_call_row,
 )
+
+if TYPE_CHECKING:
+    from runtime.fulltext import SearchHit
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -553,8 +555,10 @@ class Store:
         )
         return [conversation_row(r) for r in rows]
 
-    async def search(self, query: str, limit: int = 50) -> list[fulltext.SearchHit]:
+    async def search(self, query: str, limit: int = 50) -> list[SearchHit]:
         """Conversations whose entries match `query` (FTS5, bm25), best first."""
+        from runtime import fulltext  # (loaded by a search, not by every run)
+
         return await self._read(lambda db: fulltext.search(db, query, limit))
 
     async def session_summaries(self, limit: int = 500) -> list[SessionSummary]:

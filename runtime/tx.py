@@ -40,11 +40,9 @@ from runtime.records import (
     Run,
     ToolCallRecord,
 )
+from runtime.rows import CONVERSATION_COLUMNS, conversation_row
 from runtime.rules import Rule, Scope
 
-CONVERSATION_COLUMNS = (
-    "id, title, cwd, settings, created_at, updated_at, parent_id, fork_seq, version"
-)
 ENTRY_COLUMNS = "id, conversation_id, position, kind, status, text, created_at, run_id, data"
 RUN_COLUMNS = (
     "id, conversation_id, inbox_id, state, created_at, updated_at, revision, reason, error,"
@@ -56,20 +54,6 @@ TOOL_COLUMNS = (
     " state, created_at, updated_at, result, result_entry_id, provider_id, process, review"
 )
 _ACTIVE = ", ".join(f"'{s.value}'" for s in ACTIVE_RUN_STATES)
-
-
-def conversation_row(row: Sequence[Any]) -> Conversation:
-    return Conversation(
-        id=row[0],
-        title=row[1],
-        cwd=row[2],
-        settings=json.loads(row[3]),
-        created_at=row[4],
-        updated_at=row[5],
-        parent_id=row[6],
-        fork_seq=row[7],
-        version=row[8],
-    )
 
 
 def entry_row(row: Sequence[Any]) -> Entry:

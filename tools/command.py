@@ -19,15 +19,21 @@ import os
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from tools import output
 from tools.context import Access, ToolContext
-from tools.lifetime import ReapResult, Supervised
-from tools.output import HEAD_BYTES, TAIL_BYTES, discard_artifact, excerpt, new_artifact
 from tools.refusal import RefusalCode, Refused
 from tools.result import ToolResult, register_formatter
-from tools.sandbox_run import Prepared, applied, describe, findings, prepare
 from tools.tooldef import ToolDef
+
+if TYPE_CHECKING:
+    from tools.lifetime import ReapResult, Supervised
+    from tools.sandbox_run import Prepared
+
+# The supervisor (tools.lifetime) and the sandbox (tools.sandbox_run) load when a
+# command first runs: a session that runs none, such as `bastion -p` answering in
+# words, does not pay for them (issue 28).
 
 NAME = "run_command"
 DESCRIPTION = (
@@ -119,26 +125,26 @@ class Sink:
         self.head = bytearray()
         self.tail = bytearray()
         self.total = 0
-        self.artifact_id, self.fd = new_artifact(ctx)
+        self.artifact_id, self.fd = output.new_artifact(ctx)
         self.written = 0
         self.errors: list[str] = []  # what failed while the output was read (pump)
 
     def feed(self, chunk: bytes) -> None:
         self.total += len(chunk)
-        room = HEAD_BYTES - len(self.head)
+        room = output.HEAD_BYTES - len(self.head)
         if room > 0:
             self.head += chunk[:room]
             chunk = chunk[room:]
         if chunk:
             self.tail += chunk
-            if len(self.tail) > 2 * TAIL_BYTES:
-                del self.tail[: len(self.tail) - TAIL_BYTES]
+            if len(self.tail) > 2 * output.TAIL_BYTES:
+                del self.tail[: len(self.tail) - output.TAIL_BYTES]
 
     def abandon(self) -> None:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
-        discard_artifact(self.ctx, self.artifact_id)
+        output.discard_artifact(self.ctx, self.artifact_id)
 
     def write(self, chunk: bytes) -> None:
         keep = MAX_ARTIFACT_BYTES - self.written
@@ -149,16 +155,16 @@ class Sink:
     def finish(self) -> dict[str, Any]:
         os.close(self.fd)
         self.fd = -1
-        truncated = self.total > HEAD_BYTES + TAIL_BYTES
-        tail = bytes(self.tail[-TAIL_BYTES:] if truncated else self.tail)
+        truncated = self.total > output.HEAD_BYTES + output.TAIL_BYTES
+        tail = bytes(self.tail[-output.TAIL_BYTES :] if truncated else self.tail)
         data: dict[str, Any] = {
-            "output": excerpt(bytes(self.head), tail, self.total),
+            "output": output.excerpt(bytes(self.head), tail, self.total),
             "truncated": truncated,
             "output_bytes": self.total,
             "output_id": self.artifact_id if truncated else None,
         }
         if not truncated:
-            discard_artifact(self.ctx, self.artifact_id)
+            output.discard_artifact(self.ctx, self.artifact_id)
         elif self.written < self.total:
             data["artifact_dropped_bytes"] = self.total - self.written
         if self.errors:
@@ -243,6 +249,9 @@ async def supervise(sup: Supervised, sink: Sink, timeout_s: float) -> tuple[bool
 
 
 async def execute(ctx: ToolContext, args: CommandArgs, dir_fd: int) -> ToolResult:
+    from tools.lifetime import Supervised
+    from tools.sandbox_run import applied, prepare
+
     env = dict(ctx.env) if ctx.env is not None else default_env()
     try:
         sink = Sink(ctx)
@@ -322,6 +331,8 @@ def result_data(
     if sup.exit_code is not None and sup.exit_code < 0:
         data["signal"] = -sup.exit_code
     cwd = os.path.join(ctx.workspace.root, args.cwd)
+    from tools.sandbox_run import findings
+
     data.update(findings(prep, ctx.sandbox, ctx.workspace.root, cwd, data["output"]))
     return data
 
@@ -384,6 +395,8 @@ def format_text(data: dict[str, Any]) -> str:
         text += f"\n[{data['process_note']}]"
     if data.get("output_error"):
         text += f"\n[{data['output_error']}]"
+    from tools.sandbox_run import describe
+
     if extra := describe(data):
         text += f"\n{extra}"
     return text

@@ -122,3 +122,34 @@ def read_gitignore(dir_fd: int, limit: int = 256 * 1024) -> tuple[Rule, ...]:
     finally:
         os.close(fd)
     return parse_rules(data.decode("utf-8", "replace"))
+
+
+def unignored_files(
+    frames: list[IgnoreFrame], parts: tuple[str, ...], names: list[str]
+) -> list[str]:
+    """The files of `names` (in the directory at `parts`) no rule ignores: what
+    ``is_ignored(frames, (*parts, name), False)`` keeps, with each frame's base and
+    prefix worked out once per directory rather than once per file, and no work at all
+    when every rule that applies here is for directories only (``build/``)."""
+    applicable: list[tuple[str, tuple[Rule, ...]]] = []
+    for frame in frames:
+        depth = len(frame.base)
+        if depth > len(parts) or parts[:depth] != frame.base:
+            continue
+        rules = tuple(rule for rule in frame.rules if not rule.dir_only)
+        if rules:
+            rest = parts[depth:]
+            applicable.append(("/".join(rest) + "/" if rest else "", rules))
+    if not applicable:
+        return names
+    kept = []
+    for name in names:
+        verdict = False
+        for prefix, rules in applicable:
+            rel = prefix + name
+            for rule in rules:
+                if rule.regex.match(rel):
+                    verdict = not rule.negate
+        if not verdict:
+            kept.append(name)
+    return kept

@@ -4,13 +4,21 @@
 ``BASTION_NATIVE=0`` asks for the pure-Python path (which the tests also run,
 and compare against the native one); ``REASON`` then says which, for
 ``bastion doctor`` and the tests' skip lines. Callers read ``native.NATIVE`` at
-call time, so a test can switch paths by setting it.
+call time, so a test can switch paths by setting it. Both are looked up on first
+use (PEP 562): importing the tools, as every session does to list them for the
+model, does not load the extension and the system's RE2 until a tool walks or
+searches (issue 28).
 """
 
 from __future__ import annotations
 
 import os
 from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    NATIVE: ModuleType | None
+    REASON: str
 
 
 def load() -> tuple[ModuleType | None, str]:
@@ -24,4 +32,11 @@ def load() -> tuple[ModuleType | None, str]:
         return None, f"the native module did not import: {exc}"
 
 
-NATIVE, REASON = load()
+def __getattr__(name: str) -> Any:
+    if name not in ("NATIVE", "REASON"):
+        raise AttributeError(f"module 'tools.native' has no attribute {name!r}")
+    found = globals()
+    loaded = dict(zip(("NATIVE", "REASON"), load(), strict=True))
+    for key, value in loaded.items():  # (whichever a test has set already stays)
+        found.setdefault(key, value)
+    return found[name]

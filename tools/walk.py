@@ -255,9 +255,9 @@ class Walker:
             files = self._allowed(prefix, files)
             subdirs = self._allowed(prefix, subdirs)
         if frames:
-            from tools.ignore import is_ignored
+            from tools.ignore import unignored_files
 
-            files = [f for f in files if not is_ignored(frames, (*parts, f), False)]
+            files = unignored_files(frames, parts, files)
         if self.sort_files:
             files.sort()
         if not subdirs:

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
 import sys
 import time
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from runtime import BastionError, Harness, SearchHit, export_markdown
-from runtime.ids import parse_uuid
+from runtime import BastionError, ReadOnlyStore, SessionHit, SessionRow
 from runtime.shortids import typed_prefix
 from tui.cli import EXIT_OK, EXIT_USAGE, UsageError, error_line
+
+if TYPE_CHECKING:
+    from runtime import Harness, SearchHit
+
+# The harness (asyncio, the store's threads, the driver) is imported only by the
+# commands that write or need a whole session: listing and searching read the store
+# with `ReadOnlyStore`, one sqlite3 connection (issue 28).
 
 
 async def _id(harness: Harness, raw: str) -> str:
@@ -22,8 +26,24 @@ async def _id(harness: Harness, raw: str) -> str:
 
 
 def _run(coro: Any) -> int:
+    import asyncio
+
     try:
         return int(asyncio.run(coro))
+    except BastionError as exc:
+        error_line(str(exc))
+        return EXIT_USAGE
+
+
+def _readonly(read: Callable[[ReadOnlyStore], int]) -> int | None:
+    """`read(store)` on the store opened read-only, or None when it cannot be (missing,
+    another schema version): the caller then goes through the harness."""
+    store = ReadOnlyStore.open()
+    if store is None:
+        return None
+    try:
+        with store:
+            return read(store)
     except BastionError as exc:
         error_line(str(exc))
         return EXIT_USAGE
@@ -44,11 +64,30 @@ def _bad_id(raw: str | None) -> int | None:
 
 def sessions(opts: Any) -> int:
     bad = _bad_id(opts.id) if opts.action == "rm" else None
-    return bad if bad is not None else _run(_sessions(opts))
+    if bad is not None:
+        return bad
+    if opts.action != "rm":
+        code = _readonly(lambda store: _look(store, opts))
+        if code is not None:
+            return code
+    return _run(_sessions(opts))
+
+
+def _look(store: ReadOnlyStore, opts: Any) -> int:
+    """`sessions` and `sessions search` on the store opened read-only."""
+    import os
+
+    if opts.action == "search":
+        _print_hits(store.search(opts.query), opts.json)
+    else:
+        _print_list(store.list_conversations(None if opts.all else os.getcwd()), opts.json)
+    return EXIT_OK
 
 
 async def _sessions(opts: Any) -> int:
     import os
+
+    from runtime import Harness
 
     harness = await Harness.open()
     try:
@@ -58,34 +97,43 @@ async def _sessions(opts: Any) -> int:
             print(f"removed {conv_id}", file=sys.stderr)
             return EXIT_OK
         if opts.action == "search":
-            _print_hits(await harness.search(opts.query), opts.json)
+            hits = await harness.search(opts.query)
+            _print_hits(
+                [SessionHit(SessionRow.of(h.conversation), *_rest(h)) for h in hits], opts.json
+            )
             return EXIT_OK
         found = await harness.list_conversations(None if opts.all else os.getcwd())
-        if opts.json:
-            rows = [
-                {
-                    "id": c.id,
-                    "title": c.title,
-                    "cwd": c.cwd,
-                    "created_at": c.created_at,
-                    "updated_at": c.updated_at,
-                    "model": c.agent.model,
-                }
-                for c in found
-            ]
-            print(json.dumps(rows, ensure_ascii=False))
-        elif not found:
-            print(
-                "no conversations here (bastion sessions --all lists every directory)",
-                file=sys.stderr,
-            )
-        else:
-            for c in found:
-                when = time.strftime("%Y-%m-%d %H:%M", time.localtime(c.updated_at))
-                print(f"{c.id}  {when}  {c.title or '(untitled)'}")
+        _print_list([SessionRow.of(c) for c in found], opts.json)
         return EXIT_OK
     finally:
         await harness.close()
+
+
+def _print_list(found: list[SessionRow], as_json: bool) -> None:
+    if as_json:
+        import json
+
+        rows = [
+            {
+                "id": c.id,
+                "title": c.title,
+                "cwd": c.cwd,
+                "created_at": c.created_at,
+                "updated_at": c.updated_at,
+                "model": c.model,
+            }
+            for c in found
+        ]
+        print(json.dumps(rows, ensure_ascii=False))
+    elif not found:
+        print(
+            "no conversations here (bastion sessions --all lists every directory)",
+            file=sys.stderr,
+        )
+    else:
+        for c in found:
+            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(c.updated_at))
+            print(f"{c.id}  {when}  {c.title or '(untitled)'}")
 
 
 def age(seconds: float) -> str:
@@ -97,11 +145,17 @@ def age(seconds: float) -> str:
     return f"{int(seconds)}s"
 
 
-def _print_hits(hits: list[SearchHit], as_json: bool) -> None:
+def _rest(hit: SearchHit) -> tuple[str, str, float, tuple[tuple[str, bool], ...]]:
+    return hit.entry_id, hit.entry_kind, hit.score, hit.spans
+
+
+def _print_hits(hits: list[SessionHit], as_json: bool) -> None:
     """Each hit: session id, age, title and cwd, then its snippet with the matches marked
     (bold on a terminal, [brackets] otherwise); best first."""
     now = time.time()
     if as_json:
+        import json
+
         rows = [
             {
                 "id": h.conversation.id,
@@ -138,6 +192,8 @@ def export(opts: Any) -> int:
 
 def _check_output(path: str) -> None:
     """Refuse an -o FILE whose directory is missing before the store is opened."""
+    from pathlib import Path
+
     parent = Path(path).parent
     if not parent.is_dir():
         problem = "is not a directory" if parent.exists() else "does not exist"
@@ -148,6 +204,8 @@ def _check_output(path: str) -> None:
 
 
 def _write_output(path: str, text: str) -> None:
+    from pathlib import Path
+
     try:
         Path(path).write_text(text, encoding="utf-8")
     except OSError as exc:
@@ -157,15 +215,21 @@ def _write_output(path: str, text: str) -> None:
 
 
 async def _export(opts: Any) -> int:
+    from runtime import Harness
+
     if opts.output:
         _check_output(opts.output)
     harness = await Harness.open()
     try:
         conv_id = await _id(harness, opts.id)
         if opts.format == "json":
+            import json
+
             doc = await harness.export(conv_id)
             text = json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
         else:
+            from runtime import export_markdown
+
             text = export_markdown(await harness.snapshot(conv_id))
     finally:
         await harness.close()
@@ -189,7 +253,7 @@ async def _compact(opts: Any) -> int:
     """`bastion compact ID [INSTRUCTIONS]`: one summary committed, or a line saying why not."""
     import os
 
-    from runtime import load_config
+    from runtime import Harness, load_config
     from runtime.config import model_resolver
 
     config = load_config(os.getcwd())
@@ -256,6 +320,8 @@ def _import_cwd(raw: str | None) -> str:
 
 
 async def _import(path: str, cwd: str | None = None) -> int:
+    from runtime import Harness
+
     folder = _import_cwd(cwd)
     text = _read_import(path)
     harness = await Harness.open()
@@ -319,6 +385,8 @@ def fork(opts: Any) -> int:
 
 
 def _entry_id(raw: str) -> str:
+    from runtime.ids import parse_uuid
+
     try:
         return parse_uuid(raw)
     except ValueError:
@@ -328,6 +396,8 @@ def _entry_id(raw: str) -> str:
 
 
 async def _fork(raw_id: str, at_entry: str | None) -> int:
+    from runtime import Harness
+
     harness = await Harness.open()
     try:
         conv_id = await _id(harness, raw_id)
@@ -346,7 +416,7 @@ def attach(opts: Any) -> int:
     if bad is not None:
         return bad
     try:
-        conv_id = asyncio.run(_found(opts.id))
+        conv_id = _found(opts.id)
     except BastionError as exc:
         error_line(str(exc))
         return EXIT_USAGE
@@ -362,7 +432,20 @@ def attach(opts: Any) -> int:
         return EXIT_OK
 
 
-async def _found(raw: str) -> str:
+def _found(raw: str) -> str:
+    """The id `raw` names, read from the store read-only when it can be."""
+    store = ReadOnlyStore.open()
+    if store is not None:
+        with store:
+            return store.resolve_id(raw)
+    import asyncio
+
+    return asyncio.run(_found_in_harness(raw))
+
+
+async def _found_in_harness(raw: str) -> str:
+    from runtime import Harness
+
     harness = await Harness.open()
     try:
         return await _id(harness, raw)

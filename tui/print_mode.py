@@ -104,7 +104,9 @@ async def _main(opts: Any, prompt: str | None) -> int:
             return EXIT_USAGE
         # The run's own conversation: a request key admitted by another process (a
         # retried script racing itself) names that one, not the one this opened.
-        result = await _result(harness, run.conversation_id, run, started)
+        result = await _result(
+            harness, run.conversation_id, run, started, session_usage=opts.output_format != "text"
+        )
         if interrupted.is_set() and result["status"] != "completed":
             result["status"] = "interrupted"
         refused = await _refused(harness, conv.id, run)
@@ -147,8 +149,7 @@ async def _work(harness: Harness, session: Session, prompt: str | None, opts: An
 
 async def _refused(harness: Harness, conversation_id: str, run: Run) -> list[ToolCallRecord]:
     """The calls of `run` that were refused without running (in order)."""
-    view = await harness.snapshot(conversation_id)
-    return [c for c in view.tool_calls if c.run_id == run.id and c.state == ToolCallState.DENIED]
+    return [c for c in await harness.run_calls(run) if c.state == ToolCallState.DENIED]
 
 
 def _refusal(call: ToolCallRecord) -> dict[str, Any]:
@@ -246,8 +247,10 @@ def _install_interrupt(harness: Harness, conversation_id: str) -> asyncio.Event:
 
 
 async def _result(
-    harness: Harness, conversation_id: str, run: Run, started: float
+    harness: Harness, conversation_id: str, run: Run, started: float, *, session_usage: bool = True
 ) -> dict[str, Any]:
+    """The result object; `session_usage` (the whole session's usage, which reads the
+    whole session) only when it is printed: text output shows the answer alone."""
     answer = await harness.answer(run)
     conv = await harness.get_conversation(conversation_id)
     status = STATUS.get(RunState(run.state), "failed")
@@ -266,7 +269,9 @@ async def _result(
             "cost": usage.get("cost"),
             "quality": usage.get("quality", "unavailable"),
         },
-        "session_usage": (await harness.usage(conversation_id)).to_dict(),
+        "session_usage": (await harness.usage(conversation_id)).to_dict()
+        if session_usage
+        else None,
         "error": None
         if status == "completed"
         else (run.error or {"code": status, "message": run.reason or status}),

@@ -353,7 +353,8 @@ async def bench_search(home: Path, sessions: int, entries: int, runs: int) -> No
     median time of `Store.search` for a word in every entry, one in about 5%, one in a
     handful and two common words together, and what the index costs in file size (VACUUMed copies with and
     without it). Target: every query < 100 ms."""
-    path = home / "search.sqlite"
+    (home / "search").mkdir()
+    path = home / "search" / "bastion.sqlite"
     store = await Store.open(path)
     rng = random.Random(12)
     vocabulary = [f"w{n}" for n in range(20_000)]
@@ -396,6 +397,7 @@ async def bench_search(home: Path, sessions: int, entries: int, runs: int) -> No
             )
     finally:
         await store.close()
+    session_commands(path, runs)
     with_index, without = home / "with.sqlite", home / "without.sqlite"
     db = sqlite3.connect(path)
     db.execute(f"VACUUM INTO '{with_index}'")
@@ -410,6 +412,86 @@ async def bench_search(home: Path, sessions: int, entries: int, runs: int) -> No
         f"  store size: {a / MB:.1f} MB with the index, {b / MB:.1f} MB without "
         f"(+{(a - b) / MB:.1f} MB, {a / b:.2f}x)"
     )
+
+
+#: Each session command and the same query in the sqlite3 shell (issue 28, row 1).
+_SESSION_COMMANDS = (
+    (
+        "sessions search w40",
+        ["sessions", "search", "w40"],
+        "SELECT e.conversation_id, min(f.rank) AS best "
+        "FROM entries_fts f JOIN entries e ON e.rowid = f.rowid WHERE entries_fts MATCH 'w40' "
+        "GROUP BY e.conversation_id ORDER BY best LIMIT 50",
+    ),
+    (
+        "doctor",
+        ["doctor"],
+        "SELECT value FROM meta WHERE key = 'schema_version'",
+    ),
+    (
+        "sessions --all --json",
+        ["sessions", "--all", "--json"],
+        "SELECT id, title, cwd, settings, created_at, updated_at FROM conversations "
+        "ORDER BY updated_at DESC, id DESC LIMIT 200",
+    ),
+)
+
+
+_FLOOR = (
+    "import argparse, json, sqlite3, sys\n"
+    "db = sqlite3.connect(f'file:{sys.argv[1]}?mode=ro', uri=True)\n"
+    "print(json.dumps(db.execute(sys.argv[2]).fetchall()))\n"
+)
+
+
+def session_commands(path: Path, runs: int) -> None:
+    """Whole processes: `bastion sessions search`, `doctor` and `sessions --all --json`
+    on the search store vs the same query in the `sqlite3` shell plus `python -c pass`
+    (doctor also checks the config, sandbox and search path), runs interleaved, medians
+    (target <= 1.5x)."""
+    sqlite = shutil.which("sqlite3")
+    if sqlite is None:
+        print("  session commands: not measured (no sqlite3 shell)")
+        return
+    bastion = str(Path(sys.executable).parent / "bastion")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BASTION_")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["BASTION_HOME"] = str(path.parent)
+
+    def timed(cmd: list[str]) -> float:
+        started = time.perf_counter()
+        done = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        if done.returncode not in (0, 1):  # (doctor: 1 when a check of this machine fails)
+            raise SystemExit(f"{cmd} exited {done.returncode}: {done.stderr[-500:]!r}")
+        return time.perf_counter() - started
+
+    for what, args, sql in _SESSION_COMMANDS:
+        ours, ref, floor = [], [], []
+        # (.timeout: wait out a checkpoint still closing, as bastion's busy timeout does)
+        ours_cmd, ref_cmd = [bastion, *args], [sqlite, "-cmd", ".timeout 5000", str(path), sql]
+        # For the record: a Python process running the same query, having imported only
+        # what any command line with a store needs (no bastion code at all).
+        floor_cmd = [sys.executable, "-c", _FLOOR, str(path), sql]
+        for i in range(2 * runs + 1):
+            if i % 2:
+                ours.append(timed(ours_cmd))
+            ref.append(timed(ref_cmd) + timed([sys.executable, "-c", "pass"]))
+            floor.append(timed(floor_cmd))
+            if not i % 2:
+                ours.append(timed(ours_cmd))
+        a, b = statistics.median(ours[1:]), statistics.median(ref[1:])
+        c = statistics.median(floor[1:])
+        row(
+            f"bastion {what} (whole process)",
+            f"{a * 1000:.0f} ms",
+            f"sqlite3 + python -c pass {b * 1000:.0f} ms",
+            a / b,
+            1.5,
+        )
+        print(
+            f"    (python importing argparse, json and sqlite3 and running the query: "
+            f"{c * 1000:.0f} ms, {c / b:.2f}x the reference; bastion is {a / c:.2f}x that)"
+        )
 
 
 def keep_pristine(home: Path) -> None:

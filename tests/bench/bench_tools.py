@@ -1,6 +1,6 @@
 """Benchmark the coding tools against ripgrep, grep, fd and find.
 
-    python tests/bench/bench_tools.py [--dir DIR] [--runs N]
+    python tests/bench/bench_tools.py [--dir DIR] [--runs N] [--only tree,stdlib]
 
 Generates (once, cached in DIR; default $BASTION_BENCH_DIR or <repo>/bench-data)
 a deterministic tree of >= 20,000 source-like files and >= 200 MB, then prints
@@ -14,6 +14,11 @@ On a shared machine the medians drift by 10-25% from one run of this script to
 the next (other processes come and go); to judge a change, run the old and new
 code interleaved in one loop and compare minimum CPU times, not two bench runs
 taken minutes apart.
+
+A second tree (DIR-stdlib, issue 28): the CPython stdlib copied five times, 200
+generated binary files and an ignored `build/` (in `.ignore` for rg and fd, which
+read it without git, and in `.gitignore` for bastion); search vs `rg -n` and glob
+vs `fd -g`, each printed for the native and the pure-Python path (target <= 1.5x).
 
 Not collected by pytest: no test functions, and main() only runs as a script.
 """
@@ -314,6 +319,94 @@ def bench_glob(root: Path, bins: dict[str, str | None], runs: int, sink: Path) -
     return [f"glob {GLOB:<14} {compare(commands, 'files', ('fd', 1.5), root, runs, sink)}"]
 
 
+# --- the CPython stdlib x5, with binaries and an ignored folder (issue 28) -------------
+
+STDLIB_SPEC = "bench-stdlib-v1 copies=5 binaries=200x(64KB..2MB) seed=28 ignored=build/"
+STDLIB_COPIES = 5
+STDLIB_BINARIES = 200
+STDLIB_PATTERNS = [("literal", "connection", True), ("word-error", r"\w+Error\b", False)]
+#: One rule, in both files: rg and fd read `.ignore` without git, bastion reads `.gitignore`.
+IGNORED = "build/\n"
+
+
+def generate_stdlib(root: Path) -> None:
+    """The stdlib (without site-packages and bytecode) copied STDLIB_COPIES times, then
+    STDLIB_BINARIES binary files (an ELF-like header and a NUL in their first bytes, like
+    a build's output) spread among them, and an ignored `build/` holding a sixth copy."""
+    import sysconfig
+
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    skip = shutil.ignore_patterns("site-packages", "__pycache__", "*.pyc")
+    tmp = root.with_name(root.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for n in range(STDLIB_COPIES):
+        shutil.copytree(stdlib, tmp / f"copy{n}", ignore=skip, symlinks=True)
+    shutil.copytree(stdlib, tmp / "build" / "lib", ignore=skip, symlinks=True)
+    rng = random.Random(28)
+    folders = sorted(p for p in tmp.glob("copy*/*") if p.is_dir())
+    total = 0
+    for i in range(STDLIB_BINARIES):
+        size = rng.randint(64 * 1024, 2 * 1024 * 1024)
+        blob = b"\x7fELF\x02\x01\x01\x00" + rng.randbytes(size - 8)
+        (rng.choice(folders) / f"_generated_{i}.so").write_bytes(blob)
+        total += size
+    (tmp / ".ignore").write_text(IGNORED)
+    (tmp / ".gitignore").write_text(IGNORED)
+    (tmp / "SPEC").write_text(STDLIB_SPEC + "\n")
+    shutil.rmtree(root, ignore_errors=True)
+    tmp.rename(root)
+    print(f"generated the stdlib x{STDLIB_COPIES} tree with {total / 1e6:.0f} MB of binaries")
+
+
+def ensure_stdlib_tree(root: Path) -> None:
+    spec = root / "SPEC"
+    if spec.exists() and spec.read_text().strip() == STDLIB_SPEC:
+        return
+    print(f"generating the stdlib tree in {root} (once) ...", flush=True)
+    generate_stdlib(root)
+
+
+def bench_stdlib(root: Path, bins: dict[str, str | None], runs: int, sink: Path) -> list[str]:
+    """search vs `rg -n` and glob vs `fd -g`, each through the native path and the pure
+    Python one (BASTION_NATIVE=0): targets <= 1.5x."""
+    rows = []
+    python_path = ["env", "BASTION_NATIVE=0"]
+    for label, pattern, literal in STDLIB_PATTERNS:
+        args = {"pattern": pattern, "literal": literal, "max_results": 10**9}
+        commands = {"tools": tool_argv("search_files", args)}
+        commands["python"] = python_path + tool_argv("search_files", args)
+        if bins["rg"]:
+            commands["rg"] = [bins["rg"], "-n", "-F" if literal else "-e", pattern]
+        rows.append(
+            f"stdlib search {label:<11} " + stdlib_row(commands, "matches", "rg", root, runs, sink)
+        )
+    commands = {"tools": tool_argv("glob", {"pattern": GLOB})}
+    commands["python"] = python_path + tool_argv("glob", {"pattern": GLOB})
+    if bins["fd"]:
+        commands["fd"] = [bins["fd"], "-t", "f", "-g", GLOB]
+    rows.append(f"stdlib glob {GLOB:<14} " + stdlib_row(commands, "files", "fd", root, runs, sink))
+    return rows
+
+
+def stdlib_row(
+    commands: dict[str, list[str]], key: str, ref: str, root: Path, runs: int, sink: Path
+) -> str:
+    """The native and the Python path's times, each with its ratio against `ref`."""
+    times = medians(commands, root, runs, sink)
+    if ref not in times:
+        return f"tools {times['tools']:.3f}s ({ref} missing: no ratio)"
+    base = times[ref]
+    cells = [f"{ref} {base:.3f}s ({counted(commands[ref], root, sink, None)} found)"]
+    for name, what in (("tools", "native"), ("python", "python")):
+        ratio = times[name] / base
+        found = counted(commands[name], root, sink, key)
+        cells.append(
+            f"{what} {times[name]:.3f}s x{ratio:.2f} ({found} found) [{verdict(ratio, 1.5)} target <=1.5x]"
+        )
+    return " | ".join(cells)
+
+
 def install_note() -> str:
     """How this interpreter finds the package, and what starting it costs: every
     tool row pays the start once per run (rg, fd and find pay almost nothing)."""
@@ -364,9 +457,11 @@ def main() -> int:
     default = os.environ.get("BASTION_BENCH_DIR") or str(REPO / "bench-data")
     parser.add_argument("--dir", default=default)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--only", default="tree,stdlib", help="rows: tree, stdlib")
     opts = parser.parse_args()
     root = Path(opts.dir).resolve()
-    ensure_tree(root)
+    if "tree" in opts.only:
+        ensure_tree(root)
     bins = ensure_binaries()
     # One-shot runs should not pay to compile the package (PYTHONDONTWRITEBYTECODE
     # may be set); an installed package ships its bytecode too.
@@ -379,11 +474,19 @@ def main() -> int:
         sink = Path(tmp) / "out"
         if not importable("tools"):  # a venv without bastion installed: the source tree
             os.environ["PYTHONPATH"] = str(REPO)
-        print(native_note(root))
-        for line in bench_search(root, bins, opts.runs, sink) + bench_glob(
-            root, bins, opts.runs, sink
-        ):
-            print(line, flush=True)
+        root.parent.mkdir(parents=True, exist_ok=True)
+        print(native_note(root.parent))
+        if "tree" in opts.only:
+            for line in bench_search(root, bins, opts.runs, sink) + bench_glob(
+                root, bins, opts.runs, sink
+            ):
+                print(line, flush=True)
+        if "stdlib" in opts.only:
+            stdlib_root = root.with_name(root.name + "-stdlib")
+            ensure_stdlib_tree(stdlib_root)
+            print(f"tree: {stdlib_root} ({STDLIB_SPEC})")
+            for line in bench_stdlib(stdlib_root, bins, opts.runs, sink):
+                print(line, flush=True)
     return 0
 
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from runtime import fulltext, migrations
+from runtime import ftsquery, migrations
 from runtime.fulltext import SearchQueryError
 from runtime.harness import new_conversation
 from runtime.ids import uuid7
@@ -207,12 +207,12 @@ async def test_a_store_with_the_positional_index_is_rebuilt_without_positions(tm
 async def test_a_phrase_is_looked_for_among_the_newest_entries_holding_its_words(
     tmp_path, monkeypatch
 ):
-    monkeypatch.setattr(fulltext, "PHRASE_RANKED", 3)  # the bound on a phrase query's time
+    monkeypatch.setattr(ftsquery, "PHRASE_RANKED", 3)  # the bound on a phrase query's time
     store = await Store.open(tmp_path / "s.sqlite")
     old = await conversation(store, "old", "red fox jumps")
     await conversation(store, "new", "fox red", "the fox is red", "a fox, red")
     newest = await conversation(store, "newest", "red fox again")
     assert [h.conversation.id for h in await store.search('"red fox"')] == [newest]
-    monkeypatch.setattr(fulltext, "PHRASE_RANKED", 5)
+    monkeypatch.setattr(ftsquery, "PHRASE_RANKED", 5)
     assert {h.conversation.id for h in await store.search('"red fox"')} == {newest, old}
     await store.close()

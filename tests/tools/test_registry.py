@@ -192,6 +192,22 @@ def test_cli_runs_a_tool_and_stays_lean(root):
     assert refused.returncode == 1 and refused.stdout.startswith("REFUSED INVALID_ARGUMENT")
 
 
+def test_listing_every_tool_loads_neither_the_extension_nor_the_command_runner():
+    """What a session pays to describe the tools to the model (bastion -p answering in
+    words runs none): the definitions, not the native search, the supervisor or the
+    sandbox, which load when a tool first walks, searches or runs a command."""
+    probe = (
+        "import sys; from tools import TOOLS; names = [t.name for t in TOOLS.values()];"
+        "assert 'run_command' in names and 'search_files' in names, names;"
+        "heavy = ('tools._native', 'tools.lifetime', 'tools.sandbox_run', 'tools.landlock');"
+        "sys.stderr.write(','.join(m for m in heavy if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+
+
 def test_cli_encodes_large_match_lists_with_orjson_and_odd_text_with_json():
     from tools.__main__ import ORJSON_FROM, encode
 

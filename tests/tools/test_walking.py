@@ -384,3 +384,23 @@ async def test_a_file_growing_while_read_is_read_to_a_bound(call, root, monkeypa
     monkeypatch.setattr(tools.search.os, "fstat", small)
     found = await call("search_files", pattern="start|end")
     assert [m["text"] for m in found.data["matches"]] == ["start"]
+
+
+def test_a_directory_files_are_ignored_as_each_file_alone_would_be():
+    """unignored_files (one pass per directory) keeps exactly what is_ignored keeps file
+    by file: nested frames, negation, anchored, directory-only and wildcard rules."""
+    from tools.ignore import IgnoreFrame, is_ignored, parse_rules, unignored_files
+
+    frames = [
+        IgnoreFrame((), parse_rules("*.log\nbuild/\n/top.txt\n!keep.log\nsrc/*.tmp\n")),
+        IgnoreFrame(("src",), parse_rules("gen_*\n!gen_keep.py\n*.log\n")),
+        IgnoreFrame(("src", "deep"), parse_rules("only/\n")),
+    ]
+    names = ["a.py", "a.log", "keep.log", "top.txt", "x.tmp", "gen_a.py", "gen_keep.py", "only"]
+    for parts in [(), ("src",), ("src", "deep"), ("other",), ("src", "deep", "more")]:
+        expected = [n for n in names if not is_ignored(frames, (*parts, n), False)]
+        assert unignored_files(frames, parts, names) == expected
+    # Directory-only rules never filter files: the list comes back as it was.
+    only_dirs = [IgnoreFrame((), parse_rules("build/\n"))]
+    assert unignored_files(only_dirs, ("a",), names) is names
+    assert unignored_files(frames, (), names) != names  # (and the others do filter)
