@@ -20,14 +20,36 @@ RLIMIT_NOFILE of 1024
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from tools.scan import LONG_LINE, Batch, Tally
+from tools.scan import LONG_LINE, Batch, ContentMatcher, Hit, Tally
 from tools.walk import HeldDirectories
 
 if TYPE_CHECKING:
-    from tools.search import Include, SearchRun
+    from tools.limits import Budget
     from tools.walk import Walker
+
+
+class SearchRun(Protocol):
+    """What the native path uses of a search's state (tools.search.SearchRun); named
+    here so that this module needs nothing of tools.search, which calls it."""
+
+    budget: Budget
+    done: bool
+    hits: list[Hit]
+    matcher: ContentMatcher
+    max_results: int
+    saturated: bool
+    tally: Tally
+
+    def take(self, hits: list[Hit], tally: Tally, size: int) -> None: ...
+
+
+class Include(Protocol):
+    """The `include` filter (tools.search.Include): the names of a folder it keeps."""
+
+    def names(self, parts: tuple[str, ...], names: list[str]) -> list[str]: ...
+
 
 GROUP_FILES = 128  # smaller groups pipeline better: 256 measured 5-10% slower
 GROUP_DIRS = 64
