@@ -1,0 +1,73 @@
+"""Issue 25, item 13: what the seeds promise (the /restore check is test_restore.py).
+
+- after compaction an interrupted answer reads as cut off to the summariser, as it
+  does in the normal request (it used to read as a finished answer);
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from runtime import Harness
+from runtime.compaction import CUT_OFF
+from runtime.config import Config
+from runtime.loop import LoopSettings
+from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
+from tests.runtime.helpers import RecordingToolbox
+
+SLOW = "".join(f"{i:03d} " for i in range(300))
+
+
+async def open_with(tmp_path: Path, main: Any, summariser: Any) -> Harness:
+    def resolve(spec: str) -> tuple[Any, str]:
+        return (summariser if spec.startswith("sum/") else main), spec.split("/", 1)[1]
+
+    return await Harness.open(
+        tmp_path / "b.sqlite",
+        resolve_model=resolve,
+        toolbox_factory=lambda conv: RecordingToolbox(),
+        loop_settings=LoopSettings(checkpoint_interval=0.02, backoff_base=0.01),
+        config=Config(compact_model="sum/small"),
+    )
+
+
+async def interrupted_mid_answer(harness: Harness, conv_id: str, prompt: str) -> str:
+    """Submit `prompt`, interrupt once part of the answer is kept; the kept text."""
+    item = await harness.submit(conv_id, prompt)
+    for _ in range(500):
+        snap = await harness.store.snapshot(conv_id)
+        texts = [e.text for e in snap.entries if e.kind == "assistant" and e.status == "streaming"]
+        if texts and len(texts[-1]) > 20:
+            break
+        await asyncio.sleep(0.01)
+    else:
+        raise AssertionError("no partial was checkpointed")
+    await harness.interrupt(conv_id)
+    run = await harness.wait(item.id, conv_id)
+    assert run.state == "interrupted"
+    snap = await harness.store.snapshot(conv_id)
+    return [e for e in snap.entries if e.kind == "assistant"][-1].text
+
+
+async def test_seed_compaction_summariser_reads_an_interrupted_answer_as_cut_off(
+    tmp_path: Path,
+) -> None:
+    main = ScriptedProvider(
+        [ScriptedTurn(text=SLOW, chunk_size=4, delay=0.01), ScriptedTurn(text="Second.")]
+    )
+    summariser = ScriptedProvider([ScriptedTurn(text="SUMMARY.")])
+    harness = await open_with(tmp_path, main, summariser)
+    conv = await harness.create_conversation(str(tmp_path), settings={"model": "s/gpt-4o"})
+    await harness.drive(conv.id, approval_mode="full-auto")
+    partial = await interrupted_mid_answer(harness, conv.id, "count slowly")
+    item = await harness.submit(conv.id, "and then?")
+    assert (await harness.wait(item.id, conv.id)).state == "completed"
+    summary = await harness.compact(conv.id)
+    assert summary is not None
+    sent = summariser.requests[0].messages[-1].content
+    assert isinstance(sent, str)
+    assert f"[assistant]\n{partial}\n{CUT_OFF}" in sent
+    assert f"[assistant]\nSecond.\n{CUT_OFF}" not in sent  # a finished answer is not marked
+    await harness.close()
