@@ -2,6 +2,8 @@
 
 - after compaction an interrupted answer reads as cut off to the summariser, as it
   does in the normal request (it used to read as a finished answer);
+- a follow-up queued behind a run that fails is held for the user (it used to
+  start at once): shown as held in the view, sent by `send_held`, withdrawable.
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ from typing import Any
 from runtime import Harness
 from runtime.compaction import CUT_OFF
 from runtime.config import Config
+from runtime.errors import InputHeld
 from runtime.loop import LoopSettings
+from runtime.providers.base import ProviderError
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from tests.runtime.helpers import RecordingToolbox
+from tests.runtime.helpers import RecordingToolbox, open_harness
 
 SLOW = "".join(f"{i:03d} " for i in range(300))
 
@@ -70,4 +74,49 @@ async def test_seed_compaction_summariser_reads_an_interrupted_answer_as_cut_off
     assert isinstance(sent, str)
     assert f"[assistant]\n{partial}\n{CUT_OFF}" in sent
     assert f"[assistant]\nSecond.\n{CUT_OFF}" not in sent  # a finished answer is not marked
+    await harness.close()
+
+
+async def test_seed_follow_up_behind_a_failed_run_is_held_until_sent(tmp_path: Path) -> None:
+    broken = ProviderError("bad request", provider="s", status=400)
+    provider = ScriptedProvider(
+        [ScriptedTurn(error=broken, delay=0.01), ScriptedTurn(text="answered")]
+    )
+    harness = await open_harness(tmp_path, provider)
+    conv = await harness.create_conversation(str(tmp_path), settings={"model": "s/m"})
+    first = await harness.submit(conv.id, "first")
+    follow = await harness.submit(conv.id, "then this", mode="follow_up")
+    await harness.drive(conv.id)
+    assert (await harness.wait(first.id, conv.id)).state == "failed"
+    # held in the failing transaction itself, so nothing could have started it
+    view = await harness.snapshot(conv.id)
+    assert [i.id for i in view.held_inbox] == [follow.id] and view.queued_inbox == ()
+    assert len(provider.requests) == 1
+    try:
+        await harness.wait(follow.id, conv.id)
+    except InputHeld as exc:
+        assert "held" in str(exc)
+    else:
+        raise AssertionError("waiting on a held input should say it is held")
+
+    released = await harness.send_held(conv.id)
+    assert [i.id for i in released] == [follow.id]
+    assert (await harness.wait(follow.id, conv.id)).state == "completed"
+    assert provider.requests[-1].messages[-1].content == "then this"
+    assert await harness.send_held(conv.id) == ()
+    await harness.close()
+
+
+async def test_seed_held_input_can_be_withdrawn(tmp_path: Path) -> None:
+    broken = ProviderError("bad request", provider="s", status=400)
+    provider = ScriptedProvider([ScriptedTurn(error=broken, delay=0.01)])
+    harness = await open_harness(tmp_path, provider)
+    conv = await harness.create_conversation(str(tmp_path), settings={"model": "s/m"})
+    first = await harness.submit(conv.id, "first")
+    follow = await harness.submit(conv.id, "then this", mode="follow_up")
+    await harness.drive(conv.id)
+    assert (await harness.wait(first.id, conv.id)).state == "failed"
+    assert await harness.withdraw(conv.id, follow.id)
+    view = await harness.snapshot(conv.id)
+    assert view.held_inbox == () and await harness.send_held(conv.id) == ()
     await harness.close()
