@@ -3,7 +3,10 @@
 - after compaction an interrupted answer reads as cut off to the summariser, as it
   does in the normal request (it used to read as a finished answer);
 - a follow-up queued behind a run that fails is held for the user (it used to
-  start at once): shown as held in the view, sent by `send_held`, withdrawable.
+  start at once): shown as held in the view, sent by `send_held`, withdrawable;
+- an interrupted or failed attempt's spend is recorded per attempt, estimated
+  when the provider sent none, and the totals over it say estimated (it used to
+  vanish, and the total still read as measured).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from runtime import Harness
+from runtime import Harness, usage_summary
 from runtime.compaction import CUT_OFF
 from runtime.config import Config
 from runtime.errors import InputHeld
@@ -119,4 +122,67 @@ async def test_seed_held_input_can_be_withdrawn(tmp_path: Path) -> None:
     assert await harness.withdraw(conv.id, follow.id)
     view = await harness.snapshot(conv.id)
     assert view.held_inbox == () and await harness.send_held(conv.id) == ()
+    await harness.close()
+
+
+async def test_seed_spend_of_a_failed_attempt_without_usage_is_estimated(tmp_path: Path) -> None:
+    cut = ProviderError("stream broke", provider="s", status=500, reason="stream broke")
+    provider = ScriptedProvider(
+        [ScriptedTurn(text=SLOW, chunk_size=40, error=cut, error_after_chunks=5)]
+    )
+    harness = await open_harness(tmp_path, provider, max_retries=0)
+    conv = await harness.create_conversation(str(tmp_path), settings={"model": "s/m"})
+    await harness.drive(conv.id)
+    item = await harness.submit(conv.id, "count")
+    run = await harness.wait(item.id, conv.id)
+    assert run.state == "failed"
+    [attempt] = run.usage["attempts"]
+    assert attempt["outcome"] == "failed" and attempt["quality"] == "estimated"
+    assert attempt["output_tokens"] > 0 and attempt["input_tokens"] > 0
+    assert run.usage["output_tokens"] == attempt["output_tokens"]
+    assert run.usage["quality"] == "estimated"
+    total = usage_summary(await harness.snapshot(conv.id)).total
+    assert total.output_tokens == attempt["output_tokens"] and total.quality == "estimated"
+    await harness.close()
+
+
+async def test_seed_spend_of_a_retried_attempt_counts_in_the_answered_run(tmp_path: Path) -> None:
+    cut = ProviderError("overloaded", provider="s", status=503, retryable=True, reason="busy")
+    refused = ProviderError("rate limited", provider="s", status=429, retryable=True)
+    provider = ScriptedProvider(
+        [
+            ScriptedTurn(text=SLOW, chunk_size=40, error=cut, error_after_chunks=3),
+            ScriptedTurn(error=refused),  # refused before any data: nothing billed
+            ScriptedTurn(text="ok"),
+        ]
+    )
+    harness = await open_harness(tmp_path, provider)
+    conv = await harness.create_conversation(str(tmp_path), settings={"model": "s/m"})
+    await harness.drive(conv.id)
+    item = await harness.submit(conv.id, "count")
+    run = await harness.wait(item.id, conv.id)
+    assert run.state == "completed"
+    first, second = run.usage["attempts"]
+    assert (first["attempt"], first["outcome"], first["quality"]) == (1, "failed", "estimated")
+    assert first["output_tokens"] > 0
+    assert (second["attempt"], second["output_tokens"], second["quality"]) == (2, 0, "measured")
+    # the answer's own usage (10 in, 1 out, from the script) plus the estimated attempt
+    assert run.usage["output_tokens"] == 1 + first["output_tokens"]
+    assert run.usage["quality"] == "estimated"
+    await harness.close()
+
+
+async def test_seed_spend_of_an_interrupted_attempt_is_recorded(tmp_path: Path) -> None:
+    provider = ScriptedProvider([ScriptedTurn(text=SLOW, chunk_size=4, delay=0.01)])
+    harness = await open_harness(tmp_path, provider)
+    conv = await harness.create_conversation(str(tmp_path), settings={"model": "s/m"})
+    await harness.drive(conv.id)
+    partial = await interrupted_mid_answer(harness, conv.id, "count slowly")
+    [run] = (await harness.snapshot(conv.id)).runs
+    [attempt] = run.usage["attempts"]
+    assert attempt["outcome"] == "interrupted" and attempt["quality"] == "estimated"
+    assert attempt["output_tokens"] >= len(partial) // 8  # about a token per 4 characters
+    assert run.usage["output_tokens"] == attempt["output_tokens"]
+    total = usage_summary(await harness.snapshot(conv.id)).total
+    assert total.output_tokens == attempt["output_tokens"] and total.quality == "estimated"
     await harness.close()
