@@ -39,6 +39,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from runtime import blobs
 from runtime.records import ToolCallRecord, ToolCallState
 from runtime.tx import Tx
 
@@ -202,18 +203,20 @@ async def start_with_effects(
 
 
 def record_effect(tx: Tx, call: ToolCallRecord, effect: Effect) -> None:
+    """The effect's row; a file's previous bytes are kept once by hash (runtime.blobs)."""
     content = effect.get("content")
+    sha = blobs.keep(tx, content) if content is not None else None
     detail = {k: v for k, v in effect.items() if k not in ("kind", "path", "content")}
     tx.execute(
         "INSERT OR REPLACE INTO call_effects "
-        "(tool_call_id, conversation_id, kind, path, content, detail, created_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "(tool_call_id, conversation_id, kind, path, content, content_sha256, detail, "
+        "created_at) VALUES (?, ?, ?, ?, NULL, ?, ?, ?)",
         (
             call.id,
             call.conversation_id,
             effect["kind"],
             effect.get("path"),
-            content,
+            sha,
             json.dumps(detail, ensure_ascii=False),
             time.time(),
         ),
@@ -282,9 +285,10 @@ class SpanCall:
 def read_span(db: Any, conversation_id: str, position: int) -> list[SpanCall]:
     """The calls that ran (or may have) from entry `position` on, oldest first."""
     rows = db.execute(
-        "SELECT c.id, c.name, c.arguments, f.kind, f.path, f.content, f.detail "
-        "FROM tool_calls c JOIN entries e ON e.id = c.entry_id "
+        "SELECT c.id, c.name, c.arguments, f.kind, f.path, COALESCE(b.content, f.content), "
+        "f.detail FROM tool_calls c JOIN entries e ON e.id = c.entry_id "
         "LEFT JOIN call_effects f ON f.tool_call_id = c.id "
+        "LEFT JOIN file_blobs b ON b.sha256 = f.content_sha256 "
         "WHERE c.conversation_id = ? AND e.position >= ? AND c.replay_safe = 0 "
         "AND c.state IN ('running', 'done', 'interrupted') "
         'ORDER BY e.position, c."index"',
