@@ -8,6 +8,11 @@ each such attempt is kept in the run's `usage["attempts"]`:
      "input_tokens": N, "output_tokens": N, "cached_input_tokens": N,
      "reasoning_tokens": N, "cost": X | None, "quality": "measured" | ...}
 
+A process killed mid-stream cannot count its attempt; the driver that takes the
+run over does (`count_crashed`, in the recovery transaction): about 4 characters
+a token for the prompt before the partial and for the partial itself
+(estimated), with no cost (so the totals say their cost is incomplete).
+
 The counts are the provider's when it sent usage before it stopped (measured);
 else, when the stream had sent anything, tiktoken estimates of the request and
 of what was streamed (estimated); a request that failed before any data came
@@ -24,9 +29,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.providers.base import ModelRequest, Usage
+from runtime.records import ACTIVE_RUN_STATES, Entry
 from runtime.tokens import Quality, estimate_usage_async
+from runtime.tx import Tx
 
-__all__ = ["AttemptSpend", "Spent"]
+__all__ = ["AttemptSpend", "Spent", "count_crashed"]
 
 _ORDER = (Quality.MEASURED, Quality.ESTIMATED, Quality.UNAVAILABLE)
 
@@ -84,3 +91,25 @@ class Spent:
         if attempts:
             record["attempts"] = attempts
         return record
+
+
+def count_crashed(tx: Tx, partial: Entry) -> None:
+    """Add the attempt a crash cut off (its kept `partial`) to its run's usage."""
+    run = tx.run(partial.run_id) if partial.run_id else None
+    if run is None or run.state not in ACTIVE_RUN_STATES:
+        return
+    [(before,)] = tx.rows(
+        "SELECT COALESCE(SUM(LENGTH(text)), 0) FROM entries "
+        "WHERE conversation_id = ? AND position < ?",
+        (tx.conversation_id, partial.position),
+    )
+    reasoning = str(partial.data.get("reasoning") or "")
+    usage = Usage(int(before) // 4 + 1, (len(partial.text) + len(reasoning)) // 4 + 1)
+    spent = Spent()
+    attempt = len(run.usage.get("attempts", ())) + 1
+    spent.add(AttemptSpend(usage, Quality.ESTIMATED), attempt, "interrupted", "the process stopped")
+    record = dict(run.usage)
+    total = Usage.from_dict(run.usage) + usage
+    record.update(total.to_dict())
+    record["quality"] = _worse(run.usage.get("quality", Quality.MEASURED), Quality.ESTIMATED)
+    tx.transition_run(run.id, ACTIVE_RUN_STATES, usage=spent.into(record, run.usage))

@@ -23,6 +23,7 @@ from runtime.loop import LoopSettings
 from runtime.providers.base import ProviderError
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import RecordingToolbox, open_harness
+from tests.runtime.test_resume_partial import crashed_mid_answer
 
 SLOW = "".join(f"{i:03d} " for i in range(300))
 
@@ -185,4 +186,23 @@ async def test_seed_spend_of_an_interrupted_attempt_is_recorded(tmp_path: Path) 
     assert run.usage["output_tokens"] == attempt["output_tokens"]
     total = usage_summary(await harness.snapshot(conv.id)).total
     assert total.output_tokens == attempt["output_tokens"] and total.quality == "estimated"
+    await harness.close()
+
+
+async def test_seed_spend_of_an_attempt_a_crash_cut_off_is_counted_on_resume(
+    tmp_path: Path,
+) -> None:
+    conv_id, item_id = await crashed_mid_answer(tmp_path)
+    provider = ScriptedProvider([ScriptedTurn(text="and the rest.")])
+    harness = await open_harness(tmp_path, provider)
+    await harness.drive(conv_id)
+    run = await harness.wait(item_id, conv_id)
+    assert run.state == "completed"
+    partial = next(e for e in (await harness.snapshot(conv_id)).entries if e.kind == "assistant")
+    [attempt] = run.usage["attempts"]
+    assert (attempt["outcome"], attempt["quality"]) == ("interrupted", "estimated")
+    assert attempt["output_tokens"] == len(partial.text) // 4 + 1 and attempt["cost"] is None
+    # the answer's own usage from the script (10 in, 3 out) plus the estimated attempt
+    assert run.usage["output_tokens"] == 3 + attempt["output_tokens"]
+    assert run.usage["quality"] == "estimated"
     await harness.close()
