@@ -79,3 +79,27 @@ def test_shared_file_bytes_migration_moves_inline_bytes_once(tmp_path) -> None:
         BEFORE,
     )
     db.close()
+
+
+async def test_shared_file_bytes_size_cap_drops_the_oldest_and_restore_says_so(tmp_path) -> None:
+    work = tmp_path / "plain"
+    work.mkdir()
+    (work / "f.txt").write_bytes(BEFORE)
+    (work / "g.txt").write_bytes(b"g before\n")
+    harness, conv, message = await session(tmp_path, work, [
+        call(1, "write_file", path="f.txt", content="after\n", overwrite=True),
+        call(2, "write_file", path="g.txt", content="g after\n", overwrite=True),
+    ])  # fmt: skip
+    db = sqlite3.connect(tmp_path / "bastion.sqlite")
+    db.execute("UPDATE file_blobs SET created_at = 0 WHERE size = ?", (len(BEFORE),))
+    assert blobs.cap(db, limit=100) == 1  # the oldest (f.txt's) goes; g.txt's fits
+    db.commit()
+    db.close()
+    plan = await harness.restore_plan(conv.id, message.id)
+    assert [(f.path, f.content) for f in plan.files] == [("g.txt", b"g before\n")]
+    [why] = plan.cannot_undo
+    assert why.startswith("f.txt: its bytes from before write_file were dropped") and "cap" in why
+    await harness.restore(plan)
+    assert (work / "f.txt").read_text() == "after\n"  # left alone, not deleted
+    assert (work / "g.txt").read_text() == "g before\n"
+    await harness.close()
