@@ -55,6 +55,7 @@ _EXPORTS = {
     "ProjectInstructions": "runtime.instructions",
     "load_instructions": "runtime.instructions",
     "schema_version": "runtime.migrations",
+    "kept_bytes": "runtime.blobs",
     "EmptyInput": "runtime.errors",
     "Harness": "runtime.harness",
     "SessionSettings": "runtime.records",
@@ -143,6 +144,7 @@ __all__ = [
     "first_run_report",
     "first_run_text",
     "fuzzy_filter",
+    "kept_bytes",
     "load_config",
     "load_instructions",
     "mention_at",
@@ -166,6 +168,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from runtime.attach import Follower
+    from runtime.blobs import kept_bytes
     from runtime.catalog import ModelInfo
     from runtime.compaction import compacted_through
     from runtime.config import load_config

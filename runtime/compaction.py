@@ -98,6 +98,9 @@ class CompactionSettings:
     summary_spec: str | None = None
 
 
+CUT_OFF = "[this answer was interrupted]"  # how an answer that did not complete reads
+
+
 def reserve_for(window: int, configured: int | None) -> int:
     """Tokens kept free in the window: the configured reserve, at most a quarter of it."""
     return min(configured or DEFAULT_RESERVE, window // 4)
@@ -203,6 +206,8 @@ def transcript(plan: Plan, char_budget: int) -> str:
                 blocks.append(f"[user]\n{entry.text}")
             case EntryKind.ASSISTANT:
                 lines = [f"[assistant]\n{entry.text}"] if entry.text else []
+                if lines and entry.status in (EntryStatus.INTERRUPTED, EntryStatus.FAILED):
+                    lines.append(CUT_OFF)  # as the normal request reads it (issue 25, 13)
                 for call in entry.data.get("tool_calls") or ():
                     lines.append(f"[tool call {call.get('name')}] {call.get('arguments')}")
                 if lines:

@@ -1,10 +1,21 @@
 """What the model sees: the system prompt and messages built from stored entries.
 
 The model sees entries from the newest reset onward, with the newest summary in
-place of the entries it covers (runtime.compaction). An assistant
-entry that did not complete is left out while its own run is still going (the
-run will ask again); one from an ended run is kept as the text it got to, so a
-follow-up knows what was already said.
+place of the entries it covers (runtime.compaction). An assistant entry that
+did not complete is sent as the text it got to, marked as cut off (CUT_OFF), so
+the model knows what was already said:
+
+- from an ended run (interrupted by the user, or failed): the marked text, and
+  the next user message follows it as usual;
+- from the run being resumed after a crash (issue 25, item 5): the partial the
+  dead driver kept, closed as interrupted by recovery, is what the user saw.
+  The model gets it marked, then a note (CONTINUE) asking it to go on from where
+  the text stops without repeating it. The front ends show the partial as its
+  own entry marked interrupted and the continuation as a new entry under it, so
+  no text appears twice (before this the partial was left out, the model began
+  again and the answer was shown twice);
+- a failed attempt of the run in progress (its stream is retried under the same
+  entry) and a still-streaming entry are left out: the run is asking again.
 """
 
 from __future__ import annotations
@@ -15,10 +26,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from runtime.compaction import covered_through, newest_summary
+from runtime.compaction import CUT_OFF, covered_through, newest_summary
 from runtime.images import adapt_content
 from runtime.providers.base import ImagePart, Message, TextPart, ToolCall, ToolSpec
 from runtime.records import Conversation, Entry, EntryKind, EntryStatus
+
+CONTINUE = (
+    "[Your answer above was cut off when bastion stopped; the user has seen it. "
+    "Continue from exactly where it stops. Do not repeat any of it.]"
+)
 
 BASE_PROMPT = """\
 You are Bastion, a coding agent working in the user's repository from their terminal.
@@ -106,7 +122,8 @@ def build_messages(
     results = {e.data.get("tool_call_id"): e for e in active if e.kind == EntryKind.TOOL_RESULT}
     messages = [Message("system", system_prompt(conversation, tools, project))]
     used: set[str] = set()
-    for entry in active:
+    last = {e.run_id: i for i, e in enumerate(active) if e.kind == EntryKind.ASSISTANT}
+    for index, entry in enumerate(active):
         match entry.kind:
             case EntryKind.USER:
                 attached = policy.prompt_images.get(entry.id)
@@ -122,8 +139,17 @@ def build_messages(
                 if entry.text:
                     messages.append(Message("user", entry.text))
             case EntryKind.ASSISTANT:
-                messages.extend(_assistant_turn(entry, current_run_id, results, used))
+                went_on = _went_on(active, index, last, current_run_id)
+                messages.extend(_assistant_turn(entry, current_run_id, results, used, went_on))
     return tuple(_adapt(m, policy) for m in messages)
+
+
+def _went_on(
+    active: Sequence[Entry], index: int, last: Mapping[str | None, int], run: str | None
+) -> bool:
+    """Whether the run of active[index] is going on now or answered again after it."""
+    entry_run = active[index].run_id
+    return entry_run is not None and (entry_run == run or last[entry_run] > index)
 
 
 def _adapt(message: Message, policy: ImagePolicy) -> Message:
@@ -144,12 +170,15 @@ def _wire_id(provider_id: str, key: str, used: set[str]) -> str:
 
 
 def _assistant_turn(
-    entry: Entry, current_run_id: str | None, results: dict[Any, Entry], used: set[str]
+    entry: Entry,
+    current_run_id: str | None,
+    results: dict[Any, Entry],
+    used: set[str],
+    went_on: bool,
 ) -> list[Message]:
     calls = entry.data.get("tool_calls", ()) if entry.status == EntryStatus.COMPLETE else ()
     if not calls:
-        message = _assistant_message(entry, current_run_id)
-        return [message] if message is not None else []
+        return _assistant_messages(entry, current_run_id, went_on)
     wire_calls, replies = [], []
     for call in calls:
         key = call.get("key") or call["id"]  # entries before own keys: the id was the key
@@ -165,9 +194,14 @@ def _assistant_turn(
     return [Message("assistant", entry.text, tool_calls=tuple(wire_calls)), *replies]
 
 
-def _assistant_message(entry: Entry, current_run_id: str | None) -> Message | None:
+def _assistant_messages(entry: Entry, current_run_id: str | None, went_on: bool) -> list[Message]:
+    """An assistant entry without tool calls as the model gets it (module docstring).
+    `went_on`: its run is going on now or went on after it (a resume after a crash)."""
     if entry.status == EntryStatus.COMPLETE:
-        return Message("assistant", entry.text) if entry.text else None
-    if entry.run_id == current_run_id or not entry.text:
-        return None
-    return Message("assistant", entry.text + "\n\n[this answer was interrupted]")
+        return [Message("assistant", entry.text)] if entry.text else []
+    if not entry.text:
+        return []
+    cut = Message("assistant", entry.text + "\n\n" + CUT_OFF)
+    if entry.status == EntryStatus.INTERRUPTED and went_on:
+        return [cut, Message("user", CONTINUE)]  # kept by a crashed driver: its run went on
+    return [cut] if entry.run_id != current_run_id else []

@@ -36,6 +36,7 @@ from runtime.loop import LiveStream, LoopDeps, LoopSettings, RunExecutor, place_
 from runtime.providers.base import Provider
 from runtime.records import ACTIVE_RUN_STATES, EntryStatus, Run, RunState
 from runtime.settings import RuleBook
+from runtime.spend import count_crashed
 from runtime.store import LeaseInfo, Store
 from runtime.storefile import pid_alive, process_started
 from runtime.toolbox import Toolbox
@@ -233,7 +234,9 @@ class Driver:
             )
             for row in rows:
                 entry = entry_row(row)
-                tx.close_entry(entry.id, EntryStatus.INTERRUPTED, entry.data)
+                closed = tx.close_entry(entry.id, EntryStatus.INTERRUPTED, entry.data)
+                if closed is not None and closed.text:
+                    count_crashed(tx, closed)  # its spend counts too (runtime.spend)
 
         await self.store.transact(
             self.conversation_id, build, token=self.token, publish=self.publish

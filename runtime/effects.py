@@ -39,6 +39,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from runtime import blobs
 from runtime.records import ToolCallRecord, ToolCallState
 from runtime.tx import Tx
 
@@ -202,18 +203,20 @@ async def start_with_effects(
 
 
 def record_effect(tx: Tx, call: ToolCallRecord, effect: Effect) -> None:
+    """The effect's row; a file's previous bytes are kept once by hash (runtime.blobs)."""
     content = effect.get("content")
+    sha = blobs.keep(tx.db, content) if content is not None else None
     detail = {k: v for k, v in effect.items() if k not in ("kind", "path", "content")}
     tx.execute(
         "INSERT OR REPLACE INTO call_effects "
-        "(tool_call_id, conversation_id, kind, path, content, detail, created_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "(tool_call_id, conversation_id, kind, path, content, content_sha256, detail, "
+        "created_at) VALUES (?, ?, ?, ?, NULL, ?, ?, ?)",
         (
             call.id,
             call.conversation_id,
             effect["kind"],
             effect.get("path"),
-            content,
+            sha,
             json.dumps(detail, ensure_ascii=False),
             time.time(),
         ),
@@ -282,17 +285,23 @@ class SpanCall:
 def read_span(db: Any, conversation_id: str, position: int) -> list[SpanCall]:
     """The calls that ran (or may have) from entry `position` on, oldest first."""
     rows = db.execute(
-        "SELECT c.id, c.name, c.arguments, f.kind, f.path, f.content, f.detail "
+        "SELECT c.id, c.name, c.arguments, f.kind, f.path, COALESCE(b.content, f.content), "
+        "f.detail, f.content_sha256 IS NOT NULL AND b.sha256 IS NULL "
         "FROM tool_calls c JOIN entries e ON e.id = c.entry_id "
         "LEFT JOIN call_effects f ON f.tool_call_id = c.id "
+        "LEFT JOIN file_blobs b ON b.sha256 = f.content_sha256 "
         "WHERE c.conversation_id = ? AND e.position >= ? AND c.replay_safe = 0 "
         "AND c.state IN ('running', 'done', 'interrupted') "
         'ORDER BY e.position, c."index"',
         (conversation_id, position),
     ).fetchall()
-    return [
-        SpanCall(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6]) if r[6] else {}) for r in rows
-    ]
+    return [SpanCall(r[0], r[1], r[2], r[3], r[4], r[5], _detail(r[6], bool(r[7]))) for r in rows]
+
+
+def _detail(raw: str | None, reclaimed: bool) -> dict[str, Any]:
+    """The effect's detail; `reclaimed`: its kept bytes went to the size cap (runtime.blobs)."""
+    detail: dict[str, Any] = json.loads(raw) if raw else {}
+    return {**detail, "reclaimed": True} if reclaimed else detail
 
 
 def plan(conversation_id: str, entry_id: str, cwd: str, span: list[SpanCall]) -> RestorePlan:
@@ -300,12 +309,21 @@ def plan(conversation_id: str, entry_id: str, cwd: str, span: list[SpanCall]) ->
     decided: dict[str, FileRestore] = {}
     cannot: list[str] = []
     untracked_before: list[str] = []  # commands outside git that ran so far
+    gave_up: set[str] = set()  # paths whose earliest state cannot be restored
     for call in span:
         if call.kind == "file" and call.path is not None:
-            if call.path in decided:
+            if call.path in decided or call.path in gave_up:
                 continue
+            if call.detail.get("too_large") or call.detail.get("reclaimed"):
+                gave_up.add(call.path)  # no later state stands in for the earliest
             if call.detail.get("too_large"):
                 cannot.append(f"{call.path}: it was over {FILE_LIMIT >> 20} MB before {call.name}")
+                continue
+            if call.detail.get("reclaimed"):
+                cannot.append(
+                    f"{call.path}: its bytes from before {call.name} were dropped to keep "
+                    "the store under its size cap"
+                )
                 continue
             decided[call.path] = FileRestore(call.path, call.content, f"as before {call.name}")
             if untracked_before:

@@ -48,6 +48,12 @@ class UnknownRun(BastionError):
     code = "unknown_run"
 
 
+class InputHeld(BastionError):
+    """The submission was queued behind a run that failed: it waits for the user."""
+
+    code = "input_held"
+
+
 class ConversationBusy(BastionError):
     """Another live process drives this conversation."""
 

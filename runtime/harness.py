@@ -41,7 +41,7 @@ from runtime.admission import (
 from runtime.aio import wait_until
 from runtime.calls import interrupt_tx
 from runtime.config import Config, default_home
-from runtime.errors import StoreError, UnknownRun
+from runtime.errors import InputHeld, StoreError, UnknownRun
 from runtime.events import DurableEvent, InboxUpdated, RunUpdated
 from runtime.harness_core import (
     HarnessCore,
@@ -233,14 +233,36 @@ class Harness(SessionOps, ApprovalOps, DrivingOps):
         return item
 
     async def withdraw(self, conversation_id: str, item_id: str) -> bool:
-        """Withdraw a queued steer or follow-up: false (nothing changed) if it was placed
-        first, or withdrawn already."""
-        done = await self.store.transact(
-            conversation_id,
-            lambda tx: tx.transition_inbox(item_id, InboxState.WITHDRAWN),
-            publish=self._publish,
-        )
+        """Withdraw a queued (or held) steer or follow-up: false (nothing changed) if it
+        was placed first, or withdrawn already."""
+
+        def build(tx: Tx) -> InboxItem | None:
+            gone = tx.transition_inbox(item_id, InboxState.WITHDRAWN)
+            if gone is None:
+                gone = tx.transition_inbox(
+                    item_id, InboxState.WITHDRAWN, from_state=InboxState.HELD
+                )
+            return gone
+
+        done = await self.store.transact(conversation_id, build, publish=self._publish)
         return done is not None
+
+    async def send_held(self, conversation_id: str) -> tuple[InboxItem, ...]:
+        """Send what was held behind a failed run (issue 25, item 13): every held item
+        is queued again, in its order, and the driver woken; () if nothing was held."""
+
+        def build(tx: Tx) -> list[InboxItem]:
+            moved = (
+                tx.transition_inbox(i.id, InboxState.QUEUED, from_state=InboxState.HELD)
+                for i in tx.held_inbox()
+            )
+            return [item for item in moved if item is not None]
+
+        released = await self.store.transact(conversation_id, build, publish=self._publish)
+        driver = self._drivers.get(conversation_id)
+        if released and driver is not None:
+            driver.wake()
+        return tuple(released)
 
     async def interrupt(self, conversation_id: str) -> Interruption:
         """Interrupt the active run: the request is committed first (so any process can
@@ -267,6 +289,11 @@ class Harness(SessionOps, ApprovalOps, DrivingOps):
                 raise UnknownRun(f"no submission {item_id} in conversation {conversation_id}")
             if item.state == InboxState.WITHDRAWN:
                 raise UnknownRun(f"submission {item_id} was withdrawn")
+            if item.state == InboxState.HELD:
+                raise InputHeld(
+                    f"submission {item_id} is held: the run before it failed",
+                    hint="send it with /send (Ctrl+R in the app) or withdraw it",
+                )
             if item.run_id is not None:
                 return await self.wait_run(item.run_id, item.conversation_id, poll=poll)
             await self._pause(item.conversation_id, poll)

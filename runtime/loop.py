@@ -60,6 +60,7 @@ from runtime.records import (
     ToolCallRecord,
 )
 from runtime.settings import RuleBook
+from runtime.spend import AttemptSpend, Spent
 from runtime.store import Store
 from runtime.surrogates import valid_stream
 from runtime.tokens import Quality, estimate_usage_async
@@ -182,6 +183,7 @@ class RunExecutor:
         self.deps = deps
         self.conversation_id = conversation_id
         self.interrupting = False
+        self.cut: tuple[ModelRequest, _TurnState, Spent, int] | None = None  # see _spend
         self.conversation: Conversation | None = None
         self.project_instructions = ""
         self.entries: list[Entry] = []
@@ -444,7 +446,11 @@ class RunExecutor:
             with contextlib.suppress(asyncio.CancelledError):
                 await ticker
         turn_usage, quality = await self._turn_usage(state.request or request, state)
-        usage_dict = self.usage_record(run, usage + state.spent + turn_usage, quality)
+        spent = state.spent
+        total = usage + spent.usage + turn_usage
+        usage_dict = spent.into(
+            self.usage_record(run, total, _worse(quality, spent.quality)), run.usage
+        )
         usage_dict["context_tokens"] = turn_usage.input_tokens + turn_usage.output_tokens
         return await self._complete_turn(run, entry, state, usage_dict)
 
@@ -471,8 +477,7 @@ class RunExecutor:
         """Stream the response, retrying what may be retried within the deadline."""
         settings = self.deps.settings
         started = time.monotonic()
-        spent = Usage()
-        spent_reported = False  # did any failed attempt report what it used
+        spent = Spent()  # what the attempts that did not answer used (runtime.spend)
         attempt = 0
         compacted: bool | None = None  # tried once per turn: then whether it compacted
         while True:
@@ -483,9 +488,13 @@ class RunExecutor:
                 await self._consume(run, entry, request, state)
                 state.spent = spent
                 return state
+            except asyncio.CancelledError:
+                self.cut = (request, state, spent, attempt)  # an interrupt counts it
+                raise
             except ProviderError as exc:
-                spent = spent + self.price(state.usage)  # failed attempts count too, as measured
-                spent_reported = spent_reported or state.usage_reported
+                await self._spend(
+                    request, state, spent, attempt, "failed", exc.reason or exc.message
+                )
                 if exc.is_context_overflow() and not state.calls and compacted is None:
                     compacted = await self._overflowed(run, entry, attempt, exc)
                     if compacted:  # retry once, with the summary
@@ -500,12 +509,21 @@ class RunExecutor:
                     async with self.lock:
                         await self.checkpoint()
                     await self._close_entry(entry, EntryStatus.FAILED)
-                    spent_usage = None
-                    if spent_reported:  # else the run keeps the usage it had
-                        spent_usage = self.usage_record(run, usage + spent, Quality.MEASURED)
+                    record = self.usage_record(run, usage + spent.usage, spent.quality)
+                    spent_usage = spent.into(record, run.usage)
                     raise RunAborted(_run_error(exc, compacted), spent_usage) from exc
                 await self._reset_attempt(run, entry, attempt, exc, delay)
                 await asyncio.sleep(delay)
+
+    async def _spend(
+        self, request: ModelRequest, state: _TurnState, spent: Spent, attempt: int, *how: str
+    ) -> None:
+        """Add what an attempt that did not answer used to `spent` (runtime.spend)."""
+        live = self.deps.live
+        reported = state.usage if state.usage_reported else None
+        streamed = live.text + live.reasoning.text
+        spend = await AttemptSpend.of(request, streamed, reported, self.price)
+        spent.add(spend, attempt, *how)
 
     async def _overflowed(self, run: Run, entry: Entry, attempt: int, exc: ProviderError) -> bool:
         """The provider said the prompt is too long: start the entry over and compact."""
@@ -670,8 +688,17 @@ class RunExecutor:
     async def _finish_interrupted(self, run: Run) -> Run:
         await self._close_streaming(EntryStatus.INTERRUPTED)
         await self.calls.settle(run, "the user interrupted the run")
+        changes: dict[str, Any] = {}
+        cut, self.cut = self.cut, None
+        if cut is not None:  # cut off mid-stream: what that attempt used counts too
+            request, state, spent, attempt = cut
+            await self._spend(request, state, spent, attempt, "interrupted", "interrupted")
+            current = await self.deps.store.run(run.id) or run
+            total = Usage.from_dict(current.usage) + spent.usage
+            record = self.usage_record(current, total, spent.quality)
+            changes["usage"] = spent.into(record, current.usage)
         return await self.transition(
-            run, state=RunState.INTERRUPTED, reason="interrupted by the user"
+            run, state=RunState.INTERRUPTED, reason="interrupted by the user", **changes
         )
 
     async def _fail(
@@ -733,7 +760,7 @@ class _TurnState:
         self.request: ModelRequest | None = None
         self.calls: dict[int, list[str]] = {}
         self.usage = Usage()
-        self.spent = Usage()  # what failed attempts before this one used
+        self.spent = Spent()  # what failed attempts before this one used
         self.usage_reported = False
         self.finish_reason: str | None = None
 

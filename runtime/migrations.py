@@ -7,6 +7,7 @@ the last migration this build knows is refused, never touched.
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 import time
 from collections.abc import Callable
@@ -314,6 +315,42 @@ def _fulltext_without_positions(db: sqlite3.Connection) -> None:
         SELECT rowid, text FROM entries WHERE kind != 'tool_result' AND text != '';
         """,
     )
+
+
+@migration(7, "file bytes kept for edits shared by content hash")
+def _shared_file_bytes(db: sqlite3.Connection) -> None:
+    """A file's previous bytes, kept for /rewind (call_effects.content, up to 16 MB each),
+    were stored once per call and copied again by every fork and rewind. They move to
+    `file_blobs`, one row per sha256, which call_effects rows name
+    (`content_sha256`); `sessions rm` and the size cap reclaim what no row names
+    (runtime.blobs). Issue 25, item 11."""
+    _run_script(
+        db,
+        """
+        CREATE TABLE file_blobs (
+            sha256 TEXT PRIMARY KEY,
+            content BLOB NOT NULL,
+            size INTEGER NOT NULL,
+            created_at REAL NOT NULL
+        );
+        ALTER TABLE call_effects ADD COLUMN content_sha256 TEXT;
+        CREATE INDEX call_effects_by_blob ON call_effects (content_sha256);
+        """,
+    )
+    rows = db.execute(
+        "SELECT tool_call_id, content, created_at FROM call_effects WHERE content IS NOT NULL"
+    ).fetchall()
+    for call_id, content, created_at in rows:
+        sha = hashlib.sha256(content).hexdigest()
+        db.execute(
+            "INSERT OR IGNORE INTO file_blobs (sha256, content, size, created_at) "
+            "VALUES (?, ?, ?, ?)",
+            (sha, content, len(content), created_at),
+        )
+        db.execute(
+            "UPDATE call_effects SET content = NULL, content_sha256 = ? WHERE tool_call_id = ?",
+            (sha, call_id),
+        )
 
 
 def _run_script(db: sqlite3.Connection, script: str) -> None:

@@ -57,6 +57,9 @@ class InboxState(StrEnum):
     QUEUED = "queued"
     PLACED = "placed"
     WITHDRAWN = "withdrawn"
+    # Queued behind a run that failed: waits for the user to send it (Harness.send_held)
+    # or withdraw it, instead of starting at once (issue 25, item 13).
+    HELD = "held"
 
 
 ACTIVE_RUN_STATES = (RunState.QUEUED, RunState.RUNNING, RunState.AWAITING_APPROVAL)

@@ -139,8 +139,9 @@ def copy_history(tx: Tx, history: History, *, with_effects: bool = False) -> dic
             if with_effects:
                 tx.execute(
                     "INSERT INTO call_effects (tool_call_id, conversation_id, kind, path, "
-                    "content, detail, created_at) SELECT ?, ?, kind, path, content, detail, "
-                    "created_at FROM call_effects WHERE tool_call_id = ?",
+                    "content, content_sha256, detail, created_at) SELECT ?, ?, kind, path, "
+                    "content, content_sha256, detail, created_at FROM call_effects "
+                    "WHERE tool_call_id = ?",  # the kept bytes are shared, not copied
                     (new[call.id], tx.conversation_id, call.id),
                 )
     return new

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from runtime import ledger, sessions, storefile
+from runtime import blobs, ledger, sessions, storefile
 from runtime.errors import (
     LeaseLost,
     StoreError,
@@ -348,6 +348,7 @@ class Store:
                 _refuse_unfinished(db, conversation_id, LeaseInfo(*row), live)
             db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
             db.execute("DELETE FROM ledger WHERE conversation_id = ?", (conversation_id,))
+            blobs.reclaim(db)  # the kept file bytes no other conversation names
             db.execute(
                 "INSERT OR IGNORE INTO deleted_conversations (id, deleted_at) VALUES (?, ?)",
                 (conversation_id, time.time()),

@@ -294,6 +294,9 @@ class HarnessProxy:
     async def withdraw(self, *args: Any, **kwargs: Any) -> Any:
         return await self.call("withdraw", *args, **kwargs)
 
+    async def send_held(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.call("send_held", *args, **kwargs)
+
     async def drive(self, *args: Any, **kwargs: Any) -> Any:
         return await self.call("drive", *args, **kwargs)
 

@@ -38,6 +38,7 @@ from runtime.records import (
     InboxItem,
     InboxState,
     Run,
+    RunState,
     ToolCallRecord,
 )
 from runtime.rows import CONVERSATION_COLUMNS, conversation_row
@@ -379,6 +380,8 @@ class Tx:
         if changed == 0:
             return None
         self.emit(lambda v: RunUpdated(self.conversation_id, v, updated))
+        if updated.state == RunState.FAILED:
+            self.hold_queued()
         return updated
 
     # --- inbox --------------------------------------------------------------
@@ -402,13 +405,20 @@ class Tx:
         return item
 
     def transition_inbox(
-        self, item_id: str, to_state: str, *, run_id: str | None = None, entry_id: str | None = None
+        self,
+        item_id: str,
+        to_state: str,
+        *,
+        run_id: str | None = None,
+        entry_id: str | None = None,
+        from_state: str = InboxState.QUEUED,
     ) -> InboxItem | None:
-        """queued → placed or withdrawn; None if the item is no longer queued."""
+        """queued → placed, withdrawn or held (held → queued or withdrawn); None if the
+        item is no longer in `from_state`."""
         changed = self.execute(
             "UPDATE inbox SET state = ?, run_id = ?, entry_id = ? "
-            "WHERE id = ? AND conversation_id = ? AND state = 'queued'",
-            (to_state, run_id, entry_id, item_id, self.conversation_id),
+            "WHERE id = ? AND conversation_id = ? AND state = ?",
+            (to_state, run_id, entry_id, item_id, self.conversation_id, from_state),
         )
         if changed == 0:
             return None
@@ -416,6 +426,21 @@ class Tx:
         assert item is not None
         self.emit(lambda v: InboxUpdated(self.conversation_id, v, item))
         return item
+
+    def hold_queued(self) -> list[InboxItem]:
+        """Hold every queued item: a run failed, so what was queued behind it waits for
+        the user instead of starting at once (issue 25, item 13)."""
+        held = (self.transition_inbox(i.id, InboxState.HELD) for i in self.queued_inbox())
+        return [item for item in held if item is not None]
+
+    def held_inbox(self) -> list[InboxItem]:
+        """Held items, oldest first."""
+        rows = self.rows(
+            f"SELECT {INBOX_COLUMNS} FROM inbox WHERE conversation_id = ? AND state = 'held' "
+            "ORDER BY created_at, id",
+            (self.conversation_id,),
+        )
+        return [inbox_row(r) for r in rows]
 
     def withdraw_queued(self) -> list[InboxItem]:
         """Withdraw every queued item of the conversation (an interrupt gives them back)."""

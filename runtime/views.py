@@ -256,6 +256,11 @@ class ConversationView:
     def queued_inbox(self) -> tuple[InboxItem, ...]:
         return tuple(i for i in self.inbox if i.state == "queued")
 
+    @property
+    def held_inbox(self) -> tuple[InboxItem, ...]:
+        """Inputs held behind a failed run, waiting for the user (Harness.send_held)."""
+        return tuple(i for i in self.inbox if i.state == "held")
+
     def entry(self, entry_id: str) -> Entry | None:
         entry = self._settled_entry(entry_id)
         live = self.live.get(entry_id)

@@ -126,6 +126,7 @@ class BastionApp(App[int]):
         Binding("pageup", "page(-1)", "Page up", show=False, priority=True),
         Binding("pagedown", "page(1)", "Page down", show=False, priority=True),
         Binding("ctrl+o", "toggle_output", "Command output", show=False),
+        Binding("ctrl+r", "send_held", "Send held input", show=False, priority=True),
         # While the @file list is open these move in it and choose; else they go on.
         *(
             Binding(key, f"completion('{key}')", show=False, priority=True)
@@ -598,6 +599,14 @@ class BastionApp(App[int]):
             transcript.scroll_page_up(animate=False)
         else:
             transcript.scroll_page_down(animate=False)
+
+    def action_send_held(self) -> None:
+        """Ctrl+R: send what was held behind a failed run (issue 25, item 13), as /send."""
+        from tui import slash
+
+        command = slash.find("send")
+        if command is not None and self.harness is not None:
+            self.run_slash(command, "")
 
     def action_toggle_output(self) -> None:
         """All of the newest command's output, or its tail again (a click does it for any)."""

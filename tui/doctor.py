@@ -58,15 +58,18 @@ def sandbox() -> Check:
 
 
 def store() -> Check:
-    from runtime import default_home, schema_version
+    from runtime import default_home, kept_bytes, schema_version
 
     path = default_home() / "bastion.sqlite"
     if not path.exists():
         return Check("store", True, f"{path} (not created yet; the first session creates it)")
+    kept = ""
     try:
         db = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
         try:
             row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            if row and 7 <= int(row[0]) <= schema_version():  # bytes kept for /rewind
+                kept = "; " + kept_bytes(db).line()
         finally:
             db.close()
     except sqlite3.Error as exc:
@@ -78,7 +81,7 @@ def store() -> Check:
             "store", False, f"{path} has schema {version}, newer than this bastion's {latest}"
         )
     state = "current" if version == latest else f"migrates to {latest} when opened"
-    return Check("store", True, f"{path} (schema version {version}, {state})")
+    return Check("store", True, f"{path} (schema version {version}, {state}){kept}")
 
 
 def instructions() -> Check:

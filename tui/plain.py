@@ -373,6 +373,19 @@ class LineMode:
         self._tool_calls(view)
         if view.runs and view.active_run is None:
             self._run_end(view)
+        self._held(view)
+
+    def _held(self, view: ConversationView) -> None:
+        """One line when input queued behind a failed run is held (issue 25, item 13)."""
+        fresh = [item for item in view.held_inbox if f"{item.id}:held" not in self._printed]
+        if fresh:
+            self._printed.update(f"{item.id}:held" for item in fresh)
+            count = len(view.held_inbox)
+            self.console.print(
+                f"[yellow]◼ {count} message{'s' if count != 1 else ''} held (the run before "
+                "failed): /send sends it"
+                "[/]"
+            )
 
     def _assistant(self, entry: Entry, view: ConversationView) -> None:
         if entry.status == EntryStatus.STREAMING:

@@ -30,7 +30,7 @@ from runtime import (
 )
 from runtime.errors import RequestKeyReused, StoreError, UnknownConversation
 from runtime.events import AttemptReset, Event, ToolCallUpdated, event_to_dict
-from runtime.records import Run, RunState, ToolCallRecord, ToolCallState
+from runtime.records import EntryKind, EntryStatus, Run, RunState, ToolCallRecord, ToolCallState
 from runtime.views import call_summary
 from tui.cli import (
     EXIT_FAILED,
@@ -144,7 +144,25 @@ async def _work(harness: Harness, session: Session, prompt: str | None, opts: An
         return await harness.wait(item.id, item.conversation_id)
     if session.created:
         return None
+    await _say_kept_partial(harness, conv_id)
     return await harness.wait_idle(conv_id)
+
+
+async def _say_kept_partial(harness: Harness, conversation_id: str) -> None:
+    """Finishing a run a crash cut off mid-answer: one line on stderr saying the text
+    already shown was kept (marked interrupted) and the model goes on from it, so what
+    follows on stdout is the rest of the answer, not all of it again (issue 25, item 5)."""
+    view = await harness.snapshot(conversation_id)
+    going = {run.id for run in view.runs if not run.terminal}
+    answers = [e for e in view.entries if e.kind == EntryKind.ASSISTANT]
+    last = answers[-1] if answers else None
+    if last is None or last.run_id not in going or not last.text:
+        return
+    if last.status in (EntryStatus.STREAMING, EntryStatus.INTERRUPTED):
+        error_line(
+            f"resuming an answer cut off after {len(last.text)} characters: "
+            "kept as interrupted; the rest follows"
+        )
 
 
 async def _refused(harness: Harness, conversation_id: str, run: Run) -> list[ToolCallRecord]:

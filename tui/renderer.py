@@ -14,7 +14,11 @@ hold the screen back.
 
 Until it is ready, and once it has ended (killed, or a render failed there:
 `gone` says how), renders go back to a thread of the app, as before; a render that
-fails there raises as ever. It never outlives the app: at end of file on its end
+fails there raises as ever. A renderer that stalls (stopped, swapped out, wedged)
+must not freeze the transcript, whose frames wait for their renders: a job with
+no answer in RENDER_TIMEOUT seconds ends it (the process is killed, since the
+pair is out of step once a reply is late) and renders go back to the app; the app
+says so once, in one line (`notice`) (issue 25, item 8). It never outlives the app: at end of file on its end
 of the pair it exits, and the app closes it as it exits.
 
     renderer = Renderer.start()      # at once; `ready` once it has loaded
@@ -40,6 +44,8 @@ if TYPE_CHECKING:
 __all__ = ["Renderer", "RendererGone", "main", "pack", "unpack"]
 
 CLOSE_TIMEOUT: Final = 2.0  # seconds it gets to exit once its end of the pair closes
+# Seconds a job may take there (a render takes 5-30 ms; a huge answer some hundreds).
+RENDER_TIMEOUT: Final = 3.0
 
 
 class RendererGone(BastionError):
@@ -56,6 +62,8 @@ class Renderer:
         self.sock = sock
         self.ready = threading.Event()
         self.gone: RendererGone | None = None
+        self.timeout = RENDER_TIMEOUT
+        self._told = False  # `notice` said it once
         self._lock = threading.Lock()  # one job at a time on the pair
         threading.Thread(target=self._await_ready, name="bastion-renderer", daemon=True).start()
 
@@ -94,13 +102,29 @@ class Renderer:
             raise self._ended(f"a job could not be sent: {exc}") from exc
         try:
             with self._lock:
-                self.sock.sendall(data)
-                kind, value = recv_blocking(self.sock)
+                if self.gone is not None:  # ended while this job waited its turn
+                    raise self.gone
+                self.sock.settimeout(self.timeout)
+                try:
+                    self.sock.sendall(data)
+                    kind, value = recv_blocking(self.sock)
+                finally:
+                    self.sock.settimeout(None)
+        except TimeoutError as exc:
+            self.process.kill()  # a late reply would answer the next job: end it here
+            raise self._ended(f"it did not answer in {self.timeout:g} s") from exc
         except (EOFError, OSError) as exc:
             raise self._ended(f"it ended ({exc or 'end of file'})") from exc
         if kind != "lines":
             raise self._ended(f"a render failed there: {value}")
         return unpack(value)
+
+    def notice(self) -> str | None:
+        """Once, after it stopped on its own: the one line saying so; else None."""
+        if self.gone is None or self._told or str(self.gone).endswith("closed"):
+            return None
+        self._told = True
+        return f"{self.gone}; rendering in the app"
 
     def _ended(self, why: str) -> RendererGone:
         if self.gone is None:

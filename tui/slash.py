@@ -389,6 +389,19 @@ async def restore(host: CommandHost, arg: str) -> None:
     host.say("\n".join(escape(line) for line in lines) or "nothing needed restoring")
 
 
+async def send_held(host: CommandHost, arg: str) -> None:
+    """`/send` (Ctrl+R in the app): send what was held behind a failed run."""
+    try:
+        sent = await host.harness.send_held(host.conversation_id)
+    except BastionError as exc:
+        host.say(escape(_message(exc)), error=True)
+        return
+    if not sent:
+        host.say("nothing is held: only input queued behind a run that failed waits for /send")
+        return
+    host.say(f"sent {len(sent)} held message{'s' if len(sent) != 1 else ''}")
+
+
 def _first_line(text: str, limit: int = 70) -> str:
     line = next((s.strip() for s in text.splitlines() if s.strip()), "")
     return line if len(line) <= limit else line[: limit - 1] + "…"
@@ -416,5 +429,6 @@ COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand("export", "write the conversation to a new file", export, "[markdown|json]"),
     SlashCommand("theme", "show or switch the theme", theme, "[NAME]", fronts=frozenset({"app"})),
     SlashCommand("cost", "tokens and cost of this conversation", cost),
+    SlashCommand("send", "send the input held behind a failed run", send_held),
     SlashCommand("quit", "leave bastion", quit_app, aliases=("exit",)),
 )

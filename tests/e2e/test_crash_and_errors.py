@@ -11,6 +11,8 @@ import time
 
 import pytest
 
+from runtime.context import CONTINUE
+
 pytestmark = pytest.mark.e2e
 
 SLOW = "The slow answer streams one piece at a time. " * 40  # 1,800 chars
@@ -65,8 +67,12 @@ def test_sigkill_mid_stream_then_resume_finishes_the_run(loopback, bastion):
     assert kinds == [("user", "complete"), ("assistant", "interrupted"), ("assistant", "complete")]
     assert data["entries"][1]["text"] == answer["text"]  # the partial is kept as it was
     assert [r["state"] for r in data["runs"]] == ["completed"]
-    # The resumed request asked again from the user's input, without the broken partial.
-    assert server.requests()[1]["messages"][-1] == {"role": "user", "content": "write slowly"}
+    # The resumed request sends the kept partial cut off and asks the model to go on
+    # from it (issue 25, item 5: asking again from the input showed the answer twice).
+    sent = server.requests()[1]["messages"]
+    assert sent[-3] == {"role": "user", "content": "write slowly"}
+    assert sent[-2]["role"] == "assistant" and sent[-2]["content"].startswith(answer["text"])
+    assert sent[-1] == {"role": "user", "content": CONTINUE}
 
 
 def test_resume_with_nothing_unfinished_reports_the_last_answer(loopback, bastion):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+from runtime.context import CONTINUE
 from runtime.providers.base import ToolCall
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import RecordingToolbox, open_harness, until_awaiting_approval
@@ -95,7 +96,11 @@ async def test_queued_follow_ups_run_in_order_after_restart(tmp_path):
     first = await a.submit(conv.id, "first")
     second = await a.submit(conv.id, "second")
     third = await a.submit(conv.id, "third")
-    await asyncio.sleep(0.1)
+    for _ in range(400):  # until part of the first answer was checkpointed
+        snap = await a.store.snapshot(conv.id)
+        if any(e.kind == "assistant" and e.text for e in snap.entries):
+            break
+        await asyncio.sleep(0.01)
     await a.close()
 
     provider_b = ScriptedProvider(
@@ -106,7 +111,10 @@ async def test_queued_follow_ups_run_in_order_after_restart(tmp_path):
     for item in (first, second, third):
         assert (await b.wait(item.id, conv.id)).state == "completed"
     asked = [r.messages[-1].content for r in provider_b.requests]
-    assert asked == ["first", "second", "third"]
+    # The first run's kept partial is sent cut off, then a note to go on from it
+    # (issue 25, item 5): its prompt is the last message before the partial.
+    assert asked == [CONTINUE, "second", "third"]
+    assert provider_b.requests[0].messages[-3].content == "first"
     snap = await b.store.snapshot(conv.id)
     texts = [(e.kind, e.status) for e in snap.entries if e.kind == "assistant"]
     assert texts[0] == ("assistant", "interrupted")

@@ -119,3 +119,29 @@ async def test_the_app_starts_it_once_settled_and_ends_it_as_it_exits(tmp_path):
     while process.poll() is None and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     assert process.poll() == 0
+
+
+async def test_stalled_renderer_times_out_and_the_app_renders(renderer, monkeypatch):
+    """Issue 25, item 8: a renderer that stops answering (here SIGSTOP) must not freeze
+    the transcript: the job times out, the process is ended, the render is done in
+    the app, and the app says so once in one line."""
+    renderer.timeout = 0.5
+    app: App[None] = App()
+    notices: list[str] = []
+    monkeypatch.setattr(app, "notify", lambda message, **kw: notices.append(message))
+    async with app.run_test(size=(100, 30)):
+        os.kill(renderer.process.pid, signal.SIGSTOP)
+        markdown._RENDERS.clear()
+        started = time.monotonic()
+        await markdown.render_aside(app, SAMPLE, 60, renderer=renderer)
+        assert time.monotonic() - started < 10
+        assert rendered(app, SAMPLE, 60) == markdown._render(
+            markdown._aside_console(app), *markdown._job(app, SAMPLE, 60)
+        )
+        assert isinstance(renderer.gone, RendererGone) and "did not answer" in str(renderer.gone)
+        renderer.process.wait(10)  # killed, not left stopped
+        markdown._RENDERS.clear()
+        await markdown.render_aside(app, SAMPLE, 61, renderer=renderer)
+        assert is_rendered(app, SAMPLE, 61)
+    assert len(notices) == 1 and "did not answer in 0.5 s" in notices[0]
+    assert "\n" not in notices[0] and notices[0].endswith("rendering in the app")

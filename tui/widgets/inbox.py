@@ -16,7 +16,8 @@ MAX_TEXT = 90
 
 
 class InboxStrip(Static):
-    """One line per queued item with its kind; hidden when nothing is queued."""
+    """One line per queued item with its kind, then the held ones (Ctrl+R sends them);
+    hidden when nothing is queued or held."""
 
     DEFAULT_CSS = """
     InboxStrip {
@@ -38,11 +39,18 @@ class InboxStrip(Static):
         lines = []
         for item in queued:
             kind = KINDS.get(InboxMode(item.mode), str(item.mode))
-            text = " ".join(item.text.split())
-            if len(text) > MAX_TEXT:
-                text = text[: MAX_TEXT - 1] + "…"
+            text = _short(item.text)
             lines.append(f"[$accent]» {kind:<9}[/] {escape(text)}")
         if lines:
             lines[-1] += "  [$foreground-muted](↑ on an empty prompt edits it)[/]"
+        for item in view.held_inbox:  # queued behind a run that failed (issue 25, item 13)
+            lines.append(f"[$warning]» held     [/] {escape(_short(item.text))}")
+        if view.held_inbox:
+            lines[-1] += "  [$foreground-muted](the run before it failed: Ctrl+R sends it)[/]"
         self.update("\n".join(lines))
         self.shown = bool(lines)
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"

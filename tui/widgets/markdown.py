@@ -138,6 +138,8 @@ async def render_aside(
             lines = await asyncio.to_thread(renderer.render, app.console.color_system, *job)
         except RendererGone:
             lines = None  # it stopped (`renderer.gone` says why): a thread renders, as before
+            if notice := renderer.notice():  # once: a stall or a crash, never a hang
+                app.notify(notice, title="renderer", severity="warning")
     if lines is None:
         lines = await asyncio.to_thread(_render_aside, _aside_console(app), *job)
     _keep(key, lines)
