@@ -12,8 +12,9 @@ window; default 16,384, at most a quarter of the window), [providers.NAME]
 tables with base_url, api_key_env, headers (a table of strings),
 stream_idle_timeout and max_output_tokens, and [models."PROVIDER/NAME"] tables
 with context_window, max_output_tokens, input_price, output_price,
-cached_input_price (USD per million tokens), images and tools (booleans).
-BASTION_MODEL overrides the files; flags override all.
+cached_input_price (USD per million tokens), images and tools (booleans), and a
+run's budget: max_turns, max_cost (USD), time_limit (seconds) (runtime.budget; a
+trusted project file may only lower them). BASTION_MODEL overrides the files; flags override all.
 
 A file that cannot be used is a ConfigError naming the file, the key and what it
 should hold: it is never half-applied, and nothing is stored before it is read.
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.approvals import ApprovalMode
+from runtime.budget import BUDGET_KEYS, Budget, check_budget_keys
 from runtime.catalog import DEFAULT_OUTPUT_CAP, ModelInfo, catalog_entry, lookup
 from runtime.errors import ConfigError
 from runtime.project_config import restrict_project
@@ -64,7 +66,10 @@ DEFAULT_MODEL = "openai/gpt-4.1"
 DEFAULT_APPROVAL_MODE = ApprovalMode.ASK
 _STRING_KEYS = ("model", "approval_mode", "theme", "instructions", "compact_model")
 _TOKEN_KEYS = ("max_output_tokens", "compact_reserve_tokens")
-_KEYS = {*_STRING_KEYS, *_TOKEN_KEYS, *_SANDBOX_KEYS, "providers", "models", "stream_idle_timeout"}
+_KEYS = {
+    *_STRING_KEYS, *_TOKEN_KEYS, *_SANDBOX_KEYS, *BUDGET_KEYS, "providers", "models",
+    "stream_idle_timeout",
+}  # fmt: skip
 _PROVIDER_KEYS = {"base_url", "api_key_env", "headers", "stream_idle_timeout", "max_output_tokens"}
 _MODEL_INTS = ("context_window", "max_output_tokens")
 _MODEL_PRICES = ("input_price", "output_price", "cached_input_price")
@@ -131,6 +136,7 @@ class Config:
     network: bool = False
     writable_paths: tuple[str, ...] = ()
     deny_paths: tuple[str, ...] = DEFAULT_DENY
+    budget: Budget = field(default_factory=Budget)  # every run's limits (runtime.budget); -p's flags override
 
 
 def user_config_path(env: Mapping[str, str]) -> Path:
@@ -230,6 +236,7 @@ def _check(path: Path, data: dict[str, Any]) -> None:
     for key in _TOKEN_KEYS:
         if key in data:
             _check_tokens(path, "", key, data[key])
+    check_budget_keys(path, data)
     _check_models(path, data.get("models", {}))
     _check_sandbox(path, data)
     providers = data.get("providers", {})
@@ -432,6 +439,7 @@ def _merge(
         model_set="model" in merged,
         trust=trust,
         notes=notes,
+        budget=Budget.from_mapping(merged),
         **_sandbox_fields(*sandbox),
     )
 

@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 from runtime import failpoints
 from runtime.approvals import ApprovalMode
+from runtime.budget import Budget
 from runtime.catalog import ModelInfo, cost_of
 from runtime.compaction import CompactionSettings, Compactor, exceeds
 from runtime.context import ImagePolicy, build_messages
@@ -82,6 +83,7 @@ class LoopSettings:
         0.5  # how often a pending approval is re-read (another process may answer)
     )
     output_commit_limit: int = 262_144  # characters of a running command's output checkpointed
+    budget: Budget = field(default_factory=Budget)  # a limit reached ends the run interrupted
 
 
 class Buffer:
@@ -182,6 +184,7 @@ class RunExecutor:
         self.deps = deps
         self.conversation_id = conversation_id
         self.interrupting = False
+        self.stop_error: dict[str, Any] | None = None  # the budget limit that stops the run
         self.conversation: Conversation | None = None
         self.project_instructions = ""
         self.entries: list[Entry] = []
@@ -254,6 +257,7 @@ class RunExecutor:
 
     async def execute(self, run: Run) -> Run:
         """Drive `run` to a terminal state. Cancellation: see `interrupting`."""
+        deadline = self._start_deadline()
         try:
             run, unfinished = await self._load(run)
             if run.terminal:
@@ -284,6 +288,37 @@ class RunExecutor:
             log.warning("run %s failed unexpectedly", run.id, exc_info=True)
             error = {"code": "internal", "message": f"{type(exc).__name__}: {exc}"}
             return await self._fail(run, error)
+        finally:
+            if deadline is not None:
+                deadline.cancel()
+
+    def _start_deadline(self) -> asyncio.Task[None] | None:
+        """The budget's time limit: a timer that interrupts the run task when it runs out."""
+        limit = self.deps.settings.budget.time_limit
+        task = asyncio.current_task()
+        if limit is None or task is None:
+            return None
+
+        async def expire() -> None:
+            await asyncio.sleep(limit)
+            if not self.interrupting:
+                self.stop_error = self.deps.settings.budget.out_of_time()
+                self.interrupting = True
+                task.cancel()
+
+        return asyncio.create_task(expire(), name="run-time-limit")
+
+    def _check_budget(self, run: Run) -> None:
+        """Before each model request: a turn or cost limit reached stops the run here."""
+        budget = self.deps.settings.budget
+        if not budget:
+            return
+        turns = sum(1 for e in self.entries if e.kind == EntryKind.ASSISTANT and e.run_id == run.id)
+        usage = Usage.from_dict(run.usage)
+        error = budget.over(turns, usage.cost, usage.input_tokens + usage.output_tokens)
+        if error is not None:
+            self.stop_error = error
+            raise RunInterrupted(run.id)
 
     async def _load(self, run: Run) -> tuple[Run, list[ToolCallRecord]]:
         """Read the conversation once: its entries (kept current from here on), this run
@@ -305,6 +340,7 @@ class RunExecutor:
             await self._place_steers(run)
         for _ in range(self.deps.settings.max_turns):
             await self.check_interrupt(run)
+            self._check_budget(run)
             entry, calls, run = await self._stream_turn(run)
             if not calls:
                 done = await self._answer_or_steer(run, entry)
@@ -668,11 +704,17 @@ class RunExecutor:
             await self._close_entry(self.entries[self._positions[entry_id]], status)
 
     async def _finish_interrupted(self, run: Run) -> Run:
+        """The run ends interrupted: by the user, or by a budget limit (`stop_error`,
+        recorded as the run's error so every front end and a later resume can say why)."""
         await self._close_streaming(EntryStatus.INTERRUPTED)
-        await self.calls.settle(run, "the user interrupted the run")
-        return await self.transition(
-            run, state=RunState.INTERRUPTED, reason="interrupted by the user"
-        )
+        stop = self.stop_error
+        reason = stop["message"] if stop else "interrupted by the user"
+        await self.calls.settle(run, reason if stop else "the user interrupted the run")
+        changes: dict[str, Any] = {"error": stop} if stop else {}
+        try:
+            return await self.transition(run, state=RunState.INTERRUPTED, reason=reason, **changes)
+        except RunLost:  # it ended meanwhile (answered as the time ran out): as stored
+            return await self.deps.store.run(run.id) or run
 
     async def _fail(
         self, run: Run, error: dict[str, Any], usage: dict[str, Any] | None = None
