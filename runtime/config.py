@@ -136,7 +136,8 @@ class Config:
     network: bool = False
     writable_paths: tuple[str, ...] = ()
     deny_paths: tuple[str, ...] = DEFAULT_DENY
-    budget: Budget = field(default_factory=Budget)  # every run's limits (runtime.budget); -p's flags override
+    # Every run's limits (runtime.budget); the flags override them.
+    budget: Budget = field(default_factory=Budget)
 
 
 def user_config_path(env: Mapping[str, str]) -> Path:

@@ -54,6 +54,12 @@ class DrivingOps(HarnessCore):
             )
         return settings
 
+    async def cancel_compaction(self, conversation_id: str) -> bool:
+        """Stop the compaction the active run is doing (it then goes on uncompacted:
+        runtime.compacting); False when this process drives no such compaction."""
+        driver = self._drivers.get(conversation_id)
+        return driver is not None and driver.cancel_compaction()
+
     async def compact(self, conversation_id: str, instructions: str | None = None) -> Entry | None:
         """Summarise the conversation's older whole turns now (keeping roughly the last
         20k tokens verbatim); the summary entry, or None when there is nothing whole to

@@ -28,9 +28,10 @@ from runtime import failpoints
 from runtime.approvals import ApprovalMode
 from runtime.budget import Budget
 from runtime.catalog import ModelInfo, cost_of
+from runtime.compacting import RunCompaction
 from runtime.compaction import CompactionSettings, Compactor, exceeds
 from runtime.context import ImagePolicy, build_messages
-from runtime.errors import BastionError, CompactionFailed
+from runtime.errors import BastionError
 from runtime.events import AttemptReset, Event, ReasoningDelta, TextDelta
 from runtime.ids import uuid7
 from runtime.images import IMAGE_SUFFIXES, max_side_for, prompt_images
@@ -198,6 +199,10 @@ class RunExecutor:
         self.compactor = Compactor(
             deps.store, conversation_id, self.commit, deps.provider, deps.model,
             deps.model_info, deps.model_info.context_window, deps.compaction,
+        )  # fmt: skip
+        self.compaction = RunCompaction(
+            self.compactor, conversation_id, deps.publish, deps.live.epoch, self.next_seq,
+            self.settle_inflight,
         )  # fmt: skip
 
     # --- commits ----------------------------------------------------------
@@ -446,12 +451,9 @@ class RunExecutor:
         return self._request(run)
 
     async def compact(self, run: Run, reason: str) -> Entry | None:
-        """Compact inside this run (under its lease); None if nothing could be."""
-        try:
-            entry = await self.compactor.compact(active_run_id=run.id, reason=reason)
-        except CompactionFailed as exc:
-            log.warning("compaction (%s) of %s failed: %s", reason, self.conversation_id, exc)
-            return None
+        """Compact inside this run (under its lease), shown and cancellable
+        (runtime.compacting); None if nothing was."""
+        entry = await self.compaction.run(run.id, reason)
         self.track(entry)
         return entry
 
@@ -539,7 +541,8 @@ class RunExecutor:
                     spent_usage = None
                     if spent_reported:  # else the run keeps the usage it had
                         spent_usage = self.usage_record(run, usage + spent, Quality.MEASURED)
-                    raise RunAborted(_run_error(exc, compacted), spent_usage) from exc
+                    error = _run_error(exc, compacted, self.compaction.cancelled)
+                    raise RunAborted(error, spent_usage) from exc
                 await self._reset_attempt(run, entry, attempt, exc, delay)
                 await asyncio.sleep(delay)
 
@@ -727,13 +730,17 @@ class RunExecutor:
         )
 
 
-def _run_error(exc: ProviderError, compacted: bool | None) -> dict[str, Any]:
+def _run_error(
+    exc: ProviderError, compacted: bool | None, cancelled: bool = False
+) -> dict[str, Any]:
     """The error a failed run records. A context overflow that compacting did not cure
     says so and what is left to do, since the provider's own advice ("adjust your
     input") is no help to someone whose conversation was just compacted."""
     error = exc.to_dict()
     if exc.is_context_overflow() and compacted is not None:
         how = "even after compacting" if compacted else "and nothing older can be compacted"
+        if cancelled:
+            how = "uncompacted (its compaction was cancelled)"
         error["message"] = (
             f"{exc.message} — the conversation does not fit the model's context window {how}: "
             "shorten the prompt, start a new conversation (/new), or use a model with a "

@@ -294,6 +294,9 @@ class HarnessProxy:
     async def withdraw(self, *args: Any, **kwargs: Any) -> Any:
         return await self.call("withdraw", *args, **kwargs)
 
+    async def cancel_compaction(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.call("cancel_compaction", *args, **kwargs)
+
     async def drive(self, *args: Any, **kwargs: Any) -> Any:
         return await self.call("drive", *args, **kwargs)
 

@@ -846,8 +846,12 @@ class BastionApp(App[int]):
             self.completion.handle_key("escape") or self.approval.back()
         ):
             return  # Esc closes the @file list, or leaves an approval's scope or message
-        if self.harness is not None and self.view is not None and self.view.active_run is not None:
-            self.run_worker(self._interrupt(), group="input")
+        view = self.view
+        if self.harness is not None and view is not None and view.active_run is not None:
+            if view.active_run.id in view.compacting:  # Esc stops the summary, not the run
+                self.run_worker(self.harness.cancel_compaction(self.conversation_id))
+            else:
+                self.run_worker(self._interrupt(), group="input")
         elif self.parts_ready.is_set():
             self.command_output.close()
 

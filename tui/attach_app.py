@@ -74,6 +74,9 @@ class AttachedHarness:
     async def interrupt(self, conversation_id: str) -> Interruption:
         return await self.follower.interrupt()
 
+    async def cancel_compaction(self, conversation_id: str) -> bool:
+        return await self.follower.cancel_compaction()
+
     async def close(self) -> None:
         await self.follower.harness.close()
 

@@ -37,7 +37,7 @@ from runtime import (
     reduce,
     split_attachments,
 )
-from runtime.events import Event
+from runtime.events import CompactionProgress, Event
 from runtime.records import (
     Entry,
     EntryKind,
@@ -48,6 +48,7 @@ from runtime.records import (
 )
 from runtime.views import call_summary
 from tui.diffs import call_diff, diff_lines, rules_text
+from tui.run_words import budget_stop, compaction_event_line, summary_label
 from tui.widgets.approval import pending_approval
 
 __all__ = ["LineMode", "run"]
@@ -241,6 +242,8 @@ class LineMode:
         view = self.view
         for event in events:
             view = reduce(view, event)
+            if isinstance(event, CompactionProgress):
+                self._compaction(event)
         if view.resync_required:
             view = await self.harness.snapshot(self.conversation_id)
         self.view = view
@@ -253,8 +256,15 @@ class LineMode:
 
         def interrupt() -> None:
             self._stop_live()
-            self.console.print("[yellow]interrupting…[/]")
-            task = loop.create_task(self.harness.interrupt(self.conversation_id))
+            view = self.view
+            job: Awaitable[Any]
+            if view is not None and view.active_run and view.active_run.id in view.compacting:
+                self.console.print("[yellow]cancelling the compaction…[/]")  # not the run
+                job = self.harness.cancel_compaction(self.conversation_id)
+            else:
+                self.console.print("[yellow]interrupting…[/]")
+                job = self.harness.interrupt(self.conversation_id)
+            task = loop.create_task(job)
             tasks.add(task)
             task.add_done_callback(tasks.discard)
 
@@ -365,6 +375,9 @@ class LineMode:
                     self._assistant(entry, view)
                 case EntryKind.TOOL_RESULT:
                     pass  # printed under its call
+                case EntryKind.SUMMARY:
+                    self._printed.add(entry.id)
+                    self.console.print(Text(summary_label(entry), style="dim italic"))
                 case _:
                     self._printed.add(entry.id)
                     self.console.print(
@@ -431,7 +444,16 @@ class LineMode:
             e.run_id == run.id and e.status == EntryStatus.FAILED for e in view.entries
         ):
             self.console.print(f"[red]✗ run failed: {(run.error or {}).get('message', '')}[/]")
+        elif run.state == RunState.INTERRUPTED and (stop := budget_stop(run)):
+            self.console.print(Text(f"◼ stopped: {stop}", style="yellow"))
         self.console.print()
+
+    def _compaction(self, event: CompactionProgress) -> None:
+        line = compaction_event_line(event)
+        if line is not None:
+            self._stop_live()
+            hint = " (Ctrl+C cancels it, not the run)" if event.phase == "started" else ""
+            self.console.print(Text(line + hint, style="dim italic"))
 
     def _stop_live(self) -> None:
         live, self._live, self._live_entry = self._live, None, None

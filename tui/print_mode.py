@@ -33,7 +33,13 @@ from runtime import (
     first_run_report,
 )
 from runtime.errors import RequestKeyReused, StoreError, UnknownConversation
-from runtime.events import AttemptReset, Event, ToolCallUpdated, event_to_dict
+from runtime.events import (
+    AttemptReset,
+    CompactionProgress,
+    Event,
+    ToolCallUpdated,
+    event_to_dict,
+)
 from runtime.records import Run, RunState, ToolCallRecord, ToolCallState
 from runtime.views import call_summary
 from tui.cli import (
@@ -315,6 +321,17 @@ class Printer:
             print(f"· {call.name} {call_summary(call.name, call.arguments)}", file=self.stderr)
         elif isinstance(event, AttemptReset):
             print(f"bastion: retrying the model request ({event.reason})", file=self.stderr)
+        elif isinstance(event, CompactionProgress):
+            self._compaction(event)
+
+    def _compaction(self, event: CompactionProgress) -> None:
+        from tui.run_words import compaction_event_line
+
+        line = compaction_event_line(event)
+        if event.phase == "done":
+            line = f"compacted {event.entries} entries: ~{event.freed} tokens freed"
+        if line is not None:
+            print(f"bastion: {line}", file=self.stderr)
 
     def result(self, result: dict[str, Any]) -> None:
         if self.fmt == "text":

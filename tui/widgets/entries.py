@@ -107,9 +107,9 @@ class NoteEntry(Static, LaidOutOnce):
     def _label(entry: Entry) -> str:
         match entry.kind:
             case EntryKind.SUMMARY:
-                count = entry.data.get("compacted")
-                what = f"{count} earlier entries" if count else "the earlier conversation"
-                return f"— compacted: {what} (still shown above) sent to the model as a summary —"
+                from tui.run_words import summary_label
+
+                return escape(summary_label(entry))
             case EntryKind.RESET:
                 return "— context reset —"
         return escape(first_line(entry.text))
