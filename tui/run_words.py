@@ -20,10 +20,10 @@ BUDGET_NAMES = {"max_turns": "turn limit", "max_cost": "cost limit", "time_limit
 
 
 def compacting_label(entries: int, tokens: int, written: int = 0) -> str:
-    """`compacting 12 entries (~8.2k tokens) · 1.3k written`."""
+    """`compacting 12 entries (~8.2k tokens) · 1.3k chars written`."""
     what = f"{entries} entr{'y' if entries == 1 else 'ies'}" if entries else "older turns"
     label = f"compacting {what}" + (f" (~{count(tokens)} tokens)" if tokens else "")
-    return label + (f" · {count(written)} written" if written else "")
+    return label + (f" · {count(written)} chars written" if written else "")
 
 
 def summary_label(entry: Entry) -> str:
