@@ -85,6 +85,7 @@ class LoopSettings:
     )
     output_commit_limit: int = 262_144  # characters of a running command's output checkpointed
     budget: Budget = field(default_factory=Budget)  # a limit reached ends the run interrupted
+    reasoning_effort: str = ""  # the config's default; a conversation's own setting wins
 
 
 class Buffer:
@@ -416,12 +417,14 @@ class RunExecutor:
             project=self.project_instructions,
             policy=policy,
         )
+        effort = self.conversation.agent.reasoning_effort or self.deps.settings.reasoning_effort
         return ModelRequest(
             self.deps.model,
             messages,
             specs,
             max_tokens=self.deps.output_cap,
             session_id=self.conversation_id,
+            reasoning_effort=effort or None,
         )
 
     async def _load_prompt_images(self) -> None:
@@ -575,6 +578,8 @@ class RunExecutor:
                             offset, item.text,
                         )
                     )  # fmt: skip
+                elif isinstance(item, ReasoningChunk) and not item.text:
+                    state.signature = item.signature or state.signature
                 elif isinstance(item, ReasoningChunk):
                     live.reasoning.add(item.text)
                     self.deps.publish(
@@ -681,6 +686,8 @@ class RunExecutor:
                 {"key": r.id, "id": r.provider_id, "name": r.name, "arguments": r.arguments}
                 for r in records
             ]
+            if state.signature:
+                data["reasoning_signature"] = state.signature
 
         def build(tx: Tx) -> tuple[Entry | None, Run | None]:
             closed = tx.close_entry(entry.id, EntryStatus.COMPLETE, data)
@@ -776,7 +783,9 @@ def _worse(a: str, b: str) -> Quality:
 
 
 class _TurnState:
-    __slots__ = ("calls", "finish_reason", "request", "spent", "usage", "usage_reported")
+    __slots__ = (
+        "calls", "finish_reason", "request", "signature", "spent", "usage", "usage_reported",
+    )  # fmt: skip
 
     def __init__(self) -> None:
         self.request: ModelRequest | None = None
@@ -785,6 +794,7 @@ class _TurnState:
         self.spent = Usage()  # what failed attempts before this one used
         self.usage_reported = False
         self.finish_reason: str | None = None
+        self.signature = ""  # of the response's thinking (Anthropic), kept with its calls
 
     def add_call_chunk(self, chunk: ToolCallChunk) -> None:
         call = self.calls.setdefault(chunk.index, ["", "", ""])

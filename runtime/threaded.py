@@ -294,6 +294,9 @@ class HarnessProxy:
     async def withdraw(self, *args: Any, **kwargs: Any) -> Any:
         return await self.call("withdraw", *args, **kwargs)
 
+    async def set_reasoning_effort(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.call("set_reasoning_effort", *args, **kwargs)
+
     async def cancel_compaction(self, *args: Any, **kwargs: Any) -> Any:
         return await self.call("cancel_compaction", *args, **kwargs)
 

@@ -59,13 +59,13 @@ def toolbox_factory(home: Path, sandbox: Any = None) -> Any:
     return make
 
 
-def loop_settings(env: Any, budget: Budget | None = None) -> LoopSettings:
+def loop_settings(env: Any, budget: Budget | None = None, effort: str = "") -> LoopSettings:
     """Loop settings from the environment (BASTION_MAX_RETRIES, default 4) and the
     run budget (the config's, with -p's flags applied)."""
     budget = budget or Budget()
     raw = env.get("BASTION_MAX_RETRIES")
     if raw is None:
-        return LoopSettings(budget=budget)
+        return LoopSettings(budget=budget, reasoning_effort=effort)
     try:
         retries = int(raw)
         if not 0 <= retries <= 20:
@@ -74,7 +74,7 @@ def loop_settings(env: Any, budget: Budget | None = None) -> LoopSettings:
         raise SessionUsageError(
             f"BASTION_MAX_RETRIES={raw!r} is not a whole number from 0 to 20"
         ) from None
-    return LoopSettings(max_retries=retries, budget=budget)
+    return LoopSettings(max_retries=retries, budget=budget, reasoning_effort=effort)
 
 
 def run_budget(config: Config, opts: Any) -> Budget:
@@ -128,7 +128,7 @@ async def open_session(opts: Any, cwd: str | None = None, *, check_model: bool =
         resolve_model=resolver,
         config=config,
         toolbox_factory=toolbox_factory(default_home(), sandbox),
-        loop_settings=loop_settings(os.environ, run_budget(config, opts)),
+        loop_settings=loop_settings(os.environ, run_budget(config, opts), config.reasoning_effort),
     )
     try:
         if opts.resume:  # a full id, or any unique start of one
@@ -155,6 +155,8 @@ async def open_session(opts: Any, cwd: str | None = None, *, check_model: bool =
             settings: dict[str, Any] = {"model": model}
             if config.instructions:
                 settings["instructions"] = config.instructions
+            if config.reasoning_effort:
+                settings["reasoning_effort"] = config.reasoning_effort
             conversation = new_conversation(
                 cwd, settings=settings, conversation_id=session_id or uuid7()
             )
