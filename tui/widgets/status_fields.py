@@ -82,7 +82,9 @@ def fields(
     queued = len(view.queued_inbox)
     if queued:
         fields.append(Field(2, f"[$accent]{queued} queued[/]"))
-    fields.append(Field(3, f"[b $primary]{escape(model or 'no model')}[/]"))
+    effort = view.conversation.agent.reasoning_effort
+    shown = f"[b $primary]{escape(model or 'no model')}[/]"
+    fields.append(Field(3, shown + (f" [$primary]({escape(effort)})[/]" if effort else "")))
     ctx = context_of(view, model, catalog)
     used = f"{'~' if ctx.estimated else ''}{count(ctx.used)}"
     window = f"/{count(ctx.window)} {ctx.percent}%" if ctx.window else ""

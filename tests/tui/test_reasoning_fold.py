@@ -1,0 +1,86 @@
+"""Issue 27 item 14 in the app: reasoning shows as it streams, folded to one line by
+default (how much the model has thought); a click unfolds it; `/effort` sets the
+conversation's reasoning effort and the status line shows it."""
+
+from __future__ import annotations
+
+from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
+from tests.tui.conftest import SIZE, open_driven, run_settled, wait_for
+from tui.app import BastionApp
+from tui.widgets.entries import AssistantEntry
+from tui.widgets.reasoning import ReasoningFold
+
+THOUGHT = "First I will read the file. Then I will answer briefly."
+
+
+async def test_reasoning_streams_folded_and_a_click_unfolds_it(tmp_path):
+    turn = ScriptedTurn(reasoning=THOUGHT, text="Done.", chunk_size=4, delay=0.03)
+    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([turn]))
+    app = BastionApp(harness, conv_id)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(app.ready.is_set, pilot)
+            await pilot.press(*"think", "enter")
+            fold = None
+
+            def thinking() -> bool:
+                nonlocal fold
+                folds = list(app.query(ReasoningFold))
+                fold = folds[0] if folds else None
+                return fold is not None and "thinking…" in str(fold.render())
+
+            await wait_for(thinking, pilot)  # shown while it streams, before the answer
+            assert fold is not None and THOUGHT[:8] not in str(fold.render())  # folded
+            await wait_for(lambda: run_settled(app), pilot)
+            await pilot.pause(0.05)
+            folded = str(fold.render())
+            assert "thought" in folded and f"{len(THOUGHT)} chars" in folded
+            assert THOUGHT not in folded
+            await pilot.click(ReasoningFold)
+            await pilot.pause(0.05)
+            assert THOUGHT in str(fold.render()).replace("\n", " ")
+            await pilot.click(ReasoningFold)
+            await pilot.pause(0.05)
+            assert THOUGHT not in str(fold.render())
+            [entry] = app.query(AssistantEntry)
+            assert entry.text_shown == "Done."
+    finally:
+        await harness.close()
+
+
+async def test_an_answer_without_reasoning_shows_no_fold(tmp_path):
+    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([ScriptedTurn(text="Hi.")]))
+    app = BastionApp(harness, conv_id)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(app.ready.is_set, pilot)
+            await pilot.press(*"hello", "enter")
+            await wait_for(lambda: run_settled(app), pilot)
+            await pilot.pause(0.05)
+            [fold] = app.query(ReasoningFold)
+            assert not fold.has_class("-shown") and not fold.display
+    finally:
+        await harness.close()
+
+
+async def test_effort_command_sets_it_and_the_status_line_shows_it(tmp_path):
+    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([ScriptedTurn(text="Hi.")]))
+    app = BastionApp(harness, conv_id)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(app.ready.is_set, pilot)
+            await pilot.press(*"hello", "enter")  # stored: the setting has a home
+            await wait_for(lambda: run_settled(app), pilot)
+            await pilot.press(*"/effort high", "enter")
+            await wait_for(lambda: "(high)" in str(app.query_one("#status-left").render()), pilot)
+            conv = await harness.get_conversation(conv_id)
+            assert conv.agent.reasoning_effort == "high"
+            await pilot.press(*"/effort extreme", "enter")
+            await pilot.pause(0.1)
+            assert (await harness.get_conversation(conv_id)).agent.reasoning_effort == "high"
+            await pilot.press(*"/effort default", "enter")
+            await wait_for(
+                lambda: "(high)" not in str(app.query_one("#status-left").render()), pilot
+            )
+    finally:
+        await harness.close()
