@@ -50,7 +50,7 @@ def test_stream_json_carries_the_progress(loopback, bastion):
     assert out.returncode == 0, out.stderr
     lines = [json.loads(line) for line in out.stdout.splitlines()]
     progress = [e for e in lines if e["type"] == "compaction.progress"]
-    assert [e["phase"] for e in progress][0] == "started"
+    assert progress[0]["phase"] == "started"
     assert progress[-1]["phase"] == "done" and progress[-1]["freed"] > 100
     assert progress[0]["entries"] == 2 and progress[0]["tokens"] > 200
     assert lines[-1]["result"] == "third answer"
