@@ -97,6 +97,7 @@ class LineMode:
         self.read_line = read_line
         self.ask = ask or read_line
         self.view: ConversationView | None = None
+        self.left_stored: str | None = None  # the last stored conversation /new etc. left
         self._sub: Subscription | None = None
         self._events: AsyncIterator[Event] | None = None
         self._printed: set[str] = set()  # entry ids (and "call:result" keys) already printed
@@ -181,6 +182,8 @@ class LineMode:
         assert self._sub is not None
         self._stop_live()
         self._sub.close()
+        if self.view is not None and self.view.version > 0:  # stored: it had a prompt
+            self.left_stored = self.conversation_id  # named on leaving if the next is not
         self.conversation_id = conversation_id
         self._sub = self.harness.subscribe(conversation_id)
         self._events = aiter(self._sub)
@@ -544,8 +547,12 @@ async def _main(opts: Any) -> int:
             ask=questions.prompt_async,
         )
         code = await mode.loop(first_prompt=opts.prompt)
+        # The conversation left in: this one if stored, else the last stored one it
+        # left (after /new with nothing sent), as the app does.
         if await harness.exists(mode.conversation_id):  # (/resume, /new: another one)
             print(resume_hint(mode.conversation_id))
+        elif mode.left_stored is not None:
+            print(resume_hint(mode.left_stored))
         return code or EXIT_OK
     finally:
         await harness.close()
