@@ -344,7 +344,8 @@ class RunExecutor:
         if unfinished:
             run = await self.calls.run_all(run, unfinished)
             await self._place_steers(run)
-        for _ in range(self.deps.settings.max_turns):
+        settings = self.deps.settings
+        for _ in range(max(settings.max_turns, settings.budget.max_turns or 0)):
             await self.check_interrupt(run)
             self._check_budget(run)
             entry, calls, run = await self._stream_turn(run)
