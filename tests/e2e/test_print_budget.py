@@ -97,13 +97,13 @@ def test_time_limit_cuts_a_silent_stream_and_keeps_the_partial(loopback, bastion
     server = loopback([silent])
     b = bastion(server)
     started = time.monotonic()
-    out = b.run("-p", "hello", "--time-limit", "1.5", "--output-format", "json", timeout=30)
+    out = b.run("-p", "hello", "--time-limit", "3", "--output-format", "json", timeout=30)
     took = time.monotonic() - started
     assert out.returncode == 4, out.stderr
     result = result_of(out)
     assert result["stop_reason"] == "time_limit"
-    assert "time limit (1.5 s)" in result["error"]["message"]
-    assert took < 15  # not the 90 s stream watchdog
+    assert "time limit (3 s)" in result["error"]["message"]
+    assert took < 20  # not the 90 s stream watchdog
     assert result["result"] == "half an "  # the partial is kept (two chunks of four)
     run = stored_run(b, result["session_id"])
     assert run["error"]["code"] == "time_limit"
