@@ -4,8 +4,12 @@ conversation's reasoning effort and the status line shows it."""
 
 from __future__ import annotations
 
+import pytest
+import textual
+
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from tests.tui.conftest import SIZE, open_driven, run_settled, wait_for
+from tests.tui.conftest import SIZE, make_app, open_driven, run_settled, wait_for
+from tests.tui.test_snapshots import SNAPSHOT_TEXTUAL
 from tui.app import BastionApp
 from tui.widgets.entries import AssistantEntry
 from tui.widgets.reasoning import ReasoningFold
@@ -85,3 +89,22 @@ async def test_effort_command_sets_it_and_the_status_line_shows_it(tmp_path):
             )
     finally:
         await harness.close()
+
+
+SNAP_THOUGHT = "The user wants a short answer. I should check the config loader first. " * 5
+
+
+def test_reasoning_folded_snapshot(snap_compare, tmp_path):
+    """Above the answer "Use `data.get`." a muted italic line `▸ thought · 355 chars ·
+    click to show`; the reasoning itself is nowhere on screen. Status bar
+    `● done · ask · scripted/bastion-test …`."""
+    if textual.__version__ != SNAPSHOT_TEXTUAL:
+        pytest.skip("snapshots were made with another textual")
+    turns = [ScriptedTurn(reasoning=SNAP_THOUGHT, text="Use `data.get`.", chunk_size=40)]
+    app = make_app(tmp_path, turns, first_prompt="How do I fix parse_config?")
+
+    async def settled(pilot) -> None:
+        await wait_for(lambda: run_settled(pilot.app), pilot)
+        await pilot.pause(0.1)
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=settled)
