@@ -49,6 +49,7 @@ from runtime.records import (
 from runtime.views import call_summary
 from tui.diffs import call_diff, diff_lines, rules_text
 from tui.run_words import budget_stop, compaction_event_line, summary_label
+from tui.usage import count
 from tui.widgets.approval import pending_approval
 
 __all__ = ["LineMode", "run"]
@@ -391,6 +392,7 @@ class LineMode:
             self._run_end(view)
 
     def _assistant(self, entry: Entry, view: ConversationView) -> None:
+        self._reasoning(entry, view)
         if entry.status == EntryStatus.STREAMING:
             if entry.text:
                 if self._live is None or self._live_entry != entry.id:
@@ -418,6 +420,21 @@ class LineMode:
             run = view.run(entry.run_id) if entry.run_id else None
             message = (run.error or {}).get("message", "") if run else ""
             self.console.print(f"[red]✗ failed{': ' + message if message else ''}[/]")
+
+    def _reasoning(self, entry: Entry, view: ConversationView) -> None:
+        """One dim line when an answer's reasoning starts (or, replayed, how much there
+        was); the text itself is the app's, folded there."""
+        key = f"{entry.id}:reasoning"
+        if key in self._printed or self._live_entry == entry.id:
+            return
+        live = view.reasoning.get(entry.id)
+        thought = str(live) if live is not None else str(entry.data.get("reasoning") or "")
+        if not thought:
+            return
+        self._printed.add(key)
+        streaming = entry.status == EntryStatus.STREAMING
+        line = "▸ thinking…" if streaming else f"▸ thought · {count(len(thought))} chars"
+        self.console.print(Text(line, style="dim italic"))
 
     def _tool_calls(self, view: ConversationView) -> None:
         for call in view.tool_calls:

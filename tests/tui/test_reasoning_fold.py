@@ -1,16 +1,21 @@
 """Issue 27 item 14 in the app: reasoning shows as it streams, folded to one line by
 default (how much the model has thought); a click unfolds it; `/effort` sets the
-conversation's reasoning effort and the status line shows it."""
+conversation's reasoning effort and the status line shows it. `--plain` says in one dim
+line that the model reasons, never what."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 import textual
 
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.tui.conftest import SIZE, make_app, open_driven, run_settled, wait_for
+from tests.tui.test_plain import Keyboard, console
 from tests.tui.test_snapshots import SNAPSHOT_TEXTUAL
 from tui.app import BastionApp
+from tui.plain import LineMode
 from tui.widgets.entries import AssistantEntry
 from tui.widgets.reasoning import ReasoningFold
 
@@ -108,3 +113,17 @@ def test_reasoning_folded_snapshot(snap_compare, tmp_path):
         await pilot.pause(0.1)
 
     assert snap_compare(app, terminal_size=(80, 24), run_before=settled)
+
+
+async def test_plain_says_when_the_model_reasons_but_not_what(tmp_path):
+    turn = ScriptedTurn(reasoning="secret chain of thought " * 20, text="Answer.", chunk_size=8)
+    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([turn]))
+    try:
+        con, out = console()
+        assert await LineMode(harness, conv_id, con, Keyboard("think")).loop() == 0
+        text = out.getvalue()
+        assert re.search(r"▸ (thinking…|thought · 480 chars)", text)
+        assert "secret chain" not in text and "Answer." in text
+        assert text.index("▸ ") < text.index("Answer.")
+    finally:
+        await harness.close()
