@@ -20,14 +20,21 @@ a measure: a cap that cannot be kept is not silently ignored.
 
 from __future__ import annotations
 
+import asyncio
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from runtime.errors import ConfigError
+from runtime.providers.base import Usage
+from runtime.records import Entry, EntryKind, Run
 
-__all__ = ["BUDGET_CODES", "BUDGET_KEYS", "Budget", "check_budget_keys", "lower_only"]
+__all__ = [
+    "BUDGET_CODES", "BUDGET_KEYS", "Budget", "check_budget_keys", "lower_only", "start_deadline",
+    "stop_before_request",
+]  # fmt: skip
 
 BUDGET_KEYS = ("max_turns", "max_cost", "time_limit")
 #: The `error.code` an interrupted run carries when a budget stopped it.
@@ -97,6 +104,35 @@ class Budget:
         return stop_error(
             "time_limit", f"the run reached its time limit ({self.time_limit:g} s)", self.time_limit
         )
+
+
+def stop_before_request(
+    budget: Budget, entries: Sequence[Entry], run: Run
+) -> dict[str, Any] | None:
+    """The error a turn or cost limit stops `run` with before its next request (its
+    turns counted from its answers in `entries`), or None to go on."""
+    if not budget:
+        return None
+    turns = sum(1 for e in entries if e.kind == EntryKind.ASSISTANT and e.run_id == run.id)
+    usage = Usage.from_dict(run.usage)
+    return budget.over(turns, usage.cost, usage.input_tokens + usage.output_tokens)
+
+
+def start_deadline(
+    budget: Budget, expire: Callable[[dict[str, Any]], bool]
+) -> asyncio.Task[None] | None:
+    """A timer for the budget's time limit, from now: when it runs out, `expire(error)`
+    is told, and if it answers true the current task (the run's) is cancelled."""
+    limit, task = budget.time_limit, asyncio.current_task()
+    if limit is None or task is None:
+        return None
+
+    async def wait() -> None:
+        await asyncio.sleep(limit)
+        if expire(budget.out_of_time()):
+            task.cancel()
+
+    return asyncio.create_task(wait(), name="run-time-limit")
 
 
 def stop_error(code: str, message: str, limit: float) -> dict[str, Any]:

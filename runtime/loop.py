@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 from runtime import failpoints
 from runtime.approvals import ApprovalMode
-from runtime.budget import Budget
+from runtime.budget import Budget, start_deadline, stop_before_request
 from runtime.catalog import ModelInfo, cost_of
 from runtime.compacting import RunCompaction
 from runtime.compaction import CompactionSettings, Compactor, exceeds
@@ -299,29 +299,19 @@ class RunExecutor:
                 deadline.cancel()
 
     def _start_deadline(self) -> asyncio.Task[None] | None:
-        """The budget's time limit: a timer that interrupts the run task when it runs out."""
-        limit = self.deps.settings.budget.time_limit
-        task = asyncio.current_task()
-        if limit is None or task is None:
-            return None
+        """The budget's time limit: the run task is interrupted when it runs out."""
 
-        async def expire() -> None:
-            await asyncio.sleep(limit)
-            if not self.interrupting:
-                self.stop_error = self.deps.settings.budget.out_of_time()
-                self.interrupting = True
-                task.cancel()
+        def expire(error: dict[str, Any]) -> bool:
+            if self.interrupting:
+                return False  # an interrupt is under way: it ends the run
+            self.stop_error, self.interrupting = error, True
+            return True
 
-        return asyncio.create_task(expire(), name="run-time-limit")
+        return start_deadline(self.deps.settings.budget, expire)
 
     def _check_budget(self, run: Run) -> None:
         """Before each model request: a turn or cost limit reached stops the run here."""
-        budget = self.deps.settings.budget
-        if not budget:
-            return
-        turns = sum(1 for e in self.entries if e.kind == EntryKind.ASSISTANT and e.run_id == run.id)
-        usage = Usage.from_dict(run.usage)
-        error = budget.over(turns, usage.cost, usage.input_tokens + usage.output_tokens)
+        error = stop_before_request(self.deps.settings.budget, self.entries, run)
         if error is not None:
             self.stop_error = error
             raise RunInterrupted(run.id)
