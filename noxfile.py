@@ -46,6 +46,8 @@ def snapshots(session: nox.Session) -> None:
         "tests/tui/test_snapshots.py",
         "tests/tui/test_snapshots_approval.py",
         "tests/tui/test_theme_snapshots.py",
+        "tests/tui/test_picker_snapshots.py",
+        "tests/tui/test_snapshots_app.py",
     ]
     session.run("python", "-m", "pytest", *files, *session.posargs)
     if "--snapshot-update" in session.posargs:

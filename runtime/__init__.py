@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS = {
     "AmbiguousId": "runtime.errors",
     "BastionError": "runtime.errors",
+    "BUDGET_CODES": "runtime.budget",
+    "Budget": "runtime.budget",
     "ConfigError": "runtime.errors",
     "ConfigChange": "runtime.config_watch",
     "ConfigWatcher": "runtime.config_watch",
@@ -89,10 +91,12 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "BUDGET_CODES",
     "AmbiguousId",
     "Attachment",
     "BadRule",
     "BastionError",
+    "Budget",
     "CompactionFailed",
     "ConfigChange",
     "ConfigError",
@@ -169,6 +173,7 @@ __all__ = [
 if TYPE_CHECKING:
     from runtime.attach import Follower
     from runtime.blobs import kept_bytes
+    from runtime.budget import BUDGET_CODES, Budget
     from runtime.catalog import ModelInfo
     from runtime.compaction import compacted_through
     from runtime.config import load_config

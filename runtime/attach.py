@@ -315,6 +315,17 @@ class Follower:
                 pass  # asking twice is harmless: the second finds nothing to interrupt
         return await self.harness.interrupt(self.conversation_id)
 
+    async def cancel_compaction(self) -> bool:
+        """Ask the driving process to stop its run's compaction (False: none, or detached)."""
+        client = self._client
+        if client is None:
+            return False
+        try:
+            reply = await client.request("cancel_compaction")
+        except Detached:
+            return False
+        return bool(reply.get("cancelled"))
+
     async def respond(
         self,
         tool_call_id: str,

@@ -65,6 +65,7 @@ __all__ = [
     "CompactionSettings",
     "Compactor",
     "Plan",
+    "Progress",
     "compacted_through",
     "exceeds",
     "plan_compaction",
@@ -152,6 +153,12 @@ class Plan:
     compact: tuple[Entry, ...]
     through: int
     kept_tokens: int
+    tokens: int = 0  # what the compacted entries (and the summary they replace) take
+
+    def freed(self, summary: str) -> int:
+        """Tokens a request saves once `summary` stands in for what this plan covers."""
+        counted = count_text(summary).tokens
+        return max(0, self.tokens - (counted if counted is not None else len(summary) // 4 + 1))
 
 
 def _boundaries(candidates: Sequence[Entry], active_run_id: str | None) -> list[int]:
@@ -193,7 +200,8 @@ def plan_compaction(
         tail[i] = tail[i + 1] + entry_tokens(candidates[i])
     chosen = next((c for c in reversed(cuts) if tail[c] >= keep_tokens), cuts[0])
     compact = tuple(candidates[:chosen])
-    return Plan(previous, compact, compact[-1].position, tail[chosen])
+    tokens = tail[0] - tail[chosen] + (entry_tokens(previous) if previous is not None else 0)
+    return Plan(previous, compact, compact[-1].position, tail[chosen], tokens)
 
 
 def transcript(plan: Plan, char_budget: int) -> str:
@@ -247,15 +255,23 @@ def summary_request(model: str, plan: Plan, instructions: str | None, chars: int
 
 
 async def summarise(
-    provider: Provider, request: ModelRequest, info: ModelInfo
+    provider: Provider,
+    request: ModelRequest,
+    info: ModelInfo,
+    on_text: Callable[[int], None] | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    """The summary text and the usage of the request that wrote it."""
+    """The summary text and the usage of the request that wrote it. `on_text` is told
+    how many characters are written so far, as they arrive."""
     parts: list[str] = []
+    written = 0
     usage: Usage | None = None
     try:
         async for item in valid_stream(provider.stream(request)):
             if isinstance(item, TextChunk):
                 parts.append(item.text)
+                written += len(item.text)
+                if on_text is not None:
+                    on_text(written)
             elif isinstance(item, UsageReport):
                 usage = item.usage
     except ProviderError as exc:
@@ -279,6 +295,16 @@ async def summarise(
 
 
 Commit = Callable[[Callable[[Tx], Any]], Awaitable[Any]]
+
+
+class Progress:
+    """What a compaction tells its watcher (runtime.loop publishes it as events)."""
+
+    def started(self, plan: Plan) -> None:
+        """Summarising `plan` begins (again, after a conflict)."""
+
+    def writing(self, written: int) -> None:
+        """`written` characters of the summary have arrived."""
 
 
 class Compactor:
@@ -321,16 +347,21 @@ class Compactor:
         *,
         active_run_id: str | None = None,
         reason: str = "manual",
+        progress: Progress | None = None,
     ) -> Entry | None:
         """Commit one summary; None when there is no whole turn to compact."""
+        progress = progress or Progress()
         for attempt in range(1, ATTEMPTS + 1):
             snap = await self.store.snapshot(self.conversation_id)
             version = snap.conversation.version
             plan = plan_compaction(snap.entries, self.keep_tokens, active_run_id)
             if plan is None:
                 return None
+            progress.started(plan)
             request = summary_request(self.model, plan, instructions, self.budget * 3)
-            text, usage = await summarise(self.provider, request, self._summary_info())
+            text, usage = await summarise(
+                self.provider, request, self._summary_info(), progress.writing
+            )
             failpoints.hit("compact.summarised")
             entry = self._entry(plan, text, usage, version, active_run_id, reason, instructions)
 
@@ -372,6 +403,7 @@ class Compactor:
             "from": plan.compact[0].position,
             "compacted": len(plan.compact),
             "kept_tokens": plan.kept_tokens,
+            "freed_tokens": plan.freed(text),
             "base_version": version,
             "reason": reason,
             "usage": usage,

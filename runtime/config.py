@@ -12,8 +12,9 @@ window; default 16,384, at most a quarter of the window), [providers.NAME]
 tables with base_url, api_key_env, headers (a table of strings),
 stream_idle_timeout and max_output_tokens, and [models."PROVIDER/NAME"] tables
 with context_window, max_output_tokens, input_price, output_price,
-cached_input_price (USD per million tokens), images and tools (booleans).
-BASTION_MODEL overrides the files; flags override all.
+cached_input_price (USD per million tokens), images and tools (booleans), and a
+run's budget: max_turns, max_cost (USD), time_limit (seconds) (runtime.budget; a
+trusted project file may only lower them), and reasoning_effort (runtime.reasoning). BASTION_MODEL overrides the files; flags override all.
 
 A file that cannot be used is a ConfigError naming the file, the key and what it
 should hold: it is never half-applied, and nothing is stored before it is read.
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.approvals import ApprovalMode
+from runtime.budget import BUDGET_KEYS, Budget, check_budget_keys
 from runtime.catalog import DEFAULT_OUTPUT_CAP, ModelInfo, catalog_entry, lookup
 from runtime.errors import ConfigError
 from runtime.home import default_home as default_home
@@ -42,9 +44,14 @@ from tools.denylist import DEFAULT_DENY
 
 DEFAULT_MODEL = "openai/gpt-4.1"
 DEFAULT_APPROVAL_MODE = ApprovalMode.ASK
-_STRING_KEYS = ("model", "approval_mode", "theme", "instructions", "compact_model")
+_STRING_KEYS = (
+    "model", "approval_mode", "theme", "instructions", "compact_model", "reasoning_effort",
+)  # fmt: skip
 _TOKEN_KEYS = ("max_output_tokens", "compact_reserve_tokens")
-_KEYS = {*_STRING_KEYS, *_TOKEN_KEYS, *_SANDBOX_KEYS, "providers", "models", "stream_idle_timeout"}
+_KEYS = {
+    *_STRING_KEYS, *_TOKEN_KEYS, *_SANDBOX_KEYS, *BUDGET_KEYS, "providers", "models",
+    "stream_idle_timeout",
+}  # fmt: skip
 _PROVIDER_KEYS = {"base_url", "api_key_env", "headers", "stream_idle_timeout", "max_output_tokens"}
 _MODEL_INTS = ("context_window", "max_output_tokens")
 _MODEL_PRICES = ("input_price", "output_price", "cached_input_price")
@@ -60,6 +67,7 @@ _EXAMPLES = {
     "headers": 'headers = { "X-Title" = "bastion" }',
     "stream_idle_timeout": "stream_idle_timeout = 90",
     "compact_model": 'compact_model = "openai/gpt-4.1-mini"',
+    "reasoning_effort": 'reasoning_effort = "medium"',
     "max_output_tokens": "max_output_tokens = 8192",
     "compact_reserve_tokens": "compact_reserve_tokens = 16384",
     "context_window": "context_window = 131072",
@@ -111,6 +119,9 @@ class Config:
     network: bool = False
     writable_paths: tuple[str, ...] = ()
     deny_paths: tuple[str, ...] = DEFAULT_DENY
+    # Every run's limits (runtime.budget); the flags override them.
+    budget: Budget = field(default_factory=Budget)
+    reasoning_effort: str = ""  # a new conversation's (runtime.reasoning); "" the model's
 
 
 def user_config_path(env: Mapping[str, str]) -> Path:
@@ -182,9 +193,12 @@ def _check(path: Path, data: dict[str, Any]) -> None:
             raise ConfigError(f"{path}: approval_mode: {exc.message}", hint=exc.hint) from None
     if "stream_idle_timeout" in data:
         _check_seconds(path, "", data["stream_idle_timeout"])
+    if "reasoning_effort" in data:
+        _check_effort(path, data["reasoning_effort"])
     for key in _TOKEN_KEYS:
         if key in data:
             _check_tokens(path, "", key, data[key])
+    check_budget_keys(path, data)
     _check_models(path, data.get("models", {}))
     _check_sandbox(path, data)
     providers = data.get("providers", {})
@@ -195,6 +209,15 @@ def _check(path: Path, data: dict[str, Any]) -> None:
         )
     for name, table in providers.items():
         _check_provider(path, name, table)
+
+
+def _check_effort(path: Path, value: str) -> None:
+    from runtime.reasoning import parse_effort
+
+    try:
+        parse_effort(value)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: reasoning_effort: {exc.message}", hint=exc.hint) from None
 
 
 def _check_provider(path: Path, name: str, table: Any) -> None:
@@ -387,8 +410,16 @@ def _merge(
         model_set="model" in merged,
         trust=trust,
         notes=notes,
+        budget=Budget.from_mapping(merged),
+        reasoning_effort=_effort(merged.get("reasoning_effort", "")),
         **_sandbox_fields(*sandbox),
     )
+
+
+def _effort(value: str) -> str:
+    from runtime.reasoning import parse_effort
+
+    return parse_effort(value)
 
 
 def model_resolver(config: Config, env: Mapping[str, str] | None = None) -> Any:

@@ -191,7 +191,10 @@ def _assistant_turn(
             else "INTERRUPTED: no result was recorded for this call; its effects are unknown."
         )
         replies.append(Message("tool", content, tool_call_id=wire))
-    return [Message("assistant", entry.text, tool_calls=tuple(wire_calls)), *replies]
+    thought = entry.data.get("reasoning"), entry.data.get("reasoning_signature")
+    reasoning = (str(thought[0]), str(thought[1])) if thought[0] and thought[1] else None
+    message = Message("assistant", entry.text, tool_calls=tuple(wire_calls), reasoning=reasoning)
+    return [message, *replies]
 
 
 def _assistant_messages(entry: Entry, current_run_id: str | None, went_on: bool) -> list[Message]:

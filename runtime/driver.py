@@ -195,6 +195,11 @@ class Driver:
             task.cancel()
         return True
 
+    def cancel_compaction(self) -> bool:
+        """Stop the run's compaction under way, not the run; False if there is none."""
+        executor = self._executor
+        return executor is not None and executor.compaction.cancel()
+
     async def settled(self, run_id: str) -> None:
         """Wait until the run task of `run_id` (if it is this driver's) has ended."""
         task, run = self._run_task, self._run

@@ -209,7 +209,29 @@ class AttemptReset:
     delay: float = 0.0  # seconds until the retried request is sent
 
 
-TransientEvent = TextDelta | ReasoningDelta | ToolOutputDelta | AttemptReset
+@dataclass(frozen=True, slots=True)
+class CompactionProgress:
+    """The run is compacting its conversation before its next model request.
+
+    `phase`: started (with what is summarised: `entries`, about `tokens`), writing
+    (`written` characters of summary so far), then done (`freed` tokens: what the
+    summarised entries took less the summary), cancelled (Esc: the run goes on
+    uncompacted) or failed (`message`). The summary itself is a durable entry."""
+
+    type: ClassVar[str] = "compaction.progress"
+    conversation_id: str
+    run_id: str
+    epoch: int
+    seq: int
+    phase: str
+    entries: int = 0
+    tokens: int = 0
+    written: int = 0
+    freed: int = 0
+    message: str = ""
+
+
+TransientEvent = TextDelta | ReasoningDelta | ToolOutputDelta | AttemptReset | CompactionProgress
 Event = DurableEvent | TransientEvent
 
 _RECORD_FIELDS: dict[str, type[Any]] = {
@@ -240,11 +262,12 @@ EVENT_TYPES: dict[str, type[Any]] = {
         ReasoningDelta,
         ToolOutputDelta,
         AttemptReset,
+        CompactionProgress,
     )
 }
 
 
-_DEFAULTED = frozenset({"delay"})
+_DEFAULTED = frozenset({"delay", "entries", "tokens", "written", "freed", "message"})
 
 
 def is_durable(event: Event) -> bool:

@@ -18,6 +18,7 @@ from runtime.driver import Driver, DriverConfig
 from runtime.errors import BastionError, UnfinishedWork
 from runtime.harness_core import HarnessCore
 from runtime.providers.base import Provider
+from runtime.reasoning import parse_effort
 from runtime.records import Conversation, Entry, SessionSettings
 from runtime.rules import Rule, Scope, command_rule, folder_parts
 from runtime.serve import start_server
@@ -53,6 +54,12 @@ class DrivingOps(HarnessCore):
                 settings, summary_provider=provider, summary_model=model, summary_spec=spec
             )
         return settings
+
+    async def cancel_compaction(self, conversation_id: str) -> bool:
+        """Stop the compaction the active run is doing (it then goes on uncompacted:
+        runtime.compacting); False when this process drives no such compaction."""
+        driver = self._drivers.get(conversation_id)
+        return driver is not None and driver.cancel_compaction()
 
     async def compact(self, conversation_id: str, instructions: str | None = None) -> Entry | None:
         """Summarise the conversation's older whole turns now (keeping roughly the last
@@ -225,6 +232,19 @@ class DrivingOps(HarnessCore):
         if driver is not None:
             driver.reconfigure(provider=provider, model=model_name)
         return settings
+
+    async def set_reasoning_effort(self, conversation_id: str, effort: str) -> str:
+        """Store the conversation's reasoning effort (runtime.reasoning; "" or `default`
+        clears it); holds from the next run. ConfigError, nothing changed, if unknown."""
+        value = parse_effort(effort)
+        prepared = self._prepared.get(conversation_id)
+        if prepared is not None:
+            self._prepared[conversation_id] = prepared.but(
+                settings={**prepared.settings, "reasoning_effort": value}
+            )
+        else:
+            await self.update_settings(conversation_id, reasoning_effort=value)
+        return value
 
     async def new_session(self, conversation_id: str) -> Conversation:
         """A new conversation like `conversation_id` (cwd, model, instructions), prepared

@@ -26,10 +26,12 @@ from typing import Any, TypeVar
 
 from runtime import failpoints
 from runtime.approvals import ApprovalMode
+from runtime.budget import Budget, start_deadline, stop_before_request
 from runtime.catalog import ModelInfo, cost_of
+from runtime.compacting import RunCompaction
 from runtime.compaction import CompactionSettings, Compactor, exceeds
 from runtime.context import ImagePolicy, build_messages
-from runtime.errors import BastionError, CompactionFailed
+from runtime.errors import BastionError
 from runtime.events import AttemptReset, Event, ReasoningDelta, TextDelta
 from runtime.ids import uuid7
 from runtime.images import IMAGE_SUFFIXES, max_side_for, prompt_images
@@ -83,6 +85,8 @@ class LoopSettings:
         0.5  # how often a pending approval is re-read (another process may answer)
     )
     output_commit_limit: int = 262_144  # characters of a running command's output checkpointed
+    budget: Budget = field(default_factory=Budget)  # a limit reached ends the run interrupted
+    reasoning_effort: str = ""  # the config's default; a conversation's own setting wins
 
 
 class Buffer:
@@ -184,6 +188,7 @@ class RunExecutor:
         self.conversation_id = conversation_id
         self.interrupting = False
         self.cut: tuple[ModelRequest, _TurnState, Spent, int] | None = None  # see _spend
+        self.stop_error: dict[str, Any] | None = None  # the budget limit that stops the run
         self.conversation: Conversation | None = None
         self.project_instructions = ""
         self.entries: list[Entry] = []
@@ -197,6 +202,10 @@ class RunExecutor:
         self.compactor = Compactor(
             deps.store, conversation_id, self.commit, deps.provider, deps.model,
             deps.model_info, deps.model_info.context_window, deps.compaction,
+        )  # fmt: skip
+        self.compaction = RunCompaction(
+            self.compactor, conversation_id, deps.publish, deps.live.epoch, self.next_seq,
+            self.settle_inflight,
         )  # fmt: skip
 
     # --- commits ----------------------------------------------------------
@@ -256,6 +265,7 @@ class RunExecutor:
 
     async def execute(self, run: Run) -> Run:
         """Drive `run` to a terminal state. Cancellation: see `interrupting`."""
+        deadline = self._start_deadline()
         try:
             run, unfinished = await self._load(run)
             if run.terminal:
@@ -286,6 +296,27 @@ class RunExecutor:
             log.warning("run %s failed unexpectedly", run.id, exc_info=True)
             error = {"code": "internal", "message": f"{type(exc).__name__}: {exc}"}
             return await self._fail(run, error)
+        finally:
+            if deadline is not None:
+                deadline.cancel()
+
+    def _start_deadline(self) -> asyncio.Task[None] | None:
+        """The budget's time limit: the run task is interrupted when it runs out."""
+
+        def expire(error: dict[str, Any]) -> bool:
+            if self.interrupting:
+                return False  # an interrupt is under way: it ends the run
+            self.stop_error, self.interrupting = error, True
+            return True
+
+        return start_deadline(self.deps.settings.budget, expire)
+
+    def _check_budget(self, run: Run) -> None:
+        """Before each model request: a turn or cost limit reached stops the run here."""
+        error = stop_before_request(self.deps.settings.budget, self.entries, run)
+        if error is not None:
+            self.stop_error = error
+            raise RunInterrupted(run.id)
 
     async def _load(self, run: Run) -> tuple[Run, list[ToolCallRecord]]:
         """Read the conversation once: its entries (kept current from here on), this run
@@ -305,8 +336,10 @@ class RunExecutor:
         if unfinished:
             run = await self.calls.run_all(run, unfinished)
             await self._place_steers(run)
-        for _ in range(self.deps.settings.max_turns):
+        settings = self.deps.settings
+        for _ in range(max(settings.max_turns, settings.budget.max_turns or 0)):
             await self.check_interrupt(run)
+            self._check_budget(run)
             entry, calls, run = await self._stream_turn(run)
             if not calls:
                 done = await self._answer_or_steer(run, entry)
@@ -377,12 +410,14 @@ class RunExecutor:
             project=self.project_instructions,
             policy=policy,
         )
+        effort = self.conversation.agent.reasoning_effort or self.deps.settings.reasoning_effort
         return ModelRequest(
             self.deps.model,
             messages,
             specs,
             max_tokens=self.deps.output_cap,
             session_id=self.conversation_id,
+            reasoning_effort=effort or None,
         )
 
     async def _load_prompt_images(self) -> None:
@@ -412,12 +447,9 @@ class RunExecutor:
         return self._request(run)
 
     async def compact(self, run: Run, reason: str) -> Entry | None:
-        """Compact inside this run (under its lease); None if nothing could be."""
-        try:
-            entry = await self.compactor.compact(active_run_id=run.id, reason=reason)
-        except CompactionFailed as exc:
-            log.warning("compaction (%s) of %s failed: %s", reason, self.conversation_id, exc)
-            return None
+        """Compact inside this run (under its lease), shown and cancellable
+        (runtime.compacting); None if nothing was."""
+        entry = await self.compaction.run(run.id, reason)
         self.track(entry)
         return entry
 
@@ -511,7 +543,8 @@ class RunExecutor:
                     await self._close_entry(entry, EntryStatus.FAILED)
                     record = self.usage_record(run, usage + spent.usage, spent.quality)
                     spent_usage = spent.into(record, run.usage)
-                    raise RunAborted(_run_error(exc, compacted), spent_usage) from exc
+                    error = _run_error(exc, compacted, self.compaction.cancelled)
+                    raise RunAborted(error, spent_usage) from exc
                 await self._reset_attempt(run, entry, attempt, exc, delay)
                 await asyncio.sleep(delay)
 
@@ -554,6 +587,8 @@ class RunExecutor:
                             offset, item.text,
                         )
                     )  # fmt: skip
+                elif isinstance(item, ReasoningChunk) and not item.text:
+                    state.signature = item.signature or state.signature
                 elif isinstance(item, ReasoningChunk):
                     live.reasoning.add(item.text)
                     self.deps.publish(
@@ -660,6 +695,8 @@ class RunExecutor:
                 {"key": r.id, "id": r.provider_id, "name": r.name, "arguments": r.arguments}
                 for r in records
             ]
+            if state.signature:
+                data["reasoning_signature"] = state.signature
 
         def build(tx: Tx) -> tuple[Entry | None, Run | None]:
             closed = tx.close_entry(entry.id, EntryStatus.COMPLETE, data)
@@ -686,9 +723,13 @@ class RunExecutor:
             await self._close_entry(self.entries[self._positions[entry_id]], status)
 
     async def _finish_interrupted(self, run: Run) -> Run:
+        """The run ends interrupted: by the user, or by a budget limit (`stop_error`,
+        recorded as the run's error so every front end and a later resume can say why)."""
         await self._close_streaming(EntryStatus.INTERRUPTED)
-        await self.calls.settle(run, "the user interrupted the run")
-        changes: dict[str, Any] = {}
+        stop = self.stop_error
+        reason = stop["message"] if stop else "interrupted by the user"
+        await self.calls.settle(run, reason if stop else "the user interrupted the run")
+        changes: dict[str, Any] = {"error": stop} if stop else {}
         cut, self.cut = self.cut, None
         if cut is not None:  # cut off mid-stream: what that attempt used counts too
             request, state, spent, attempt = cut
@@ -697,9 +738,10 @@ class RunExecutor:
             total = Usage.from_dict(current.usage) + spent.usage
             record = self.usage_record(current, total, spent.quality)
             changes["usage"] = spent.into(record, current.usage)
-        return await self.transition(
-            run, state=RunState.INTERRUPTED, reason="interrupted by the user", **changes
-        )
+        try:
+            return await self.transition(run, state=RunState.INTERRUPTED, reason=reason, **changes)
+        except RunLost:  # it ended meanwhile (answered as the time ran out): as stored
+            return await self.deps.store.run(run.id) or run
 
     async def _fail(
         self, run: Run, error: dict[str, Any], usage: dict[str, Any] | None = None
@@ -712,13 +754,17 @@ class RunExecutor:
         )
 
 
-def _run_error(exc: ProviderError, compacted: bool | None) -> dict[str, Any]:
+def _run_error(
+    exc: ProviderError, compacted: bool | None, cancelled: bool = False
+) -> dict[str, Any]:
     """The error a failed run records. A context overflow that compacting did not cure
     says so and what is left to do, since the provider's own advice ("adjust your
     input") is no help to someone whose conversation was just compacted."""
     error = exc.to_dict()
     if exc.is_context_overflow() and compacted is not None:
         how = "even after compacting" if compacted else "and nothing older can be compacted"
+        if cancelled:
+            how = "uncompacted (its compaction was cancelled)"
         error["message"] = (
             f"{exc.message} — the conversation does not fit the model's context window {how}: "
             "shorten the prompt, start a new conversation (/new), or use a model with a "
@@ -754,7 +800,9 @@ def _worse(a: str, b: str) -> Quality:
 
 
 class _TurnState:
-    __slots__ = ("calls", "finish_reason", "request", "spent", "usage", "usage_reported")
+    __slots__ = (
+        "calls", "finish_reason", "request", "signature", "spent", "usage", "usage_reported",
+    )  # fmt: skip
 
     def __init__(self) -> None:
         self.request: ModelRequest | None = None
@@ -763,6 +811,7 @@ class _TurnState:
         self.spent = Spent()  # what failed attempts before this one used
         self.usage_reported = False
         self.finish_reason: str | None = None
+        self.signature = ""  # of the response's thinking (Anthropic), kept with its calls
 
     def add_call_chunk(self, chunk: ToolCallChunk) -> None:
         call = self.calls.setdefault(chunk.index, ["", "", ""])

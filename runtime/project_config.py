@@ -1,9 +1,10 @@
 """What a project's `.bastion/config.toml` may change, even in a trusted folder.
 
 The user's config and flags outrank the repository. A trusted project file may
-choose the model, theme, instructions and token limits, describe models, and
-point a *keyless* provider somewhere; it may only lower the approval mode and
-the command sandbox, and only add to the deny-list. It never routes a user's
+choose the model and its reasoning effort, theme, instructions and token limits,
+describe models, and point a *keyless* provider somewhere; it may only lower the
+approval mode and the command sandbox, only lower a run's budget (max_turns,
+max_cost, time_limit), and only add to the deny-list. It never routes a user's
 credentials: `api_key_env` and `headers` are the user's config's alone, and so
 is the `base_url` of any provider that sends a key (the built-in `openai`,
 `openai-responses` and `anthropic`, and any provider the user's file gives a
@@ -21,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from runtime.approvals import ApprovalMode
+from runtime.budget import BUDGET_KEYS, lower_only
 
 __all__ = ["KEYED_PROVIDERS", "restrict_project"]
 
@@ -30,7 +32,7 @@ KEYED_PROVIDERS = frozenset({"openai", "openai-responses", "anthropic"})
 _FREE = frozenset(
     {
         "model", "theme", "instructions", "compact_model", "max_output_tokens",
-        "compact_reserve_tokens", "stream_idle_timeout", "models",
+        "compact_reserve_tokens", "stream_idle_timeout", "models", "reasoning_effort",
     }
 )  # fmt: skip
 _PROVIDER_FREE = frozenset({"stream_idle_timeout", "max_output_tokens"})
@@ -65,6 +67,11 @@ def restrict_project(
                 kept[key] = value
             else:
                 ignored.append(f"sandbox_mode {value!r} (a project may only narrow the sandbox)")
+        elif key in BUDGET_KEYS:
+            if (refused := lower_only(key, value, user)) is None:
+                kept[key] = value
+            else:
+                ignored.append(refused)
         elif key == "deny_paths":
             kept[key] = value  # merged by addition: a project never removes an entry
         elif key == "providers":

@@ -123,6 +123,7 @@ class AgentSettings(_Record):
     model: str = ""
     approval_mode: str = "ask"
     instructions: str = ""
+    reasoning_effort: str = ""  # runtime.reasoning.EFFORTS; "" the config's or the model's
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ The protocol is JSON lines, both ways:
     client → {"op": "submit", "id": N, "text": T, "mode": "prompt"|"steer"|"follow_up"}
              {"op": "withdraw", "id": N, "item_id": I}
              {"op": "interrupt", "id": N}
+             {"op": "cancel_compaction", "id": N}
              {"op": "respond", "id": N, "tool_call_id": C, "approve": true|false,
               "always": null|"session"|"project", "message": null|TEXT,
               "sandbox": null|"outside"|"network"}
@@ -358,6 +359,8 @@ class AttachServer:
             if op == "interrupt":
                 done = await self.harness.interrupt(conv_id)
                 return {"run_id": done.run_id, "withdrawn": [i.to_dict() for i in done.withdrawn]}
+            if op == "cancel_compaction":
+                return {"cancelled": await self.harness.cancel_compaction(conv_id)}
             if op == "respond":
                 call_id, approve = str(request["tool_call_id"]), request["approve"]
                 always, message = request.get("always"), request.get("message")
@@ -380,7 +383,8 @@ class AttachServer:
                 hint="see runtime/serve.py for the fields of each request",
             ) from None
         raise BadRequest(
-            f"unknown request {op!r}", hint="send submit, withdraw, interrupt or respond"
+            f"unknown request {op!r}",
+            hint="send submit, withdraw, interrupt, cancel_compaction or respond",
         )
 
 

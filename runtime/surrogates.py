@@ -103,6 +103,8 @@ class _Channels:
             text = self.text.feed(item.text)
             return (TextChunk(text) if text is not item.text else item) if text else None
         if isinstance(item, ReasoningChunk):
+            if item.signature:  # a thinking block's closing signature: no text to mend
+                return item
             text = self.reasoning.feed(item.text)
             return (ReasoningChunk(text) if text is not item.text else item) if text else None
         if isinstance(item, ToolCallChunk):

@@ -297,6 +297,12 @@ class HarnessProxy:
     async def send_held(self, *args: Any, **kwargs: Any) -> Any:
         return await self.call("send_held", *args, **kwargs)
 
+    async def set_reasoning_effort(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.call("set_reasoning_effort", *args, **kwargs)
+
+    async def cancel_compaction(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.call("cancel_compaction", *args, **kwargs)
+
     async def drive(self, *args: Any, **kwargs: Any) -> Any:
         return await self.call("drive", *args, **kwargs)
 

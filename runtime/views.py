@@ -29,6 +29,7 @@ from typing import Any, ClassVar, Final
 
 from runtime.events import (
     AttemptReset,
+    CompactionProgress,
     ConversationCreated,
     ConversationUpdated,
     EntryAdded,
@@ -58,6 +59,16 @@ class Retry:
     attempt: int
     delay: float
     reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Compacting:
+    """A compaction under way in a run: how many entries (about how many tokens) are
+    being summarised, and how much of the summary is written."""
+
+    entries: int
+    tokens: int
+    written: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +226,8 @@ class ConversationView:
     # run id -> the retry it waits for (the model request is sent again after a delay);
     # gone with the run's next streamed event or its end.
     retrying: MappingProxyType[str, Retry] = field(default_factory=lambda: _EMPTY)
+    # run id -> the compaction it is doing (gone when it ends, or with the run).
+    compacting: MappingProxyType[str, Compacting] = field(default_factory=lambda: _EMPTY)
     lease_pid: int | None = None
     resync_required: bool = False
     # Entries before `settled` left out: a view of the session's end (`snapshot(last=N)`),
@@ -361,6 +374,8 @@ def _run_updated(view: ConversationView, run: Run) -> ConversationView:
         view = replace(view, cursors=MappingProxyType(cursors))
     if run.terminal and run.id in view.retrying:
         view = replace(view, retrying=_without(view.retrying, run.id))
+    if run.terminal and run.id in view.compacting:
+        view = replace(view, compacting=_without(view.compacting, run.id))
     return view
 
 
@@ -440,6 +455,11 @@ def _reduce_transient(view: ConversationView, event: Any) -> ConversationView:
         ):
             grown = view.reasoning.get(entry_id, _NO_TEXT).append(text)  # O(len(text))
             return replace(view, reasoning=_with(view.reasoning, entry_id, grown))
+        case CompactionProgress(run_id=run_id, phase="started" | "writing"):
+            state = Compacting(event.entries, event.tokens, event.written)
+            return replace(view, compacting=_with(view.compacting, run_id, state))
+        case CompactionProgress(run_id=run_id):
+            return replace(view, compacting=_without(view.compacting, run_id))
         case ToolOutputDelta(tool_call_id=call_id, text=text):
             # A live preview: only the newest TOOL_OUTPUT_TAIL characters are kept; the
             # whole (bounded) output arrives with the tool's result.

@@ -855,10 +855,19 @@ class BastionApp(App[int]):
             self.completion.handle_key("escape") or self.approval.back()
         ):
             return  # Esc closes the @file list, or leaves an approval's scope or message
-        if self.harness is not None and self.view is not None and self.view.active_run is not None:
-            self.run_worker(self._interrupt(), group="input")
+        view = self.view
+        if self.harness is not None and view is not None and view.active_run is not None:
+            if view.active_run.id in view.compacting:  # Esc stops the summary, not the run
+                self.run_worker(self._cancel_compaction(), group="input")
+            else:
+                self.run_worker(self._interrupt(), group="input")
         elif self.parts_ready.is_set():
             self.command_output.close()
+
+    async def _cancel_compaction(self) -> None:
+        assert self.harness is not None
+        if await self.harness.cancel_compaction(self.conversation_id):
+            self.notify("the run goes on uncompacted", title="compaction cancelled")
 
     async def _interrupt(self) -> None:
         """Interrupt the run; queued steers and follow-ups come back to the prompt."""

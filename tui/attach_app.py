@@ -74,6 +74,14 @@ class AttachedHarness:
     async def interrupt(self, conversation_id: str) -> Interruption:
         return await self.follower.interrupt()
 
+    async def set_reasoning_effort(self, conversation_id: str, effort: str) -> str:
+        """Stored with the conversation: its driver reads it with the next run."""
+        value: str = await self.follower.harness.set_reasoning_effort(conversation_id, effort)
+        return value
+
+    async def cancel_compaction(self, conversation_id: str) -> bool:
+        return await self.follower.cancel_compaction()
+
     async def close(self) -> None:
         await self.follower.harness.close()
 

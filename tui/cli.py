@@ -12,7 +12,9 @@
     bastion trust [DIR] [--revoke|--list]  apply DIR's project files (.bastion/)
 
 Exit codes: 0 completed, 1 run failed, 2 bad usage or configuration, 3 (print mode) the
-run completed but tool calls it needed were refused (-p cannot ask), 130 interrupted.
+run completed but tool calls it needed were refused (-p cannot ask), 4 (print mode) the
+run was stopped by its budget (--max-turns, --max-cost, --time-limit or the config's
+max_turns, max_cost, time_limit), 130 interrupted.
 Imports stay light here: print mode never loads Textual.
 
 Text the user gives (the prompt, as an argument or on stdin, and the options
@@ -31,6 +33,7 @@ from collections.abc import Sequence
 from typing import Any
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_REFUSED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_BUDGET = 4  # stopped by --max-turns, --max-cost or --time-limit (or the config's)
 SUBCOMMANDS = (
     "sessions", "export", "import", "attach", "compact", "doctor", "fork", "trust",
 )  # fmt: skip
@@ -79,6 +82,44 @@ def _version() -> str:
         return "0+unknown"
 
 
+def _positive(kind: type, what: str) -> Any:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or not value > 0 or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what} above 0")
+        return value
+
+    return parse
+
+
+def _budget_flags(p: argparse.ArgumentParser) -> None:
+    """The run budget: each limit reached ends the run interrupted (exit 4 with -p).
+    They override the config's max_turns, max_cost and time_limit for this invocation."""
+    p.add_argument(
+        "--max-turns",
+        type=_positive(int, "a whole number"),
+        metavar="N",
+        help="stop a run after N model requests (config: max_turns)",
+    )
+    p.add_argument(
+        "--max-cost",
+        type=_positive(float, "an amount in USD"),
+        metavar="USD",
+        help="stop a run once it has cost USD (the provider's figure, else the catalog's "
+        "prices; when neither is known the run stops after its first request) "
+        "(config: max_cost)",
+    )
+    p.add_argument(
+        "--time-limit",
+        type=_positive(float, "a number of seconds"),
+        metavar="SECONDS",
+        help="stop a run after SECONDS of wall time (config: time_limit)",
+    )
+
+
 def main_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="bastion",
@@ -88,7 +129,8 @@ def main_parser() -> argparse.ArgumentParser:
         "fork ID [--at ENTRY] | compact ID | doctor | trust [DIR] [--revoke|--list]. "
         "Exit codes: 0 completed, 1 the run failed, 2 bad usage or configuration, "
         "3 (-p) completed but tool calls it needed were refused (-p cannot ask: allow them "
-        "with --approval-mode or --allow), 130 interrupted.",
+        "with --approval-mode or --allow), 4 (-p) stopped by its budget (--max-turns, "
+        "--max-cost, --time-limit), 130 interrupted.",
     )
     p.add_argument("prompt", nargs="?", help="what to ask; with -p, read from stdin if omitted")
     p.add_argument(
@@ -152,6 +194,7 @@ def main_parser() -> argparse.ArgumentParser:
         metavar="KEY",
         help="admit this prompt once: rerunning with the same KEY returns the same run",
     )
+    _budget_flags(p)
     p.add_argument("--plain", action="store_true", help="line mode instead of the full-screen app")
     p.add_argument(
         "--theme",

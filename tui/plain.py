@@ -37,7 +37,7 @@ from runtime import (
     reduce,
     split_attachments,
 )
-from runtime.events import Event
+from runtime.events import CompactionProgress, Event
 from runtime.records import (
     Entry,
     EntryKind,
@@ -48,6 +48,8 @@ from runtime.records import (
 )
 from runtime.views import call_summary
 from tui.diffs import call_diff, diff_lines, rules_text
+from tui.run_words import budget_stop, compaction_event_line, summary_label
+from tui.usage import count
 from tui.widgets.approval import pending_approval
 
 __all__ = ["LineMode", "run"]
@@ -96,6 +98,7 @@ class LineMode:
         self.read_line = read_line
         self.ask = ask or read_line
         self.view: ConversationView | None = None
+        self.left_stored: str | None = None  # the last stored conversation /new etc. left
         self._sub: Subscription | None = None
         self._events: AsyncIterator[Event] | None = None
         self._printed: set[str] = set()  # entry ids (and "call:result" keys) already printed
@@ -180,6 +183,8 @@ class LineMode:
         assert self._sub is not None
         self._stop_live()
         self._sub.close()
+        if self.view is not None and self.view.version > 0:  # stored: it had a prompt
+            self.left_stored = self.conversation_id  # named on leaving if the next is not
         self.conversation_id = conversation_id
         self._sub = self.harness.subscribe(conversation_id)
         self._events = aiter(self._sub)
@@ -241,6 +246,8 @@ class LineMode:
         view = self.view
         for event in events:
             view = reduce(view, event)
+            if isinstance(event, CompactionProgress):
+                self._compaction(event)
         if view.resync_required:
             view = await self.harness.snapshot(self.conversation_id)
         self.view = view
@@ -253,8 +260,15 @@ class LineMode:
 
         def interrupt() -> None:
             self._stop_live()
-            self.console.print("[yellow]interrupting…[/]")
-            task = loop.create_task(self.harness.interrupt(self.conversation_id))
+            view = self.view
+            job: Awaitable[Any]
+            if view is not None and view.active_run and view.active_run.id in view.compacting:
+                self.console.print("[yellow]cancelling the compaction…[/]")  # not the run
+                job = self.harness.cancel_compaction(self.conversation_id)
+            else:
+                self.console.print("[yellow]interrupting…[/]")
+                job = self.harness.interrupt(self.conversation_id)
+            task = loop.create_task(job)
             tasks.add(task)
             task.add_done_callback(tasks.discard)
 
@@ -365,6 +379,9 @@ class LineMode:
                     self._assistant(entry, view)
                 case EntryKind.TOOL_RESULT:
                     pass  # printed under its call
+                case EntryKind.SUMMARY:
+                    self._printed.add(entry.id)
+                    self.console.print(Text(summary_label(entry), style="dim italic"))
                 case _:
                     self._printed.add(entry.id)
                     self.console.print(
@@ -388,6 +405,7 @@ class LineMode:
             )
 
     def _assistant(self, entry: Entry, view: ConversationView) -> None:
+        self._reasoning(entry, view)
         if entry.status == EntryStatus.STREAMING:
             if entry.text:
                 if self._live is None or self._live_entry != entry.id:
@@ -415,6 +433,21 @@ class LineMode:
             run = view.run(entry.run_id) if entry.run_id else None
             message = (run.error or {}).get("message", "") if run else ""
             self.console.print(f"[red]✗ failed{': ' + message if message else ''}[/]")
+
+    def _reasoning(self, entry: Entry, view: ConversationView) -> None:
+        """One dim line when an answer's reasoning starts (or, replayed, how much there
+        was); the text itself is the app's, folded there."""
+        key = f"{entry.id}:reasoning"
+        if key in self._printed or self._live_entry == entry.id:
+            return
+        live = view.reasoning.get(entry.id)
+        thought = str(live) if live is not None else str(entry.data.get("reasoning") or "")
+        if not thought:
+            return
+        self._printed.add(key)
+        streaming = entry.status == EntryStatus.STREAMING
+        line = "▸ thinking…" if streaming else f"▸ thought · {count(len(thought))} chars"
+        self.console.print(Text(line, style="dim italic"))
 
     def _tool_calls(self, view: ConversationView) -> None:
         for call in view.tool_calls:
@@ -444,7 +477,16 @@ class LineMode:
             e.run_id == run.id and e.status == EntryStatus.FAILED for e in view.entries
         ):
             self.console.print(f"[red]✗ run failed: {(run.error or {}).get('message', '')}[/]")
+        elif run.state == RunState.INTERRUPTED and (stop := budget_stop(run)):
+            self.console.print(Text(f"◼ stopped: {stop}", style="yellow"))
         self.console.print()
+
+    def _compaction(self, event: CompactionProgress) -> None:
+        line = compaction_event_line(event)
+        if line is not None:
+            self._stop_live()
+            hint = " (Ctrl+C cancels it, not the run)" if event.phase == "started" else ""
+            self.console.print(Text(line + hint, style="dim italic"))
 
     def _stop_live(self) -> None:
         live, self._live, self._live_entry = self._live, None, None
@@ -535,8 +577,12 @@ async def _main(opts: Any) -> int:
             ask=questions.prompt_async,
         )
         code = await mode.loop(first_prompt=opts.prompt)
+        # The conversation left in: this one if stored, else the last stored one it
+        # left (after /new with nothing sent), as the app does.
         if await harness.exists(mode.conversation_id):  # (/resume, /new: another one)
             print(resume_hint(mode.conversation_id))
+        elif mode.left_stored is not None:
+            print(resume_hint(mode.left_stored))
         return code or EXIT_OK
     finally:
         await harness.close()

@@ -6,6 +6,9 @@ Print mode cannot ask for approval: what would ask is refused and the model is
 told why. At the end, stderr names the refused calls and the flags that would
 allow them, the json result lists them under `refused`, and a run that
 completed with refusals exits EXIT_REFUSED (3): it could not do all it was asked.
+A run its budget stopped (runtime.budget) ends interrupted: the json result's
+`stop_reason` names the limit (`max_turns`, `max_cost`, `time_limit`; `user` for
+a signal) and `error` says it in words; it exits EXIT_BUDGET (4).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import time
 from typing import Any, TextIO
 
 from runtime import (
+    BUDGET_CODES,
     BastionError,
     EmptyInput,
     Harness,
@@ -29,10 +33,17 @@ from runtime import (
     first_run_report,
 )
 from runtime.errors import RequestKeyReused, StoreError, UnknownConversation
-from runtime.events import AttemptReset, Event, ToolCallUpdated, event_to_dict
+from runtime.events import (
+    AttemptReset,
+    CompactionProgress,
+    Event,
+    ToolCallUpdated,
+    event_to_dict,
+)
 from runtime.records import EntryKind, EntryStatus, Run, RunState, ToolCallRecord, ToolCallState
 from runtime.views import call_summary
 from tui.cli import (
+    EXIT_BUDGET,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -116,6 +127,8 @@ async def _main(opts: Any, prompt: str | None) -> int:
             error_line(refusal_summary(refused, session.approval_mode))
         if refused and result["status"] == "completed":
             return EXIT_REFUSED
+        if result.get("stop_reason") in BUDGET_CODES:
+            return EXIT_BUDGET
         return EXIT[result["status"]]
     except (EmptyInput, RequestKeyReused, NotAdmitted) as exc:
         error_line(str(exc))  # nothing was admitted: bad input or an unusable store
@@ -293,9 +306,18 @@ async def _result(
         "error": None
         if status == "completed"
         else (run.error or {"code": status, "message": run.reason or status}),
+        "stop_reason": _stop_reason(status, run),
         "model": conv.agent.model,
         "duration_ms": int((time.monotonic() - started) * 1000),
     }
+
+
+def _stop_reason(status: str, run: Run) -> str | None:
+    """Why an interrupted run stopped: the budget limit its error names, else the user."""
+    if status != "interrupted":
+        return None
+    code = (run.error or {}).get("code")
+    return str(code) if code in BUDGET_CODES else "user"
 
 
 class Printer:
@@ -322,6 +344,17 @@ class Printer:
             print(f"· {call.name} {call_summary(call.name, call.arguments)}", file=self.stderr)
         elif isinstance(event, AttemptReset):
             print(f"bastion: retrying the model request ({event.reason})", file=self.stderr)
+        elif isinstance(event, CompactionProgress):
+            self._compaction(event)
+
+    def _compaction(self, event: CompactionProgress) -> None:
+        from tui.run_words import compaction_event_line
+
+        line = compaction_event_line(event)
+        if event.phase == "done":
+            line = f"compacted {event.entries} entries: ~{event.freed} tokens freed"
+        if line is not None:
+            print(f"bastion: {line}", file=self.stderr)
 
     def result(self, result: dict[str, Any]) -> None:
         if self.fmt == "text":

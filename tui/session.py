@@ -17,6 +17,7 @@ from runtime import (
     sandbox_notice,
     trust_once,
 )
+from runtime.budget import Budget
 from runtime.config import Config, load_config, model_resolver
 from runtime.errors import BastionError, ConfigError, ConversationBusy, UnknownConversation
 from runtime.firstrun import NoModelConfigured
@@ -58,11 +59,13 @@ def toolbox_factory(home: Path, sandbox: Any = None) -> Any:
     return make
 
 
-def loop_settings(env: Any) -> LoopSettings:
-    """Loop settings from the environment: BASTION_MAX_RETRIES (default 4)."""
+def loop_settings(env: Any, budget: Budget | None = None, effort: str = "") -> LoopSettings:
+    """Loop settings from the environment (BASTION_MAX_RETRIES, default 4) and the
+    run budget (the config's, with -p's flags applied)."""
+    budget = budget or Budget()
     raw = env.get("BASTION_MAX_RETRIES")
     if raw is None:
-        return LoopSettings()
+        return LoopSettings(budget=budget, reasoning_effort=effort)
     try:
         retries = int(raw)
         if not 0 <= retries <= 20:
@@ -71,7 +74,16 @@ def loop_settings(env: Any) -> LoopSettings:
         raise SessionUsageError(
             f"BASTION_MAX_RETRIES={raw!r} is not a whole number from 0 to 20"
         ) from None
-    return LoopSettings(max_retries=retries)
+    return LoopSettings(max_retries=retries, budget=budget, reasoning_effort=effort)
+
+
+def run_budget(config: Config, opts: Any) -> Budget:
+    """Every run's limits: the config's (a project's only lowered them), then the flags."""
+    return config.budget.but(
+        max_turns=getattr(opts, "max_turns", None),
+        max_cost=getattr(opts, "max_cost", None),
+        time_limit=getattr(opts, "time_limit", None),
+    )
 
 
 def _session_id(opts: Any) -> str | None:
@@ -116,7 +128,7 @@ async def open_session(opts: Any, cwd: str | None = None, *, check_model: bool =
         resolve_model=resolver,
         config=config,
         toolbox_factory=toolbox_factory(default_home(), sandbox),
-        loop_settings=loop_settings(os.environ),
+        loop_settings=loop_settings(os.environ, run_budget(config, opts), config.reasoning_effort),
     )
     try:
         if opts.resume:  # a full id, or any unique start of one
@@ -143,6 +155,8 @@ async def open_session(opts: Any, cwd: str | None = None, *, check_model: bool =
             settings: dict[str, Any] = {"model": model}
             if config.instructions:
                 settings["instructions"] = config.instructions
+            if config.reasoning_effort:
+                settings["reasoning_effort"] = config.reasoning_effort
             conversation = new_conversation(
                 cwd, settings=settings, conversation_id=session_id or uuid7()
             )

@@ -195,6 +195,27 @@ async def model(host: CommandHost, arg: str) -> None:
     host.say(f"model: {_cmd(escape(settings.model))} (from the next request on)")
 
 
+async def effort(host: CommandHost, arg: str) -> None:
+    """The conversation's reasoning effort (runtime.reasoning), for its next runs."""
+    from runtime.reasoning import EFFORTS
+
+    current = host.view.conversation.agent.reasoning_effort if host.view else ""
+    if not arg:
+        choices = "|".join((*EFFORTS, "default"))
+        host.say(
+            f"reasoning effort: {_cmd(current or 'default')}\n"
+            f"switch with [b]/effort {choices}[/] (models that reason: o-series, gpt-5, "
+            "Claude's extended thinking)"
+        )
+        return
+    try:
+        value = await host.harness.set_reasoning_effort(host.conversation_id, arg)
+    except BastionError as exc:
+        host.say(escape(_message(exc)), error=True)
+        return
+    host.say(f"reasoning effort: {_cmd(value or 'default')} (from the next run on)")
+
+
 def _providers(host: CommandHost) -> list[str]:
     """The built-in providers and the [providers.NAME] tables of the config files."""
     from runtime.config import load_config
@@ -420,6 +441,7 @@ COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand("help", "list the commands and keys", show_help),
     SlashCommand("model", "show or switch the model", model, "[NAME]"),
     SlashCommand("mode", "show or switch the approval mode", mode, "[MODE]"),
+    SlashCommand("effort", "show or set how hard the model reasons", effort, "[LEVEL]"),
     SlashCommand("new", "start a new conversation", new, aliases=("clear",)),
     SlashCommand("resume", "continue another session (picker, or ID)", resume, "[ID]"),
     SlashCommand("fork", "go on in a copy of this conversation", fork),

@@ -178,7 +178,10 @@ class _MessageStream:
                 self._append(_REASONING, delta.get("thinking") or "")
             elif dtype == "input_json_delta":
                 self._tool_piece(data.get("index", 0), delta.get("partial_json") or "")
-            # signature_delta, citations_delta: nothing the loop uses
+            elif dtype == "signature_delta" and delta.get("signature"):
+                self._switch(0)  # after the thinking it closes
+                self._items.append(ReasoningChunk("", signature=str(delta["signature"])))
+            # citations_delta: nothing the loop uses
         elif kind == "content_block_start":
             block = data.get("content_block") or {}
             if block.get("type") == "tool_use":
@@ -295,12 +298,16 @@ def build_messages_body(request: ModelRequest) -> dict[str, Any]:
     system = "\n\n".join(
         _text_of(m.content) for m in request.messages if m.role == "system" and _text_of(m.content)
     )
+    max_tokens = request.max_tokens or default_max_tokens(request.model)
+    thinking = thinking_budget(request.reasoning_effort, max_tokens)
     body: dict[str, Any] = {
         "model": request.model,
-        "max_tokens": request.max_tokens or default_max_tokens(request.model),
-        "messages": convert_messages(request.messages),
+        "max_tokens": max_tokens,
+        "messages": convert_messages(request.messages, thinking=thinking is not None),
         "stream": True,
     }
+    if thinking is not None:
+        body["thinking"] = {"type": "enabled", "budget_tokens": thinking}
     if system:
         body["system"] = [{"type": "text", "text": system, "cache_control": _EPHEMERAL}]
     if request.tools:
@@ -316,14 +323,34 @@ def build_messages_body(request: ModelRequest) -> dict[str, Any]:
     return body
 
 
-def convert_messages(messages: tuple[Message, ...] | list[Message]) -> list[dict[str, Any]]:
-    """base.Message -> Messages API turns, alternating user/assistant."""
+#: Extended thinking's `budget_tokens` per reasoning effort (at least 1,024, and less
+#: than the request's max_tokens: a cap too small for the least leaves thinking off).
+THINKING_BUDGETS = {"minimal": 1024, "low": 4096, "medium": 10_000, "high": 24_000}
+
+
+def thinking_budget(effort: str | None, max_tokens: int) -> int | None:
+    """The thinking budget for `effort` within `max_tokens`; None: no extended thinking."""
+    if not effort or effort not in THINKING_BUDGETS:
+        return None
+    budget = min(THINKING_BUDGETS[effort], max_tokens - 1024)
+    return budget if budget >= 1024 else None
+
+
+def convert_messages(
+    messages: tuple[Message, ...] | list[Message], *, thinking: bool = False
+) -> list[dict[str, Any]]:
+    """base.Message -> Messages API turns, alternating user/assistant. With `thinking`,
+    an assistant turn's signed thinking leads it (the API wants it back with the tool
+    calls it led to)."""
     turns: list[dict[str, Any]] = []
     for message in messages:
         if message.role == "system":
             continue
         role = "assistant" if message.role == "assistant" else "user"
         blocks = _blocks(message)
+        if thinking and message.reasoning and message.reasoning[1]:
+            text, signature = message.reasoning
+            blocks.insert(0, {"type": "thinking", "thinking": text, "signature": signature})
         if not blocks:
             continue  # the API refuses empty turns (an interrupted empty answer, say)
         if turns and turns[-1]["role"] == role:

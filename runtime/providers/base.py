@@ -45,6 +45,9 @@ class Message:
     content: str | tuple[ContentPart, ...] = ""
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
+    # An assistant turn's thinking and its provider signature (Anthropic wants them
+    # back with the tool calls they led to while extended thinking is on).
+    reasoning: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +66,8 @@ class ModelRequest:
     temperature: float | None = None
     session_id: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # How hard a reasoning model thinks (runtime.reasoning.EFFORTS); None: its default.
+    reasoning_effort: str | None = None
 
 
 # --- what a stream yields -------------------------------------------------
@@ -78,6 +83,7 @@ class TextChunk:
 @dataclass(frozen=True, slots=True)
 class ReasoningChunk:
     text: str
+    signature: str = ""  # Anthropic: the signature that closes a thinking block
 
 
 @dataclass(frozen=True, slots=True)

@@ -487,6 +487,8 @@ def build_chat_body(
         "stream": True,
         "stream_options": {"include_usage": True},
     }
+    if request.reasoning_effort:
+        body["reasoning_effort"] = request.reasoning_effort
     if request.tools:
         body["tools"] = [
             {

@@ -382,7 +382,9 @@ def build_responses_body(request: ModelRequest) -> dict[str, Any]:
         body["max_output_tokens"] = request.max_tokens
     if request.temperature is not None:
         body["temperature"] = request.temperature
-    if _is_reasoning_model(request.model):
+    if request.reasoning_effort:
+        body["reasoning"] = {"effort": request.reasoning_effort, "summary": "auto"}
+    elif _is_reasoning_model(request.model):
         body["reasoning"] = {"summary": "auto"}
     if request.session_id:
         body["prompt_cache_key"] = request.session_id

@@ -154,8 +154,9 @@ async def test_stream_events_become_items() -> None:
 
 async def test_one_read_is_coalesced() -> None:
     items = await run(provider_for(STREAM))
-    assert items[:3] == [
+    assert items[:4] == [
         ReasoningChunk("Let me think\u2028about it."),
+        ReasoningChunk("", signature="EqQBCgIYAh"),  # kept, to send the thinking back
         TextChunk("I'll check the weather."),
         ToolCallChunk(0, "toolu_1", "get_weather", '{"location": "San Francisco"}'),
     ]

@@ -202,6 +202,23 @@ def test_welcome(snap_compare, tmp_path):
     assert snap_compare(app, terminal_size=SIZE, run_before=ready)
 
 
+#: The picker's, @file's and first-run's, copied with the rest (they went stale when
+#: they were copied by hand).
+PICKER_SCREENSHOTS = {
+    "test_session_picker[80x24].svg": "app-picker.svg",
+    "test_session_picker_searched[80x24].svg": "app-picker-search.svg",
+    "test_file_completion_open[80x24].svg": "app-mentions.svg",
+    "test_first_run[80x24].svg": "app-first-run.svg",
+}
+
+
+APP_SCREENSHOTS = {
+    "test_empty_start[80x24].svg": "app-empty-80x24.svg",
+    "test_help[140x45].svg": "app-help-140x45.svg",
+    "test_queued_steer_and_follow_up[140x45].svg": "app-queued-140x45.svg",
+}
+
+
 def copy_screenshots(root: Path = HERE.parent.parent) -> list[Path]:
     """Copy the accepted snapshots to screenshots/ under their README names."""
     from tests.tui.test_theme_snapshots import THEME_SCREENSHOTS
@@ -212,6 +229,8 @@ def copy_screenshots(root: Path = HERE.parent.parent) -> list[Path]:
     for module, names in (
         ("test_snapshots", SCREENSHOTS),
         ("test_theme_snapshots", THEME_SCREENSHOTS),
+        ("test_picker_snapshots", PICKER_SCREENSHOTS),
+        ("test_snapshots_app", APP_SCREENSHOTS),
     ):
         source = HERE / "__snapshots__" / module
         for name, public in names.items():

@@ -44,7 +44,7 @@ def test_empty_start(snap_compare, tmp_path, size):
 @SIZES
 def test_help(snap_compare, tmp_path, size):
     """`/help` was run: above the empty prompt, a panel with an accent bar on its left
-    lists "commands" — /help, /model [NAME], /mode [MODE], /new (also /clear),
+    lists "commands" — /help, /model [NAME], /mode [MODE], /effort [LEVEL], /new (also /clear),
     /resume, /compact [INSTRUCTIONS], /export [markdown|json], /theme [NAME], /cost,
     /quit (also /exit) each with what it does — and a "keys" line (two lines at 80
     columns). The status line stays `idle · ask · …`: nothing was sent."""

@@ -107,9 +107,9 @@ class NoteEntry(Static, LaidOutOnce):
     def _label(entry: Entry) -> str:
         match entry.kind:
             case EntryKind.SUMMARY:
-                count = entry.data.get("compacted")
-                what = f"{count} earlier entries" if count else "the earlier conversation"
-                return f"— compacted: {what} (still shown above) sent to the model as a summary —"
+                from tui.run_words import summary_label
+
+                return escape(summary_label(entry))
             case EntryKind.RESET:
                 return "— context reset —"
         return escape(first_line(entry.text))
@@ -285,8 +285,12 @@ class AssistantEntry(Vertical, LaidOutOnce):
         self._hidden = 0  # segments before the first mounted one (dropped above)
         self._calls: dict[str, ToolCallLine] = {}
         self._marker_key: tuple[str, str, bool] | None = None
+        self._thinking = False  # reasoning is shown (its fold)
 
     def compose(self) -> ComposeResult:
+        from tui.widgets.reasoning import ReasoningFold
+
+        yield ReasoningFold()
         first = _markdown(classes="-empty")
         self._segments.append(first)
         yield first
@@ -307,7 +311,17 @@ class AssistantEntry(Vertical, LaidOutOnce):
             self.entry, self._live = entry, live
             await self._show_text(entry)
         await self._show_calls(entry, view)
+        self._show_reasoning(entry, view)
         self._show_marker(entry, view)
+
+    def _show_reasoning(self, entry: Entry, view: ConversationView) -> None:
+        from tui.widgets.reasoning import ReasoningFold
+
+        live = view.reasoning.get(entry.id)
+        text = str(live) if live is not None else str(entry.data.get("reasoning") or "")
+        streaming = entry.status == EntryStatus.STREAMING and not len(self._live)
+        self._thinking = bool(text)  # the fold says "thinking…": the marker need not
+        self.query_one(ReasoningFold).show(text, streaming)
 
     def read_ahead(self, text: LiveText) -> None:
         """Find the cuts in `text` now, before it is shown: while the screen holds new
@@ -489,6 +503,7 @@ class AssistantEntry(Vertical, LaidOutOnce):
     def _show_marker(self, entry: Entry, view: ConversationView) -> None:
         """Under the text: `thinking…` before the first token, or how the turn ended badly."""
         waiting = entry.status == EntryStatus.STREAMING and not len(self._live)
+        waiting = waiting and not self._thinking
         message = ""
         if entry.status == EntryStatus.FAILED and entry.run_id:
             run = view.run(entry.run_id)

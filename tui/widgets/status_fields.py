@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from runtime.records import EntryKind, EntryStatus, Run, RunState, ToolCallState
 from runtime.views import ConversationView
 from tui.markup import escape
+from tui.run_words import BUDGET_NAMES, compacting_label
 from tui.usage import Catalog, context_of, count, totals
 from tui.widgets.status import Field
 
@@ -34,7 +35,11 @@ _MODE_TONE = {"read-only": "$success", "ask": "$primary", "auto-edit": "$warning
 
 
 def _activity(view: ConversationView, run: Run) -> str:
-    """What a running run is doing: running a tool, writing, or thinking."""
+    """What a running run is doing: compacting, running a tool, writing, or thinking."""
+    compacting = view.compacting.get(run.id)
+    if compacting is not None:
+        label = compacting_label(compacting.entries, compacting.tokens, compacting.written)
+        return f"{label} · esc cancels"
     for call in reversed(view.tool_calls):
         if call.run_id == run.id and call.state == ToolCallState.RUNNING:
             return f"running {call.name[:MAX_TOOL_NAME]}"
@@ -53,6 +58,9 @@ def run_state_label(view: ConversationView, retry_in: float | None = None) -> st
     if run is None:
         return "[$foreground-muted]idle[/]"
     tone, label = _STATE.get(RunState(run.state), ("$foreground-muted", run.state))
+    limit = BUDGET_NAMES.get(str((run.error or {}).get("code")))
+    if run.state == RunState.INTERRUPTED and limit is not None:
+        label = f"stopped: {limit}"  # by the run's budget (max_turns, max_cost, time_limit)
     if run.state == RunState.RUNNING and retry_in is not None:
         tone, label = "$warning", f"retrying in {math.ceil(retry_in)} s"
     elif run.state == RunState.RUNNING:
@@ -74,7 +82,9 @@ def fields(
     queued = len(view.queued_inbox)
     if queued:
         fields.append(Field(2, f"[$accent]{queued} queued[/]"))
-    fields.append(Field(3, f"[b $primary]{escape(model or 'no model')}[/]"))
+    effort = view.conversation.agent.reasoning_effort
+    shown = f"[b $primary]{escape(model or 'no model')}[/]"
+    fields.append(Field(3, shown + (f" [$primary]({escape(effort)})[/]" if effort else "")))
     ctx = context_of(view, model, catalog)
     used = f"{'~' if ctx.estimated else ''}{count(ctx.used)}"
     window = f"/{count(ctx.window)} {ctx.percent}%" if ctx.window else ""

@@ -256,6 +256,11 @@ class Transcript(VerticalScroll, LaidOutOnce):
             if self._seen.get(key) is not live:  # type: ignore[call-overload]
                 self._seen[key] = live  # type: ignore[index]
                 dirty.add(entry_id)
+        for entry_id, thought in view.reasoning.items():  # reasoning still streaming
+            key = ("reasoning", entry_id)
+            if self._seen.get(key) is not thought:  # type: ignore[call-overload]
+                self._seen[key] = thought  # type: ignore[index]
+                dirty.add(entry_id)
         if view.settled is not walked[0]:
             self._dirty_entries(view, dirty)
         calls = self._calls_of(view)

@@ -1,0 +1,56 @@
+"""A run's budget (runtime.budget): when each limit stops a run, how config files are
+checked, and that a project file may only lower a limit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from runtime.budget import Budget, check_budget_keys
+from runtime.errors import ConfigError
+from runtime.project_config import restrict_project
+
+
+def test_no_budget_never_stops():
+    assert not Budget()
+    assert Budget().over(10_000, 1e9, 10**9) is None
+
+
+def test_turns_stop_at_the_limit_not_before():
+    budget = Budget(max_turns=3)
+    assert budget.over(2, None, 100) is None
+    assert budget.over(3, None, 100)["code"] == "max_turns"
+
+
+def test_cost_stops_at_the_limit_and_when_it_cannot_be_known():
+    budget = Budget(max_cost=0.5)
+    assert budget.over(0, None, 0) is None  # nothing spent yet: the first request goes
+    assert budget.over(1, 0.49, 100) is None
+    assert budget.over(1, 0.5, 100)["code"] == "max_cost"
+    unknown = budget.over(1, None, 100)
+    assert unknown["code"] == "max_cost" and "unknown" in unknown["message"]
+
+
+def test_flags_override_the_config():
+    config = Budget(max_turns=5, max_cost=1.0)
+    assert config.but(max_turns=9, max_cost=None) == Budget(9, 1.0, None)
+
+
+@pytest.mark.parametrize(
+    "data", [{"max_turns": 0}, {"max_turns": 1.5}, {"max_cost": "1"}, {"time_limit": -3},
+             {"max_cost": float("nan")}, {"max_turns": True}]
+)  # fmt: skip
+def test_a_bad_value_in_a_config_file_names_the_key(data):
+    with pytest.raises(ConfigError) as err:
+        check_budget_keys(Path("/c.toml"), data)
+    assert next(iter(data)) in err.value.message and "/c.toml" in err.value.message
+
+
+def test_a_project_may_set_or_lower_a_limit_but_never_raise_one():
+    user = {"max_turns": 10, "max_cost": 2.0}
+    kept, ignored = restrict_project(
+        {"max_turns": 20, "max_cost": 1.0, "time_limit": 60}, user, "ask"
+    )
+    assert kept == {"max_cost": 1.0, "time_limit": 60}
+    assert ignored == ["max_turns 20 (above yours, 10: a project may only lower a limit)"]
