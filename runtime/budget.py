@@ -25,11 +25,12 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime.errors import ConfigError
-from runtime.providers.base import Usage
-from runtime.records import Entry, EntryKind, Run
+
+if TYPE_CHECKING:  # (the config reads this module: it stays light to import)
+    from runtime.records import Entry, Run
 
 __all__ = [
     "BUDGET_CODES", "BUDGET_KEYS", "Budget", "check_budget_keys", "lower_only", "start_deadline",
@@ -113,6 +114,9 @@ def stop_before_request(
     turns counted from its answers in `entries`), or None to go on."""
     if not budget:
         return None
+    from runtime.providers.base import Usage
+    from runtime.records import EntryKind
+
     turns = sum(1 for e in entries if e.kind == EntryKind.ASSISTANT and e.run_id == run.id)
     usage = Usage.from_dict(run.usage)
     return budget.over(turns, usage.cost, usage.input_tokens + usage.output_tokens)
