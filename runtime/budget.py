@@ -20,7 +20,6 @@ a measure: a cap that cannot be kept is not silently ignored.
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -30,6 +29,8 @@ from typing import TYPE_CHECKING, Any
 from runtime.errors import ConfigError
 
 if TYPE_CHECKING:  # (the config reads this module: it stays light to import)
+    import asyncio
+
     from runtime.records import Entry, Run
 
 __all__ = [
@@ -127,6 +128,8 @@ def start_deadline(
 ) -> asyncio.Task[None] | None:
     """A timer for the budget's time limit, from now: when it runs out, `expire(error)`
     is told, and if it answers true the current task (the run's) is cancelled."""
+    import asyncio  # (here: reading a config's budget keys must not load asyncio)
+
     limit, task = budget.time_limit, asyncio.current_task()
     if limit is None or task is None:
         return None
