@@ -22,7 +22,7 @@ from runtime.approvals import Decision, decide, refusal_text
 from runtime.effects import start_with_effects
 from runtime.events import ToolOutputDelta
 from runtime.ids import uuid7
-from runtime.loop import Buffer, now
+from runtime.live import Buffer, now
 from runtime.records import (
     ACTIVE_RUN_STATES,
     Approval,

@@ -32,7 +32,8 @@ from runtime.compaction import CompactionSettings
 from runtime.errors import BastionError, ConversationBusy, LeaseLost, StoreError
 from runtime.events import Event
 from runtime.ids import uuid7, uuid7_time
-from runtime.loop import LiveStream, LoopDeps, LoopSettings, RunExecutor, place_item
+from runtime.live import LiveStream
+from runtime.loop import LoopDeps, LoopSettings, RunExecutor, place_item
 from runtime.providers.base import Provider
 from runtime.records import ACTIVE_RUN_STATES, EntryStatus, Run, RunState
 from runtime.settings import RuleBook

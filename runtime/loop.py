@@ -36,6 +36,7 @@ from runtime.events import AttemptReset, Event, ReasoningDelta, TextDelta
 from runtime.ids import uuid7
 from runtime.images import IMAGE_SUFFIXES, max_side_for, prompt_images
 from runtime.instructions import load_instructions
+from runtime.live import LiveStream, now
 from runtime.providers.base import (
     ImagePart,
     ModelRequest,
@@ -89,56 +90,6 @@ class LoopSettings:
     reasoning_effort: str = ""  # the config's default; a conversation's own setting wins
 
 
-class Buffer:
-    """Streamed text: what arrived, and how much of it is committed."""
-
-    __slots__ = ("committed", "length", "parts")
-
-    def __init__(self) -> None:
-        self.parts: list[str] = []
-        self.length = 0
-        self.committed = 0
-
-    def add(self, text: str) -> int:
-        offset = self.length
-        self.parts.append(text)
-        self.length += len(text)
-        return offset
-
-    @property
-    def text(self) -> str:
-        if len(self.parts) > 1:
-            self.parts[:] = ["".join(self.parts)]
-        return self.parts[0] if self.parts else ""
-
-    def pending(self) -> tuple[int, str] | None:
-        if self.committed >= self.length:
-            return None
-        return self.committed, self.text[self.committed :]
-
-    def mark(self, end: int) -> None:
-        self.committed = max(self.committed, end)
-
-
-@dataclass(slots=True)
-class LiveStream:
-    """What this process has streamed for a run but maybe not yet committed."""
-
-    epoch: int
-    entry_id: str | None = None
-    body: Buffer = field(default_factory=Buffer)
-    reasoning: Buffer = field(default_factory=Buffer)
-    outputs: dict[str, Buffer] = field(default_factory=dict)
-    seq: int = 0
-
-    @property
-    def text(self) -> str:
-        return self.body.text
-
-    def restart(self) -> None:
-        self.body, self.reasoning = Buffer(), Buffer()
-
-
 @dataclass(slots=True)
 class LoopDeps:
     store: Store
@@ -174,10 +125,6 @@ class RunInterrupted(Exception):
 
 class RunLost(Exception):
     """The run was ended by someone else (it is no longer in a state this step expects)."""
-
-
-def now() -> float:
-    return time.time()
 
 
 class RunExecutor:

@@ -67,7 +67,7 @@ if TYPE_CHECKING:  # loaded after the first frame (see tui.launch and `_mount_re
     from tui.widgets.completion import FileCompletion
     from tui.widgets.inbox import InboxStrip
 
-__all__ = ["BastionApp", "Opener", "preload", "run"]
+__all__ = ["BastionApp", "Opener", "preload"]
 
 Opener = Callable[[], Awaitable[tuple["Harness | HarnessProxy", str]]]
 
@@ -906,10 +906,3 @@ class BastionApp(App[int]):
     def _disarm_quit(self) -> None:
         self._quit_armed = False
         self.query_one(StatusBar).notice(None)
-
-
-def run(opts: Any) -> int:
-    """`bastion [PROMPT]`; see `tui.launch.run`, which the command line calls directly."""
-    from tui.launch import run as launch
-
-    return launch(opts)

@@ -32,15 +32,35 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_REFUSED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-EXIT_BUDGET = 4  # stopped by --max-turns, --max-cost or --time-limit (or the config's)
+from tui.exits import (  # re-exported: scripts and tests take them from here too
+    EXIT_BUDGET,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    UsageError,
+    error_line,
+)
+
+__all__ = [
+    "EXIT_BUDGET",
+    "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_REFUSED",
+    "EXIT_USAGE",
+    "UsageError",
+    "error_line",
+    "main",
+    "main_parser",
+    "require_utf8",
+    "utf8_stdin",
+]
+
 SUBCOMMANDS = (
     "sessions", "export", "import", "attach", "compact", "doctor", "fork", "trust",
 )  # fmt: skip
-
-
-class UsageError(Exception):
-    """Bad command-line usage; the message says what to do instead."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -297,10 +317,6 @@ def fork_parser() -> argparse.ArgumentParser:
     p.add_argument("id")
     p.add_argument("--at", metavar="ENTRY", help="share history up to this entry id (default: all)")
     return p
-
-
-def error_line(message: str) -> None:
-    print(f"bastion: {message}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from runtime import BastionError, ReadOnlyStore, SessionHit, SessionRow
 from runtime.shortids import typed_prefix
-from tui.cli import EXIT_OK, EXIT_USAGE, UsageError, error_line
+from tui.exits import EXIT_OK, EXIT_USAGE, UsageError, error_line
 
 if TYPE_CHECKING:
     from runtime import Harness, SearchHit

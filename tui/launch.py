@@ -73,7 +73,7 @@ def run(opts: Any) -> int:
     """
     from runtime.config import load_config
     from runtime.errors import BastionError
-    from tui.cli import EXIT_OK, EXIT_USAGE, error_line
+    from tui.exits import EXIT_OK, EXIT_USAGE, error_line
 
     set_frame_rate()
     size_from_the_terminal()
@@ -177,7 +177,7 @@ class _Opening:
         cannot be (the first-run screen shown, or the error printed)."""
         from runtime.errors import BastionError
         from runtime.firstrun import NoModelConfigured
-        from tui.cli import EXIT_USAGE, error_line
+        from tui.exits import EXIT_USAGE, error_line
 
         child = self.open()
         from tui.app import preload
@@ -211,7 +211,7 @@ def _run_app(
     """The app over `opening`'s session; its exit code (2 with the error printed)."""
     from runtime.firstrun import NoModelConfigured
     from tui.app import BastionApp
-    from tui.cli import EXIT_OK, EXIT_USAGE, error_line
+    from tui.exits import EXIT_OK, EXIT_USAGE, error_line
 
     cwd = os.getcwd()
 

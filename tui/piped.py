@@ -16,7 +16,7 @@ import re
 import stat
 from typing import Any
 
-from tui.cli import UsageError
+from tui.exits import UsageError
 
 __all__ = ["STDIN_LIMIT", "compose_prompt", "is_piped", "prompt_with_stdin", "read_piped"]
 

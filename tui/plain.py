@@ -535,7 +535,7 @@ async def _main(opts: Any) -> int:
     from prompt_toolkit import PromptSession
     from prompt_toolkit.history import FileHistory, InMemoryHistory
 
-    from tui.cli import EXIT_OK, EXIT_USAGE, error_line
+    from tui.exits import EXIT_OK, EXIT_USAGE, error_line
     from tui.launch import resume_hint
     from tui.session import start_session
     from tui.sessionlist import wants_picker

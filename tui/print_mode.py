@@ -42,7 +42,7 @@ from runtime.events import (
 )
 from runtime.records import EntryKind, EntryStatus, Run, RunState, ToolCallRecord, ToolCallState
 from runtime.views import call_summary
-from tui.cli import (
+from tui.exits import (
     EXIT_BUDGET,
     EXIT_FAILED,
     EXIT_INTERRUPTED,

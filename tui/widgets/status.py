@@ -8,8 +8,6 @@ and the run state is never cut (at 60 columns it is always whole).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from textual import events
@@ -20,6 +18,7 @@ from textual.timer import Timer
 from textual.widgets import Label
 
 from tui.markup import escape
+from tui.widgets.field import Field, fit
 
 if TYPE_CHECKING:  # the harness's modules load after the first frame (see tui.launch)
     from runtime.records import SessionSettings
@@ -34,32 +33,6 @@ HINTS = (
     "[b]shift+tab[/b] [$foreground-muted]mode[/]  [b]/help[/b]"
 )
 SEPARATOR = "  [$foreground-muted]·[/]  "
-
-
-@dataclass(frozen=True, slots=True)
-class Field:
-    priority: int  # lower stays longer
-    markup: str
-
-    @property
-    def width(self) -> int:
-        return _cells(self.markup)
-
-
-@lru_cache(maxsize=256)
-def _cells(markup: str) -> int:
-    return Content.from_markup(markup).cell_length
-
-
-def fit(fields: list[Field], width: int, gap: int) -> list[Field]:
-    """`fields` in their order, without the least important ones that do not fit."""
-    kept = list(fields)
-    used = sum(f.width for f in kept) + gap * (len(kept) - 1)
-    while len(kept) > 1 and used > width:
-        dropped = max(kept, key=lambda f: f.priority)
-        kept.remove(dropped)
-        used -= dropped.width + gap
-    return kept
 
 
 class StatusBar(Horizontal):

@@ -14,7 +14,7 @@ from runtime.views import ConversationView
 from tui.markup import escape
 from tui.run_words import BUDGET_NAMES, compacting_label
 from tui.usage import Catalog, context_of, count, totals
-from tui.widgets.status import Field
+from tui.widgets.field import Field
 
 if TYPE_CHECKING:
     from runtime.records import SessionSettings

@@ -1,0 +1,30 @@
+"""The command line's exit codes, its usage error and its one-line error: what every
+front end (print mode, --plain, the app, the subcommands) ends with. The command
+line (tui.cli) dispatches to those front ends; they take these from here, so none
+of them imports the command line back."""
+
+from __future__ import annotations
+
+import sys
+
+__all__ = [
+    "EXIT_BUDGET",
+    "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_REFUSED",
+    "EXIT_USAGE",
+    "UsageError",
+    "error_line",
+]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_REFUSED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_BUDGET = 4  # stopped by --max-turns, --max-cost or --time-limit (or the config's)
+
+
+class UsageError(Exception):
+    """Bad command-line usage; the message says what to do instead."""
+
+
+def error_line(message: str) -> None:
+    print(f"bastion: {message}", file=sys.stderr)
