@@ -16,7 +16,7 @@ import dataclasses
 import random
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from runtime.config import Config
 from runtime.driver import Driver
@@ -74,6 +74,17 @@ class Subscription:
 
 
 class HarnessCore:
+    # The shape every harness a front end holds answers alike (runtime.threaded's
+    # HarnessProxy and tui.attach_app's AttachedHarness too), so no front end probes:
+    attached: Final = False  # a follower of a session another process drives
+    elsewhere: Final = False  # runs on the caller's own event loop
+    gone: BaseException | None = None  # why a harness in another process ended
+
+    def take_opening(self, conversation_id: str) -> tuple[Any, Any] | None:
+        """The settings and view sent with the session when it was opened elsewhere
+        (once); None here: the caller asks `session_settings` and `snapshot`."""
+        return None
+
     def __init__(
         self,
         store: Store,

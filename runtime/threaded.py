@@ -265,6 +265,11 @@ class HarnessProxy:
     """
 
     elsewhere: Final = True
+    attached: Final = False
+    gone: BaseException | None = None  # (a harness process that ended says why)
+
+    def take_opening(self, conversation_id: str) -> tuple[Any, Any] | None:
+        return None  # (the harness process sends one: runtime.remote)
 
     async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError

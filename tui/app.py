@@ -368,7 +368,7 @@ class BastionApp(App[int]):
                 return
         harness, conv_id = self.harness, self.conversation_id
         assert harness is not None
-        if getattr(harness, "attached", False):
+        if harness.attached:
             await self._follow_attached(harness)
             return
         from runtime.threaded import channel_for
@@ -379,7 +379,7 @@ class BastionApp(App[int]):
             await self._show_first(harness, conv_id)
             if self.view is not None and self.view.earlier:  # the session's end: once it is
                 self.call_after_refresh(channel.resync)  # drawn, the whole view (a resync)
-            shared = not getattr(harness, "elsewhere", False)  # on this loop (tests)
+            shared = not harness.elsewhere  # on this loop (tests)
             mark = (loop.time(), time.thread_time())
             shown_at = time.monotonic()
             while (batch := await channel.get()) is not None:
@@ -395,7 +395,7 @@ class BastionApp(App[int]):
                 now = (loop.time(), time.thread_time())
                 await channel.rest(pause(now[0] - started, now, mark, shared=shared))
                 mark = now
-            if (gone := getattr(harness, "gone", None)) is not None:  # its process ended
+            if (gone := harness.gone) is not None:  # its process ended
                 self.open_error = gone
                 self.exit(2, return_code=2)
         except NoMatches:
@@ -409,8 +409,7 @@ class BastionApp(App[int]):
         and the prompt from the command line submitted while it is drawn."""
         from runtime.views import OPENING_ENTRIES
 
-        take = getattr(harness, "take_opening", None)
-        opening = take(conv_id) if take is not None else None
+        opening = harness.take_opening(conv_id)
         self.settings, view = opening or await asyncio.gather(
             harness.session_settings(conv_id), harness.snapshot(conv_id, last=OPENING_ENTRIES)
         )
@@ -889,7 +888,7 @@ class BastionApp(App[int]):
         `bastion -c` does not pick it up again; a crash, by contrast, leaves it to resume.
         """
         if self._quit_armed:
-            attached = getattr(self.harness, "attached", False)  # leaving: the session goes on
+            attached = self.harness is not None and self.harness.attached  # leaving: it goes on
             if (
                 self.harness is not None
                 and self.view is not None

@@ -26,6 +26,11 @@ class AttachedHarness:
     """The Harness calls `BastionApp` makes, applied to an attached session."""
 
     attached = True  # how the app tells it apart without importing this module first
+    elsewhere = True
+    gone: BaseException | None = None
+
+    def take_opening(self, conversation_id: str) -> None:
+        return None
 
     def __init__(self, follower: Follower) -> None:
         self.follower = follower
