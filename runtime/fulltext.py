@@ -1,21 +1,5 @@
-"""Full-text search over every conversation's entries (SQLite FTS5, ranked by bm25).
-
-The index (`entries_fts`, migration "full-text search of entries") holds the
-closed text of user, assistant, summary and note entries; triggers keep it in
-step inside the transactions that write entries. A query is tried as FTS5
-syntax first (`foo*`, `"a phrase"`, `a OR b`); text that is not valid syntax
-(`"unbalanced`, `a:b`) is searched again as plain words, each quoted; when
-nothing matches, the words are tried as beginnings of words. Words are
-stemmed (porter: "tests" finds "test") and accents are ignored.
-
-The index keeps which entries hold a word, not where (`detail=column`: positions
-were most of its size). A query that needs positions (a phrase of two or more
-words, NEAR) is answered in two steps: the index finds the entries that hold all
-its words (the newest PHRASE_RANKED of them), and those entries are indexed again
-with positions in memory, where the query itself is run, ranked and cut into
-snippets. So a phrase of words that are each in most entries finds only the newest
-of its matches; one with a rarer word finds them all.
-"""
+"""Full-text search over every conversation's entries: the queries and how they are
+answered are `runtime.ftsquery`'s; this module makes their rows `SearchHit`s."""
 
 from __future__ import annotations
 
