@@ -143,10 +143,11 @@ def trust() -> Check:
     """Whether this folder's project files apply, and what of them was ignored."""
     import os
 
-    from runtime import ConfigError, load_config, trust_of
+    from runtime import ConfigError, load_config, recorded_trust, trust_of
 
     folder = trust_of(os.getcwd())
     try:
+        recorded_trust()  # a trust file that cannot be read counts as no decision: say so
         notes = load_config(os.getcwd()).notes
     except ConfigError as exc:
         return Check("trust", False, str(exc))

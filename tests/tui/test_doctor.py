@@ -60,3 +60,21 @@ def test_doctor_lists_the_instruction_files(tmp_path, monkeypatch, capsys):
     lines = capsys.readouterr().out.splitlines()
     agents = next(line for line in lines if line.startswith("ok   agents    "))
     assert agents.endswith(f"{user} (5 bytes), {repo / 'CLAUDE.md'} (11 bytes)")
+
+
+def test_doctor_reports_trust_privacy_and_a_broken_trust_file(tmp_path, monkeypatch, capsys):
+    """Issue 23: whether this folder is trusted (and what was ignored), the store's modes,
+    and a trust file that cannot be read (which counts as no decision) as a failure."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".bastion").mkdir()
+    (tmp_path / ".bastion" / "config.toml").write_text('model = "x/m"\n')
+    main(["doctor"])
+    out = capsys.readouterr().out
+    assert f"ok   trust     {tmp_path} is not trusted" in out
+    assert ".bastion/config.toml (model) was ignored" in out
+    assert "ok   private" in out
+    trust_file = Path(os.environ["XDG_CONFIG_HOME"]) / "bastion" / "trusted.toml"
+    trust_file.parent.mkdir(parents=True, exist_ok=True)
+    trust_file.write_text("[folders\n")
+    assert main(["doctor"]) == 1
+    assert f"FAIL trust     {trust_file}: invalid TOML" in capsys.readouterr().out
