@@ -45,6 +45,9 @@ _COMMAND = re.compile(r"/([a-z][a-z-]*)(?:\s+(.*))?", re.DOTALL)
 
 
 FRONT_ENDS = frozenset({"app", "plain"})
+#: What works in `bastion attach` (a follower of a session another process drives):
+#: everything else acts on the driving process's harness, so it says where to run it.
+ATTACHED_OK = frozenset({"help", "theme", "quit"})
 
 
 class CommandHost(Protocol):
@@ -94,11 +97,17 @@ class SlashCommand:
         return f"/{self.name}" + (f" {self.args}" if self.args else "")
 
     async def run_in(self, host: CommandHost, arg: str) -> None:
-        """Run it, or say in one line that it needs the app."""
-        if host.front_end in self.fronts:
-            await self.run(host, arg)
-        else:
+        """Run it, or say in one line that it needs the app (or the driving terminal)."""
+        if host.front_end not in self.fronts:
             host.say(f"/{self.name} needs the app: run `bastion` without --plain", error=True)
+        elif host.harness is not None and host.harness.attached and self.name not in ATTACHED_OK:
+            host.say(
+                f"/{self.name} works in the terminal that drives this session, not in "
+                "`bastion attach` (here: prompts, steers, Esc, approvals, /help, /theme, /quit)",
+                error=True,
+            )
+        else:
+            await self.run(host, arg)
 
 
 class UnknownCommand(BastionError):

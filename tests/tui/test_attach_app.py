@@ -128,3 +128,36 @@ def test_snapshot_attached_app_asking_for_approval(snap_compare, tmp_path):
 
     app = BastionApp(opener=opener)
     assert snap_compare(app, terminal_size=SIZE, run_before=until_asking)
+
+
+async def test_every_slash_command_in_the_attached_app_works_or_says_where(tmp_path):
+    """Issues 26 and 27: `bastion attach` goes through the one command registry; each
+    command works there or says in one line that it needs the driving terminal, and
+    none ends the app (they used to raise AttributeError on the attached harness)."""
+    from tests.tui.test_slash import run_command, said
+    from tui.slash import ATTACHED_OK, COMMANDS
+
+    provider = ScriptedProvider([ScriptedTurn(text="an answer")])
+    app, driver = await attached_app(tmp_path, provider)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(lambda: app.ready.is_set(), pilot)
+            for command in COMMANDS:
+                if command.name in ("quit",):
+                    continue
+                await run_command(app, pilot, f"/{command.name}")
+                if command.name in ATTACHED_OK:
+                    continue
+                await wait_for(
+                    lambda name=command.name: (
+                        f"/{name} works in the terminal that drives" in said(app)
+                    ),
+                    pilot,
+                )
+                assert app.is_running
+            await run_command(app, pilot, "/help")
+            await wait_for(lambda: "/model [NAME]" in said(app), pilot)
+            await run_command(app, pilot, "/quit")
+        assert driver.driver(app.conversation_id) is not None  # the session goes on
+    finally:
+        await driver.close()
