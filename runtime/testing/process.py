@@ -84,3 +84,33 @@ class LoopbackProcess:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+def kill_mid_stream(
+    proc: subprocess.Popen[str], rng: Any, *, after: int = 10, spread: float = 0.6
+) -> tuple[list[tuple[float, str]], float]:
+    """SIGKILL a `bastion -p --output-format stream-json` process at a random moment of
+    its answer: after `after` text deltas, then 0 to `spread` seconds more. Returns
+    each delta shown (its arrival time, its text) and the time of the kill, so a test
+    can compare what was shown with what the store kept."""
+    import threading
+
+    deltas: list[tuple[float, str]] = []
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith('{"type": "text.delta"'):
+                deltas.append((time.monotonic(), json.loads(line)["text"]))
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    deadline = time.monotonic() + 30
+    while len(deltas) < after and time.monotonic() < deadline:
+        time.sleep(0.005)
+    time.sleep(rng.uniform(0.0, spread))
+    killed_at = time.monotonic()
+    proc.kill()
+    proc.wait()
+    reader.join()
+    return deltas, killed_at

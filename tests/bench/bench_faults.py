@@ -29,7 +29,6 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -37,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from runtime.testing.process import LoopbackProcess  # noqa: E402
+from runtime.testing.process import LoopbackProcess, kill_mid_stream  # noqa: E402
 
 BASTION = str(Path(sys.executable).parent / "bastion")
 STRAY = ("Traceback", "never retrieved")
@@ -133,24 +132,7 @@ def kill_once(env: dict[str, str], cwd: Path, rng: random.Random) -> tuple[int, 
         stderr=subprocess.DEVNULL,
         text=True,
     )
-    deltas: list[tuple[float, str]] = []
-
-    def read() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if line.startswith('{"type": "text.delta"'):
-                deltas.append((time.monotonic(), json.loads(line)["text"]))
-
-    reader = threading.Thread(target=read)
-    reader.start()
-    deadline = time.monotonic() + 30
-    while len(deltas) < 10 and time.monotonic() < deadline:
-        time.sleep(0.005)
-    time.sleep(rng.uniform(0.0, 0.6))
-    killed_at = time.monotonic()
-    proc.kill()
-    proc.wait()
-    reader.join()
+    deltas, killed_at = kill_mid_stream(proc, rng)
     shown = "".join(text for _, text in deltas)
 
     def within(seconds: float) -> int:

@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 import os
 import random
-import threading
-import time
 import uuid
 
 import pytest
+
+from runtime.testing.process import kill_mid_stream
 
 pytestmark = pytest.mark.e2e
 
@@ -29,23 +29,7 @@ def kill_once(b, rng: random.Random) -> tuple[int, int, int]:
     """(characters shown, kept, shown in the last `2 * INTERVAL` before the kill)."""
     sid = str(uuid.uuid4())
     proc = b.popen("-p", "--output-format", "stream-json", "--session-id", sid, "go")
-    deltas: list[tuple[float, str]] = []
-
-    def read() -> None:
-        for line in proc.stdout:
-            if line.startswith('{"type": "text.delta"'):
-                deltas.append((time.monotonic(), json.loads(line)["text"]))
-
-    reader = threading.Thread(target=read)
-    reader.start()
-    deadline = time.monotonic() + 30
-    while len(deltas) < 10 and time.monotonic() < deadline:
-        time.sleep(0.005)
-    time.sleep(rng.uniform(0.0, 0.6))
-    killed_at = time.monotonic()
-    proc.kill()
-    proc.wait()
-    reader.join()
+    deltas, killed_at = kill_mid_stream(proc, rng)
     proc.stderr.close()
     shown = "".join(text for _, text in deltas)
     recent = sum(len(text) for at, text in deltas if at > killed_at - 2 * INTERVAL)
