@@ -193,8 +193,10 @@ class Transcript(VerticalScroll, LaidOutOnce):
             raise
 
     def _keep_place(self, before: int) -> None:
+        # Not if the user went back to the bottom meanwhile (End, a click on the
+        # new-output line): the scroll would take them off it and release the anchor.
         added = self.virtual_size.height - before
-        if added > 0:
+        if added > 0 and not self.following:
             self.scroll_to(y=self.scroll_y + added, animate=False, immediate=True)
         self._revealing = False
 
@@ -416,7 +418,9 @@ class Transcript(VerticalScroll, LaidOutOnce):
                 widget.following = following
                 grew = grew or entry.id in view.live
             await widget.show(entry, view)
-        if grew and not following and not self._new_below:
+        # `following` again, not the one read before the awaits: the user may have gone
+        # back to the bottom while the rows were shown, and the marker would then stick.
+        if grew and not self.following and not self._new_below:
             self._new_below = True
             self.post_message(self.NewOutput(True))
         await self._trim()
