@@ -44,6 +44,7 @@ from themes import DEFAULT_THEME, check_theme_name
 from tui import theming
 from tui.markup import escape
 from tui.pacing import FRAME, GAP, MAX_HOLD, REST, due, hold, pause, urgent
+from tui.textual_compat import begin_batch, end_batch
 from tui.widgets.prompt import PromptInput
 from tui.widgets.status import StatusBar
 from tui.widgets.transcript import Transcript
@@ -217,11 +218,12 @@ class BastionApp(App[int]):
         self.echoed_at = time.monotonic()
 
     def get_driver_class(self) -> type[Driver]:
-        from tui import compat
-        from tui.driver import noting_keys
+        from tui import textual_compat
 
-        compat.install()  # Alt+Enter (ESC CR) read as alt+enter: a follow-up, not a steer
-        return noting_keys(super().get_driver_class())  # typing holds output from its read
+        textual_compat.install()  # Alt+Enter (ESC CR) read as alt+enter: a follow-up, not a steer
+        return textual_compat.noting_keys(
+            super().get_driver_class()
+        )  # typing holds output from its read
 
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, (events.Key, events.Paste)):
@@ -246,7 +248,7 @@ class BastionApp(App[int]):
         # (a frame before would be drawn only to be drawn again), for half a second at most.
         if self._stored:
             self._opening = True
-            self._begin_batch()  # (what `batch_update` does, across the awaits of `follow`)
+            begin_batch(self)  # (what `batch_update` does, across the awaits of `follow`)
             self.set_timer(FIRST_VIEW_WAIT, self._opened)
             self.follow()
         else:
@@ -257,7 +259,7 @@ class BastionApp(App[int]):
         the screen draws again."""
         if self._opening:
             self._opening = False
-            self._end_batch()
+            end_batch(self)
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         if isinstance(event.widget, PromptInput):

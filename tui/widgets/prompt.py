@@ -20,6 +20,8 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import TextArea
 
+from tui.textual_compat import KeysFirst
+
 __all__ = ["PromptInput"]
 
 NEWLINE_KEYS = frozenset({"shift+enter", "ctrl+j"})
@@ -51,7 +53,7 @@ def _editing_keys() -> dict[str, str]:
 EDITING_KEYS = _editing_keys()
 
 
-class PromptInput(TextArea):
+class PromptInput(KeysFirst):
     """What the user writes. The app decides what a send means (a run, a steer, a command)."""
 
     DEFAULT_CSS = """
@@ -117,7 +119,7 @@ class PromptInput(TextArea):
         self.load_text(text)
         self.move_cursor(self.document.end)
 
-    async def _on_key(self, event: events.Key) -> None:
+    async def take_key(self, event: events.Key) -> bool:
         key = event.key
         handled = True
         if self._completing() and key in {"up", "down", "tab", "enter"}:
@@ -139,11 +141,7 @@ class PromptInput(TextArea):
             await self.run_action(EDITING_KEYS[key])
         else:
             handled = False
-        if handled:
-            event.stop()
-            event.prevent_default()
-            return
-        await super()._on_key(event)
+        return handled
 
     def _send(self, *, follow_up: bool) -> None:
         if self.text.strip():
