@@ -122,6 +122,12 @@ class CallRunner:
         if call.state == ToolCallState.RUNNING and not call.replay_safe:
             await self._cut_off(call, "was running when the previous process stopped")
             return run
+        hooks = self.deps.hooks
+        if hooks and call.state == ToolCallState.PENDING and call.approval != Approval.DENIED:
+            found = await hooks.before_tool(self.ex, call)  # PreToolUse: may deny or approve
+            if found is None:
+                return run  # settled meanwhile (an interrupt won)
+            call = found
         if call.approval == Approval.PENDING and not self.deps.interactive:
             # Asked for by an interactive session that stopped; this one cannot ask.
             call = await self._decide(call, Approval.DENIED) or call
@@ -146,6 +152,8 @@ class CallRunner:
         failpoints.hit("call.executed")
         await self.commit_result(call, ToolCallState.DONE, outcome)
         failpoints.hit("call.result")
+        if hooks is not None:
+            await hooks.after_tool(self.ex, call, outcome)  # PostToolUse
         return run
 
     async def _await_approval(
