@@ -107,7 +107,10 @@ class CallRunner:
         if used:
             review = {**(call.review or {}), "allowed_by": [r.to_dict() for r in used]}
             return call.but(approval=Approval.APPROVED, review=review)
-        return call if self.deps.interactive else call.but(approval=Approval.DENIED)
+        if self.deps.interactive:
+            return call
+        # Marked: a PreToolUse hook of the user's may still approve it (runtime.hooks).
+        return call.but(approval=Approval.DENIED, review={**(call.review or {}), "cannot_ask": True})
 
     # --- running ------------------------------------------------------------
 

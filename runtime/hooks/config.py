@@ -62,9 +62,10 @@ class HookSpec:
 
     @property
     def shown(self) -> str:
-        """The command as one short line (for a transcript line)."""
+        """The command as one short line (for a transcript line): a long one keeps its
+        end, where a script's name is."""
         line = " ".join(self.command.split())
-        return line if len(line) <= 60 else line[:57] + "..."
+        return line if len(line) <= 60 else "…" + line[-59:]
 
 
 @dataclass(frozen=True, slots=True)

@@ -90,12 +90,25 @@ class Hooks:
             await self._session_start(ex, run)
         return await self._prompt(ex, run)
 
+    @staticmethod
+    def may_decide(call: ToolCallRecord) -> bool:
+        """Whether PreToolUse runs for `call`: not for one refused already (by the
+        approval mode, a guarded path), except one refused only because nobody can be
+        asked here (print mode), which a user's hook may approve."""
+        return call.approval != Approval.DENIED or bool((call.review or {}).get("cannot_ask"))
+
     async def before_tool(self, ex: RunExecutor, call: ToolCallRecord) -> ToolCallRecord | None:
         """PreToolUse for a call about to be approved or run: the call as it is now
         (denied or approved by a hook, or unchanged); None if it was settled meanwhile."""
         specs = self.hooks.matching("PreToolUse", call.name)
         prefix = f"PreToolUse:{call.id}:"
-        if not specs or await self._decided(ex, call.run_id, prefix):
+        if not specs:
+            return call
+        fresh = await ex.deps.store.tool_call(call.id)  # the rules decided in its insert
+        if fresh is None or fresh.state != ToolCallState.PENDING:
+            return None
+        call = fresh
+        if not self.may_decide(call) or await self._decided(ex, call.run_id, prefix):
             return call
         payload = self._payload(ex, "PreToolUse", tool_name=call.name, tool_input=_args(call))
         results = await self._run_all(specs, payload, gate=True)
@@ -113,7 +126,7 @@ class Hooks:
                 "approval": Approval.DENIED,
                 "review": {**(call.review or {}), "refusal": text},
             }
-        elif approve is not None and call.approval == Approval.PENDING:
+        elif approve is not None and call.approval in (Approval.PENDING, Approval.DENIED):
             review = {**(call.review or {}), "approved_by_hook": approve.spec.command}
             changes = {"approval": Approval.APPROVED, "review": review}
 
@@ -128,9 +141,9 @@ class Hooks:
             return entries, changed
 
         _, found = await ex.commit(build, after=lambda out: _track(ex, out[0]))
-        if found is None or found.state != ToolCallState.PENDING:
-            return None
-        return found
+        if found is None:  # changed meanwhile (an answer, an interrupt): as it is now
+            found = await ex.deps.store.tool_call(call.id)
+        return found if found is not None and found.state == ToolCallState.PENDING else None
 
     async def after_tool(self, ex: RunExecutor, call: ToolCallRecord, outcome: ToolOutcome) -> None:
         """PostToolUse, once the call's result is committed (at most once)."""
