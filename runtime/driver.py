@@ -31,7 +31,7 @@ from runtime.catalog import ModelInfo
 from runtime.compaction import CompactionSettings
 from runtime.errors import BastionError, ConversationBusy, LeaseLost, StoreError
 from runtime.events import Event
-from runtime.hooks.points import Hooks
+from runtime.hooks.points import Hooks  # noqa: TC001 (a dataclass field's type)
 from runtime.ids import uuid7, uuid7_time
 from runtime.live import LiveStream
 from runtime.loop import LoopDeps, LoopSettings, RunExecutor, place_item
@@ -361,9 +361,7 @@ class Driver:
         self._run_task = asyncio.create_task(executor.execute(run))
         watcher = asyncio.create_task(self._watch(run.id))
         try:
-            ended = await self._run_task
-            if deps.hooks is not None:
-                await deps.hooks.run_end(executor, ended)  # Stop
+            await self._run_task
         except asyncio.CancelledError:
             me = asyncio.current_task()
             if me is not None and me.cancelling():

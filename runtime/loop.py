@@ -296,6 +296,8 @@ class RunExecutor:
             self._check_budget(run)
             entry, calls, run = await self._stream_turn(run)
             if not calls:
+                if self.deps.hooks is not None and await self.deps.hooks.stop(self, run, entry):
+                    continue  # a Stop hook asked for more: its reason is the next input
                 done = await self._answer_or_steer(run, entry)
                 if done is not None:
                     return done

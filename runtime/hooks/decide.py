@@ -54,18 +54,6 @@ class HookResult:
 
 def interpret(spec: HookSpec, out: HookOutput) -> HookResult:
     """The answer of hook `spec` from what it did."""
-    result = _interpret(spec, out)
-    if spec.event == "Stop" and result.decision == "block":
-        line = (
-            f"Stop hook `{spec.shown}` asked to keep the run going, which bastion's Stop "
-            f"hooks cannot do (the run has ended): {_first(result.reason)}"
-        )
-        return HookResult(spec, "block", "block", result.reason, line=line,
-                          exit_code=result.exit_code, duration_ms=result.duration_ms)  # fmt: skip
-    return result
-
-
-def _interpret(spec: HookSpec, out: HookOutput) -> HookResult:
     name = f"{spec.event} hook `{spec.shown}`"
     base: dict[str, Any] = {"exit_code": out.exit_code, "duration_ms": out.duration_ms}
     if out.error:

@@ -11,8 +11,10 @@ One `Hooks` per driver (per conversation and process). The model loop calls it:
   project's hook cannot approve: that would let a repository grant itself calls);
 - `after_tool` (PostToolUse) once the result is committed: a block reason, exit 2
   stderr or additionalContext reaches the model as a note before its next request;
-- `run_end` (Stop) when a run completed or failed (not on an interrupt). A Stop
-  hook cannot keep the run going: its "block" is reported as one line.
+- `stop` (Stop) when the model answered, before the run is committed as answered
+  (not when it failed or was interrupted): "block" (or exit 2) keeps the run going
+  with the reason as the model's next input, at most STOP_CONTINUATIONS times per
+  run; `stop_hook_active` tells the hook it already did.
 
 What the ledger keeps (`hook.ran` events, runtime.events.HookRan) and so what a
 resumed session does:
@@ -64,6 +66,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 FOR_MODEL_LIMIT = 8_000  # characters of hook feedback one note gives the model
+STOP_CONTINUATIONS = 3  # times Stop hooks may keep one run going (no endless loop)
 
 
 class Hooks:
@@ -76,6 +79,7 @@ class Hooks:
         self.policy = policy
         self.session_started = False
         self._resumed: set[str] = set()  # runs this process took over part-way
+        self._continued: dict[str, int] = {}  # run id: times a Stop hook kept it going
 
     # --- the points in a run -----------------------------------------------
 
@@ -156,13 +160,25 @@ class Hooks:
         )
         await self._effects(ex, call.run_id, f"PostToolUse:{call.id}:", specs, payload, call.name)
 
-    async def run_end(self, ex: RunExecutor, run: Run) -> None:
-        """Stop, when the run completed or failed (at most once)."""
+    async def stop(self, ex: RunExecutor, run: Run, answer: Entry) -> bool:
+        """Stop, when the model answered and before the run is committed as answered
+        (at most once per answer). True when a hook blocked the stop: the run goes on,
+        its reason told to the model, at most STOP_CONTINUATIONS times per run."""
         specs = self.hooks.matching("Stop")
-        if not specs or run.state not in (RunState.COMPLETED, RunState.FAILED):
-            return
-        payload = self._payload(ex, "Stop", stop_hook_active=False, run_state=run.state)
-        await self._effects(ex, run.id, f"Stop:{run.id}:", specs, payload, None)
+        if not specs:
+            return False
+        went_on = self._continued.get(run.id, 0)
+        payload = self._payload(
+            ex, "Stop", stop_hook_active=went_on > 0, last_assistant_message=answer.text
+        )
+        allowed = went_on < STOP_CONTINUATIONS
+        results = await self._effects(
+            ex, run.id, f"Stop:{answer.id}:", specs, payload, None, for_model=allowed
+        )
+        if allowed and any(r.decision == "block" for r in results):
+            self._continued[run.id] = went_on + 1
+            return True
+        return False
 
     async def _session_start(self, ex: RunExecutor, run: Run) -> None:
         specs = self.hooks.matching("SessionStart")
@@ -230,8 +246,8 @@ class Hooks:
 
     async def _effects(
         self, ex: RunExecutor, run_id: str, prefix: str, specs: Sequence[HookSpec],
-        payload: dict[str, Any], tool: str | None,
-    ) -> None:  # fmt: skip
+        payload: dict[str, Any], tool: str | None, *, for_model: bool = True,
+    ) -> list[HookResult]:  # fmt: skip
         """Hooks that run at most once: committed as started, run, committed as done."""
 
         def started(tx: Tx) -> None:
@@ -241,9 +257,12 @@ class Hooks:
         await ex.commit(started)
         results = await self._run_all(specs, payload, gate=False)
         await ex.commit(
-            lambda tx: self._record(tx, run_id, prefix, results, "done", for_model=True, tool=tool),
+            lambda tx: self._record(
+                tx, run_id, prefix, results, "done", for_model=for_model, tool=tool
+            ),
             after=lambda out: _track(ex, out),
         )
+        return results
 
     async def _run_all(
         self, specs: Sequence[HookSpec], payload: dict[str, Any], gate: bool
@@ -298,6 +317,11 @@ class Hooks:
                 if withdraws:
                     data["withdraws"] = withdraws
                 line = r.line or f"{r.spec.event} hook `{r.spec.shown}` added context for the model"
+                if r.spec.event == "Stop" and r.decision == "block" and not for_model:
+                    line = (
+                        f"Stop hook `{r.spec.shown}` asked to keep the run going again; a run "
+                        f"goes on at most {STOP_CONTINUATIONS} times, so it ends: {r.reason[:200]}"
+                    )
                 entry = Entry(
                     uuid7(), ex_id, 0, EntryKind.NOTE, EntryStatus.COMPLETE, line, now(),
                     run_id=run_id, data=data,
@@ -325,7 +349,7 @@ def _for_model(result: HookResult, tool: str | None) -> str:
     """What the model is told of an effect hook's answer: a block reason (exit 2
     stderr) and additionalContext (or a context event's plain stdout)."""
     parts = [p for p in (result.reason if result.decision == "block" else "", result.context) if p]
-    if not parts or result.spec.event == "Stop":  # the run has ended: nothing to tell
+    if not parts:
         return ""
     about = f" after {tool}" if tool else ""
     text = f"[{result.spec.event} hook `{result.spec.shown}`{about}]\n" + "\n".join(parts)
