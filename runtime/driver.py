@@ -31,7 +31,7 @@ from runtime.catalog import ModelInfo
 from runtime.compaction import CompactionSettings
 from runtime.errors import BastionError, ConversationBusy, LeaseLost, StoreError
 from runtime.events import Event
-from runtime.hooks.points import Hooks  # noqa: TC001 (a dataclass field's type)
+from runtime.hooks.points import Hooks
 from runtime.ids import uuid7, uuid7_time
 from runtime.live import LiveStream
 from runtime.loop import LoopDeps, LoopSettings, RunExecutor, place_item
