@@ -4,6 +4,7 @@ the loopback OpenAI-compatible server recording what the model was sent."""
 from __future__ import annotations
 
 import json
+import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from runtime.providers.openai import OpenAIChatProvider
 from runtime.records import Run
 from runtime.testing.server import LoopbackServer
 from runtime.toolbox import WorkspaceToolbox
+from tools.sandbox import SandboxMode, SandboxPolicy
 
 MODEL = "openai/gpt-4.1"
 
@@ -28,6 +30,15 @@ def script(folder: Path, name: str, body: str) -> Path:
     path.write_text("#!/bin/bash\n" + body)
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
     return path
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:  # a zombie is dead too
+        return f.read().rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def edit(path: str, old: str, new: str) -> dict[str, Any]:
@@ -80,6 +91,7 @@ async def open_session(
     approval_mode: str = "full-auto",
     interactive: bool = True,
     conversation_id: str | None = None,
+    sandbox: str | None = None,
 ) -> Session:
     """A harness over `server` with `hooks` (a [hooks] table as data) in the user's
     config, driving a conversation in `tmp_path/ws` (created, or `conversation_id`)."""
@@ -87,10 +99,11 @@ async def open_session(
     workspace.mkdir(exist_ok=True)
     provider = OpenAIChatProvider("openai", server.base_url)
     config = Config(hooks=parse_hooks(hooks, "config.toml"))
+    policy = SandboxPolicy(mode=SandboxMode(sandbox)) if sandbox else None
     harness = await Harness.open(
         tmp_path / "bastion.sqlite",
         resolve_model=lambda spec: (provider, spec.split("/", 1)[1]),
-        toolbox_factory=lambda conv: WorkspaceToolbox(conv.cwd, tmp_path / "artifacts"),
+        toolbox_factory=lambda conv: WorkspaceToolbox(conv.cwd, tmp_path / "artifacts", policy),
         loop_settings=LoopSettings(checkpoint_interval=0.02, backoff_base=0.01),
         config=config,
     )
