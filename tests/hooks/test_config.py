@@ -77,7 +77,7 @@ def test_a_bad_hooks_table_in_the_users_file_stops_loading(tmp_path):
     path = tmp_path / "config" / "bastion" / "config.toml"
     path.parent.mkdir(parents=True)
     path.write_text('[[hooks.OnEdit]]\ncommand = "fmt"\n')
-    with pytest.raises(ConfigError, match="hooks.OnEdit is not a hook event"):
+    with pytest.raises(ConfigError, match=r"hooks\.OnEdit is not a hook event"):
         load_config(str(tmp_path))
 
 
