@@ -346,13 +346,17 @@ class Hooks:
 
 
 def _for_model(result: HookResult, tool: str | None) -> str:
-    """What the model is told of an effect hook's answer: a block reason (exit 2
-    stderr) and additionalContext (or a context event's plain stdout)."""
-    parts = [p for p in (result.reason if result.decision == "block" else "", result.context) if p]
+    """What the model is told of an effect or context hook's answer: a block reason
+    (exit 2 stderr) after a tool or at a stop, additionalContext (or a context
+    event's plain stdout) after a tool, on a prompt and at the session's start."""
+    event, blocked = result.spec.event, result.decision == "block"
+    reason = result.reason if blocked and event in ("PostToolUse", "Stop") else ""
+    context = result.context if event != "Stop" else ""
+    parts = [p for p in (reason, context) if p]
     if not parts:
         return ""
     about = f" after {tool}" if tool else ""
-    text = f"[{result.spec.event} hook `{result.spec.shown}`{about}]\n" + "\n".join(parts)
+    text = f"[{event} hook `{result.spec.shown}`{about}]\n" + "\n".join(parts)
     return text[:FOR_MODEL_LIMIT]
 
 

@@ -109,3 +109,16 @@ async def test_a_stop_block_keeps_the_run_going_a_bounded_number_of_times(tmp_pa
     stops = [json.loads(x) for x in (s.workspace / "stops.jsonl").read_text().splitlines()]
     assert [x["stop_hook_active"] for x in stops] == [False, True, True, True]
     assert len(notes) == 4 and "at most 3 times, so it ends" in notes[-1]
+
+
+async def test_a_session_start_block_is_a_line_for_the_user_not_the_model(tmp_path):
+    hooks = {"SessionStart": [{"command": "echo 'VPN is down' >&2; exit 2"}]}
+    async with LoopbackServer([{"text": "ok"}]) as server:
+        s = await open_session(tmp_path, server, hooks)
+        try:
+            run = await s.prompt("hi")
+            notes = await s.notes()
+        finally:
+            await s.harness.close()
+    assert run.state == "completed" and "VPN is down" not in s.sent_text(0)
+    assert len(notes) == 1 and "VPN is down" in notes[0]
