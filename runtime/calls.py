@@ -110,7 +110,9 @@ class CallRunner:
         if self.deps.interactive:
             return call
         # Marked: a PreToolUse hook of the user's may still approve it (runtime.hooks).
-        return call.but(approval=Approval.DENIED, review={**(call.review or {}), "cannot_ask": True})
+        return call.but(
+            approval=Approval.DENIED, review={**(call.review or {}), "cannot_ask": True}
+        )
 
     # --- running ------------------------------------------------------------
 
