@@ -128,7 +128,8 @@ class CallRunner:
             await self._cut_off(call, "was running when the previous process stopped")
             return run
         hooks = self.deps.hooks
-        if hooks and call.state == ToolCallState.PENDING and call.approval != Approval.DENIED:
+        pending = call.state == ToolCallState.PENDING and call.approval != Approval.DENIED
+        if hooks is not None and pending:
             found = await hooks.before_tool(self.ex, call)  # PreToolUse: may deny or approve
             if found is None:
                 return run  # settled meanwhile (an interrupt won)

@@ -356,9 +356,9 @@ class Driver:
             rules=self.config.rules,
             hooks=self.config.hooks,
         )
-        executor = self._executor = RunExecutor(deps, self.conversation_id)
+        self._executor = RunExecutor(deps, self.conversation_id)
         self._run = run
-        self._run_task = asyncio.create_task(executor.execute(run))
+        self._run_task = asyncio.create_task(self._executor.execute(run))
         watcher = asyncio.create_task(self._watch(run.id))
         try:
             await self._run_task

@@ -24,14 +24,16 @@ resumed session does:
   bastion dies while one runs it runs again on resume (at least once, until
   decided) — a gate that was skipped could let through what it exists to stop;
 - effects (PostToolUse, Stop, SessionStart) are committed as started before they
-  run and done after: at most once. One cut off by a crash is marked interrupted
-  on resume with a line in the transcript, and not run again (a hook that posts
-  or deploys must not repeat); one that never started (bastion died between the
-  tool's result and the hook) does not run.
+  run and done after: at most once. One cut off by an interrupt is marked
+  interrupted at once, one cut off by a crash on resume, each with a line in the
+  transcript, and neither is run again (a hook that posts or deploys must not
+  repeat); one that never started (bastion died between the tool's result and
+  the hook) does not run.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -225,19 +227,25 @@ class Hooks:
         for row in rows:
             latest[row["key"]] = row
         cut = [r for r in latest.values() if r["state"] == "started"]
-        if not cut:
-            return
+        if cut:
+            await self._cut(ex, run.id, cut, "was cut off when bastion stopped")
+
+    async def _cut(
+        self, ex: RunExecutor, run_id: str, cut: Sequence[dict[str, Any]], how: str
+    ) -> None:
+        """Hooks (as their ledger rows) that were started and did not finish: marked
+        interrupted, a line each; none of them is run again."""
 
         def build(tx: Tx) -> list[Entry]:
             entries = []
             for row in cut:
                 line = (
-                    f"{row['hook_event']} hook `{row['command']}` was cut off when bastion "
-                    "stopped; it is not run again (its effects are unknown)"
+                    f"{row['hook_event']} hook `{row['command']}` {how}; it is not run "
+                    "again (its effects are unknown)"
                 )
-                _emit(tx, run.id, row["key"], row["hook_event"], row["command"], "interrupted",
+                _emit(tx, run_id, row["key"], row["hook_event"], row["command"], "interrupted",
                       "interrupted")  # fmt: skip
-                entries.append(tx.add_entry(_note(ex, run.id, line, {"key": row["key"]})))
+                entries.append(tx.add_entry(_note(ex, run_id, line, {"key": row["key"]})))
             return entries
 
         await ex.commit(build, after=lambda out: _track(ex, out))
@@ -255,7 +263,15 @@ class Hooks:
                 _emit(tx, run_id, prefix + _digest(spec), spec.event, spec.shown, "started", "")
 
         await ex.commit(started)
-        results = await self._run_all(specs, payload, gate=False)
+        try:
+            results = await self._run_all(specs, payload, gate=False)
+        except asyncio.CancelledError:
+            if ex.interrupting:  # the user's interrupt killed it: say so now (a crash: on resume)
+                await self._cut(ex, run_id, [
+                    {"key": prefix + _digest(s), "hook_event": s.event, "command": s.shown}
+                    for s in specs
+                ], "was cut off by an interrupt")  # fmt: skip
+            raise
         await ex.commit(
             lambda tx: self._record(
                 tx, run_id, prefix, results, "done", for_model=for_model, tool=tool

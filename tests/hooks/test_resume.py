@@ -105,3 +105,22 @@ async def test_a_gate_cut_off_before_deciding_runs_again(tmp_path):
     assert run.state == "completed"
     assert count(b.workspace / "pre.log") == ["first", "again"]
     assert count(b.workspace / "out.txt") == ["ran"]
+
+
+async def test_an_effect_hook_an_interrupt_cuts_off_is_one_line_at_once(tmp_path):
+    hooks = {"PostToolUse": [{"command": "echo $$ > hook.pid; sleep 30"}]}
+    async with LoopbackServer(TURNS) as server:
+        s = await open_session(tmp_path, server, hooks)
+        try:
+            item = await s.harness.submit(s.conversation_id, "go")
+            await wait_for(s.workspace / "hook.pid")
+            await s.harness.interrupt(s.conversation_id)
+            run = await s.harness.wait(item.id, s.conversation_id, poll=0.05)
+            notes = await s.notes()
+            rows = await s.hook_rows()
+        finally:
+            await s.harness.close()
+    assert run.state == "interrupted"
+    assert not alive(int((s.workspace / "hook.pid").read_text()))
+    assert [r["state"] for r in rows] == ["started", "interrupted"]
+    assert len(notes) == 1 and "was cut off by an interrupt; it is not run again" in notes[0]
