@@ -92,3 +92,14 @@ def test_hooks_in_a_projects_config_toml_are_ignored_with_a_note(tmp_path, trust
     assert any(
         "hooks (a trusted project's hooks go in .bastion/settings.toml)" in n for n in config.notes
     )
+
+
+def test_the_trust_preview_names_a_projects_hooks(tmp_path):
+    from runtime.project_preview import project_preview
+
+    project(tmp_path)
+    lines = project_preview(str(tmp_path / "ws"))
+    assert (
+        "runs `echo project > project-hook-ran` without asking on every PreToolUse of "
+        "run_command (sandboxed, no network)"
+    ) in lines
