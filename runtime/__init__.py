@@ -53,6 +53,7 @@ _EXPORTS = {
     "choose_sandbox": "runtime.sandboxing",
     "sandbox_notice": "runtime.sandboxing",
     "sandbox_report": "runtime.sandboxing",
+    "hooks_report": "runtime.hooks",
     "LoopSettings": "runtime.loop",
     "ProjectInstructions": "runtime.instructions",
     "load_instructions": "runtime.instructions",
@@ -148,6 +149,7 @@ __all__ = [
     "first_run_report",
     "first_run_text",
     "fuzzy_filter",
+    "hooks_report",
     "kept_bytes",
     "load_config",
     "load_instructions",
@@ -205,6 +207,7 @@ if TYPE_CHECKING:
     from runtime.fulltext import SearchHit, SearchQueryError
     from runtime.harness import Harness, Subscription
     from runtime.home import default_home
+    from runtime.hooks import hooks_report
     from runtime.instructions import ProjectInstructions, load_instructions
     from runtime.loop import LoopSettings
     from runtime.mentions import (

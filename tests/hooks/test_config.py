@@ -91,3 +91,28 @@ def test_writing_a_rule_keeps_the_projects_hooks(tmp_path):
     assert project_hooks(str(tmp_path)).hooks == (
         HookSpec("PostToolUse", "ruff format .", "edit_file", 20.0, "project"),
     )
+
+
+def test_doctor_lists_the_hooks_a_session_here_would_run(tmp_path, monkeypatch, capsys, trusted):
+    from tui.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    main(["doctor"])
+    assert "ok   hooks     none configured" in capsys.readouterr().out
+    user = tmp_path / "config" / "bastion" / "config.toml"
+    user.parent.mkdir(parents=True)
+    user.write_text('[[hooks.Stop]]\ncommand = "notify-send done"\n')
+    (tmp_path / ".bastion").mkdir()
+    (tmp_path / ".bastion" / "settings.toml").write_text(
+        '[[hooks.SessionStart]]\ncommand = "git log -1"\n'
+    )
+    main(["doctor"])
+    out = capsys.readouterr().out
+    assert (
+        "ok   hooks     1 configured: Stop `notify-send done`\n" in out
+    )  # untrusted: theirs unread
+    trusted(tmp_path)
+    main(["doctor"])
+    assert "2 configured: Stop `notify-send done`; SessionStart `git log -1` (project)" in (
+        capsys.readouterr().out
+    )
