@@ -19,7 +19,7 @@ def count(path: Path) -> list[str]:
 
 
 async def wait_for(path: Path) -> None:
-    for _ in range(500):
+    for _ in range(3000):  # up to 30 s: the machine may be busy
         if path.exists():
             return
         await asyncio.sleep(0.01)
