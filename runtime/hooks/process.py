@@ -62,7 +62,7 @@ async def run_hook(
     env: dict[str, str],
 ) -> HookOutput:
     """Run `command` once (see the module docstring). Never raises for what the hook
-    does; an interrupt (cancellation) kills it and everything it started, then goes on."""
+    does; a cancellation (an interrupt) kills it and everything it started first."""
     from tools.command import spawn_options
     from tools.lifetime import Supervised
     from tools.sandbox_run import prepare
@@ -90,6 +90,9 @@ async def run_hook(
         except OSError as exc:
             os.close(err_r)
             return HookOutput(None, error=f"it could not be started ({exc.strerror or exc})")
+        except BaseException:
+            os.close(err_r)
+            raise
         finally:
             os.close(dir_fd)
             os.close(err_w)
