@@ -53,6 +53,7 @@ _EXPORTS = {
     "choose_sandbox": "runtime.sandboxing",
     "sandbox_notice": "runtime.sandboxing",
     "sandbox_report": "runtime.sandboxing",
+    "hooks_report": "runtime.hooks",
     "LoopSettings": "runtime.loop",
     "ProjectInstructions": "runtime.instructions",
     "load_instructions": "runtime.instructions",
@@ -203,6 +204,7 @@ __all__ = [
     "first_run_text",
     "frame",
     "fuzzy_filter",
+    "hooks_report",
     "kept_bytes",
     "load_config",
     "load_instructions",
@@ -289,6 +291,7 @@ if TYPE_CHECKING:
     from runtime.fulltext import SearchHit, SearchQueryError
     from runtime.harness import Harness, Interruption, Subscription, new_conversation
     from runtime.home import default_home
+    from runtime.hooks import hooks_report
     from runtime.ids import parse_uuid, uuid7
     from runtime.instructions import ProjectInstructions, load_instructions
     from runtime.loop import LoopSettings

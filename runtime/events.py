@@ -143,6 +143,24 @@ class RulesUpdated:
     rules: list[dict[str, Any]]
 
 
+@dataclass(frozen=True, slots=True)
+class HookRan:
+    """A configured hook (runtime.hooks) for one event of run `run_id`: `state`
+    "started" before a hook that runs at most once, "done" with its `outcome` (ok,
+    block, approve, failed, timeout, garbage), or "interrupted" (bastion stopped while
+    it ran; it is not run again). `key` names the event and what it ran for."""
+
+    type: ClassVar[str] = "hook.ran"
+    conversation_id: str
+    version: int
+    run_id: str
+    key: str
+    hook_event: str
+    command: str
+    state: str
+    outcome: str
+
+
 DurableEvent = (
     ConversationCreated
     | ConversationUpdated
@@ -157,6 +175,7 @@ DurableEvent = (
     | InboxUpdated
     | LeaseChanged
     | RulesUpdated
+    | HookRan
 )
 
 
@@ -258,6 +277,7 @@ EVENT_TYPES: dict[str, type[Any]] = {
         InboxUpdated,
         LeaseChanged,
         RulesUpdated,
+        HookRan,
         TextDelta,
         ReasoningDelta,
         ToolOutputDelta,

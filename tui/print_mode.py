@@ -37,6 +37,7 @@ from runtime.errors import RequestKeyReused, StoreError, UnknownConversation
 from runtime.events import (
     AttemptReset,
     CompactionProgress,
+    EntryAdded,
     Event,
     ToolCallUpdated,
     event_to_dict,
@@ -347,6 +348,9 @@ class Printer:
             print(f"bastion: retrying the model request ({event.reason})", file=self.stderr)
         elif isinstance(event, CompactionProgress):
             self._compaction(event)
+        elif isinstance(event, EntryAdded) and "hook" in event.entry.data:
+            # a hook's block or failure (runtime.hooks): its note entry's one line
+            print(f"bastion: {_first_line(event.entry.text)}", file=self.stderr)
 
     def _compaction(self, event: CompactionProgress) -> None:
         from tui.run_words import compaction_event_line
