@@ -5,11 +5,13 @@ conversation with (which never leak into another invocation). A mixin over
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
+from runtime import agents
 from runtime.admission import new_conversation
 from runtime.approvals import ApprovalMode
 from runtime.catalog import ModelInfo
@@ -154,6 +156,10 @@ class DrivingOps(HarnessCore):
         )
         provider, model_name = self.resolve_model(spec)
         toolbox = self._toolbox_factory(conv) if self._toolbox_factory else None
+        if toolbox is not None:  # subagents: `task` for a parent, a child's own tools
+            catalog = await asyncio.to_thread(agents.load_agents, conv.cwd)
+            # (the Harness this mixin is part of has the rest of ChildHost: wait, answer)
+            toolbox = agents.equip(cast(agents.ChildHost, self), conv, toolbox, catalog)
         config = DriverConfig(
             provider=provider,
             model=model_name,

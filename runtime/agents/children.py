@@ -1,0 +1,91 @@
+"""Child conversations in the store: the link to their parent, found by the call.
+
+A child is an ordinary conversation (its own entries, runs, inbox, tool calls
+and lease) whose row names its parent (`task_parent_id`) and the parent's tool
+call that started it (`task_call_id`, unique: one child per call, so a call run
+again after a crash finds the child it started). The child's own settings keep
+what it was started as (`settings["subagent"]`), so whoever drives it later
+gives it the same tools.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+from runtime.records import Conversation
+from runtime.rows import CONVERSATION_COLUMNS, conversation_row
+from runtime.tx import Tx
+
+__all__ = [
+    "ChildLink",
+    "children_of",
+    "find_child",
+    "link_tx",
+    "parent_of",
+    "subagent_of",
+    "unfinished_children",
+]
+
+_UNFINISHED_RUN = (
+    "EXISTS (SELECT 1 FROM runs r WHERE r.conversation_id = c.id AND r.state IN "
+    "('queued', 'running', 'awaiting_approval'))"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ChildLink:
+    conversation: Conversation
+    call_id: str
+
+    @property
+    def agent(self) -> str:
+        return str(subagent_of(self.conversation).get("agent", ""))
+
+
+def subagent_of(conversation: Conversation) -> dict[str, Any]:
+    """What a child was started as ({} for a conversation that is not a child)."""
+    found = conversation.settings.get("subagent")
+    return found if isinstance(found, dict) else {}
+
+
+def link_tx(tx: Tx, parent_id: str, call_id: str) -> None:
+    """In the transaction that creates the child: its link to the parent and the call."""
+    tx.execute(
+        "UPDATE conversations SET task_parent_id = ?, task_call_id = ? WHERE id = ?",
+        (parent_id, call_id, tx.conversation_id),
+    )
+
+
+def find_child(db: sqlite3.Connection, call_id: str) -> str | None:
+    """The child the parent's call `call_id` started, if it started one."""
+    row = db.execute("SELECT id FROM conversations WHERE task_call_id = ?", (call_id,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def parent_of(db: sqlite3.Connection, conversation_id: str) -> str | None:
+    row = db.execute(
+        "SELECT task_parent_id FROM conversations WHERE id = ?", (conversation_id,)
+    ).fetchone()
+    return None if row is None or row[0] is None else str(row[0])
+
+
+def children_of(db: sqlite3.Connection, parent_id: str) -> list[ChildLink]:
+    """The parent's children, oldest first."""
+    rows = db.execute(
+        f"SELECT {CONVERSATION_COLUMNS}, task_call_id FROM conversations "
+        "WHERE task_parent_id = ? ORDER BY created_at, id",
+        (parent_id,),
+    ).fetchall()
+    return [ChildLink(conversation_row(r[:-1]), str(r[-1])) for r in rows]
+
+
+def unfinished_children(db: sqlite3.Connection, parent_id: str) -> list[str]:
+    """Children of `parent_id` with a run not ended yet (to interrupt with the parent)."""
+    rows = db.execute(
+        f"SELECT c.id FROM conversations c WHERE c.task_parent_id = ? AND {_UNFINISHED_RUN} "
+        "ORDER BY c.created_at",
+        (parent_id,),
+    ).fetchall()
+    return [str(r[0]) for r in rows]
