@@ -160,6 +160,9 @@ class DrivingOps(HarnessCore):
             catalog = await asyncio.to_thread(agents.load_agents, conv.cwd)
             # (the Harness this mixin is part of has the rest of ChildHost: wait, answer)
             toolbox = agents.equip(cast(agents.ChildHost, self), conv, toolbox, catalog)
+        parent = agents.subagent_of(conv).get("parent")
+        if isinstance(parent, str):
+            self._parents[conv.id] = parent
         config = DriverConfig(
             provider=provider,
             model=model_name,

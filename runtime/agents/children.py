@@ -14,16 +14,18 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.records import Conversation
+from runtime.records import Conversation, ToolCallRecord
 from runtime.rows import CONVERSATION_COLUMNS, conversation_row
-from runtime.tx import Tx
+from runtime.tx import TOOL_COLUMNS, Tx, tool_call_row
 
 __all__ = [
     "ChildLink",
+    "call_owner",
     "children_of",
     "find_child",
     "link_tx",
     "parent_of",
+    "pending_child_calls",
     "subagent_of",
     "unfinished_children",
 ]
@@ -89,3 +91,28 @@ def unfinished_children(db: sqlite3.Connection, parent_id: str) -> list[str]:
         (parent_id,),
     ).fetchall()
     return [str(r[0]) for r in rows]
+
+
+def pending_child_calls(db: sqlite3.Connection, parent_id: str) -> tuple[ToolCallRecord, ...]:
+    """The calls of `parent_id`'s children waiting for the user's approval, oldest first."""
+    rows = db.execute(
+        f"SELECT {TOOL_COLUMNS} FROM tool_calls WHERE approval = 'pending' AND state = 'pending' "
+        "AND conversation_id IN (SELECT id FROM conversations WHERE task_parent_id = ?) "
+        'ORDER BY created_at, "index"',
+        (parent_id,),
+    ).fetchall()
+    return tuple(tool_call_row(r) for r in rows)
+
+
+def call_owner(db: sqlite3.Connection, conversation_id: str, call_id: str) -> str:
+    """The conversation whose call `call_id` is, when it is `conversation_id` or one of
+    its children (an approval asked by a child is answered from the parent's screen);
+    else `conversation_id`, for the caller's own check to refuse."""
+    row = db.execute(
+        "SELECT t.conversation_id, c.task_parent_id FROM tool_calls t "
+        "JOIN conversations c ON c.id = t.conversation_id WHERE t.id = ?",
+        (call_id,),
+    ).fetchone()
+    if row is not None and row[1] == conversation_id:
+        return str(row[0])
+    return conversation_id
