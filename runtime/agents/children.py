@@ -10,6 +10,7 @@ gives it the same tools.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,7 @@ __all__ = [
     "ChildLink",
     "call_owner",
     "children_of",
+    "final_text",
     "find_child",
     "link_tx",
     "parent_of",
@@ -116,3 +118,19 @@ def call_owner(db: sqlite3.Connection, conversation_id: str, call_id: str) -> st
     if row is not None and row[1] == conversation_id:
         return str(row[0])
     return conversation_id
+
+
+def final_text(db: sqlite3.Connection, run_id: str) -> str:
+    """A child run's report: its answer after its last tool round. An answer a crash cut
+    and the run then went on with (runtime.context's CONTINUE) is both parts, joined:
+    the partial is kept, and the continuation goes on from where it stops."""
+    parts: list[str] = []
+    for kind, status, text, data in db.execute(
+        "SELECT kind, status, text, data FROM entries WHERE run_id = ? ORDER BY position",
+        (run_id,),
+    ):
+        if kind != "assistant" or json.loads(data).get("tool_calls"):
+            parts = []  # a tool round or a steer: the answer is what follows it
+        elif status in ("complete", "interrupted") and text:
+            parts.append(text)
+    return "".join(parts)

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from runtime.admission import AdmittedBefore, admit_first_tx, new_conversation
-from runtime.agents.children import find_child, link_tx, subagent_of
+from runtime.agents.children import final_text, find_child, link_tx, subagent_of
 from runtime.agents.definitions import AgentCatalog, AgentDefinition
 from runtime.errors import BastionError, ConversationBusy
 from runtime.events import Event, ToolCallUpdated
@@ -88,8 +88,6 @@ class ChildHost(Protocol):
     ) -> Driver | None: ...
 
     async def wait(self, item_id: str, conversation_id: str, *, poll: float = 1.0) -> Run: ...
-
-    async def answer(self, run: Run) -> str: ...
 
     async def release(self, conversation_id: str) -> None: ...
 
@@ -333,7 +331,7 @@ class TaskToolbox(_Wrapped):
         relay = asyncio.create_task(self._relay(child_id, on_output))
         try:
             run = await self.host.wait(item.id, child_id, poll=0.5)
-            answer = await self.host.answer(run)
+            answer = await self.host.store.read(lambda db: final_text(db, run.id))
         except BastionError as exc:
             return _refused("INTERNAL", f"the subagent {agent.name} stopped: {exc.message}")
         finally:
