@@ -69,3 +69,60 @@ async def test_parent_gets_the_childs_report(tmp_path):
             assert harness.driver(child.id) is None  # released once it answered
         finally:
             await harness.close()
+
+
+async def test_an_agent_runs_on_its_own_cheaper_model(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    folder = tmp_path / "config" / "bastion" / "agents"
+    folder.mkdir(parents=True)
+    (folder / "cheap.md").write_text(
+        "---\nname: cheap\ndescription: Cheap lookups.\nmodel: openai/cheap-model\n---\nBe quick."
+    )
+    turns = [
+        {"match": "PARENT", "unless": ["REPORT"], "text": "Delegating.",
+         "tool_calls": [call("task", task("CHILD: say hi", agent="cheap"))]},
+        {"match": "CHILD", "repeat": True, "text": "REPORT: hi"},
+        {"match": "PARENT", "repeat": True, "text": "done"},
+    ]  # fmt: skip
+    with LoopbackServer(turns) as server:
+        harness = await open_harness(tmp_path, server.base_url)
+        try:
+            conv, item = await start(harness, work, "PARENT: go")
+            run = await harness.wait(item.id, conv.id)
+            assert run.state == "completed"
+            models = {
+                r.body["messages"][-1]["content"][:6]: r.body["model"]
+                for r in server.requests
+                if r.body["messages"][-1]["role"] == "user"
+            }
+            assert models == {"PARENT": "loopback", "CHILD:": "cheap-model"}
+            body = next(r.body for r in server.requests if r.body["model"] == "cheap-model")
+            assert "Be quick." in body["messages"][0]["content"]
+        finally:
+            await harness.close()
+
+
+async def test_a_bad_task_call_is_refused_with_what_to_do(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    turns = [
+        {"match": "PARENT", "unless": ["REFUSED"], "text": "Delegating.",
+         "tool_calls": [call("task", task("CHILD: x", agent="nobody"), 0),
+                        call("task", {"description": "no prompt"}, 1)]},
+        {"match": "PARENT", "repeat": True, "text": "done"},
+    ]  # fmt: skip
+    with LoopbackServer(turns) as server:
+        harness = await open_harness(tmp_path, server.base_url)
+        try:
+            conv, item = await start(harness, work, "PARENT: go")
+            run = await harness.wait(item.id, conv.id)
+            parent = await harness.store.snapshot(conv.id)
+            texts = [e.text for e in parent.entries if e.kind == "tool_result"]
+            assert texts[0].startswith("REFUSED INVALID_ARGUMENT: there is no agent 'nobody'")
+            assert "agents: general" in texts[0]
+            assert texts[1].startswith("REFUSED INVALID_ARGUMENT: prompt is missing")
+            assert run.state == "completed"
+            assert await harness.store.read(lambda db: children_of(db, conv.id)) == []
+        finally:
+            await harness.close()
