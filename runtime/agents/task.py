@@ -333,12 +333,18 @@ class TaskToolbox(_Wrapped):
             run = await self.host.wait(item.id, child_id, poll=0.5)
             answer = await self.host.store.read(lambda db: final_text(db, run.id))
         except BastionError as exc:
-            return _refused("INTERNAL", f"the subagent {agent.name} stopped: {exc.message}")
+            return _refused(
+                "INTERNAL",
+                f"the subagent {agent.name} stopped: {exc.message}",
+                "its work so far is kept; try once more, or do the task yourself",
+            )
         finally:
             relay.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await relay
-        await self.host.release(child_id)
+            # Done with it (or this process is stopping: it stays resumable). An idle
+            # driver left behind would hold its lease and heartbeat for nothing.
+            await self.host.release(child_id)
         data = {"child": child_id, "agent": agent.name, "state": run.state}
         if run.state == RunState.COMPLETED:
             return ToolOutcome(True, answer or "(the subagent answered with no text)", data)
@@ -395,6 +401,8 @@ def task_spec(catalog: AgentCatalog) -> ToolSpec:
     )
 
 
-def _refused(code: str, message: str) -> ToolOutcome:
-    text = f"REFUSED {code}: {message}.\nhint: call task again with a complete prompt."
+def _refused(
+    code: str, message: str, hint: str = "call task again with a complete prompt"
+) -> ToolOutcome:
+    text = f"REFUSED {code}: {message}.\nhint: {hint}."
     return ToolOutcome(False, text, {"refusal": {"code": code, "message": message}})
