@@ -45,7 +45,7 @@ class SessionOps(HarnessCore):
             return sessions.fork_position(entries, at_entry, conversation_id)
 
         return await self.store.fork_conversation(
-            conversation_id, uuid7(), at, publish=self._publish
+            conversation_id, uuid7(), at, publish=self._publish, also=agents.fork_children
         )
 
     async def rewind(self, conversation_id: str, entry_id: str) -> sessions.Rewound:
@@ -59,7 +59,7 @@ class SessionOps(HarnessCore):
             return found[0].position - 1
 
         conv = await self.store.fork_conversation(
-            conversation_id, uuid7(), at, publish=self._publish
+            conversation_id, uuid7(), at, publish=self._publish, also=agents.fork_children
         )
         return sessions.Rewound(conv, found[0].text, conversation_id, entry_id)
 

@@ -302,10 +302,12 @@ class Store:
         at: Callable[[list[Entry]], int],
         *,
         publish: Callable[[DurableEvent], None] | None = None,
+        also: ForkHook | None = None,
     ) -> Conversation:
         """A new conversation `new_id` sharing the history of `source_id` up to the
         position `at(source entries)` returns, created and copied in one transaction
-        (the source is only read)."""
+        (the source is only read). `also` copies more in that transaction (the
+        subagents of the copied calls, runtime.agents) and returns its events."""
 
         def run(db: sqlite3.Connection) -> tuple[Conversation, list[DurableEvent]]:
             probe = Tx(db, source_id, 0)
@@ -314,9 +316,10 @@ class Store:
             history = sessions.history_until(probe, source_id, entries, position)
             created = sessions.forked_conversation(source, new_id, position).but(version=1)
             tx, first = _insert_conversation(db, created)
-            sessions.copy_history(tx, history, with_effects=True)
+            copied = sessions.copy_history(tx, history, with_effects=True)
+            more = also(tx, copied, lambda c: _insert_conversation(db, c)) if also else []
             tx.finish()
-            return created.but(version=tx.version), [first, *tx.events]
+            return created.but(version=tx.version), [first, *tx.events, *more]
 
         def done(out: tuple[Conversation, list[DurableEvent]]) -> None:
             if publish is not None:
@@ -601,6 +604,12 @@ class Store:
     ) -> list[DurableEvent]:
         return await self._read(lambda db: ledger.read(db, conversation_id, after, limit))
 
+
+#: More for a fork's transaction: (the fork's Tx, old ids -> copied ones, a way to insert
+#: another new conversation) -> the events of what it wrote elsewhere.
+ForkHook = Callable[
+    [Tx, dict[str, str], Callable[[Conversation], tuple[Tx, DurableEvent]]], list[DurableEvent]
+]
 
 #: A conversation and every subagent conversation below it (runtime.agents), children
 #: before their parent.

@@ -12,7 +12,13 @@ this room, never the other way round (the harness is reached through `ChildHost`
 
 from __future__ import annotations
 
-from runtime.agents.children import ChildLink, children_of, subagent_of, unfinished_children
+from runtime.agents.children import (
+    ChildLink,
+    children_of,
+    fork_children,
+    subagent_of,
+    unfinished_children,
+)
 from runtime.agents.definitions import (
     BUILTIN,
     READ_ONLY_TOOLS,
@@ -37,6 +43,7 @@ __all__ = [
     "TaskToolbox",
     "children_of",
     "equip",
+    "fork_children",
     "load_agents",
     "parse_agent_file",
     "subagent_of",

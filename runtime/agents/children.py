@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from runtime.events import DurableEvent
+from runtime.ids import uuid7
 from runtime.records import Conversation, ToolCallRecord
 from runtime.rows import CONVERSATION_COLUMNS, conversation_row
 from runtime.tx import TOOL_COLUMNS, Tx, tool_call_row
@@ -25,6 +28,7 @@ __all__ = [
     "children_of",
     "final_text",
     "find_child",
+    "fork_children",
     "link_tx",
     "parent_of",
     "pending_child_calls",
@@ -134,3 +138,39 @@ def final_text(db: sqlite3.Connection, run_id: str) -> str:
         elif status in ("complete", "interrupted") and text:
             parts.append(text)
     return "".join(parts)
+
+
+def fork_children(
+    tx: Tx,
+    copied: dict[str, str],
+    insert: Callable[[Conversation], tuple[Tx, DurableEvent]],
+) -> list[DurableEvent]:
+    """In a fork's transaction (`tx` writes the fork): a copy of the subagent of every
+    task call the fork copied, whole, linked to the fork and to the copied call, whose
+    `process` then names the copy. Returns the copies' events."""
+    from runtime import sessions  # (the fork's helpers: only a fork needs them)
+
+    events: list[DurableEvent] = []
+    for old_call, new_call in copied.items():
+        child_id = find_child(tx.db, old_call)
+        if child_id is None:
+            continue
+        probe = Tx(tx.db, child_id, 0)
+        source, entries = sessions.read_source(probe, child_id)
+        end = entries[-1].position if entries else 0
+        history = sessions.history_until(probe, child_id, entries, end)
+        started_as = {**subagent_of(source), "parent": tx.conversation_id, "call": new_call}
+        copy = sessions.forked_conversation(source, uuid7(), end)
+        copy = copy.but(settings={**copy.settings, "subagent": started_as}, version=1)
+        child_tx, first = insert(copy)
+        sessions.copy_history(child_tx, history, with_effects=True)
+        link_tx(child_tx, tx.conversation_id, new_call)
+        child_tx.finish()
+        events += [first, *child_tx.events]
+        rows = tx.rows(f"SELECT {TOOL_COLUMNS} FROM tool_calls WHERE id = ?", (old_call,))
+        before = tool_call_row(rows[0]) if rows else None
+        call = tx.tool_call(new_call)
+        if before is not None and before.process is not None and call is not None:
+            process = {**before.process, "child": copy.id}  # (a copy's is cleared)
+            tx.transition_tool_call(new_call, from_states=(call.state,), process=process)
+    return events

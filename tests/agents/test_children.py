@@ -221,3 +221,39 @@ async def test_export_and_delete_take_the_children(tmp_path):
         finally:
             await harness.close()
         await asyncio.sleep(0)
+
+
+async def test_a_fork_copies_the_children_of_the_calls_it_copies(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    turns = [
+        {"match": "PARENT", "unless": ["REPORT"], "text": "Delegating.",
+         "tool_calls": [call("task", task("CHILD: say hi", "greet"))]},
+        {"match": "CHILD", "repeat": True, "text": "REPORT: hi"},
+        {"match": "PARENT", "repeat": True, "text": "done"},
+    ]  # fmt: skip
+    with LoopbackServer(turns) as server:
+        harness = await open_harness(tmp_path, server.base_url)
+        try:
+            conv, item = await start(harness, work, "PARENT: go")
+            await harness.wait(item.id, conv.id)
+            (link,) = await harness.store.read(lambda db: children_of(db, conv.id))
+            fork = await harness.fork(conv.id)
+            (copy,) = await harness.store.read(lambda db: children_of(db, fork.id))
+            assert copy.conversation.id != link.conversation.id
+            assert copy.conversation.parent_id == link.conversation.id  # forked from it
+            view = await harness.snapshot(fork.id)
+            (task_call,) = view.tool_calls
+            assert copy.call_id == task_call.id
+            assert task_call.process["child"] == copy.conversation.id
+            assert copy.conversation.settings["subagent"]["parent"] == fork.id
+            child = await harness.store.snapshot(copy.conversation.id)
+            assert [e.text for e in child.entries] == ["CHILD: say hi", "REPORT: hi"]
+            assert [c.id for c in await harness.list_conversations()] == [fork.id, conv.id]
+            # The source is untouched; a fork taken before the task call has no child.
+            assert (await harness.store.read(lambda db: children_of(db, conv.id))) == [link]
+            first = (await harness.store.snapshot(conv.id)).entries[0]
+            early = await harness.fork(conv.id, first.id)
+            assert await harness.store.read(lambda db: children_of(db, early.id)) == []
+        finally:
+            await harness.close()
