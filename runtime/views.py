@@ -576,6 +576,9 @@ def _summary(name: str, args: dict[str, Any]) -> str | None:
             return None
         shown = pattern if name == "glob" else f'"{pattern}"'
         return f"{shown} in {where}" if where else shown
+    if name == "task":  # a subagent (runtime.agents): its agent and what it does
+        what = word("description") or word("prompt")
+        return f"{word('agent') or 'general'}: {what}" if what else None
     return None
 
 

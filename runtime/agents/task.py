@@ -366,7 +366,7 @@ class TaskToolbox(_Wrapped):
                 if isinstance(event, ToolCallUpdated) and event.tool_call.id not in seen:
                     seen.add(event.tool_call.id)
                     call = event.tool_call
-                    on_output(f"{call_summary(call.name, call.arguments)}\n")
+                    on_output(f"{call.name} {call_summary(call.name, call.arguments)}\n")
         finally:
             sub.close()
 

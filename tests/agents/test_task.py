@@ -29,10 +29,19 @@ async def test_parent_gets_the_childs_report(tmp_path):
     with LoopbackServer(parent_and_child_turns()) as server:
         harness = await open_harness(tmp_path, server.base_url)
         try:
+            everything = harness.subscribe()
             conv, item = await start(harness, work, "PARENT: ask a child")
             run = await harness.wait(item.id, conv.id)
             assert run.state == "completed"
             assert await harness.answer(run) == "The child found alpha."
+            # The task call's live output named each tool call the child made.
+            relayed = "".join(
+                e.text
+                for e in everything.pending()
+                if type(e).__name__ == "ToolOutputDelta" and e.conversation_id == conv.id
+            )
+            everything.close()
+            assert relayed == "read_file a.txt\n"
             calls = await harness.run_calls(run)
             assert [c.name for c in calls] == ["task"], [(c.state, c.result) for c in calls]
             assert calls[0].result is not None and calls[0].result["ok"] is True
