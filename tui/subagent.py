@@ -62,8 +62,14 @@ class SubagentScreen(Screen[None]):
         last = self.view.runs[-1] if self.view is not None and self.view.runs else None
         state = run.state if run is not None else (last.state if last else "…")
         esc = "esc interrupts it" if run is not None else "esc goes back"
+        if self.view is not None and any(
+            c.approval == "pending" and c.state == "pending" for c in self.view.tool_calls
+        ):
+            state = "[b $warning]asks for your approval: enter goes back to answer[/]"
+        else:
+            state = escape(state)
         return (
-            f"[b]subagent {escape(self.label)}[/b] · {escape(state)} · "
+            f"[b]subagent {escape(self.label)}[/b] · {state} · "
             f"[$foreground-muted]{self.conversation_id} · {esc} · enter goes back[/]"
         )
 
