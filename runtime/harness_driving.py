@@ -158,7 +158,7 @@ class DrivingOps(HarnessCore):
         toolbox = self._toolbox_factory(conv) if self._toolbox_factory else None
         if toolbox is not None:  # subagents: `task` for a parent, a child's own tools
             catalog = await asyncio.to_thread(agents.load_agents, conv.cwd)
-            # (the Harness this mixin is part of has the rest of ChildHost: wait, answer)
+            # (the Harness this mixin is part of has the rest of ChildHost: `wait`)
             toolbox = agents.equip(cast(agents.ChildHost, self), conv, toolbox, catalog)
         parent = agents.subagent_of(conv).get("parent")
         if isinstance(parent, str):
