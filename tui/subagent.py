@@ -11,7 +11,7 @@ reports it interrupted) and goes back once it has ended; Enter or q goes back.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -23,6 +23,9 @@ from textual.widgets import Static
 from runtime import ConversationView
 from runtime.errors import BastionError
 from tui.widgets.transcript import Transcript
+
+if TYPE_CHECKING:
+    from runtime.api import HarnessAPI
 
 __all__ = ["SubagentScreen"]
 
@@ -43,7 +46,7 @@ class SubagentScreen(Screen[None]):
         Binding("q", "back", "Back", show=False),
     ]
 
-    def __init__(self, harness: Any, conversation_id: str, label: str) -> None:
+    def __init__(self, harness: HarnessAPI, conversation_id: str, label: str) -> None:
         super().__init__()
         self.harness = harness
         self.conversation_id = conversation_id
