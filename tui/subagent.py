@@ -77,7 +77,7 @@ class SubagentScreen(Screen[None]):
         )
 
     async def _follow(self) -> None:
-        from runtime.threaded import channel_for
+        from runtime import channel_for
         from runtime.views import reduce
 
         channel = channel_for(self.harness, self.conversation_id)
