@@ -202,7 +202,7 @@ class TaskToolbox(_Wrapped):
         call = CURRENT_CALL.get()
         if call is None or call.name != TASK_TOOL:
             return _refused("INTERNAL", "task was run outside a recorded tool call")
-        request = self._request(arguments)
+        request = await self._resolve(call, arguments)
         if isinstance(request, ToolOutcome):
             return request
         agent, description, prompt = request
@@ -223,7 +223,7 @@ class TaskToolbox(_Wrapped):
         for call in calls:
             if call.name != TASK_TOOL or call.state not in _OPEN or call.approval not in _STARTS:
                 continue
-            request = self._request(call.arguments)
+            request = await self._resolve(call, call.arguments)
             if isinstance(request, ToolOutcome):
                 continue  # refused when the call runs
             try:
@@ -232,6 +232,23 @@ class TaskToolbox(_Wrapped):
                 log.info("subagent of call %s did not start ahead: %s", call.id, exc)
 
     # --- steps ------------------------------------------------------------------------
+
+    async def _resolve(
+        self, call: ToolCallRecord, arguments: str
+    ) -> tuple[AgentDefinition, str, str] | ToolOutcome:
+        """What the call asks for; a call that already started its child goes on with
+        it as it was started, even if its agent's file is gone or changed since."""
+        request = self._request(arguments)
+        if not isinstance(request, ToolOutcome):
+            return request
+        child_id = await self.host.store.read(lambda db: find_child(db, call.id))
+        if child_id is None:
+            return request
+        child = await self.host.store.get_conversation(child_id)
+        started_as = subagent_of(child)
+        name = str(started_as.get("agent") or "subagent")
+        agent = AgentDefinition(name, "", child.agent.instructions, source="as started")
+        return agent, child.title.partition(": ")[2] or name, ""
 
     def _request(self, arguments: str) -> tuple[AgentDefinition, str, str] | ToolOutcome:
         try:

@@ -164,3 +164,26 @@ def test_sigkill_during_a_subagent_then_resume(loopback, bastion, point):
         assert any("INTERRUPTED" in text for _, text in after["results"][child]), point
     else:
         assert log.read_text() == "done\n", point
+
+
+def test_a_resume_goes_on_with_the_child_as_started_when_its_agent_is_gone(loopback, bastion):
+    """The agent file is deleted between the crash and the resume: the child goes on
+    with the tools it was started with (kept with it), and the parent gets its report."""
+    server = loopback(TURNS)
+    b = bastion(server)
+    (b.cwd / "a.txt").write_text("alpha\n")
+    agents = b.home.parent / "config" / "bastion" / "agents"
+    agents.mkdir(parents=True, exist_ok=True)
+    (agents / "runner.md").write_text(RUNNER)
+    conv_id = str(uuid.UUID(int=uuid.uuid4().int & ~(0xF << 76) | (0x7 << 76)))
+    common = ("--approval-mode", "full-auto", "--output-format", "json")
+    first = run_bastion(b, "-p", "PARENT: delegate", "--session-id", conv_id, *common,
+                        failpoint="call.executed:1")  # fmt: skip
+    assert first.returncode == -signal.SIGKILL, first.stderr[-2000:]
+    (agents / "runner.md").unlink()
+    resumed = run_bastion(b, "-p", "--resume", conv_id, *common, failpoint=None)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    after = tree(b.home, conv_id)
+    assert len(after["children"]) == 1
+    assert [text for _, text in after["results"][conv_id]] == [REPORT]
+    assert (b.cwd / "log.txt").read_text() == "done\n"  # run_command, as started

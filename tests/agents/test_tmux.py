@@ -60,11 +60,14 @@ def test_a_subagent_asks_on_the_parents_screen_and_its_row_opens_live(tmp_path, 
         assert not (cwd / "note.txt").exists()
         tmux.send("y")
         screen = tmux.wait_for(
-            lambda s: "click or Enter: its transcript" in s and (cwd / "note.txt").exists(),
-            "the write, and the task row",
+            lambda s: (
+                "click or Enter: its transcript" in s
+                and "asks: Allow" not in s
+                and (cwd / "note.txt").exists()
+            ),
+            "the write, the prompt gone, and the task row",
         )
         assert (cwd / "note.txt").read_text() == "from the child\n"
-        assert "asks: Allow" not in screen
         click(tmux, screen, "click or Enter: its transcript")
         first = tmux.wait_for(
             lambda s: "subagent writer (make note)" in s and "line0" in s,
