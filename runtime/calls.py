@@ -36,7 +36,7 @@ from runtime.records import (
     ToolCallState,
 )
 from runtime.rules import EDIT_TOOLS, guarded_path
-from runtime.toolbox import ToolOutcome
+from runtime.toolbox import CURRENT_CALL, ToolOutcome
 from runtime.tx import TOOL_COLUMNS, Tx, joined_chunks, tool_call_row
 
 if TYPE_CHECKING:
@@ -117,6 +117,11 @@ class CallRunner:
     # --- running ------------------------------------------------------------
 
     async def run_all(self, run: Run, calls: list[ToolCallRecord]) -> Run:
+        # Hook: work a toolbox can start for the whole round at once (runtime.agents
+        # starts every subagent of the round here, so they run side by side).
+        prepare = getattr(self.deps.toolbox, "prepare_calls", None)
+        if prepare is not None:
+            await prepare(calls)
         for call in calls:
             run = await self._one(run, call)
         if run.state == RunState.AWAITING_APPROVAL:
@@ -239,6 +244,7 @@ class CallRunner:
         # "run outside the sandbox once" / "with network": the user's committed answer
         override = (call.review or {}).get("sandbox")
         extra: dict[str, Any] = {"sandbox": override} if override else {}
+        CURRENT_CALL.set(call)
         try:
             return await self.deps.toolbox.run(
                 call.name, call.arguments, on_output=output, on_start=started, **extra

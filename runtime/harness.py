@@ -38,6 +38,7 @@ from runtime.admission import (
     new_conversation,
     title_from,
 )
+from runtime.agents import unfinished_children
 from runtime.aio import wait_until
 from runtime.calls import interrupt_tx
 from runtime.config import Config, default_home
@@ -272,6 +273,9 @@ class Harness(SessionOps, ApprovalOps, DrivingOps):
         run, withdrawn = await self.store.transact(
             conversation_id, interrupt_tx, publish=self._publish
         )
+        # The whole tree: the subagents it is waiting for stop with it.
+        for child in await self.store.read(lambda db: unfinished_children(db, conversation_id)):
+            await self.interrupt(child)
         driver = self._drivers.get(conversation_id)
         if run is not None and driver is not None:
             if not driver.cancel_run(run.id):
