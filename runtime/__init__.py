@@ -7,8 +7,14 @@ the whole harness.
 
 from __future__ import annotations
 
+import sys
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
+
+# `import httpx` loads httpx's own command-line tool (click, rich, pygments: ~40 ms)
+# whenever click is installed, as it is with bastion[mcp] (uvicorn needs it). Bastion
+# never runs that tool: with this, httpx keeps its stub `main` instead.
+sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 
 _EXPORTS = {
     "AmbiguousId": "runtime.errors",

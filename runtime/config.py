@@ -14,7 +14,8 @@ stream_idle_timeout and max_output_tokens, and [models."PROVIDER/NAME"] tables
 with context_window, max_output_tokens, input_price, output_price,
 cached_input_price (USD per million tokens), images and tools (booleans), and a
 run's budget: max_turns, max_cost (USD), time_limit (seconds) (runtime.budget; a
-trusted project file may only lower them), and reasoning_effort (runtime.reasoning). BASTION_MODEL overrides the files; flags override all.
+trusted project file may only lower them), and reasoning_effort (runtime.reasoning),
+and [mcp_servers.NAME] tables (runtime.mcp.config; the user's file only). BASTION_MODEL overrides the files; flags override all.
 
 A file that cannot be used is a ConfigError naming the file, the key and what it
 should hold: it is never half-applied, and nothing is stored before it is read.
@@ -50,7 +51,7 @@ _STRING_KEYS = (
 _TOKEN_KEYS = ("max_output_tokens", "compact_reserve_tokens")
 _KEYS = {
     *_STRING_KEYS, *_TOKEN_KEYS, *_SANDBOX_KEYS, *BUDGET_KEYS, "providers", "models",
-    "stream_idle_timeout",
+    "stream_idle_timeout", "mcp_servers",
 }  # fmt: skip
 _PROVIDER_KEYS = {"base_url", "api_key_env", "headers", "stream_idle_timeout", "max_output_tokens"}
 _MODEL_INTS = ("context_window", "max_output_tokens")
@@ -122,6 +123,8 @@ class Config:
     # Every run's limits (runtime.budget); the flags override them.
     budget: Budget = field(default_factory=Budget)
     reasoning_effort: str = ""  # a new conversation's (runtime.reasoning); "" the model's
+    # [mcp_servers.NAME] tables (runtime.mcp.config), from the user's own file only.
+    mcp_servers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 def user_config_path(env: Mapping[str, str]) -> Path:
@@ -201,6 +204,10 @@ def _check(path: Path, data: dict[str, Any]) -> None:
     check_budget_keys(path, data)
     _check_models(path, data.get("models", {}))
     _check_sandbox(path, data)
+    if "mcp_servers" in data:
+        from runtime.mcp.config import check_servers
+
+        check_servers(path, data["mcp_servers"])
     providers = data.get("providers", {})
     if not isinstance(providers, dict):
         raise ConfigError(
@@ -379,8 +386,10 @@ def _merge(
     models: dict[str, dict[str, Any]] = {}
     theme_source = model_source = ""
     sandbox: list[dict[str, Any]] = [{}, {}]  # the user's sandbox keys, the project's
+    servers: dict[str, Any] = dict(layers[0][1].get("mcp_servers", {}))  # the user's alone
     for index, (path, data) in enumerate(layers):
         data = dict(data)
+        data.pop("mcp_servers", None)
         sandbox[index] = {key: data.pop(key) for key in _SANDBOX_KEYS if key in data}
         if "theme" in data:
             theme_source = str(path)
@@ -412,6 +421,7 @@ def _merge(
         notes=notes,
         budget=Budget.from_mapping(merged),
         reasoning_effort=_effort(merged.get("reasoning_effort", "")),
+        mcp_servers=servers,
         **_sandbox_fields(*sandbox),
     )
 

@@ -16,7 +16,7 @@ import dataclasses
 import random
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from runtime.config import Config
 from runtime.driver import Driver
@@ -31,6 +31,9 @@ from runtime.store import Store
 from runtime.toolbox import Toolbox
 from runtime.tx import Tx
 from runtime.views import ConversationView, StreamCursor, view_from_snapshot
+
+if TYPE_CHECKING:
+    from runtime.mcp.hub import McpHub
 
 ResolveModel = Callable[[str], tuple[Provider, str]]
 ToolboxFactory = Callable[[Conversation], Toolbox | None]
@@ -113,6 +116,7 @@ class HarnessCore:
         self._prepared: dict[str, Conversation] = {}
         self._settings: dict[str, SessionSettings] = {}
         self._closed = False
+        self.mcp: McpHub | None = None  # the configured MCP servers (runtime.mcp), if any
 
     def _check_open(self) -> None:
         if self._closed:

@@ -335,6 +335,9 @@ class HarnessProxy:
     async def fork(self, *args: Any, **kwargs: Any) -> Any:
         return await self.call("fork", *args, **kwargs)
 
+    async def mcp_servers(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.call("mcp_servers", *args, **kwargs)
+
     async def rewind(self, *args: Any, **kwargs: Any) -> Any:
         return await self.call("rewind", *args, **kwargs)
 
