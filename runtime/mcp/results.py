@@ -57,8 +57,8 @@ def outcome(name: str, result: Any, artifacts_dir: Path) -> ToolOutcome:
         data["output_bytes"] = len(text.encode())
     if error:
         body = f"ERROR from {name}:\n{body}\nhint: read the error; fix the arguments or try another way."
-    elif not body and not images:
-        body = f"{name} returned nothing."
+    elif not body:
+        body = f"{name} returned " + (f"{len(images)} image(s)." if images else "nothing.")
     return ToolOutcome(ok=not error, model_text=body, data=data, images=tuple(images))
 
 
