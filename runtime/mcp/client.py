@@ -108,6 +108,7 @@ class Connection:
 
     async def _hold(self) -> None:
         try:
+            await _load_sdk()
             async with self._open() as client:
                 await self._list(client)
                 self._client = client
@@ -251,6 +252,19 @@ class _HttpWithClient:
             return await self._cm.__aexit__(*exc)
         finally:
             await self._http.__aexit__(None, None, None)
+
+
+_SDK = ("mcp", "mcp.client.stdio", "mcp.client.streamable_http", "mcp.shared._httpx_utils")
+
+
+async def _load_sdk() -> None:
+    """Import the SDK (about a second of CPU: pydantic, its types) in a thread, so the
+    harness's loop goes on checkpointing and heartbeating meanwhile."""
+    import importlib
+    import sys
+
+    if any(name not in sys.modules for name in _SDK):
+        await asyncio.to_thread(lambda: [importlib.import_module(name) for name in _SDK])
 
 
 def _closed(exc: Exception) -> bool:
