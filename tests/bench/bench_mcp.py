@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from runtime.testing.process import LoopbackProcess  # noqa: E402
+from runtime.testing.process import LoopbackProcess
 
 BIN = Path(sys.executable).parent
 SERVER = Path(__file__).resolve().parents[1] / "mcp" / "mcp_server.py"
