@@ -12,6 +12,7 @@ import sqlite3
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,8 +160,45 @@ def trust() -> Check:
     return Check("trust", True, "; ".join([line, *notes]))
 
 
+def mcp_servers() -> Check:
+    """Each [mcp_servers.NAME] of the config: started, its tools listed, then stopped.
+    A server that does not start is a failure (a session goes on without it)."""
+    import asyncio
+    import os
+
+    from runtime import ConfigError, load_config
+    from runtime.mcp import server_specs
+
+    try:
+        config = load_config(os.getcwd())
+    except ConfigError as exc:
+        return Check("mcp", False, str(exc))
+    specs = server_specs(config.mcp_servers)
+    if not specs:
+        return Check("mcp", True, "no MCP servers configured ([mcp_servers.NAME] in your config)")
+    statuses = asyncio.run(_probe(specs))
+    lines = []
+    for status in statuses:
+        tools = ", ".join(status.tools[:8]) + (", …" if len(status.tools) > 8 else "")
+        lines.append(status.line() + (f" ({tools})" if tools else ""))
+    return Check("mcp", all(s.state == "ready" for s in statuses), "; ".join(lines))
+
+
+async def _probe(specs: Any) -> Any:
+    from runtime import default_home
+    from runtime.mcp.hub import McpHub
+
+    hub = McpHub(specs, default_home() / "mcp")
+    hub.start()
+    try:
+        await hub.ready()
+        return hub.status()
+    finally:
+        await hub.close()
+
+
 CHECKS: list[Callable[[], Check]] = [
-    search_path, commands, sandbox, store, privacy, trust, model, instructions,
+    search_path, commands, sandbox, store, privacy, trust, model, instructions, mcp_servers,
 ]  # fmt: skip
 
 

@@ -278,6 +278,11 @@ def describe(exc: BaseException, *, starting: bool) -> str:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, ModuleNotFoundError) and (exc.name or "").split(".")[0] in (
+        "mcp",
+        "mcp_types",
+    ):
+        return "cannot start: the MCP SDK is not installed (pip install -e '.[mcp]' in bastion's clone)"
     if isinstance(exc, FileNotFoundError | PermissionError):
         text = f"cannot run it: {exc.strerror or text}"
     elif type(exc).__name__ in ("ConnectError", "ConnectTimeout"):
