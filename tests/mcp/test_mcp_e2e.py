@@ -62,6 +62,8 @@ def test_print_mode_cannot_ask_so_an_mcp_call_is_refused(loopback, bastion, tmp_
     assert out.returncode == 3, out.stderr
     told = tool_messages(server.requests()[1])[0]["content"]
     assert told.startswith("REFUSED FORBIDDEN") and "t__echo" in told
+    assert "--allow t__echo (that MCP tool; t__* for all of t's)" in out.stderr
+    assert "--approval-mode auto-edit" not in out.stderr  # it would not allow an MCP tool
 
 
 def test_an_image_comes_back_as_an_image(loopback, bastion, tmp_path):
