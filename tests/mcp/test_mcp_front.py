@@ -122,3 +122,28 @@ def test_a_name_with_a_double_underscore_is_refused(tmp_path, monkeypatch):
 def test_enabled_false_keeps_a_table_without_starting_it():
     specs = server_specs({"a": {"command": "x"}, "b": {"url": "http://h/mcp", "enabled": False}})
     assert [s.name for s in specs] == ["a"]
+
+
+async def test_the_app_says_once_that_a_server_did_not_start(tmp_path):
+    from runtime import Harness
+    from runtime.config import Config
+    from tests.tui.conftest import MODEL, SIZE, wait_for
+    from tui.app import BastionApp
+
+    provider = ScriptedProvider([])
+    harness = await Harness.open(
+        tmp_path / "bastion.sqlite",
+        resolve_model=lambda spec: (provider, spec.split("/", 1)[1]),
+        config=Config(mcp_servers={"gone": {"command": str(tmp_path / "missing")}}),
+    )
+    conv = await harness.create_conversation(str(tmp_path), settings={"model": MODEL})
+    await harness.drive(conv.id, interactive=True)
+    app = BastionApp(harness, conv.id)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(lambda: bool(app._notifications), pilot)
+            (note,) = list(app._notifications)
+            assert note.title == "MCP server" and "gone (stdio: " in note.message
+            assert "did not start: cannot run it" in note.message
+    finally:
+        await harness.close()
