@@ -35,7 +35,12 @@ async def slow(seconds: float, marker: str = "") -> str:
 
     if marker:
         Path(marker).write_text(str(os.getpid()))
-    await anyio.sleep(seconds)
+    try:
+        await anyio.sleep(seconds)
+    except anyio.get_cancelled_exc_class():
+        if marker:  # the client's notifications/cancelled reached the tool
+            Path(marker + ".cancelled").write_text("cancelled")
+        raise
     return f"slept {seconds}"
 
 

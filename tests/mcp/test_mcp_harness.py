@@ -60,6 +60,9 @@ async def test_an_mcp_call_asks_by_default_and_runs_once_approved(tmp_path):
         await harness.respond(conv, pending.id, approve=True)
         run = await harness.wait(item.id, conv)
         assert run.state == "completed" and told(provider) == "echo: hi"
+        asked = next(e for e in (await harness.snapshot(conv)).entries if e.kind == "user")
+        plan = await harness.restore_plan(conv, asked.id)  # a rewind cannot undo it, and says so
+        assert any("t__echo" in line and "MCP server t" in line for line in plan.cannot_undo)
     finally:
         await harness.close()
 
@@ -116,6 +119,12 @@ async def test_an_interrupt_cancels_a_running_mcp_call_and_the_server_goes_on(tm
         await harness.interrupt(conv)
         run = await harness.wait(item.id, conv)
         assert run.state == "interrupted" and time.monotonic() - started < 10
+        cancelled = Path(str(marker) + ".cancelled")
+        for _ in range(500):  # the server was told: its tool's own scope was cancelled
+            if cancelled.exists():
+                break
+            await asyncio.sleep(0.01)
+        assert cancelled.exists()
         snap = await harness.store.snapshot(conv)
         assert [c.state for c in snap.tool_calls] == ["interrupted"]
         result = next(e for e in snap.entries if e.kind == "tool_result")
