@@ -29,6 +29,14 @@ log = logging.getLogger(__name__)
 _LIST_PAGES = 100  # a server that pages its tools forever cannot hang the start
 
 
+_WHY = {
+    ServerState.STARTING: "still starting",
+    ServerState.READY: "not connected",
+    ServerState.FAILED: "down",
+    ServerState.STOPPED: "stopped",
+}
+
+
 class ServerGone(Exception):
     """The server cannot take the call: it failed, or its connection closed."""
 
@@ -190,8 +198,8 @@ class Connection:
         than `tool_timeout` (the server stays; the call is cancelled there)."""
         client = self._client
         if client is None or self.state is not ServerState.READY:
-            raise ServerGone(f"MCP server {self.spec.name} is {self.state.value}" + (
-                f": {self.detail}" if self.detail else ""))  # fmt: skip
+            raise ServerGone(f"MCP server {self.spec.name} is " + _WHY[self.state] + (
+                f" ({self.detail})" if self.detail else ""))  # fmt: skip
         from mcp import MCPError
 
         try:

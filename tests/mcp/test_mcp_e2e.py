@@ -118,6 +118,7 @@ def test_a_server_crashing_mid_call_is_one_line_and_the_session_goes_on(
     first, second = tool_messages(server.requests()[2])
     assert "REFUSED UNAVAILABLE" in first["content"] and "crashing on purpose" in first["content"]
     assert "REFUSED UNAVAILABLE" in second["content"]  # it is down: not restarted behind the model
+    assert "MCP server t is down (stopped mid-call" in second["content"]
     assert "t__echo" not in offered(server.requests()[2])  # its tools are withdrawn
     lines = [line for line in out.stderr.splitlines() if "MCP server t" in line]
     assert len(lines) == 1 and "goes on without it" in lines[0]
