@@ -2,7 +2,7 @@
 
 nox -s tests        the whole suite (what .ci/run runs, in a nox venv)
 nox -s lint         ruff check + ruff format --check
-nox -s typecheck    mypy strict on runtime/ and tools/
+nox -s typecheck    mypy strict on runtime/, tools/, tui/ and themes/
 nox -s snapshots    the TUI snapshot tests (pass --snapshot-update after -- to regenerate)
 nox -s bench        benchmarks, printed as ratios against references run alongside
 nox -s sanitize     the tools tests with tools._native built under ASan and UBSan

@@ -30,11 +30,11 @@ import time
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import replace
 from importlib import import_module
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from textual import events, work
 from textual.actions import SkipAction
-from textual.app import App, ComposeResult, CSSPathType
+from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 from textual.widgets import Static
@@ -52,10 +52,8 @@ if TYPE_CHECKING:  # loaded after the first frame (see tui.launch and `_mount_re
     from textual.command import Provider
     from textual.driver import Driver
 
-    from runtime import ConfigWatcher
-    from runtime.harness import Harness
+    from runtime import ConfigWatcher, EventChannel, HarnessAPI
     from runtime.records import SessionSettings
-    from runtime.threaded import EventChannel, HarnessProxy
     from runtime.views import ConversationView
     from themes.user import ThemeFolder
     from tui import slash
@@ -69,7 +67,7 @@ if TYPE_CHECKING:  # loaded after the first frame (see tui.launch and `_mount_re
 
 __all__ = ["BastionApp", "Opener", "preload"]
 
-Opener = Callable[[], Awaitable[tuple["Harness | HarnessProxy", str]]]
+Opener = Callable[[], Awaitable[tuple["HarnessAPI", str]]]
 
 QUIT_WINDOW = 2.0  # seconds in which a second Ctrl+C quits
 WELCOME = "[b $primary]bastion[/]  [$foreground-muted]type a request and press Enter[/]"
@@ -116,7 +114,7 @@ def preload() -> None:
 class BastionApp(App[int]):
     """A transcript, a prompt, an approval line and a status bar over one conversation."""
 
-    CSS_PATH: ClassVar[CSSPathType] = "app.tcss"
+    CSS_PATH: ClassVar[str] = "app.tcss"
     TITLE = "bastion"
     COMMANDS: ClassVar[set[Any]] = {_slash_provider}  # loaded when the palette opens
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -136,7 +134,7 @@ class BastionApp(App[int]):
 
     def __init__(
         self,
-        harness: Harness | HarnessProxy | None = None,
+        harness: HarnessAPI | None = None,
         conversation_id: str | None = None,
         *,
         first_prompt: str | None = None,
@@ -369,9 +367,9 @@ class BastionApp(App[int]):
         harness, conv_id = self.harness, self.conversation_id
         assert harness is not None
         if harness.attached:
-            await self._follow_attached(harness)
+            await self._follow_attached(cast("AttachedHarness", harness))
             return
-        from runtime.threaded import channel_for
+        from runtime import channel_for
 
         loop = asyncio.get_running_loop()
         channel = channel_for(harness, conv_id)
@@ -404,7 +402,7 @@ class BastionApp(App[int]):
             self._opened()
             channel.close()
 
-    async def _show_first(self, harness: Harness | HarnessProxy, conv_id: str) -> None:
+    async def _show_first(self, harness: HarnessAPI, conv_id: str) -> None:
         """The session's first view (the one its harness process sent with it, if so),
         and the prompt from the command line submitted while it is drawn."""
         from runtime.views import OPENING_ENTRIES
@@ -469,7 +467,7 @@ class BastionApp(App[int]):
         batch: object,
         shown_at: float,
         channel: EventChannel,
-        harness: Harness | HarnessProxy,
+        harness: HarnessAPI,
         conv_id: str,
     ) -> ConversationView:
         """`view` once it may be shown, with what it draws rendered. While the user
@@ -517,7 +515,7 @@ class BastionApp(App[int]):
 
     @staticmethod
     async def _fold(
-        view: ConversationView, batch: object, harness: Harness | HarnessProxy, conv_id: str
+        view: ConversationView, batch: object, harness: HarnessAPI, conv_id: str
     ) -> ConversationView:
         """`view` with `batch` (from `EventChannel.get`) applied: each event through the
         reducer, or a fresh snapshot after a resync."""
@@ -535,7 +533,7 @@ class BastionApp(App[int]):
     async def _not_opened(self, exc: BastionError) -> None:
         """The opener failed: the first-run screen when no model is configured, else end
         the app (the caller prints `exc` once the terminal is back)."""
-        from runtime.firstrun import NoModelConfigured
+        from runtime import NoModelConfigured
 
         self.open_error = exc
         if isinstance(exc, NoModelConfigured):  # first run: say how to choose a model
@@ -641,7 +639,7 @@ class BastionApp(App[int]):
 
     async def _submit(self, text: str, view: ConversationView, *, follow_up: bool = False) -> None:
         """`send` with `view` the session as last seen."""
-        from runtime.mentions import expand_mentions
+        from runtime import expand_mentions
         from runtime.records import InboxMode
 
         assert self.harness is not None
@@ -662,7 +660,7 @@ class BastionApp(App[int]):
         """What the user sent in this conversation, oldest first (the prompt's history)."""
         if self.view is None:
             return []
-        from runtime.mentions import split_attachments
+        from runtime import split_attachments
         from runtime.records import EntryKind
 
         return [split_attachments(e.text)[0] for e in self.view.settled if e.kind == EntryKind.USER]
@@ -800,11 +798,11 @@ class BastionApp(App[int]):
         """Shift+Tab: the next approval mode, shown on the status line; the prompt keeps
         its focus and its draft."""
         async with self._mode_lock:  # presses in quick succession step one mode each
-            if self.harness is None or self.settings is None:
-                return
+            if self.harness is None or (self.settings is None and not self.harness.attached):
+                return  # (still opening; attached, the harness says why it cannot)
             from tui.slash import MODES as modes
 
-            current = self.settings.approval_mode
+            current = self.settings.approval_mode if self.settings else ""
             at = modes.index(current) if current in modes else -1
             try:
                 settings = await self.harness.set_approval_mode(
@@ -856,12 +854,12 @@ class BastionApp(App[int]):
 
     def action_completion(self, key: str) -> None:
         """Up/Down/Tab/Enter in the open @file list; otherwise they go on as usual."""
-        if not self.parts_ready.is_set() or not self.completion.handle_key(key):
+        if not self.parts_ready.is_set() or not self.completion.take_key(key):
             raise SkipAction()
 
     def action_interrupt(self) -> None:
         if self.parts_ready.is_set() and (
-            self.completion.handle_key("escape") or self.approval.back()
+            self.completion.take_key("escape") or self.approval.back()
         ):
             return  # Esc closes the @file list, or leaves an approval's scope or message
         view = self.view
@@ -884,7 +882,7 @@ class BastionApp(App[int]):
         done = await self.harness.interrupt(self.conversation_id)
         if done.withdrawn:
             prompt = self.query_one(PromptInput)
-            from runtime.mentions import split_attachments
+            from runtime import split_attachments
 
             texts = [split_attachments(item.text)[0] for item in done.withdrawn]
             if prompt.text.strip():

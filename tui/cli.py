@@ -428,7 +428,7 @@ def _dispatch(args: list[str]) -> int:
     opts = main_parser().parse_args(args)
     _check_text_options(opts)
     if opts.trust:
-        from runtime.trust import trust_once
+        from runtime import trust_once
 
         trust_once(os.getcwd())
     if opts.print_mode and opts.resume == "":

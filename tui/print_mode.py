@@ -27,6 +27,7 @@ from runtime import (
     BastionError,
     EmptyInput,
     Harness,
+    Interruption,
     NoModelConfigured,
     Subscription,
     expand_mentions,
@@ -265,7 +266,7 @@ def _install_interrupt(harness: Harness, conversation_id: str) -> asyncio.Event:
     """First SIGINT/SIGTERM interrupts the run (committed as interrupted); a second exits."""
     flag = asyncio.Event()
     loop = asyncio.get_running_loop()
-    pending: set[asyncio.Task[bool]] = set()
+    pending: set[asyncio.Task[Interruption]] = set()
 
     def on_signal() -> None:
         if flag.is_set():

@@ -9,23 +9,26 @@ from pathlib import Path
 from typing import Any
 
 from runtime import (
+    Budget,
+    Config,
     Driver,
     Harness,
     LoopSettings,
+    NoModelConfigured,
+    Toolbox,
     choose_sandbox,
     default_home,
+    load_config,
+    model_resolver,
+    new_conversation,
+    parse_uuid,
     sandbox_notice,
     trust_once,
+    typed_prefix,
+    uuid7,
 )
-from runtime.budget import Budget
-from runtime.config import Config, load_config, model_resolver
 from runtime.errors import BastionError, ConfigError, ConversationBusy, UnknownConversation
-from runtime.firstrun import NoModelConfigured
-from runtime.harness import new_conversation
-from runtime.ids import parse_uuid, uuid7
 from runtime.records import Conversation
-from runtime.shortids import typed_prefix
-from runtime.toolbox import Toolbox
 
 
 class SessionUsageError(BastionError):
@@ -52,7 +55,7 @@ class Session:
 
 def toolbox_factory(home: Path, sandbox: Any = None) -> Any:
     def make(conversation: Conversation) -> Toolbox | None:
-        from runtime.toolbox import WorkspaceToolbox
+        from runtime import WorkspaceToolbox
 
         return WorkspaceToolbox(conversation.cwd, home / "artifacts" / conversation.id, sandbox)
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from textual import events
+from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import TextArea
 
@@ -38,7 +39,9 @@ def _editing_keys() -> dict[str, str]:
     """key -> TextArea action, for the EDITING actions (as TextArea binds them)."""
     found: dict[str, str] = {}
     for binding in TextArea.BINDINGS:
-        keys, action = (binding.key, binding.action) if hasattr(binding, "key") else binding[:2]
+        keys, action = (
+            (binding.key, binding.action) if isinstance(binding, Binding) else binding[:2]
+        )
         if action.split("(")[0] in EDITING:
             for key in keys.split(","):
                 found.setdefault(key.strip(), action)

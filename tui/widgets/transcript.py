@@ -27,8 +27,8 @@ from tui.widgets.sizing import LaidOutOnce
 if TYPE_CHECKING:  # the entries' widgets load with the first view, after the first frame
     from collections.abc import Iterator
 
-    from textual._arrange import DockArrangeResult
     from textual.geometry import Size
+    from textual.layout import DockArrangeResult
 
     from runtime import ConversationView
     from runtime.records import Entry, ToolCallRecord
