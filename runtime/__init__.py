@@ -88,6 +88,8 @@ _EXPORTS = {
     "first_run_report": "runtime.firstrun",
     "first_run_text": "runtime.firstrun",
     "probe_local_servers": "runtime.firstrun",
+    "McpServerStatus": "runtime.mcp.status",
+    "probe_mcp_servers": "runtime.mcp.hub",
     "WorkspaceFiles": "runtime.mentions",
     "expand_mentions": "runtime.mentions",
     "fuzzy_filter": "runtime.mentions",
@@ -165,6 +167,7 @@ __all__ = [
     "LeaseLost",
     "LocalServer",
     "LoopSettings",
+    "McpServerStatus",
     "ModelInfo",
     "NeedsDriver",
     "NoModelConfigured",
@@ -218,6 +221,7 @@ __all__ = [
     "new_conversation",
     "parse_uuid",
     "probe_local_servers",
+    "probe_mcp_servers",
     "project_files",
     "project_preview",
     "read_frame",
@@ -298,6 +302,8 @@ if TYPE_CHECKING:
     from runtime.ids import parse_uuid, uuid7
     from runtime.instructions import ProjectInstructions, load_instructions
     from runtime.loop import LoopSettings
+    from runtime.mcp.hub import probe_mcp_servers
+    from runtime.mcp.status import McpServerStatus
     from runtime.mentions import (
         Attachment,
         WorkspaceFiles,

@@ -446,7 +446,10 @@ class BastionApp(App[int]):
     async def _tell_mcp(self) -> None:
         """Say once, per MCP server, when one did not start (the session goes on without
         it; /mcp lists them all)."""
-        for server in await self.harness.mcp_servers(wait=True):
+        harness = self.harness
+        if harness is None:
+            return
+        for server in await harness.mcp_servers(wait=True):
             if server.state == "failed":
                 self.notify(server.line(), title="MCP server", severity="warning", timeout=20,
                             markup=False)  # fmt: skip

@@ -12,7 +12,6 @@ import sqlite3
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,35 +165,20 @@ def mcp_servers() -> Check:
     import asyncio
     import os
 
-    from runtime import ConfigError, load_config
-    from runtime.mcp import server_specs
+    from runtime import ConfigError, default_home, load_config, probe_mcp_servers
 
     try:
         config = load_config(os.getcwd())
     except ConfigError as exc:
         return Check("mcp", False, str(exc))
-    specs = server_specs(config.mcp_servers)
-    if not specs:
+    statuses = asyncio.run(probe_mcp_servers(config.mcp_servers, default_home()))
+    if not statuses:
         return Check("mcp", True, "no MCP servers configured ([mcp_servers.NAME] in your config)")
-    statuses = asyncio.run(_probe(specs))
     lines = []
     for status in statuses:
         tools = ", ".join(status.tools[:8]) + (", …" if len(status.tools) > 8 else "")
         lines.append(status.line() + (f" ({tools})" if tools else ""))
     return Check("mcp", all(s.state == "ready" for s in statuses), "; ".join(lines))
-
-
-async def _probe(specs: Any) -> Any:
-    from runtime import default_home
-    from runtime.mcp.hub import McpHub
-
-    hub = McpHub(specs, default_home() / "mcp")
-    hub.start()
-    try:
-        await hub.ready()
-        return hub.status()
-    finally:
-        await hub.close()
 
 
 CHECKS: list[Callable[[], Check]] = [

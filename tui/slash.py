@@ -457,7 +457,7 @@ async def send_held(host: CommandHost, arg: str) -> None:
 async def mcp(host: CommandHost, arg: str) -> None:
     """`/mcp`: each MCP server of the user's config, its state and its tools."""
     try:
-        servers = await host.harness.mcp_servers()
+        servers = await _harness(host).mcp_servers()
     except BastionError as exc:
         host.say(escape(_message(exc)), error=True)
         return

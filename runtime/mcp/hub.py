@@ -19,7 +19,7 @@ import dataclasses
 import json
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,25 @@ from runtime.toolbox import ToolOutcome
 log = logging.getLogger(__name__)
 _WIRE_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
+
+
+async def probe_mcp_servers(
+    tables: Mapping[str, Mapping[str, Any]], home: Path
+) -> tuple[McpServerStatus, ...]:
+    """Start each enabled server of `[mcp_servers]` tables, list its tools, stop it: each
+    one's status (`bastion doctor`). A stdio server's stderr goes to `home/mcp/NAME.log`."""
+    from runtime.mcp.config import server_specs
+
+    specs = server_specs(tables)
+    if not specs:
+        return ()
+    hub = McpHub(specs, home / "mcp")
+    hub.start()
+    try:
+        await hub.ready()
+        return hub.status()
+    finally:
+        await hub.close()
 
 
 class McpHub:
