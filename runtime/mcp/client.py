@@ -69,7 +69,7 @@ class Connection:
             await asyncio.wait_for(self._started.wait(), self.spec.startup_timeout)
         except TimeoutError:
             seconds = f"{self.spec.startup_timeout:g}"
-            await self._stop_task()
+            await self._stop_task(graceful=False)  # it is not listening for a stop
             self.fail(f"did not start within {seconds} s (startup_timeout)")
 
     async def close(self) -> None:
@@ -78,13 +78,15 @@ class Connection:
         await self._stop_task()
         self._started.set()
 
-    async def _stop_task(self) -> None:
+    async def _stop_task(self, *, graceful: bool = True) -> None:
+        """Stop the holding task: asked to leave the client (closing the connection, a
+        stdio server's process ended by the SDK), cancelled if it does not within 5 s."""
         task, self._task = self._task, None
         if task is None or task.done():
             return
         self._wake.put_nowait("stop")
         try:
-            await asyncio.wait_for(asyncio.shield(task), 5.0)
+            await asyncio.wait_for(asyncio.shield(task), 5.0 if graceful else 0)
         except TimeoutError:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
