@@ -147,3 +147,18 @@ async def test_the_app_says_once_that_a_server_did_not_start(tmp_path):
             assert "did not start: cannot run it" in note.message
     finally:
         await harness.close()
+
+
+def test_the_trust_screen_names_tool_rules_and_the_servers_a_project_cannot_add(
+    tmp_path, monkeypatch
+):
+    from runtime import project_preview
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    project = tmp_path / "repo"
+    (project / ".bastion").mkdir(parents=True)
+    (project / ".bastion" / "settings.toml").write_text('[approvals]\ntools = ["gh__*"]\n')
+    (project / ".bastion" / "config.toml").write_text('[mcp_servers.evil]\ncommand = "sh"\n')
+    lines = project_preview(str(project))
+    assert "runs without asking: every tool of MCP server gh" in lines
+    assert any(line.startswith("ignored even if trusted: mcp_servers (evil)") for line in lines)
