@@ -173,3 +173,31 @@ def test_sigkill_mid_call_then_resume_reports_unknown_effects_and_never_replays(
     assert not marker.exists()  # not replayed
     exported = json.loads(b.run("export", SID).stdout)
     assert [c["state"] for c in exported["tool_calls"]] == ["interrupted"]
+
+
+@pytest.mark.parametrize("wire", ["anthropic", "openai-responses"])
+def test_the_schema_reaches_every_wire_format_and_the_call_round_trips(
+    loopback, bastion, tmp_path, wire
+):
+    server = loopback([call("toolu_1", "t__echo", text="wired"), {"text": "done"}])
+    b = bastion(server)
+    write_config(tmp_path / "config", {"t": stdio_server()})
+    env = {"BASTION_MODEL": ""}
+    if wire == "anthropic":
+        env["ANTHROPIC_BASE_URL"] = f"http://127.0.0.1:{server.port}"
+    out = b.run("-p", "go", "--model", f"{wire}/test-model", "--allow", "t__echo", env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "done\n"
+    first, second = server.requests()
+    if wire == "anthropic":
+        tool = next(t for t in first["tools"] if t["name"] == "t__echo")
+        schema = tool["input_schema"]
+        results = [block for m in second["messages"] if isinstance(m["content"], list)
+                   for block in m["content"] if block.get("type") == "tool_result"]  # fmt: skip
+        told = json.dumps(results)
+    else:
+        tool = next(t for t in first["tools"] if t["name"] == "t__echo")
+        schema = tool["parameters"]
+        told = json.dumps([i for i in second["input"] if i.get("type") == "function_call_output"])
+    assert schema["properties"]["text"]["type"] == "string" and schema["required"] == ["text"]
+    assert "echo: wired" in told
