@@ -26,7 +26,8 @@ def turn(tool: str, **arguments: object) -> ScriptedTurn:
 
 
 async def start(tmp_path: Path, turns: list[ScriptedTurn], *, approval: str = "ask",
-                allow: tuple[str, ...] = ()) -> tuple[Harness, str, ScriptedProvider]:  # fmt: skip
+                allow: tuple[str, ...] = (), **table: object,
+                ) -> tuple[Harness, str, ScriptedProvider]:  # fmt: skip
     provider = ScriptedProvider(turns)
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
@@ -35,7 +36,7 @@ async def start(tmp_path: Path, turns: list[ScriptedTurn], *, approval: str = "a
         resolve_model=lambda spec: (provider, spec.split("/", 1)[1]),
         toolbox_factory=lambda conv: WorkspaceToolbox(conv.cwd, tmp_path / "artifacts"),
         loop_settings=LoopSettings(checkpoint_interval=0.02, backoff_base=0.01),
-        config=Config(mcp_servers={"t": stdio_server()}),
+        config=Config(mcp_servers={"t": stdio_server(**table)}),
     )
     conv = await harness.create_conversation(str(work), settings={"model": "s/m"})
     await harness.drive(conv.id, interactive=True, approval_mode=approval, allow=allow)
@@ -171,3 +172,17 @@ async def test_mcp_servers_says_each_servers_state_and_tools(tmp_path):
     assert status.state is ServerState.READY
     assert harness.mcp is not None
     assert [s.state for s in harness.mcp.status()] == [ServerState.STOPPED]
+
+
+async def test_a_call_over_tool_timeout_is_cancelled_and_the_server_stays(tmp_path):
+    turns = [turn("t__slow", seconds=60), turn("t__echo", text="after"), ScriptedTurn(text="ok")]
+    harness, conv, provider = await start(tmp_path, turns, allow=("t__*",), tool_timeout=1)
+    try:
+        run = await harness.wait((await harness.submit(conv, "go")).id, conv)
+        assert run.state == "completed"
+        slow = provider.requests[1].messages[-1].content
+        assert "REFUSED UNAVAILABLE: t__slow took longer than 1 s (tool_timeout)" in str(slow)
+        assert told(provider) == "echo: after"
+        assert [s.state for s in await harness.mcp_servers()] == [ServerState.READY]
+    finally:
+        await harness.close()
