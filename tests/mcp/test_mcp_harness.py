@@ -8,6 +8,7 @@ import asyncio
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 from runtime import Harness
 from runtime.config import Config
@@ -18,7 +19,6 @@ from runtime.rules import Rule, RuleKind
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from runtime.toolbox import WorkspaceToolbox
 from tests.mcp.conftest import stdio_server
-from tests.runtime.helpers import until_awaiting_approval
 
 
 def turn(tool: str, **arguments: object) -> ScriptedTurn:
@@ -43,6 +43,26 @@ async def start(tmp_path: Path, turns: list[ScriptedTurn], *, approval: str = "a
     return harness, conv.id, provider
 
 
+async def until_asked(harness: Harness, conversation_id: str, timeout: float = 60.0) -> Any:
+    """The snapshot once the newest run asks for approval. The first request waits for
+    the server to start (the SDK's import, twice: client and server), seconds on a
+    loaded machine, so this waits longer than tests.runtime.helpers' 4 s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        snap = await harness.store.snapshot(conversation_id)
+        if snap.runs and snap.runs[-1].state == "awaiting_approval":
+            return snap
+        await asyncio.sleep(0.02)
+    raise AssertionError("the run never asked for approval")
+
+
+async def appears(path: Path, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path.name} never appeared"
+        await asyncio.sleep(0.01)
+
+
 def told(provider: ScriptedProvider, request: int = -1) -> str:
     content = provider.requests[request].messages[-1].content
     return content if isinstance(content, str) else str(content)
@@ -54,7 +74,7 @@ async def test_an_mcp_call_asks_by_default_and_runs_once_approved(tmp_path):
     )
     try:
         item = await harness.submit(conv, "go")
-        snap = await until_awaiting_approval(harness, conv)
+        snap = await until_asked(harness, conv)
         (pending,) = snap.tool_calls
         assert pending.name == "t__echo" and pending.approval == "pending"
         assert pending.replay_safe is False
@@ -74,7 +94,7 @@ async def test_a_denied_mcp_call_tells_the_model_what_the_user_said(tmp_path):
     )
     try:
         item = await harness.submit(conv, "go")
-        snap = await until_awaiting_approval(harness, conv)
+        snap = await until_asked(harness, conv)
         await harness.respond(conv, snap.tool_calls[0].id, approve=False, message="not now")
         await harness.wait(item.id, conv)
         assert "denied t__echo" in told(provider) and "not now" in told(provider)
@@ -87,7 +107,7 @@ async def test_always_saves_a_rule_naming_the_tool_and_a_server_rule_covers_all(
     harness, conv, provider = await start(tmp_path, turns)
     try:
         item = await harness.submit(conv, "go")
-        snap = await until_awaiting_approval(harness, conv)
+        snap = await until_asked(harness, conv)
         call_id = snap.tool_calls[0].id
         assert await harness.proposed_rules(conv, call_id) == (Rule(RuleKind.TOOL, "t__echo"),)
         await harness.respond(conv, call_id, approve=True, always="session")
@@ -112,20 +132,12 @@ async def test_an_interrupt_cancels_a_running_mcp_call_and_the_server_goes_on(tm
     harness, conv, provider = await start(tmp_path, turns, allow=("t__*",))
     try:
         item = await harness.submit(conv, "go")
-        for _ in range(1000):
-            if marker.exists():
-                break
-            await asyncio.sleep(0.01)
-        started = time.monotonic()
+        await appears(marker)
         await harness.interrupt(conv)
         run = await harness.wait(item.id, conv)
-        assert run.state == "interrupted" and time.monotonic() - started < 10
-        cancelled = Path(str(marker) + ".cancelled")
-        for _ in range(500):  # the server was told: its tool's own scope was cancelled
-            if cancelled.exists():
-                break
-            await asyncio.sleep(0.01)
-        assert cancelled.exists()
+        assert run.state == "interrupted"
+        # the server was told: its tool's own scope was cancelled
+        await appears(Path(str(marker) + ".cancelled"))
         snap = await harness.store.snapshot(conv)
         assert [c.state for c in snap.tool_calls] == ["interrupted"]
         result = next(e for e in snap.entries if e.kind == "tool_result")
