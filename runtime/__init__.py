@@ -7,8 +7,14 @@ the whole harness.
 
 from __future__ import annotations
 
+import sys
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
+
+# `import httpx` loads httpx's own command-line tool (click, rich, pygments: ~40 ms)
+# whenever click is installed, as it is with bastion[mcp] (uvicorn needs it). Bastion
+# never runs that tool: with this, httpx keeps its stub `main` instead.
+sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 
 _EXPORTS = {
     "AmbiguousId": "runtime.errors",
@@ -83,6 +89,8 @@ _EXPORTS = {
     "first_run_report": "runtime.firstrun",
     "first_run_text": "runtime.firstrun",
     "probe_local_servers": "runtime.firstrun",
+    "McpServerStatus": "runtime.mcp.status",
+    "probe_mcp_servers": "runtime.mcp.hub",
     "WorkspaceFiles": "runtime.mentions",
     "expand_mentions": "runtime.mentions",
     "fuzzy_filter": "runtime.mentions",
@@ -160,6 +168,7 @@ __all__ = [
     "LeaseLost",
     "LocalServer",
     "LoopSettings",
+    "McpServerStatus",
     "ModelInfo",
     "NeedsDriver",
     "NoModelConfigured",
@@ -214,6 +223,7 @@ __all__ = [
     "new_conversation",
     "parse_uuid",
     "probe_local_servers",
+    "probe_mcp_servers",
     "project_files",
     "project_preview",
     "read_frame",
@@ -295,6 +305,8 @@ if TYPE_CHECKING:
     from runtime.ids import parse_uuid, uuid7
     from runtime.instructions import ProjectInstructions, load_instructions
     from runtime.loop import LoopSettings
+    from runtime.mcp.hub import probe_mcp_servers
+    from runtime.mcp.status import McpServerStatus
     from runtime.mentions import (
         Attachment,
         WorkspaceFiles,

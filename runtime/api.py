@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from runtime.errors import BastionError
     from runtime.fulltext import SearchHit
     from runtime.harness import Harness, Interruption
+    from runtime.mcp.status import McpServerStatus
     from runtime.records import (
         Conversation,
         Entry,
@@ -131,6 +132,12 @@ class HarnessAPI(Protocol):
     async def restore(self, plan: RestorePlan) -> RestoreReport: ...
 
     async def export(self, conversation_id: str) -> dict[str, Any]: ...
+
+    # --- MCP servers (runtime.mcp) ----------------------------------------------------
+
+    async def mcp_servers(self, *, wait: bool = False) -> tuple[McpServerStatus, ...]:
+        """Each configured MCP server, its state and tools; with `wait`, once each has
+        started or failed."""
 
     async def search(self, query: str, limit: int = 50) -> list[SearchHit]: ...
 

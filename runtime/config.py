@@ -15,7 +15,8 @@ with context_window, max_output_tokens, input_price, output_price,
 cached_input_price (USD per million tokens), images and tools (booleans), and a
 run's budget: max_turns, max_cost (USD), time_limit (seconds) (runtime.budget; a
 trusted project file may only lower them), reasoning_effort (runtime.reasoning),
-and [hooks] (runtime.hooks; the user's file only). BASTION_MODEL overrides the files; flags override all.
+[hooks] (runtime.hooks) and [mcp_servers.NAME] tables (runtime.mcp.config), both
+from the user's file only. BASTION_MODEL overrides the files; flags override all.
 
 A file that cannot be used is a ConfigError naming the file, the key and what it
 should hold: it is never half-applied, and nothing is stored before it is read.
@@ -52,7 +53,7 @@ _STRING_KEYS = (
 _TOKEN_KEYS = ("max_output_tokens", "compact_reserve_tokens")
 _KEYS = {
     *_STRING_KEYS, *_TOKEN_KEYS, *_SANDBOX_KEYS, *BUDGET_KEYS, "providers", "models",
-    "stream_idle_timeout", "hooks",
+    "stream_idle_timeout", "hooks", "mcp_servers",
 }  # fmt: skip
 _PROVIDER_KEYS = {"base_url", "api_key_env", "headers", "stream_idle_timeout", "max_output_tokens"}
 _MODEL_INTS = ("context_window", "max_output_tokens")
@@ -127,6 +128,8 @@ class Config:
     # [hooks] of the user's file (runtime.hooks); a trusted project's come from its
     # .bastion/settings.toml when a driver starts, never from its config.toml.
     hooks: HookSet = field(default_factory=HookSet)
+    # [mcp_servers.NAME] tables (runtime.mcp.config), from the user's own file only.
+    mcp_servers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 def user_config_path(env: Mapping[str, str]) -> Path:
@@ -207,6 +210,10 @@ def _check(path: Path, data: dict[str, Any]) -> None:
     _check_models(path, data.get("models", {}))
     _check_sandbox(path, data)
     parse_hooks(data.get("hooks"), path)
+    if "mcp_servers" in data:
+        from runtime.mcp.config import check_servers
+
+        check_servers(path, data["mcp_servers"])
     providers = data.get("providers", {})
     if not isinstance(providers, dict):
         raise ConfigError(
@@ -387,9 +394,11 @@ def _merge(
     sandbox: list[dict[str, Any]] = [{}, {}]  # the user's sandbox keys, the project's
     user_path, user = layers[0]
     hooks = parse_hooks(user.get("hooks"), user_path)  # the user's file alone sets hooks
+    servers: dict[str, Any] = dict(user.get("mcp_servers", {}))  # and MCP servers
     for index, (path, data) in enumerate(layers):
         data = dict(data)
         data.pop("hooks", None)
+        data.pop("mcp_servers", None)
         sandbox[index] = {key: data.pop(key) for key in _SANDBOX_KEYS if key in data}
         if "theme" in data:
             theme_source = str(path)
@@ -422,6 +431,7 @@ def _merge(
         budget=Budget.from_mapping(merged),
         reasoning_effort=_effort(merged.get("reasoning_effort", "")),
         hooks=hooks,
+        mcp_servers=servers,
         **_sandbox_fields(*sandbox),
     )
 

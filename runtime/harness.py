@@ -99,7 +99,7 @@ class Harness(SessionOps, ApprovalOps, DrivingOps):
         home = default_home()
         file = Path(path) if path is not None else home / "bastion.sqlite"
         store = await Store.open(file)
-        return cls(
+        harness = cls(
             store,
             file.parent,
             resolve_model,
@@ -108,6 +108,9 @@ class Harness(SessionOps, ApprovalOps, DrivingOps):
             lease_ttl,
             config,
         )
+        if config is not None and config.mcp_servers:
+            harness.start_mcp()
+        return harness
 
     async def close(self) -> None:
         """Stop every driver (their leases released), close providers and the store.
@@ -122,6 +125,8 @@ class Harness(SessionOps, ApprovalOps, DrivingOps):
                 if driver.config.toolbox is not None:
                     driver.config.toolbox.close()
         self._drivers.clear()
+        if self.mcp is not None:
+            await self.mcp.close()
         for server in list(self._servers.values()):
             await server.close()
         self._servers.clear()

@@ -16,7 +16,7 @@ import dataclasses
 import random
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from runtime.agents.children import pending_child_calls
 from runtime.config import Config
@@ -32,6 +32,9 @@ from runtime.store import Store
 from runtime.toolbox import Toolbox
 from runtime.tx import Tx
 from runtime.views import ConversationView, StreamCursor, view_from_snapshot
+
+if TYPE_CHECKING:
+    from runtime.mcp.hub import McpHub
 
 ResolveModel = Callable[[str], tuple[Provider, str]]
 ToolboxFactory = Callable[[Conversation], Toolbox | None]
@@ -117,6 +120,7 @@ class HarnessCore:
         # reach the parent's subscribers too (runtime.agents)
         self._parents: dict[str, str] = {}
         self._closed = False
+        self.mcp: McpHub | None = None  # the configured MCP servers (runtime.mcp), if any
 
     def _check_open(self) -> None:
         if self._closed:

@@ -9,6 +9,7 @@ import asyncio
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, cast
 
 from runtime import agents
@@ -20,10 +21,11 @@ from runtime.driver import Driver, DriverConfig
 from runtime.errors import BastionError, UnfinishedWork
 from runtime.harness_core import HarnessCore
 from runtime.hooks import hooks_for
+from runtime.mcp.status import McpServerStatus
 from runtime.providers.base import Provider
 from runtime.reasoning import parse_effort
 from runtime.records import Conversation, Entry, SessionSettings
-from runtime.rules import Rule, Scope, command_rule, folder_parts
+from runtime.rules import Rule, Scope, allow_rule, folder_parts
 from runtime.sandboxing import choose_sandbox
 from runtime.serve import start_server
 from runtime.settings import ProjectRules, RuleBook
@@ -33,6 +35,28 @@ from runtime.usage import UsageSummary, usage_summary
 
 
 class DrivingOps(HarnessCore):
+    # --- MCP servers (runtime.mcp) ------------------------------------------
+
+    def start_mcp(self) -> None:
+        """Start the config's MCP servers, each connecting in its own task (the SDK is
+        imported here, never when no server is configured)."""
+        from runtime.mcp.config import server_specs
+        from runtime.mcp.hub import McpHub
+
+        specs = server_specs(self.config.mcp_servers)
+        if specs and self.mcp is None:
+            self.mcp = McpHub(specs, self.home / "mcp")
+            self.mcp.start()
+
+    async def mcp_servers(self, *, wait: bool = False) -> tuple[McpServerStatus, ...]:
+        """Each configured MCP server: its transport, state and tools (`/mcp`); with
+        `wait`, once every server has started or failed."""
+        if self.mcp is None:
+            return ()
+        if wait:
+            await self.mcp.ready()
+        return self.mcp.status()
+
     def resolve_model(self, spec: str) -> tuple[Provider, str]:
         """Provider and model name for `spec` (cached); raises ConfigError."""
         if spec not in self._providers:
@@ -124,7 +148,7 @@ class DrivingOps(HarnessCore):
             "on_refusal": on_refusal,
             "approval_mode": approval_mode,
             "model": model,
-            "allow": tuple(command_rule(a, Scope.INVOCATION) for a in allow),
+            "allow": tuple(allow_rule(a, Scope.INVOCATION) for a in allow),
         }
         if not await self.store.exists(conversation_id):
             self._deferred[conversation_id] = options
@@ -166,6 +190,11 @@ class DrivingOps(HarnessCore):
             if toolbox is not None:
                 toolbox.close()
             raise
+        if self.mcp is not None:  # the MCP servers' tools beside the built-in ones
+            from runtime.mcp.toolbox import McpToolbox
+
+            spill = getattr(toolbox, "artifacts_dir", None) or self.home / "artifacts" / conv.id
+            toolbox = McpToolbox(toolbox, self.mcp, Path(spill))
         if toolbox is not None:  # subagents: `task` for a parent, a child's own tools
             catalog = await asyncio.to_thread(agents.load_agents, conv.cwd)
             # (the Harness this mixin is part of has the rest of ChildHost: `wait`)

@@ -395,6 +395,9 @@ class RunExecutor:
     async def _fit(self, run: Run) -> ModelRequest:
         """The next request, compacting first when it would not leave the reserve free."""
         await self._load_prompt_images()
+        ready = getattr(self.deps.toolbox, "ready", None)
+        if ready is not None:  # MCP servers (runtime.mcp): their tools, or their failure
+            await ready()
         request = self._request(run)
         if not await asyncio.to_thread(exceeds, request, self.compactor.budget):
             return request

@@ -11,6 +11,11 @@ is the `base_url` of any provider that sends a key (the built-in `openai`,
 key or headers). Everything else a project file sets is ignored, each named in
 one note.
 
+MCP servers (`[mcp_servers.NAME]`) are the user's config's alone, even in a
+trusted folder: a stdio server is an arbitrary command run outside the command
+sandbox, and an HTTP one is told whatever the model passes it, with the user's
+headers. A project file that has them gets one note saying they were ignored.
+
 What a hostile repository could do with a trusted project file: choose which
 (keyless or user-keyed) model sees the conversation, make bastion ask more,
 sandbox more, deny more. It could not send a key anywhere, run anything
@@ -74,6 +79,12 @@ def restrict_project(
                 ignored.append(refused)
         elif key == "deny_paths":
             kept[key] = value  # merged by addition: a project never removes an entry
+        elif key == "mcp_servers":
+            names = ", ".join(sorted(value)) if isinstance(value, dict) else ""
+            ignored.append(
+                f"mcp_servers{f' ({names})' if names else ''}: an MCP server is a command "
+                "bastion runs, with its own keys; only your own config may add one"
+            )
         elif key == "providers":
             tables, why = _providers(value, user.get("providers", {}))
             kept[key] = tables

@@ -50,6 +50,9 @@ def project_preview(cwd: str, env: Mapping[str, str] | None = None) -> list[str]
         lines.append("runs without asking: " + ", ".join(f"`{c}`…" for c in commands))
     if edits:
         lines.append("edits without asking under: " + ", ".join(f"{e}/" for e in edits))
+    tools = [r.describe() for r in rules if r.kind == RuleKind.TOOL]
+    if tools:  # your own MCP servers' tools (a project cannot add a server)
+        lines.append("runs without asking: " + ", ".join(tools))
     lines.extend(f"refused even if trusted: {line.partition(': ')[2]}" for line in refused)
     lines.extend(_hooks(cwd))
     return lines

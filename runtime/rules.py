@@ -27,6 +27,7 @@ from runtime.shell import Word, split_commands
 class RuleKind(StrEnum):
     COMMAND = "command"
     EDITS = "edits"
+    TOOL = "tool"  # an MCP tool by name (`github__create_issue`) or a server's (`github__*`)
 
 
 class Scope(StrEnum):
@@ -52,6 +53,11 @@ class Rule:
     scope: str = Scope.SESSION
 
     def describe(self) -> str:
+        if self.kind == RuleKind.TOOL:
+            server, _, tool = self.pattern.partition(TOOL_SEPARATOR)
+            return (
+                f"every tool of MCP server {server}" if tool == "*" else f"MCP tool {self.pattern}"
+            )
         if self.kind == RuleKind.COMMAND:
             return f"commands starting with `{self.pattern}`"
         return f"edits under {self.pattern}/" if self.pattern else "edits anywhere in the workspace"
@@ -85,6 +91,29 @@ def command_rule(text: str, scope: str = Scope.SESSION) -> Rule:
             "or use --approval-mode full-auto to run every command",
         )
     return Rule(RuleKind.COMMAND, pattern, scope)
+
+
+TOOL_SEPARATOR = "__"  # runtime.mcp's namespace: NAME__tool
+_TOOL_PATTERN = re.compile(r"[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*__(?:[A-Za-z0-9_.-]+|\*)")
+
+
+def is_tool_pattern(text: str) -> bool:
+    """Whether `text` names an MCP tool (`NAME__tool`) or a whole server (`NAME__*`)."""
+    return _TOOL_PATTERN.fullmatch(text.strip()) is not None
+
+
+def tool_rule(text: str, scope: str = Scope.SESSION) -> Rule:
+    if not is_tool_pattern(text):
+        raise BadRule(
+            f"{text!r} is not an MCP tool name",
+            hint="give NAME__tool for one tool of server NAME, or NAME__* for all of them",
+        )
+    return Rule(RuleKind.TOOL, text.strip(), scope)
+
+
+def allow_rule(text: str, scope: str = Scope.SESSION) -> Rule:
+    """`--allow TEXT`: an MCP tool rule for `NAME__tool` / `NAME__*`, else a command prefix."""
+    return tool_rule(text, scope) if is_tool_pattern(text) else command_rule(text, scope)
 
 
 def edits_rule(folder: str, scope: str = Scope.SESSION) -> Rule:
@@ -152,6 +181,10 @@ def allowing(
     rules: Sequence[Rule], name: str, arguments: str, resolve: Resolve = folder_parts
 ) -> tuple[Rule, ...]:
     """The rules that together allow this call (one per simple command); () if it must ask."""
+    if TOOL_SEPARATOR in name:  # an MCP tool: a rule naming it, or its whole server
+        server = name.partition(TOOL_SEPARATOR)[0]
+        named = (name, f"{server}{TOOL_SEPARATOR}*")
+        return next(((r,) for r in rules if r.kind == RuleKind.TOOL and r.pattern in named), ())
     if name in COMMAND_TOOLS:
         text = call_command(arguments)
         if text is None or GUARDED in text:
@@ -286,7 +319,10 @@ def propose(
 ) -> tuple[Rule, ...]:
     """The rules that answering `a` (always) would save for this call: a command's
     leading words (one rule per simple command not allowed yet), or the folder that
-    holds the file a write or edit changes. () when no rule can cover the call."""
+    holds the file a write or edit changes, or the MCP tool's name. () when no rule can
+    cover the call."""
+    if TOOL_SEPARATOR in name and is_tool_pattern(name):
+        return (Rule(RuleKind.TOOL, name, scope),)
     if name in COMMAND_TOOLS:
         text = call_command(arguments)
         commands = split_commands(text) if text is not None and GUARDED not in text else None

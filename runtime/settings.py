@@ -8,6 +8,7 @@ with a line naming it: it would allow every command.
     [approvals]
     commands = ["git status", "npm run test"]   # command prefixes
     edits = ["src", "docs"]                     # folders whose files may be written
+    tools = ["github__get_issue", "docs__*"]    # MCP tools (runtime.mcp), or a server's
 
 Read when a driver starts and again whenever the file changes (its size, time
 or inode); written atomically (temp file + rename) under a lock, keeping any
@@ -37,6 +38,7 @@ from runtime.rules import (
     command_rule,
     edits_rule,
     folder_parts,
+    tool_rule,
     unique,
 )
 from runtime.safe_read import parse_toml, read_project_file, too_large
@@ -79,7 +81,7 @@ def _rules_of(data: dict[str, Any], path: Path) -> tuple[tuple[Rule, ...], tuple
         raise ConfigError(f"{path}: [approvals] must be a table", hint="see the README")
     out: list[Rule] = []
     refused: list[str] = []
-    for key, make in (("commands", command_rule), ("edits", edits_rule)):
+    for key, make in (("commands", command_rule), ("edits", edits_rule), ("tools", tool_rule)):
         items = table.get(key, [])
         if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
             raise ConfigError(
@@ -108,6 +110,9 @@ def add_project_rules(root: str | os.PathLike[str], rules: Sequence[Rule]) -> tu
             table = dict(data.get("approvals", {}))
             table["commands"] = [r.pattern for r in merged if r.kind == RuleKind.COMMAND]
             table["edits"] = [r.pattern or "." for r in merged if r.kind == RuleKind.EDITS]
+            tools = [r.pattern for r in merged if r.kind == RuleKind.TOOL]
+            if tools or "tools" in table:
+                table["tools"] = tools
             text = dump_toml({**data, "approvals": table})
             replace_file(path, text)
             return merged

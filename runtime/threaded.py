@@ -45,6 +45,7 @@ from runtime.events import (
     ToolCallUpdated,
 )
 from runtime.harness_thread import HarnessThread
+from runtime.mcp.status import McpServerStatus
 from runtime.views import ConversationView, ReasoningDeltas, TextDeltas, ViewEvent
 
 __all__ = [
@@ -335,6 +336,10 @@ class HarnessProxy:
 
     async def fork(self, *args: Any, **kwargs: Any) -> Any:
         return await self.call("fork", *args, **kwargs)
+
+    async def mcp_servers(self, *, wait: bool = False) -> tuple[McpServerStatus, ...]:
+        servers: tuple[McpServerStatus, ...] = await self.call("mcp_servers", wait=wait)
+        return servers
 
     async def rewind(self, *args: Any, **kwargs: Any) -> Any:
         return await self.call("rewind", *args, **kwargs)

@@ -98,6 +98,7 @@ class WorkspaceToolbox:
         from tools.sandbox import SandboxPolicy
 
         self._tools = tools
+        self.artifacts_dir = artifacts_dir  # where long outputs spill (read_output pages them)
         self.sandbox = sandbox if sandbox is not None else SandboxPolicy()
         try:
             self._workspace = tools.Workspace.open(root, deny=self.sandbox.deny)

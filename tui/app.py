@@ -437,12 +437,25 @@ class BastionApp(App[int]):
         self._watch_themes()
         if self._sandbox_notice is not None:
             self.run_worker(self._tell_sandbox(self._sandbox_notice), group="sandbox")
+        if self.harness is not None and not self.harness.attached:
+            self.run_worker(self._tell_mcp(), group="mcp", exit_on_error=False)
 
     async def _tell_sandbox(self, notice: Callable[[], str | None]) -> None:
         """Say once, when commands cannot be sandboxed here (the probe runs in a thread)."""
         line = await asyncio.to_thread(notice)
         if line:
             self.notify(line, title="no command sandbox", severity="warning", timeout=20)
+
+    async def _tell_mcp(self) -> None:
+        """Say once, per MCP server, when one did not start (the session goes on without
+        it; /mcp lists them all)."""
+        harness = self.harness
+        if harness is None:
+            return
+        for server in await harness.mcp_servers(wait=True):
+            if server.state == "failed":
+                self.notify(server.line(), title="MCP server", severity="warning", timeout=20,
+                            markup=False)  # fmt: skip
 
     async def _render_ahead(self, view: ConversationView) -> None:
         """Render the Markdown that showing `view` draws, a segment at a time, in the

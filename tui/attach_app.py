@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         HarnessAPI,
         InboxItem,
         Interruption,
+        McpServerStatus,
         RestorePlan,
         RestoreReport,
         Rewound,
@@ -157,6 +158,9 @@ class AttachedHarness:
 
     async def rewind(self, conversation_id: str, entry_id: str) -> Rewound:
         raise NeedsDriver("/rewind")
+
+    async def mcp_servers(self, *, wait: bool = False) -> tuple[McpServerStatus, ...]:
+        raise NeedsDriver("/mcp")
 
     async def restore_plan(self, conversation_id: str, entry_id: str) -> RestorePlan:
         raise NeedsDriver("/rewind")

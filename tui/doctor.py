@@ -171,8 +171,30 @@ def trust() -> Check:
     return Check("trust", True, "; ".join([line, *notes]))
 
 
+def mcp_servers() -> Check:
+    """Each [mcp_servers.NAME] of the config: started, its tools listed, then stopped.
+    A server that does not start is a failure (a session goes on without it)."""
+    import asyncio
+    import os
+
+    from runtime import ConfigError, default_home, load_config, probe_mcp_servers
+
+    try:
+        config = load_config(os.getcwd())
+    except ConfigError as exc:
+        return Check("mcp", False, str(exc))
+    statuses = asyncio.run(probe_mcp_servers(config.mcp_servers, default_home()))
+    if not statuses:
+        return Check("mcp", True, "no MCP servers configured ([mcp_servers.NAME] in your config)")
+    lines = []
+    for status in statuses:
+        tools = ", ".join(status.tools[:8]) + (", …" if len(status.tools) > 8 else "")
+        lines.append(status.line() + (f" ({tools})" if tools else ""))
+    return Check("mcp", all(s.state == "ready" for s in statuses), "; ".join(lines))
+
+
 CHECKS: list[Callable[[], Check]] = [
-    search_path, commands, sandbox, hooks, store, privacy, trust, model, instructions,
+    search_path, commands, sandbox, hooks, store, privacy, trust, model, instructions, mcp_servers,
 ]  # fmt: skip
 
 

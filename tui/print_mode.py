@@ -222,8 +222,13 @@ def refusal_summary(refused: list[ToolCallRecord], approval_mode: str) -> str:
     commands = [
         call_summary(c.name, c.arguments, limit=60) for c in refused if c.name == "run_command"
     ]
-    if any(c.name != "run_command" for c in refused) and approval_mode in ("read-only", "ask"):
+    tools = [c.name for c in refused if "__" in c.name]  # MCP tools (runtime.mcp): NAME__tool
+    edits = [c for c in refused if c.name != "run_command" and "__" not in c.name]
+    if edits and approval_mode in ("read-only", "ask"):
         ways.append("--approval-mode auto-edit (edits)")
+    if tools:
+        server = tools[0].split("__", 1)[0]
+        ways.append(f"--allow {tools[0]} (that MCP tool; {server}__* for all of {server}'s)")
     allowable = [text for text in commands if _can_be_a_rule(text)]
     if allowable:  # (never a shell or interpreter: such a rule would allow everything)
         ways.append(f"--allow {shlex.quote(allowable[0])} (commands starting with it)")

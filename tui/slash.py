@@ -454,6 +454,28 @@ async def send_held(host: CommandHost, arg: str) -> None:
     host.say(f"sent {len(sent)} held message{'s' if len(sent) != 1 else ''}")
 
 
+async def mcp(host: CommandHost, arg: str) -> None:
+    """`/mcp`: each MCP server of the user's config, its state and its tools."""
+    try:
+        servers = await _harness(host).mcp_servers()
+    except BastionError as exc:
+        host.say(escape(_message(exc)), error=True)
+        return
+    if not servers:
+        host.say(
+            "no MCP servers: add "
+            + escape("[mcp_servers.NAME]")
+            + " tables to your own config (a project file cannot; see the README)"
+        )
+        return
+    lines = []
+    for server in servers:
+        lines.append(f"[b]{escape(server.name)}[/] {escape(server.line().split(' ', 1)[1])}")
+        if server.tools:
+            lines.append("  " + escape(", ".join(server.tools)))
+    host.say("\n".join(lines))
+
+
 def _first_line(text: str, limit: int = 70) -> str:
     line = next((s.strip() for s in text.splitlines() if s.strip()), "")
     return line if len(line) <= limit else line[: limit - 1] + "…"
@@ -483,5 +505,6 @@ COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand("theme", "show or switch the theme", theme, "[NAME]", fronts=frozenset({"app"})),
     SlashCommand("cost", "tokens and cost of this conversation", cost),
     SlashCommand("send", "send the input held behind a failed run", send_held),
+    SlashCommand("mcp", "list the MCP servers, their state and tools", mcp),
     SlashCommand("quit", "leave bastion", quit_app, aliases=("exit",)),
 )

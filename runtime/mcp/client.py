@@ -1,0 +1,309 @@
+"""One MCP server's connection, through the official SDK (the only module that imports
+`mcp`; runtime.mcp.hub imports this one only when a server is configured).
+
+A connection is a task that holds the SDK's `Client` open (its transports are
+anyio context managers, entered and left in that one task): it connects, lists
+the tools, then waits for a stop or a `tools/list_changed` and lists again.
+Calls are made from the caller's task on the open client; cancelling one (Esc)
+makes the SDK send `notifications/cancelled`. A server that does not start
+within its `startup_timeout`, or whose connection closes (it exited, it was
+killed), ends FAILED with one line saying why, and its tools are withdrawn.
+A stdio server's stderr goes to `<home>/mcp/NAME.log` (0600), never the terminal;
+its last line is quoted when it fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+from runtime.mcp.config import ServerSpec
+from runtime.mcp.status import McpServerStatus, ServerState
+
+log = logging.getLogger(__name__)
+_LIST_PAGES = 100  # a server that pages its tools forever cannot hang the start
+
+
+_WHY = {
+    ServerState.STARTING: "still starting",
+    ServerState.READY: "not connected",
+    ServerState.FAILED: "down",
+    ServerState.STOPPED: "stopped",
+}
+
+
+class ServerGone(Exception):
+    """The server cannot take the call: it failed, or its connection closed."""
+
+
+class Connection:
+    def __init__(self, spec: ServerSpec, log_dir: Path, on_change: Callable[[], None]) -> None:
+        self.spec = spec
+        self.state = ServerState.STARTING
+        self.detail = ""
+        self.tools: dict[str, Any] = {}  # the server's own tool name -> its mcp Tool
+        self._log_dir = log_dir
+        self._on_change = on_change
+        self._client: Any = None
+        self._task: asyncio.Task[None] | None = None
+        self._started = asyncio.Event()  # set once READY or FAILED
+        self._wake: asyncio.Queue[str] = asyncio.Queue()
+        self._errlog: TextIO | None = None
+
+    # --- lifetime --------------------------------------------------------------
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(
+            self._hold(), name=f"mcp {self.spec.name}"
+        )
+
+    async def wait_started(self) -> None:
+        """Until the server is ready or has failed; a server not ready within its
+        `startup_timeout` is stopped and FAILED."""
+        try:
+            await asyncio.wait_for(self._started.wait(), self.spec.startup_timeout)
+        except TimeoutError:
+            seconds = f"{self.spec.startup_timeout:g}"
+            await self._stop_task(graceful=False)  # it is not listening for a stop
+            self.fail(f"did not start within {seconds} s (startup_timeout)")
+
+    async def close(self) -> None:
+        if self.state is not ServerState.FAILED:
+            self.state = ServerState.STOPPED
+        await self._stop_task()
+        self._started.set()
+
+    async def _stop_task(self, *, graceful: bool = True) -> None:
+        """Stop the holding task: asked to leave the client (closing the connection, a
+        stdio server's process ended by the SDK), cancelled if it does not within 5 s."""
+        task, self._task = self._task, None
+        if task is None or task.done():
+            return
+        self._wake.put_nowait("stop")
+        try:
+            await asyncio.wait_for(asyncio.shield(task), 5.0 if graceful else 0)
+        except TimeoutError:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    def fail(self, why: str) -> None:
+        """FAILED with one line; its tools are withdrawn (the session goes on)."""
+        if self.state in (ServerState.FAILED, ServerState.STOPPED):
+            return
+        tail = self._stderr_tail()
+        self.state, self.detail = ServerState.FAILED, why + (f" (stderr: {tail})" if tail else "")
+        self.tools = {}
+        self._client = None
+        self._started.set()
+        log.warning("MCP server %s %s; the session goes on without it", self.spec.name, self.detail)
+        self._on_change()
+
+    def status(self, namespaced: tuple[str, ...]) -> McpServerStatus:
+        return McpServerStatus(
+            self.spec.name,
+            self.spec.transport,
+            self.spec.target,
+            self.state,
+            self.detail,
+            namespaced,
+        )
+
+    # --- the holding task --------------------------------------------------------
+
+    async def _hold(self) -> None:
+        try:
+            await _load_sdk()
+            async with self._open() as client:
+                await self._list(client)
+                self._client = client
+                self.state = ServerState.READY
+                self._started.set()
+                self._on_change()
+                while (await self._wake.get()) != "stop":
+                    await self._list(client)  # tools/list_changed
+                    self._on_change()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a server's failure is its own, never the session's
+            self.fail(describe(exc, starting=self.state is ServerState.STARTING))
+        finally:
+            self._client = None
+            if self._errlog is not None:
+                self._errlog.close()
+
+    def _open(self) -> Any:
+        from mcp import Client, StdioServerParameters
+        from mcp.types import Implementation
+
+        spec = self.spec
+        target: Any
+        if spec.command is not None:
+            target = StdioServerParameters(
+                command=spec.command, args=list(spec.args), env=dict(spec.env) or None
+            )
+            target = _StdioWithLog(target, self._open_log())
+        else:
+            target = _http(str(spec.url), dict(spec.headers))
+        return Client(
+            target,
+            mode="legacy",  # the initialize handshake: every server speaks it
+            cache=None,
+            message_handler=self._on_message,
+            client_info=Implementation(name="bastion", version=_version()),
+        )
+
+    def _open_log(self) -> TextIO:
+        self._log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path = self._log_dir / f"{self.spec.name}.log"
+        fd = os.open(
+            path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+        )
+        self._errlog = os.fdopen(fd, "w", encoding="utf-8")
+        return self._errlog
+
+    def _stderr_tail(self) -> str:
+        path = self._log_dir / f"{self.spec.name}.log"
+        if self.spec.command is None or not path.exists():
+            return ""
+        with contextlib.suppress(OSError):
+            lines = [line.strip() for line in path.read_text(errors="replace").splitlines()]
+            last = next((line for line in reversed(lines) if line), "")
+            return last[:200]
+        return ""
+
+    async def _on_message(self, message: Any) -> None:
+        if getattr(message, "method", None) == "notifications/tools/list_changed":
+            self._wake.put_nowait("list")
+
+    async def _list(self, client: Any) -> None:
+        tools: dict[str, Any] = {}
+        cursor = None
+        for _ in range(_LIST_PAGES):
+            page = await client.list_tools(cursor=cursor)
+            tools.update((tool.name, tool) for tool in page.tools)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        self.tools = tools
+
+    # --- calls ---------------------------------------------------------------------
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> Any:
+        """The server's CallToolResult. ServerGone when it cannot answer: it failed, its
+        connection closed mid-call (the server is then FAILED), or the call took longer
+        than `tool_timeout` (the server stays; the call is cancelled there)."""
+        client = self._client
+        if client is None or self.state is not ServerState.READY:
+            raise ServerGone(f"MCP server {self.spec.name} is " + _WHY[self.state] + (
+                f" ({self.detail})" if self.detail else ""))  # fmt: skip
+        from mcp import MCPError
+
+        try:
+            async with asyncio.timeout(self.spec.tool_timeout):
+                return await client.call_tool(tool, arguments)
+        except TimeoutError:
+            raise ServerGone(
+                f"{self.spec.name}__{tool} took longer than {self.spec.tool_timeout:g} s "
+                "(tool_timeout) and was cancelled"
+            ) from None
+        except MCPError as exc:
+            if _closed(exc):
+                self.fail("stopped mid-call: its connection closed")
+                raise ServerGone(f"MCP server {self.spec.name} {self.detail}") from None
+            raise
+
+
+class _StdioWithLog:
+    """`stdio_client` with the server's stderr sent to its log file (a `Transport`)."""
+
+    def __init__(self, params: Any, errlog: TextIO) -> None:
+        from mcp.client.stdio import stdio_client
+
+        self._cm = stdio_client(params, errlog=errlog)
+
+    async def __aenter__(self) -> Any:
+        return await self._cm.__aenter__()
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        return await self._cm.__aexit__(*exc)
+
+
+def _http(url: str, headers: dict[str, str]) -> Any:
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    return _HttpWithClient(streamable_http_client, url, create_mcp_http_client(headers=headers))
+
+
+class _HttpWithClient:
+    """`streamable_http_client` over an HTTP client carrying the user's headers, closed
+    with it (a `Transport`)."""
+
+    def __init__(self, make: Any, url: str, http: Any) -> None:
+        self._http = http
+        self._cm = make(url, http_client=http)
+
+    async def __aenter__(self) -> Any:
+        await self._http.__aenter__()
+        try:
+            return await self._cm.__aenter__()
+        except BaseException:
+            await self._http.__aexit__(None, None, None)
+            raise
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        try:
+            return await self._cm.__aexit__(*exc)
+        finally:
+            await self._http.__aexit__(None, None, None)
+
+
+_SDK = ("mcp", "mcp.client.stdio", "mcp.client.streamable_http", "mcp.shared._httpx_utils")
+
+
+async def _load_sdk() -> None:
+    """Import the SDK (about a second of CPU: pydantic, its types) in a thread, so the
+    harness's loop goes on checkpointing and heartbeating meanwhile."""
+    import importlib
+    import sys
+
+    if any(name not in sys.modules for name in _SDK):
+        await asyncio.to_thread(lambda: [importlib.import_module(name) for name in _SDK])
+
+
+def _closed(exc: Exception) -> bool:
+    from mcp_types import CONNECTION_CLOSED
+
+    return getattr(exc, "code", None) == CONNECTION_CLOSED
+
+
+def describe(exc: BaseException, *, starting: bool) -> str:
+    """One line for a server's failure (an ExceptionGroup by its first leaf)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, ModuleNotFoundError) and (exc.name or "").split(".")[0] in (
+        "mcp",
+        "mcp_types",
+    ):
+        return "cannot start: the MCP SDK is not installed (pip install -e '.[mcp]' in bastion's clone)"
+    if isinstance(exc, FileNotFoundError | PermissionError):
+        text = f"cannot run it: {exc.strerror or text}"
+    elif type(exc).__name__ in ("ConnectError", "ConnectTimeout"):
+        text = f"cannot connect: {text}"
+    return ("did not start: " if starting else "stopped: ") + text[:300]
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("bastion")
+    except PackageNotFoundError:
+        return "0"

@@ -1,0 +1,115 @@
+"""A real MCP server for the tests, written with the same SDK bastion's client uses.
+
+    python tests/mcp/mcp_server.py stdio [--hang]
+    python tests/mcp/mcp_server.py http --port-file FILE     (loopback, a port of its own)
+
+Tools: echo, slow (writes MARKER once it runs, then sleeps), image (a PNG),
+crash (the server exits mid-call), big (a long text), env (one variable of its
+environment), grow (adds the tool `late` and says tools/list_changed).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+
+from mcp.server.mcpserver import Context, Image, MCPServer
+
+app = MCPServer("bastion-test")
+
+
+@app.tool()
+def echo(text: str) -> str:
+    """Say `text` back."""
+    return f"echo: {text}"
+
+
+@app.tool()
+async def slow(seconds: float, marker: str = "") -> str:
+    """Sleep `seconds`; `marker`: a file written once the call runs."""
+    import anyio
+
+    if marker:
+        Path(marker).write_text(str(os.getpid()))
+    try:
+        await anyio.sleep(seconds)
+    except anyio.get_cancelled_exc_class():
+        if marker:  # the client's notifications/cancelled reached the tool
+            Path(marker + ".cancelled").write_text("cancelled")
+        raise
+    return f"slept {seconds}"
+
+
+@app.tool()
+def image() -> Image:
+    """A 12x8 red PNG."""
+    from PIL import Image as PILImage
+
+    buffer = io.BytesIO()
+    PILImage.new("RGB", (12, 8), (255, 0, 0)).save(buffer, format="PNG")
+    return Image(data=buffer.getvalue(), format="png")
+
+
+@app.tool()
+def crash() -> str:
+    """The server exits in the middle of this call."""
+    print("crashing on purpose", file=sys.stderr, flush=True)
+    os._exit(3)
+
+
+@app.tool()
+def big(size: int) -> str:
+    """`size` bytes of numbered lines."""
+    lines, total, n = [], 0, 0
+    while total < size:
+        n += 1
+        line = f"line {n:07d} " + "x" * 50
+        lines.append(line)
+        total += len(line) + 1
+    return "\n".join(lines)
+
+
+@app.tool()
+def env(name: str) -> str:
+    """The value of environment variable `name` in the server ("<unset>" if none)."""
+    return os.environ.get(name, "<unset>")
+
+
+def late() -> str:
+    """A tool added while the server runs."""
+    return "late tool ran"
+
+
+@app.tool()
+async def grow(ctx: Context) -> str:
+    """Add the tool `late` and tell the client its tool list changed."""
+    app.add_tool(late)
+    await ctx.session.send_tool_list_changed()
+    return "grew"
+
+
+def serve_http(port_file: Path) -> None:
+    import anyio
+    import uvicorn
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    config = uvicorn.Config(app.streamable_http_app(), log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    port_file.write_text(str(sock.getsockname()[1]))
+    anyio.run(lambda: server.serve(sockets=[sock]))
+
+
+if __name__ == "__main__":
+    mode = sys.argv[1] if len(sys.argv) > 1 else "stdio"
+    if "--hang" in sys.argv:
+        time.sleep(3600)
+    if mode == "http":
+        serve_http(Path(sys.argv[sys.argv.index("--port-file") + 1]))
+    else:
+        app.run()
