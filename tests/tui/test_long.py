@@ -186,7 +186,7 @@ async def test_a_long_session_opens_from_a_view_of_its_end_then_takes_the_whole(
                 transcript.scroll_home(animate=False, immediate=True)
                 return app.query(UserEntry).first().entry.text == "question 0"
 
-            await wait_for(at_the_top, pilot, timeout=20)
+            await wait_for(at_the_top, pilot)
             users = [w.entry.text for w in app.query(UserEntry)]
             assert users == [f"question {i}" for i in range(len(users))]
             assert users[-1] == "question 29"
@@ -241,9 +241,9 @@ async def test_new_output_below_shows_while_scrolled_up(tmp_path):
             assert not transcript.following
             await harness.submit(conv_id, "more please")
             marker = app.query_one("#new-output")
-            await wait_for(lambda: marker.has_class("-shown"), pilot, timeout=10)
+            await wait_for(lambda: marker.has_class("-shown"), pilot)
             transcript.scroll_end(animate=False, immediate=True)
-            await wait_for(lambda: not marker.has_class("-shown"), pilot, timeout=10)
+            await wait_for(lambda: not marker.has_class("-shown"), pilot)
             await wait_for(lambda: run_settled(app), pilot, timeout=30)
     finally:
         await harness.close()

@@ -145,7 +145,7 @@ async def test_the_status_line_counts_down_to_a_retry(tmp_path):
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(lambda: "retrying in 3 s" in status(app), pilot)
-            await wait_for(lambda: "retrying in 2 s" in status(app), pilot, timeout=2)
+            await wait_for(lambda: "retrying in 2 s" in status(app), pilot)
             await wait_for(lambda: run_settled(app), pilot)
             assert "retrying" not in status(app) and "done" in status(app)
     finally:
