@@ -12,21 +12,12 @@ import time
 import pytest
 
 from runtime.context import CONTINUE
+from runtime.testing.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 
 SLOW = "The slow answer streams one piece at a time. " * 40  # 1,800 chars
 SID = "0192f7a4-6c1e-7d2a-9b3e-5f6a7b8c9d0e"
-
-
-def wait_for(predicate, timeout=20.0, step=0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(step)
-    raise AssertionError("condition not met in time")
 
 
 def exported(b, sid=SID):

@@ -20,6 +20,7 @@ import time
 
 import pytest
 
+from runtime.testing.waiting import gone, until
 from tools import ToolContext, run_tool
 from tools.lifetime import reap
 from tools.output import artifact_excerpt
@@ -50,23 +51,19 @@ ESCAPES = (
 PIDS = ("bg.pid", "setsid.pid", "setsid_f.pid", "fork.pid")
 
 
-def gone(pid: int) -> bool:
-    proc = stat(pid)
-    return proc is None or proc.dead
-
-
 def read_pids(root: pathlib.Path) -> dict[str, int]:
     return {name: int((root / name).read_text()) for name in PIDS}
 
 
-async def wait_for_pids(root: pathlib.Path, bound_s: float = 10.0) -> dict[str, int]:
-    deadline = time.monotonic() + bound_s
-    while time.monotonic() < deadline:
-        try:
-            return read_pids(root)
-        except (FileNotFoundError, ValueError):
-            await asyncio.sleep(0.02)
-    raise AssertionError(f"the command did not write {PIDS}")
+def written_pids(root: pathlib.Path) -> dict[str, int] | None:
+    try:
+        return read_pids(root)
+    except (FileNotFoundError, ValueError):  # not all written yet
+        return None
+
+
+async def wait_for_pids(root: pathlib.Path) -> dict[str, int]:
+    return await until(lambda: written_pids(root), f"the command to write {PIDS}")
 
 
 def survivors(pids: dict[str, int]) -> dict[str, int]:
@@ -104,7 +101,7 @@ async def test_escapes_die_on_timeout(call, ctx, root):
     result = await call(
         "run_command", tool_ctx=escaping_ctx(ctx), command=ESCAPES + "sleep 60", timeout_ms=700
     )
-    assert time.monotonic() - started < 8
+    assert time.monotonic() - started < 30  # not the 60 s sleep
     assert code(result) == "TIMEOUT"
     assert "killed with everything it started" in result.refusal.message
     assert survivors(read_pids(root)) == {}

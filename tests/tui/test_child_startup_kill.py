@@ -9,9 +9,10 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
+
+from runtime.testing.waiting import alive
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX processes")
 
@@ -28,18 +29,6 @@ APP = textwrap.dedent(
 )
 # Killed at once, while opening, while driving, and after: each step's write to the app.
 DELAYS = (0.0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.45, 0.6, 0.9)
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except OSError:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
-    return state not in ("Z", "X")
 
 
 @pytest.mark.parametrize("continuing", [False, True], ids=["new", "continue-none"])
