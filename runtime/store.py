@@ -163,14 +163,22 @@ class _Connection:
             job.abandoned = True
             raise
 
-    def close(self) -> None:
+    async def close(self) -> None:
+        """Close the connection on its thread, after the jobs already queued; returns
+        once it is closed (closing the last connection checkpoints the WAL under a lock,
+        which a store opened right after would otherwise find held)."""
+
         def close() -> None:
             with contextlib.suppress(sqlite3.Error):
                 self.db.close()
 
-        with contextlib.suppress(RuntimeError):
-            self._pool.submit(close)
-        self._pool.shutdown(wait=False)
+        try:
+            closed = asyncio.wrap_future(self._pool.submit(close))
+        except RuntimeError:  # already shut down
+            return
+        finally:
+            self._pool.shutdown(wait=False)
+        await closed
 
 
 class Store:
@@ -199,8 +207,7 @@ class Store:
             return
         self._closed = True
         self._cancel_waits.set()
-        self._writer.close()
-        self._reader.close()
+        await asyncio.gather(self._writer.close(), self._reader.close())
 
     # --- writes -----------------------------------------------------------
 

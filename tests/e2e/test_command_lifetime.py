@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from runtime.testing.waiting import alive, wait_for
+
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux process tracking"),
@@ -39,23 +41,6 @@ PIDS = ("main.pid", "bg.pid", "setsid.pid", "setsid_f.pid", "fork.pid")
 
 def call(call_id, name, **arguments):
     return {"tool_calls": [{"id": call_id, "name": name, "arguments": arguments}]}
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):  # gone, or reaped while being read
-        return False
-    return state not in ("Z", "X")
-
-
-def wait_for(predicate, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
 
 
 def pids(cwd: Path) -> dict[str, int] | None:

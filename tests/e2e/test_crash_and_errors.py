@@ -7,11 +7,12 @@ import json
 import os
 import signal
 import sqlite3
-import time
+import threading
 
 import pytest
 
 from runtime.context import CONTINUE
+from runtime.testing.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -19,14 +20,21 @@ SLOW = "The slow answer streams one piece at a time. " * 40  # 1,800 chars
 SID = "0192f7a4-6c1e-7d2a-9b3e-5f6a7b8c9d0e"
 
 
-def wait_for(predicate, timeout=20.0, step=0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(step)
-    raise AssertionError("condition not met in time")
+class Collected:
+    """What a process writes to `stream`, read as it comes by a thread."""
+
+    def __init__(self, stream) -> None:
+        self.chunks: list[bytes] = []
+        fd = stream.fileno()
+        self.thread = threading.Thread(target=self._read, args=(fd,), daemon=True)
+        self.thread.start()
+
+    def _read(self, fd: int) -> None:
+        while chunk := os.read(fd, 65536):
+            self.chunks.append(chunk)
+
+    def text(self) -> str:
+        return b"".join(self.chunks).decode(errors="replace")
 
 
 def exported(b, sid=SID):
@@ -84,7 +92,9 @@ def test_resume_with_nothing_unfinished_reports_the_last_answer(loopback, bastio
 
 
 def test_second_process_driving_the_same_conversation_is_refused(loopback, bastion):
-    server = loopback([{"text": SLOW, "chunk_size": 6, "delay_ms": 20}])
+    # Streams for a minute: the second process comes while the first holds the lease,
+    # however slowly a loaded machine starts it.
+    server = loopback([{"text": SLOW, "chunk_size": 6, "delay_ms": 200}])
     b = bastion(server)
     proc = b.popen("-p", "--session-id", SID, "slow one")
     try:
@@ -201,16 +211,17 @@ def test_attach_follows_a_conversation_another_process_drives(loopback, bastion)
     try:
         wait_for(lambda: partial_text(b))
         follower = b.popen("attach", SID)
+        printed = Collected(follower.stdout)
         assert driver.wait(timeout=60) == 0
-        time.sleep(0.6)  # a few polls after the run's last commit
+        # It printed what it found, then followed the rest as it was committed.
+        wait_for(lambda: printed.text().strip().endswith(SLOW.strip()), "the whole answer")
         follower.send_signal(signal.SIGINT)
-        out, err = follower.communicate(timeout=10)
+        follower.wait(timeout=10)
+        err = follower.stderr.read()
     finally:
         if driver.poll() is None:
             driver.kill()
     assert f"attached to {SID}" in err
-    # It printed what it found, then followed the rest as it was committed.
-    assert out.strip().endswith(SLOW.strip())
 
 
 def test_resuming_a_conversation_whose_directory_is_gone(loopback, bastion):

@@ -41,12 +41,15 @@ def kill_once(b, rng: random.Random) -> tuple[int, int, int]:
     return len(shown), len(kept), recent
 
 
-def test_kill_at_random_loses_at_most_one_checkpoint_interval_of_shown_text(loopback, bastion):
+@pytest.mark.parametrize("kill", range(KILLS))
+def test_kill_at_random_loses_at_most_one_checkpoint_interval_of_shown_text(
+    loopback, bastion, kill
+):
+    """Each kill its own test (its own seed), so the workers share them out."""
     server = loopback([{"text": TEXT, "chunk_size": 4, "delay_ms": 10, "repeat": True}])
     b = bastion(server)
     b.env["BASTION_MODEL"] = "openai/test"
-    rng = random.Random(int(os.environ.get("BASTION_KILL_SEED", "25")))
-    for _ in range(KILLS):
-        shown, kept, recent = kill_once(b, rng)
-        assert shown > 0
-        assert shown - kept <= recent, f"lost {shown - kept} characters, bound {recent}"
+    rng = random.Random(f"{os.environ.get('BASTION_KILL_SEED', '25')}:{kill}")
+    shown, kept, recent = kill_once(b, rng)
+    assert shown > 0
+    assert shown - kept <= recent, f"lost {shown - kept} characters, bound {recent}"

@@ -54,8 +54,9 @@ async def test_a_server_that_never_answers_costs_one_timeout_for_all() -> None:
             ProbeTarget(f"silent {i}", f"http://127.0.0.1:{port}", "ollama") for i in range(4)
         ]
         started = time.monotonic()
-        assert await probe_local_servers(targets, timeout=0.3) == []
-        assert time.monotonic() - started < 1.0  # asked at once, not one after another
+        assert await probe_local_servers(targets, timeout=1.0) == []
+        # Asked at once (about 1 s), not one after another (4 s): a bound with room for load.
+        assert time.monotonic() - started < 3.5
 
 
 def test_default_targets_follow_ollama_host_and_the_llamacpp_variable() -> None:

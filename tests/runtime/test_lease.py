@@ -3,7 +3,6 @@ and the dead owner's late writes are refused by the fencing token."""
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import sys
 
@@ -11,6 +10,7 @@ import pytest
 
 from runtime.errors import ConversationBusy, LeaseLost
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
+from runtime.testing.waiting import until
 from tests.runtime.helpers import open_harness
 
 
@@ -63,7 +63,7 @@ async def test_dead_owner_is_taken_over_and_its_late_writes_refused(tmp_path):
 async def test_stale_heartbeat_is_taken_over(tmp_path):
     a = await open_harness(tmp_path, ScriptedProvider())
     conv = await a.create_conversation(str(tmp_path), settings={"model": "s/m"})
-    await a.drive(conv.id)
+    driver = await a.drive(conv.id)
     await raw_write(
         a,
         "UPDATE conversations SET lease_heartbeat = lease_heartbeat - 3600, lease_host = 'elsewhere' "
@@ -71,7 +71,12 @@ async def test_stale_heartbeat_is_taken_over(tmp_path):
         (conv.id,),
     )
     b = await open_harness(tmp_path, ScriptedProvider())
-    await b.drive(conv.id)
+    taken = await b.drive(conv.id)  # a stale heartbeat: taken over, not refused
+    assert taken.token == driver.token + 1
+    with pytest.raises(LeaseLost):  # the stale holder's writes are fenced off
+        await a.store.transact(
+            conv.id, lambda tx: tx.append_chunk("nope", "text", 0, "late"), token=driver.token
+        )
     await b.close()
     a._drivers.clear()
     await a.close()
@@ -86,8 +91,7 @@ async def test_heartbeat_notices_a_takeover(tmp_path):
     await raw_write(
         a, "UPDATE conversations SET lease_token = lease_token + 1 WHERE id = ?", (conv.id,)
     )
-    await asyncio.sleep(0.5)
-    assert isinstance(driver.failure, LeaseLost)
+    await until(lambda: isinstance(driver.failure, LeaseLost), "the heartbeat to notice")
     await a.close()
 
 

@@ -440,7 +440,7 @@ async def test_delete_refuses_unfinished_work_unless_forced(tmp_path):
     await harness.close()
 
 
-async def test_a_store_failing_while_closing_does_not_hang(tmp_path, monkeypatch):
+async def test_a_store_failing_while_closing_does_not_hang(tmp_path, monkeypatch, caplog):
     """`-p -c` once never exited after "database disk image is malformed" in the lease
     release: closing reports it and goes on."""
     from runtime.errors import StoreCorrupt
@@ -453,7 +453,11 @@ async def test_a_store_failing_while_closing_does_not_hang(tmp_path, monkeypatch
         raise StoreCorrupt("database disk image is malformed")
 
     monkeypatch.setattr(Store, "release_lease", malformed)
-    await asyncio.wait_for(harness.close(), 5)
+    await asyncio.wait_for(harness.close(), 30)
+    said = [
+        r.getMessage() for r in caplog.records if "could not release the lease" in r.getMessage()
+    ]
+    assert len(said) == 1 and "database disk image is malformed" in said[0], caplog.text
 
 
 # --- 12. each text stored once -------------------------------------------------------------

@@ -110,7 +110,8 @@ async def test_the_front_end_ending_ends_serve(tmp_path):
     harness, remote, server, _ = await served(tmp_path, [])
     try:
         remote._writer.transport.abort()  # end of file, as when the app is killed
-        await asyncio.wait_for(server, 5)
+        # serve returns False ("the parent is gone"), not True ("asked to close").
+        assert await asyncio.wait_for(server, 30) is False
     finally:
         await harness.close()
 

@@ -74,4 +74,4 @@ async def test_background_process_does_not_hold_the_call(call):
     started = time.monotonic()
     result = await call("run_command", command="sleep 30 & echo started")
     assert result.ok and "started" in result.data["output"]
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 20  # not the background sleep's 30 s

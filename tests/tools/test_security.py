@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from runtime.testing.waiting import gone, until
 from tools import Access, Limits
 
 from .conftest import code
@@ -254,7 +255,7 @@ async def test_fifo_refused_without_hanging(call, root):
     assert search.ok
     listing = await call("list_directory")
     assert listing.data["entries"] == [{"name": "pipe", "type": "other"}]
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 20  # an outer bound: a hang would be forever
 
 
 async def test_device_through_symlink_refused(call, root):
@@ -366,7 +367,7 @@ async def test_huge_file_refused_and_search_bounded(call, root):
     assert "search_files" in result.refusal.hint
     started = time.monotonic()
     search = await call("search_files", pattern="needle")
-    assert search.ok and time.monotonic() - started < 5
+    assert search.ok and time.monotonic() - started < 20
     assert not search.data["coverage"]["complete"]
     assert any("content limit" in r for r in search.data["coverage"]["reasons"])
 
@@ -385,7 +386,7 @@ async def test_catastrophic_regex_on_long_line_is_bounded(call, root):
     (root / "long.txt").write_text("a" * 100_000 + "\n" + "a" * 8000 + "!\nshort aaa\n")
     started = time.monotonic()
     result = await call("search_files", pattern="(a+)+$")
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 20  # an outer bound: a hang would be forever
     assert result.ok
     assert [m["line"] for m in result.data["matches"]] == [3]
     assert result.data["skipped"]["long_lines"] == 1
@@ -459,27 +460,15 @@ async def test_hook_that_raises_denies(call, root):
 # -- processes --------------------------------------------------------------------------------
 
 
-def gone(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(")")[-1].split()[0] in ("Z", "X")
-    except FileNotFoundError:
-        return True
-
-
 async def test_timeout_kills_grandchildren(call, root):
     script = "(sleep 30; echo late > marker) & echo $! > grandchild.pid; sleep 30"
     started = time.monotonic()
     result = await call("run_command", command=script, timeout_ms=500)
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 20  # not the 30 s sleep
     assert code(result) == "TIMEOUT"
     assert result.data["timed_out"] is True
     pid = int((root / "grandchild.pid").read_text())
-    for _ in range(50):
-        if gone(pid):
-            break
-        await asyncio.sleep(0.05)
-    assert gone(pid)
+    await until(lambda: gone(pid), "the grandchild to die")
     assert not (root / "marker").exists()
 
 
@@ -489,19 +478,15 @@ async def test_cancel_kills_process_group(ctx, root):
     task = asyncio.ensure_future(
         run_tool("run_command", {"command": "sleep 60 & echo $! > bg.pid; sleep 60"}, ctx)
     )
-    for _ in range(100):
-        if (root / "bg.pid").exists() and (root / "bg.pid").read_text().strip():
-            break
-        await asyncio.sleep(0.02)
+    await until(
+        lambda: (root / "bg.pid").exists() and (root / "bg.pid").read_text().strip(),
+        "the command to write bg.pid",
+    )
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     pid = int((root / "bg.pid").read_text())
-    for _ in range(50):
-        if gone(pid):
-            break
-        await asyncio.sleep(0.05)
-    assert gone(pid)
+    await until(lambda: gone(pid), "the background process to die")
 
 
 async def test_fifty_megabytes_of_output_is_bounded(call, ctx):

@@ -42,18 +42,27 @@ async def open_driven(
     toolbox: Any = None,
     approval_mode: str = "ask",
     conversation_id: str | None = None,
-    cwd: Path | None = None,
+    folder: Path | None = None,
 ) -> tuple[Harness, str]:
-    """A harness over `provider`, a new conversation in `cwd` (`tmp_path` unless given),
-    driven interactively."""
+    """A harness over `provider` (its store in `tmp_path`), a new conversation in
+    `folder` (default `tmp_path`), driven interactively."""
     harness = await open_harness(tmp_path, provider, toolbox)
     conv = await harness.create_conversation(
-        str(cwd or tmp_path),
+        str(folder or tmp_path),
         settings={"model": MODEL, "approval_mode": approval_mode},
         conversation_id=conversation_id,
     )
     await harness.drive(conv.id, interactive=True)
     return harness, conv.id
+
+
+def snapshot_folder() -> Path:
+    """The workspace of every snapshot's conversation: one path, whatever `tmp_path` is
+    (under xdist it gains `popen-gwN/`), since the workspace root is in the system
+    prompt and so in the status line's token estimate."""
+    folder = Path(tempfile.gettempdir()) / "bastion-snapshot-workspace"
+    folder.mkdir(exist_ok=True)
+    return folder
 
 
 def make_app(
@@ -64,20 +73,14 @@ def make_app(
     first_prompt: str | None = None,
     theme: str = "bastion-dark",
 ) -> BastionApp:
-    """An app that opens its harness on its own event loop (what snapshot tests need).
-
-    Its conversation's folder is the same path wherever the test runs (the workspace
-    root is in the system prompt, whose estimated tokens the status line shows):
-    pytest's tmp_path is longer under xdist (`popen-gw0/`) and numbered per run."""
+    """An app that opens its harness on its own event loop (what snapshot tests need),
+    its conversation in `snapshot_folder()`."""
     provider = turns if isinstance(turns, ScriptedProvider) else ScriptedProvider(turns)
-    # One folder for every snapshot test (nothing is written there: the store is in
-    # tmp_path and the toolboxes are scripted), with the same name each run, since
-    # even a random suffix of fixed length tokenizes to a varying count.
-    cwd = Path(tempfile.gettempdir()) / "bastion-snapshot"
-    cwd.mkdir(exist_ok=True)
 
     async def opener() -> tuple[Harness, str]:
-        return await open_driven(tmp_path, provider, toolbox, conversation_id=SNAPSHOT_ID, cwd=cwd)
+        return await open_driven(
+            tmp_path, provider, toolbox, conversation_id=SNAPSHOT_ID, folder=snapshot_folder()
+        )
 
     return BastionApp(opener=opener, first_prompt=first_prompt, theme=theme)
 
@@ -85,9 +88,8 @@ def make_app(
 async def wait_for(predicate: Callable[[], bool], pilot: Any = None, timeout: float = 30.0) -> None:
     """Poll `predicate` (letting the app work) until it holds; fail after `timeout`.
 
-    The timeout only bounds a failure (a passing test returns as soon as the condition
-    holds), so it is generous: on a loaded machine a 3-second scripted stream can take
-    well over 5 seconds, and a wait is never a statement about speed."""
+    The timeout is an outer bound for a loaded machine (the suite runs six workers on
+    two cores), not a measure of speed: a passing test returns as soon as it holds."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while not predicate():
@@ -103,6 +105,45 @@ def run_settled(app: BastionApp) -> bool:
     """The view has a run and every run has ended, with nothing queued."""
     view = app.view
     return bool(view and view.runs and view.active_run is None and not view.queued_inbox)
+
+
+def text_caught_up(app: BastionApp) -> bool:
+    """Every answer on screen shows all of its entry's text (the screen paces streamed
+    text, so it may lag the view it draws)."""
+    from tui.widgets.entries import AssistantEntry
+
+    view = app.view
+    if view is None:
+        return False
+    for widget in app.query(AssistantEntry):
+        entry = widget.entry
+        if entry is not None and widget.text_shown != str(view.text_of(entry)):
+            return False
+    return True
+
+
+async def screen_settled(pilot: Any) -> None:
+    """Until the runs have ended, the answers show all their text and two frames a
+    pause apart are the same: what a snapshot should be taken of, however slowly
+    the machine draws."""
+    await wait_for(lambda: run_settled(pilot.app), pilot)
+    await wait_for(lambda: text_caught_up(pilot.app), pilot)
+    await until_still(pilot)
+
+
+async def until_still(pilot: Any, timeout: float = 30.0) -> None:
+    """Until two screenshots a short pause apart are the same (nothing left to draw)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    before = None
+    while True:
+        await pilot.pause(0.05)
+        now = pilot.app.export_screenshot()
+        if now == before:
+            return
+        if loop.time() > deadline:
+            raise AssertionError("the screen kept changing")
+        before = now
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ import pytest
 
 from runtime.errors import BastionError
 from runtime.testing.process import LoopbackProcess
+from runtime.testing.waiting import gone
 from tests.tui.test_tmux import Tmux, bastion_bin, environment
 from tests.tui.test_tmux import pytestmark as pytestmark  # e2e, and skipped without tmux
 from tui.child import Child
@@ -101,14 +102,6 @@ def renderer_pid(shell: int, timeout: float = 20) -> int:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
-
-
-def gone(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return True
-    return state in ("Z", "X")
 
 
 def test_killing_the_app_ends_its_harness_and_renderer_and_the_session_resumes(tmp_path):

@@ -9,9 +9,10 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
+
+from runtime.testing.waiting import alive
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX processes")
 
@@ -30,20 +31,10 @@ APP = textwrap.dedent(
 DELAYS = (0.0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.45, 0.6, 0.9)
 
 
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except OSError:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
-    return state not in ("Z", "X")
-
-
+@pytest.mark.parametrize("delay", DELAYS)
 @pytest.mark.parametrize("continuing", [False, True], ids=["new", "continue-none"])
-def test_stray_tracebacks_killing_the_app_during_start_up_logs_none(tmp_path, continuing):
+def test_stray_tracebacks_killing_the_app_during_start_up_logs_none(tmp_path, continuing, delay):
+    """Each moment its own test, so the workers share them out."""
     home = tmp_path / "home"
     work = tmp_path / "work"
     work.mkdir()
@@ -55,20 +46,19 @@ def test_stray_tracebacks_killing_the_app_during_start_up_logs_none(tmp_path, co
     }
     # `-c` with nothing to continue fails to open: the child reports it to a gone app.
     args = ["--model", "openai/test", *(["-c"] if continuing else [])]
-    for delay in DELAYS:
-        app = subprocess.Popen(
-            [sys.executable, "-c", APP, *args], cwd=work, env=env, stdout=subprocess.PIPE, text=True
-        )
-        assert app.stdout is not None
-        harness = int(app.stdout.readline())
-        time.sleep(delay)
-        app.kill()
-        app.wait()
-        app.stdout.close()
-        deadline = time.monotonic() + 20
-        while alive(harness) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert not alive(harness), f"the harness process outlived the app (killed at {delay} s)"
+    app = subprocess.Popen(
+        [sys.executable, "-c", APP, *args], cwd=work, env=env, stdout=subprocess.PIPE, text=True
+    )
+    assert app.stdout is not None
+    harness = int(app.stdout.readline())
+    time.sleep(delay)  # the moment of the kill is what is tested
+    app.kill()
+    app.wait()
+    app.stdout.close()
+    deadline = time.monotonic() + 30
+    while alive(harness) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not alive(harness), f"the harness process outlived the app (killed at {delay} s)"
     log = home / "harness.log"
     text = log.read_text() if log.exists() else ""
     assert "Traceback" not in text, text[-3000:]

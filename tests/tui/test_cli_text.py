@@ -26,7 +26,11 @@ def test_an_argument_that_is_not_utf8_names_the_byte(raw: bytes, where: str) -> 
 
 
 def test_utf8_text_passes() -> None:
-    require_utf8("café ☕ \u2028 ok", "the prompt")
+    require_utf8("café ☕ \u2028 ok", "the prompt")  # no UsageError: all of it is UTF-8
+    with pytest.raises(
+        UsageError, match=r"the prompt is not valid UTF-8 \(byte 0xff at offset 10\)"
+    ):
+        require_utf8("café ☕ \udcff", "the prompt")  # the same text, one byte that is not
 
 
 def test_stdin_is_decoded_strictly() -> None:

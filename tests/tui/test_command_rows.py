@@ -44,7 +44,7 @@ async def test_a_finished_command_keeps_its_tail_exit_code_and_duration(tmp_path
     app = BastionApp(harness, conv_id, first_prompt="run it")
     try:
         async with app.run_test(size=(100, 40)) as pilot:
-            await wait_for(lambda: run_settled(app), pilot, timeout=15)
+            await wait_for(lambda: run_settled(app), pilot)
             await pilot.pause(0.05)
             record = app.view.tool_calls[0]
             ms = record.result["data"]["duration_ms"]
@@ -81,7 +81,7 @@ async def test_a_reopened_session_shows_the_same_row(tmp_path):
     harness, conv_id = await open_with_commands(tmp_path, SCRIPT)
     app = BastionApp(harness, conv_id, first_prompt="run it")
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(lambda: run_settled(app), pilot, timeout=15)
+        await wait_for(lambda: run_settled(app), pilot)
         await pilot.pause(0.05)
         live = row_text(app)
     await harness.close()

@@ -66,7 +66,7 @@ async def test_the_screen_is_up_before_a_slow_server_answers() -> None:
             assert "Local servers: asking Ollama at" in str(
                 screen.query_one("#firstrun-text").render()
             )
-            await wait_for(lambda: screen.servers == [], pilot, timeout=3)
+            await wait_for(lambda: screen.servers == [], pilot)
             assert "none answered (Ollama at" in screen.text
             await pilot.press("escape")
 

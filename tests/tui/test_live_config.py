@@ -39,13 +39,13 @@ async def test_theme_and_approval_mode_follow_the_file(tmp_path):
     assert driver is not None and driver.config.approval_mode == ApprovalMode.ASK
     try:
         async with app.run_test(size=SIZE) as pilot:
-            await wait_for(watcher.watching.is_set, pilot, timeout=10)
+            await wait_for(watcher.watching.is_set, pilot)
             write(config, 'theme = "bastion-light"\napproval_mode = "full-auto"\n')
-            await wait_for(lambda: app.theme == "bastion-light", pilot, timeout=10)
-            await wait_for(lambda: driver.config.approval_mode == "full-auto", pilot, timeout=10)
+            await wait_for(lambda: app.theme == "bastion-light", pilot)
+            await wait_for(lambda: driver.config.approval_mode == "full-auto", pilot)
             write(config, 'theme = "bastion-dark"\napproval_mode = "whenever"\n')
-            await wait_for(lambda: watcher.error is not None, pilot, timeout=10)
-            await wait_for(lambda: len(app.live_config.applied) == 2, pilot, timeout=10)
+            await wait_for(lambda: watcher.error is not None, pilot)
+            await wait_for(lambda: len(app.live_config.applied) == 2, pilot)
             assert app.theme == "bastion-light"  # nothing of the broken edit applied
             assert driver.config.approval_mode == ApprovalMode.FULL_AUTO
             assert any(str(config) in m and "approval_mode" in m for m in notes), notes
@@ -65,9 +65,9 @@ async def test_a_flag_pins_its_setting_and_the_model_applies_before_the_first_pr
     )
     try:
         async with app.run_test(size=SIZE) as pilot:
-            await wait_for(watcher.watching.is_set, pilot, timeout=10)
+            await wait_for(watcher.watching.is_set, pilot)
             write(config, 'model = "openai/second"\napproval_mode = "full-auto"\n')
-            await wait_for(lambda: len(app.live_config.applied) == 1, pilot, timeout=10)
+            await wait_for(lambda: len(app.live_config.applied) == 1, pilot)
             await app.send("hi")
             await wait_for(lambda: harness.driver(conversation.id) is not None, pilot)
             driver = harness.driver(conversation.id)

@@ -186,7 +186,7 @@ async def test_a_long_session_opens_from_a_view_of_its_end_then_takes_the_whole(
                 transcript.scroll_home(animate=False, immediate=True)
                 return app.query(UserEntry).first().entry.text == "question 0"
 
-            await wait_for(at_the_top, pilot, timeout=20)
+            await wait_for(at_the_top, pilot)
             users = [w.entry.text for w in app.query(UserEntry)]
             assert users == [f"question {i}" for i in range(len(users))]
             assert users[-1] == "question 29"
@@ -223,12 +223,13 @@ async def test_a_frame_of_streamed_text_visits_the_live_entry_not_the_transcript
         live = MappingProxyType({last.id: LiveText.of(last.text + " And more.")})
         await transcript.show(replace(view, live=live))
         assert Counting.visited <= 1  # the last entry, found from the end
-        await pilot.pause(0.1)
-        assert app.query(AssistantEntry).last().text_shown == "Answer number 29. And more."
+        shown = app.query(AssistantEntry).last()
+        await wait_for(lambda: shown.text_shown == "Answer number 29. And more.", pilot)
 
 
 async def test_new_output_below_shows_while_scrolled_up(tmp_path):
-    slow = ScriptedTurn(text="streaming more text. " * 200, chunk_size=20, delay=0.01)
+    # Enough to stream for about half a second: the marker shows at the first output.
+    slow = ScriptedTurn(text="streaming more text. " * 50, chunk_size=20, delay=0.01)
     harness, conv_id = await open_long_session(tmp_path, 30, slow)
     app = BastionApp(harness, conv_id)
     try:
@@ -237,14 +238,13 @@ async def test_new_output_below_shows_while_scrolled_up(tmp_path):
             transcript = app.query_one(Transcript)
             await wait_for(lambda: transcript.is_anchored, pilot)  # it sits at the bottom
             transcript.scroll_to(y=0, animate=False, immediate=True)
-            await pilot.pause(0.1)
-            assert not transcript.following
+            await wait_for(lambda: not transcript.following, pilot)
             await harness.submit(conv_id, "more please")
             marker = app.query_one("#new-output")
-            await wait_for(lambda: marker.has_class("-shown"), pilot, timeout=30)
+            await wait_for(lambda: marker.has_class("-shown"), pilot)
             transcript.scroll_end(animate=False, immediate=True)
-            await wait_for(lambda: not marker.has_class("-shown"), pilot, timeout=30)
-            await wait_for(lambda: run_settled(app), pilot, timeout=90)
+            await wait_for(lambda: not marker.has_class("-shown"), pilot)
+            await wait_for(lambda: run_settled(app), pilot, timeout=30)
     finally:
         await harness.close()
 

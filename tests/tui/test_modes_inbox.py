@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from runtime.providers.base import ProviderError
 from runtime.records import InboxMode, InboxState
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
@@ -145,7 +147,8 @@ async def test_the_status_line_counts_down_to_a_retry(tmp_path):
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(lambda: "retrying in 3 s" in status(app), pilot)
-            await wait_for(lambda: "retrying in 2 s" in status(app), pilot, timeout=2)
+            # It counts down (a slow machine may draw 2 s or only 1 s before the retry).
+            await wait_for(lambda: re.search(r"retrying in [12] s", status(app)) is not None, pilot)
             await wait_for(lambda: run_settled(app), pilot)
             assert "retrying" not in status(app) and "done" in status(app)
     finally:

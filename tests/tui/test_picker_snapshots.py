@@ -22,7 +22,7 @@ from runtime.records import Conversation
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from runtime.testing.server import LoopbackServer
 from tests.runtime.helpers import open_harness
-from tests.tui.conftest import MODEL, SNAPSHOT_ID, wait_for
+from tests.tui.conftest import MODEL, SNAPSHOT_ID, until_still, wait_for
 from tests.tui.test_snapshots import _same_textual  # noqa: F401 (an autouse fixture)
 from tui.app import BastionApp
 from tui.resume import PickerApp
@@ -65,7 +65,7 @@ async def _typed_at_ma(pilot: Any) -> None:
     completion = pilot.app.query_one(FileCompletion)
     await wait_for(lambda: completion.is_open and completion.option_count == 3, pilot)
     await pilot.press("down")
-    await pilot.pause(0.05)
+    await until_still(pilot)
 
 
 @pytest.mark.parametrize("size", [SMALL, LARGE], ids=["80x24", "140x45"])
@@ -116,7 +116,7 @@ def test_session_picker_filtered(snap_compare, size):
 
     async def type_filter(pilot: Any) -> None:
         await pilot.press(*"bastion")
-        await pilot.pause(0.05)
+        await until_still(pilot)
 
     assert snap_compare(picker_app(), terminal_size=size, run_before=type_filter)
 
@@ -174,7 +174,7 @@ async def _searched_walrus(pilot: Any) -> None:
     screen = pilot.app.screen
     await pilot.press(*"walrus")
     await wait_for(lambda: getattr(screen, "searched", None) == "walrus", pilot)
-    await pilot.pause(0.05)
+    await until_still(pilot)
 
 
 @pytest.mark.parametrize("size", [SMALL, LARGE], ids=["80x24", "140x45"])
@@ -221,7 +221,7 @@ def first_run_app(monkeypatch: Any) -> FirstRunApp:
 async def _probed(pilot: Any) -> None:
     screen = pilot.app.screen
     await wait_for(lambda: isinstance(screen, FirstRunScreen) and screen.servers is not None, pilot)
-    await pilot.pause(0.05)
+    await until_still(pilot)
 
 
 @pytest.mark.parametrize("size", [SMALL, LARGE], ids=["80x24", "140x45"])

@@ -11,7 +11,7 @@ import pytest
 import textual
 
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from tests.tui.conftest import SIZE, make_app, open_driven, run_settled, wait_for
+from tests.tui.conftest import SIZE, make_app, open_driven, run_settled, screen_settled, wait_for
 from tests.tui.test_plain import Keyboard, console
 from tests.tui.test_snapshots import SNAPSHOT_TEXTUAL
 from tui.app import BastionApp
@@ -108,11 +108,7 @@ def test_reasoning_folded_snapshot(snap_compare, tmp_path):
     turns = [ScriptedTurn(reasoning=SNAP_THOUGHT, text="Use `data.get`.", chunk_size=40)]
     app = make_app(tmp_path, turns, first_prompt="How do I fix parse_config?")
 
-    async def settled(pilot) -> None:
-        await wait_for(lambda: run_settled(pilot.app), pilot)
-        await pilot.pause(0.1)
-
-    assert snap_compare(app, terminal_size=(80, 24), run_before=settled)
+    assert snap_compare(app, terminal_size=(80, 24), run_before=screen_settled)
 
 
 async def test_plain_says_when_the_model_reasons_but_not_what(tmp_path):

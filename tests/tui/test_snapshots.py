@@ -23,7 +23,14 @@ from runtime.providers.base import ProviderError, ToolCall
 from runtime.testing.scripted import ScriptedTurn
 from runtime.toolbox import ToolOutcome
 from tests.runtime.helpers import RecordingToolbox
-from tests.tui.conftest import SIZE, HangingProvider, make_app, run_settled, wait_for
+from tests.tui.conftest import (
+    SIZE,
+    HangingProvider,
+    make_app,
+    screen_settled,
+    until_still,
+    wait_for,
+)
 from tui.widgets import ApprovalPrompt, AssistantEntry
 
 HERE = Path(__file__).parent
@@ -99,8 +106,7 @@ def _answer_app(tmp_path: Path, theme: str = "bastion-dark") -> Any:
 
 
 async def _until_settled(pilot: Any) -> None:
-    await wait_for(lambda: run_settled(pilot.app), pilot)
-    await pilot.pause(0.1)
+    await screen_settled(pilot)
 
 
 def test_answer_with_a_tool_call(snap_compare, tmp_path):
@@ -137,7 +143,7 @@ def test_pending_approval(snap_compare, tmp_path):
         prompt = pilot.app.query_one(ApprovalPrompt)
         await wait_for(lambda: prompt.has_class("-shown") and bool(prompt.rules), pilot)
         await wait_for(lambda: pilot.app.view.active_run.state == "awaiting_approval", pilot)
-        await pilot.pause(0.1)
+        await until_still(pilot)
 
     assert snap_compare(app, terminal_size=SIZE, run_before=until_asking)
 
@@ -173,7 +179,7 @@ def test_steer_queued_while_running(snap_compare, tmp_path):
         await wait_for(lambda: bool(list(pilot.app.query(AssistantEntry))), pilot)
         await pilot.press(*"keep the public API", "enter")
         await wait_for(lambda: bool(pilot.app.view.queued_inbox), pilot)
-        await pilot.pause(0.1)
+        await until_still(pilot)
 
     assert snap_compare(app, terminal_size=SIZE, run_before=steer)
 
@@ -197,7 +203,7 @@ def test_welcome(snap_compare, tmp_path):
 
     async def ready(pilot: Any) -> None:
         await wait_for(pilot.app.ready.is_set, pilot)
-        await pilot.pause(0.05)
+        await until_still(pilot)
 
     assert snap_compare(app, terminal_size=SIZE, run_before=ready)
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import textual
 
-from tests.tui.conftest import HangingProvider, make_app, wait_for
+from tests.tui.conftest import HangingProvider, make_app, until_still, wait_for
 from tests.tui.test_snapshots import SNAPSHOT_TEXTUAL
 from tui.widgets import AssistantEntry, CommandOutput, PromptInput
 
@@ -28,7 +28,7 @@ def _same_textual() -> None:
 
 async def _ready(pilot: Any) -> None:
     await wait_for(pilot.app.ready.is_set, pilot)
-    await pilot.pause(0.05)
+    await until_still(pilot)
 
 
 @SIZES
@@ -55,7 +55,7 @@ def test_help(snap_compare, tmp_path, size):
         pilot.app.query_one(PromptInput).set_value("/help")
         await pilot.press("enter")
         await wait_for(lambda: pilot.app.query_one(CommandOutput).shown, pilot)
-        await pilot.pause(0.1)
+        await until_still(pilot)
 
     assert snap_compare(app, terminal_size=size, run_before=help_shown)
 
@@ -77,6 +77,6 @@ def test_queued_steer_and_follow_up(snap_compare, tmp_path, size):
         await wait_for(lambda: len(pilot.app.view.queued_inbox) == 1, pilot)
         await pilot.press(*"then run the tests", "tab")
         await wait_for(lambda: len(pilot.app.view.queued_inbox) == 2, pilot)
-        await pilot.pause(0.1)
+        await until_still(pilot)
 
     assert snap_compare(app, terminal_size=size, run_before=queued)

@@ -15,7 +15,7 @@ import pytest
 from runtime.providers.base import ToolCall
 from runtime.testing.scripted import ScriptedTurn
 from runtime.toolbox import WorkspaceToolbox
-from tests.tui.conftest import make_app, run_settled, wait_for
+from tests.tui.conftest import make_app, run_settled, until_still, wait_for
 from tests.tui.test_snapshots import CONFIG_PY, _same_textual
 from tui.widgets import ApprovalPrompt
 
@@ -52,7 +52,7 @@ async def _until_asking(pilot: Any) -> None:
     prompt = pilot.app.query_one(ApprovalPrompt)
     await wait_for(lambda: prompt.has_class("-shown") and bool(prompt.rules), pilot)
     await wait_for(lambda: pilot.app.view.active_run.state == "awaiting_approval", pilot)
-    await pilot.pause(0.1)
+    await until_still(pilot)
 
 
 @pytest.mark.parametrize("size", [(80, 24), (140, 45)], ids=["80x24", "140x45"])
@@ -71,7 +71,7 @@ async def _approved_and_done(pilot: Any) -> None:
     await _until_asking(pilot)
     await pilot.press("y")
     await wait_for(lambda: run_settled(pilot.app), pilot)
-    await pilot.pause(0.1)
+    await until_still(pilot)
 
 
 @pytest.mark.parametrize("size", [(80, 24), (140, 45)], ids=["80x24", "140x45"])

@@ -23,7 +23,7 @@ from runtime.providers.base import ToolCall
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from runtime.toolbox import ToolOutcome
 from tests.runtime.helpers import RecordingToolbox
-from tests.tui.conftest import SNAPSHOT_ID, open_driven, run_settled, wait_for
+from tests.tui.conftest import SNAPSHOT_ID, open_driven, run_settled, until_still, wait_for
 from tests.tui.test_snapshots import _same_textual  # noqa: F401  (skips on another Textual)
 from tools.result import ToolResult
 from tui.app import BastionApp
@@ -110,7 +110,7 @@ def _app(tmp_path: Path, theme: str) -> Any:
 
 async def _settled(pilot: Any) -> None:
     await wait_for(lambda: run_settled(pilot.app), pilot)
-    await pilot.pause(0.1)
+    await until_still(pilot)
 
 
 @pytest.mark.parametrize("theme", ["bastion-dark", "bastion-light", "bastion-high-contrast"])

@@ -249,7 +249,7 @@ async def test_user_themes_reload_when_their_file_changes(tmp_path):
             before = bar.styles.background
             await pilot.pause(0.3)  # the watcher is running
             write_theme(folder, "dusk", DUSK.replace('panel = "#434C5E"', 'panel = "#804020"'))
-            await wait_for(lambda: app.current_theme.panel == "#804020", pilot, timeout=10)
+            await wait_for(lambda: app.current_theme.panel == "#804020", pilot)
             await wait_for(lambda: bar.styles.background != before, pilot)
             shown, wanted = bar.styles.background.rgb, Color.parse("#804020").rgb
             assert all(abs(a - b) <= 1 for a, b in zip(shown, wanted, strict=True))
@@ -263,7 +263,7 @@ async def test_user_themes_reload_when_their_file_changes(tmp_path):
             assert len(shown) == 1 and str(path) in shown[0].replace("\n", "")
             # A new file is a new theme, there to switch to.
             write_theme(folder, "dawn", 'primary = "#AA5500"\ndark = false')
-            await wait_for(lambda: "dawn" in app.available_themes, pilot, timeout=10)
+            await wait_for(lambda: "dawn" in app.available_themes, pilot)
     finally:
         await harness.close()
 
@@ -345,7 +345,7 @@ async def test_a_themes_folder_made_while_the_app_runs_is_watched(tmp_path):
             await wait_for(app.ready.is_set, pilot)
             await pilot.pause(0.3)  # the watcher is running
             write_theme(folder, "dawn", 'primary = "#AA5500"\ndark = false')
-            await wait_for(lambda: "dawn" in app.available_themes, pilot, timeout=10)
+            await wait_for(lambda: "dawn" in app.available_themes, pilot)
             app.theme = "dawn"
             await pilot.pause()
             assert app.current_theme.primary == "#AA5500"

@@ -43,7 +43,7 @@ async def test_finished_calls_are_said_in_words(tmp_path):
     app = BastionApp(harness, conv.id, first_prompt="go")
     try:
         async with app.run_test(size=(120, 60)) as pilot:
-            await wait_for(lambda: run_settled(app), pilot, timeout=15)
+            await wait_for(lambda: run_settled(app), pilot)
             await pilot.pause(0.1)
             rows = [str(row.render()).split("\n")[0] for row in app.query(ToolCallLine)]
     finally:
