@@ -134,10 +134,10 @@ class ChildToolbox(_Wrapped):
         super().__init__(inner)
         self.allowed = allowed
         self.agent = agent
-        self._specs = tuple(s for s in inner.specs() if s.name in allowed)
 
     def specs(self) -> tuple[ToolSpec, ...]:
-        return self._specs
+        # Asked each time: the inner toolbox's tools change (MCP servers start, list anew).
+        return tuple(s for s in self.inner.specs() if s.name in self.allowed)
 
     def info(self, name: str) -> ToolInfo | None:
         if name not in self.allowed:  # refused without asking anyone (see `run`)
@@ -175,10 +175,11 @@ class TaskToolbox(_Wrapped):
         self.host = host
         self.parent = parent
         self.catalog = catalog
-        self._specs = (*inner.specs(), task_spec(catalog))
+        self._task = task_spec(catalog)
 
     def specs(self) -> tuple[ToolSpec, ...]:
-        return self._specs
+        # Asked each time: the inner toolbox's tools change (MCP servers start, list anew).
+        return (*self.inner.specs(), self._task)
 
     def info(self, name: str) -> ToolInfo | None:
         if name == TASK_TOOL:

@@ -38,7 +38,8 @@ UNPICKLE = """
 import pickle, sys
 import runtime.frames  # (as the app has: it reads the frames)
 pickle.loads(sys.stdin.buffer.read())
-print(sorted(m for m in sys.modules if m in HEAVY or m.startswith(("aiosqlite", "httpx"))))
+loaded = [m for m, module in sys.modules.items() if module is not None]  # (None: a stub)
+print(sorted(m for m in loaded if m in HEAVY or m.startswith(("aiosqlite", "httpx"))))
 """
 #: The harness's own modules (its loop, store and providers: ~0.3 s to load), the
 #: app's process never needs.
