@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +37,7 @@ from runtime.records import (
     ToolCallState,
 )
 from runtime.rules import EDIT_TOOLS, guarded_path
+from runtime.schedule import groups, may_overlap, run_together
 from runtime.toolbox import ToolOutcome
 from runtime.tx import TOOL_COLUMNS, Tx, joined_chunks, tool_call_row
 
@@ -112,11 +114,19 @@ class CallRunner:
     # --- running ------------------------------------------------------------
 
     async def run_all(self, run: Run, calls: list[ToolCallRecord]) -> Run:
-        for call in calls:
-            run = await self._one(run, call)
+        """Every call, in asked order; neighbouring reads run together (runtime.schedule)."""
+        for group in groups(calls, self._overlaps):
+            if len(group) == 1:
+                run = await self._one(run, group[0])
+                continue
+            await run_together(group, functools.partial(self._one, run))
         if run.state == RunState.AWAITING_APPROVAL:
             run = await self.ex.transition(run, state=RunState.RUNNING)
         return run
+
+    def _overlaps(self, call: ToolCallRecord) -> bool:
+        info = self.deps.toolbox.info(call.name) if self.deps.toolbox else None
+        return may_overlap(call, info)
 
     async def _one(self, run: Run, call: ToolCallRecord) -> Run:
         if call.state == ToolCallState.RUNNING and not call.replay_safe:
