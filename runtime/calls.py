@@ -115,11 +115,12 @@ class CallRunner:
 
     async def run_all(self, run: Run, calls: list[ToolCallRecord]) -> Run:
         """Every call, in asked order; neighbouring reads run together (runtime.schedule)."""
-        for group in groups(calls, self._overlaps):
+        limit = self.deps.settings.parallel_calls
+        for group in groups(calls, self._overlaps) if limit > 1 else [(c,) for c in calls]:
             if len(group) == 1:
                 run = await self._one(run, group[0])
                 continue
-            await run_together(group, functools.partial(self._one, run))
+            await run_together(group, functools.partial(self._one, run), limit)
         if run.state == RunState.AWAITING_APPROVAL:
             run = await self.ex.transition(run, state=RunState.RUNNING)
         return run

@@ -88,6 +88,7 @@ class LoopSettings:
     output_commit_limit: int = 262_144  # characters of a running command's output checkpointed
     budget: Budget = field(default_factory=Budget)  # a limit reached ends the run interrupted
     reasoning_effort: str = ""  # the config's default; a conversation's own setting wins
+    parallel_calls: int = 4  # read-only calls of one turn run at once (1: one after another)
 
 
 @dataclass(slots=True)
