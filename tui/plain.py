@@ -102,6 +102,7 @@ class LineMode:
         self._sub: Subscription | None = None
         self._events: AsyncIterator[Event] | None = None
         self._printed: set[str] = set()  # entry ids (and "call:result" keys) already printed
+        self._last_call: str | None = None  # the call whose line was printed last
         self._typed: set[str] = set()  # inbox ids of prompts the user typed here
         self._live: Live | None = None
         self._live_entry: str | None = None
@@ -457,13 +458,22 @@ class LineMode:
                 self.console.print(
                     Text(f"· {call.name} {call_summary(call.name, call.arguments)}", style="dim")
                 )
+                self._last_call = call.id
             done = f"{call.id}:result"
             if done not in self._printed and call.result_entry_id:
                 result = view.entry(call.result_entry_id)
                 if result is not None:
                     self._printed.add(done)
                     style = "dim" if result.data.get("ok", True) else "dim red"
-                    self.console.print(Text(f"  └ {_first_line(result.text)}", style=style))
+                    # Not under its own line (more calls were listed, or reads finished
+                    # out of order): the result names its call.
+                    whose = (
+                        ""
+                        if self._last_call == call.id
+                        else f"{call.name} " + (f"{call_summary(call.name, call.arguments, 60)}: ")
+                    )
+                    self.console.print(Text(f"  └ {whose}{_first_line(result.text)}", style=style))
+                    self._last_call = None
                     self._ran_unasked(call)
 
     def _run_end(self, view: ConversationView) -> None:

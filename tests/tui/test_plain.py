@@ -288,3 +288,29 @@ async def test_o_runs_a_command_outside_the_sandbox_once(tmp_path, toolbox):
         assert toolbox.sandboxes == ["outside", None]
     finally:
         await harness.close()
+
+
+async def test_results_of_calls_listed_together_name_their_call(tmp_path):
+    (tmp_path / "a.txt").write_text("alpha\n")
+    (tmp_path / "b.txt").write_text("beta\n")
+    from runtime.toolbox import WorkspaceToolbox
+
+    reads = tuple(
+        ToolCall(f"c{i}", "read_file", json.dumps({"path": f"{p}.txt"})) for i, p in enumerate("ab")
+    )
+    turns = [ScriptedTurn(tool_calls=reads), ScriptedTurn(text="Both read.")]
+    toolbox = WorkspaceToolbox(str(tmp_path), tmp_path / "artifacts")
+    harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns), toolbox)
+    con, out = console()
+    try:
+        assert await LineMode(harness, conv_id, con, Keyboard("read both")).loop() == 0
+        lines = out.getvalue().splitlines()
+        listed = [i for i, line in enumerate(lines) if line.startswith("· read_file")]
+        results = [line for line in lines if line.startswith("  └")]
+        assert len(listed) == 2 and listed[1] == listed[0] + 1  # both listed, then results
+        assert len(results) == 2
+        # Two calls were listed before any result: each result says whose it is.
+        assert any(r.startswith("  └ read_file a.txt: ") for r in results), results
+        assert any(r.startswith("  └ read_file b.txt: ") for r in results), results
+    finally:
+        await harness.close()
