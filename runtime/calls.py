@@ -24,6 +24,7 @@ from runtime.effects import start_with_effects
 from runtime.events import ToolOutputDelta
 from runtime.ids import uuid7
 from runtime.live import Buffer, now
+from runtime.plan.todo import record_todos
 from runtime.records import (
     ACTIVE_RUN_STATES,
     Approval,
@@ -372,6 +373,7 @@ def settle_call(
     )
     if settled is None:
         return None
+    record_todos(tx, call, outcome)  # a `todo` call's list becomes the conversation's
     tx.execute("DELETE FROM chunks WHERE owner_id = ? AND kind = 'output'", (call.id,))
     return tx.add_entry(entry)
 

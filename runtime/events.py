@@ -143,6 +143,16 @@ class RulesUpdated:
     rules: list[dict[str, Any]]
 
 
+@dataclass(frozen=True, slots=True)
+class TodosUpdated:
+    """The conversation's todo list (runtime.plan), all of it, after a `todo` call."""
+
+    type: ClassVar[str] = "todos.updated"
+    conversation_id: str
+    version: int
+    todos: list[dict[str, Any]]
+
+
 DurableEvent = (
     ConversationCreated
     | ConversationUpdated
@@ -157,6 +167,7 @@ DurableEvent = (
     | InboxUpdated
     | LeaseChanged
     | RulesUpdated
+    | TodosUpdated
 )
 
 
@@ -258,6 +269,7 @@ EVENT_TYPES: dict[str, type[Any]] = {
         InboxUpdated,
         LeaseChanged,
         RulesUpdated,
+        TodosUpdated,
         TextDelta,
         ReasoningDelta,
         ToolOutputDelta,

@@ -17,6 +17,7 @@ from runtime.compaction import DEFAULT_RESERVE, CompactionSettings, Compactor
 from runtime.driver import Driver, DriverConfig
 from runtime.errors import BastionError, UnfinishedWork
 from runtime.harness_core import HarnessCore
+from runtime.plan.todo import PlanToolbox
 from runtime.providers.base import Provider
 from runtime.reasoning import parse_effort
 from runtime.records import Conversation, Entry, SessionSettings
@@ -154,6 +155,8 @@ class DrivingOps(HarnessCore):
         )
         provider, model_name = self.resolve_model(spec)
         toolbox = self._toolbox_factory(conv) if self._toolbox_factory else None
+        if toolbox is not None:
+            toolbox = PlanToolbox(toolbox)  # the model's `todo` list (runtime.plan)
         config = DriverConfig(
             provider=provider,
             model=model_name,

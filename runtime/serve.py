@@ -53,6 +53,7 @@ from typing import Any, Final
 
 from runtime.errors import BastionError
 from runtime.events import event_from_dict, event_to_dict
+from runtime.plan.items import TodoItem
 from runtime.records import Conversation, Entry, InboxItem, InboxMode, Run, ToolCallRecord
 from runtime.threaded import RESYNC, EventChannel, pump
 from runtime.views import (
@@ -172,6 +173,7 @@ def view_to_wire(view: ConversationView) -> dict[str, Any]:
         "reasoning": {k: str(v) for k, v in view.reasoning.items()},
         "tool_output": dict(view.tool_output),
         "lease_pid": view.lease_pid,
+        "todos": [t.to_dict() for t in view.todos],
     }
 
 
@@ -191,6 +193,7 @@ def view_from_wire(data: dict[str, Any]) -> ConversationView:
         ),
         tool_output=MappingProxyType(dict(data.get("tool_output") or {})),
         lease_pid=data.get("lease_pid"),
+        todos=tuple(TodoItem.from_dict(t) for t in data.get("todos") or ()),
     )
 
 

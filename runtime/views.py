@@ -44,10 +44,12 @@ from runtime.events import (
     RulesUpdated,
     RunUpdated,
     TextDelta,
+    TodosUpdated,
     ToolCallUpdated,
     ToolOutputAppended,
     ToolOutputDelta,
 )
+from runtime.plan.items import TodoItem
 from runtime.records import Conversation, Entry, InboxItem, Run, ToolCallRecord
 from runtime.rules import Rule
 
@@ -219,6 +221,7 @@ class ConversationView:
     inbox: tuple[InboxItem, ...] = ()
     tool_calls: tuple[ToolCallRecord, ...] = ()
     rules: tuple[Rule, ...] = ()  # the session's approval rules (project rules: Harness.rules)
+    todos: tuple[TodoItem, ...] = ()  # the model's checklist, as its last `todo` call left it
     # Transient state: not in the store, rebuilt from deltas.
     cursors: MappingProxyType[str, StreamCursor] = field(default_factory=lambda: _EMPTY)
     reasoning: MappingProxyType[str, LiveText] = field(default_factory=lambda: _EMPTY)
@@ -358,6 +361,8 @@ def _reduce_durable(view: ConversationView, event: Any) -> ConversationView:
             return _run_updated(view, run)
         case RulesUpdated(rules=rules):
             return replace(view, rules=tuple(Rule.from_dict(r) for r in rules))
+        case TodosUpdated(todos=todos):
+            return replace(view, todos=tuple(TodoItem.from_dict(t) for t in todos))
         case ToolCallUpdated(tool_call=call):
             return replace(view, tool_calls=_replace_by_id(view.tool_calls, call))
         case InboxUpdated(item=item):
@@ -488,6 +493,7 @@ def view_from_snapshot(
         inbox=snapshot.inbox,
         tool_calls=snapshot.tool_calls,
         rules=snapshot.rules,
+        todos=snapshot.todos,
         earlier=snapshot.earlier,
         cursors=MappingProxyType(dict(cursors or {})),
         # The reasoning of an answer still streaming, so its next checkpoint or delta

@@ -30,8 +30,9 @@ MAX_PARALLEL = 4  # read-only calls of one group running at once
 
 def may_overlap(call: ToolCallRecord, info: ToolInfo | None) -> bool:
     """Whether `call` may run alongside its neighbours: its tool only reads (read-only and
-    safe to run again after a crash), and it runs without asking."""
-    if info is None or not (info.read_only and info.replay_safe):
+    safe to run again after a crash) and does not say otherwise, and it runs without
+    asking."""
+    if info is None or not (info.read_only and info.replay_safe and info.concurrent):
         return False
     if call.approval != Approval.NOT_REQUIRED:
         return False
