@@ -543,6 +543,12 @@ def _summary(name: str, args: dict[str, Any]) -> str | None:
         return what
     if name in ("write_file", "edit_file", "list_directory"):
         return word("path") or ("." if name == "list_directory" else None)
+    if name == "todo":  # runtime.plan: how far along, and the step under way
+        items = [t for t in args.get("todos") or () if isinstance(t, dict)]
+        done = sum(t.get("status") == "done" for t in items)
+        doing = next((t.get("content") for t in items if t.get("status") == "in_progress"), None)
+        head = f"{done}/{len(items)} done"
+        return f"{head} · {doing}" if isinstance(doing, str) and doing else head
     if name in ("glob", "search_files"):
         pattern, where = word("pattern"), word("path")
         if pattern is None:

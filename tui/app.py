@@ -97,6 +97,7 @@ LATE_MODULES = (
     "tui.widgets.completion",
     "tui.widgets.inbox",
     "tui.widgets.status_fields",
+    "tui.widgets.todo",
 )
 #: A stored session's first frame waits this long at most for its view (seconds).
 FIRST_VIEW_WAIT = 0.5
@@ -314,8 +315,10 @@ class BastionApp(App[int]):
         from tui.widgets.command_panel import CommandHints, CommandOutput
         from tui.widgets.completion import FileCompletion
         from tui.widgets.inbox import InboxStrip
+        from tui.widgets.todo import TodoList
 
         rest = [
+            TodoList(id="todos"),
             InboxStrip(id="inbox"),
             ApprovalPrompt(),
             CommandOutput(),
@@ -575,9 +578,12 @@ class BastionApp(App[int]):
         self._show_parts(view)
 
     def _show_parts(self, view: ConversationView) -> None:
-        """The inbox strip and the approval line, once mounted (`_mount_rest`)."""
+        """The todo list, inbox strip and approval line, once mounted (`_mount_rest`)."""
         if not self.parts_ready.is_set():
             return
+        from tui.widgets.todo import TodoList
+
+        self.query_one(TodoList).show(view)
         self.inbox.show(view)
         if self.approval.show(view):
             self.call_after_refresh(self._focus_approval)

@@ -37,9 +37,11 @@ from runtime.events import (
     AttemptReset,
     CompactionProgress,
     Event,
+    TodosUpdated,
     ToolCallUpdated,
     event_to_dict,
 )
+from runtime.plan.items import TodoItem
 from runtime.records import EntryKind, EntryStatus, Run, RunState, ToolCallRecord, ToolCallState
 from runtime.views import call_summary
 from tui.exits import (
@@ -52,6 +54,7 @@ from tui.exits import (
     UsageError,
     error_line,
 )
+from tui.plan_lines import plan_block
 from tui.session import Session, start_session
 
 STATUS = {
@@ -344,6 +347,9 @@ class Printer:
             print(f"· {call.name} {call_summary(call.name, call.arguments)}", file=self.stderr)
         elif isinstance(event, AttemptReset):
             print(f"bastion: retrying the model request ({event.reason})", file=self.stderr)
+        elif isinstance(event, TodosUpdated) and event.todos:  # the model's plan, on change
+            items = [TodoItem.from_dict(t) for t in event.todos]
+            print(plan_block(items), file=self.stderr)
         elif isinstance(event, CompactionProgress):
             self._compaction(event)
 

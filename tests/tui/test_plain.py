@@ -319,3 +319,30 @@ async def test_results_of_calls_listed_together_name_their_call(tmp_path):
             assert first.startswith("  └ ") and ("beta" in first or "b.txt" in first), lines
     finally:
         await harness.close()
+
+
+async def test_the_todo_list_is_printed_when_it_changes(tmp_path, toolbox):
+    def todo(call_id: str, statuses: tuple[str, str]) -> ToolCall:
+        items = [
+            {"content": c, "status": s} for c, s in zip(("Plan it", "Do it"), statuses, strict=True)
+        ]
+        return ToolCall(call_id, "todo", json.dumps({"todos": items}))
+
+    turns = [
+        ScriptedTurn(tool_calls=(todo("t1", ("done", "in_progress")),)),
+        ScriptedTurn(tool_calls=(todo("t2", ("done", "in_progress")),)),  # the same list
+        ScriptedTurn(tool_calls=(todo("t3", ("done", "done")),)),
+        ScriptedTurn(text="Finished."),
+    ]
+    harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns), toolbox)
+    con, out = console()
+    try:
+        assert await LineMode(harness, conv_id, con, Keyboard("go")).loop() == 0
+        text = out.getvalue()
+        assert text.count("plan · ") == 2  # printed when it changed, not for the repeat
+        first = text.index("plan · 1/2 done\n  ✓ Plan it\n  ▸ Do it")
+        assert (
+            first < text.index("plan · 2/2 done\n  ✓ Plan it\n  ✓ Do it") < text.index("Finished.")
+        )
+    finally:
+        await harness.close()
