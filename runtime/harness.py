@@ -63,6 +63,7 @@ from runtime.records import (
     SessionSettings,
     ToolCallRecord,
 )
+from runtime.schedule.redirect import Redirection, redirect_tx
 from runtime.store import Store
 from runtime.tx import TOOL_COLUMNS, Tx, tool_call_row
 
@@ -272,12 +273,34 @@ class Harness(SessionOps, ApprovalOps, DrivingOps):
         run, withdrawn = await self.store.transact(
             conversation_id, interrupt_tx, publish=self._publish
         )
+        await self._stop(conversation_id, run)
+        return Interruption(run.id if run is not None else None, tuple(withdrawn))
+
+    async def redirect(
+        self, conversation_id: str, text: str, *, request_key: str | None = None
+    ) -> Redirection:
+        """Interrupt and redirect in one action: the interrupt (as `interrupt`) and `text`
+        as the next prompt, committed together (runtime.schedule.redirect); the cut run
+        is cancelled and the next one starts with `text`. A request key is admitted once,
+        as with `submit`: asking again with it cuts nothing."""
+        self._check_open()
+        check_text(text)
+        run, withdrawn, item = await self.store.transact(
+            conversation_id, lambda tx: redirect_tx(tx, text, request_key), publish=self._publish
+        )
+        await self._stop(conversation_id, run)
+        driver = self._drivers.get(conversation_id)
+        if driver is not None:
+            driver.wake()  # the new prompt is queued: its run starts now
+        return Redirection(run.id if run is not None else None, tuple(withdrawn), item)
+
+    async def _stop(self, conversation_id: str, run: Run | None) -> None:
+        """After an interrupt was committed: cancel `run` here if this process drives it."""
         driver = self._drivers.get(conversation_id)
         if run is not None and driver is not None:
             if not driver.cancel_run(run.id):
                 driver.wake()  # a queued run: the driver finishes it as interrupted
             await driver.settled(run.id)
-        return Interruption(run.id if run is not None else None, tuple(withdrawn))
 
     # --- waiting ----------------------------------------------------------
 

@@ -14,6 +14,8 @@ The protocol is JSON lines, both ways:
     client → {"op": "submit", "id": N, "text": T, "mode": "prompt"|"steer"|"follow_up"}
              {"op": "withdraw", "id": N, "item_id": I}
              {"op": "interrupt", "id": N}
+             {"op": "redirect", "id": N, "text": T, "request_key": K}
+                                        interrupt, and T the next prompt (K: once)
              {"op": "cancel_compaction", "id": N}
              {"op": "respond", "id": N, "tool_call_id": C, "approve": true|false,
               "always": null|"session"|"project", "message": null|TEXT,
@@ -362,6 +364,13 @@ class AttachServer:
             if op == "interrupt":
                 done = await self.harness.interrupt(conv_id)
                 return {"run_id": done.run_id, "withdrawn": [i.to_dict() for i in done.withdrawn]}
+            if op == "redirect":
+                key = request.get("request_key")
+                cut = await self.harness.redirect(
+                    conv_id, str(request["text"]), request_key=key and str(key)
+                )
+                withdrawn = [i.to_dict() for i in cut.withdrawn]
+                return {"run_id": cut.run_id, "withdrawn": withdrawn, "item": cut.item.to_dict()}
             if op == "cancel_compaction":
                 return {"cancelled": await self.harness.cancel_compaction(conv_id)}
             if op == "respond":
@@ -387,7 +396,7 @@ class AttachServer:
             ) from None
         raise BadRequest(
             f"unknown request {op!r}",
-            hint="send submit, withdraw, interrupt, cancel_compaction or respond",
+            hint="send submit, withdraw, interrupt, redirect, cancel_compaction or respond",
         )
 
 

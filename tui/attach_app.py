@@ -18,6 +18,7 @@ from typing import Any
 from runtime import ConversationView, Follower, Harness
 from runtime.harness import Interruption
 from runtime.records import InboxItem, InboxMode
+from runtime.schedule.redirect import Redirection
 
 __all__ = ["AttachedHarness", "run_app"]
 
@@ -78,6 +79,9 @@ class AttachedHarness:
 
     async def interrupt(self, conversation_id: str) -> Interruption:
         return await self.follower.interrupt()
+
+    async def redirect(self, conversation_id: str, text: str) -> Redirection:
+        return await self.follower.redirect(text)
 
     async def set_reasoning_effort(self, conversation_id: str, effort: str) -> str:
         """Stored with the conversation: its driver reads it with the next run."""
