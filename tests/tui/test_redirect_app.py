@@ -71,3 +71,36 @@ async def test_with_no_run_the_redirect_key_sends_like_enter(tmp_path):
         assert [e.text for e in snap.entries if e.kind == EntryKind.USER] == ["hi"]
     finally:
         await harness.close()
+
+
+async def test_the_redirect_key_in_the_attached_app_reaches_the_driving_process(tmp_path):
+    from runtime import Follower
+    from tests.runtime.helpers import open_harness
+    from tui.attach_app import AttachedHarness
+
+    turns = [ScriptedTurn(tool_calls=(COMMAND,)), ScriptedTurn(text="Linting instead.")]
+    provider = ScriptedProvider(turns)
+    toolbox = RecordingToolbox(gate=asyncio.Event())
+    driver, conv_id = await open_driven(tmp_path, provider, toolbox, approval_mode="full-auto")
+    other = await open_harness(tmp_path, ScriptedProvider())
+
+    async def opener():
+        return AttachedHarness(Follower(other, conv_id)), conv_id
+
+    app = BastionApp(opener=opener)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(lambda: app.ready.is_set(), pilot)
+            live = "live from the driving process"  # over its socket (the redirect op)
+            await wait_for(lambda: live in str(app.query_one("#status-right").render()), pilot)
+            await pilot.press(*"run the tests", "enter")
+            await wait_for(lambda: command_running(app), pilot)
+            await pilot.press(*"lint instead", "ctrl+g")
+            await wait_for(lambda: run_settled(app) and len(app.view.runs) == 2, pilot)
+            assert app.view.entries[-1].text == "Linting instead."
+            await pilot.press("ctrl+c", "ctrl+c")
+        snap = await driver.store.snapshot(conv_id)
+        assert [r.state for r in snap.runs] == [RunState.INTERRUPTED, RunState.COMPLETED]
+        assert provider.requests[-1].messages[-1].content == "lint instead"
+    finally:
+        await driver.close()
