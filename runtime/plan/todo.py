@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from runtime.events import TodosUpdated
 from runtime.plan.items import STATUSES, TodoItem, plan_text
 from runtime.providers.base import ToolSpec
 from runtime.toolbox import OnStart, ToolInfo, ToolOutcome, invalid_arguments
@@ -88,7 +89,10 @@ def parse_todos(arguments: str) -> tuple[TodoItem, ...]:
             raise BadTodos(f"item {i} has no content")
         if status not in STATUSES:
             raise BadTodos(f"item {i} has status {status!r}; use one of {', '.join(STATUSES)}")
-        line = " ".join(content.split())
+        # One line, without control characters (an escape sequence never reaches a terminal).
+        line = " ".join("".join(c for c in content if c.isprintable() or c.isspace()).split())
+        if not line:
+            raise BadTodos(f"item {i} has no content")
         items.append(TodoItem(line[:MAX_CONTENT], status))
     return tuple(items)
 
@@ -97,12 +101,11 @@ def run_todo(arguments: str) -> ToolOutcome:
     try:
         items = parse_todos(arguments)
     except BadTodos as exc:
-        outcome = invalid_arguments(TODO_TOOL, str(exc))
         return ToolOutcome(
             False,
             f"REFUSED INVALID_ARGUMENT: {exc}.\nhint: send the whole list again, each item "
             "with content and a status of pending, in_progress or done.",
-            outcome.data,
+            {"refusal": {"code": "INVALID_ARGUMENT", "message": str(exc)}},
         )
     done = sum(i.status == "done" for i in items)
     text = f"Todo list saved ({done}/{len(items)} done):\n{plan_text(items)}"
@@ -158,8 +161,6 @@ class PlanToolbox:
 def record_todos(tx: Tx, call: ToolCallRecord, outcome: ToolOutcome) -> None:
     """In the transaction that settles a `todo` call: its list becomes the conversation's,
     and `todos.updated` tells the front ends. Nothing for any other call or a refusal."""
-    from runtime.events import TodosUpdated
-
     if call.name != TODO_TOOL or not outcome.ok or "todos" not in outcome.data:
         return
     listed = [TodoItem.from_dict(d).to_dict() for d in outcome.data["todos"]]

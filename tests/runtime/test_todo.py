@@ -145,6 +145,8 @@ def test_the_event_round_trips_and_the_arguments_are_checked():
     assert parse_todos(json.dumps({"todos": [{"content": "  a\n b ", "status": "done"}]})) == (
         TodoItem("a b", "done"),
     )
+    sneaky = {"todos": [{"content": "\x1b]52;c;cm0gLXJm\x07step\x1b[2J", "status": "pending"}]}
+    assert parse_todos(json.dumps(sneaky)) == (TodoItem("]52;c;cm0gLXJmstep[2J", "pending"),)
     for bad in ("[]", '{"todos": {}}', '{"todos": [{"status": "done"}]}', "{"):
         try:
             parse_todos(bad)
