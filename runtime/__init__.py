@@ -53,6 +53,7 @@ _EXPORTS = {
     "choose_sandbox": "runtime.sandboxing",
     "sandbox_notice": "runtime.sandboxing",
     "sandbox_report": "runtime.sandboxing",
+    "hooks_report": "runtime.hooks",
     "LoopSettings": "runtime.loop",
     "ProjectInstructions": "runtime.instructions",
     "load_instructions": "runtime.instructions",
@@ -88,34 +89,86 @@ _EXPORTS = {
     "mention_at": "runtime.mentions",
     "split_attachments": "runtime.mentions",
     "short_ids": "runtime.shortids",
+    "Config": "runtime.config",
+    "EFFORTS": "runtime.reasoning",
+    "EventChannel": "runtime.threaded",
+    "HarnessGone": "runtime.frames",
+    "HarnessProxy": "runtime.threaded",
+    "PROBE_TIMEOUT": "runtime.firstrun",
+    "RemoteHarness": "runtime.remote",
+    "Toolbox": "runtime.toolbox",
+    "URGENT": "runtime.threaded",
+    "WorkspaceToolbox": "runtime.toolbox",
+    "channel_for": "runtime.threaded",
+    "end_pair": "runtime.frames",
+    "frame": "runtime.frames",
+    "lookup": "runtime.catalog",
+    "model_resolver": "runtime.config",
+    "new_conversation": "runtime.harness",
+    "parse_uuid": "runtime.ids",
+    "read_frame": "runtime.frames",
+    "recv_blocking": "runtime.frames",
+    "send_blocking": "runtime.frames",
+    "sendable_error": "runtime.frames",
+    "serve": "runtime.remote",
+    "start_pair": "runtime.frames",
+    "typed_prefix": "runtime.shortids",
+    "user_config_path": "runtime.config",
+    "uuid7": "runtime.ids",
+    "write_frame": "runtime.frames",
+    "HarnessAPI": "runtime.api",
+    "NeedsDriver": "runtime.errors",
+    "Interruption": "runtime.harness",
+    "Redirection": "runtime.schedule.redirect",
+    "Conversation": "runtime.records",
+    "Entry": "runtime.records",
+    "InboxItem": "runtime.records",
+    "InboxMode": "runtime.records",
+    "read_user_file": "runtime.safe_read",
 }
 
 __all__ = [
     "BUDGET_CODES",
+    "EFFORTS",
+    "PROBE_TIMEOUT",
+    "URGENT",
     "AmbiguousId",
     "Attachment",
     "BadRule",
     "BastionError",
     "Budget",
     "CompactionFailed",
+    "Config",
     "ConfigChange",
     "ConfigError",
     "ConfigWatcher",
+    "Conversation",
     "ConversationBusy",
     "ConversationView",
     "Driver",
     "EmptyInput",
+    "Entry",
+    "EventChannel",
     "Follower",
     "Harness",
+    "HarnessAPI",
+    "HarnessGone",
+    "HarnessProxy",
     "ImportRefused",
+    "InboxItem",
+    "InboxMode",
+    "Interruption",
     "LeaseLost",
     "LocalServer",
     "LoopSettings",
     "ModelInfo",
+    "NeedsDriver",
     "NoModelConfigured",
     "ProbeTarget",
     "ProjectInstructions",
     "ReadOnlyStore",
+    "Redirection",
+    "RemoteHarness",
     "RestorePlan",
     "RestoreReport",
     "Rewound",
@@ -131,6 +184,7 @@ __all__ = [
     "SessionSummary",
     "StoreError",
     "Subscription",
+    "Toolbox",
     "Trust",
     "TrustState",
     "UnknownConversation",
@@ -138,45 +192,66 @@ __all__ = [
     "UsageSummary",
     "UsageTotals",
     "WorkspaceFiles",
+    "WorkspaceToolbox",
+    "channel_for",
     "choose_sandbox",
     "command_rule",
     "compacted_through",
     "default_home",
     "default_targets",
+    "end_pair",
     "expand_mentions",
     "export_markdown",
     "first_run_report",
     "first_run_text",
+    "frame",
     "fuzzy_filter",
+    "hooks_report",
     "kept_bytes",
     "load_config",
     "load_instructions",
+    "lookup",
     "mention_at",
+    "model_resolver",
+    "new_conversation",
+    "parse_uuid",
     "probe_local_servers",
     "project_files",
     "project_preview",
+    "read_frame",
+    "read_user_file",
     "recorded_trust",
+    "recv_blocking",
     "reduce",
     "sandbox_notice",
     "sandbox_report",
     "schema_version",
+    "send_blocking",
+    "sendable_error",
+    "serve",
     "set_trust",
     "short_ids",
     "split_attachments",
+    "start_pair",
     "store_modes",
     "trust_of",
     "trust_once",
+    "typed_prefix",
     "usage_summary",
+    "user_config_path",
+    "uuid7",
     "view_from_snapshot",
+    "write_frame",
 ]
 
 if TYPE_CHECKING:
+    from runtime.api import HarnessAPI
     from runtime.attach import Follower
     from runtime.blobs import kept_bytes
     from runtime.budget import BUDGET_CODES, Budget
-    from runtime.catalog import ModelInfo
+    from runtime.catalog import ModelInfo, lookup
     from runtime.compaction import compacted_through
-    from runtime.config import load_config
+    from runtime.config import Config, load_config, model_resolver, user_config_path
     from runtime.config_watch import ConfigChange, ConfigWatcher
     from runtime.driver import Driver
     from runtime.effects import RestorePlan, RestoreReport
@@ -188,12 +263,14 @@ if TYPE_CHECKING:
         ConversationBusy,
         EmptyInput,
         LeaseLost,
+        NeedsDriver,
         SchemaTooNew,
         StoreError,
         UnknownConversation,
         UnknownEntry,
     )
     from runtime.firstrun import (
+        PROBE_TIMEOUT,
         LocalServer,
         NoModelConfigured,
         ProbeTarget,
@@ -202,9 +279,22 @@ if TYPE_CHECKING:
         first_run_text,
         probe_local_servers,
     )
+    from runtime.frames import (
+        HarnessGone,
+        end_pair,
+        frame,
+        read_frame,
+        recv_blocking,
+        send_blocking,
+        sendable_error,
+        start_pair,
+        write_frame,
+    )
     from runtime.fulltext import SearchHit, SearchQueryError
-    from runtime.harness import Harness, Subscription
+    from runtime.harness import Harness, Interruption, Subscription, new_conversation
     from runtime.home import default_home
+    from runtime.hooks import hooks_report
+    from runtime.ids import parse_uuid, uuid7
     from runtime.instructions import ProjectInstructions, load_instructions
     from runtime.loop import LoopSettings
     from runtime.mentions import (
@@ -218,12 +308,25 @@ if TYPE_CHECKING:
     from runtime.migrations import schema_version
     from runtime.project_preview import project_preview
     from runtime.readonly import ReadOnlyStore, SessionHit, SessionRow
-    from runtime.records import SessionSettings, SessionSummary
+    from runtime.reasoning import EFFORTS
+    from runtime.records import (
+        Conversation,
+        Entry,
+        InboxItem,
+        InboxMode,
+        SessionSettings,
+        SessionSummary,
+    )
+    from runtime.remote import RemoteHarness, serve
     from runtime.rules import BadRule, Rule, RuleKind, Scope, command_rule
+    from runtime.safe_read import read_user_file
     from runtime.sandboxing import choose_sandbox, sandbox_notice, sandbox_report
+    from runtime.schedule.redirect import Redirection
     from runtime.sessions import Rewound
-    from runtime.shortids import short_ids
+    from runtime.shortids import short_ids, typed_prefix
     from runtime.storefile import store_modes
+    from runtime.threaded import URGENT, EventChannel, HarnessProxy, channel_for
+    from runtime.toolbox import Toolbox, WorkspaceToolbox
     from runtime.transfer import ImportRefused, export_markdown
     from runtime.trust import (
         Trust,

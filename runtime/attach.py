@@ -26,7 +26,7 @@ import contextlib
 import itertools
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from runtime.errors import BastionError
 from runtime.harness import Harness, Interruption
 from runtime.ids import uuid7
 from runtime.records import InboxItem, InboxMode
+from runtime.rules import Rule
 from runtime.schedule.redirect import Redirection
 from runtime.serve import CLIENT_LIMIT, PROTOCOL, decode_event, socket_path, view_from_wire
 from runtime.views import ConversationView, reduce
@@ -234,7 +235,7 @@ class Follower:
         self.driver_pid: int | None = None  # the process serving it, while "socket"
         self._client: AttachClient | None = None
 
-    async def views(self) -> AsyncIterator[ConversationView]:
+    async def views(self) -> AsyncGenerator[ConversationView, None]:
         """The view now, then after every change, for as long as it is iterated."""
         self.view = await self.harness.snapshot(self.conversation_id)
         yield self.view
@@ -348,13 +349,13 @@ class Follower:
         always: str | None = None,
         message: str | None = None,
         sandbox: str | None = None,
-    ) -> None:
+    ) -> tuple[Rule, ...]:
         """Answer an approval (`always`: save the rule "a" proposes, session or project;
         `message`: a denial's words for the model; `sandbox`: "outside" or "network",
-        this call only), through the driver when it serves."""
+        this call only), through the driver when it serves; the rules saved."""
         client = self._client
         if client is not None:
-            await client.request(
+            reply = await client.request(
                 "respond",
                 tool_call_id=tool_call_id,
                 approve=approve,
@@ -362,8 +363,8 @@ class Follower:
                 message=message,
                 sandbox=sandbox,
             )
-            return
-        await self.harness.respond(
+            return tuple(Rule.from_dict(rule) for rule in reply.get("saved", ()))
+        return await self.harness.respond(
             self.conversation_id,
             tool_call_id,
             approve,

@@ -110,7 +110,12 @@ class CallRunner:
         if used:
             review = {**(call.review or {}), "allowed_by": [r.to_dict() for r in used]}
             return call.but(approval=Approval.APPROVED, review=review)
-        return call if self.deps.interactive else call.but(approval=Approval.DENIED)
+        if self.deps.interactive:
+            return call
+        # Marked: a PreToolUse hook of the user's may still approve it (runtime.hooks).
+        return call.but(
+            approval=Approval.DENIED, review={**(call.review or {}), "cannot_ask": True}
+        )
 
     # --- running ------------------------------------------------------------
 
@@ -134,6 +139,13 @@ class CallRunner:
         if call.state == ToolCallState.RUNNING and not call.replay_safe:
             await self._cut_off(call, "was running when the previous process stopped")
             return run
+        hooks = self.deps.hooks
+        pending = call.state == ToolCallState.PENDING and call.approval != Approval.DENIED
+        if hooks is not None and pending:
+            found = await hooks.before_tool(self.ex, call)  # PreToolUse: may deny or approve
+            if found is None:
+                return run  # settled meanwhile (an interrupt won)
+            call = found
         if call.approval == Approval.PENDING and not self.deps.interactive:
             # Asked for by an interactive session that stopped; this one cannot ask.
             call = await self._decide(call, Approval.DENIED) or call
@@ -158,6 +170,8 @@ class CallRunner:
         failpoints.hit("call.executed")
         await self.commit_result(call, ToolCallState.DONE, outcome)
         failpoints.hit("call.result")
+        if hooks is not None:
+            await hooks.after_tool(self.ex, call, outcome)  # PostToolUse
         return run
 
     async def _await_approval(

@@ -14,7 +14,8 @@ stream_idle_timeout and max_output_tokens, and [models."PROVIDER/NAME"] tables
 with context_window, max_output_tokens, input_price, output_price,
 cached_input_price (USD per million tokens), images and tools (booleans), and a
 run's budget: max_turns, max_cost (USD), time_limit (seconds) (runtime.budget; a
-trusted project file may only lower them), and reasoning_effort (runtime.reasoning). BASTION_MODEL overrides the files; flags override all.
+trusted project file may only lower them), reasoning_effort (runtime.reasoning),
+and [hooks] (runtime.hooks; the user's file only). BASTION_MODEL overrides the files; flags override all.
 
 A file that cannot be used is a ConfigError naming the file, the key and what it
 should hold: it is never half-applied, and nothing is stored before it is read.
@@ -34,6 +35,7 @@ from runtime.budget import BUDGET_KEYS, Budget, check_budget_keys
 from runtime.catalog import DEFAULT_OUTPUT_CAP, ModelInfo, catalog_entry, lookup
 from runtime.errors import ConfigError
 from runtime.home import default_home as default_home
+from runtime.hooks.config import HookSet, parse_hooks
 from runtime.project_config import restrict_project
 from runtime.safe_read import parse_toml, read_project_file, read_user_file, too_large
 from runtime.sandboxing import KEYS as _SANDBOX_KEYS
@@ -50,7 +52,7 @@ _STRING_KEYS = (
 _TOKEN_KEYS = ("max_output_tokens", "compact_reserve_tokens")
 _KEYS = {
     *_STRING_KEYS, *_TOKEN_KEYS, *_SANDBOX_KEYS, *BUDGET_KEYS, "providers", "models",
-    "stream_idle_timeout",
+    "stream_idle_timeout", "hooks",
 }  # fmt: skip
 _PROVIDER_KEYS = {"base_url", "api_key_env", "headers", "stream_idle_timeout", "max_output_tokens"}
 _MODEL_INTS = ("context_window", "max_output_tokens")
@@ -122,6 +124,9 @@ class Config:
     # Every run's limits (runtime.budget); the flags override them.
     budget: Budget = field(default_factory=Budget)
     reasoning_effort: str = ""  # a new conversation's (runtime.reasoning); "" the model's
+    # [hooks] of the user's file (runtime.hooks); a trusted project's come from its
+    # .bastion/settings.toml when a driver starts, never from its config.toml.
+    hooks: HookSet = field(default_factory=HookSet)
 
 
 def user_config_path(env: Mapping[str, str]) -> Path:
@@ -201,6 +206,7 @@ def _check(path: Path, data: dict[str, Any]) -> None:
     check_budget_keys(path, data)
     _check_models(path, data.get("models", {}))
     _check_sandbox(path, data)
+    parse_hooks(data.get("hooks"), path)
     providers = data.get("providers", {})
     if not isinstance(providers, dict):
         raise ConfigError(
@@ -379,8 +385,11 @@ def _merge(
     models: dict[str, dict[str, Any]] = {}
     theme_source = model_source = ""
     sandbox: list[dict[str, Any]] = [{}, {}]  # the user's sandbox keys, the project's
+    user_path, user = layers[0]
+    hooks = parse_hooks(user.get("hooks"), user_path)  # the user's file alone sets hooks
     for index, (path, data) in enumerate(layers):
         data = dict(data)
+        data.pop("hooks", None)
         sandbox[index] = {key: data.pop(key) for key in _SANDBOX_KEYS if key in data}
         if "theme" in data:
             theme_source = str(path)
@@ -412,6 +421,7 @@ def _merge(
         notes=notes,
         budget=Budget.from_mapping(merged),
         reasoning_effort=_effort(merged.get("reasoning_effort", "")),
+        hooks=hooks,
         **_sandbox_fields(*sandbox),
     )
 

@@ -123,8 +123,14 @@ def build_messages(
     messages = [Message("system", system_prompt(conversation, tools, project))]
     used: set[str] = set()
     last = {e.run_id: i for i, e in enumerate(active) if e.kind == EntryKind.ASSISTANT}
+    # A prompt a UserPromptSubmit hook blocked never reaches the model (runtime.hooks).
+    withdrawn = {e.data.get("withdraws") for e in active if e.kind == EntryKind.NOTE}
     for index, entry in enumerate(active):
         match entry.kind:
+            case EntryKind.USER if entry.id in withdrawn:
+                continue
+            case EntryKind.NOTE if entry.data.get("for_model"):  # a hook's feedback
+                messages.append(Message("user", str(entry.data["for_model"])))
             case EntryKind.USER:
                 attached = policy.prompt_images.get(entry.id)
                 if attached:

@@ -31,6 +31,7 @@ from runtime.catalog import ModelInfo
 from runtime.compaction import CompactionSettings
 from runtime.errors import BastionError, ConversationBusy, LeaseLost, StoreError
 from runtime.events import Event
+from runtime.hooks.points import Hooks
 from runtime.ids import uuid7, uuid7_time
 from runtime.live import LiveStream
 from runtime.loop import LoopDeps, LoopSettings, RunExecutor, place_item
@@ -96,6 +97,7 @@ class DriverConfig:
     on_refusal: Callable[[str, str], None] | None = None
     compaction: CompactionSettings = field(default_factory=CompactionSettings)
     rules: RuleBook | None = None
+    hooks: Hooks | None = None
 
 
 class Driver:
@@ -352,6 +354,7 @@ class Driver:
             on_refusal=self.config.on_refusal,
             compaction=self.config.compaction,
             rules=self.config.rules,
+            hooks=self.config.hooks,
         )
         self._executor = RunExecutor(deps, self.conversation_id)
         self._run = run

@@ -144,6 +144,24 @@ class RulesUpdated:
 
 
 @dataclass(frozen=True, slots=True)
+class HookRan:
+    """A configured hook (runtime.hooks) for one event of run `run_id`: `state`
+    "started" before a hook that runs at most once, "done" with its `outcome` (ok,
+    block, approve, failed, timeout, garbage), or "interrupted" (bastion stopped while
+    it ran; it is not run again). `key` names the event and what it ran for."""
+
+    type: ClassVar[str] = "hook.ran"
+    conversation_id: str
+    version: int
+    run_id: str
+    key: str
+    hook_event: str
+    command: str
+    state: str
+    outcome: str
+
+
+@dataclass(frozen=True, slots=True)
 class TodosUpdated:
     """The conversation's todo list (runtime.plan), all of it, after a `todo` call."""
 
@@ -167,6 +185,7 @@ DurableEvent = (
     | InboxUpdated
     | LeaseChanged
     | RulesUpdated
+    | HookRan
     | TodosUpdated
 )
 
@@ -269,6 +288,7 @@ EVENT_TYPES: dict[str, type[Any]] = {
         InboxUpdated,
         LeaseChanged,
         RulesUpdated,
+        HookRan,
         TodosUpdated,
         TextDelta,
         ReasoningDelta,

@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from runtime.config import Config
 from runtime.driver import Driver
-from runtime.errors import HarnessClosed
+from runtime.errors import BastionError, HarnessClosed
 from runtime.events import Event, RunUpdated
 from runtime.ids import uuid7
 from runtime.loop import LoopSettings
@@ -78,7 +78,7 @@ class HarnessCore:
     # HarnessProxy and tui.attach_app's AttachedHarness too), so no front end probes:
     attached: Final = False  # a follower of a session another process drives
     elsewhere: Final = False  # runs on the caller's own event loop
-    gone: BaseException | None = None  # why a harness in another process ended
+    gone: BastionError | None = None  # why a harness in another process ended
 
     def take_opening(self, conversation_id: str) -> tuple[Any, Any] | None:
         """The settings and view sent with the session when it was opened elsewhere

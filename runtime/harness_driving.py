@@ -17,11 +17,13 @@ from runtime.compaction import DEFAULT_RESERVE, CompactionSettings, Compactor
 from runtime.driver import Driver, DriverConfig
 from runtime.errors import BastionError, UnfinishedWork
 from runtime.harness_core import HarnessCore
+from runtime.hooks import hooks_for
 from runtime.plan.todo import PlanToolbox
 from runtime.providers.base import Provider
 from runtime.reasoning import parse_effort
 from runtime.records import Conversation, Entry, SessionSettings
 from runtime.rules import Rule, Scope, command_rule, folder_parts
+from runtime.sandboxing import choose_sandbox
 from runtime.serve import start_server
 from runtime.settings import ProjectRules, RuleBook
 from runtime.trust import trust_of
@@ -157,6 +159,14 @@ class DrivingOps(HarnessCore):
         toolbox = self._toolbox_factory(conv) if self._toolbox_factory else None
         if toolbox is not None:
             toolbox = PlanToolbox(toolbox)  # the model's `todo` list (runtime.plan)
+        trusted = trust_of(conv.cwd).trusted
+        policy = getattr(toolbox, "sandbox", None) or choose_sandbox(self.config, mode.value)
+        try:
+            hooks = hooks_for(self.config, conv.cwd, trusted, policy)
+        except BaseException:  # a project's [hooks] that cannot be used: one line, no driver
+            if toolbox is not None:
+                toolbox.close()
+            raise
         config = DriverConfig(
             provider=provider,
             model=model_name,
@@ -169,8 +179,9 @@ class DrivingOps(HarnessCore):
             lease_ttl=self.lease_ttl,
             on_refusal=on_refusal,
             compaction=self.compaction_settings(),
+            hooks=hooks,
             rules=RuleBook(
-                ProjectRules(conv.cwd) if trust_of(conv.cwd).trusted else None,
+                ProjectRules(conv.cwd) if trusted else None,
                 allow,
                 getattr(toolbox, "resolve_path", None) or folder_parts,
             ),

@@ -33,6 +33,7 @@ from runtime.compaction import CompactionSettings, Compactor, exceeds
 from runtime.context import ImagePolicy, build_messages
 from runtime.errors import BastionError
 from runtime.events import AttemptReset, Event, ReasoningDelta, TextDelta
+from runtime.hooks.points import Hooks
 from runtime.ids import uuid7
 from runtime.images import IMAGE_SUFFIXES, max_side_for, prompt_images
 from runtime.instructions import load_instructions
@@ -109,6 +110,7 @@ class LoopDeps:
     on_refusal: Callable[[str, str], None] | None = None
     compaction: CompactionSettings = field(default_factory=CompactionSettings)
     rules: RuleBook | None = None
+    hooks: Hooks | None = None  # the user's (and a trusted project's) hooks
 
 
 class RunAborted(Exception):
@@ -227,8 +229,13 @@ class RunExecutor:
             if run.interrupt_requested:
                 self.interrupting = True
                 return await self._finish_interrupted(run)
+            resumed = run.state != RunState.QUEUED
             if run.state == RunState.QUEUED:
                 run = await self.transition(run, (RunState.QUEUED,), state=RunState.RUNNING)
+            if self.deps.hooks is not None:  # SessionStart, UserPromptSubmit (runtime.hooks)
+                blocked = await self.deps.hooks.run_start(self, run, resumed)
+                if blocked is not None:
+                    return blocked
             return await self._turns(run, unfinished)
         except asyncio.CancelledError:
             await self.settle_inflight()
@@ -296,6 +303,8 @@ class RunExecutor:
             self._check_budget(run)
             entry, calls, run = await self._stream_turn(run)
             if not calls:
+                if self.deps.hooks is not None and await self.deps.hooks.stop(self, run, entry):
+                    continue  # a Stop hook asked for more: its reason is the next input
                 done = await self._answer_or_steer(run, entry)
                 if done is not None:
                     return done

@@ -37,108 +37,172 @@ def schema_version() -> int:
     return latest_version()
 
 
+SCHEMA_1 = """
+CREATE TABLE conversations (
+    id TEXT PRIMARY KEY,
+    title TEXT NOT NULL DEFAULT '',
+    cwd TEXT NOT NULL,
+    settings TEXT NOT NULL DEFAULT '{}',
+    parent_id TEXT,
+    fork_seq INTEGER,
+    version INTEGER NOT NULL DEFAULT 0,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    lease_owner TEXT,
+    lease_pid INTEGER,
+    lease_host TEXT,
+    lease_heartbeat REAL,
+    lease_token INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX conversations_by_cwd ON conversations (cwd, updated_at);
+
+CREATE TABLE entries (
+    id TEXT PRIMARY KEY,
+    conversation_id TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+    position INTEGER NOT NULL,
+    run_id TEXT,
+    kind TEXT NOT NULL,
+    status TEXT NOT NULL,
+    text TEXT NOT NULL DEFAULT '',
+    data TEXT NOT NULL DEFAULT '{}',
+    created_at REAL NOT NULL,
+    UNIQUE (conversation_id, position)
+);
+
+-- Every submission is an inbox item; (conversation, request_key) is the
+-- admission key, so a retried submit finds the item it already made.
+CREATE TABLE inbox (
+    id TEXT PRIMARY KEY,
+    conversation_id TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+    mode TEXT NOT NULL,
+    text TEXT NOT NULL,
+    state TEXT NOT NULL,
+    request_key TEXT,
+    run_id TEXT,
+    entry_id TEXT,
+    created_at REAL NOT NULL,
+    UNIQUE (conversation_id, request_key)
+);
+
+CREATE TABLE runs (
+    id TEXT PRIMARY KEY,
+    conversation_id TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+    inbox_id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    revision INTEGER NOT NULL DEFAULT 0,
+    reason TEXT,
+    error TEXT,
+    usage TEXT NOT NULL DEFAULT '{}',
+    result_entry_id TEXT,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE INDEX runs_by_state ON runs (conversation_id, state);
+
+CREATE TABLE tool_calls (
+    id TEXT PRIMARY KEY,
+    conversation_id TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+    run_id TEXT NOT NULL,
+    entry_id TEXT NOT NULL,
+    "index" INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    arguments TEXT NOT NULL,
+    replay_safe INTEGER NOT NULL,
+    approval TEXT NOT NULL,
+    state TEXT NOT NULL,
+    result TEXT,
+    result_entry_id TEXT,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE INDEX tool_calls_by_run ON tool_calls (run_id);
+
+CREATE TABLE ledger (
+    conversation_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    type TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    time REAL NOT NULL,
+    PRIMARY KEY (conversation_id, seq)
+) WITHOUT ROWID;
+
+CREATE TRIGGER ledger_append_only_update BEFORE UPDATE ON ledger
+BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;
+
+-- Ledger rows go only with their conversation (`bastion sessions rm`).
+CREATE TRIGGER ledger_append_only_delete BEFORE DELETE ON ledger
+WHEN EXISTS (SELECT 1 FROM conversations WHERE id = OLD.conversation_id)
+BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;
+"""
+
+
 @migration(1, "initial schema")
 def _initial(db: sqlite3.Connection) -> None:
-    _run_script(
-        db,
-        """
-        CREATE TABLE conversations (
-            id TEXT PRIMARY KEY,
-            title TEXT NOT NULL DEFAULT '',
-            cwd TEXT NOT NULL,
-            settings TEXT NOT NULL DEFAULT '{}',
-            parent_id TEXT,
-            fork_seq INTEGER,
-            version INTEGER NOT NULL DEFAULT 0,
-            created_at REAL NOT NULL,
-            updated_at REAL NOT NULL,
-            lease_owner TEXT,
-            lease_pid INTEGER,
-            lease_host TEXT,
-            lease_heartbeat REAL,
-            lease_token INTEGER NOT NULL DEFAULT 0
-        );
-        CREATE INDEX conversations_by_cwd ON conversations (cwd, updated_at);
+    _run_script(db, SCHEMA_1)
 
-        CREATE TABLE entries (
-            id TEXT PRIMARY KEY,
-            conversation_id TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
-            position INTEGER NOT NULL,
-            run_id TEXT,
-            kind TEXT NOT NULL,
-            status TEXT NOT NULL,
-            text TEXT NOT NULL DEFAULT '',
-            data TEXT NOT NULL DEFAULT '{}',
-            created_at REAL NOT NULL,
-            UNIQUE (conversation_id, position)
-        );
 
-        -- Every submission is an inbox item; (conversation, request_key) is the
-        -- admission key, so a retried submit finds the item it already made.
-        CREATE TABLE inbox (
-            id TEXT PRIMARY KEY,
-            conversation_id TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
-            mode TEXT NOT NULL,
-            text TEXT NOT NULL,
-            state TEXT NOT NULL,
-            request_key TEXT,
-            run_id TEXT,
-            entry_id TEXT,
-            created_at REAL NOT NULL,
-            UNIQUE (conversation_id, request_key)
-        );
+SCHEMA_2 = """
+ALTER TABLE tool_calls RENAME TO tool_calls_v1;
+DROP INDEX tool_calls_by_run;
+CREATE TABLE tool_calls (
+    id TEXT PRIMARY KEY,
+    provider_id TEXT NOT NULL,
+    conversation_id TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+    run_id TEXT NOT NULL,
+    entry_id TEXT NOT NULL,
+    "index" INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    arguments TEXT NOT NULL,
+    replay_safe INTEGER NOT NULL,
+    approval TEXT NOT NULL,
+    state TEXT NOT NULL,
+    result TEXT,
+    result_entry_id TEXT,
+    process TEXT,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL
+);
+INSERT INTO tool_calls (id, provider_id, conversation_id, run_id, entry_id, "index",
+    name, arguments, replay_safe, approval, state, result, result_entry_id,
+    created_at, updated_at)
+SELECT id, id, conversation_id, run_id, entry_id, "index", name, arguments,
+    replay_safe, approval, state, result, result_entry_id, created_at, updated_at
+FROM tool_calls_v1;
+DROP TABLE tool_calls_v1;
+CREATE INDEX tool_calls_by_run ON tool_calls (run_id, "index");
+CREATE INDEX tool_calls_by_conversation ON tool_calls (conversation_id, state);
 
-        CREATE TABLE runs (
-            id TEXT PRIMARY KEY,
-            conversation_id TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
-            inbox_id TEXT NOT NULL,
-            state TEXT NOT NULL,
-            revision INTEGER NOT NULL DEFAULT 0,
-            reason TEXT,
-            error TEXT,
-            usage TEXT NOT NULL DEFAULT '{}',
-            result_entry_id TEXT,
-            created_at REAL NOT NULL,
-            updated_at REAL NOT NULL
-        );
-        CREATE INDEX runs_by_state ON runs (conversation_id, state);
+ALTER TABLE runs ADD COLUMN interrupt_requested INTEGER NOT NULL DEFAULT 0;
 
-        CREATE TABLE tool_calls (
-            id TEXT PRIMARY KEY,
-            conversation_id TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
-            run_id TEXT NOT NULL,
-            entry_id TEXT NOT NULL,
-            "index" INTEGER NOT NULL,
-            name TEXT NOT NULL,
-            arguments TEXT NOT NULL,
-            replay_safe INTEGER NOT NULL,
-            approval TEXT NOT NULL,
-            state TEXT NOT NULL,
-            result TEXT,
-            result_entry_id TEXT,
-            created_at REAL NOT NULL,
-            updated_at REAL NOT NULL
-        );
-        CREATE INDEX tool_calls_by_run ON tool_calls (run_id);
+CREATE TABLE chunks (
+    conversation_id TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+    owner_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    start INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    PRIMARY KEY (owner_id, kind, start)
+) WITHOUT ROWID;
+CREATE INDEX chunks_by_conversation ON chunks (conversation_id);
 
-        CREATE TABLE ledger (
-            conversation_id TEXT NOT NULL,
-            seq INTEGER NOT NULL,
-            type TEXT NOT NULL,
-            payload TEXT NOT NULL,
-            time REAL NOT NULL,
-            PRIMARY KEY (conversation_id, seq)
-        ) WITHOUT ROWID;
+CREATE TABLE admissions (
+    request_key TEXT PRIMARY KEY,
+    conversation_id TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+    inbox_id TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+INSERT OR IGNORE INTO admissions (request_key, conversation_id, inbox_id, digest, created_at)
+SELECT request_key, conversation_id, id, '', created_at FROM inbox
+WHERE request_key IS NOT NULL ORDER BY created_at;
 
-        CREATE TRIGGER ledger_append_only_update BEFORE UPDATE ON ledger
-        BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;
+CREATE TABLE deleted_conversations (
+    id TEXT PRIMARY KEY,
+    deleted_at REAL NOT NULL
+);
 
-        -- Ledger rows go only with their conversation (`bastion sessions rm`).
-        CREATE TRIGGER ledger_append_only_delete BEFORE DELETE ON ledger
-        WHEN EXISTS (SELECT 1 FROM conversations WHERE id = OLD.conversation_id)
-        BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;
-        """,
-    )
+CREATE INDEX entries_by_run ON entries (run_id);
+CREATE INDEX inbox_by_state ON inbox (conversation_id, state);
+"""
 
 
 @migration(2, "own tool-call keys, streamed chunks, global admissions, tombstones")
@@ -147,71 +211,7 @@ def _keys_chunks_admissions(db: sqlite3.Connection) -> None:
     repeat ids); streamed text, reasoning and command output are checkpointed as
     append-only chunks, joined when their entry closes; a request key is admitted
     once across all conversations; a deleted conversation's id is never reused."""
-    _run_script(
-        db,
-        """
-        ALTER TABLE tool_calls RENAME TO tool_calls_v1;
-        DROP INDEX tool_calls_by_run;
-        CREATE TABLE tool_calls (
-            id TEXT PRIMARY KEY,
-            provider_id TEXT NOT NULL,
-            conversation_id TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
-            run_id TEXT NOT NULL,
-            entry_id TEXT NOT NULL,
-            "index" INTEGER NOT NULL,
-            name TEXT NOT NULL,
-            arguments TEXT NOT NULL,
-            replay_safe INTEGER NOT NULL,
-            approval TEXT NOT NULL,
-            state TEXT NOT NULL,
-            result TEXT,
-            result_entry_id TEXT,
-            process TEXT,
-            created_at REAL NOT NULL,
-            updated_at REAL NOT NULL
-        );
-        INSERT INTO tool_calls (id, provider_id, conversation_id, run_id, entry_id, "index",
-            name, arguments, replay_safe, approval, state, result, result_entry_id,
-            created_at, updated_at)
-        SELECT id, id, conversation_id, run_id, entry_id, "index", name, arguments,
-            replay_safe, approval, state, result, result_entry_id, created_at, updated_at
-        FROM tool_calls_v1;
-        DROP TABLE tool_calls_v1;
-        CREATE INDEX tool_calls_by_run ON tool_calls (run_id, "index");
-        CREATE INDEX tool_calls_by_conversation ON tool_calls (conversation_id, state);
-
-        ALTER TABLE runs ADD COLUMN interrupt_requested INTEGER NOT NULL DEFAULT 0;
-
-        CREATE TABLE chunks (
-            conversation_id TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
-            owner_id TEXT NOT NULL,
-            kind TEXT NOT NULL,
-            start INTEGER NOT NULL,
-            text TEXT NOT NULL,
-            PRIMARY KEY (owner_id, kind, start)
-        ) WITHOUT ROWID;
-        CREATE INDEX chunks_by_conversation ON chunks (conversation_id);
-
-        CREATE TABLE admissions (
-            request_key TEXT PRIMARY KEY,
-            conversation_id TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
-            inbox_id TEXT NOT NULL,
-            digest TEXT NOT NULL,
-            created_at REAL NOT NULL
-        );
-        INSERT OR IGNORE INTO admissions (request_key, conversation_id, inbox_id, digest, created_at)
-        SELECT request_key, conversation_id, id, '', created_at FROM inbox
-        WHERE request_key IS NOT NULL ORDER BY created_at;
-
-        CREATE TABLE deleted_conversations (
-            id TEXT PRIMARY KEY,
-            deleted_at REAL NOT NULL
-        );
-
-        CREATE INDEX entries_by_run ON entries (run_id);
-        CREATE INDEX inbox_by_state ON inbox (conversation_id, state);
-        """,
-    )
+    _run_script(db, SCHEMA_2)
 
 
 @migration(3, "index of streaming entries")

@@ -78,6 +78,8 @@ def restrict_project(
             tables, why = _providers(value, user.get("providers", {}))
             kept[key] = tables
             ignored.extend(why)
+        elif key == "hooks":
+            ignored.append("hooks (a trusted project's hooks go in .bastion/settings.toml)")
         else:
             ignored.append(f"{key} (only your own config may set it)")
     return kept, ignored

@@ -51,7 +51,28 @@ def project_preview(cwd: str, env: Mapping[str, str] | None = None) -> list[str]
     if edits:
         lines.append("edits without asking under: " + ", ".join(f"{e}/" for e in edits))
     lines.extend(f"refused even if trusted: {line.partition(': ')[2]}" for line in refused)
+    lines.extend(_hooks(cwd))
     return lines
+
+
+def _hooks(cwd: str) -> list[str]:
+    """One line per hook of the settings file: commands that run without asking."""
+    from runtime.hooks import project_hooks
+
+    try:
+        hooks = project_hooks(cwd).hooks
+    except ConfigError as exc:
+        return [f".bastion/settings.toml: [hooks] cannot be used: {exc.message}"]
+    return [
+        f"runs `{h.shown}` without asking on every {h.event}"
+        + (
+            f" of {h.matcher}"
+            if h.event in ("PreToolUse", "PostToolUse") and h.matcher != "*"
+            else ""
+        )
+        + " (sandboxed, no network)"
+        for h in hooks
+    ]
 
 
 def _describe(kept: dict[str, Any]) -> list[str]:

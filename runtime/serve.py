@@ -388,7 +388,10 @@ class AttachServer:
                 saved = await self.harness.respond(
                     conv_id, call_id, approve, always=always, message=message, sandbox=sandbox
                 )
-                return {"rules": [rule.pattern for rule in saved]}
+                return {
+                    "rules": [rule.pattern for rule in saved],
+                    "saved": [rule.to_dict() for rule in saved],
+                }
         except (KeyError, ValueError) as exc:
             raise BadRequest(
                 f"request {op!r} is missing or has a bad field: {exc}",

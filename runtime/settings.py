@@ -179,7 +179,8 @@ class ProjectRules:
 
 
 def dump_toml(data: dict[str, Any]) -> str:
-    """TOML for plain data (strings, numbers, booleans, lists of them, tables)."""
+    """TOML for plain data (strings, numbers, booleans, lists of them, tables; a table in
+    a list is written inline)."""
     lines: list[str] = []
     _table(data, (), lines)
     return "\n".join(lines).lstrip("\n") + "\n"
@@ -219,6 +220,8 @@ def _value(value: Any) -> str:
         return _string(value)
     if isinstance(value, list):
         return "[" + ", ".join(_value(v) for v in value) + "]"
+    if isinstance(value, dict):  # in an array, such as [[hooks.PostToolUse]] tables
+        return "{ " + ", ".join(f"{_key(k)} = {_value(v)}" for k, v in value.items()) + " }"
     raise ConfigError(
         f"cannot write a {type(value).__name__} back to the settings file",
         hint="keep .bastion/settings.toml to strings, numbers, booleans, lists and tables",

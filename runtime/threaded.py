@@ -33,6 +33,7 @@ import threading
 from collections import deque
 from typing import Any, Final, TypeVar
 
+from runtime.errors import BastionError
 from runtime.events import (
     EntryAdded,
     EntryClosed,
@@ -266,7 +267,7 @@ class HarnessProxy:
 
     elsewhere: Final = True
     attached: Final = False
-    gone: BaseException | None = None  # (a harness process that ended says why)
+    gone: BastionError | None = None  # (a harness process that ended says why)
 
     def take_opening(self, conversation_id: str) -> tuple[Any, Any] | None:
         return None  # (the harness process sends one: runtime.remote)

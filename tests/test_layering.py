@@ -45,3 +45,63 @@ def test_headless_packages_import_no_ui(package, banned):
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "", f"{package} pulled in {out.stdout.strip()}"
+
+
+# The runtime's public API, all a front end may import: the package's exports
+# (`runtime/__init__.py`), the contract (`runtime.api`), the views and the records,
+# events and errors they are made of. Everything else is the runtime's own business.
+PUBLIC = {
+    "runtime",
+    "runtime.api",
+    "runtime.views",
+    "runtime.records",
+    "runtime.events",
+    "runtime.errors",
+}
+
+
+def runtime_imports(path: Path) -> list[tuple[int, str]]:
+    """(line, module) of every runtime import in `path`, TYPE_CHECKING ones included."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        found += [(node.lineno, name) for name in names if name.split(".")[0] == "runtime"]
+    return found
+
+
+def test_front_ends_import_only_the_public_api():
+    bad = [
+        f"{path.relative_to(ROOT)}:{line}: {name}"
+        for package in ("tui", "themes")
+        for path in sorted((ROOT / package).rglob("*.py"))
+        for line, name in runtime_imports(path)
+        if name not in PUBLIC
+    ]
+    assert bad == [], "front ends import runtime internals:\n" + "\n".join(bad)
+
+
+def test_the_public_api_check_sees_an_internal_import(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "from runtime.store import Store\nimport runtime.loop\nfrom runtime import Harness\n"
+    )
+    assert [name for _, name in runtime_imports(sample) if name not in PUBLIC] == [
+        "runtime.store",
+        "runtime.loop",
+    ]
+
+
+def test_every_public_name_loads():
+    code = "import runtime\nfor name in runtime.__all__: getattr(runtime, name)\nprint(len(runtime.__all__))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout) > 50

@@ -14,6 +14,7 @@ theme live recolours everything.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from textual.app import App
 from textual.theme import BUILTIN_THEMES, Theme
@@ -102,7 +103,7 @@ THEMES: dict[str, Theme] = {
 DEFAULT_THEME = BASTION_DARK.name
 
 
-def register(app: App[object]) -> None:
+def register(app: App[Any]) -> None:
     """Register every Bastion theme with `app` (it can then switch to them by name)."""
     for theme in THEMES.values():
         app.register_theme(theme)

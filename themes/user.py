@@ -203,8 +203,8 @@ class ThemeFolder:
         return reload
 
     def _read(self, path: Path, owners: dict[str, Path]) -> Theme:
+        from runtime import read_user_file
         from runtime.errors import ConfigError
-        from runtime.safe_read import read_user_file
 
         try:  # a symlink the user made is followed; a FIFO or device is refused at once
             read = read_user_file(path)

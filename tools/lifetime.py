@@ -148,9 +148,14 @@ class Supervised:
         env: dict[str, str],
         spawn: dict[str, Any],
         sandbox: tuple[str, ...] = (),
+        *,
+        stdin: int | None = None,
+        stderr: int | None = None,
     ) -> Supervised:
         """Start the supervisor of ``argv``; ``sandbox`` is the spec it applies to itself
-        before it starts the command (``tools.sandbox.plan``; empty: none)."""
+        before it starts the command (``tools.sandbox.plan``; empty: none). The command
+        reads ``stdin`` (default /dev/null) and writes its stderr to ``stderr`` (default:
+        merged with stdout into ``output``); the caller keeps and closes both."""
         life_r, life_w = os.pipe()
         report_r, report_w = os.pipe()
         out_r, out_w = os.pipe()
@@ -158,9 +163,9 @@ class Supervised:
         try:
             proc = subprocess.Popen(
                 [*supervisor_argv(life_r, report_w, sandbox), *argv],
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.DEVNULL if stdin is None else stdin,
                 stdout=out_w,
-                stderr=out_w,
+                stderr=out_w if stderr is None else stderr,
                 env=env,
                 start_new_session=True,
                 pass_fds=keep,

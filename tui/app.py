@@ -30,11 +30,11 @@ import time
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import replace
 from importlib import import_module
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from textual import events, work
 from textual.actions import SkipAction
-from textual.app import App, ComposeResult, CSSPathType
+from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 from textual.widgets import Static
@@ -44,6 +44,7 @@ from themes import DEFAULT_THEME, check_theme_name
 from tui import theming
 from tui.markup import escape
 from tui.pacing import FRAME, GAP, MAX_HOLD, REST, due, hold, pause, urgent
+from tui.textual_compat import begin_batch, end_batch
 from tui.widgets.prompt import PromptInput
 from tui.widgets.status import StatusBar
 from tui.widgets.transcript import Transcript
@@ -52,10 +53,8 @@ if TYPE_CHECKING:  # loaded after the first frame (see tui.launch and `_mount_re
     from textual.command import Provider
     from textual.driver import Driver
 
-    from runtime import ConfigWatcher
-    from runtime.harness import Harness
+    from runtime import ConfigWatcher, EventChannel, HarnessAPI
     from runtime.records import SessionSettings
-    from runtime.threaded import EventChannel, HarnessProxy
     from runtime.views import ConversationView
     from themes.user import ThemeFolder
     from tui import slash
@@ -69,7 +68,7 @@ if TYPE_CHECKING:  # loaded after the first frame (see tui.launch and `_mount_re
 
 __all__ = ["BastionApp", "Opener", "preload"]
 
-Opener = Callable[[], Awaitable[tuple["Harness | HarnessProxy", str]]]
+Opener = Callable[[], Awaitable[tuple["HarnessAPI", str]]]
 
 QUIT_WINDOW = 2.0  # seconds in which a second Ctrl+C quits
 WELCOME = "[b $primary]bastion[/]  [$foreground-muted]type a request and press Enter[/]"
@@ -117,7 +116,7 @@ def preload() -> None:
 class BastionApp(App[int]):
     """A transcript, a prompt, an approval line and a status bar over one conversation."""
 
-    CSS_PATH: ClassVar[CSSPathType] = "app.tcss"
+    CSS_PATH: ClassVar[str] = "app.tcss"
     TITLE = "bastion"
     COMMANDS: ClassVar[set[Any]] = {_slash_provider}  # loaded when the palette opens
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -137,7 +136,7 @@ class BastionApp(App[int]):
 
     def __init__(
         self,
-        harness: Harness | HarnessProxy | None = None,
+        harness: HarnessAPI | None = None,
         conversation_id: str | None = None,
         *,
         first_prompt: str | None = None,
@@ -220,11 +219,12 @@ class BastionApp(App[int]):
         self.echoed_at = time.monotonic()
 
     def get_driver_class(self) -> type[Driver]:
-        from tui import compat
-        from tui.driver import noting_keys
+        from tui import textual_compat
 
-        compat.install()  # Alt+Enter (ESC CR) read as alt+enter: a follow-up, not a steer
-        return noting_keys(super().get_driver_class())  # typing holds output from its read
+        textual_compat.install()  # Alt+Enter (ESC CR) read as alt+enter: a follow-up, not a steer
+        return textual_compat.noting_keys(
+            super().get_driver_class()
+        )  # typing holds output from its read
 
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, (events.Key, events.Paste)):
@@ -249,7 +249,7 @@ class BastionApp(App[int]):
         # (a frame before would be drawn only to be drawn again), for half a second at most.
         if self._stored:
             self._opening = True
-            self._begin_batch()  # (what `batch_update` does, across the awaits of `follow`)
+            begin_batch(self)  # (what `batch_update` does, across the awaits of `follow`)
             self.set_timer(FIRST_VIEW_WAIT, self._opened)
             self.follow()
         else:
@@ -260,7 +260,7 @@ class BastionApp(App[int]):
         the screen draws again."""
         if self._opening:
             self._opening = False
-            self._end_batch()
+            end_batch(self)
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         if isinstance(event.widget, PromptInput):
@@ -372,9 +372,9 @@ class BastionApp(App[int]):
         harness, conv_id = self.harness, self.conversation_id
         assert harness is not None
         if harness.attached:
-            await self._follow_attached(harness)
+            await self._follow_attached(cast("AttachedHarness", harness))
             return
-        from runtime.threaded import channel_for
+        from runtime import channel_for
 
         loop = asyncio.get_running_loop()
         channel = channel_for(harness, conv_id)
@@ -407,7 +407,7 @@ class BastionApp(App[int]):
             self._opened()
             channel.close()
 
-    async def _show_first(self, harness: Harness | HarnessProxy, conv_id: str) -> None:
+    async def _show_first(self, harness: HarnessAPI, conv_id: str) -> None:
         """The session's first view (the one its harness process sent with it, if so),
         and the prompt from the command line submitted while it is drawn."""
         from runtime.views import OPENING_ENTRIES
@@ -462,7 +462,7 @@ class BastionApp(App[int]):
         batch: object,
         shown_at: float,
         channel: EventChannel,
-        harness: Harness | HarnessProxy,
+        harness: HarnessAPI,
         conv_id: str,
     ) -> ConversationView:
         """`view` once it may be shown, with what it draws rendered. While the user
@@ -510,7 +510,7 @@ class BastionApp(App[int]):
 
     @staticmethod
     async def _fold(
-        view: ConversationView, batch: object, harness: Harness | HarnessProxy, conv_id: str
+        view: ConversationView, batch: object, harness: HarnessAPI, conv_id: str
     ) -> ConversationView:
         """`view` with `batch` (from `EventChannel.get`) applied: each event through the
         reducer, or a fresh snapshot after a resync."""
@@ -528,7 +528,7 @@ class BastionApp(App[int]):
     async def _not_opened(self, exc: BastionError) -> None:
         """The opener failed: the first-run screen when no model is configured, else end
         the app (the caller prints `exc` once the terminal is back)."""
-        from runtime.firstrun import NoModelConfigured
+        from runtime import NoModelConfigured
 
         self.open_error = exc
         if isinstance(exc, NoModelConfigured):  # first run: say how to choose a model
@@ -660,7 +660,7 @@ class BastionApp(App[int]):
 
     async def _submit(self, text: str, view: ConversationView, *, follow_up: bool = False) -> None:
         """`send` with `view` the session as last seen."""
-        from runtime.mentions import expand_mentions
+        from runtime import expand_mentions
         from runtime.records import InboxMode
 
         assert self.harness is not None
@@ -681,7 +681,7 @@ class BastionApp(App[int]):
         """What the user sent in this conversation, oldest first (the prompt's history)."""
         if self.view is None:
             return []
-        from runtime.mentions import split_attachments
+        from runtime import split_attachments
         from runtime.records import EntryKind
 
         return [split_attachments(e.text)[0] for e in self.view.settled if e.kind == EntryKind.USER]
@@ -821,11 +821,11 @@ class BastionApp(App[int]):
         """Shift+Tab: the next approval mode, shown on the status line; the prompt keeps
         its focus and its draft."""
         async with self._mode_lock:  # presses in quick succession step one mode each
-            if self.harness is None or self.settings is None:
-                return
+            if self.harness is None or (self.settings is None and not self.harness.attached):
+                return  # (still opening; attached, the harness says why it cannot)
             from tui.slash import MODES as modes
 
-            current = self.settings.approval_mode
+            current = self.settings.approval_mode if self.settings else ""
             at = modes.index(current) if current in modes else -1
             try:
                 settings = await self.harness.set_approval_mode(
@@ -877,12 +877,12 @@ class BastionApp(App[int]):
 
     def action_completion(self, key: str) -> None:
         """Up/Down/Tab/Enter in the open @file list; otherwise they go on as usual."""
-        if not self.parts_ready.is_set() or not self.completion.handle_key(key):
+        if not self.parts_ready.is_set() or not self.completion.take_key(key):
             raise SkipAction()
 
     def action_interrupt(self) -> None:
         if self.parts_ready.is_set() and (
-            self.completion.handle_key("escape") or self.approval.back()
+            self.completion.take_key("escape") or self.approval.back()
         ):
             return  # Esc closes the @file list, or leaves an approval's scope or message
         view = self.view
@@ -905,7 +905,7 @@ class BastionApp(App[int]):
         done = await self.harness.interrupt(self.conversation_id)
         if done.withdrawn:
             prompt = self.query_one(PromptInput)
-            from runtime.mentions import split_attachments
+            from runtime import split_attachments
 
             texts = [split_attachments(item.text)[0] for item in done.withdrawn]
             if prompt.text.strip():

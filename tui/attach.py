@@ -103,10 +103,12 @@ class AttachLine:
                 self._call(call)
         for run in view.runs:  # a run with no entry of its own
             self._run_end(run)
-        call = pending_approval(view)
-        if call is not None and call.id not in self._asked:
-            self._asked.add(call.id)
-            self._write(f"\nallow {call.name} {call_summary(call.name, call.arguments)}? [y/n]")
+        pending = pending_approval(view)
+        if pending is not None and pending.id not in self._asked:
+            self._asked.add(pending.id)
+            self._write(
+                f"\nallow {pending.name} {call_summary(pending.name, pending.arguments)}? [y/n]"
+            )
         self.out.flush()
 
     def _entry(self, view: ConversationView, entry: Entry) -> None:

@@ -12,13 +12,27 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Any
 
-from runtime import ConversationView, Follower, Harness
-from runtime.harness import Interruption
-from runtime.records import InboxItem, InboxMode
-from runtime.schedule.redirect import Redirection
+from runtime import BastionError, ConversationView, Follower, Harness, InboxMode, NeedsDriver
+
+if TYPE_CHECKING:
+    from runtime import (
+        Conversation,
+        Entry,
+        HarnessAPI,
+        InboxItem,
+        Interruption,
+        Redirection,
+        RestorePlan,
+        RestoreReport,
+        Rewound,
+        Rule,
+        SearchHit,
+        SessionSettings,
+        SessionSummary,
+    )
 
 __all__ = ["AttachedHarness", "run_app"]
 
@@ -28,7 +42,7 @@ class AttachedHarness:
 
     attached = True  # how the app tells it apart without importing this module first
     elsewhere = True
-    gone: BaseException | None = None
+    gone: BastionError | None = None
 
     def take_opening(self, conversation_id: str) -> None:
         return None
@@ -66,8 +80,8 @@ class AttachedHarness:
         always: str | None = None,
         message: str | None = None,
         sandbox: str | None = None,
-    ) -> None:
-        await self.follower.respond(
+    ) -> tuple[Rule, ...]:
+        return await self.follower.respond(
             tool_call_id, approve, always=always, message=message, sandbox=sandbox
         )
 
@@ -91,13 +105,73 @@ class AttachedHarness:
     async def cancel_compaction(self, conversation_id: str) -> bool:
         return await self.follower.cancel_compaction()
 
+    async def withdraw(self, conversation_id: str, item_id: str) -> bool:
+        return await self.follower.withdraw(item_id)
+
     async def close(self) -> None:
         await self.follower.harness.close()
+
+    # --- read from the store, as any process may --------------------------------
+
+    async def session_settings(self, conversation_id: str) -> SessionSettings:
+        return await self.follower.harness.session_settings(conversation_id)
+
+    async def export(self, conversation_id: str) -> dict[str, Any]:
+        return await self.follower.harness.export(conversation_id)
+
+    async def search(self, query: str, limit: int = 50) -> list[SearchHit]:
+        return await self.follower.harness.search(query, limit)
+
+    async def session_summaries(self, limit: int = 500) -> list[SessionSummary]:
+        return await self.follower.harness.session_summaries(limit)
+
+    async def resolve_id(self, text: str) -> str:
+        return await self.follower.harness.resolve_id(text)
+
+    async def short_ids(self, ids: Sequence[str]) -> dict[str, str]:
+        return await self.follower.harness.short_ids(ids)
+
+    # --- only the driving process may: NeedsDriver, the one line the app shows ------
+
+    async def send_held(self, conversation_id: str) -> tuple[InboxItem, ...]:
+        raise NeedsDriver("sending held input (/send)")
+
+    async def compact(self, conversation_id: str, instructions: str | None = None) -> Entry | None:
+        raise NeedsDriver("/compact")
+
+    async def set_approval_mode(self, conversation_id: str, mode: str) -> SessionSettings:
+        raise NeedsDriver("changing the approval mode")
+
+    async def set_model(self, conversation_id: str, spec: str) -> SessionSettings:
+        raise NeedsDriver("changing the model")
+
+    async def set_defaults(
+        self, conversation_id: str, *, model: str | None = None, approval_mode: str | None = None
+    ) -> None:
+        raise NeedsDriver("a config change")
+
+    async def new_session(self, conversation_id: str) -> Conversation:
+        raise NeedsDriver("/new")
+
+    async def switch_session(self, conversation_id: str, to: str) -> Conversation:
+        raise NeedsDriver("switching sessions")
+
+    async def fork(self, conversation_id: str, at_entry: str | None = None) -> Conversation:
+        raise NeedsDriver("/fork")
+
+    async def rewind(self, conversation_id: str, entry_id: str) -> Rewound:
+        raise NeedsDriver("/rewind")
+
+    async def restore_plan(self, conversation_id: str, entry_id: str) -> RestorePlan:
+        raise NeedsDriver("/rewind")
+
+    async def restore(self, plan: RestorePlan) -> RestoreReport:
+        raise NeedsDriver("/rewind")
 
 
 def run_app(conversation_id: str, *, theme: str | None = None) -> int:
     """The app attached to `conversation_id` until the user quits (the session goes on)."""
-    from runtime.config import load_config
+    from runtime import load_config
     from tui.app import BastionApp
     from tui.launch import size_from_the_terminal
 
@@ -116,3 +190,9 @@ def run_app(conversation_id: str, *, theme: str | None = None) -> int:
 async def _check(conversation_id: str) -> None:
     async with await Harness.open() as harness:
         await harness.snapshot(conversation_id)
+
+
+if TYPE_CHECKING:  # mypy checks that attach answers the whole contract
+
+    def _conforms(attached: AttachedHarness) -> HarnessAPI:
+        return attached

@@ -59,7 +59,7 @@ class Child:
 
     @classmethod
     def start(cls, opts: Any, *, check_model: bool) -> Child:
-        from runtime.frames import send_blocking, start_pair
+        from runtime import send_blocking, start_pair
 
         log = _open_log()
         try:
@@ -74,7 +74,7 @@ class Child:
 
     def drive(self) -> None:
         """Let it drive the session once opened (take its lease, resume its work)."""
-        from runtime.frames import send_blocking
+        from runtime import send_blocking
 
         if not self.told_to_drive:
             self.told_to_drive = True
@@ -83,7 +83,7 @@ class Child:
 
     def _read_steps(self) -> None:
         """Read the two step reports (and nothing after them: the rest is the app's)."""
-        from runtime.frames import HarnessGone, recv_blocking
+        from runtime import HarnessGone, recv_blocking
 
         for future in (self.opened, self.driven):
             try:
@@ -110,7 +110,7 @@ class Child:
         """(a RemoteHarness, the conversation's id) once the session is driven."""
         import asyncio
 
-        from runtime.remote import RemoteHarness
+        from runtime import RemoteHarness
 
         opening = await asyncio.wrap_future(self.driven)
         self._reader.join()
@@ -127,14 +127,14 @@ class Child:
             pass
         except BaseException as exc:
             error = exc
-        from runtime.frames import end_pair
+        from runtime import end_pair
 
         end_pair(self.sock, self.process, timeout)  # the reader may wait in recv still
         return error
 
 
 def _log_path() -> str:
-    from runtime.config import default_home
+    from runtime import default_home
 
     return str(default_home() / LOG_NAME)
 
@@ -149,7 +149,7 @@ def _open_log() -> int:
 def main(argv: list[str]) -> int:
     """The child: open and drive the session the parent asks for, then serve it."""
 
-    from runtime.frames import recv_blocking
+    from runtime import recv_blocking
 
     logging.basicConfig(
         level=logging.WARNING, format="%(asctime)s %(process)d %(name)s: %(message)s"
@@ -189,9 +189,8 @@ async def _serve(sock: socket.socket, opts: Any, check_model: bool) -> tuple[int
     """(exit code, whether the app closed the harness itself)."""
     import asyncio
 
+    from runtime import serve, write_frame
     from runtime.errors import BastionError
-    from runtime.frames import write_frame
-    from runtime.remote import serve
     from runtime.views import OPENING_ENTRIES
     from tui.session import drive_session, open_session
 
@@ -231,7 +230,7 @@ async def _serve(sock: socket.socket, opts: Any, check_model: bool) -> tuple[int
 
 async def _failed(writer: asyncio.StreamWriter, exc: BaseException) -> int:
     """Tell the app why the session could not be opened (if it is still there): exit 2."""
-    from runtime.frames import sendable_error, write_frame
+    from runtime import sendable_error, write_frame
 
     try:
         await write_frame(writer, ("failed", sendable_error(exc)))
@@ -242,7 +241,7 @@ async def _failed(writer: asyncio.StreamWriter, exc: BaseException) -> int:
 
 async def _told_to_drive(reader: asyncio.StreamReader) -> bool:
     """Whether the app says to drive (true) or closes its end first (false)."""
-    from runtime.frames import read_frame
+    from runtime import read_frame
 
     try:
         return bool(await read_frame(reader) == ("drive",))

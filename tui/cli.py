@@ -166,6 +166,32 @@ def main_parser() -> argparse.ArgumentParser:
         default="text",
         help="print mode output: text (answer on stdout), json, stream-json",
     )
+    _model_and_safety_flags(p)
+    _session_flags(p)
+    p.add_argument(
+        "--request-key",
+        metavar="KEY",
+        help="admit this prompt once: rerunning with the same KEY returns the same run",
+    )
+    _budget_flags(p)
+    p.add_argument("--plain", action="store_true", help="line mode instead of the full-screen app")
+    p.add_argument(
+        "--theme",
+        metavar="NAME",
+        help="the app's theme: bastion-dark, bastion-light, bastion-high-contrast or a user theme",
+    )
+    p.add_argument(
+        "--trust",
+        action="store_true",
+        help="apply this folder's project files (.bastion/) for this invocation only; "
+        "`bastion trust` remembers it",
+    )
+    p.add_argument("--version", action=_Version)
+    return p
+
+
+def _model_and_safety_flags(p: argparse.ArgumentParser) -> None:
+    """--model, the approval mode, the command sandbox and --allow."""
     p.add_argument(
         "--model",
         help="PROVIDER/NAME: openai/, openai-responses/, anthropic/, ollama/, llamacpp/ or a "
@@ -192,6 +218,10 @@ def main_parser() -> argparse.ArgumentParser:
         help="run commands starting with PREFIX without asking, for this invocation "
         "(repeatable; e.g. --allow 'git status')",
     )
+
+
+def _session_flags(p: argparse.ArgumentParser) -> None:
+    """Which conversation: --session-id, -c or -r (one of them)."""
     session = p.add_mutually_exclusive_group()
     session.add_argument("--session-id", metavar="UUID", help="use (or create) this conversation")
     session.add_argument(
@@ -209,26 +239,6 @@ def main_parser() -> argparse.ArgumentParser:
         const="",
         help="resume conversation ID; without ID, pick one from a list",
     )
-    p.add_argument(
-        "--request-key",
-        metavar="KEY",
-        help="admit this prompt once: rerunning with the same KEY returns the same run",
-    )
-    _budget_flags(p)
-    p.add_argument("--plain", action="store_true", help="line mode instead of the full-screen app")
-    p.add_argument(
-        "--theme",
-        metavar="NAME",
-        help="the app's theme: bastion-dark, bastion-light, bastion-high-contrast or a user theme",
-    )
-    p.add_argument(
-        "--trust",
-        action="store_true",
-        help="apply this folder's project files (.bastion/) for this invocation only; "
-        "`bastion trust` remembers it",
-    )
-    p.add_argument("--version", action=_Version)
-    return p
 
 
 def trust_parser() -> argparse.ArgumentParser:
@@ -428,7 +438,7 @@ def _dispatch(args: list[str]) -> int:
     opts = main_parser().parse_args(args)
     _check_text_options(opts)
     if opts.trust:
-        from runtime.trust import trust_once
+        from runtime import trust_once
 
         trust_once(os.getcwd())
     if opts.print_mode and opts.resume == "":

@@ -7,8 +7,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from runtime import BastionError, ReadOnlyStore, SessionHit, SessionRow
-from runtime.shortids import typed_prefix
+from runtime import BastionError, ReadOnlyStore, SessionHit, SessionRow, typed_prefix
 from tui.exits import EXIT_OK, EXIT_USAGE, UsageError, error_line
 
 if TYPE_CHECKING:
@@ -253,8 +252,7 @@ async def _compact(opts: Any) -> int:
     """`bastion compact ID [INSTRUCTIONS]`: one summary committed, or a line saying why not."""
     import os
 
-    from runtime import Harness, load_config
-    from runtime.config import model_resolver
+    from runtime import Harness, load_config, model_resolver
 
     config = load_config(os.getcwd())
     harness = await Harness.open(resolve_model=model_resolver(config), config=config)
@@ -385,7 +383,7 @@ def fork(opts: Any) -> int:
 
 
 def _entry_id(raw: str) -> str:
-    from runtime.ids import parse_uuid
+    from runtime import parse_uuid
 
     try:
         return parse_uuid(raw)

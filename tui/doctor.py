@@ -57,6 +57,18 @@ def sandbox() -> Check:
     return Check("sandbox", ok, line)
 
 
+def hooks() -> Check:
+    """The hooks a session here would run: the user's and a trusted project's."""
+    import os
+
+    from runtime import ConfigError, hooks_report
+
+    try:
+        return Check("hooks", True, hooks_report(os.getcwd()))
+    except ConfigError as exc:
+        return Check("hooks", False, str(exc))
+
+
 def store() -> Check:
     from runtime import default_home, kept_bytes, schema_version
 
@@ -160,7 +172,7 @@ def trust() -> Check:
 
 
 CHECKS: list[Callable[[], Check]] = [
-    search_path, commands, sandbox, store, privacy, trust, model, instructions,
+    search_path, commands, sandbox, hooks, store, privacy, trust, model, instructions,
 ]  # fmt: skip
 
 

@@ -71,7 +71,7 @@ def run(opts: Any) -> int:
 
     0 (or the app's code), or 2 with one line on stderr when the session cannot be opened.
     """
-    from runtime.config import load_config
+    from runtime import load_config
     from runtime.errors import BastionError
     from tui.exits import EXIT_OK, EXIT_USAGE, error_line
 
@@ -175,8 +175,8 @@ class _Opening:
     def open_before_app(self, config: Any) -> int | None:
         """Open it now (it opens while Textual loads): None, or the exit code when it
         cannot be (the first-run screen shown, or the error printed)."""
+        from runtime import NoModelConfigured
         from runtime.errors import BastionError
-        from runtime.firstrun import NoModelConfigured
         from tui.exits import EXIT_USAGE, error_line
 
         child = self.open()
@@ -209,7 +209,7 @@ def _run_app(
     opts: Any, opening: _Opening, config: Any, theme: str, folder: Any, hint: str | None
 ) -> int:
     """The app over `opening`'s session; its exit code (2 with the error printed)."""
-    from runtime.firstrun import NoModelConfigured
+    from runtime import NoModelConfigured
     from tui.app import BastionApp
     from tui.exits import EXIT_OK, EXIT_USAGE, error_line
 

@@ -81,6 +81,6 @@ def due(now: float, shown_at: float, *, urgent: bool = False) -> bool:
 def urgent(batch: object) -> bool:
     """Whether `batch` (from `EventChannel.get`) holds something to show at once:
     a resync, or an URGENT event (a run ending, an approval asked, an item taken)."""
-    from runtime.threaded import URGENT
+    from runtime import URGENT
 
     return not isinstance(batch, list) or any(isinstance(event, URGENT) for event in batch)

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from functools import partial
-from typing import Any
+from typing import Any, Protocol, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from tui.slash import COMMANDS, SlashCommand
+
+
+class _SlashHost(Protocol):
+    async def run_slash(self, command: SlashCommand, arg: str) -> None: ...
+
 
 __all__ = ["SlashProvider"]
 
@@ -21,7 +26,7 @@ class SlashProvider(Provider):
         return [c for c in COMMANDS if "app" in c.fronts]
 
     def _runner(self, command: SlashCommand) -> Callable[[], Any]:
-        run_slash = self.app.run_slash
+        run_slash = cast(_SlashHost, self.app).run_slash  # (only BastionApp installs it)
         return partial(run_slash, command, "")
 
     async def discover(self) -> Hits:

@@ -262,7 +262,7 @@ class LineMode:
     @contextlib.contextmanager
     def _interrupt_on_ctrl_c(self) -> Iterator[None]:
         loop = asyncio.get_running_loop()
-        tasks: set[asyncio.Task[bool]] = set()
+        tasks: set[asyncio.Task[object]] = set()
 
         def interrupt() -> None:
             self._stop_live()

@@ -27,6 +27,7 @@ from runtime import (
     BastionError,
     EmptyInput,
     Harness,
+    Interruption,
     NoModelConfigured,
     Subscription,
     expand_mentions,
@@ -36,6 +37,7 @@ from runtime.errors import RequestKeyReused, StoreError, UnknownConversation
 from runtime.events import (
     AttemptReset,
     CompactionProgress,
+    EntryAdded,
     Event,
     TodosUpdated,
     ToolCallUpdated,
@@ -263,7 +265,7 @@ def _install_interrupt(harness: Harness, conversation_id: str) -> asyncio.Event:
     """First SIGINT/SIGTERM interrupts the run (committed as interrupted); a second exits."""
     flag = asyncio.Event()
     loop = asyncio.get_running_loop()
-    pending: set[asyncio.Task[bool]] = set()
+    pending: set[asyncio.Task[Interruption]] = set()
 
     def on_signal() -> None:
         if flag.is_set():
@@ -352,6 +354,9 @@ class Printer:
             print(plan_block(items), file=self.stderr)
         elif isinstance(event, CompactionProgress):
             self._compaction(event)
+        elif isinstance(event, EntryAdded) and "hook" in event.entry.data:
+            # a hook's block or failure (runtime.hooks): its note entry's one line
+            print(f"bastion: {_first_line(event.entry.text)}", file=self.stderr)
 
     def _compaction(self, event: CompactionProgress) -> None:
         from tui.run_words import compaction_event_line

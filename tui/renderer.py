@@ -34,8 +34,8 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any, Final
 
+from runtime import end_pair, frame, recv_blocking, send_blocking, start_pair
 from runtime.errors import BastionError
-from runtime.frames import end_pair, frame, recv_blocking, send_blocking, start_pair
 
 if TYPE_CHECKING:
     from rich.segment import Segment

@@ -9,23 +9,26 @@ from pathlib import Path
 from typing import Any
 
 from runtime import (
+    Budget,
+    Config,
     Driver,
     Harness,
     LoopSettings,
+    NoModelConfigured,
+    Toolbox,
     choose_sandbox,
     default_home,
+    load_config,
+    model_resolver,
+    new_conversation,
+    parse_uuid,
     sandbox_notice,
     trust_once,
+    typed_prefix,
+    uuid7,
 )
-from runtime.budget import Budget
-from runtime.config import Config, load_config, model_resolver
 from runtime.errors import BastionError, ConfigError, ConversationBusy, UnknownConversation
-from runtime.firstrun import NoModelConfigured
-from runtime.harness import new_conversation
-from runtime.ids import parse_uuid, uuid7
 from runtime.records import Conversation
-from runtime.shortids import typed_prefix
-from runtime.toolbox import Toolbox
 
 
 class SessionUsageError(BastionError):
@@ -52,7 +55,7 @@ class Session:
 
 def toolbox_factory(home: Path, sandbox: Any = None) -> Any:
     def make(conversation: Conversation) -> Toolbox | None:
-        from runtime.toolbox import WorkspaceToolbox
+        from runtime import WorkspaceToolbox
 
         return WorkspaceToolbox(conversation.cwd, home / "artifacts" / conversation.id, sandbox)
 
@@ -142,25 +145,11 @@ async def open_session(opts: Any, cwd: str | None = None, *, check_model: bool =
         stored = conversation.agent
         model = opts.model or stored.model or config.model
         if check_model:  # ConfigError now, before anything is written
-            try:
-                harness.resolve_model(model)
-            except ConfigError as exc:
-                if opts.model or stored.model or config.model_set:
-                    raise
-                raise NoModelConfigured(  # first run: nothing chose a model
-                    "no model is configured",
-                    hint=f"{exc.message}; pass --model PROVIDER/NAME or set BASTION_MODEL",
-                ) from exc
-        if created:
-            settings: dict[str, Any] = {"model": model}
-            if config.instructions:
-                settings["instructions"] = config.instructions
-            if config.reasoning_effort:
-                settings["reasoning_effort"] = config.reasoning_effort
-            conversation = new_conversation(
-                cwd, settings=settings, conversation_id=session_id or uuid7()
+            _check_model(
+                harness, model, chosen=bool(opts.model or stored.model or config.model_set)
             )
-            harness.prepare(conversation)
+        if created:
+            conversation = _prepare_new(harness, config, cwd, model, session_id)
         allow = tuple(getattr(opts, "allow", None) or ())
         return Session(
             harness,
@@ -176,6 +165,34 @@ async def open_session(opts: Any, cwd: str | None = None, *, check_model: bool =
     except BaseException:
         await harness.close()
         raise
+
+
+def _check_model(harness: Harness, model: str, *, chosen: bool) -> None:
+    """ConfigError for a model no provider answers; NoModelConfigured when nothing
+    chose one (the first run)."""
+    try:
+        harness.resolve_model(model)
+    except ConfigError as exc:
+        if chosen:
+            raise
+        raise NoModelConfigured(
+            "no model is configured",
+            hint=f"{exc.message}; pass --model PROVIDER/NAME or set BASTION_MODEL",
+        ) from exc
+
+
+def _prepare_new(
+    harness: Harness, config: Config, cwd: str, model: str, session_id: str | None
+) -> Conversation:
+    """A new conversation, prepared (not stored: it is committed with its first prompt)."""
+    settings: dict[str, Any] = {"model": model}
+    if config.instructions:
+        settings["instructions"] = config.instructions
+    if config.reasoning_effort:
+        settings["reasoning_effort"] = config.reasoning_effort
+    conversation = new_conversation(cwd, settings=settings, conversation_id=session_id or uuid7())
+    harness.prepare(conversation)
+    return conversation
 
 
 async def start_session(

@@ -52,8 +52,8 @@ def filter_sessions(
     found = [s for s in sessions if all(w in haystack(s) for w in words)]
     if found or not letters:
         return found
-    letters = re.compile(".*?".join(re.escape(c) for c in "".join(words)), re.DOTALL)
-    return [s for s in sessions if letters.search(haystack(s))]
+    spread = re.compile(".*?".join(re.escape(c) for c in "".join(words)), re.DOTALL)
+    return [s for s in sessions if spread.search(haystack(s))]
 
 
 def age(then: float, now: float) -> str:

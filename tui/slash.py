@@ -27,6 +27,7 @@ from tui.markup import escape
 from tui.usage import totals_label
 
 if TYPE_CHECKING:  # the harness's modules load after the first frame (see tui.launch)
+    from runtime import HarnessAPI
     from runtime.records import SessionSettings
     from runtime.views import ConversationView
 
@@ -53,12 +54,24 @@ ATTACHED_OK = frozenset({"help", "theme", "quit"})
 class CommandHost(Protocol):
     """What a command may use of its front end (the app, or the line mode)."""
 
-    front_end: str  # "app" or "plain": a command runs only where its `fronts` say
-    harness: Any
-    conversation_id: str
-    view: ConversationView | None
-    settings: SessionSettings | None
     theme: str
+    pending_restore: Any
+
+    @property
+    def front_end(self) -> str:
+        """ "app" or "plain": a command runs only where its `fronts` say."""
+
+    @property
+    def harness(self) -> HarnessAPI | None: ...
+
+    @property
+    def conversation_id(self) -> str: ...
+
+    @property
+    def view(self) -> ConversationView | None: ...
+
+    @property
+    def settings(self) -> SessionSettings | None: ...
 
     @property
     def available_themes(self) -> dict[str, Any]: ...
@@ -74,8 +87,6 @@ class CommandHost(Protocol):
     async def resume_session(self, conversation_id: str) -> None: ...
 
     def set_draft(self, text: str) -> None: ...
-
-    pending_restore: Any
 
     def exit(self, result: int | None = None) -> None: ...
 
@@ -107,7 +118,22 @@ class SlashCommand:
                 error=True,
             )
         else:
-            await self.run(host, arg)
+            try:
+                await self.run(host, arg)
+            except NotOpenYet as exc:
+                host.say(str(exc), error=True)
+
+
+class NotOpenYet(BastionError):
+    code = "not_open"
+
+
+def _harness(host: CommandHost) -> HarnessAPI:
+    """The host's harness; NotOpenYet while the app is still opening the session."""
+    harness = host.harness
+    if harness is None:
+        raise NotOpenYet("the session is still opening", hint="try the command again in a moment")
+    return harness
 
 
 class UnknownCommand(BastionError):
@@ -197,7 +223,7 @@ async def model(host: CommandHost, arg: str) -> None:
         )
         return
     try:
-        settings = await host.harness.set_model(host.conversation_id, arg)
+        settings = await _harness(host).set_model(host.conversation_id, arg)
     except BastionError as exc:
         host.say(escape(_message(exc)), error=True)
         return
@@ -207,7 +233,7 @@ async def model(host: CommandHost, arg: str) -> None:
 
 async def effort(host: CommandHost, arg: str) -> None:
     """The conversation's reasoning effort (runtime.reasoning), for its next runs."""
-    from runtime.reasoning import EFFORTS
+    from runtime import EFFORTS
 
     current = host.view.conversation.agent.reasoning_effort if host.view else ""
     if not arg:
@@ -219,7 +245,7 @@ async def effort(host: CommandHost, arg: str) -> None:
         )
         return
     try:
-        value = await host.harness.set_reasoning_effort(host.conversation_id, arg)
+        value = await _harness(host).set_reasoning_effort(host.conversation_id, arg)
     except BastionError as exc:
         host.say(escape(_message(exc)), error=True)
         return
@@ -228,7 +254,7 @@ async def effort(host: CommandHost, arg: str) -> None:
 
 def _providers(host: CommandHost) -> list[str]:
     """The built-in providers and the [providers.NAME] tables of the config files."""
-    from runtime.config import load_config
+    from runtime import load_config
 
     builtin = ["openai", "anthropic", "ollama"]
     if host.view is None:
@@ -247,7 +273,7 @@ async def mode(host: CommandHost, arg: str) -> None:
         host.say(f"approval mode: {listed}\nswitch with [b]/mode MODE[/] or Shift+Tab")
         return
     try:
-        settings = await host.harness.set_approval_mode(host.conversation_id, arg)
+        settings = await _harness(host).set_approval_mode(host.conversation_id, arg)
     except BastionError as exc:
         host.say(escape(_message(exc)), error=True)
         return
@@ -268,18 +294,14 @@ async def resume(host: CommandHost, arg: str) -> None:
     if not chosen:
         return
     try:  # a full id, or any unique start of one
-        await host.resume_session(await host.harness.resolve_id(chosen))
+        await host.resume_session(await _harness(host).resolve_id(chosen))
     except BastionError as exc:
         host.say(escape(_message(exc)), error=True)
 
 
 async def compact(host: CommandHost, arg: str) -> None:
-    run = getattr(host.harness, "compact", None)
-    if run is None:
-        host.say("compaction is not available in this build yet; [b]/new[/] starts afresh")
-        return
     try:
-        summary = await run(host.conversation_id, arg or None)
+        summary = await _harness(host).compact(host.conversation_id, arg or None)
     except BastionError as exc:
         host.say(escape(_message(exc)), error=True)
         return
@@ -296,17 +318,17 @@ async def export(host: CommandHost, arg: str) -> None:
     if fmt not in ("markdown", "json"):
         host.say(f"/export takes markdown or json, not {escape(fmt)!r}", error=True)
         return
-    view = await host.harness.snapshot(host.conversation_id)
+    view = await _harness(host).snapshot(host.conversation_id)
     if not view.settled:
         host.say("nothing to export yet: send a prompt first")
         return
     suffix = "md" if fmt == "markdown" else "json"
     conv_id = view.conversation.id
-    short = (await host.harness.short_ids([conv_id]))[conv_id]  # unique among the sessions
+    short = (await _harness(host).short_ids([conv_id]))[conv_id]  # unique among the sessions
     if fmt == "markdown":
         text = export_markdown(view)
     else:
-        document = await host.harness.export(host.conversation_id)  # with its ledger events
+        document = await _harness(host).export(host.conversation_id)  # with its ledger events
         text = json.dumps(document, indent=2, ensure_ascii=False)
     try:
         path = write_new(Path(view.conversation.cwd), f"bastion-{short}", suffix, text + "\n")
@@ -358,9 +380,9 @@ async def fork(host: CommandHost, arg: str) -> None:
     """`/fork`: go on in a copy of this conversation (the original stays as it is)."""
     source = host.conversation_id
     try:
-        copy = await host.harness.fork(source)
+        copy = await _harness(host).fork(source)
         await host.resume_session(copy.id)
-        short = await host.harness.short_ids([copy.id, source])
+        short = await _harness(host).short_ids([copy.id, source])
     except BastionError as exc:
         host.say(escape(_message(exc)), error=True)
         return
@@ -384,10 +406,10 @@ async def rewind(host: CommandHost, arg: str) -> None:
         return
     entry, source = asked[int(arg) - 1], host.conversation_id
     try:
-        back = await host.harness.rewind(source, entry.id)
-        plan = await host.harness.restore_plan(source, entry.id)
+        back = await _harness(host).rewind(source, entry.id)
+        plan = await _harness(host).restore_plan(source, entry.id)
         await host.resume_session(back.conversation.id)
-        short = await host.harness.short_ids([source])
+        short = await _harness(host).short_ids([source])
     except BastionError as exc:
         host.say(escape(_message(exc)), error=True)
         return
@@ -407,7 +429,7 @@ async def restore(host: CommandHost, arg: str) -> None:
         host.say("nothing to restore: /rewind first (it says what can be put back)")
         return
     try:
-        report = await host.harness.restore(plan)
+        report = await _harness(host).restore(plan)
     except BastionError as exc:
         host.say(escape(_message(exc)), error=True)
         return
@@ -423,7 +445,7 @@ async def restore(host: CommandHost, arg: str) -> None:
 async def send_held(host: CommandHost, arg: str) -> None:
     """`/send` (Ctrl+R in the app): send what was held behind a failed run."""
     try:
-        sent = await host.harness.send_held(host.conversation_id)
+        sent = await _harness(host).send_held(host.conversation_id)
     except BastionError as exc:
         host.say(escape(_message(exc)), error=True)
         return

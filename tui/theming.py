@@ -14,7 +14,7 @@ the file and the problem (once per problem, not once per save).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual.app import App
 
@@ -37,7 +37,7 @@ def user_folder() -> ThemeFolder:
     return folder
 
 
-def install(app: App[object], name: str, folder: ThemeFolder) -> None:
+def install(app: App[Any], name: str, folder: ThemeFolder) -> None:
     """Register the shipped and the user's themes with `app` and switch to `name`."""
     register(app)
     for theme in folder.themes.values():
@@ -45,7 +45,7 @@ def install(app: App[object], name: str, folder: ThemeFolder) -> None:
     app.theme = name
 
 
-def startup_problems(app: App[object], folder: ThemeFolder) -> None:
+def startup_problems(app: App[Any], folder: ThemeFolder) -> None:
     """One message for each user theme file that did not load."""
     for path, problem in folder.problems.items():
         notify_problem(app, f"{path}: {problem}")
@@ -77,7 +77,7 @@ def _watched(folder: Path) -> tuple[Path, bool] | None:
     return None
 
 
-async def watch(app: App[object], folder: ThemeFolder) -> None:
+async def watch(app: App[Any], folder: ThemeFolder) -> None:
     """Reload `folder` on every change of a `*.toml` in it, for the app's life."""
     from watchfiles import awatch  # loaded with the watch, after the first frame
 

@@ -79,7 +79,7 @@ def context_window(model: str, catalog: Catalog | None = None) -> int | None:
         return None
     if catalog is not None:
         return int(catalog(model).context_window)
-    from runtime.catalog import lookup
+    from runtime import lookup
 
     return lookup(model).context_window
 

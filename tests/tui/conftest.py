@@ -70,8 +70,12 @@ def make_app(
     return BastionApp(opener=opener, first_prompt=first_prompt, theme=theme)
 
 
-async def wait_for(predicate: Callable[[], bool], pilot: Any = None, timeout: float = 5.0) -> None:
-    """Poll `predicate` (letting the app work) until it holds; fail after `timeout`."""
+async def wait_for(predicate: Callable[[], bool], pilot: Any = None, timeout: float = 30.0) -> None:
+    """Poll `predicate` (letting the app work) until it holds; fail after `timeout`.
+
+    The timeout only bounds a failure (a passing test returns as soon as the condition
+    holds), so it is generous: on a loaded machine a 3-second scripted stream can take
+    well over 5 seconds, and a wait is never a statement about speed."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while not predicate():

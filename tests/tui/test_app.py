@@ -604,7 +604,7 @@ async def test_a_key_holds_output_from_the_moment_the_driver_reads_it(tmp_path):
     from textual.app import App
     from textual.drivers.headless_driver import HeadlessDriver
 
-    from tui.driver import noting_keys
+    from tui.textual_compat import noting_keys
 
     async with gated_app(tmp_path) as gated:
         app, pilot = gated.app, gated.pilot

@@ -161,3 +161,55 @@ async def test_every_slash_command_in_the_attached_app_works_or_says_where(tmp_p
         assert driver.driver(app.conversation_id) is not None  # the session goes on
     finally:
         await driver.close()
+
+
+async def test_every_key_of_the_app_in_the_attached_app_works_or_says_where(tmp_path):
+    """Issue 26: each of the app's keys, pressed in `bastion attach`, works there or says
+    in one line that it needs the driving terminal; none ends the app. (Up on a queued
+    follow-up, Shift+Tab and Ctrl+R raised AttributeError on the attached harness.)"""
+    from tests.tui.test_slash import said
+    from tui.widgets import PromptInput
+
+    provider = HangingProvider("this goes on")
+    app, driver = await attached_app(tmp_path, provider)
+
+    def notices() -> str:
+        return "\n".join(n.message for n in app._notifications)
+
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(lambda: app.ready.is_set(), pilot)
+            await pilot.press(*"go", "enter")
+            await wait_for(lambda: bool(app.view.active_run), pilot)
+            # Tab queues a follow-up; Up takes it back into the prompt, withdrawn.
+            await pilot.press(*"later", "tab")
+            await wait_for(lambda: bool(app.view.queued_inbox), pilot)
+            await pilot.press("up")
+            prompt = app.query_one(PromptInput)
+            await wait_for(lambda: not app.view.queued_inbox and prompt.text == "later", pilot)
+            prompt.set_value("")
+            # Shift+Tab (the approval mode) belongs to the driving terminal: one line says so.
+            await pilot.press("shift+tab")
+            await wait_for(lambda: "terminal that drives" in notices(), pilot)
+            # Every other key the app binds, pressed once each.
+            pressed = {"escape", "ctrl+c", "shift+tab"}
+            for binding in BastionApp.BINDINGS:
+                key = binding.key if hasattr(binding, "key") else binding[0]
+                if key in pressed:
+                    continue
+                pressed.add(key)
+                await pilot.press(key)
+                await pilot.pause(0.05)
+                assert app.is_running, f"{key} ended the attached app"
+            assert {"pageup", "pagedown", "ctrl+o", "ctrl+r"} <= pressed
+            await wait_for(lambda: "/send works in the terminal that drives" in said(app), pilot)
+            # Escape interrupts the driving process's run; one Ctrl+C only warns.
+            await pilot.press("escape")
+            await wait_for(lambda: run_settled(app), pilot)
+            await pilot.press("ctrl+c")
+            await pilot.pause(0.05)
+            assert app.is_running
+            await pilot.press("ctrl+c")
+        assert driver.driver(app.conversation_id) is not None  # the session goes on
+    finally:
+        await driver.close()

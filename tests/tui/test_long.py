@@ -241,10 +241,10 @@ async def test_new_output_below_shows_while_scrolled_up(tmp_path):
             assert not transcript.following
             await harness.submit(conv_id, "more please")
             marker = app.query_one("#new-output")
-            await wait_for(lambda: marker.has_class("-shown"), pilot, timeout=10)
+            await wait_for(lambda: marker.has_class("-shown"), pilot, timeout=30)
             transcript.scroll_end(animate=False, immediate=True)
-            await wait_for(lambda: not marker.has_class("-shown"), pilot, timeout=10)
-            await wait_for(lambda: run_settled(app), pilot, timeout=30)
+            await wait_for(lambda: not marker.has_class("-shown"), pilot, timeout=30)
+            await wait_for(lambda: run_settled(app), pilot, timeout=90)
     finally:
         await harness.close()
 

@@ -1,4 +1,4 @@
-"""A transcript widget that grows taller costs one layout, not two (tui.widgets.sizing),
+"""A transcript widget that grows taller costs one layout, not two (tui.textual_compat.LaidOutOnce),
 and a widget whose width changes is still measured again at its new width."""
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from textual import work
 from textual.widget import Widget
 from textual.widgets import Input, OptionList, TextArea
 from textual.widgets.option_list import Option
+from textual.widgets.text_area import Document
 
 from runtime import WorkspaceFiles, fuzzy_filter, mention_at
 
@@ -42,7 +43,7 @@ class PromptText:
         if isinstance(widget, Input):
             return widget.value, widget.cursor_position
         assert isinstance(widget, TextArea)
-        return widget.text, widget.document.get_index_from_location(widget.cursor_location)
+        return widget.text, _document(widget).get_index_from_location(widget.cursor_location)
 
     def replace(self, start: int, end: int, text: str) -> None:
         """Put `text` in place of characters start..end and the cursor after it."""
@@ -52,11 +53,11 @@ class PromptText:
             widget.cursor_position = start + len(text)
             return
         assert isinstance(widget, TextArea)
-        document = widget.document
+        document = _document(widget)
         widget.replace(
             text, document.get_location_from_index(start), document.get_location_from_index(end)
         )
-        widget.cursor_location = widget.document.get_location_from_index(start + len(text))
+        widget.cursor_location = document.get_location_from_index(start + len(text))
 
 
 class FileCompletion(OptionList):
@@ -146,7 +147,7 @@ class FileCompletion(OptionList):
 
     # --- keys (the app forwards them while the list is open) ----------------------
 
-    def handle_key(self, key: str) -> bool:
+    def take_key(self, key: str) -> bool:
         """Act on `key` if the list is open; False lets the key go on to the prompt."""
         if not self.is_open:
             return False
@@ -191,3 +192,11 @@ class FileCompletion(OptionList):
         event.stop()  # a click: choose it
         self.highlighted = event.option_index
         self.choose()
+
+
+def _document(widget: TextArea) -> Document:
+    """The prompt's document: a plain `Document` (the prompt sets no language), which
+    maps between offsets and (row, column) locations."""
+    document = widget.document
+    assert isinstance(document, Document)
+    return document

@@ -25,12 +25,12 @@ from textual.widgets import Static
 from runtime import ConversationView, split_attachments
 from runtime.records import Approval, Entry, EntryKind, EntryStatus, ToolCallRecord, ToolCallState
 from runtime.views import LiveText, call_summary
+from tui.textual_compat import LaidOutOnce
 from tui.toolrows import row_words
 from tui.widgets.command_output import CommandOutput
 from tui.widgets.markdown import MarkdownText, is_rendered
 from tui.widgets.review import row_diff_markup
 from tui.widgets.segments import Splitter
-from tui.widgets.sizing import LaidOutOnce
 
 __all__ = [
     "AssistantEntry",

@@ -21,9 +21,15 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Static
 
-from runtime import LocalServer, ProbeTarget, default_targets, first_run_text, probe_local_servers
-from runtime.config import user_config_path
-from runtime.firstrun import PROBE_TIMEOUT
+from runtime import (
+    PROBE_TIMEOUT,
+    LocalServer,
+    ProbeTarget,
+    default_targets,
+    first_run_text,
+    probe_local_servers,
+    user_config_path,
+)
 from themes import DEFAULT_THEME, THEMES
 from themes import register as register_themes
 

@@ -29,7 +29,7 @@ from textual.strip import Strip
 from textual.visual import Visual
 from textual.widgets import Static
 
-from tui.widgets.sizing import LaidOutOnce
+from tui.textual_compat import LaidOutOnce
 
 if TYPE_CHECKING:
     from textual.app import App

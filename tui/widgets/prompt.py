@@ -17,8 +17,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from textual import events
+from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import TextArea
+
+from tui.textual_compat import KeysFirst
 
 __all__ = ["PromptInput"]
 
@@ -43,7 +46,9 @@ def _editing_keys() -> dict[str, str]:
     """key -> TextArea action, for the EDITING actions (as TextArea binds them)."""
     found: dict[str, str] = {}
     for binding in TextArea.BINDINGS:
-        keys, action = (binding.key, binding.action) if hasattr(binding, "key") else binding[:2]
+        keys, action = (
+            (binding.key, binding.action) if isinstance(binding, Binding) else binding[:2]
+        )
         if action.split("(")[0] in EDITING:
             for key in keys.split(","):
                 found.setdefault(key.strip(), action)
@@ -53,7 +58,7 @@ def _editing_keys() -> dict[str, str]:
 EDITING_KEYS = _editing_keys()
 
 
-class PromptInput(TextArea):
+class PromptInput(KeysFirst):
     """What the user writes. The app decides what a send means (a run, a steer, a command)."""
 
     DEFAULT_CSS = """
@@ -121,7 +126,7 @@ class PromptInput(TextArea):
         self.load_text(text)
         self.move_cursor(self.document.end)
 
-    async def _on_key(self, event: events.Key) -> None:
+    async def take_key(self, event: events.Key) -> bool:
         key = event.key
         handled = True
         if self._completing() and key in {"up", "down", "tab", "enter"}:
@@ -145,11 +150,7 @@ class PromptInput(TextArea):
             await self.run_action(EDITING_KEYS[key])
         else:
             handled = False
-        if handled:
-            event.stop()
-            event.prevent_default()
-            return
-        await super()._on_key(event)
+        return handled
 
     def _send(self, *, follow_up: bool, redirect: bool = False) -> None:
         if self.text.strip():

@@ -40,7 +40,7 @@ def row_diff_markup(record: ToolCallRecord | None) -> str:
     lines: list[str] = []
     allowed = (record.review or {}).get("allowed_by") or ()
     if allowed and record.approval == Approval.APPROVED:
-        from runtime.rules import Rule
+        from runtime import Rule
 
         names = ", ".join(Rule.from_dict(r).describe() for r in allowed)
         lines.append(f"    [i $foreground-muted]allowed by {escape(names)}[/]")

@@ -22,13 +22,13 @@ from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.widget import Widget
 
-from tui.widgets.sizing import LaidOutOnce
+from tui.textual_compat import LaidOutOnce, anchor_in_layout, following_anchor
 
 if TYPE_CHECKING:  # the entries' widgets load with the first view, after the first frame
     from collections.abc import Iterator
 
-    from textual._arrange import DockArrangeResult
     from textual.geometry import Size
+    from textual.layout import DockArrangeResult
 
     from runtime import ConversationView
     from runtime.records import Entry, ToolCallRecord
@@ -103,7 +103,7 @@ class Transcript(VerticalScroll, LaidOutOnce):
         bottom. Before the transcript is anchored (it anchors once it outgrows the screen,
         after a layout) that is: the user has not scrolled up."""
         if self.is_anchored:
-            return not self._anchor_released
+            return following_anchor(self)
         return not self._scrolled_up
 
     def _anchor_when_long(self) -> None:
@@ -131,7 +131,7 @@ class Transcript(VerticalScroll, LaidOutOnce):
             and self.following
             and arrangement.total_region.bottom > size.height
         ):
-            self._anchored = True
+            anchor_in_layout(self)
         return arrangement
 
     def on_resize(self, event: events.Resize) -> None:

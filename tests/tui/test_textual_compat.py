@@ -1,4 +1,4 @@
-"""Each Textual internal `tui.compat` relies on, checked: this fails when one stops working."""
+"""Each Textual internal `tui.textual_compat` fences, checked: this fails when one stops working."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import time
 
 from textual._xterm_parser import XTermParser
 
-from tui import compat
+from tui import textual_compat as compat
 
 
 def keys(data: str) -> list[str]:
@@ -84,3 +84,73 @@ def test_editing_keys_in_one_burst_apply_in_order(tmp_path):
             term.wait_for(lambda s: "│ zxyw " in s, "zxyw")
     finally:
         term.kill()
+
+
+async def test_batch_holds_repaints_until_it_ends():
+    """`begin_batch`/`end_batch` are Textual's batch counter: while held, the app
+    does not repaint (opening a stored session draws once, with its view)."""
+    from textual.app import App
+
+    app = App()
+    async with app.run_test():
+        assert not app._batch_count
+        compat.begin_batch(app)
+        compat.begin_batch(app)
+        assert app._batch_count == 2
+        compat.end_batch(app)
+        compat.end_batch(app)
+        assert not app._batch_count
+
+
+async def test_anchoring_in_a_layout_and_following_the_anchor():
+    """`anchor_in_layout` makes the widget anchored (as `anchor()` does, without the
+    scroll); scrolling up by the user releases it and `following_anchor` says so;
+    scrolling to the end follows again."""
+    from textual.app import App, ComposeResult
+    from textual.containers import VerticalScroll
+    from textual.widgets import Static
+
+    class Tall(App[None]):
+        def compose(self) -> ComposeResult:
+            with VerticalScroll():
+                yield Static("\n".join(f"line {i}" for i in range(200)))
+
+    app = Tall()
+    async with app.run_test(size=(40, 10)) as pilot:
+        scroll = app.query_one(VerticalScroll)
+        compat.anchor_in_layout(scroll)
+        assert scroll.is_anchored and compat.following_anchor(scroll)
+        scroll.refresh(layout=True)
+        await pilot.pause()
+        assert scroll.scroll_y == scroll.max_scroll_y > 0  # the compositor took it to the end
+        scroll.scroll_to(y=0, animate=False, immediate=True)
+        await pilot.pause()
+        assert not compat.following_anchor(scroll)
+        scroll.scroll_end(animate=False, immediate=True)
+        await pilot.pause()
+        assert compat.following_anchor(scroll)
+
+
+async def test_keys_first_sees_a_key_before_the_text_area():
+    """`KeysFirst.take_key` gets each key first: True keeps it from the text area."""
+    from textual.app import App, ComposeResult
+
+    taken: list[str] = []
+
+    class Prompt(compat.KeysFirst):
+        async def take_key(self, event) -> bool:
+            taken.append(event.key)
+            return event.key == "x"
+
+    class One(App[None]):
+        def compose(self) -> ComposeResult:
+            yield Prompt()
+
+    app = One()
+    async with app.run_test() as pilot:
+        prompt = app.query_one(Prompt)
+        prompt.focus()
+        await pilot.press("a", "x", "b")
+        await pilot.pause()
+        assert taken == ["a", "x", "b"]
+        assert prompt.text == "ab"  # x was taken; a and b reached the text area

@@ -1,0 +1,142 @@
+"""What a hook's exit code and output mean, as Claude Code users know them.
+
+- exit 0: no objection. stdout, if any, is a JSON object with the decision:
+  `{"decision": "block" | "approve", "reason": "..."}`, or Claude Code's newer
+  `{"hookSpecificOutput": {"permissionDecision": "allow" | "deny" | "ask",
+  "permissionDecisionReason": "...", "additionalContext": "..."}}`. For
+  UserPromptSubmit and SessionStart plain text on stdout is context for the model.
+- exit 2: block; stderr is the reason.
+- any other exit: the hook failed; one line says so and nothing is decided.
+
+A hook that ran out of time, could not start, printed more than the cap, bytes
+that are not UTF-8, or stdout that is not a JSON object where one is expected
+gives one line and no decision: it never blocks by failing, and never raises.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from runtime.hooks.config import HookSpec
+from runtime.hooks.process import OUTPUT_CAP, HookOutput
+
+REASON_LIMIT = 4_000  # characters of a reason or of context kept
+CONTEXT_EVENTS = ("UserPromptSubmit", "SessionStart")
+_PERMISSION = {"allow": "approve", "deny": "block", "ask": ""}
+
+
+@dataclass(frozen=True, slots=True)
+class HookResult:
+    """One hook's answer. `decision`: "block", "approve" or "" (none). `reason`: why it
+    blocked (or the feedback it gave); `context`: text for the model; `line`: what the
+    transcript shows ("" when nothing is worth a line); `outcome`: one word for the
+    ledger (ok, block, approve, failed, timeout, garbage)."""
+
+    spec: HookSpec
+    outcome: str
+    decision: str = ""
+    reason: str = ""
+    context: str = ""
+    line: str = ""
+    exit_code: int | None = None
+    duration_ms: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "event": self.spec.event, "command": self.spec.command, "source": self.spec.source,
+            "outcome": self.outcome, "decision": self.decision, "reason": self.reason,
+            "context": self.context, "exit_code": self.exit_code,
+            "duration_ms": self.duration_ms,
+        }  # fmt: skip
+
+
+def interpret(spec: HookSpec, out: HookOutput) -> HookResult:
+    """The answer of hook `spec` from what it did."""
+    name = f"{spec.event} hook `{spec.shown}`"
+    base: dict[str, Any] = {"exit_code": out.exit_code, "duration_ms": out.duration_ms}
+    if out.error:
+        return HookResult(spec, "failed", line=f"{name}: {out.error}; no decision", **base)
+    if out.timed_out:
+        line = (
+            f"{name} ran past its {spec.timeout:g} s limit and was killed with everything "
+            "it started; no decision (raise its timeout in [[hooks.…]] if it needs longer)"
+        )
+        return HookResult(spec, "timeout", line=line, **base)
+    stderr = _text(out.stderr)
+    if out.exit_code == 2:
+        reason = stderr or f"blocked by {name} (it gave no reason on stderr)"
+        return HookResult(
+            spec, "block", "block", reason, line=f"{name} blocked: {_first(reason)}", **base
+        )
+    if out.exit_code != 0:
+        why = f": {_first(stderr)}" if stderr else ""
+        line = f"{name} failed (exit {out.exit_code}){why}; no decision"
+        return HookResult(spec, "failed", line=line, **base)
+    return _stdout(spec, name, out, base)
+
+
+def _stdout(spec: HookSpec, name: str, out: HookOutput, base: dict[str, Any]) -> HookResult:
+    if out.stdout_over:
+        line = f"{name} printed more than {OUTPUT_CAP // 1024} KiB on stdout; ignored (no decision)"
+        return HookResult(spec, "garbage", line=line, **base)
+    try:
+        text = out.stdout.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        line = f"{name} printed bytes that are not UTF-8 on stdout; ignored (no decision)"
+        return HookResult(spec, "garbage", line=line, **base)
+    if not text:
+        return HookResult(spec, "ok", **base)
+    if not text.startswith("{") and spec.event in CONTEXT_EVENTS:
+        return HookResult(spec, "ok", context=text[:REASON_LIMIT], **base)
+    try:
+        answer = json.loads(text)
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        line = (
+            f"{name} printed something other than a JSON object on stdout; ignored "
+            "(no decision). Send other output to stderr or /dev/null"
+        )
+        return HookResult(spec, "garbage", line=line, **base)
+    return _answer(spec, name, answer, base)
+
+
+def _answer(spec: HookSpec, name: str, answer: dict[str, Any], base: dict[str, Any]) -> HookResult:
+    specific = answer.get("hookSpecificOutput")
+    specific = specific if isinstance(specific, dict) else {}
+    decision = answer.get("decision")
+    permission = specific.get("permissionDecision")
+    if decision is None and permission in _PERMISSION:
+        decision = _PERMISSION[permission] or None
+    reason = answer.get("reason", specific.get("permissionDecisionReason", ""))
+    context = specific.get("additionalContext", "")
+    if (
+        decision not in (None, "block", "approve")
+        or not isinstance(reason, str)
+        or not isinstance(context, str)
+    ):
+        line = (
+            f'{name} answered with a wrong "decision" (use "block" or "approve"), or a '
+            '"reason" or "additionalContext" that is not a string; ignored (no decision)'
+        )
+        return HookResult(spec, "garbage", line=line, **base)
+    reason, context = reason.strip()[:REASON_LIMIT], context.strip()[:REASON_LIMIT]
+    if decision == "block":
+        reason = reason or f"blocked by {name} (it gave no reason)"
+        return HookResult(
+            spec, "block", "block", reason, context, f"{name} blocked: {_first(reason)}", **base
+        )
+    if decision == "approve":
+        return HookResult(spec, "approve", "approve", reason, context, **base)
+    return HookResult(spec, "ok", reason=reason, context=context, **base)
+
+
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", "replace").strip()[:REASON_LIMIT]
+
+
+def _first(text: str, limit: int = 200) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"

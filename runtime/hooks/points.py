@@ -1,0 +1,426 @@
+"""Where hooks run in a run, what each decision does, and what the ledger keeps.
+
+One `Hooks` per driver (per conversation and process). The model loop calls it:
+
+- `run_start`: SessionStart (the first run this process drives), UserPromptSubmit
+  (a run's own prompt; steers joining a run are not hooked), and, on a resumed run,
+  a note for each at-most-once hook a crash cut off;
+- `before_tool` (PreToolUse) before the approval prompt: "block" denies the call
+  and the model gets the reason as its result; "approve" from the user's own
+  config skips the prompt (a call the approval mode refuses stays refused, and a
+  project's hook cannot approve: that would let a repository grant itself calls);
+- `after_tool` (PostToolUse) once the result is committed: a block reason, exit 2
+  stderr or additionalContext reaches the model as a note before its next request;
+- `stop` (Stop) when the model answered, before the run is committed as answered
+  (not when it failed or was interrupted): "block" (or exit 2) keeps the run going
+  with the reason as the model's next input, at most STOP_CONTINUATIONS times per
+  run; `stop_hook_active` tells the hook it already did.
+
+What the ledger keeps (`hook.ran` events, runtime.events.HookRan) and so what a
+resumed session does:
+
+- gates (PreToolUse, UserPromptSubmit) are committed with their decision in one
+  transaction: once committed they never run again for that call or prompt; if
+  bastion dies while one runs it runs again on resume (at least once, until
+  decided) — a gate that was skipped could let through what it exists to stop;
+- effects (PostToolUse, Stop, SessionStart) are committed as started before they
+  run and done after: at most once. One cut off by an interrupt is marked
+  interrupted at once, one cut off by a crash on resume, each with a line in the
+  transcript, and neither is run again (a hook that posts or deploys must not
+  repeat); one that never started (bastion died between the tool's result and
+  the hook) does not run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from runtime.events import HookRan
+from runtime.hooks.config import HookSet, HookSpec
+from runtime.hooks.decide import HookResult, interpret
+from runtime.hooks.process import HookOutput, hook_env, run_hook
+from runtime.ids import uuid7
+from runtime.live import now
+from runtime.records import (
+    ACTIVE_RUN_STATES,
+    Approval,
+    Entry,
+    EntryKind,
+    EntryStatus,
+    Run,
+    RunState,
+    ToolCallRecord,
+    ToolCallState,
+)
+from runtime.tx import Tx
+
+if TYPE_CHECKING:
+    from runtime.loop import RunExecutor
+    from runtime.toolbox import ToolOutcome
+    from tools.sandbox import SandboxPolicy
+
+log = logging.getLogger(__name__)
+FOR_MODEL_LIMIT = 8_000  # characters of hook feedback one note gives the model
+STOP_CONTINUATIONS = 3  # times Stop hooks may keep one run going (no endless loop)
+
+
+class Hooks:
+    """The configured hooks of one driver, run in workspace `root` in `policy` (the
+    session's command sandbox; a project's hooks in a narrower one, see `_policy`)."""
+
+    def __init__(self, hooks: HookSet, root: str, policy: SandboxPolicy | None) -> None:
+        self.hooks = hooks
+        self.root = root
+        self.policy = policy
+        self.session_started = False
+        self._resumed: set[str] = set()  # runs this process took over part-way
+        self._continued: dict[str, int] = {}  # run id: times a Stop hook kept it going
+
+    # --- the points in a run -----------------------------------------------
+
+    async def run_start(self, ex: RunExecutor, run: Run, resumed: bool) -> Run | None:
+        """Before the run's first model request. Returns the run, ended, when a
+        UserPromptSubmit hook blocked its prompt; else None."""
+        if resumed:
+            self._resumed.add(run.id)
+            await self._recover(ex, run)
+        if not self.session_started:
+            self.session_started = True
+            await self._session_start(ex, run)
+        return await self._prompt(ex, run)
+
+    @staticmethod
+    def may_decide(call: ToolCallRecord) -> bool:
+        """Whether PreToolUse runs for `call`: not for one refused already (by the
+        approval mode, a guarded path), except one refused only because nobody can be
+        asked here (print mode), which a user's hook may approve."""
+        return call.approval != Approval.DENIED or bool((call.review or {}).get("cannot_ask"))
+
+    async def before_tool(self, ex: RunExecutor, call: ToolCallRecord) -> ToolCallRecord | None:
+        """PreToolUse for a call about to be approved or run: the call as it is now
+        (denied or approved by a hook, or unchanged); None if it was settled meanwhile."""
+        specs = self.hooks.matching("PreToolUse", call.name)
+        prefix = f"PreToolUse:{call.id}:"
+        if not specs:
+            return call
+        fresh = await ex.deps.store.tool_call(call.id)  # the rules decided in its insert
+        if fresh is None or fresh.state != ToolCallState.PENDING:
+            return None
+        call = fresh
+        if not self.may_decide(call) or await self._decided(ex, call.run_id, prefix):
+            return call
+        payload = self._payload(ex, "PreToolUse", tool_name=call.name, tool_input=_args(call))
+        results = await self._run_all(specs, payload, gate=True)
+        block = next((r for r in results if r.decision == "block"), None)
+        approve = next(
+            (r for r in results if r.decision == "approve" and r.spec.source == "user"), None
+        )
+        changes: dict[str, Any] = {}
+        if block is not None:
+            text = (
+                f"REFUSED FORBIDDEN: a PreToolUse hook (`{block.spec.shown}`) blocked this "
+                f"call: {block.reason}\nhint: follow the hook's reason, or tell the user."
+            )
+            changes = {
+                "approval": Approval.DENIED,
+                "review": {**(call.review or {}), "refusal": text},
+            }
+        elif approve is not None and call.approval in (Approval.PENDING, Approval.DENIED):
+            review = {**(call.review or {}), "approved_by_hook": approve.spec.command}
+            changes = {"approval": Approval.APPROVED, "review": review}
+
+        def build(tx: Tx) -> tuple[list[Entry], ToolCallRecord | None]:
+            entries = self._record(tx, call.run_id, prefix, results, "done")
+            if not changes:
+                return entries, tx.tool_call(call.id)
+            changed = tx.transition_tool_call(
+                call.id, from_states=(ToolCallState.PENDING,),
+                from_approvals=(call.approval,), **changes,
+            )  # fmt: skip
+            return entries, changed
+
+        _, found = await ex.commit(build, after=lambda out: _track(ex, out[0]))
+        if found is None:  # changed meanwhile (an answer, an interrupt): as it is now
+            found = await ex.deps.store.tool_call(call.id)
+        return found if found is not None and found.state == ToolCallState.PENDING else None
+
+    async def after_tool(self, ex: RunExecutor, call: ToolCallRecord, outcome: ToolOutcome) -> None:
+        """PostToolUse, once the call's result is committed (at most once)."""
+        specs = self.hooks.matching("PostToolUse", call.name)
+        if not specs:
+            return
+        response = {**outcome.data, "ok": outcome.ok, "text": outcome.model_text}
+        payload = self._payload(
+            ex, "PostToolUse", tool_name=call.name, tool_input=_args(call), tool_response=response
+        )
+        await self._effects(ex, call.run_id, f"PostToolUse:{call.id}:", specs, payload, call.name)
+
+    async def stop(self, ex: RunExecutor, run: Run, answer: Entry) -> bool:
+        """Stop, when the model answered and before the run is committed as answered
+        (at most once per answer). True when a hook blocked the stop: the run goes on,
+        its reason told to the model, at most STOP_CONTINUATIONS times per run."""
+        specs = self.hooks.matching("Stop")
+        if not specs:
+            return False
+        went_on = self._continued.get(run.id, 0)
+        payload = self._payload(
+            ex, "Stop", stop_hook_active=went_on > 0, last_assistant_message=answer.text
+        )
+        allowed = went_on < STOP_CONTINUATIONS
+        results = await self._effects(
+            ex, run.id, f"Stop:{answer.id}:", specs, payload, None, for_model=allowed
+        )
+        if allowed and any(r.decision == "block" for r in results):
+            self._continued[run.id] = went_on + 1
+            return True
+        return False
+
+    async def _session_start(self, ex: RunExecutor, run: Run) -> None:
+        specs = self.hooks.matching("SessionStart")
+        if not specs:
+            return
+        earlier = await ex.deps.store.read(
+            lambda db: _rows(db, ex.conversation_id, None, "SessionStart:")
+        )
+        payload = self._payload(ex, "SessionStart", source="resume" if earlier else "startup")
+        await self._effects(ex, run.id, f"SessionStart:{run.id}:", specs, payload, None)
+
+    async def _prompt(self, ex: RunExecutor, run: Run) -> Run | None:
+        specs = self.hooks.matching("UserPromptSubmit")
+        prefix = f"UserPromptSubmit:{run.id}:"
+        if not specs or await self._decided(ex, run.id, prefix):
+            return None
+        prompt = next(
+            (e for e in ex.entries if e.kind == EntryKind.USER and e.run_id == run.id), None
+        )
+        if prompt is None:
+            return None
+        payload = self._payload(ex, "UserPromptSubmit", prompt=prompt.text)
+        results = await self._run_all(specs, payload, gate=True)
+        block = next((r for r in results if r.decision == "block"), None)
+
+        def build(tx: Tx) -> tuple[list[Entry], Run | None]:
+            if block is None:
+                return self._record(tx, run.id, prefix, results, "done", for_model=True), None
+            entries = self._record(tx, run.id, prefix, results, "done", withdraws=prompt.id)
+            error = {"code": "hook_blocked", "message": f"the prompt was blocked: {block.reason}"}
+            ended = tx.transition_run(
+                run.id, ACTIVE_RUN_STATES, state=RunState.FAILED,
+                reason=error["message"], error=error,
+            )  # fmt: skip
+            return entries, ended
+
+        _, ended = await ex.commit(build, after=lambda out: _track(ex, out[0]))
+        return ended
+
+    async def _recover(self, ex: RunExecutor, run: Run) -> None:
+        """At-most-once hooks of `run` that a crash cut off: marked interrupted, a line each."""
+        rows = await ex.deps.store.read(lambda db: _rows(db, ex.conversation_id, run.id, ""))
+        latest: dict[str, dict[str, Any]] = {}
+        for row in rows:
+            latest[row["key"]] = row
+        cut = [r for r in latest.values() if r["state"] == "started"]
+        if cut:
+            await self._cut(ex, run.id, cut, "was cut off when bastion stopped")
+
+    async def _cut(
+        self, ex: RunExecutor, run_id: str, cut: Sequence[dict[str, Any]], how: str
+    ) -> None:
+        """Hooks (as their ledger rows) that were started and did not finish: marked
+        interrupted, a line each; none of them is run again."""
+
+        def build(tx: Tx) -> list[Entry]:
+            entries = []
+            for row in cut:
+                line = (
+                    f"{row['hook_event']} hook `{row['command']}` {how}; it is not run "
+                    "again (its effects are unknown)"
+                )
+                _emit(tx, run_id, row["key"], row["hook_event"], row["command"], "interrupted",
+                      "interrupted")  # fmt: skip
+                entries.append(tx.add_entry(_note(ex, run_id, line, {"key": row["key"]})))
+            return entries
+
+        await ex.commit(build, after=lambda out: _track(ex, out))
+
+    # --- running and recording ------------------------------------------------
+
+    async def _effects(
+        self, ex: RunExecutor, run_id: str, prefix: str, specs: Sequence[HookSpec],
+        payload: dict[str, Any], tool: str | None, *, for_model: bool = True,
+    ) -> list[HookResult]:  # fmt: skip
+        """Hooks that run at most once: committed as started, run, committed as done."""
+
+        def started(tx: Tx) -> None:
+            for spec in specs:
+                _emit(tx, run_id, prefix + _digest(spec), spec.event, spec.shown, "started", "")
+
+        await ex.commit(started)
+        try:
+            results = await self._run_all(specs, payload, gate=False)
+        except asyncio.CancelledError:
+            if ex.interrupting:  # the user's interrupt killed it: say so now (a crash: on resume)
+                await self._cut(ex, run_id, [
+                    {"key": prefix + _digest(s), "hook_event": s.event, "command": s.shown}
+                    for s in specs
+                ], "was cut off by an interrupt")  # fmt: skip
+            raise
+        await ex.commit(
+            lambda tx: self._record(
+                tx, run_id, prefix, results, "done", for_model=for_model, tool=tool
+            ),
+            after=lambda out: _track(ex, out),
+        )
+        return results
+
+    async def _run_all(
+        self, specs: Sequence[HookSpec], payload: dict[str, Any], gate: bool
+    ) -> list[HookResult]:
+        """Each hook in order; a gate stops at the first block."""
+        data = json.dumps(payload, ensure_ascii=False, default=str).encode("utf-8", "replace")
+        results = []
+        for spec in specs:
+            env = hook_env(self.root, spec.event)
+            try:
+                out = await run_hook(
+                    spec.command, data, self.root, self._policy(spec), spec.timeout, env
+                )
+            except Exception as exc:  # the supervisor broke its protocol: no decision
+                log.warning("hook %s failed to run", spec.command, exc_info=True)
+                out = HookOutput(None, error=f"it could not be run ({type(exc).__name__}: {exc})")
+            result = interpret(spec, out)
+            results.append(result)
+            if gate and result.decision == "block":
+                break
+        return results
+
+    def _policy(self, spec: HookSpec) -> SandboxPolicy | None:
+        """A project's hooks never run wider than workspace-write, network off, with none
+        of the user's extra writable paths, whatever the user's own sandbox is."""
+        if spec.source == "user" or self.policy is None:
+            return self.policy
+        from tools.sandbox import SandboxMode
+
+        mode = self.policy.mode
+        if mode is SandboxMode.DANGER_FULL_ACCESS:
+            mode = SandboxMode.WORKSPACE_WRITE
+        return replace(self.policy, mode=mode, network=False, writable=())
+
+    def _record(
+        self, tx: Tx, run_id: str, prefix: str, results: Sequence[HookResult], state: str,
+        *, for_model: bool = False, withdraws: str | None = None, tool: str | None = None,
+    ) -> list[Entry]:  # fmt: skip
+        """In the caller's transaction: a HookRan per result and a note per result worth
+        a line (and, `for_model`, per result with something for the model)."""
+        ex_id = tx.conversation_id
+        entries = []
+        for r in results:
+            _emit(
+                tx, run_id, prefix + _digest(r.spec), r.spec.event, r.spec.shown, state, r.outcome
+            )
+            told = _for_model(r, tool) if for_model else ""
+            if r.line or told or withdraws:
+                data: dict[str, Any] = {"hook": r.to_dict()}
+                if told:
+                    data["for_model"] = told
+                if withdraws:
+                    data["withdraws"] = withdraws
+                line = r.line or f"{r.spec.event} hook `{r.spec.shown}` added context for the model"
+                if r.spec.event == "Stop" and r.decision == "block" and not for_model:
+                    line = (
+                        f"Stop hook `{r.spec.shown}` asked to keep the run going again; a run "
+                        f"goes on at most {STOP_CONTINUATIONS} times, so it ends: {r.reason[:200]}"
+                    )
+                entry = Entry(
+                    uuid7(), ex_id, 0, EntryKind.NOTE, EntryStatus.COMPLETE, line, now(),
+                    run_id=run_id, data=data,
+                )  # fmt: skip
+                entries.append(tx.add_entry(entry))
+        return entries
+
+    async def _decided(self, ex: RunExecutor, run_id: str, prefix: str) -> bool:
+        """Whether a gate already committed its decision (only a resumed run can have)."""
+        if run_id not in self._resumed:
+            return False
+        rows = await ex.deps.store.read(lambda db: _rows(db, ex.conversation_id, run_id, prefix))
+        return any(r["state"] == "done" for r in rows)
+
+    def _payload(self, ex: RunExecutor, event: str, **fields: Any) -> dict[str, Any]:
+        return {
+            "session_id": ex.conversation_id,
+            "cwd": self.root,
+            "hook_event_name": event,
+            **fields,
+        }
+
+
+def _for_model(result: HookResult, tool: str | None) -> str:
+    """What the model is told of an effect or context hook's answer: a block reason
+    (exit 2 stderr) after a tool or at a stop, additionalContext (or a context
+    event's plain stdout) after a tool, on a prompt and at the session's start."""
+    event, blocked = result.spec.event, result.decision == "block"
+    reason = result.reason if blocked and event in ("PostToolUse", "Stop") else ""
+    context = result.context if event != "Stop" else ""
+    parts = [p for p in (reason, context) if p]
+    if not parts:
+        return ""
+    about = f" after {tool}" if tool else ""
+    text = f"[{event} hook `{result.spec.shown}`{about}]\n" + "\n".join(parts)
+    return text[:FOR_MODEL_LIMIT]
+
+
+def _emit(
+    tx: Tx, run_id: str, key: str, event: str, command: str, state: str, outcome: str
+) -> None:
+    """A HookRan in `tx` (the ledger row a resumed session reads back)."""
+    cid = tx.conversation_id
+    tx.emit(lambda v: HookRan(cid, v, run_id, key, event, command, state, outcome))
+
+
+def _note(ex: RunExecutor, run_id: str, line: str, hook: dict[str, Any]) -> Entry:
+    return Entry(
+        uuid7(), ex.conversation_id, 0, EntryKind.NOTE, EntryStatus.COMPLETE, line, now(),
+        run_id=run_id, data={"hook": hook},
+    )  # fmt: skip
+
+
+def _track(ex: RunExecutor, entries: Sequence[Entry]) -> None:
+    for entry in entries:
+        ex.track(entry)
+
+
+def _digest(spec: HookSpec) -> str:
+    return hashlib.sha256(f"{spec.source}\0{spec.command}".encode()).hexdigest()[:16]
+
+
+def _args(call: ToolCallRecord) -> Any:
+    try:
+        return json.loads(call.arguments or "{}")
+    except ValueError:
+        return call.arguments
+
+
+def _rows(
+    db: sqlite3.Connection, conversation_id: str, run_id: str | None, prefix: str
+) -> list[dict[str, Any]]:
+    """The hook.ran payloads of the conversation (of `run_id`, if given) whose key starts
+    with `prefix`, oldest first."""
+    sql = (
+        "SELECT payload FROM ledger WHERE conversation_id = ? AND type = 'hook.ran' "
+        "AND substr(json_extract(payload, '$.key'), 1, ?) = ?"
+    )
+    params: list[Any] = [conversation_id, len(prefix), prefix]
+    if run_id is not None:
+        sql += " AND json_extract(payload, '$.run_id') = ?"
+        params.append(run_id)
+    found: list[dict[str, Any]] = [
+        json.loads(r[0]) for r in db.execute(sql + " ORDER BY seq", params)
+    ]
+    return found
