@@ -120,6 +120,7 @@ _EXPORTS = {
     "NeedsDriver": "runtime.errors",
     "Interruption": "runtime.harness",
     "Redirection": "runtime.schedule.redirect",
+    "TodoItem": "runtime.plan.items",
     "Conversation": "runtime.records",
     "Entry": "runtime.records",
     "InboxItem": "runtime.records",
@@ -184,6 +185,7 @@ __all__ = [
     "SessionSummary",
     "StoreError",
     "Subscription",
+    "TodoItem",
     "Toolbox",
     "Trust",
     "TrustState",
@@ -306,6 +308,7 @@ if TYPE_CHECKING:
         split_attachments,
     )
     from runtime.migrations import schema_version
+    from runtime.plan.items import TodoItem
     from runtime.project_preview import project_preview
     from runtime.readonly import ReadOnlyStore, SessionHit, SessionRow
     from runtime.reasoning import EFFORTS

@@ -642,7 +642,7 @@ class BastionApp(App[int]):
     async def _redirect(self, text: str) -> None:
         """Interrupt and redirect in one action; queued inputs come back to the prompt,
         as with Esc."""
-        from runtime.mentions import expand_mentions, split_attachments
+        from runtime import expand_mentions, split_attachments
 
         assert self.harness is not None and self.view is not None
         expansion = await asyncio.to_thread(expand_mentions, text, self.view.conversation.cwd)

@@ -32,13 +32,13 @@ from runtime import (
     NoModelConfigured,
     Rule,
     Subscription,
+    TodoItem,
     expand_mentions,
     first_run_report,
     reduce,
     split_attachments,
 )
 from runtime.events import CompactionProgress, Event
-from runtime.plan.items import TodoItem
 from runtime.records import (
     Entry,
     EntryKind,

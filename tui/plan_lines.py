@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from runtime.plan.items import TodoItem
+from runtime import TodoItem
 
 MARKS = {"done": "✓", "in_progress": "▸", "pending": "○"}
 MAX_SHOWN = 10  # items listed; the rest are counted

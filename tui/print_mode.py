@@ -30,6 +30,7 @@ from runtime import (
     Interruption,
     NoModelConfigured,
     Subscription,
+    TodoItem,
     expand_mentions,
     first_run_report,
 )
@@ -43,7 +44,6 @@ from runtime.events import (
     ToolCallUpdated,
     event_to_dict,
 )
-from runtime.plan.items import TodoItem
 from runtime.records import EntryKind, EntryStatus, Run, RunState, ToolCallRecord, ToolCallState
 from runtime.views import call_summary
 from tui.exits import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.reactive import var
 from textual.widgets import Static
 
-from runtime.plan.items import TodoItem
+from runtime import TodoItem
 from runtime.views import ConversationView
 from tui.markup import escape
 from tui.plan_lines import plan_header, plan_rows
