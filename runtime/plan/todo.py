@@ -163,7 +163,21 @@ def record_todos(tx: Tx, call: ToolCallRecord, outcome: ToolOutcome) -> None:
     and `todos.updated` tells the front ends. Nothing for any other call or a refusal."""
     if call.name != TODO_TOOL or not outcome.ok or "todos" not in outcome.data:
         return
-    listed = [TodoItem.from_dict(d).to_dict() for d in outcome.data["todos"]]
+    _store(tx, call, outcome.data["todos"])
+
+
+def copied_todos(tx: Tx, call: ToolCallRecord) -> bool:
+    """A copy of a conversation (fork, rewind) takes the list of its newest `todo` call
+    that finished well: the plan as it stood at the copy's end. False if `call` has none."""
+    result = call.result or {}
+    if call.name != TODO_TOOL or call.state != "done" or not isinstance(result.get("todos"), list):
+        return False
+    _store(tx, call, result["todos"])
+    return True
+
+
+def _store(tx: Tx, call: ToolCallRecord, todos: list[dict[str, Any]]) -> None:
+    listed = [TodoItem.from_dict(d).to_dict() for d in todos]
     tx.execute(
         "INSERT INTO todos (conversation_id, items, tool_call_id, updated_at) "
         "VALUES (?, ?, ?, ?) ON CONFLICT (conversation_id) DO UPDATE SET "

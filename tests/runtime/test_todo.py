@@ -158,3 +158,26 @@ def test_the_event_round_trips_and_the_arguments_are_checked():
     info = box.info("todo")
     assert info is not None and info.read_only and not info.concurrent
     assert box.info("write_file") == RecordingToolbox().info("write_file")
+
+
+async def test_a_fork_takes_the_plan_as_it_stood_where_it_forks(tmp_path):
+    later = [{**PLAN[0]}, {**PLAN[1], "status": "done"}, {**PLAN[2], "status": "in_progress"}]
+    provider = ScriptedProvider([
+        ScriptedTurn(tool_calls=(todo("t1", PLAN),)), ScriptedTurn(text="Planned."),
+        ScriptedTurn(tool_calls=(todo("t2", later),)), ScriptedTurn(text="Flag added."),
+    ])  # fmt: skip
+    harness = await open_at(tmp_path, provider)
+    conv = await harness.create_conversation(str(tmp_path), settings={"model": "s/m"})
+    await harness.drive(conv.id, approval_mode="ask")
+    await ask(harness, conv.id, "plan it")
+    await ask(harness, conv.id, "go on")
+    whole = await harness.fork(conv.id)
+    assert [t.status for t in (await harness.snapshot(whole.id)).todos] == [
+        "done", "done", "in_progress",
+    ]  # fmt: skip
+    second_prompt = [e for e in (await harness.snapshot(conv.id)).entries if e.kind == "user"][1]
+    early = await harness.fork(conv.id, second_prompt.id)  # before the second list
+    assert [t.status for t in (await harness.snapshot(early.id)).todos] == [
+        "done", "in_progress", "pending",
+    ]  # fmt: skip
+    await harness.close()
