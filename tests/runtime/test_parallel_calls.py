@@ -189,3 +189,28 @@ def _record(index: int, name: str, approval: Approval = Approval.NOT_REQUIRED) -
         f"k{index}", "c", "r", "e", index, name, "{}", True, approval, ToolCallState.PENDING,
         0.0, 0.0,
     )  # fmt: skip
+
+
+async def test_a_write_that_asks_holds_the_reads_after_it_until_answered(tmp_path):
+    from tests.runtime.helpers import until_awaiting_approval
+
+    ws = workspace(tmp_path, **{"a.txt": "alpha\n", "b.txt": "beta\n", "d.txt": "delta\n"})
+    toolbox = ObservedToolbox(ws, meet=frozenset({"a.txt", "b.txt"}))
+    write = ToolCall("call_w", "write_file", json.dumps({"path": "c.txt", "content": "sea\n"}))
+    calls = (read(1, "a.txt"), read(2, "b.txt"), write, read(3, "d.txt"))
+    harness, conv, _ = await start(
+        tmp_path, [ScriptedTurn(tool_calls=calls), ScriptedTurn(text="done")], toolbox, "ask"
+    )
+    item = await harness.submit(conv.id, "look and write")
+    snap = await until_awaiting_approval(harness, conv.id)
+    # the reads before the write ran (and met), the write asks, the read after waits
+    assert sorted(toolbox.log[:2]) == ["start read_file a.txt", "start read_file b.txt"]
+    assert sorted(toolbox.log[2:]) == ["end read_file a.txt", "end read_file b.txt"]
+    asking = [c for c in snap.tool_calls if c.approval == "pending"]
+    assert [c.name for c in asking] == ["write_file"]
+    await harness.respond(conv.id, asking[0].id, approve=True)
+    run = await harness.wait(item.id, conv.id)
+    assert run.state == "completed"
+    assert toolbox.log[4:] == ["start write_file c.txt", "end write_file c.txt",
+                               "start read_file d.txt", "end read_file d.txt"]  # fmt: skip
+    await harness.close()
