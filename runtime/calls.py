@@ -39,7 +39,7 @@ from runtime.records import (
 )
 from runtime.rules import EDIT_TOOLS, guarded_path
 from runtime.schedule import groups, may_overlap, run_together
-from runtime.toolbox import ToolOutcome
+from runtime.toolbox import CURRENT_CALL, ToolOutcome
 from runtime.tx import TOOL_COLUMNS, Tx, joined_chunks, tool_call_row
 
 if TYPE_CHECKING:
@@ -121,6 +121,11 @@ class CallRunner:
 
     async def run_all(self, run: Run, calls: list[ToolCallRecord]) -> Run:
         """Every call, in asked order; neighbouring reads run together (runtime.schedule)."""
+        # Hook: work a toolbox can start for the whole round at once (runtime.agents
+        # starts every subagent of the round here, so they run side by side).
+        prepare = getattr(self.deps.toolbox, "prepare_calls", None)
+        if prepare is not None:
+            await prepare(calls)
         limit = self.deps.settings.parallel_calls
         for group in groups(calls, self._overlaps) if limit > 1 else [(c,) for c in calls]:
             if len(group) == 1:
@@ -251,6 +256,7 @@ class CallRunner:
         # "run outside the sandbox once" / "with network": the user's committed answer
         override = (call.review or {}).get("sandbox")
         extra: dict[str, Any] = {"sandbox": override} if override else {}
+        CURRENT_CALL.set(call)
         try:
             return await self.deps.toolbox.run(
                 call.name, call.arguments, on_output=output, on_start=started, **extra

@@ -38,6 +38,7 @@ from runtime.admission import (
     new_conversation,
     title_from,
 )
+from runtime.agents import unfinished_children
 from runtime.aio import wait_until
 from runtime.calls import interrupt_tx
 from runtime.config import Config, default_home
@@ -295,7 +296,10 @@ class Harness(SessionOps, ApprovalOps, DrivingOps):
         return Redirection(run.id if run is not None else None, tuple(withdrawn), item)
 
     async def _stop(self, conversation_id: str, run: Run | None) -> None:
-        """After an interrupt was committed: cancel `run` here if this process drives it."""
+        """After an interrupt was committed: the subagents it is waiting for stop with it
+        (the whole tree), and `run` is cancelled here if this process drives it."""
+        for child in await self.store.read(lambda db: unfinished_children(db, conversation_id)):
+            await self.interrupt(child)
         driver = self._drivers.get(conversation_id)
         if run is not None and driver is not None:
             if not driver.cancel_run(run.id):

@@ -18,10 +18,11 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, Final
 
+from runtime.agents.children import pending_child_calls
 from runtime.config import Config
 from runtime.driver import Driver
 from runtime.errors import BastionError, HarnessClosed
-from runtime.events import Event, RunUpdated
+from runtime.events import Event, RunUpdated, ToolCallUpdated
 from runtime.ids import uuid7
 from runtime.loop import LoopSettings
 from runtime.providers.base import Provider
@@ -112,6 +113,9 @@ class HarnessCore:
         self._deferred: dict[str, dict[str, Any]] = {}
         self._prepared: dict[str, Conversation] = {}
         self._settings: dict[str, SessionSettings] = {}
+        # subagent -> parent, for the children this process drives: their approvals
+        # reach the parent's subscribers too (runtime.agents)
+        self._parents: dict[str, str] = {}
         self._closed = False
 
     def _check_open(self) -> None:
@@ -126,8 +130,15 @@ class HarnessCore:
         return sub
 
     def _publish(self, event: Event) -> None:
+        parent = self._parents.get(event.conversation_id)
+        if parent is not None and not isinstance(event, ToolCallUpdated):
+            parent = None  # of a child, its parent's screen hears only its calls (approvals)
         for sub in self._subscriptions:
-            if sub.conversation_id is None or sub.conversation_id == event.conversation_id:
+            if (
+                sub.conversation_id is None
+                or sub.conversation_id == event.conversation_id
+                or sub.conversation_id == parent
+            ):
                 sub._put(event)
         if isinstance(event, RunUpdated) and event.run.terminal:
             for future in self._run_waiters.pop(event.run.id, []):
@@ -157,6 +168,11 @@ class HarnessCore:
         prepared = self._prepared.get(conversation_id)
         if prepared is not None and not await self.store.exists(conversation_id):
             return ConversationView(conversation=prepared, version=0)
+        view = await self._snapshot(conversation_id, last)
+        asking = await self.store.read(lambda db: pending_child_calls(db, conversation_id))
+        return dataclasses.replace(view, child_calls=asking) if asking else view
+
+    async def _snapshot(self, conversation_id: str, last: int | None) -> ConversationView:
         snap = await self.store.snapshot(conversation_id, last)
         driver = self._drivers.get(conversation_id)
         if driver is None or not driver.live:

@@ -5,11 +5,13 @@ conversation with (which never leak into another invocation). A mixin over
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
+from runtime import agents
 from runtime.admission import new_conversation
 from runtime.approvals import ApprovalMode
 from runtime.catalog import ModelInfo
@@ -167,6 +169,13 @@ class DrivingOps(HarnessCore):
             if toolbox is not None:
                 toolbox.close()
             raise
+        if toolbox is not None:  # subagents: `task` for a parent, a child's own tools
+            catalog = await asyncio.to_thread(agents.load_agents, conv.cwd)
+            # (the Harness this mixin is part of has the rest of ChildHost: `wait`)
+            toolbox = agents.equip(cast(agents.ChildHost, self), conv, toolbox, catalog)
+        parent = agents.subagent_of(conv).get("parent")
+        if isinstance(parent, str):
+            self._parents[conv.id] = parent
         config = DriverConfig(
             provider=provider,
             model=model_name,

@@ -4,6 +4,7 @@ to a conversation. A mixin over `HarnessCore`; `Harness` is the public face."""
 
 from __future__ import annotations
 
+from runtime.agents.children import call_owner
 from runtime.answers import Answer, answer_tx
 from runtime.errors import NotPending
 from runtime.harness_core import HarnessCore
@@ -41,6 +42,10 @@ class ApprovalOps(HarnessCore):
         if message is not None and approve:
             raise BadRule("a message goes with a denial", hint="deny with the message instead")
         check_sandbox_answer(approve, always, sandbox)
+        # A subagent's call is answered in the subagent's conversation (runtime.agents).
+        conversation_id = await self.store.read(
+            lambda db: call_owner(db, conversation_id, tool_call_id)
+        )
         scope = Scope(always) if always is not None else None
         if scope == Scope.INVOCATION:
             raise BadRule(
@@ -77,6 +82,9 @@ class ApprovalOps(HarnessCore):
         """The rules answering "always" would save for a pending call (what every front
         end shows before saving): () when no rule can cover it."""
         call = await self.store.tool_call(tool_call_id)
+        conversation_id = await self.store.read(
+            lambda db: call_owner(db, conversation_id, tool_call_id)
+        )
         if call is None or call.conversation_id != conversation_id:
             return ()
         conv = await self.store.get_conversation(conversation_id)

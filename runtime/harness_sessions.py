@@ -9,7 +9,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from runtime import effects, sessions, shortids, transfer
+from runtime import agents, effects, sessions, shortids, transfer
 from runtime.driver import lease_live
 from runtime.errors import UnknownEntry
 from runtime.events import DurableEvent
@@ -17,7 +17,7 @@ from runtime.fulltext import SearchHit
 from runtime.harness_core import HarnessCore
 from runtime.ids import uuid7
 from runtime.records import Conversation, Entry, SessionSummary
-from runtime.store import remove_artifacts
+from runtime.store import DESCENDANTS_AND_SELF, remove_artifacts
 
 
 class SessionOps(HarnessCore):
@@ -45,7 +45,7 @@ class SessionOps(HarnessCore):
             return sessions.fork_position(entries, at_entry, conversation_id)
 
         return await self.store.fork_conversation(
-            conversation_id, uuid7(), at, publish=self._publish
+            conversation_id, uuid7(), at, publish=self._publish, also=agents.fork_children
         )
 
     async def rewind(self, conversation_id: str, entry_id: str) -> sessions.Rewound:
@@ -59,7 +59,7 @@ class SessionOps(HarnessCore):
             return found[0].position - 1
 
         conv = await self.store.fork_conversation(
-            conversation_id, uuid7(), at, publish=self._publish
+            conversation_id, uuid7(), at, publish=self._publish, also=agents.fork_children
         )
         return sessions.Rewound(conv, found[0].text, conversation_id, entry_id)
 
@@ -100,8 +100,18 @@ class SessionOps(HarnessCore):
         while True:
             batch = await self.store.ledger(conversation_id, events[-1].version if events else 0)
             if not batch:
-                return transfer.export_document(view, events)
+                break
             events += batch
+        doc = transfer.export_document(view, events)
+        # Its subagents' conversations, each a document of its own with the call that
+        # started it (an import reads the parent's document only).
+        links = await self.store.read(lambda db: agents.children_of(db, conversation_id))
+        if links:
+            doc["children"] = [
+                {**await self.export(link.conversation.id), "task_call_id": link.call_id}
+                for link in links
+            ]
+        return doc
 
     async def import_conversation(self, text: str, *, cwd: str) -> Conversation:
         """A new conversation (fresh ids throughout) working in `cwd` from an export
@@ -120,10 +130,14 @@ class SessionOps(HarnessCore):
         never used again. Refused (UnfinishedWork) with work in progress unless `force`."""
         self._check_open()
         ttl = self.lease_ttl
+        tree = await self.store.read(
+            lambda db: [r[0] for r in db.execute(DESCENDANTS_AND_SELF, (conversation_id,))]
+        )
         await self.store.delete_conversation(
             conversation_id, force=force, live=lambda lease: lease_live(lease, ttl)
         )
-        remove_artifacts(self.home / "artifacts" / conversation_id)
+        for gone in tree or [conversation_id]:  # its subagents' spilled output too
+            remove_artifacts(self.home / "artifacts" / gone)
 
     async def resolve_id(self, text: str) -> str:
         """The id of the one session `text` names: a full id, or any unique start of one

@@ -353,7 +353,24 @@ def _shared_file_bytes(db: sqlite3.Connection) -> None:
         )
 
 
-@migration(8, "the todo list a conversation keeps")
+@migration(8, "subagent children linked to their parent and the call that started them")
+def _subagent_children(db: sqlite3.Connection) -> None:
+    # A child conversation (runtime.agents) names its parent and the parent's tool call;
+    # one child per call, so a call run again after a crash finds the child it started.
+    _run_script(
+        db,
+        """
+        ALTER TABLE conversations ADD COLUMN task_parent_id TEXT;
+        ALTER TABLE conversations ADD COLUMN task_call_id TEXT;
+        CREATE UNIQUE INDEX conversations_by_task_call ON conversations (task_call_id)
+            WHERE task_call_id IS NOT NULL;
+        CREATE INDEX conversations_by_task_parent ON conversations (task_parent_id)
+            WHERE task_parent_id IS NOT NULL;
+        """,
+    )
+
+
+@migration(9, "the todo list a conversation keeps")
 def _todos(db: sqlite3.Connection) -> None:
     """The model's checklist (runtime.plan): one row per conversation, the whole list as
     JSON, written with the result of the `todo` call that sent it."""

@@ -304,10 +304,12 @@ class Store:
         at: Callable[[list[Entry]], int],
         *,
         publish: Callable[[DurableEvent], None] | None = None,
+        also: ForkHook | None = None,
     ) -> Conversation:
         """A new conversation `new_id` sharing the history of `source_id` up to the
         position `at(source entries)` returns, created and copied in one transaction
-        (the source is only read)."""
+        (the source is only read). `also` copies more in that transaction (the
+        subagents of the copied calls, runtime.agents) and returns its events."""
 
         def run(db: sqlite3.Connection) -> tuple[Conversation, list[DurableEvent]]:
             probe = Tx(db, source_id, 0)
@@ -316,9 +318,10 @@ class Store:
             history = sessions.history_until(probe, source_id, entries, position)
             created = sessions.forked_conversation(source, new_id, position).but(version=1)
             tx, first = _insert_conversation(db, created)
-            sessions.copy_history(tx, history, with_effects=True)
+            copied = sessions.copy_history(tx, history, with_effects=True)
+            more = also(tx, copied, lambda c: _insert_conversation(db, c)) if also else []
             tx.finish()
-            return created.but(version=tx.version), [first, *tx.events]
+            return created.but(version=tx.version), [first, *tx.events, *more]
 
         def done(out: tuple[Conversation, list[DurableEvent]]) -> None:
             if publish is not None:
@@ -348,13 +351,15 @@ class Store:
                 )
             if not force:
                 _refuse_unfinished(db, conversation_id, LeaseInfo(*row), live)
-            db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
-            db.execute("DELETE FROM ledger WHERE conversation_id = ?", (conversation_id,))
+            # Its subagents' conversations (runtime.agents) go with it, whole trees.
+            for (gone,) in db.execute(DESCENDANTS_AND_SELF, (conversation_id,)).fetchall():
+                db.execute("DELETE FROM conversations WHERE id = ?", (gone,))
+                db.execute("DELETE FROM ledger WHERE conversation_id = ?", (gone,))
+                db.execute(
+                    "INSERT OR IGNORE INTO deleted_conversations (id, deleted_at) VALUES (?, ?)",
+                    (gone, time.time()),
+                )
             blobs.reclaim(db)  # the kept file bytes no other conversation names
-            db.execute(
-                "INSERT OR IGNORE INTO deleted_conversations (id, deleted_at) VALUES (?, ?)",
-                (conversation_id, time.time()),
-            )
 
         await self._write(run)
 
@@ -544,7 +549,7 @@ class Store:
     async def list_conversations(
         self, cwd: str | None = None, limit: int = 200, *, with_entries: bool = False
     ) -> list[Conversation]:
-        clauses, params = [], []
+        clauses, params = ["c.task_parent_id IS NULL"], []  # children show under their parent
         if cwd is not None:
             clauses.append("cwd = ?")
             params.append(cwd)
@@ -569,7 +574,8 @@ class Store:
         rows = await self._fetchall(
             f"SELECT {CONVERSATION_COLUMNS}, "
             "(SELECT COUNT(*) FROM entries e WHERE e.conversation_id = c.id) "
-            "FROM conversations c ORDER BY updated_at DESC, id DESC LIMIT ?",
+            "FROM conversations c WHERE c.task_parent_id IS NULL "
+            "ORDER BY updated_at DESC, id DESC LIMIT ?",
             (limit,),
         )
         return [SessionSummary(conversation_row(r[:-1]), r[-1]) for r in rows if r[-1]]
@@ -600,6 +606,20 @@ class Store:
     ) -> list[DurableEvent]:
         return await self._read(lambda db: ledger.read(db, conversation_id, after, limit))
 
+
+#: More for a fork's transaction: (the fork's Tx, old ids -> copied ones, a way to insert
+#: another new conversation) -> the events of what it wrote elsewhere.
+ForkHook = Callable[
+    [Tx, dict[str, str], Callable[[Conversation], tuple[Tx, DurableEvent]]], list[DurableEvent]
+]
+
+#: A conversation and every subagent conversation below it (runtime.agents), children
+#: before their parent.
+DESCENDANTS_AND_SELF = (
+    "WITH RECURSIVE tree (id, depth) AS (SELECT ?, 0 UNION ALL SELECT c.id, tree.depth + 1 "
+    "FROM conversations c JOIN tree ON c.task_parent_id = tree.id WHERE tree.depth < 16) "
+    "SELECT id FROM tree ORDER BY depth DESC"
+)
 
 _UNFINISHED = (
     "SELECT EXISTS (SELECT 1 FROM runs WHERE conversation_id = ? AND state IN "

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -16,7 +17,12 @@ from runtime.errors import ConfigError
 from runtime.providers.base import ToolSpec
 
 if TYPE_CHECKING:
+    from runtime.records import ToolCallRecord
     from tools.sandbox import SandboxPolicy
+
+#: The call a toolbox is running (set by runtime.calls around `Toolbox.run`): a tool
+#: that must be idempotent across a crash (runtime.agents' `task`) keys its work by it.
+CURRENT_CALL: ContextVar[ToolCallRecord | None] = ContextVar("bastion_current_call", default=None)
 
 # How one approved command may leave the session's sandbox (the user's answer,
 # committed with the approval): "outside" runs it unsandboxed, "network" with

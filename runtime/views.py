@@ -238,6 +238,9 @@ class ConversationView:
     # resyncs it; a snapshot without `last` has them all (0).
     earlier: int = 0
     live: MappingProxyType[str, LiveText] = field(default_factory=lambda: _EMPTY)
+    # Calls of this conversation's subagents waiting for the user's approval
+    # (runtime.agents): asked in the parent's approval prompt, the child named.
+    child_calls: tuple[ToolCallRecord, ...] = ()
     _folded: list[tuple[Entry, ...]] = field(
         default_factory=list, init=False, repr=False, compare=False
     )
@@ -328,7 +331,11 @@ def _resync(view: ConversationView) -> ConversationView:
 
 def reduce(view: ConversationView, event: ViewEvent) -> ConversationView:
     """Apply one event. Pure: returns a new view (or the same one if nothing changed)."""
-    if view.resync_required or event.conversation_id != view.conversation.id:
+    if view.resync_required:
+        return view
+    if event.conversation_id != view.conversation.id:
+        if isinstance(event, ToolCallUpdated) and child_task(view, event.conversation_id):
+            return _child_call(view, event.tool_call)
         return view
     if hasattr(event, "version"):
         return _reduce_durable(view, event)
@@ -370,6 +377,32 @@ def _reduce_durable(view: ConversationView, event: Any) -> ConversationView:
         case LeaseChanged(pid=pid):
             return replace(view, lease_pid=pid)
     return view
+
+
+def child_task(view: ConversationView, conversation_id: str) -> ToolCallRecord | None:
+    """The `task` call of this conversation that started subagent `conversation_id`."""
+    for call in view.tool_calls:
+        if call.process is not None and call.process.get("child") == conversation_id:
+            return call
+    return None
+
+
+def child_label(view: ConversationView, call: ToolCallRecord) -> str:
+    """How an approval prompt names the subagent asking ("" for the view's own call)."""
+    if call.conversation_id == view.conversation.id:
+        return ""
+    task = child_task(view, call.conversation_id)
+    process = task.process if task is not None and task.process else {}
+    agent, what = str(process.get("agent", "subagent")), str(process.get("description", ""))
+    return f"{agent} ({what})" if what and what != agent else agent
+
+
+def _child_call(view: ConversationView, call: ToolCallRecord) -> ConversationView:
+    """A subagent's call changed: kept while it waits for approval, dropped after."""
+    others = tuple(c for c in view.child_calls if c.id != call.id)
+    if call.approval == "pending" and call.state == "pending":
+        others = (*others, call)
+    return replace(view, child_calls=others)
 
 
 def _run_updated(view: ConversationView, run: Run) -> ConversationView:
@@ -555,6 +588,9 @@ def _summary(name: str, args: dict[str, Any]) -> str | None:
             return None
         shown = pattern if name == "glob" else f'"{pattern}"'
         return f"{shown} in {where}" if where else shown
+    if name == "task":  # a subagent (runtime.agents): its agent and what it does
+        what = word("description") or word("prompt")
+        return f"{word('agent') or 'general'}: {what}" if what else None
     return None
 
 

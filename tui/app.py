@@ -64,6 +64,7 @@ if TYPE_CHECKING:  # loaded after the first frame (see tui.launch and `_mount_re
     from tui.widgets.approval import ApprovalPrompt
     from tui.widgets.command_panel import CommandHints, CommandOutput
     from tui.widgets.completion import FileCompletion
+    from tui.widgets.entries import ToolCallLine
     from tui.widgets.inbox import InboxStrip
 
 __all__ = ["BastionApp", "Opener", "preload"]
@@ -836,6 +837,20 @@ class BastionApp(App[int]):
                 return
             self.use_settings(settings)
 
+    def on_tool_call_line_open_subagent(self, event: ToolCallLine.OpenSubagent) -> None:
+        """A task row: its subagent's transcript, live, on a screen of its own."""
+        from tui.subagent import SubagentScreen
+
+        if self.harness is None:
+            return
+        if self.harness.attached:  # this screen follows one session of another process
+            self.notify(
+                f"follow it with `bastion attach {event.conversation_id}`",
+                title=f"subagent {event.label}",
+            )
+            return
+        self.push_screen(SubagentScreen(self.harness, event.conversation_id, event.label))
+
     def on_approval_prompt_answered(self, event: ApprovalPrompt.Answered) -> None:
         self.query_one(PromptInput).focus()
         self.run_worker(self._respond(event), group="input")
@@ -881,6 +896,11 @@ class BastionApp(App[int]):
             raise SkipAction()
 
     def action_interrupt(self) -> None:
+        from tui.subagent import SubagentScreen
+
+        if isinstance(self.screen, SubagentScreen):  # Esc there is that subagent's
+            self.screen.escape_pressed()
+            return
         if self.parts_ready.is_set() and (
             self.completion.take_key("escape") or self.approval.back()
         ):

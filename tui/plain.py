@@ -47,7 +47,7 @@ from runtime.records import (
     ToolCallRecord,
     ToolCallState,
 )
-from runtime.views import call_summary
+from runtime.views import call_summary, child_label
 from tui.diffs import call_diff, diff_lines, rules_text
 from tui.plan_lines import plan_header, plan_rows
 from tui.run_words import budget_stop, compaction_event_line, summary_label
@@ -306,7 +306,9 @@ class LineMode:
             )
             keys += "/o/w"
         keys += "]"
-        question = f"Allow {call.name} {call_summary(call.name, call.arguments)}? {keys} "
+        child = child_label(self.view, call) if self.view is not None else ""
+        who = f"subagent {child} asks: " if child else ""
+        question = f"{who}Allow {call.name} {call_summary(call.name, call.arguments)}? {keys} "
         try:
             while True:
                 answer = (await self.ask(question)).strip().lower()

@@ -33,7 +33,9 @@ API, same turns again; `server.base_url` as for chat), `GET .../models`, and
 
 Turn selection: a turn with `match` is taken when its substring occurs in the
 last user message (the first such unconsumed turn wins); otherwise the first
-unconsumed turn without `match` is taken. Every turn, fault turns included, is
+unconsumed turn without `match` is taken. A step (`unless`) with `match` is
+served only to requests whose last user message has it (one script can then
+drive a conversation and its subagents, each with its own steps). Every turn, fault turns included, is
 consumed once. With no turn left the answer is HTTP 400 "loopback script
 exhausted".
 """
@@ -154,7 +156,9 @@ class _Script:
                 (
                     t
                     for t in self._turns
-                    if t.unless and not any(m in r for m in t.unless for r in results)
+                    if t.unless
+                    and (t.match is None or t.match in text)
+                    and not any(m in r for m in t.unless for r in results)
                 ),
                 None,
             )
@@ -164,7 +168,10 @@ class _Script:
                 (
                     i
                     for i, t in enumerate(self._turns)
-                    if not self._used[i] and t.match is not None and t.match in text
+                    if not self._used[i]
+                    and t.match is not None
+                    and t.match in text
+                    and not t.unless
                 ),
                 None,
             )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import tempfile
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -41,11 +42,13 @@ async def open_driven(
     toolbox: Any = None,
     approval_mode: str = "ask",
     conversation_id: str | None = None,
+    cwd: Path | None = None,
 ) -> tuple[Harness, str]:
-    """A harness over `provider`, a new conversation in `tmp_path`, driven interactively."""
+    """A harness over `provider`, a new conversation in `cwd` (`tmp_path` unless given),
+    driven interactively."""
     harness = await open_harness(tmp_path, provider, toolbox)
     conv = await harness.create_conversation(
-        str(tmp_path),
+        str(cwd or tmp_path),
         settings={"model": MODEL, "approval_mode": approval_mode},
         conversation_id=conversation_id,
     )
@@ -61,11 +64,20 @@ def make_app(
     first_prompt: str | None = None,
     theme: str = "bastion-dark",
 ) -> BastionApp:
-    """An app that opens its harness on its own event loop (what snapshot tests need)."""
+    """An app that opens its harness on its own event loop (what snapshot tests need).
+
+    Its conversation's folder is the same path wherever the test runs (the workspace
+    root is in the system prompt, whose estimated tokens the status line shows):
+    pytest's tmp_path is longer under xdist (`popen-gw0/`) and numbered per run."""
     provider = turns if isinstance(turns, ScriptedProvider) else ScriptedProvider(turns)
+    # One folder for every snapshot test (nothing is written there: the store is in
+    # tmp_path and the toolboxes are scripted), with the same name each run, since
+    # even a random suffix of fixed length tokenizes to a varying count.
+    cwd = Path(tempfile.gettempdir()) / "bastion-snapshot"
+    cwd.mkdir(exist_ok=True)
 
     async def opener() -> tuple[Harness, str]:
-        return await open_driven(tmp_path, provider, toolbox, conversation_id=SNAPSHOT_ID)
+        return await open_driven(tmp_path, provider, toolbox, conversation_id=SNAPSHOT_ID, cwd=cwd)
 
     return BastionApp(opener=opener, first_prompt=first_prompt, theme=theme)
 

@@ -32,7 +32,7 @@ from textual.widgets import Input, Static
 
 from runtime import ConversationView, Rule
 from runtime.records import Approval, ToolCallRecord, ToolCallState
-from runtime.views import call_summary
+from runtime.views import call_summary, child_label
 from tui.diffs import call_diff
 from tui.widgets.review import diff_markup
 
@@ -66,7 +66,7 @@ def pending_approval(view: ConversationView) -> ToolCallRecord | None:
     for call in view.tool_calls:
         if call.approval == Approval.PENDING and call.state == ToolCallState.PENDING:
             return call
-    return None
+    return view.child_calls[0] if view.child_calls else None  # a subagent's, named
 
 
 def describe_call(call: ToolCallRecord) -> str:
@@ -184,18 +184,19 @@ class ApprovalPrompt(Vertical, can_focus=True):
         changed = (call.id if call else None) != (self.call.id if self.call else None)
         self.call = call
         if changed and call is not None:
-            self._draw(call)
+            self._draw(call, child_label(view, call))
             self.post_message(self.Shown(call.id))
         self.shown = call is not None
         return changed
 
-    def _draw(self, call: ToolCallRecord) -> None:
+    def _draw(self, call: ToolCallRecord, child: str = "") -> None:
         self.rules = ()
         self.mode = "ask"
         self.remove_class("-message")
         what = escape(describe_call(call))
+        who = f"[b]subagent {escape(child)}[/b] asks: " if child else ""
         self.query_one("#approval-question", Static).update(
-            f"[b $warning]Allow[/] [b]{escape(call.name)}[/b] {what}[b $warning]?[/]"
+            f"{who}[b $warning]Allow[/] [b]{escape(call.name)}[/b] {what}[b $warning]?[/]"
         )
         diff, note = call_diff(call)
         box = self.query_one("#approval-diff", VerticalScroll)

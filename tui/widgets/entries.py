@@ -15,10 +15,13 @@ assistant turn that made it, as `name args` and the first line of its result.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.content import Content
 from textual.markup import escape
+from textual.message import Message
 from textual.reactive import var
 from textual.widgets import Static
 
@@ -139,11 +142,19 @@ class ToolCallLine(Static, LaidOutOnce):
 
     expanded = var(False, toggle_class="-expanded")
 
+    @dataclass
+    class OpenSubagent(Message):
+        """A `task` row was clicked (or Enter pressed on it): show that subagent."""
+
+        conversation_id: str
+        label: str
+
     def __init__(self, call: dict[str, str], classes: str = "") -> None:
         super().__init__(classes=classes)
         self.call = call
         self.drawn: tuple[ToolCallRecord | None, Entry | None, str | None] | None = None
         self.command: CommandOutput | None = None  # a finished command's output
+        self.subagent: tuple[str, str] | None = None  # (its conversation, its label)
 
     @property
     def expandable(self) -> bool:
@@ -157,6 +168,8 @@ class ToolCallLine(Static, LaidOutOnce):
             return
         self.drawn = key
         self.command = CommandOutput.of(record)
+        self.subagent = subagent_of(record)
+        self.can_focus = self.subagent is not None  # Enter on it opens the subagent
         self._draw()
 
     def _draw(self) -> None:
@@ -164,7 +177,10 @@ class ToolCallLine(Static, LaidOutOnce):
             return
         record, result, output = self.drawn
         if self.command is None:
-            self.update(self.render_markup(self.call, record, result, output))
+            shown = self.render_markup(self.call, record, result, output)
+            if self.subagent is not None:
+                shown += f"\n  [$foreground-muted]└ subagent {self.subagent[0][:13]}… · click or Enter: its transcript[/]"
+            self.update(shown)
             return
         glyph = _call_state(record, result)[0]
         head = Content.from_markup(_words_head(self.call, record, glyph) or _head(self.call, glyph))
@@ -174,8 +190,14 @@ class ToolCallLine(Static, LaidOutOnce):
         self._draw()
 
     def on_click(self) -> None:
-        if self.expandable:
+        if self.subagent is not None:
+            self.post_message(self.OpenSubagent(*self.subagent))
+        elif self.expandable:
             self.expanded = not self.expanded
+
+    def key_enter(self) -> None:
+        if self.subagent is not None:
+            self.post_message(self.OpenSubagent(*self.subagent))
 
     @staticmethod
     def render_markup(
@@ -198,6 +220,15 @@ class ToolCallLine(Static, LaidOutOnce):
         shown = f"{head}\n  [$foreground-muted]└[/] {note}" if note else head
         diff = row_diff_markup(record)  # a write's or edit's diff, once answered
         return f"{shown}\n{diff}" if diff else shown
+
+
+def subagent_of(record: ToolCallRecord | None) -> tuple[str, str] | None:
+    """(conversation id, "agent (task)") of the subagent a `task` call started, if any."""
+    process = record.process if record is not None else None
+    if not process or not isinstance(process.get("child"), str):
+        return None
+    agent, what = str(process.get("agent", "subagent")), str(process.get("description", ""))
+    return process["child"], f"{agent} ({what})" if what and what != agent else agent
 
 
 def _head(call: dict[str, str], glyph: str) -> str:

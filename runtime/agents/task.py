@@ -1,0 +1,425 @@
+"""The `task` tool: a subagent as a durable child conversation.
+
+The parent model calls `task {description, prompt, agent?}`. The call's intent is
+committed like any call's (runtime.calls); running it then
+
+1. finds or creates the child: one transaction creates the child conversation
+   (linked to the parent and to this call, runtime.agents.children) together
+   with its first input, admitted under the request key `task:<call key>`;
+2. records the child on the call (`process`: {"child", "agent", "description"}),
+   so every front end can show the child under the call;
+3. drives the child in this process (its own driver, lease, toolbox and model),
+   relaying one line per child tool call as this call's output, and
+4. waits for the child's run to end: its answer is this call's result.
+
+Every step is idempotent, so the tool is replay-safe: after a crash the parent's
+run runs the call again, which finds the same child and the same admitted input,
+and the child's driver resumes it like any conversation (its streamed partial kept
+and closed as interrupted, its calls exactly once, runtime.driver). All the calls
+of a round that start children start them before the first is waited for
+(`prepare_calls`), so several children run at once.
+
+A child's tools are its agent's (runtime.agents.definitions; read-only by default),
+never `task` (no grandchildren), and run under the parent's approval mode as this
+process holds it when the child is driven: its approvals are ordinary pending
+calls of the child, answered through `Harness.respond` from any front end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import json
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from runtime.admission import AdmittedBefore, admit_first_tx, new_conversation
+from runtime.agents.children import final_text, find_child, link_tx, subagent_of
+from runtime.agents.definitions import AgentCatalog, AgentDefinition
+from runtime.errors import BastionError, ConversationBusy
+from runtime.events import Event, ToolCallUpdated
+from runtime.providers.base import ToolSpec
+from runtime.records import (
+    Approval,
+    Conversation,
+    InboxItem,
+    InboxMode,
+    Run,
+    RunState,
+    ToolCallRecord,
+    ToolCallState,
+)
+from runtime.toolbox import CURRENT_CALL, OnStart, Toolbox, ToolInfo, ToolOutcome
+from runtime.views import call_summary
+
+if TYPE_CHECKING:
+    from runtime.driver import Driver
+    from runtime.store import Store
+
+__all__ = ["TASK_TOOL", "ChildHost", "ChildToolbox", "TaskToolbox", "equip"]
+
+log = logging.getLogger(__name__)
+TASK_TOOL = "task"
+_OPEN = (ToolCallState.PENDING, ToolCallState.RUNNING)
+_STARTS = (Approval.NOT_REQUIRED, Approval.APPROVED)
+
+
+class ChildHost(Protocol):
+    """What the task tool needs of the Harness (runtime.harness)."""
+
+    store: Store
+
+    def _publish(self, event: Event) -> None: ...
+
+    def driver(self, conversation_id: str) -> Driver | None: ...
+
+    def resolve_model(self, spec: str) -> Any: ...
+
+    async def drive(
+        self,
+        conversation_id: str,
+        *,
+        interactive: bool = True,
+        on_refusal: Callable[[str, str], None] | None = None,
+        approval_mode: str | None = None,
+        model: str | None = None,
+    ) -> Driver | None: ...
+
+    async def wait(self, item_id: str, conversation_id: str, *, poll: float = 1.0) -> Run: ...
+
+    async def release(self, conversation_id: str) -> None: ...
+
+    def subscribe(self, conversation_id: str | None = None) -> Any: ...
+
+
+def equip(
+    host: ChildHost, conversation: Conversation, toolbox: Toolbox | None, catalog: AgentCatalog
+) -> Toolbox | None:
+    """The toolbox a driver of `conversation` gets: a child's is cut to its agent's
+    tools; a top-level conversation's gains `task`."""
+    if toolbox is None:
+        return None
+    started_as = subagent_of(conversation)
+    if started_as:
+        tools = started_as.get("tools")
+        allowed = (
+            frozenset(t for t in tools if isinstance(t, str))
+            if isinstance(tools, list)
+            else frozenset()
+        )
+        return ChildToolbox(toolbox, allowed, str(started_as.get("agent", "subagent")))
+    return TaskToolbox(toolbox, host, conversation, catalog)
+
+
+class _Wrapped:
+    """Passes what the call runner asks a toolbox for (preview, capture_effects, ...)
+    to the toolbox it wraps; a method that one lacks is missing here too."""
+
+    def __init__(self, inner: Toolbox) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class ChildToolbox(_Wrapped):
+    """A child's tools: only those its agent was given; any other is refused."""
+
+    def __init__(self, inner: Toolbox, allowed: frozenset[str], agent: str) -> None:
+        super().__init__(inner)
+        self.allowed = allowed
+        self.agent = agent
+        self._specs = tuple(s for s in inner.specs() if s.name in allowed)
+
+    def specs(self) -> tuple[ToolSpec, ...]:
+        return self._specs
+
+    def info(self, name: str) -> ToolInfo | None:
+        if name not in self.allowed:  # refused without asking anyone (see `run`)
+            return ToolInfo(read_only=True, replay_safe=True)
+        return self.inner.info(name)
+
+    async def run(
+        self,
+        name: str,
+        arguments: str,
+        on_output: Callable[[str], None] | None = None,
+        on_start: OnStart | None = None,
+        *,
+        sandbox: str | None = None,
+    ) -> ToolOutcome:
+        if name not in self.allowed:
+            given = ", ".join(sorted(self.allowed)) or "none"
+            text = (
+                f"REFUSED FORBIDDEN: this subagent ({self.agent}) was not given {name}; "
+                f"its tools: {given}.\nhint: report what you would change instead; "
+                "the main agent decides."
+            )
+            return ToolOutcome(False, text, {"refusal": {"code": "FORBIDDEN", "message": text}})
+        extra: dict[str, Any] = {"sandbox": sandbox} if sandbox else {}
+        return await self.inner.run(name, arguments, on_output, on_start, **extra)
+
+
+class TaskToolbox(_Wrapped):
+    """A top-level conversation's tools and `task`."""
+
+    def __init__(
+        self, inner: Toolbox, host: ChildHost, parent: Conversation, catalog: AgentCatalog
+    ) -> None:
+        super().__init__(inner)
+        self.host = host
+        self.parent = parent
+        self.catalog = catalog
+        self._specs = (*inner.specs(), task_spec(catalog))
+
+    def specs(self) -> tuple[ToolSpec, ...]:
+        return self._specs
+
+    def info(self, name: str) -> ToolInfo | None:
+        if name == TASK_TOOL:
+            # Starting a child changes nothing; what the child does asks (or is refused)
+            # under the parent's own mode. Replay-safe: a rerun finds the same child.
+            return ToolInfo(read_only=True, replay_safe=True)
+        return self.inner.info(name)
+
+    async def run(
+        self,
+        name: str,
+        arguments: str,
+        on_output: Callable[[str], None] | None = None,
+        on_start: OnStart | None = None,
+        *,
+        sandbox: str | None = None,
+    ) -> ToolOutcome:
+        if name != TASK_TOOL:
+            extra: dict[str, Any] = {"sandbox": sandbox} if sandbox else {}
+            return await self.inner.run(name, arguments, on_output, on_start, **extra)
+        call = CURRENT_CALL.get()
+        if call is None or call.name != TASK_TOOL:
+            return _refused("INTERNAL", "task was run outside a recorded tool call")
+        request = await self._resolve(call, arguments)
+        if isinstance(request, ToolOutcome):
+            return request
+        agent, description, prompt = request
+        try:
+            child_id, item = await self._start(call, agent, description, prompt)
+        except BastionError as exc:
+            return _refused("INTERNAL", f"the subagent could not start: {exc.message}")
+        if on_start is not None:
+            record = {"child": child_id, "agent": agent.name, "description": description}
+            pending = on_start(record)
+            if inspect.isawaitable(pending):
+                await pending
+        return await self._finish(child_id, item, agent, on_output)
+
+    async def prepare_calls(self, calls: list[ToolCallRecord]) -> None:
+        """Start the child of every task call of the round that will run, so they run
+        side by side; each call then only waits for its own."""
+        for call in calls:
+            if call.name != TASK_TOOL or call.state not in _OPEN or call.approval not in _STARTS:
+                continue
+            request = await self._resolve(call, call.arguments)
+            if isinstance(request, ToolOutcome):
+                continue  # refused when the call runs
+            try:
+                await self._start(call, *request)
+            except BastionError as exc:  # the call itself starts it again and reports this
+                log.info("subagent of call %s did not start ahead: %s", call.id, exc)
+
+    # --- steps ------------------------------------------------------------------------
+
+    async def _resolve(
+        self, call: ToolCallRecord, arguments: str
+    ) -> tuple[AgentDefinition, str, str] | ToolOutcome:
+        """What the call asks for; a call that already started its child goes on with
+        it as it was started, even if its agent's file is gone or changed since."""
+        request = self._request(arguments)
+        if not isinstance(request, ToolOutcome):
+            return request
+        child_id = await self.host.store.read(lambda db: find_child(db, call.id))
+        if child_id is None:
+            return request
+        child = await self.host.store.get_conversation(child_id)
+        started_as = subagent_of(child)
+        name = str(started_as.get("agent") or "subagent")
+        agent = AgentDefinition(name, "", child.agent.instructions, source="as started")
+        return agent, child.title.partition(": ")[2] or name, ""
+
+    def _request(self, arguments: str) -> tuple[AgentDefinition, str, str] | ToolOutcome:
+        try:
+            args = json.loads(arguments or "{}")
+        except ValueError as exc:
+            return _refused("INVALID_ARGUMENT", f"arguments are not JSON ({exc})")
+        if not isinstance(args, dict):
+            return _refused("INVALID_ARGUMENT", "arguments are not a JSON object")
+        prompt, description = args.get("prompt"), args.get("description") or ""
+        if not isinstance(prompt, str) or not prompt.strip():
+            return _refused("INVALID_ARGUMENT", "prompt is missing: say what the subagent does")
+        if not isinstance(description, str):
+            return _refused("INVALID_ARGUMENT", "description must be a string")
+        name = args.get("agent") or "general"
+        agent = self.catalog.get(name) if isinstance(name, str) else None
+        if agent is None:
+            names = ", ".join(self.catalog.agents)
+            return _refused("INVALID_ARGUMENT", f"there is no agent {name!r}; agents: {names}")
+        return agent, " ".join(description.split())[:80] or agent.name, prompt
+
+    async def _start(
+        self, call: ToolCallRecord, agent: AgentDefinition, description: str, prompt: str
+    ) -> tuple[str, InboxItem]:
+        """The child of `call` and its first input, created once; then driven here."""
+        store = self.host.store
+        key = f"task:{call.id}"
+        child_id = await store.read(lambda db: find_child(db, call.id))
+        if child_id is None:
+            child = new_conversation(
+                self.parent.cwd,
+                settings=self._child_settings(call, agent),
+                title=f"{agent.name}: {description}",
+            )
+
+            def first_input(tx: Any) -> InboxItem:
+                link_tx(tx, self.parent.id, call.id)
+                return admit_first_tx(tx, prompt, key, InboxMode.PROMPT)
+
+            try:
+                created, item = await store.create_conversation(
+                    child, first_input, publish=self.host._publish
+                )
+            except AdmittedBefore as before:
+                created, item = child.but(id=before.item.conversation_id), before.item
+            assert item is not None
+            child_id = created.id
+        else:
+            found = await store.admission(key)
+            admitted = await store.inbox_item(found[1]) if found is not None else None
+            if admitted is None:
+                raise BastionError(f"subagent {child_id} has no admitted task")
+            item = admitted
+        await self._drive(child_id)
+        return child_id, item
+
+    def _child_settings(self, call: ToolCallRecord, agent: AgentDefinition) -> dict[str, Any]:
+        model = agent.model or self.parent.agent.model
+        if agent.model:
+            try:
+                self.host.resolve_model(agent.model)
+            except BastionError:
+                model = self.parent.agent.model  # a cheaper model that does not resolve here
+        parent_driver = self.host.driver(self.parent.id)
+        if parent_driver is not None and not agent.model:
+            model = parent_driver.config.model_info.spec or model
+        return {
+            "model": model,
+            "instructions": agent.prompt,
+            "subagent": {
+                "agent": agent.name,
+                "tools": list(agent.tools),
+                "parent": self.parent.id,
+                "call": call.id,
+                "source": agent.source,
+            },
+        }
+
+    async def _drive(self, child_id: str) -> None:
+        """Drive the child here, as this process drives the parent (mode, asking)."""
+        parent = self.host.driver(self.parent.id)
+        config = parent.config if parent is not None else None
+        with contextlib.suppress(ConversationBusy):  # driven elsewhere: read its end
+            await self.host.drive(
+                child_id,
+                interactive=config.interactive if config else False,
+                on_refusal=config.on_refusal if config else None,
+                approval_mode=config.approval_mode.value if config else "read-only",
+            )
+
+    async def _finish(
+        self,
+        child_id: str,
+        item: InboxItem,
+        agent: AgentDefinition,
+        on_output: Callable[[str], None] | None,
+    ) -> ToolOutcome:
+        relay = asyncio.create_task(self._relay(child_id, on_output))
+        try:
+            run = await self.host.wait(item.id, child_id, poll=0.5)
+            answer = await self.host.store.read(lambda db: final_text(db, run.id))
+        except BastionError as exc:
+            return _refused(
+                "INTERNAL",
+                f"the subagent {agent.name} stopped: {exc.message}",
+                "its work so far is kept; try once more, or do the task yourself",
+            )
+        finally:
+            relay.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await relay
+            # Done with it (or this process is stopping: it stays resumable). An idle
+            # driver left behind would hold its lease and heartbeat for nothing.
+            await self.host.release(child_id)
+        data = {"child": child_id, "agent": agent.name, "state": run.state}
+        if run.state == RunState.COMPLETED:
+            return ToolOutcome(True, answer or "(the subagent answered with no text)", data)
+        why = run.reason or run.state
+        text = f"INTERRUPTED: the subagent {agent.name} ended {run.state} ({why})."
+        if answer:
+            text += f"\nits answer so far:\n{answer}"
+        text += "\nhint: use what it found, or start it again with a narrower task."
+        return ToolOutcome(False, text, data | {"refusal": {"code": "INTERRUPTED"}})
+
+    async def _relay(self, child_id: str, on_output: Callable[[str], None] | None) -> None:
+        """One line per tool call the child makes, as this call's live output."""
+        if on_output is None:
+            return
+        sub = self.host.subscribe(child_id)
+        seen: set[str] = set()
+        try:
+            async for event in sub:
+                if isinstance(event, ToolCallUpdated) and event.tool_call.id not in seen:
+                    seen.add(event.tool_call.id)
+                    call = event.tool_call
+                    on_output(f"{call.name} {call_summary(call.name, call.arguments)}\n")
+        finally:
+            sub.close()
+
+
+def task_spec(catalog: AgentCatalog) -> ToolSpec:
+    kinds = "\n".join(f"- {a.name}: {a.description}" for a in catalog.agents.values())
+    return ToolSpec(
+        TASK_TOOL,
+        "Delegate a self-contained task to a subagent: a fresh conversation with its own "
+        "context and tools that works on it and returns one final report as this call's "
+        "result. Use it for exploration and research that would fill your own context "
+        "(find where something is defined, survey a module, gather facts). It cannot see "
+        "this conversation: put everything it needs in `prompt`, and say what its report "
+        "should contain. Several task calls in one turn run at the same time.\n"
+        f"Agents:\n{kinds}",
+        {
+            "type": "object",
+            "properties": {
+                "description": {
+                    "type": "string",
+                    "description": "A few words naming the task (shown to the user).",
+                },
+                "prompt": {"type": "string", "description": "The task, complete."},
+                "agent": {
+                    "type": "string",
+                    "enum": list(catalog.agents),
+                    "description": "Which agent does it (default: general).",
+                },
+            },
+            "required": ["description", "prompt"],
+        },
+    )
+
+
+def _refused(
+    code: str, message: str, hint: str = "call task again with a complete prompt"
+) -> ToolOutcome:
+    text = f"REFUSED {code}: {message}.\nhint: {hint}."
+    return ToolOutcome(False, text, {"refusal": {"code": code, "message": message}})
