@@ -86,7 +86,8 @@ def bench(session: nox.Session) -> None:
     per byte of text, `-p -c` on a long session, and `sessions`/`sessions search` vs
     sqlite3 plus `python -c pass`; the token estimate's speed and error against
     published provider counts; the app in tmux vs bastion -p, a minimal Textual app and
-    `python -c pass`; launch with and without an MCP server configured."""
+    `python -c pass`; launch with and without an MCP server configured; 4 reads of one
+    turn run together vs 2 one after another."""
     # A regular install, as a user has it: no editable-install import hook at start-up.
     session.install(".")
     # bench_tokens' computed rows: the o200k_base ranks quicktok-v1 ships (checked
@@ -101,6 +102,7 @@ def bench(session: nox.Session) -> None:
     # MCP at launch: with and without a server configured (the mcp extra installed).
     session.install(".[mcp]")
     session.run("python", "tests/bench/bench_mcp.py")
+    session.run("python", "tests/bench/bench_parallel.py")
 
 
 @nox.session

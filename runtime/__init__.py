@@ -127,6 +127,8 @@ _EXPORTS = {
     "HarnessAPI": "runtime.api",
     "NeedsDriver": "runtime.errors",
     "Interruption": "runtime.harness",
+    "Redirection": "runtime.schedule.redirect",
+    "TodoItem": "runtime.plan.items",
     "Conversation": "runtime.records",
     "Entry": "runtime.records",
     "InboxItem": "runtime.records",
@@ -175,6 +177,7 @@ __all__ = [
     "ProbeTarget",
     "ProjectInstructions",
     "ReadOnlyStore",
+    "Redirection",
     "RemoteHarness",
     "RestorePlan",
     "RestoreReport",
@@ -191,6 +194,7 @@ __all__ = [
     "SessionSummary",
     "StoreError",
     "Subscription",
+    "TodoItem",
     "Toolbox",
     "Trust",
     "TrustState",
@@ -316,6 +320,7 @@ if TYPE_CHECKING:
         split_attachments,
     )
     from runtime.migrations import schema_version
+    from runtime.plan.items import TodoItem
     from runtime.project_preview import project_preview
     from runtime.readonly import ReadOnlyStore, SessionHit, SessionRow
     from runtime.reasoning import EFFORTS
@@ -331,6 +336,7 @@ if TYPE_CHECKING:
     from runtime.rules import BadRule, Rule, RuleKind, Scope, command_rule
     from runtime.safe_read import read_user_file
     from runtime.sandboxing import choose_sandbox, sandbox_notice, sandbox_report
+    from runtime.schedule.redirect import Redirection
     from runtime.sessions import Rewound
     from runtime.shortids import short_ids, typed_prefix
     from runtime.storefile import store_modes

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     )
     from runtime.remote import RemoteHarness
     from runtime.rules import Rule
+    from runtime.schedule.redirect import Redirection
     from runtime.sessions import Rewound
     from runtime.views import ConversationView
 
@@ -81,6 +82,8 @@ class HarnessAPI(Protocol):
     async def send_held(self, conversation_id: str) -> tuple[InboxItem, ...]: ...
 
     async def interrupt(self, conversation_id: str) -> Interruption: ...
+
+    async def redirect(self, conversation_id: str, text: str) -> Redirection: ...
 
     async def respond(
         self,

@@ -35,6 +35,7 @@ from runtime.harness import Harness, Interruption
 from runtime.ids import uuid7
 from runtime.records import InboxItem, InboxMode
 from runtime.rules import Rule
+from runtime.schedule.redirect import Redirection
 from runtime.serve import CLIENT_LIMIT, PROTOCOL, decode_event, socket_path, view_from_wire
 from runtime.views import ConversationView, reduce
 
@@ -315,6 +316,19 @@ class Follower:
             except Detached:
                 pass  # asking twice is harmless: the second finds nothing to interrupt
         return await self.harness.interrupt(self.conversation_id)
+
+    async def redirect(self, text: str) -> Redirection:
+        """Interrupt and send `text` as the next prompt, in one step (Harness.redirect)."""
+        key = f"attach-{uuid7()}"
+        client = self._client
+        if client is not None:
+            try:
+                reply = await client.request("redirect", text=text, request_key=key)
+                withdrawn = tuple(InboxItem.from_dict(i) for i in reply["withdrawn"])
+                return Redirection(reply["run_id"], withdrawn, InboxItem.from_dict(reply["item"]))
+            except Detached:
+                pass  # the store decides: the driver's watcher sees the interrupt
+        return await self.harness.redirect(self.conversation_id, text, request_key=key)
 
     async def cancel_compaction(self) -> bool:
         """Ask the driving process to stop its run's compaction (False: none, or detached)."""

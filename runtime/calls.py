@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,7 @@ from runtime.effects import start_with_effects
 from runtime.events import ToolOutputDelta
 from runtime.ids import uuid7
 from runtime.live import Buffer, now
+from runtime.plan.todo import record_todos
 from runtime.records import (
     ACTIVE_RUN_STATES,
     Approval,
@@ -36,6 +38,7 @@ from runtime.records import (
     ToolCallState,
 )
 from runtime.rules import EDIT_TOOLS, guarded_path
+from runtime.schedule import groups, may_overlap, run_together
 from runtime.toolbox import CURRENT_CALL, ToolOutcome
 from runtime.tx import TOOL_COLUMNS, Tx, joined_chunks, tool_call_row
 
@@ -117,16 +120,25 @@ class CallRunner:
     # --- running ------------------------------------------------------------
 
     async def run_all(self, run: Run, calls: list[ToolCallRecord]) -> Run:
+        """Every call, in asked order; neighbouring reads run together (runtime.schedule)."""
         # Hook: work a toolbox can start for the whole round at once (runtime.agents
         # starts every subagent of the round here, so they run side by side).
         prepare = getattr(self.deps.toolbox, "prepare_calls", None)
         if prepare is not None:
             await prepare(calls)
-        for call in calls:
-            run = await self._one(run, call)
+        limit = self.deps.settings.parallel_calls
+        for group in groups(calls, self._overlaps) if limit > 1 else [(c,) for c in calls]:
+            if len(group) == 1:
+                run = await self._one(run, group[0])
+                continue
+            await run_together(group, functools.partial(self._one, run), limit)
         if run.state == RunState.AWAITING_APPROVAL:
             run = await self.ex.transition(run, state=RunState.RUNNING)
         return run
+
+    def _overlaps(self, call: ToolCallRecord) -> bool:
+        info = self.deps.toolbox.info(call.name) if self.deps.toolbox else None
+        return may_overlap(call, info)
 
     async def _one(self, run: Run, call: ToolCallRecord) -> Run:
         if call.state == ToolCallState.RUNNING and not call.replay_safe:
@@ -381,6 +393,7 @@ def settle_call(
     )
     if settled is None:
         return None
+    record_todos(tx, call, outcome)  # a `todo` call's list becomes the conversation's
     tx.execute("DELETE FROM chunks WHERE owner_id = ? AND kind = 'output'", (call.id,))
     return tx.add_entry(entry)
 

@@ -41,6 +41,7 @@ from runtime import failpoints
 from runtime.catalog import ModelInfo, cost_of
 from runtime.errors import CompactionFailed
 from runtime.ids import uuid7
+from runtime.plan.items import with_plan
 from runtime.providers.base import (
     Message,
     ModelRequest,
@@ -363,6 +364,7 @@ class Compactor:
                 self.provider, request, self._summary_info(), progress.writing
             )
             failpoints.hit("compact.summarised")
+            text = with_plan(text, snap.todos)  # the plan outlives the turns that wrote it
             entry = self._entry(plan, text, usage, version, active_run_id, reason, instructions)
 
             def build(tx: Tx, entry: Entry = entry, version: int = version) -> Entry | None:

@@ -161,6 +161,16 @@ class HookRan:
     outcome: str
 
 
+@dataclass(frozen=True, slots=True)
+class TodosUpdated:
+    """The conversation's todo list (runtime.plan), all of it, after a `todo` call."""
+
+    type: ClassVar[str] = "todos.updated"
+    conversation_id: str
+    version: int
+    todos: list[dict[str, Any]]
+
+
 DurableEvent = (
     ConversationCreated
     | ConversationUpdated
@@ -176,6 +186,7 @@ DurableEvent = (
     | LeaseChanged
     | RulesUpdated
     | HookRan
+    | TodosUpdated
 )
 
 
@@ -278,6 +289,7 @@ EVENT_TYPES: dict[str, type[Any]] = {
         LeaseChanged,
         RulesUpdated,
         HookRan,
+        TodosUpdated,
         TextDelta,
         ReasoningDelta,
         ToolOutputDelta,

@@ -64,6 +64,7 @@ from runtime.records import (
     SessionSettings,
     ToolCallRecord,
 )
+from runtime.schedule.redirect import Redirection, redirect_tx
 from runtime.store import Store
 from runtime.tx import TOOL_COLUMNS, Tx, tool_call_row
 
@@ -278,7 +279,30 @@ class Harness(SessionOps, ApprovalOps, DrivingOps):
         run, withdrawn = await self.store.transact(
             conversation_id, interrupt_tx, publish=self._publish
         )
-        # The whole tree: the subagents it is waiting for stop with it.
+        await self._stop(conversation_id, run)
+        return Interruption(run.id if run is not None else None, tuple(withdrawn))
+
+    async def redirect(
+        self, conversation_id: str, text: str, *, request_key: str | None = None
+    ) -> Redirection:
+        """Interrupt and redirect in one action: the interrupt (as `interrupt`) and `text`
+        as the next prompt, committed together (runtime.schedule.redirect); the cut run
+        is cancelled and the next one starts with `text`. A request key is admitted once,
+        as with `submit`: asking again with it cuts nothing."""
+        self._check_open()
+        check_text(text)
+        run, withdrawn, item = await self.store.transact(
+            conversation_id, lambda tx: redirect_tx(tx, text, request_key), publish=self._publish
+        )
+        await self._stop(conversation_id, run)
+        driver = self._drivers.get(conversation_id)
+        if driver is not None:
+            driver.wake()  # the new prompt is queued: its run starts now
+        return Redirection(run.id if run is not None else None, tuple(withdrawn), item)
+
+    async def _stop(self, conversation_id: str, run: Run | None) -> None:
+        """After an interrupt was committed: the subagents it is waiting for stop with it
+        (the whole tree), and `run` is cancelled here if this process drives it."""
         for child in await self.store.read(lambda db: unfinished_children(db, conversation_id)):
             await self.interrupt(child)
         driver = self._drivers.get(conversation_id)
@@ -286,7 +310,6 @@ class Harness(SessionOps, ApprovalOps, DrivingOps):
             if not driver.cancel_run(run.id):
                 driver.wake()  # a queued run: the driver finishes it as interrupted
             await driver.settled(run.id)
-        return Interruption(run.id if run is not None else None, tuple(withdrawn))
 
     # --- waiting ----------------------------------------------------------
 

@@ -22,6 +22,7 @@ from runtime.errors import BastionError, UnfinishedWork
 from runtime.harness_core import HarnessCore
 from runtime.hooks import hooks_for
 from runtime.mcp.status import McpServerStatus
+from runtime.plan.todo import PlanToolbox
 from runtime.providers.base import Provider
 from runtime.reasoning import parse_effort
 from runtime.records import Conversation, Entry, SessionSettings
@@ -182,6 +183,8 @@ class DrivingOps(HarnessCore):
         )
         provider, model_name = self.resolve_model(spec)
         toolbox = self._toolbox_factory(conv) if self._toolbox_factory else None
+        if toolbox is not None:
+            toolbox = PlanToolbox(toolbox)  # the model's `todo` list (runtime.plan)
         trusted = trust_of(conv.cwd).trusted
         policy = getattr(toolbox, "sandbox", None) or choose_sandbox(self.config, mode.value)
         try:

@@ -89,6 +89,7 @@ class LoopSettings:
     output_commit_limit: int = 262_144  # characters of a running command's output checkpointed
     budget: Budget = field(default_factory=Budget)  # a limit reached ends the run interrupted
     reasoning_effort: str = ""  # the config's default; a conversation's own setting wins
+    parallel_calls: int = 4  # read-only calls of one turn run at once (1: one after another)
 
 
 @dataclass(slots=True)
@@ -142,7 +143,7 @@ class RunExecutor:
         self.project_instructions = ""
         self.entries: list[Entry] = []
         self._positions: dict[str, int] = {}
-        self._inflight: asyncio.Future[Any] | None = None
+        self._inflight: set[asyncio.Future[Any]] = set()  # commits under way (calls overlap)
         self.lock = asyncio.Lock()  # one stream step or checkpoint at a time
         self._last_checkpoint = 0.0
         self._turns_streamed = 0  # in this process: names the per-turn crash points
@@ -175,16 +176,22 @@ class RunExecutor:
                 after=after,
             )
         )
-        self._inflight = future
+        for done in [f for f in self._inflight if f.done()]:
+            self._inflight.discard(done)
+            if not done.cancelled():
+                done.exception()  # retrieved; its caller's own error path reported it
+        self._inflight.add(future)
         return await asyncio.shield(future)
 
     async def settle_inflight(self) -> None:
-        """After a cancellation: let a commit that was under way land before cleaning up."""
-        task = self._inflight
-        if task is not None and not task.done():
-            await asyncio.wait([task])
-        if task is not None and not task.cancelled():
-            task.exception()  # retrieved here; the caller's own error path reports failures
+        """After a cancellation: let the commits that were under way land before cleaning up."""
+        under_way, self._inflight = self._inflight, set()
+        pending = [f for f in under_way if not f.done()]
+        if pending:
+            await asyncio.wait(pending)
+        for task in under_way:
+            if not task.cancelled():
+                task.exception()  # retrieved here; the caller's own error path reports failures
 
     def track(self, entry: Entry | None) -> None:
         """Keep the run's copy of the conversation current with an entry it committed."""

@@ -370,6 +370,23 @@ def _subagent_children(db: sqlite3.Connection) -> None:
     )
 
 
+@migration(9, "the todo list a conversation keeps")
+def _todos(db: sqlite3.Connection) -> None:
+    """The model's checklist (runtime.plan): one row per conversation, the whole list as
+    JSON, written with the result of the `todo` call that sent it."""
+    _run_script(
+        db,
+        """
+        CREATE TABLE todos (
+            conversation_id TEXT PRIMARY KEY REFERENCES conversations (id) ON DELETE CASCADE,
+            items TEXT NOT NULL,
+            tool_call_id TEXT,
+            updated_at REAL NOT NULL
+        );
+        """,
+    )
+
+
 def _run_script(db: sqlite3.Connection, script: str) -> None:
     """Run statements one by one: `executescript` would commit the open transaction."""
     pending = ""

@@ -14,6 +14,8 @@ The protocol is JSON lines, both ways:
     client → {"op": "submit", "id": N, "text": T, "mode": "prompt"|"steer"|"follow_up"}
              {"op": "withdraw", "id": N, "item_id": I}
              {"op": "interrupt", "id": N}
+             {"op": "redirect", "id": N, "text": T, "request_key": K}
+                                        interrupt, and T the next prompt (K: once)
              {"op": "cancel_compaction", "id": N}
              {"op": "respond", "id": N, "tool_call_id": C, "approve": true|false,
               "always": null|"session"|"project", "message": null|TEXT,
@@ -53,6 +55,7 @@ from typing import Any, Final
 
 from runtime.errors import BastionError
 from runtime.events import event_from_dict, event_to_dict
+from runtime.plan.items import TodoItem
 from runtime.records import Conversation, Entry, InboxItem, InboxMode, Run, ToolCallRecord
 from runtime.threaded import RESYNC, EventChannel, pump
 from runtime.views import (
@@ -172,6 +175,7 @@ def view_to_wire(view: ConversationView) -> dict[str, Any]:
         "reasoning": {k: str(v) for k, v in view.reasoning.items()},
         "tool_output": dict(view.tool_output),
         "lease_pid": view.lease_pid,
+        "todos": [t.to_dict() for t in view.todos],
     }
 
 
@@ -191,6 +195,7 @@ def view_from_wire(data: dict[str, Any]) -> ConversationView:
         ),
         tool_output=MappingProxyType(dict(data.get("tool_output") or {})),
         lease_pid=data.get("lease_pid"),
+        todos=tuple(TodoItem.from_dict(t) for t in data.get("todos") or ()),
     )
 
 
@@ -359,6 +364,13 @@ class AttachServer:
             if op == "interrupt":
                 done = await self.harness.interrupt(conv_id)
                 return {"run_id": done.run_id, "withdrawn": [i.to_dict() for i in done.withdrawn]}
+            if op == "redirect":
+                key = request.get("request_key")
+                cut = await self.harness.redirect(
+                    conv_id, str(request["text"]), request_key=key and str(key)
+                )
+                withdrawn = [i.to_dict() for i in cut.withdrawn]
+                return {"run_id": cut.run_id, "withdrawn": withdrawn, "item": cut.item.to_dict()}
             if op == "cancel_compaction":
                 return {"cancelled": await self.harness.cancel_compaction(conv_id)}
             if op == "respond":
@@ -387,7 +399,7 @@ class AttachServer:
             ) from None
         raise BadRequest(
             f"unknown request {op!r}",
-            hint="send submit, withdraw, interrupt, cancel_compaction or respond",
+            hint="send submit, withdraw, interrupt, redirect, cancel_compaction or respond",
         )
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from runtime.errors import UnknownConversation, UnknownEntry
 from runtime.ids import uuid7
+from runtime.plan.todo import TODO_TOOL, copied_todos
 from runtime.records import (
     ACTIVE_RUN_STATES,
     Conversation,
@@ -128,6 +129,7 @@ def copy_history(tx: Tx, history: History, *, with_effects: bool = False) -> dic
     for call in history.tool_calls:
         calls_of.setdefault(call.entry_id, []).append(call)
     placed: set[str] = set()
+    plan: ToolCallRecord | None = None  # the newest todo call copied (runtime.plan)
     for entry in history.entries:
         run = runs.get(entry.run_id or "")
         if run is not None and run.id not in placed:
@@ -135,7 +137,9 @@ def copy_history(tx: Tx, history: History, *, with_effects: bool = False) -> dic
             tx.insert_run(_copied_run(run, tx.conversation_id, new, included))
         tx.add_entry(_copied_entry(entry, tx.conversation_id, new))
         for call in calls_of.get(entry.id, ()):
-            tx.insert_tool_call(_copied_call(call, tx.conversation_id, new, included))
+            copied = _copied_call(call, tx.conversation_id, new, included)
+            tx.insert_tool_call(copied)
+            plan = copied if copied.name == TODO_TOOL and copied.state == "done" else plan
             if with_effects:
                 tx.execute(
                     "INSERT INTO call_effects (tool_call_id, conversation_id, kind, path, "
@@ -144,6 +148,8 @@ def copy_history(tx: Tx, history: History, *, with_effects: bool = False) -> dic
                     "WHERE tool_call_id = ?",  # the kept bytes are shared, not copied
                     (new[call.id], tx.conversation_id, call.id),
                 )
+    if plan is not None:
+        copied_todos(tx, plan)  # the plan as it stood where the copy ends
     return new
 
 

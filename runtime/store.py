@@ -38,6 +38,7 @@ from runtime.errors import (
     UnknownConversation,
 )
 from runtime.events import ConversationCreated, DurableEvent, LeaseChanged
+from runtime.plan.items import TodoItem, stored_todos
 from runtime.records import Conversation, Entry, InboxItem, Run, SessionSummary, ToolCallRecord
 from runtime.rows import CONVERSATION_COLUMNS, conversation_row
 from runtime.rules import Rule
@@ -77,6 +78,7 @@ class Snapshot:
     rules: tuple[Rule, ...] = ()
     # Entries before `entries` left out (`snapshot(last=N)`), with their tool calls.
     earlier: int = 0
+    todos: tuple[TodoItem, ...] = ()  # the model's checklist (runtime.plan)
 
 
 @dataclass(frozen=True, slots=True)
@@ -681,6 +683,7 @@ def _read_snapshot(
         tuple(tool_call_row(r) for r in calls),
         session_rules(db, conversation_id),
         earlier,
+        stored_todos(db, conversation_id),
     )
 
 

@@ -298,6 +298,9 @@ class HarnessProxy:
     async def interrupt(self, *args: Any, **kwargs: Any) -> Any:
         return await self.call("interrupt", *args, **kwargs)
 
+    async def redirect(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.call("redirect", *args, **kwargs)
+
     async def withdraw(self, *args: Any, **kwargs: Any) -> Any:
         return await self.call("withdraw", *args, **kwargs)
 

@@ -34,6 +34,7 @@ SANDBOX_OVERRIDES = ("outside", "network")
 class ToolInfo:
     read_only: bool
     replay_safe: bool
+    concurrent: bool = True  # may run alongside other reads of its turn (runtime.schedule)
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,10 +44,12 @@ from runtime.events import (
     RulesUpdated,
     RunUpdated,
     TextDelta,
+    TodosUpdated,
     ToolCallUpdated,
     ToolOutputAppended,
     ToolOutputDelta,
 )
+from runtime.plan.items import TodoItem
 from runtime.records import Conversation, Entry, InboxItem, Run, ToolCallRecord
 from runtime.rules import Rule
 
@@ -219,6 +221,7 @@ class ConversationView:
     inbox: tuple[InboxItem, ...] = ()
     tool_calls: tuple[ToolCallRecord, ...] = ()
     rules: tuple[Rule, ...] = ()  # the session's approval rules (project rules: Harness.rules)
+    todos: tuple[TodoItem, ...] = ()  # the model's checklist, as its last `todo` call left it
     # Transient state: not in the store, rebuilt from deltas.
     cursors: MappingProxyType[str, StreamCursor] = field(default_factory=lambda: _EMPTY)
     reasoning: MappingProxyType[str, LiveText] = field(default_factory=lambda: _EMPTY)
@@ -365,6 +368,8 @@ def _reduce_durable(view: ConversationView, event: Any) -> ConversationView:
             return _run_updated(view, run)
         case RulesUpdated(rules=rules):
             return replace(view, rules=tuple(Rule.from_dict(r) for r in rules))
+        case TodosUpdated(todos=todos):
+            return replace(view, todos=tuple(TodoItem.from_dict(t) for t in todos))
         case ToolCallUpdated(tool_call=call):
             return replace(view, tool_calls=_replace_by_id(view.tool_calls, call))
         case InboxUpdated(item=item):
@@ -521,6 +526,7 @@ def view_from_snapshot(
         inbox=snapshot.inbox,
         tool_calls=snapshot.tool_calls,
         rules=snapshot.rules,
+        todos=snapshot.todos,
         earlier=snapshot.earlier,
         cursors=MappingProxyType(dict(cursors or {})),
         # The reasoning of an answer still streaming, so its next checkpoint or delta
@@ -570,6 +576,12 @@ def _summary(name: str, args: dict[str, Any]) -> str | None:
         return what
     if name in ("write_file", "edit_file", "list_directory"):
         return word("path") or ("." if name == "list_directory" else None)
+    if name == "todo":  # runtime.plan: how far along, and the step under way
+        items = [t for t in args.get("todos") or () if isinstance(t, dict)]
+        done = sum(t.get("status") == "done" for t in items)
+        doing = next((t.get("content") for t in items if t.get("status") == "in_progress"), None)
+        head = f"{done}/{len(items)} done"
+        return f"{head} · {doing}" if isinstance(doing, str) and doing else head
     if name in ("glob", "search_files"):
         pattern, where = word("pattern"), word("path")
         if pattern is None:

@@ -97,6 +97,7 @@ LATE_MODULES = (
     "tui.widgets.completion",
     "tui.widgets.inbox",
     "tui.widgets.status_fields",
+    "tui.widgets.todo",
 )
 #: A stored session's first frame waits this long at most for its view (seconds).
 FIRST_VIEW_WAIT = 0.5
@@ -315,8 +316,10 @@ class BastionApp(App[int]):
         from tui.widgets.command_panel import CommandHints, CommandOutput
         from tui.widgets.completion import FileCompletion
         from tui.widgets.inbox import InboxStrip
+        from tui.widgets.todo import TodoList
 
         rest = [
+            TodoList(id="todos"),
             InboxStrip(id="inbox"),
             ApprovalPrompt(),
             CommandOutput(),
@@ -589,9 +592,12 @@ class BastionApp(App[int]):
         self._show_parts(view)
 
     def _show_parts(self, view: ConversationView) -> None:
-        """The inbox strip and the approval line, once mounted (`_mount_rest`)."""
+        """The todo list, inbox strip and approval line, once mounted (`_mount_rest`)."""
         if not self.parts_ready.is_set():
             return
+        from tui.widgets.todo import TodoList
+
+        self.query_one(TodoList).show(view)
         self.inbox.show(view)
         if self.approval.show(view):
             self.call_after_refresh(self._focus_approval)
@@ -636,12 +642,35 @@ class BastionApp(App[int]):
 
     # --- input --------------------------------------------------------------
 
-    async def send(self, text: str, *, follow_up: bool = False) -> None:
+    async def send(self, text: str, *, follow_up: bool = False, redirect: bool = False) -> None:
         """Submit `text`: a new run when idle, a steer while a run is going; a follow-up
-        (the next run once this one answers) when asked for."""
+        (the next run once this one answers) when asked for; with `redirect`, the run's
+        current step is cut and `text` is the next prompt (Harness.redirect)."""
         await self.ready.wait()  # sent before the session opened: it goes once it has
         assert self.view is not None
+        if redirect and self.view.active_run is not None and self.harness is not None:
+            await self._redirect(text)
+            return
         await self._submit(text, self.view, follow_up=follow_up)
+
+    async def _redirect(self, text: str) -> None:
+        """Interrupt and redirect in one action; queued inputs come back to the prompt,
+        as with Esc."""
+        from runtime import expand_mentions, split_attachments
+
+        assert self.harness is not None and self.view is not None
+        expansion = await asyncio.to_thread(expand_mentions, text, self.view.conversation.cwd)
+        try:
+            cut = await self.harness.redirect(self.conversation_id, expansion.text)
+        except BastionError as exc:
+            self.notify(str(exc), title="not sent", severity="error")
+            return
+        if cut.withdrawn:
+            prompt = self.query_one(PromptInput)
+            texts = [split_attachments(item.text)[0] for item in cut.withdrawn]
+            if prompt.text.strip():
+                texts.append(prompt.text)
+            prompt.set_value("\n".join(texts))
 
     async def _submit(self, text: str, view: ConversationView, *, follow_up: bool = False) -> None:
         """`send` with `view` the session as last seen."""
@@ -698,7 +727,9 @@ class BastionApp(App[int]):
             return
         if text.startswith("//"):
             text = text[1:]
-        self.run_worker(self.send(text, follow_up=event.follow_up), group="input")
+        self.run_worker(
+            self.send(text, follow_up=event.follow_up, redirect=event.redirect), group="input"
+        )
 
     def on_text_area_changed(self, event: PromptInput.Changed) -> None:
         if isinstance(event.text_area, PromptInput):

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         InboxItem,
         Interruption,
         McpServerStatus,
+        Redirection,
         RestorePlan,
         RestoreReport,
         Rewound,
@@ -93,6 +94,9 @@ class AttachedHarness:
 
     async def interrupt(self, conversation_id: str) -> Interruption:
         return await self.follower.interrupt()
+
+    async def redirect(self, conversation_id: str, text: str) -> Redirection:
+        return await self.follower.redirect(text)
 
     async def set_reasoning_effort(self, conversation_id: str, effort: str) -> str:
         """Stored with the conversation: its driver reads it with the next run."""

@@ -32,6 +32,7 @@ from runtime import (
     NoModelConfigured,
     Rule,
     Subscription,
+    TodoItem,
     expand_mentions,
     first_run_report,
     reduce,
@@ -48,6 +49,7 @@ from runtime.records import (
 )
 from runtime.views import call_summary, child_label
 from tui.diffs import call_diff, diff_lines, rules_text
+from tui.plan_lines import plan_header, plan_rows
 from tui.run_words import budget_stop, compaction_event_line, summary_label
 from tui.usage import count
 from tui.widgets.approval import pending_approval
@@ -102,6 +104,8 @@ class LineMode:
         self._sub: Subscription | None = None
         self._events: AsyncIterator[Event] | None = None
         self._printed: set[str] = set()  # entry ids (and "call:result" keys) already printed
+        self._last_call: str | None = None  # the call whose line was printed last
+        self._plan_shown: tuple[TodoItem, ...] = ()  # the todo list as last printed
         self._typed: set[str] = set()  # inbox ids of prompts the user typed here
         self._live: Live | None = None
         self._live_entry: str | None = None
@@ -191,7 +195,9 @@ class LineMode:
         self.view = await self.harness.snapshot(conversation_id)
         if replay:
             self._printed.clear()
+            self._plan_shown = ()
         else:
+            self._plan_shown = self.view.todos
             self._printed.update(e.id for e in self.view.entries)
             self._printed.update(c.id for c in self.view.tool_calls)
             self._printed.update(f"{c.id}:result" for c in self.view.tool_calls)
@@ -390,6 +396,7 @@ class LineMode:
                         Text(_first_line(entry.text) or entry.kind, style="dim italic")
                     )
         self._tool_calls(view)
+        self._plan(view)
         if view.runs and view.active_run is None:
             self._run_end(view)
         self._held(view)
@@ -459,14 +466,36 @@ class LineMode:
                 self.console.print(
                     Text(f"· {call.name} {call_summary(call.name, call.arguments)}", style="dim")
                 )
+                self._last_call = call.id
             done = f"{call.id}:result"
             if done not in self._printed and call.result_entry_id:
                 result = view.entry(call.result_entry_id)
                 if result is not None:
                     self._printed.add(done)
                     style = "dim" if result.data.get("ok", True) else "dim red"
-                    self.console.print(Text(f"  └ {_first_line(result.text)}", style=style))
+                    # Not under its own line (more calls were listed, or reads finished
+                    # out of order): the result names its call.
+                    whose = (
+                        ""
+                        if self._last_call == call.id
+                        else f"{call.name} " + (f"{call_summary(call.name, call.arguments, 60)}: ")
+                    )
+                    self.console.print(Text(f"  └ {whose}{_first_line(result.text)}", style=style))
+                    self._last_call = None
                     self._ran_unasked(call)
+
+    def _plan(self, view: ConversationView) -> None:
+        """The todo list (runtime.plan), printed whole each time it changes."""
+        if view.todos == self._plan_shown:
+            return
+        self._plan_shown = view.todos
+        if not view.todos:
+            return
+        self._stop_live()
+        styles = {"done": "dim strike", "in_progress": "bold cyan", "more": "dim"}
+        self.console.print(Text(plan_header(view.todos), style="blue"))
+        for status, mark, content in plan_rows(view.todos):
+            self.console.print(Text(f"  {mark} {content}", style=styles.get(status, "")))
 
     def _run_end(self, view: ConversationView) -> None:
         run = view.runs[-1]

@@ -30,6 +30,7 @@ from runtime import (
     Interruption,
     NoModelConfigured,
     Subscription,
+    TodoItem,
     expand_mentions,
     first_run_report,
 )
@@ -39,6 +40,7 @@ from runtime.events import (
     CompactionProgress,
     EntryAdded,
     Event,
+    TodosUpdated,
     ToolCallUpdated,
     event_to_dict,
 )
@@ -54,6 +56,7 @@ from tui.exits import (
     UsageError,
     error_line,
 )
+from tui.plan_lines import plan_block
 from tui.session import Session, start_session
 
 STATUS = {
@@ -351,6 +354,9 @@ class Printer:
             print(f"· {call.name} {call_summary(call.name, call.arguments)}", file=self.stderr)
         elif isinstance(event, AttemptReset):
             print(f"bastion: retrying the model request ({event.reason})", file=self.stderr)
+        elif isinstance(event, TodosUpdated) and event.todos:  # the model's plan, on change
+            items = [TodoItem.from_dict(t) for t in event.todos]
+            print(plan_block(items), file=self.stderr)
         elif isinstance(event, CompactionProgress):
             self._compaction(event)
         elif isinstance(event, EntryAdded) and "hook" in event.entry.data:

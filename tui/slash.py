@@ -203,9 +203,10 @@ async def show_help(host: CommandHost, arg: str) -> None:
         alias = f"  [$foreground-muted](also /{', /'.join(c.aliases)})[/]" if c.aliases else ""
         only = "" if host.front_end in c.fronts else "  [$foreground-muted](the app only)[/]"
         lines.append(f"  {_cmd(escape(c.usage.ljust(width)))}  {c.summary}{alias}{only}")
-    if app:  # two lines, each whole at 80 columns: never cut mid-phrase
+    if app:  # three lines, each whole at 80 columns: never cut mid-phrase
         lines.append("[b]keys[/]  enter send · shift+enter/ctrl+j new line · tab follow-up")
         lines.append("\u00a0" * 6 + "shift+tab mode · esc interrupt · ctrl+c ctrl+c quit")
+        lines.append("\u00a0" * 6 + "ctrl+g (ctrl+enter) cut the run's step, send this now")
     else:
         lines.append(
             "[b]keys[/]  enter send · alt+enter/ctrl+j new line · ctrl+c interrupt · ctrl+d quit"

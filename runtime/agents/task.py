@@ -185,7 +185,9 @@ class TaskToolbox(_Wrapped):
         if name == TASK_TOOL:
             # Starting a child changes nothing; what the child does asks (or is refused)
             # under the parent's own mode. Replay-safe: a rerun finds the same child.
-            return ToolInfo(read_only=True, replay_safe=True)
+            # Not run alongside other calls (runtime.schedule): the children already run
+            # side by side (`prepare_calls`), and their reports land in the asked order.
+            return ToolInfo(read_only=True, replay_safe=True, concurrent=False)
         return self.inner.info(name)
 
     async def run(

@@ -191,6 +191,7 @@ async def test_a_store_with_the_positional_index_is_rebuilt_without_positions(tm
     db.execute("DROP INDEX call_effects_by_blob")
     db.execute("ALTER TABLE call_effects DROP COLUMN content_sha256")
     db.execute("DROP TABLE file_blobs")
+    db.execute("DROP TABLE todos")  # and what 9 made (the todo list)
     # and 8 (subagent children linked to their parent)
     db.execute("DROP INDEX conversations_by_task_call")
     db.execute("DROP INDEX conversations_by_task_parent")

@@ -288,3 +288,61 @@ async def test_o_runs_a_command_outside_the_sandbox_once(tmp_path, toolbox):
         assert toolbox.sandboxes == ["outside", None]
     finally:
         await harness.close()
+
+
+async def test_results_of_calls_listed_together_name_their_call(tmp_path):
+    (tmp_path / "a.txt").write_text("alpha\n")
+    (tmp_path / "b.txt").write_text("beta\n")
+    from runtime.toolbox import WorkspaceToolbox
+
+    reads = tuple(
+        ToolCall(f"c{i}", "read_file", json.dumps({"path": f"{p}.txt"})) for i, p in enumerate("ab")
+    )
+    turns = [ScriptedTurn(tool_calls=reads), ScriptedTurn(text="Both read.")]
+    toolbox = WorkspaceToolbox(str(tmp_path), tmp_path / "artifacts")
+    harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns), toolbox)
+    con, out = console()
+    try:
+        assert await LineMode(harness, conv_id, con, Keyboard("read both")).loop() == 0
+        lines = out.getvalue().splitlines()
+        listed = [i for i, line in enumerate(lines) if line.startswith("· read_file")]
+        results = [line for line in lines if line.startswith("  └")]
+        assert len(listed) == 2 and listed[1] == listed[0] + 1  # both listed, then results
+        assert len(results) == 2
+        # a's result is never under a's own line: it says whose it is. b's is either
+        # right under b's line (b finished first) or says whose it is too.
+        assert any(r.startswith("  └ read_file a.txt: ") for r in results), results
+        first = lines[listed[1] + 1]
+        if first.startswith("  └ read_file a.txt: "):
+            assert lines[listed[1] + 2].startswith("  └ read_file b.txt: "), lines
+        else:
+            assert first.startswith("  └ ") and ("beta" in first or "b.txt" in first), lines
+    finally:
+        await harness.close()
+
+
+async def test_the_todo_list_is_printed_when_it_changes(tmp_path, toolbox):
+    def todo(call_id: str, statuses: tuple[str, str]) -> ToolCall:
+        items = [
+            {"content": c, "status": s} for c, s in zip(("Plan it", "Do it"), statuses, strict=True)
+        ]
+        return ToolCall(call_id, "todo", json.dumps({"todos": items}))
+
+    turns = [
+        ScriptedTurn(tool_calls=(todo("t1", ("done", "in_progress")),)),
+        ScriptedTurn(tool_calls=(todo("t2", ("done", "in_progress")),)),  # the same list
+        ScriptedTurn(tool_calls=(todo("t3", ("done", "done")),)),
+        ScriptedTurn(text="Finished."),
+    ]
+    harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns), toolbox)
+    con, out = console()
+    try:
+        assert await LineMode(harness, conv_id, con, Keyboard("go")).loop() == 0
+        text = out.getvalue()
+        assert text.count("plan · ") == 2  # printed when it changed, not for the repeat
+        first = text.index("plan · 1/2 done\n  ✓ Plan it\n  ▸ Do it")
+        assert (
+            first < text.index("plan · 2/2 done\n  ✓ Plan it\n  ✓ Do it") < text.index("Finished.")
+        )
+    finally:
+        await harness.close()

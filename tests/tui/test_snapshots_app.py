@@ -46,8 +46,8 @@ def test_help(snap_compare, tmp_path, size):
     """`/help` was run: above the empty prompt, a panel with an accent bar on its left
     lists "commands" — /help, /model [NAME], /mode [MODE], /effort [LEVEL], /new (also /clear),
     /resume, /compact [INSTRUCTIONS], /export [markdown|json], /theme [NAME], /cost,
-    /quit (also /exit) each with what it does — and a "keys" line (two lines at 80
-    columns). The status line stays `idle · ask · …`: nothing was sent."""
+    /quit (also /exit) each with what it does — and a "keys" block, its last line
+    `ctrl+g (ctrl+enter) cut the run's step, send this now`. The status line stays `idle · ask · …`: nothing was sent."""
     app = make_app(tmp_path, [])
 
     async def help_shown(pilot: Any) -> None:

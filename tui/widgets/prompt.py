@@ -6,7 +6,8 @@ the history, which is read from the view when a key asks for it (the user
 entries of the conversation), so the prompt keeps no list of its own. Up on an
 empty prompt first asks for the newest queued inbox item back (the app
 withdraws it). Tab (or Alt+Enter, where the terminal reports it) sends the text
-as a follow-up. While a `/command` is being typed, the command hints above the
+as a follow-up; Ctrl+Enter (where reported) or Ctrl+G cuts the run's current step
+and sends the text as the next prompt. While a `/command` is being typed, the command hints above the
 prompt take Up/Down/Tab to choose and complete.
 """
 
@@ -26,6 +27,10 @@ __all__ = ["PromptInput"]
 
 NEWLINE_KEYS = frozenset({"shift+enter", "ctrl+j"})
 FOLLOW_UP_KEYS = frozenset({"tab", "alt+enter"})
+#: Interrupt and redirect: cut the run's current step and send the text as the next
+#: prompt. Ctrl+Enter where the terminal reports it (kitty keyboard protocol); Ctrl+G
+#: everywhere (elsewhere Ctrl+Enter arrives as Enter, which steers).
+REDIRECT_KEYS = frozenset({"ctrl+enter", "ctrl+g"})
 #: TextArea's editing and cursor actions, run as their key arrives. Left to its bindings,
 #: a key runs when it bubbles back up, after the keys read with it: `BSpace Q` in one
 #: read inserted Q, and then the backspace deleted it.
@@ -66,11 +71,13 @@ class PromptInput(KeysFirst):
 
     @dataclass
     class Sent(Message):
-        """Enter (follow_up False) or Tab / Alt+Enter (follow_up True) with text to send."""
+        """Enter (follow_up False) or Tab / Alt+Enter (follow_up True) with text to send;
+        `redirect`: Ctrl+Enter / Ctrl+G, cut the run's current step for it."""
 
         prompt: PromptInput
         text: str
         follow_up: bool
+        redirect: bool = False
 
     @dataclass
     class PullQueued(Message):
@@ -128,6 +135,8 @@ class PromptInput(KeysFirst):
             self._send(follow_up=False)
         elif key in FOLLOW_UP_KEYS:
             self._send(follow_up=True)
+        elif key in REDIRECT_KEYS:
+            self._send(follow_up=False, redirect=True)
         elif key in NEWLINE_KEYS:
             self.insert("\n")
         elif key == "up" and self.cursor_at_first_line:
@@ -143,9 +152,9 @@ class PromptInput(KeysFirst):
             handled = False
         return handled
 
-    def _send(self, *, follow_up: bool) -> None:
+    def _send(self, *, follow_up: bool, redirect: bool = False) -> None:
         if self.text.strip():
-            self.post_message(self.Sent(self, self.text, follow_up))
+            self.post_message(self.Sent(self, self.text, follow_up, redirect))
 
     def recall(self, step: int) -> None:
         history = self._history()

@@ -40,9 +40,15 @@ def _activity(view: ConversationView, run: Run) -> str:
     if compacting is not None:
         label = compacting_label(compacting.entries, compacting.tokens, compacting.written)
         return f"{label} · esc cancels"
-    for call in reversed(view.tool_calls):
-        if call.run_id == run.id and call.state == ToolCallState.RUNNING:
-            return f"running {call.name[:MAX_TOOL_NAME]}"
+    running = [
+        c.name[:MAX_TOOL_NAME]
+        for c in view.tool_calls
+        if c.run_id == run.id and c.state == ToolCallState.RUNNING
+    ]
+    if len(running) > 1:  # reads of one turn run together
+        return f"running {len(running)} tools ({', '.join(dict.fromkeys(running))})"
+    if running:
+        return f"running {running[0]}"
     for entry in reversed(view.settled):
         if entry.run_id != run.id:
             break

@@ -1,0 +1,106 @@
+"""Interrupt and redirect in the app: with a command running, text typed in the prompt
+and Ctrl+G (or Ctrl+Enter, where the terminal reports it) cuts the step and goes in as
+the next user message; a queued steer comes back to the prompt, as with Esc."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from runtime.providers.base import ToolCall
+from runtime.records import EntryKind, InboxMode, RunState
+from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
+from tests.runtime.helpers import RecordingToolbox
+from tests.tui.conftest import SIZE, open_driven, run_settled, wait_for
+from tui.app import BastionApp
+from tui.widgets import PromptInput
+
+COMMAND = ToolCall("c1", "run_command", json.dumps({"command": "make test"}))
+
+
+def command_running(app: BastionApp) -> bool:
+    view = app.view
+    return bool(view and any(c.state == "running" for c in view.tool_calls))
+
+
+@pytest.mark.parametrize("key", ["ctrl+g", "ctrl+enter"])
+async def test_the_redirect_key_cuts_the_running_command_and_sends_the_text(tmp_path, key):
+    turns = [ScriptedTurn(text="Running the tests.", tool_calls=(COMMAND,)),
+             ScriptedTurn(text="Linting instead.")]  # fmt: skip
+    provider = ScriptedProvider(turns)
+    toolbox = RecordingToolbox(gate=asyncio.Event())  # the command runs until cut
+    harness, conv_id = await open_driven(tmp_path, provider, toolbox, approval_mode="full-auto")
+    app = BastionApp(harness, conv_id, first_prompt="run the tests")
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(lambda: command_running(app), pilot)
+            await pilot.press(*"check the docs", "enter")  # a steer, queued behind the step
+            await wait_for(lambda: bool(app.view and app.view.queued_inbox), pilot)
+            await pilot.press(*"lint instead", key)
+            await wait_for(lambda: run_settled(app) and len(app.view.runs) == 2, pilot)
+            # the queued steer came back to the prompt, as Esc gives it back
+            await wait_for(lambda: app.query_one(PromptInput).value == "check the docs", pilot)
+        snap = await harness.store.snapshot(conv_id)
+        assert [r.state for r in snap.runs] == [RunState.INTERRUPTED, RunState.COMPLETED]
+        [steer] = [i for i in snap.inbox if i.text == "check the docs"]
+        assert (steer.mode, steer.state) == (InboxMode.STEER, "withdrawn")
+        users = [e.text for e in snap.entries if e.kind == EntryKind.USER]
+        assert users == ["run the tests", "lint instead"]
+        messages = provider.requests[-1].messages
+        assert [m.role for m in messages[-3:]] == ["assistant", "tool", "user"]
+        assert str(messages[-2].content).startswith("INTERRUPTED: run_command was cut off")
+        assert messages[-1].content == "lint instead"
+        assert toolbox.calls == [("run_command", {"command": "make test"})]
+    finally:
+        await harness.close()
+
+
+async def test_with_no_run_the_redirect_key_sends_like_enter(tmp_path):
+    provider = ScriptedProvider([ScriptedTurn(text="Hello.")])
+    harness, conv_id = await open_driven(tmp_path, provider)
+    app = BastionApp(harness, conv_id)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(lambda: app.view is not None, pilot)
+            await pilot.press(*"hi", "ctrl+g")
+            await wait_for(lambda: run_settled(app), pilot)
+        snap = await harness.store.snapshot(conv_id)
+        assert [r.state for r in snap.runs] == [RunState.COMPLETED]
+        assert [e.text for e in snap.entries if e.kind == EntryKind.USER] == ["hi"]
+    finally:
+        await harness.close()
+
+
+async def test_the_redirect_key_in_the_attached_app_reaches_the_driving_process(tmp_path):
+    from runtime import Follower
+    from tests.runtime.helpers import open_harness
+    from tui.attach_app import AttachedHarness
+
+    turns = [ScriptedTurn(tool_calls=(COMMAND,)), ScriptedTurn(text="Linting instead.")]
+    provider = ScriptedProvider(turns)
+    toolbox = RecordingToolbox(gate=asyncio.Event())
+    driver, conv_id = await open_driven(tmp_path, provider, toolbox, approval_mode="full-auto")
+    other = await open_harness(tmp_path, ScriptedProvider())
+
+    async def opener():
+        return AttachedHarness(Follower(other, conv_id)), conv_id
+
+    app = BastionApp(opener=opener)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(lambda: app.ready.is_set(), pilot)
+            live = "live from the driving process"  # over its socket (the redirect op)
+            await wait_for(lambda: live in str(app.query_one("#status-right").render()), pilot)
+            await pilot.press(*"run the tests", "enter")
+            await wait_for(lambda: command_running(app), pilot)
+            await pilot.press(*"lint instead", "ctrl+g")
+            await wait_for(lambda: run_settled(app) and len(app.view.runs) == 2, pilot)
+            assert app.view.entries[-1].text == "Linting instead."
+            await pilot.press("ctrl+c", "ctrl+c")
+        snap = await driver.store.snapshot(conv_id)
+        assert [r.state for r in snap.runs] == [RunState.INTERRUPTED, RunState.COMPLETED]
+        assert provider.requests[-1].messages[-1].content == "lint instead"
+    finally:
+        await driver.close()
