@@ -164,6 +164,33 @@ class DrivingOps(HarnessCore):
             return None
         return await self._start_driver(conversation_id, **options)  # type: ignore[arg-type]
 
+    async def _equip(self, conv: Conversation, mode: ApprovalMode) -> tuple[Any, Any]:
+        """The driver's toolbox, each layer adding its tools: the built-in ones, the
+        model's `todo` list (runtime.plan), the MCP servers' tools, then `task` for a
+        top-level conversation or a child's cut to its agent's (runtime.agents); and
+        the hooks (runtime.hooks), set for the toolbox's command sandbox."""
+        toolbox = self._toolbox_factory(conv) if self._toolbox_factory else None
+        if toolbox is not None:
+            toolbox = PlanToolbox(toolbox)
+        trusted = trust_of(conv.cwd).trusted
+        policy = getattr(toolbox, "sandbox", None) or choose_sandbox(self.config, mode.value)
+        try:
+            hooks = hooks_for(self.config, conv.cwd, trusted, policy)
+        except BaseException:  # a project's [hooks] that cannot be used: one line, no driver
+            if toolbox is not None:
+                toolbox.close()
+            raise
+        if self.mcp is not None:
+            from runtime.mcp.toolbox import McpToolbox
+
+            spill = getattr(toolbox, "artifacts_dir", None) or self.home / "artifacts" / conv.id
+            toolbox = McpToolbox(toolbox, self.mcp, Path(spill))
+        if toolbox is not None:
+            catalog = await asyncio.to_thread(agents.load_agents, conv.cwd)
+            # (the Harness this mixin is part of has the rest of ChildHost: `wait`)
+            toolbox = agents.equip(cast(agents.ChildHost, self), conv, toolbox, catalog)
+        return toolbox, hooks
+
     async def _start_driver(
         self,
         conversation_id: str,
@@ -182,26 +209,7 @@ class DrivingOps(HarnessCore):
             settings.approval_mode if settings else approval_mode or agent.approval_mode or "ask"
         )
         provider, model_name = self.resolve_model(spec)
-        toolbox = self._toolbox_factory(conv) if self._toolbox_factory else None
-        if toolbox is not None:
-            toolbox = PlanToolbox(toolbox)  # the model's `todo` list (runtime.plan)
-        trusted = trust_of(conv.cwd).trusted
-        policy = getattr(toolbox, "sandbox", None) or choose_sandbox(self.config, mode.value)
-        try:
-            hooks = hooks_for(self.config, conv.cwd, trusted, policy)
-        except BaseException:  # a project's [hooks] that cannot be used: one line, no driver
-            if toolbox is not None:
-                toolbox.close()
-            raise
-        if self.mcp is not None:  # the MCP servers' tools beside the built-in ones
-            from runtime.mcp.toolbox import McpToolbox
-
-            spill = getattr(toolbox, "artifacts_dir", None) or self.home / "artifacts" / conv.id
-            toolbox = McpToolbox(toolbox, self.mcp, Path(spill))
-        if toolbox is not None:  # subagents: `task` for a parent, a child's own tools
-            catalog = await asyncio.to_thread(agents.load_agents, conv.cwd)
-            # (the Harness this mixin is part of has the rest of ChildHost: `wait`)
-            toolbox = agents.equip(cast(agents.ChildHost, self), conv, toolbox, catalog)
+        toolbox, hooks = await self._equip(conv, mode)
         parent = agents.subagent_of(conv).get("parent")
         if isinstance(parent, str):
             self._parents[conv.id] = parent
@@ -219,7 +227,7 @@ class DrivingOps(HarnessCore):
             compaction=self.compaction_settings(),
             hooks=hooks,
             rules=RuleBook(
-                ProjectRules(conv.cwd) if trusted else None,
+                ProjectRules(conv.cwd) if trust_of(conv.cwd).trusted else None,
                 allow,
                 getattr(toolbox, "resolve_path", None) or folder_parts,
             ),
