@@ -174,18 +174,21 @@ def trust() -> Check:
 def mcp_servers() -> Check:
     """Each [mcp_servers.NAME] of the config: started, its tools listed, then stopped.
     A server that does not start is a failure (a session goes on without it)."""
-    import asyncio
     import os
 
-    from runtime import ConfigError, default_home, load_config, probe_mcp_servers
+    from runtime import ConfigError, default_home, load_config
 
     try:
         config = load_config(os.getcwd())
     except ConfigError as exc:
         return Check("mcp", False, str(exc))
-    statuses = asyncio.run(probe_mcp_servers(config.mcp_servers, default_home()))
-    if not statuses:
+    if not config.mcp_servers:  # (without asyncio or the SDK: doctor stays light)
         return Check("mcp", True, "no MCP servers configured ([mcp_servers.NAME] in your config)")
+    import asyncio
+
+    from runtime import probe_mcp_servers
+
+    statuses = asyncio.run(probe_mcp_servers(config.mcp_servers, default_home()))
     lines = []
     for status in statuses:
         tools = ", ".join(status.tools[:8]) + (", …" if len(status.tools) > 8 else "")
