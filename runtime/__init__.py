@@ -19,111 +19,111 @@ sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 _EXPORTS = {
     "AmbiguousId": "runtime.errors",
     "BastionError": "runtime.errors",
-    "BUDGET_CODES": "runtime.budget",
-    "Budget": "runtime.budget",
+    "BUDGET_CODES": "runtime.run.budget",
+    "Budget": "runtime.run.budget",
     "ConfigError": "runtime.errors",
-    "ConfigChange": "runtime.config_watch",
-    "ConfigWatcher": "runtime.config_watch",
+    "ConfigChange": "runtime.config.watch",
+    "ConfigWatcher": "runtime.config.watch",
     "CompactionFailed": "runtime.errors",
-    "compacted_through": "runtime.compaction",
+    "compacted_through": "runtime.context.compaction",
     "ConversationBusy": "runtime.errors",
     "LeaseLost": "runtime.errors",
     "SchemaTooNew": "runtime.errors",
     "SessionSummary": "runtime.records",
-    "ReadOnlyStore": "runtime.readonly",
-    "SessionHit": "runtime.readonly",
-    "SessionRow": "runtime.readonly",
+    "ReadOnlyStore": "runtime.store.readonly",
+    "SessionHit": "runtime.store.readonly",
+    "SessionRow": "runtime.store.readonly",
     "StoreError": "runtime.errors",
     "UnknownConversation": "runtime.errors",
     "UnknownEntry": "runtime.errors",
-    "RestorePlan": "runtime.effects",
-    "RestoreReport": "runtime.effects",
-    "SearchHit": "runtime.fulltext",
-    "SearchQueryError": "runtime.fulltext",
-    "Rewound": "runtime.sessions",
-    "ImportRefused": "runtime.transfer",
-    "export_markdown": "runtime.transfer",
-    "Driver": "runtime.driver",
-    "Follower": "runtime.attach",
-    "ModelInfo": "runtime.catalog",
-    "load_config": "runtime.config",
-    "Trust": "runtime.trust",
-    "TrustState": "runtime.trust",
-    "trust_of": "runtime.trust",
-    "trust_once": "runtime.trust",
-    "project_files": "runtime.trust",
-    "set_trust": "runtime.trust",
-    "recorded_trust": "runtime.trust",
-    "project_preview": "runtime.project_preview",
-    "store_modes": "runtime.storefile",
-    "choose_sandbox": "runtime.sandboxing",
-    "sandbox_notice": "runtime.sandboxing",
-    "sandbox_report": "runtime.sandboxing",
+    "RestorePlan": "runtime.run.effects",
+    "RestoreReport": "runtime.run.effects",
+    "SearchHit": "runtime.store.fulltext",
+    "SearchQueryError": "runtime.store.fulltext",
+    "Rewound": "runtime.store.sessions",
+    "ImportRefused": "runtime.harness.transfer",
+    "export_markdown": "runtime.harness.transfer",
+    "Driver": "runtime.run.driver",
+    "Follower": "runtime.ipc.attach",
+    "ModelInfo": "runtime.context.catalog",
+    "load_config": "runtime.config.load",
+    "Trust": "runtime.config.trust",
+    "TrustState": "runtime.config.trust",
+    "trust_of": "runtime.config.trust",
+    "trust_once": "runtime.config.trust",
+    "project_files": "runtime.config.trust",
+    "set_trust": "runtime.config.trust",
+    "recorded_trust": "runtime.config.trust",
+    "project_preview": "runtime.config.preview",
+    "store_modes": "runtime.store.storefile",
+    "choose_sandbox": "runtime.run.sandboxing",
+    "sandbox_notice": "runtime.run.sandboxing",
+    "sandbox_report": "runtime.run.sandboxing",
     "hooks_report": "runtime.hooks",
-    "LoopSettings": "runtime.loop",
-    "ProjectInstructions": "runtime.instructions",
-    "load_instructions": "runtime.instructions",
-    "schema_version": "runtime.migrations",
-    "kept_bytes": "runtime.blobs",
+    "LoopSettings": "runtime.run.loop",
+    "ProjectInstructions": "runtime.context.instructions",
+    "load_instructions": "runtime.context.instructions",
+    "schema_version": "runtime.store.migrations",
+    "kept_bytes": "runtime.store.blobs",
     "EmptyInput": "runtime.errors",
     "Harness": "runtime.harness",
     "SessionSettings": "runtime.records",
     "Subscription": "runtime.harness",
-    "default_home": "runtime.home",
-    "BadRule": "runtime.rules",
-    "command_rule": "runtime.rules",
-    "Rule": "runtime.rules",
-    "RuleKind": "runtime.rules",
-    "Scope": "runtime.rules",
+    "default_home": "runtime.config.home",
+    "BadRule": "runtime.config.rules",
+    "command_rule": "runtime.config.rules",
+    "Rule": "runtime.config.rules",
+    "RuleKind": "runtime.config.rules",
+    "Scope": "runtime.config.rules",
     "ConversationView": "runtime.views",
-    "UsageSummary": "runtime.usage",
-    "UsageTotals": "runtime.usage",
-    "usage_summary": "runtime.usage",
+    "UsageSummary": "runtime.context.usage",
+    "UsageTotals": "runtime.context.usage",
+    "usage_summary": "runtime.context.usage",
     "reduce": "runtime.views",
     "view_from_snapshot": "runtime.views",
-    "Attachment": "runtime.mentions",
-    "LocalServer": "runtime.firstrun",
-    "NoModelConfigured": "runtime.firstrun",
-    "ProbeTarget": "runtime.firstrun",
-    "default_targets": "runtime.firstrun",
-    "first_run_report": "runtime.firstrun",
-    "first_run_text": "runtime.firstrun",
-    "probe_local_servers": "runtime.firstrun",
+    "Attachment": "runtime.context.mentions",
+    "LocalServer": "runtime.config.firstrun",
+    "NoModelConfigured": "runtime.config.firstrun",
+    "ProbeTarget": "runtime.config.firstrun",
+    "default_targets": "runtime.config.firstrun",
+    "first_run_report": "runtime.config.firstrun",
+    "first_run_text": "runtime.config.firstrun",
+    "probe_local_servers": "runtime.config.firstrun",
     "McpServerStatus": "runtime.mcp.status",
     "probe_mcp_servers": "runtime.mcp.hub",
-    "WorkspaceFiles": "runtime.mentions",
-    "expand_mentions": "runtime.mentions",
-    "fuzzy_filter": "runtime.mentions",
-    "mention_at": "runtime.mentions",
-    "split_attachments": "runtime.mentions",
-    "short_ids": "runtime.shortids",
-    "Config": "runtime.config",
-    "EFFORTS": "runtime.reasoning",
-    "EventChannel": "runtime.threaded",
-    "HarnessGone": "runtime.frames",
-    "HarnessProxy": "runtime.threaded",
-    "PROBE_TIMEOUT": "runtime.firstrun",
-    "RemoteHarness": "runtime.remote",
-    "Toolbox": "runtime.toolbox",
-    "URGENT": "runtime.threaded",
-    "WorkspaceToolbox": "runtime.toolbox",
-    "channel_for": "runtime.threaded",
-    "end_pair": "runtime.frames",
-    "frame": "runtime.frames",
-    "lookup": "runtime.catalog",
-    "model_resolver": "runtime.config",
+    "WorkspaceFiles": "runtime.context.mentions",
+    "expand_mentions": "runtime.context.mentions",
+    "fuzzy_filter": "runtime.context.mentions",
+    "mention_at": "runtime.context.mentions",
+    "split_attachments": "runtime.context.mentions",
+    "short_ids": "runtime.store.shortids",
+    "Config": "runtime.config.load",
+    "EFFORTS": "runtime.run.reasoning",
+    "EventChannel": "runtime.ipc.channel",
+    "HarnessGone": "runtime.ipc.frames",
+    "HarnessProxy": "runtime.ipc.channel",
+    "PROBE_TIMEOUT": "runtime.config.firstrun",
+    "RemoteHarness": "runtime.ipc.remote",
+    "Toolbox": "runtime.run.toolbox",
+    "URGENT": "runtime.ipc.channel",
+    "WorkspaceToolbox": "runtime.run.toolbox",
+    "channel_for": "runtime.ipc.channel",
+    "end_pair": "runtime.ipc.frames",
+    "frame": "runtime.ipc.frames",
+    "lookup": "runtime.context.catalog",
+    "model_resolver": "runtime.config.load",
     "new_conversation": "runtime.harness",
-    "parse_uuid": "runtime.ids",
-    "read_frame": "runtime.frames",
-    "recv_blocking": "runtime.frames",
-    "send_blocking": "runtime.frames",
-    "sendable_error": "runtime.frames",
-    "serve": "runtime.remote",
-    "start_pair": "runtime.frames",
-    "typed_prefix": "runtime.shortids",
-    "user_config_path": "runtime.config",
-    "uuid7": "runtime.ids",
-    "write_frame": "runtime.frames",
+    "parse_uuid": "runtime.store.ids",
+    "read_frame": "runtime.ipc.frames",
+    "recv_blocking": "runtime.ipc.frames",
+    "send_blocking": "runtime.ipc.frames",
+    "sendable_error": "runtime.ipc.frames",
+    "serve": "runtime.ipc.remote",
+    "start_pair": "runtime.ipc.frames",
+    "typed_prefix": "runtime.store.shortids",
+    "user_config_path": "runtime.config.load",
+    "uuid7": "runtime.store.ids",
+    "write_frame": "runtime.ipc.frames",
     "HarnessAPI": "runtime.api",
     "NeedsDriver": "runtime.errors",
     "Interruption": "runtime.harness",
@@ -133,7 +133,7 @@ _EXPORTS = {
     "Entry": "runtime.records",
     "InboxItem": "runtime.records",
     "InboxMode": "runtime.records",
-    "read_user_file": "runtime.safe_read",
+    "read_user_file": "runtime.config.safe_read",
 }
 
 __all__ = [
@@ -258,15 +258,43 @@ __all__ = [
 
 if TYPE_CHECKING:
     from runtime.api import HarnessAPI
-    from runtime.attach import Follower
-    from runtime.blobs import kept_bytes
-    from runtime.budget import BUDGET_CODES, Budget
-    from runtime.catalog import ModelInfo, lookup
-    from runtime.compaction import compacted_through
-    from runtime.config import Config, load_config, model_resolver, user_config_path
-    from runtime.config_watch import ConfigChange, ConfigWatcher
-    from runtime.driver import Driver
-    from runtime.effects import RestorePlan, RestoreReport
+    from runtime.config.firstrun import (
+        PROBE_TIMEOUT,
+        LocalServer,
+        NoModelConfigured,
+        ProbeTarget,
+        default_targets,
+        first_run_report,
+        first_run_text,
+        probe_local_servers,
+    )
+    from runtime.config.home import default_home
+    from runtime.config.load import Config, load_config, model_resolver, user_config_path
+    from runtime.config.preview import project_preview
+    from runtime.config.rules import BadRule, Rule, RuleKind, Scope, command_rule
+    from runtime.config.safe_read import read_user_file
+    from runtime.config.trust import (
+        Trust,
+        TrustState,
+        project_files,
+        recorded_trust,
+        set_trust,
+        trust_of,
+        trust_once,
+    )
+    from runtime.config.watch import ConfigChange, ConfigWatcher
+    from runtime.context.catalog import ModelInfo, lookup
+    from runtime.context.compaction import compacted_through
+    from runtime.context.instructions import ProjectInstructions, load_instructions
+    from runtime.context.mentions import (
+        Attachment,
+        WorkspaceFiles,
+        expand_mentions,
+        fuzzy_filter,
+        mention_at,
+        split_attachments,
+    )
+    from runtime.context.usage import UsageSummary, UsageTotals, usage_summary
     from runtime.errors import (
         AmbiguousId,
         BastionError,
@@ -281,17 +309,12 @@ if TYPE_CHECKING:
         UnknownConversation,
         UnknownEntry,
     )
-    from runtime.firstrun import (
-        PROBE_TIMEOUT,
-        LocalServer,
-        NoModelConfigured,
-        ProbeTarget,
-        default_targets,
-        first_run_report,
-        first_run_text,
-        probe_local_servers,
-    )
-    from runtime.frames import (
+    from runtime.harness import Harness, Interruption, Subscription, new_conversation
+    from runtime.harness.transfer import ImportRefused, export_markdown
+    from runtime.hooks import hooks_report
+    from runtime.ipc.attach import Follower
+    from runtime.ipc.channel import URGENT, EventChannel, HarnessProxy, channel_for
+    from runtime.ipc.frames import (
         HarnessGone,
         end_pair,
         frame,
@@ -302,28 +325,10 @@ if TYPE_CHECKING:
         start_pair,
         write_frame,
     )
-    from runtime.fulltext import SearchHit, SearchQueryError
-    from runtime.harness import Harness, Interruption, Subscription, new_conversation
-    from runtime.home import default_home
-    from runtime.hooks import hooks_report
-    from runtime.ids import parse_uuid, uuid7
-    from runtime.instructions import ProjectInstructions, load_instructions
-    from runtime.loop import LoopSettings
+    from runtime.ipc.remote import RemoteHarness, serve
     from runtime.mcp.hub import probe_mcp_servers
     from runtime.mcp.status import McpServerStatus
-    from runtime.mentions import (
-        Attachment,
-        WorkspaceFiles,
-        expand_mentions,
-        fuzzy_filter,
-        mention_at,
-        split_attachments,
-    )
-    from runtime.migrations import schema_version
     from runtime.plan.items import TodoItem
-    from runtime.project_preview import project_preview
-    from runtime.readonly import ReadOnlyStore, SessionHit, SessionRow
-    from runtime.reasoning import EFFORTS
     from runtime.records import (
         Conversation,
         Entry,
@@ -332,27 +337,22 @@ if TYPE_CHECKING:
         SessionSettings,
         SessionSummary,
     )
-    from runtime.remote import RemoteHarness, serve
-    from runtime.rules import BadRule, Rule, RuleKind, Scope, command_rule
-    from runtime.safe_read import read_user_file
-    from runtime.sandboxing import choose_sandbox, sandbox_notice, sandbox_report
+    from runtime.run.budget import BUDGET_CODES, Budget
+    from runtime.run.driver import Driver
+    from runtime.run.effects import RestorePlan, RestoreReport
+    from runtime.run.loop import LoopSettings
+    from runtime.run.reasoning import EFFORTS
+    from runtime.run.sandboxing import choose_sandbox, sandbox_notice, sandbox_report
+    from runtime.run.toolbox import Toolbox, WorkspaceToolbox
     from runtime.schedule.redirect import Redirection
-    from runtime.sessions import Rewound
-    from runtime.shortids import short_ids, typed_prefix
-    from runtime.storefile import store_modes
-    from runtime.threaded import URGENT, EventChannel, HarnessProxy, channel_for
-    from runtime.toolbox import Toolbox, WorkspaceToolbox
-    from runtime.transfer import ImportRefused, export_markdown
-    from runtime.trust import (
-        Trust,
-        TrustState,
-        project_files,
-        recorded_trust,
-        set_trust,
-        trust_of,
-        trust_once,
-    )
-    from runtime.usage import UsageSummary, UsageTotals, usage_summary
+    from runtime.store.blobs import kept_bytes
+    from runtime.store.fulltext import SearchHit, SearchQueryError
+    from runtime.store.ids import parse_uuid, uuid7
+    from runtime.store.migrations import schema_version
+    from runtime.store.readonly import ReadOnlyStore, SessionHit, SessionRow
+    from runtime.store.sessions import Rewound
+    from runtime.store.shortids import short_ids, typed_prefix
+    from runtime.store.storefile import store_modes
     from runtime.views import ConversationView, reduce, view_from_snapshot
 
 

@@ -4,7 +4,7 @@ Three things answer it, and mypy checks each against it (`tests/test_contract.py
 and `nox -s typecheck` over tui/):
 
 - `runtime.Harness`, the harness in this process (plain mode, print mode, tests);
-- `runtime.remote.RemoteHarness`, the app's client of the harness process, whose
+- `runtime.ipc.remote.RemoteHarness`, the app's client of the harness process, whose
   every method is one request over the socket pair;
 - `tui.attach_app.AttachedHarness`, `bastion attach`'s follower of a session another
   process drives. What only the driving process can do (switch sessions, rewind,
@@ -21,10 +21,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from runtime.effects import RestorePlan, RestoreReport
+    from runtime.config.rules import Rule
     from runtime.errors import BastionError
-    from runtime.fulltext import SearchHit
     from runtime.harness import Harness, Interruption
+    from runtime.ipc.remote import RemoteHarness
     from runtime.mcp.status import McpServerStatus
     from runtime.records import (
         Conversation,
@@ -34,10 +34,10 @@ if TYPE_CHECKING:
         SessionSettings,
         SessionSummary,
     )
-    from runtime.remote import RemoteHarness
-    from runtime.rules import Rule
+    from runtime.run.effects import RestorePlan, RestoreReport
     from runtime.schedule.redirect import Redirection
-    from runtime.sessions import Rewound
+    from runtime.store.fulltext import SearchHit
+    from runtime.store.sessions import Rewound
     from runtime.views import ConversationView
 
 __all__ = ["HarnessAPI"]

@@ -2,7 +2,7 @@
 
 Each record converts to and from a JSON-able dict, because every record also
 travels inside a ledger event; and pickles as its field values, for the app's
-harness process (`runtime.remote`).
+harness process (`runtime.ipc.remote`).
 """
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ class AgentSettings(_Record):
     model: str = ""
     approval_mode: str = "ask"
     instructions: str = ""
-    reasoning_effort: str = ""  # runtime.reasoning.EFFORTS; "" the config's or the model's
+    reasoning_effort: str = ""  # runtime.run.reasoning.EFFORTS; "" the config's or the model's
 
 
 @dataclass(frozen=True, slots=True)

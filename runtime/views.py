@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, ClassVar, Final
 
+from runtime.config.rules import Rule
 from runtime.events import (
     AttemptReset,
     CompactionProgress,
@@ -51,7 +52,6 @@ from runtime.events import (
 )
 from runtime.plan.items import TodoItem
 from runtime.records import Conversation, Entry, InboxItem, Run, ToolCallRecord
-from runtime.rules import Rule
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ def _isolated_home(tmp_path, monkeypatch):
 def trusted():
     """`trusted(folder)`: the user trusts `folder` (recorded in this test's config dir), so
     its project files (.bastion/config.toml, .bastion/settings.toml) apply."""
-    from runtime.trust import TrustState, set_trust
+    from runtime.config.trust import TrustState, set_trust
 
     def trust(folder) -> None:
         set_trust(folder, TrustState.TRUSTED)

@@ -90,11 +90,11 @@ def test_front_ends_import_only_the_public_api():
 def test_the_public_api_check_sees_an_internal_import(tmp_path):
     sample = tmp_path / "sample.py"
     sample.write_text(
-        "from runtime.store import Store\nimport runtime.loop\nfrom runtime import Harness\n"
+        "from runtime.store.database import Store\nimport runtime.run.loop\nfrom runtime import Harness\n"
     )
     assert [name for _, name in runtime_imports(sample) if name not in PUBLIC] == [
-        "runtime.store",
-        "runtime.loop",
+        "runtime.store.database",
+        "runtime.run.loop",
     ]
 
 

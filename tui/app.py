@@ -1,7 +1,7 @@
 """`bastion [PROMPT]`: the Textual app.
 
 The app keeps one thing: the current `ConversationView`. A worker takes the
-harness's events from a coalescing `EventChannel` (runtime.threaded) once per
+harness's events from a coalescing `EventChannel` (runtime.ipc.channel) once per
 frame, folds them through the runtime's one reducer (`runtime.reduce`),
 reloads a snapshot when the view says `resync_required` (or the channel
 overflowed), and hands the view to the widgets, which update only what
@@ -9,7 +9,7 @@ changed. Keys turn into harness calls (submit, interrupt, respond); nothing is
 shown that the store does not say.
 
 `bastion` runs the harness in a process of its own (`tui.child`; the app holds a
-`runtime.remote.RemoteHarness`), so a slow frame never delays the model loop, its
+`runtime.ipc.remote.RemoteHarness`), so a slow frame never delays the model loop, its
 checkpoints or its tools, and a flood of text never delays a key's echo; a
 `ThreadedHarness` (a thread of this process) serves the same way:
 
@@ -86,7 +86,7 @@ def _slash_provider() -> type[Provider]:
 
 #: What a view with entries draws: loaded after a new session's first frame, and before
 #: a stored one's (`preload`).
-VIEW_MODULES = ("runtime.threaded", "runtime.views", "tui.widgets.entries")
+VIEW_MODULES = ("runtime.ipc.channel", "runtime.views", "tui.widgets.entries")
 #: What the app loads after its first frame: the parts `_mount_rest` mounts, and what a
 #: view with entries draws.
 LATE_MODULES = (

@@ -2,7 +2,7 @@
 
 The app runs in one process and the harness (the model loop, its checkpoints,
 tools and store) in a child, `python -m tui.child FD`, joined by a socket pair
-(`runtime.remote`): so neither waits for the other's share of one interpreter
+(`runtime.ipc.remote`): so neither waits for the other's share of one interpreter
 lock. The child opens the session the way every front end does
 (`tui.session.open_session`, then `drive_session`) and says how each step went;
 then it serves the harness to the app until the app closes it, or until the

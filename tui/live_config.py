@@ -1,4 +1,4 @@
-"""The app following config.toml edits (runtime.config_watch.ConfigWatcher).
+"""The app following config.toml edits (runtime.config.watch.ConfigWatcher).
 
 A change to `theme` recolours the app at once. `approval_mode` and `model`
 become this session's from its next run, unless a flag set them for this

@@ -6,7 +6,7 @@ Print mode cannot ask for approval: what would ask is refused and the model is
 told why. At the end, stderr names the refused calls and the flags that would
 allow them, the json result lists them under `refused`, and a run that
 completed with refusals exits EXIT_REFUSED (3): it could not do all it was asked.
-A run its budget stopped (runtime.budget) ends interrupted: the json result's
+A run its budget stopped (runtime.run.budget) ends interrupted: the json result's
 `stop_reason` names the limit (`max_turns`, `max_cost`, `time_limit`; `user` for
 a signal) and `error` says it in words; it exits EXIT_BUDGET (4).
 """

@@ -232,7 +232,7 @@ async def model(host: CommandHost, arg: str) -> None:
 
 
 async def effort(host: CommandHost, arg: str) -> None:
-    """The conversation's reasoning effort (runtime.reasoning), for its next runs."""
+    """The conversation's reasoning effort (runtime.run.reasoning), for its next runs."""
     from runtime import EFFORTS
 
     current = host.view.conversation.agent.reasoning_effort if host.view else ""

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from runtime.events import DurableEvent
-from runtime.ids import uuid7
 from runtime.records import Conversation, ToolCallRecord
-from runtime.rows import CONVERSATION_COLUMNS, conversation_row
-from runtime.tx import TOOL_COLUMNS, Tx, tool_call_row
+from runtime.store.ids import uuid7
+from runtime.store.rows import CONVERSATION_COLUMNS, conversation_row
+from runtime.store.tx import TOOL_COLUMNS, Tx, tool_call_row
 
 __all__ = [
     "ChildLink",
@@ -126,7 +126,7 @@ def call_owner(db: sqlite3.Connection, conversation_id: str, call_id: str) -> st
 
 def final_text(db: sqlite3.Connection, run_id: str) -> str:
     """A child run's report: its answer after its last tool round. An answer a crash cut
-    and the run then went on with (runtime.context's CONTINUE) is both parts, joined:
+    and the run then went on with (runtime.context.messages's CONTINUE) is both parts, joined:
     the partial is kept, and the continuation goes on from where it stops."""
     parts: list[str] = []
     for kind, status, text, data in db.execute(
@@ -148,7 +148,7 @@ def fork_children(
     """In a fork's transaction (`tx` writes the fork): a copy of the subagent of every
     task call the fork copied, whole, linked to the fork and to the copied call, whose
     `process` then names the copy. Returns the copies' events."""
-    from runtime import sessions  # (the fork's helpers: only a fork needs them)
+    from runtime.store import sessions
 
     events: list[DurableEvent] = []
     for old_call, new_call in copied.items():

@@ -15,7 +15,7 @@ Claude Code users already keep, a front matter then the prompt:
 
 Files are read from `$XDG_CONFIG_HOME/bastion/agents/*.md` (the user's) and from
 `.bastion/agents/*.md` of the project only when the folder is trusted
-(runtime.trust), pinned like every project file (runtime.safe_read: no symlink,
+(runtime.config.trust), pinned like every project file (runtime.config.safe_read: no symlink,
 regular files only, size-capped). A file that cannot be read or parsed is
 skipped with one line saying why; nothing here raises for a bad file.
 
@@ -37,9 +37,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from runtime.config.safe_read import read_project_file, read_user_file
+from runtime.config.trust import trust_of
 from runtime.errors import ConfigError
-from runtime.safe_read import read_project_file, read_user_file
-from runtime.trust import trust_of
 
 __all__ = [
     "BUILTIN",

@@ -1,7 +1,7 @@
 """The `task` tool: a subagent as a durable child conversation.
 
 The parent model calls `task {description, prompt, agent?}`. The call's intent is
-committed like any call's (runtime.calls); running it then
+committed like any call's (runtime.run.calls); running it then
 
 1. finds or creates the child: one transaction creates the child conversation
    (linked to the parent and to this call, runtime.agents.children) together
@@ -15,7 +15,7 @@ committed like any call's (runtime.calls); running it then
 Every step is idempotent, so the tool is replay-safe: after a crash the parent's
 run runs the call again, which finds the same child and the same admitted input,
 and the child's driver resumes it like any conversation (its streamed partial kept
-and closed as interrupted, its calls exactly once, runtime.driver). All the calls
+and closed as interrupted, its calls exactly once, runtime.run.driver). All the calls
 of a round that start children start them before the first is waited for
 (`prepare_calls`), so several children run at once.
 
@@ -35,7 +35,6 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from runtime.admission import AdmittedBefore, admit_first_tx, new_conversation
 from runtime.agents.children import final_text, find_child, link_tx, subagent_of
 from runtime.agents.definitions import AgentCatalog, AgentDefinition
 from runtime.errors import BastionError, ConversationBusy
@@ -51,12 +50,13 @@ from runtime.records import (
     ToolCallRecord,
     ToolCallState,
 )
-from runtime.toolbox import CURRENT_CALL, OnStart, Toolbox, ToolInfo, ToolOutcome
+from runtime.run.admission import AdmittedBefore, admit_first_tx, new_conversation
+from runtime.run.toolbox import CURRENT_CALL, OnStart, Toolbox, ToolInfo, ToolOutcome
 from runtime.views import call_summary
 
 if TYPE_CHECKING:
-    from runtime.driver import Driver
-    from runtime.store import Store
+    from runtime.run.driver import Driver
+    from runtime.store.database import Store
 
 __all__ = ["TASK_TOOL", "ChildHost", "ChildToolbox", "TaskToolbox", "equip"]
 

@@ -37,8 +37,8 @@ def hooks_for(config: Any, cwd: str, trusted: bool, policy: SandboxPolicy | None
 def hooks_report(cwd: str) -> str:
     """`bastion doctor`'s line: the hooks a session started in `cwd` would run (the
     user's, and a trusted project's). ConfigError when a file's [hooks] is wrong."""
-    from runtime.config import load_config
-    from runtime.trust import trust_of
+    from runtime.config.load import load_config
+    from runtime.config.trust import trust_of
 
     mine = load_config(cwd).hooks.hooks
     theirs = project_hooks(cwd).hooks if trust_of(cwd).trusted else ()

@@ -149,8 +149,8 @@ def _seconds(path: Path | str, where: str, value: Any) -> float:
 def project_hooks(root: str) -> HookSet:
     """The hooks of `<root>/.bastion/settings.toml`, read pinned like every project file.
     The caller decides whether the folder is trusted; this only reads."""
-    from runtime.safe_read import parse_toml, read_project_file, too_large
-    from runtime.settings import SETTINGS, settings_path
+    from runtime.config.safe_read import parse_toml, read_project_file, too_large
+    from runtime.config.settings import SETTINGS, settings_path
 
     path = settings_path(root)
     read = read_project_file(root, SETTINGS.as_posix())

@@ -46,8 +46,6 @@ from runtime.events import HookRan
 from runtime.hooks.config import HookSet, HookSpec
 from runtime.hooks.decide import HookResult, interpret
 from runtime.hooks.process import HookOutput, hook_env, run_hook
-from runtime.ids import uuid7
-from runtime.live import now
 from runtime.records import (
     ACTIVE_RUN_STATES,
     Approval,
@@ -59,11 +57,13 @@ from runtime.records import (
     ToolCallRecord,
     ToolCallState,
 )
-from runtime.tx import Tx
+from runtime.run.live import now
+from runtime.store.ids import uuid7
+from runtime.store.tx import Tx
 
 if TYPE_CHECKING:
-    from runtime.loop import RunExecutor
-    from runtime.toolbox import ToolOutcome
+    from runtime.run.loop import RunExecutor
+    from runtime.run.toolbox import ToolOutcome
     from tools.sandbox import SandboxPolicy
 
 log = logging.getLogger(__name__)

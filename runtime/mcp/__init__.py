@@ -1,6 +1,6 @@
 """MCP servers: the user's own tools, reached with the official SDK (`mcp`).
 
-    [mcp_servers.NAME]   in the user's config (runtime.config): a stdio server
+    [mcp_servers.NAME]   in the user's config (runtime.config.load): a stdio server
                          (command, args, env) or a streamable HTTP one (url, headers)
 
 What lives here, and what it may import:
@@ -15,7 +15,7 @@ What lives here, and what it may import:
 
 The SDK is imported only when a server is configured: `bastion --version`, and
 any session without a server, never load it (tests/mcp/test_lazy_import.py).
-MCP calls take the built-in tools' durable path (runtime.calls): they ask by
+MCP calls take the built-in tools' durable path (runtime.run.calls): they ask by
 default, are never replayed after a crash (MCP has no idempotency), and their
 effects are recorded as outside bastion's reach.
 """

@@ -12,7 +12,7 @@
 Either may set `startup_timeout` (seconds to connect and list tools; default 30)
 and `tool_timeout` (seconds one call may take; default 600), and `enabled =
 false` to keep a table without starting it. Only the user's own config may hold
-these tables (runtime.project_config: a server is a command bastion runs).
+these tables (runtime.config.project: a server is a command bastion runs).
 
 A server's tools are offered as `NAME__tool`, so NAME is letters, digits and
 dashes, with single underscores between them (never `__`), at most 32 long.

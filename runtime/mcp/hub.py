@@ -27,7 +27,7 @@ from runtime.mcp.config import SEPARATOR, ServerSpec
 from runtime.mcp.results import outcome, refused
 from runtime.mcp.status import McpServerStatus, ServerState
 from runtime.providers.base import ToolSpec
-from runtime.toolbox import ToolOutcome
+from runtime.run.toolbox import ToolOutcome
 
 log = logging.getLogger(__name__)
 _WIRE_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")

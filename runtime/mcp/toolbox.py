@@ -1,6 +1,6 @@
 """`McpToolbox`: the built-in tools and every MCP server's, as one runtime `Toolbox`.
 
-The model loop and the call path (runtime.loop, runtime.calls) see one toolbox:
+The model loop and the call path (runtime.run.loop, runtime.run.calls) see one toolbox:
 an MCP tool (NAME__tool) is side-effecting and not replay-safe, so it asks by
 default, is never re-run after a crash, and its effect record says that what it
 changed is outside bastion's reach (a rewind's plan names it). Everything else
@@ -15,7 +15,7 @@ from typing import Any
 
 from runtime.mcp.hub import McpHub
 from runtime.providers.base import ToolSpec
-from runtime.toolbox import OnStart, Toolbox, ToolInfo, ToolOutcome, unknown_tool
+from runtime.run.toolbox import OnStart, Toolbox, ToolInfo, ToolOutcome, unknown_tool
 
 MCP_TOOL = ToolInfo(read_only=False, replay_safe=False)
 

@@ -9,10 +9,10 @@ runs in every approval mode without asking. It is not run alongside other calls
 
 Durability: the list is stored (`todos`, one row per conversation) in the
 transaction that commits the call's result (`record_todos`, called by
-runtime.calls.settle_call), and a `todos.updated` event carries it to every
+runtime.run.calls.settle_call), and a `todos.updated` event carries it to every
 front end. A crash before that commit leaves the previous list and the call
 unfinished; it is replay-safe, so the resume runs it again. Compaction keeps
-the list in the summary (runtime.compaction), so the model still sees its plan
+the list in the summary (runtime.context.compaction), so the model still sees its plan
 when the turns that wrote it are summarised away.
 """
 
@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING, Any
 from runtime.events import TodosUpdated
 from runtime.plan.items import STATUSES, TodoItem, plan_text
 from runtime.providers.base import ToolSpec
-from runtime.toolbox import OnStart, ToolInfo, ToolOutcome, invalid_arguments
+from runtime.run.toolbox import OnStart, ToolInfo, ToolOutcome, invalid_arguments
 
 if TYPE_CHECKING:
     from runtime.records import ToolCallRecord
-    from runtime.tx import Tx
+    from runtime.store.tx import Tx
 
 TODO_TOOL = "todo"
 MAX_ITEMS = 50

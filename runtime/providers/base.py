@@ -66,7 +66,7 @@ class ModelRequest:
     temperature: float | None = None
     session_id: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
-    # How hard a reasoning model thinks (runtime.reasoning.EFFORTS); None: its default.
+    # How hard a reasoning model thinks (runtime.run.reasoning.EFFORTS); None: its default.
     reasoning_effort: str | None = None
 
 

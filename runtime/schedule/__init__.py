@@ -1,7 +1,7 @@
 """Scheduling a turn's tool calls: which may overlap and how they run together.
 
-Imports only runtime.records and runtime.toolbox (value types); the call runner
-(runtime.calls) decides what one call does, this package only when it runs.
+Imports only runtime.records and runtime.run.toolbox (value types); the call runner
+(runtime.run.calls) decides what one call does, this package only when it runs.
 """
 
 from runtime.schedule.parallel import MAX_PARALLEL, groups, may_overlap, run_together

@@ -10,10 +10,10 @@ So for `read, read, write, read` the two first reads overlap, the write waits
 for both, and the last read waits for the write.
 
 Each call keeps its own durable steps (intent → start → result, each a
-compare-and-set in its own transaction, runtime.calls), so a crash in the
+compare-and-set in its own transaction, runtime.run.calls), so a crash in the
 middle of a group leaves each call exactly where it was: a read that had
 started is run again on resume (it is replay-safe), one with a result is not.
-Results land as each call finishes; the request builder (runtime.context)
+Results land as each call finishes; the request builder (runtime.context.messages)
 answers each assistant message's calls in the order the model asked them.
 """
 
@@ -23,7 +23,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 
 from runtime.records import Approval, ToolCallRecord, ToolCallState
-from runtime.toolbox import ToolInfo
+from runtime.run.toolbox import ToolInfo
 
 MAX_PARALLEL = 4  # read-only calls of one group running at once
 

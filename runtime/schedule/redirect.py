@@ -3,7 +3,7 @@ the user typed the next prompt.
 
 Esc then Enter does this in two steps, with a window between them in which the
 prompt is not yet sent and the run is already gone. `redirect_tx` does both in one
-transaction: the interrupt exactly as Esc commits it (runtime.calls.interrupt_tx:
+transaction: the interrupt exactly as Esc commits it (runtime.run.calls.interrupt_tx:
 the run marked, its calls that have not started settled, the queued inputs
 withdrawn and handed back), then `text` admitted as a new queued prompt. The
 driver cancels what is running (a command's process group is killed and its
@@ -12,7 +12,7 @@ marked interrupted), ends the run as interrupted, and starts the next run with
 `text`: the model sees the cut-off step, marked as such, then the new message.
 
 The text is queued as a prompt, not a steer, so the run being cut can never take
-it in (runtime.loop places only steers into a running run). If no run is active,
+it in (runtime.run.loop places only steers into a running run). If no run is active,
 it is simply sent.
 """
 
@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runtime.admission import admit_tx, admitted_item
-from runtime.calls import interrupt_tx
 from runtime.records import InboxItem, InboxMode, Run
-from runtime.tx import Tx
+from runtime.run.admission import admit_tx, admitted_item
+from runtime.run.calls import interrupt_tx
+from runtime.store.tx import Tx
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,10 +19,10 @@ import os
 import signal
 import sys
 
-from runtime.config import load_config, model_resolver
+from runtime.config.load import load_config, model_resolver
 from runtime.harness import Harness, default_home
-from runtime.serve import socket_path
-from runtime.toolbox import WorkspaceToolbox
+from runtime.ipc.serve import socket_path
+from runtime.run.toolbox import WorkspaceToolbox
 
 
 def _parser() -> argparse.ArgumentParser:

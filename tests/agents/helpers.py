@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from runtime import Harness
-from runtime.loop import LoopSettings
 from runtime.providers.openai import OpenAIChatProvider
-from runtime.toolbox import WorkspaceToolbox
+from runtime.run.loop import LoopSettings
+from runtime.run.toolbox import WorkspaceToolbox
 
 MODEL = "openai/loopback"
 

@@ -39,10 +39,10 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from runtime import Harness  # noqa: E402
-from runtime.config import load_config, model_resolver  # noqa: E402
-from runtime.loop import LoopSettings  # noqa: E402
+from runtime.config.load import load_config, model_resolver  # noqa: E402
+from runtime.run.loop import LoopSettings  # noqa: E402
+from runtime.run.toolbox import ToolOutcome, WorkspaceToolbox  # noqa: E402
 from runtime.testing.process import LoopbackProcess  # noqa: E402
-from runtime.toolbox import ToolOutcome, WorkspaceToolbox  # noqa: E402
 
 
 @dataclass
@@ -78,7 +78,9 @@ async def measure(
     work: Path, calls: list[tuple[str, dict[str, Any]]], parallel: int, repeat: int,
     latency: float | None,
 ) -> list[float]:  # fmt: skip
-    server = LoopbackProcess.start(script(calls, repeat + 1), work / f"server-{parallel}-{calls[0][0]}")
+    server = LoopbackProcess.start(
+        script(calls, repeat + 1), work / f"server-{parallel}-{calls[0][0]}"
+    )
     env = {**os.environ, "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "bench"}
     home = work / f"home-{parallel}-{calls[0][0]}"
 

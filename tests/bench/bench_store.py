@@ -51,11 +51,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from runtime import Harness
-from runtime.config import Config
-from runtime.fulltext import _without_positions as without_positions
+from runtime.config.load import Config
 from runtime.harness import new_conversation
-from runtime.ids import uuid7
-from runtime.loop import LoopSettings
 from runtime.records import (
     Entry,
     EntryKind,
@@ -66,10 +63,13 @@ from runtime.records import (
     Run,
     RunState,
 )
-from runtime.store import Store
+from runtime.run.loop import LoopSettings
+from runtime.store.database import Store
+from runtime.store.fulltext import _without_positions as without_positions
+from runtime.store.ids import uuid7
+from runtime.store.tx import Tx
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from runtime.testing.server import LoopbackServer
-from runtime.tx import Tx
 
 WORDS = ("stream", "durable", "ledger", "answer", "tokens", "bastion", "model", "commit", "é")
 MB = 1 << 20
@@ -374,7 +374,7 @@ async def bench_search(home: Path, sessions: int, entries: int, runs: int) -> No
         built = time.perf_counter() - started
         print(f"search: {sessions} sessions x {entries} entries written in {built:.1f} s")
         # The phrase is answered from the entries holding both words (the index keeps no
-        # positions: runtime/fulltext.py); its count is of those entries.
+        # positions: runtime/store/fulltext.py); its count is of those entries.
         counts = await store.read(
             lambda db: {
                 w: db.execute(

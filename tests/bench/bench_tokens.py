@@ -2,7 +2,7 @@
 
     python tests/bench/bench_tokens.py [--runs 7] [--only speed,long,error,computed]
 
-The estimator is `runtime.tokens`: `count_messages` (cl100k_base in OpenAI's chat
+The estimator is `runtime.context.tokens`: `count_messages` (cl100k_base in OpenAI's chat
 accounting) and `count_request` (that plus the tool definitions, corrected for
 Claude models), which the harness runs before every model request to decide
 whether to compact, and which stands in for usage when a server reports none.
@@ -27,7 +27,7 @@ whether to compact, and which stands in for usage when a server reports none.
    tools' schema JSON / 4).
    Rows whose messages carry a `name` (which bastion never sends) are marked.
    With so few published rows per family these are spot checks, not a fit: no
-   number in runtime.tokens was derived from them.
+   number in runtime.context.tokens was derived from them.
 
 4. computed, kept apart from the published rows: on text-only scripted
    conversations (50 KB and 500 KB), `count_messages` (cl100k_base) against the
@@ -60,7 +60,7 @@ from pathlib import Path
 from typing import Any
 
 import tools as coding_tools
-from runtime import tokens
+from runtime.context import tokens
 from runtime.providers.base import Message, ModelRequest, ToolCall, ToolSpec
 
 CORPUS = Path(__file__).with_name("token_corpus.json")

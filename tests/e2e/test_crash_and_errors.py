@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from runtime.context import CONTINUE
+from runtime.context.messages import CONTINUE
 from runtime.testing.waiting import wait_for
 
 pytestmark = pytest.mark.e2e

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.mentions import expand_mentions
+from runtime.context.mentions import expand_mentions
 
 pytestmark = pytest.mark.e2e
 

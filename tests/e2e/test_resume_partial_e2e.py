@@ -12,8 +12,8 @@ import uuid
 
 import pytest
 
-from runtime.compaction import CUT_OFF
-from runtime.context import CONTINUE
+from runtime.context.compaction import CUT_OFF
+from runtime.context.messages import CONTINUE
 
 pytestmark = pytest.mark.e2e
 

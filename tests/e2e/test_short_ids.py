@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from runtime.shortids import canonical_prefix, short_ids
+from runtime.store.shortids import canonical_prefix, short_ids
 
 # Two sessions made in the same minute share their first 8 (here 13) hex digits.
 A = "0192f7a4-6c1e-7d2a-9b3e-5f6a7b8c9d0e"

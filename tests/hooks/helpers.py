@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from runtime import Harness
-from runtime.config import Config
+from runtime.config.load import Config
 from runtime.hooks import parse_hooks
-from runtime.loop import LoopSettings
 from runtime.providers.openai import OpenAIChatProvider
 from runtime.records import Run
+from runtime.run.loop import LoopSettings
+from runtime.run.toolbox import WorkspaceToolbox
 from runtime.testing.server import LoopbackServer
-from runtime.toolbox import WorkspaceToolbox
 from tools.sandbox import SandboxMode, SandboxPolicy
 
 MODEL = "openai/gpt-4.1"

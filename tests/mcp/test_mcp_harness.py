@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from runtime import Harness
-from runtime.config import Config
-from runtime.loop import LoopSettings
+from runtime.config.load import Config
+from runtime.config.rules import Rule, RuleKind
 from runtime.mcp.status import ServerState
 from runtime.providers.base import ToolCall
-from runtime.rules import Rule, RuleKind
+from runtime.run.loop import LoopSettings
+from runtime.run.toolbox import WorkspaceToolbox
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from runtime.toolbox import WorkspaceToolbox
 from tests.mcp.conftest import stdio_server
 
 

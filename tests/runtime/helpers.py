@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime import Harness
-from runtime.loop import LoopSettings
 from runtime.providers.base import ToolSpec
+from runtime.run.loop import LoopSettings
+from runtime.run.toolbox import ToolInfo, ToolOutcome
 from runtime.testing.scripted import ScriptedProvider
-from runtime.toolbox import ToolInfo, ToolOutcome
 
 
 @dataclass

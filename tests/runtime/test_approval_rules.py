@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from runtime.config.rules import BadRule, Rule, RuleKind, Scope
+from runtime.config.settings import add_project_rules, dump_toml, load_project_rules, settings_path
 from runtime.errors import ConfigError, NotPending
 from runtime.providers.base import ToolCall
-from runtime.rules import BadRule, Rule, RuleKind, Scope
-from runtime.settings import add_project_rules, dump_toml, load_project_rules, settings_path
+from runtime.run.toolbox import WorkspaceToolbox
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from runtime.toolbox import WorkspaceToolbox
 from tests.runtime.helpers import RecordingToolbox, open_harness, until_awaiting_approval
 
 

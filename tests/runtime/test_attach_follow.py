@@ -12,8 +12,8 @@ import asyncio
 import json
 from pathlib import Path
 
-from runtime.attach import AttachClient, Follower
-from runtime.serve import private_dir, socket_path, view_to_wire
+from runtime.ipc.attach import AttachClient, Follower
+from runtime.ipc.serve import private_dir, socket_path, view_to_wire
 from runtime.testing.scripted import ScriptedProvider
 from tests.runtime.helpers import open_harness
 

@@ -1,4 +1,4 @@
-"""A run's budget (runtime.budget): when each limit stops a run, how config files are
+"""A run's budget (runtime.run.budget): when each limit stops a run, how config files are
 checked, and that a project file may only lower a limit."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from runtime.budget import Budget, check_budget_keys
+from runtime.config.project import restrict_project
 from runtime.errors import ConfigError
-from runtime.project_config import restrict_project
+from runtime.run.budget import Budget, check_budget_keys
 
 
 def test_no_budget_never_stops():

@@ -12,16 +12,16 @@ from typing import Any
 import pytest
 
 from runtime import CompactionFailed, Harness, compacted_through
-from runtime.compaction import exceeds, plan_compaction
-from runtime.config import Config
-from runtime.loop import LoopSettings
+from runtime.config.load import Config
+from runtime.context.compaction import exceeds, plan_compaction
+from runtime.harness.transfer import export_document, export_markdown
 from runtime.providers.anthropic import AnthropicProvider
 from runtime.providers.base import ToolCall
 from runtime.providers.openai import OpenAIChatProvider
 from runtime.records import Entry, EntryKind, EntryStatus
+from runtime.run.loop import LoopSettings
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from runtime.testing.server import LoopbackServer
-from runtime.transfer import export_document, export_markdown
 from runtime.views import view_from_snapshot
 from tests.runtime.helpers import RecordingToolbox
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime import Harness
-from runtime.config import Config
+from runtime.config.load import Config
 from runtime.events import CompactionProgress, event_from_dict, event_to_dict
 from runtime.providers.openai import OpenAIChatProvider
 from runtime.records import EntryKind
@@ -150,8 +150,8 @@ async def test_cancelled_and_too_long_for_the_model_fails_with_one_line(tmp_path
 
 async def test_attach_cancels_through_the_driving_process(tmp_path: Path) -> None:
     """`bastion attach` (the app's Esc there) asks the driver over its socket."""
-    from runtime.attach import AttachClient
-    from runtime.serve import socket_path
+    from runtime.ipc.attach import AttachClient
+    from runtime.ipc.serve import socket_path
 
     main = ScriptedProvider([ScriptedTurn(text=f"answer {i}") for i in range(12)])
     slow = ScriptedTurn(text="S" * 100, chunk_size=1, delay=0.1)

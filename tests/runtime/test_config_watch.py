@@ -8,8 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from runtime import ConfigChange, ConfigWatcher
-from runtime.approvals import ApprovalMode
-from runtime.trust import TrustState, set_trust
+from runtime.config.approvals import ApprovalMode
+from runtime.config.trust import TrustState, set_trust
 
 TIMEOUT = 10.0
 

@@ -8,8 +8,7 @@ import time
 
 import pytest
 
-from runtime.config import load_config
-from runtime.firstrun import (
+from runtime.config.firstrun import (
     NoModelConfigured,
     ProbeTarget,
     default_targets,
@@ -17,8 +16,9 @@ from runtime.firstrun import (
     first_run_text,
     probe_local_servers,
 )
+from runtime.config.load import load_config
+from runtime.config.trust import TrustState, set_trust
 from runtime.testing.server import LoopbackServer
-from runtime.trust import TrustState, set_trust
 
 
 def closed_port() -> int:

@@ -8,8 +8,8 @@ import pytest
 
 from runtime import reduce, view_from_snapshot
 from runtime.errors import UnknownConversation, UnknownEntry
-from runtime.ids import parse_uuid
 from runtime.providers.base import ToolCall
+from runtime.store.ids import parse_uuid
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import RecordingToolbox, open_harness
 
@@ -77,7 +77,7 @@ async def test_fork_at_an_entry_shares_history_up_to_it_and_leaves_the_source(tm
 
 def view_from_snapshot_or_reduce(view, event):
     if view is None:
-        from runtime.store import Snapshot
+        from runtime.store.database import Snapshot
 
         conv = event.conversation
         return view_from_snapshot(Snapshot(conv, (), (), (), ()))

@@ -271,7 +271,7 @@ async def test_interrupt_during_a_slow_checkpoint_never_duplicates_text(tmp_path
     remembers as committed must say so, or the final checkpoint appends it twice."""
     import time
 
-    from runtime.tx import Tx
+    from runtime.store.tx import Tx
 
     real_finish = Tx.finish
 

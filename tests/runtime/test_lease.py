@@ -117,7 +117,7 @@ def _owner_made_at(seconds_ago: float) -> str:
     import time
     import uuid
 
-    from runtime.ids import uuid7
+    from runtime.store.ids import uuid7
 
     ms = int((time.time() - seconds_ago) * 1000)
     low = uuid.UUID(uuid7()).int & ((1 << 80) - 1)
@@ -148,7 +148,7 @@ async def test_zombie_driver_a_zombie_pid_is_taken_over_at_once(tmp_path):
 async def test_zombie_driver_a_pid_reused_by_a_later_process_is_taken_over(tmp_path):
     import time
 
-    from runtime.driver import HOST
+    from runtime.run.driver import HOST
 
     a = await open_harness(tmp_path, ScriptedProvider())
     conv = await a.create_conversation(str(tmp_path), settings={"model": "s/m"})

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.mentions import (
+from runtime.context.mentions import (
     MAX_FILE_BYTES,
     WorkspaceFiles,
     expand_mentions,
@@ -126,7 +126,7 @@ def test_workspace_files_honour_ignores_and_refresh_when_stale(
     assert "link.txt" not in listed  # a symlink is never listed as a file
     assert not files.refresh()  # fresh: nothing done
     (workspace / "new.py").write_text("")
-    monkeypatch.setattr("runtime.mentions.STALE_AFTER", 0.0)
+    monkeypatch.setattr("runtime.context.mentions.STALE_AFTER", 0.0)
     assert files.refresh()
     assert "new.py" in files.paths()
 

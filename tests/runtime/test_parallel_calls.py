@@ -11,9 +11,9 @@ from typing import Any
 
 from runtime.providers.base import ToolCall
 from runtime.records import Approval, ToolCallRecord, ToolCallState
+from runtime.run.toolbox import ToolInfo, ToolOutcome, WorkspaceToolbox
 from runtime.schedule import groups, may_overlap, run_together
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from runtime.toolbox import ToolInfo, ToolOutcome, WorkspaceToolbox
 from tests.runtime.helpers import open_harness
 
 

@@ -15,14 +15,14 @@ import time
 import pytest
 
 from runtime import Harness
-from runtime.calls import interrupt_tx
 from runtime.errors import NotPending, RequestKeyReused, UnfinishedWork, UnknownConversation
 from runtime.harness import new_conversation
 from runtime.providers.base import ToolCall
 from runtime.records import InboxMode
-from runtime.store import Store
+from runtime.run.calls import interrupt_tx
+from runtime.store.database import Store
+from runtime.store.tx import Tx
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from runtime.tx import Tx
 from tests.runtime.helpers import RecordingToolbox, open_harness, until_awaiting_approval
 
 

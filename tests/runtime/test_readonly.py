@@ -1,4 +1,4 @@
-"""The read-only store (`runtime.readonly`): the harness's answers without the harness,
+"""The read-only store (`runtime.store.readonly`): the harness's answers without the harness,
 nothing written, and None (the harness opens it instead) for a store it cannot read as
 it stands."""
 
@@ -23,9 +23,9 @@ from runtime import (
     UnknownConversation,
     default_home,
 )
-from runtime.ids import uuid7
-from runtime.migrations import schema_version
 from runtime.records import Entry, EntryKind, EntryStatus
+from runtime.store.ids import uuid7
+from runtime.store.migrations import schema_version
 
 
 async def _fill(harness: Harness) -> list[str]:
@@ -157,7 +157,7 @@ async def test_session_commands_and_doctor_load_neither_asyncio_nor_the_harness(
         "for args in (['sessions', '--all'], ['sessions', 'search', 'durable'],"
         " ['sessions', '--json', 'search', 'walrus']):\n"
         "    assert main(args) == 0\n"
-        "heavy = ('asyncio', 'runtime.harness', 'runtime.store', 'runtime.tx')\n"
+        "heavy = ('asyncio', 'runtime.harness', 'runtime.store.database', 'runtime.store.tx')\n"
         "assert not loaded(*heavy, 'dataclasses', 'runtime.records'), loaded(*heavy)\n"
         "main(['doctor'])  # (its exit code says whether this machine passes its checks)\n"
         "assert not loaded(*heavy), loaded(*heavy)\n"
@@ -170,7 +170,7 @@ async def test_session_commands_and_doctor_load_neither_asyncio_nor_the_harness(
 
 
 def test_the_light_queries_select_the_columns_the_store_decodes():
-    from runtime import ftsquery, readonly, rows
+    from runtime.store import ftsquery, readonly, rows
 
     assert ftsquery.HIT_COLUMNS == rows.CONVERSATION_COLUMNS
     assert rows.CONVERSATION_COLUMNS.startswith(readonly._ROW_COLUMNS + ",")

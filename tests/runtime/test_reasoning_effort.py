@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from runtime import ConfigError, Harness
-from runtime.loop import LoopSettings
 from runtime.providers.anthropic import thinking_budget
 from runtime.providers.registry import resolve_model
-from runtime.reasoning import parse_effort
+from runtime.run.loop import LoopSettings
+from runtime.run.reasoning import parse_effort
 from runtime.testing.server import LoopbackServer
 from tests.runtime.helpers import RecordingToolbox
 

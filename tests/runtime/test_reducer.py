@@ -138,7 +138,7 @@ async def test_attempt_reset_clears_the_partial(tmp_path):
 
 def test_view_from_snapshot_is_pure_data():
     from runtime.records import Conversation
-    from runtime.store import Snapshot
+    from runtime.store.database import Snapshot
 
     conv = Conversation("c", "", "/", {}, 0.0, 0.0, version=3)
     view = view_from_snapshot(Snapshot(conv, (), (), (), ()))
@@ -148,7 +148,7 @@ def test_view_from_snapshot_is_pure_data():
 def test_tool_output_keeps_only_a_bounded_tail():
     from runtime.events import ToolOutputDelta
     from runtime.records import Conversation
-    from runtime.store import Snapshot
+    from runtime.store.database import Snapshot
     from runtime.views import TOOL_OUTPUT_TAIL
 
     view = view_from_snapshot(Snapshot(Conversation("c", "", "/", {}, 0.0, 0.0), (), (), (), ()))

@@ -1,4 +1,4 @@
-"""The harness over a socket pair (runtime.remote): calls and their typed errors, the
+"""The harness over a socket pair (runtime.ipc.remote): calls and their typed errors, the
 event channel, and either end going away."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import pytest
 
 from runtime import reduce
 from runtime.errors import BastionError, UnknownConversation
-from runtime.frames import HarnessGone, sendable_error
-from runtime.remote import RemoteHarness, serve
+from runtime.ipc.channel import RESYNC
+from runtime.ipc.frames import HarnessGone, sendable_error
+from runtime.ipc.remote import RemoteHarness, serve
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from runtime.threaded import RESYNC
 from tests.runtime.helpers import open_harness
 
 ANSWER = "The quick brown fox jumps. " * 40

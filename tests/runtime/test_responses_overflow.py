@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from runtime import compacted_through
-from runtime.config import Config
+from runtime.config.load import Config
 from runtime.providers.base import ProviderError
 from runtime.providers.responses import ResponsesProvider
 from runtime.records import EntryKind, EntryStatus

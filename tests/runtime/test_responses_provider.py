@@ -12,7 +12,6 @@ import pytest
 
 from runtime import Harness
 from runtime.events import AttemptReset
-from runtime.loop import LoopSettings
 from runtime.providers.base import (
     ImagePart,
     Message,
@@ -31,6 +30,7 @@ from runtime.providers.base import (
 )
 from runtime.providers.registry import resolve_model
 from runtime.providers.responses import ResponsesProvider, build_responses_body
+from runtime.run.loop import LoopSettings
 from runtime.testing.server import LoopbackServer
 from tests.runtime.helpers import RecordingToolbox
 

@@ -8,8 +8,8 @@ import os
 import subprocess
 
 from runtime.providers.base import ToolCall
+from runtime.run.toolbox import WorkspaceToolbox
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from runtime.toolbox import WorkspaceToolbox
 from tests.runtime.helpers import open_harness
 
 GIT_ENV = {

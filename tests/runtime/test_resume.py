@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from runtime.context import CONTINUE
+from runtime.context.messages import CONTINUE
 from runtime.providers.base import ToolCall
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import RecordingToolbox, open_harness, until_awaiting_approval

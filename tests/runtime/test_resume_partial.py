@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import asyncio
 
-from runtime.compaction import CUT_OFF
-from runtime.context import CONTINUE
+from runtime.context.compaction import CUT_OFF
+from runtime.context.messages import CONTINUE
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import open_harness
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.rules import (
+from runtime.config.rules import (
     BadRule,
     Rule,
     RuleKind,
@@ -17,7 +17,7 @@ from runtime.rules import (
     edits_rule,
     propose,
 )
-from runtime.shell import split_commands
+from runtime.config.shell import split_commands
 
 
 def cmd(text: str) -> str:
@@ -147,7 +147,7 @@ def test_folder_rule(path: str, ok: bool) -> None:
 
 
 def test_folder_rule_refuses_a_symlink_on_the_way(tmp_path: Path) -> None:
-    from runtime.toolbox import WorkspaceToolbox
+    from runtime.run.toolbox import WorkspaceToolbox
 
     (tmp_path / "src").mkdir()
     outside = tmp_path.parent / (tmp_path.name + "-outside")

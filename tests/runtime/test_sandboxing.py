@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from runtime.config import load_config
+from runtime.config.load import load_config
+from runtime.config.rules import BadRule
+from runtime.config.trust import TrustState, set_trust
 from runtime.errors import ConfigError
-from runtime.harness_rules import check_sandbox_answer
-from runtime.rules import BadRule
-from runtime.sandboxing import choose_sandbox
-from runtime.toolbox import WorkspaceToolbox
-from runtime.trust import TrustState, set_trust
+from runtime.harness.approving import check_sandbox_answer
+from runtime.run.sandboxing import choose_sandbox
+from runtime.run.toolbox import WorkspaceToolbox
 from tools.denylist import DEFAULT_DENY
 from tools.sandbox import SandboxMode, probe
 

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from runtime import Harness, usage_summary
-from runtime.compaction import CUT_OFF
-from runtime.config import Config
+from runtime.config.load import Config
+from runtime.context.compaction import CUT_OFF
 from runtime.errors import InputHeld
-from runtime.loop import LoopSettings
 from runtime.providers.base import ProviderError
+from runtime.run.loop import LoopSettings
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import RecordingToolbox, open_harness
 from tests.runtime.test_resume_partial import crashed_mid_answer

@@ -15,11 +15,10 @@ from pathlib import Path
 import pytest
 
 from runtime import Follower, reduce
-from runtime.attach import AttachClient, RemoteError
 from runtime.errors import BastionError
 from runtime.events import TextDelta
-from runtime.records import InboxMode
-from runtime.serve import (
+from runtime.ipc.attach import AttachClient, RemoteError
+from runtime.ipc.serve import (
     MAX_PATH,
     AttachServer,
     PeerRefused,
@@ -33,6 +32,7 @@ from runtime.serve import (
     view_from_wire,
     view_to_wire,
 )
+from runtime.records import InboxMode
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from runtime.views import TextDeltas
 from tests.runtime.helpers import open_harness

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 
-from runtime import blobs, migrations
+from runtime.store import blobs, migrations
 from tests.runtime.test_restore import call, session
 from tui import doctor
 

@@ -9,7 +9,7 @@ import pytest
 
 from runtime.errors import SchemaTooNew, StoreError
 from runtime.harness import Harness
-from runtime.migrations import latest_version
+from runtime.store.migrations import latest_version
 
 
 def digest(path) -> str:
@@ -98,7 +98,7 @@ async def test_stray_tracebacks_an_abandoned_store_job_leaves_no_unread_error(tm
     import gc
     import threading
 
-    from runtime.store import Store
+    from runtime.store.database import Store
 
     store = await Store.open(tmp_path / "b.sqlite")
     loop = asyncio.get_running_loop()

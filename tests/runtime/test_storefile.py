@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from runtime import storefile
 from runtime.errors import StoreCorrupt, StoreError, StoreLocked, StoreReadOnly
-from runtime.store import Store
+from runtime.store import storefile
+from runtime.store.database import Store
 
 HOLD = """
 import sqlite3, sys, time

@@ -17,8 +17,7 @@ import httpx
 import pytest
 
 from runtime import Harness
-from runtime.config import Config
-from runtime.loop import LoopSettings
+from runtime.config.load import Config
 from runtime.providers.anthropic import AnthropicProvider
 from runtime.providers.base import (
     Message,
@@ -31,6 +30,7 @@ from runtime.providers.base import (
 )
 from runtime.providers.httpbase import DEFAULT_IDLE_TIMEOUT, stream_timeout
 from runtime.providers.openai import OpenAIChatProvider
+from runtime.run.loop import LoopSettings
 from runtime.testing.server import LoopbackServer
 
 HELLO = ModelRequest("loopback-model", (Message("user", "hello"),))

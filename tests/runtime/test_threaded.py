@@ -9,8 +9,8 @@ from typing import Any
 
 from runtime import reduce
 from runtime.events import TextDelta
+from runtime.ipc.channel import RESYNC, EventChannel, HarnessThread, ThreadedHarness
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from runtime.threaded import RESYNC, EventChannel, HarnessThread, ThreadedHarness
 from runtime.views import TextDeltas
 from tests.runtime.helpers import open_harness
 

@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from runtime import Harness
-from runtime.config import Config
+from runtime.config.load import Config
 from runtime.events import TodosUpdated, event_from_dict, event_to_dict
-from runtime.loop import LoopSettings
+from runtime.ipc.serve import view_from_wire, view_to_wire
 from runtime.plan.items import TodoItem, plan_text
 from runtime.plan.todo import PlanToolbox, parse_todos, todo_spec
 from runtime.providers.base import ToolCall
-from runtime.serve import view_from_wire, view_to_wire
+from runtime.run.loop import LoopSettings
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from runtime.views import reduce
 from tests.runtime.helpers import RecordingToolbox

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 
-from runtime import tokens
+from runtime.context import tokens
+from runtime.context.tokens import Quality, count_messages, count_text
 from runtime.providers.base import Message, StreamEnd, TextChunk, ToolCall
-from runtime.tokens import Quality, count_messages, count_text
 from tests.runtime.helpers import open_harness
 
 
@@ -111,7 +111,7 @@ def test_claude_estimates_are_corrected_for_its_tokenizer_and_tool_prompt():
 
 
 def test_compaction_threshold_uses_the_corrected_estimate():
-    from runtime.compaction import exceeds
+    from runtime.context.compaction import exceeds
     from runtime.providers.base import ModelRequest
 
     messages = (Message("user", "word " * 1000),)

@@ -1,4 +1,4 @@
-"""runtime.toolbox's process-lifetime surface: what a resume calls after a crash.
+"""runtime.run.toolbox's process-lifetime surface: what a resume calls after a crash.
 
 A host process runs run_command through WorkspaceToolbox and hands the
 ``on_start`` record out (the runtime commits it to the store); it is SIGKILLed;
@@ -17,13 +17,13 @@ import time
 
 import pytest
 
-from runtime.toolbox import WorkspaceToolbox, reap_processes
+from runtime.run.toolbox import WorkspaceToolbox, reap_processes
 
 ROOT = pathlib.Path(__file__).parents[2]
 HOST = """
 import asyncio, json, sys
 from pathlib import Path
-from runtime.toolbox import WorkspaceToolbox
+from runtime.run.toolbox import WorkspaceToolbox
 
 async def main():
     box = WorkspaceToolbox(sys.argv[1], Path(sys.argv[2]))

@@ -9,12 +9,12 @@ import time
 
 import pytest
 
-from runtime.ids import uuid7
+from runtime.harness.transfer import FORMAT_VERSION, ImportRefused, export_markdown
 from runtime.providers.base import ToolCall
 from runtime.records import Entry, EntryKind, EntryStatus
+from runtime.run.toolbox import WorkspaceToolbox
+from runtime.store.ids import uuid7
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from runtime.toolbox import WorkspaceToolbox
-from runtime.transfer import FORMAT_VERSION, ImportRefused, export_markdown
 from tests.runtime.helpers import open_harness
 
 
@@ -166,7 +166,7 @@ async def test_markdown_folds_calls_shows_diffs_and_marks_compaction(tmp_path):
 
 
 def test_a_code_block_fence_outgrows_the_backticks_inside():
-    from runtime.transfer import fenced
+    from runtime.harness.transfer import fenced
 
     assert fenced("a ``` b", "diff") == ["````diff", "a ``` b", "````", ""]
     assert fenced("plain") == ["```", "plain", "```", ""]

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from runtime.approvals import ApprovalMode
-from runtime.config import load_config
+from runtime.config.approvals import ApprovalMode
+from runtime.config.load import load_config
+from runtime.config.settings import load_project_rules, read_project_rules
+from runtime.config.trust import TrustState, set_trust, trust_of, trust_once
+from runtime.context.instructions import load_instructions
 from runtime.errors import ConfigError
-from runtime.instructions import load_instructions
-from runtime.settings import load_project_rules, read_project_rules
-from runtime.store import Store
-from runtime.trust import TrustState, set_trust, trust_of, trust_once
+from runtime.store.database import Store
 
 
 def project(folder: Path, config: str = "", settings: str = "") -> Path:

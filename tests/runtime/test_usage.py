@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from runtime import Harness
-from runtime.config import Config
-from runtime.loop import LoopSettings
+from runtime.config.load import Config
 from runtime.providers.anthropic import AnthropicProvider
 from runtime.providers.base import ProviderError, Usage
 from runtime.providers.openai import OpenAIChatProvider
+from runtime.run.loop import LoopSettings
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from runtime.testing.server import LoopbackServer
 from tests.runtime.helpers import RecordingToolbox, open_harness
@@ -154,7 +154,7 @@ async def test_totals_per_run_model_and_conversation(tmp_path: Path) -> None:
 
 
 async def test_the_threaded_harness_passes_usage_model_info_and_compact(tmp_path: Path) -> None:
-    from runtime.threaded import HarnessThread, ThreadedHarness
+    from runtime.ipc.channel import HarnessThread, ThreadedHarness
 
     provider = ScriptedProvider([ScriptedTurn(text="one", usage=Usage(100, 5))])
     thread = HarnessThread()

@@ -7,15 +7,15 @@ import json
 import tomllib
 from typing import Any
 
+from runtime.config.settings import settings_path
 from runtime.harness import Harness
-from runtime.loop import LoopSettings
 from runtime.providers.base import ToolCall
 from runtime.providers.openai import OpenAIChatProvider
 from runtime.records import Approval
-from runtime.settings import settings_path
+from runtime.run.loop import LoopSettings
+from runtime.run.toolbox import WorkspaceToolbox
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from runtime.testing.server import LoopbackServer
-from runtime.toolbox import WorkspaceToolbox
 from tests.tui.conftest import MODEL, SIZE, open_driven, run_settled, wait_for
 from tui.app import BastionApp
 from tui.widgets import ApprovalPrompt, ToolCallLine

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from runtime.providers.base import ToolCall
 from runtime.records import ToolCallRecord
+from runtime.run.toolbox import WorkspaceToolbox
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from runtime.toolbox import WorkspaceToolbox
 from tests.runtime.helpers import open_harness
 from tests.tui.conftest import SIZE, open_driven, run_settled, wait_for
 from tui.app import BastionApp

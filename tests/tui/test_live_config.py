@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from runtime import ConfigWatcher
-from runtime.approvals import ApprovalMode
+from runtime.config.approvals import ApprovalMode
 from runtime.harness import new_conversation
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import open_harness

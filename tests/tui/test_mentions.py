@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from runtime import Harness
-from runtime.mentions import MAX_FILE_BYTES
+from runtime.context.mentions import MAX_FILE_BYTES
 from runtime.records import EntryKind
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import open_harness

@@ -7,8 +7,8 @@ import asyncio
 import json
 
 from runtime.providers.base import ToolCall
+from runtime.run.toolbox import WorkspaceToolbox
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from runtime.toolbox import WorkspaceToolbox
 from tests.runtime.test_parallel_calls import ObservedToolbox
 from tests.tui.conftest import SIZE, open_driven, run_settled, wait_for
 from tui.app import BastionApp

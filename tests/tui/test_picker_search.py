@@ -12,8 +12,8 @@ import pytest
 from textual.content import Content
 
 from runtime import Harness, SearchHit
+from runtime.ipc.channel import HarnessThread, ThreadedHarness
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from runtime.threaded import HarnessThread, ThreadedHarness
 from tests.runtime.helpers import open_harness
 from tests.tui.conftest import wait_for
 from tui.resume import PickerApp

@@ -8,10 +8,10 @@ import json
 
 from rich.console import Console
 
+from runtime.config.rules import edits_rule
+from runtime.config.settings import add_project_rules
 from runtime.providers.base import ToolCall
 from runtime.records import Approval, EntryKind, EntryStatus, RunState
-from runtime.rules import edits_rule
-from runtime.settings import add_project_rules
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import open_harness
 from tests.tui.conftest import HangingProvider, open_driven
@@ -189,7 +189,7 @@ async def test_e_denies_with_a_message_the_model_receives(tmp_path, toolbox):
 
 
 async def test_a_write_shows_its_diff(tmp_path):
-    from runtime.toolbox import WorkspaceToolbox
+    from runtime.run.toolbox import WorkspaceToolbox
 
     (tmp_path / "a.txt").write_text("one\ntwo\n")
     args = json.dumps({"path": "a.txt", "old_text": "two", "new_text": "three"})
@@ -207,7 +207,7 @@ async def test_a_write_shows_its_diff(tmp_path):
 
 
 async def test_a_call_that_ran_without_asking_shows_its_rule_and_diff(tmp_path, trusted):
-    from runtime.toolbox import WorkspaceToolbox
+    from runtime.run.toolbox import WorkspaceToolbox
 
     trusted(tmp_path)  # its project rule applies only in a trusted folder
     args = json.dumps({"path": "docs/a.md", "content": "# A\n"})
@@ -293,7 +293,7 @@ async def test_o_runs_a_command_outside_the_sandbox_once(tmp_path, toolbox):
 async def test_results_of_calls_listed_together_name_their_call(tmp_path):
     (tmp_path / "a.txt").write_text("alpha\n")
     (tmp_path / "b.txt").write_text("beta\n")
-    from runtime.toolbox import WorkspaceToolbox
+    from runtime.run.toolbox import WorkspaceToolbox
 
     reads = tuple(
         ToolCall(f"c{i}", "read_file", json.dumps({"path": f"{p}.txt"})) for i, p in enumerate("ab")

@@ -9,8 +9,8 @@ import subprocess
 import sys
 
 from runtime.providers.base import ToolCall
+from runtime.run.toolbox import WorkspaceToolbox
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from runtime.toolbox import WorkspaceToolbox
 from tests.runtime.helpers import open_harness
 from tests.tui.conftest import MODEL, open_driven
 from tests.tui.test_plain import Keyboard, console

@@ -1,7 +1,7 @@
 """The app over a RemoteHarness, as `bastion` runs it: every command's arguments and
 answers cross the socket pair (pickled) and come back as the app expects them.
 
-The harness is served on this test's loop (runtime.remote.serve), so the test can
+The harness is served on this test's loop (runtime.ipc.remote.serve), so the test can
 look at the store directly; tests/tui/test_child.py runs the real child process.
 """
 
@@ -13,10 +13,10 @@ import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from runtime.ipc.remote import RemoteHarness, serve
 from runtime.providers.base import ToolCall, Usage
-from runtime.remote import RemoteHarness, serve
+from runtime.run.toolbox import WorkspaceToolbox
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from runtime.toolbox import WorkspaceToolbox
 from tests.runtime.helpers import open_harness
 from tests.tui.conftest import MODEL, run_settled, wait_for
 from tests.tui.test_slash import run_command, said, status, transcript_text

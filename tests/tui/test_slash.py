@@ -315,7 +315,7 @@ async def test_fork_rewind_and_restore_from_the_prompt(tmp_path):
     import json as _json
 
     from runtime.providers.base import ToolCall
-    from runtime.toolbox import WorkspaceToolbox
+    from runtime.run.toolbox import WorkspaceToolbox
 
     work = tmp_path / "work"
     work.mkdir()
@@ -362,7 +362,7 @@ async def test_a_command_typed_after_a_kept_draft_runs_and_is_never_sent(tmp_pat
     import json as _json
 
     from runtime.providers.base import ToolCall
-    from runtime.toolbox import WorkspaceToolbox
+    from runtime.run.toolbox import WorkspaceToolbox
 
     work = tmp_path / "work"
     work.mkdir()

@@ -20,8 +20,8 @@ import pytest
 import textual
 
 from runtime.providers.base import ProviderError, ToolCall
+from runtime.run.toolbox import ToolOutcome
 from runtime.testing.scripted import ScriptedTurn
-from runtime.toolbox import ToolOutcome
 from tests.runtime.helpers import RecordingToolbox
 from tests.tui.conftest import (
     SIZE,

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from runtime.providers.base import ToolCall
+from runtime.run.toolbox import WorkspaceToolbox
 from runtime.testing.scripted import ScriptedTurn
-from runtime.toolbox import WorkspaceToolbox
 from tests.tui.conftest import make_app, run_settled, until_still, wait_for
 from tests.tui.test_snapshots import CONFIG_PY, _same_textual
 from tui.widgets import ApprovalPrompt

@@ -11,7 +11,7 @@ from tui.app import LATE_MODULES, VIEW_MODULES
 
 FIRST_FRAME = """
 import json, sys
-import tui.cli, tui.launch, runtime.config, runtime.frames, tui.child, tui.theming
+import tui.cli, tui.launch, runtime.config.load, runtime.ipc.frames, tui.child, tui.theming
 from tui.app import BastionApp
 print(json.dumps(sorted(sys.modules)))
 """
@@ -28,7 +28,7 @@ def test_the_first_frame_loads_neither_the_late_parts_nor_the_harness() -> None:
     loaded = loaded_before_first_frame()
     late = sorted(set(LATE_MODULES) & loaded)
     assert not late, f"imported before the first frame: {late}"
-    for heavy in ("runtime.harness", "runtime.store", "runtime.events", "runtime.records"):
+    for heavy in ("runtime.harness", "runtime.store.database", "runtime.events", "runtime.records"):
         assert heavy not in loaded, heavy
     for heavy in ("httpx", "aiosqlite", "watchfiles", "rich.markdown", "pygments"):
         assert heavy not in loaded, heavy
@@ -36,14 +36,14 @@ def test_the_first_frame_loads_neither_the_late_parts_nor_the_harness() -> None:
 
 UNPICKLE = """
 import pickle, sys
-import runtime.frames  # (as the app has: it reads the frames)
+import runtime.ipc.frames  # (as the app has: it reads the frames)
 pickle.loads(sys.stdin.buffer.read())
 loaded = [m for m, module in sys.modules.items() if module is not None]  # (None: a stub)
 print(sorted(m for m in loaded if m in HEAVY or m.startswith(("aiosqlite", "httpx"))))
 """
 #: The harness's own modules (its loop, store and providers: ~0.3 s to load), the
 #: app's process never needs.
-HEAVY = ("runtime.harness", "runtime.harness_core", "runtime.store", "runtime.loop")
+HEAVY = ("runtime.harness", "runtime.harness.core", "runtime.store.database", "runtime.run.loop")
 
 
 def test_a_stored_sessions_opening_reaches_the_app_without_the_harness(tmp_path) -> None:
@@ -52,7 +52,7 @@ def test_a_stored_sessions_opening_reaches_the_app_without_the_harness(tmp_path)
     harness in it would load the harness there, on the path to the first frame."""
     import asyncio
 
-    from runtime.frames import HEADER, frame
+    from runtime.ipc.frames import HEADER, frame
     from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
     from runtime.views import OPENING_ENTRIES
     from tests.runtime.helpers import open_harness
@@ -97,7 +97,7 @@ def test_checking_the_config_in_the_app_loads_no_provider_code(tmp_path) -> None
     (~50 ms on the UI thread, while the user may be typing)."""
     code = (
         "import asyncio, sys\n"
-        "from runtime.config_watch import ConfigWatcher\n"
+        "from runtime.config.watch import ConfigWatcher\n"
         "asyncio.run(ConfigWatcher('.').reload())\n"
         "print(sorted(m for m in sys.modules if m == 'httpx' or m.startswith('runtime.providers.')))"
     )
@@ -115,7 +115,7 @@ def test_checking_the_config_in_the_app_loads_no_provider_code(tmp_path) -> None
 
 FRAME_RATE = """
 import sys
-import tui.cli, tui.launch, runtime.config
+import tui.cli, tui.launch, runtime.config.load
 assert not any(m.split(".")[0] == "textual" for m in sys.modules), "textual loaded first"
 tui.launch.set_frame_rate()
 from textual import constants

@@ -20,8 +20,8 @@ import pytest
 
 from runtime import Harness
 from runtime.providers.base import ToolCall
+from runtime.run.toolbox import ToolOutcome
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from runtime.toolbox import ToolOutcome
 from tests.runtime.helpers import RecordingToolbox
 from tests.tui.conftest import SNAPSHOT_ID, open_driven, run_settled, until_still, wait_for
 from tests.tui.test_snapshots import _same_textual  # noqa: F401  (skips on another Textual)

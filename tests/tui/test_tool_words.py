@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 from runtime.providers.base import ToolCall
+from runtime.run.toolbox import WorkspaceToolbox
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from runtime.toolbox import WorkspaceToolbox
 from tests.runtime.helpers import open_harness
 from tests.tui.conftest import MODEL, run_settled, wait_for
 from tui.app import BastionApp

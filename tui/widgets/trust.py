@@ -1,7 +1,7 @@
 """The trust question: asked once, before the app opens a folder with project files.
 
 A folder's `.bastion/config.toml` and `.bastion/settings.toml` apply only once the
-user trusts it (runtime.trust). When `bastion` opens a folder that has them and
+user trusts it (runtime.config.trust). When `bastion` opens a folder that has them and
 no decision was recorded, this screen says what they would change and asks:
 
     t  trust it (remembered in your config dir)

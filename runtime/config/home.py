@@ -1,0 +1,34 @@
+"""Where bastion keeps its store, artifacts and logs. Imports only the standard library,
+so the read-only session queries (`runtime.store.readonly`) find the store without loading
+the configuration."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+__all__ = ["STORE_NAME", "default_home", "home_dir"]
+
+STORE_NAME = "bastion.sqlite"
+
+
+def home_dir() -> str:
+    """$BASTION_HOME, else $XDG_DATA_HOME/bastion (~/.local/share/bastion), as a string
+    (for the read-only queries, which do not load pathlib)."""
+    home = os.environ.get("BASTION_HOME")
+    if home:
+        return home
+    data = os.environ.get("XDG_DATA_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "share"
+    )
+    return os.path.join(data, "bastion")
+
+
+def default_home() -> Path:
+    """`home_dir()` as a Path."""
+    from pathlib import Path
+
+    return Path(home_dir())

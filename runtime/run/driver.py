@@ -1,0 +1,407 @@
+"""A conversation's driver: the one process that runs its work, under a lease.
+
+The lease (owner, pid, host, heartbeat, fencing token) lives on the
+conversation row. A live holder refuses a second driver (ConversationBusy
+naming its pid); a dead one (its pid gone on this host, or its heartbeat older
+than the TTL) is taken over with a new token, and the old owner's late
+commits are refused by that token. After taking over, the driver closes the
+streaming partials of unfinished runs as interrupted and carries on with
+them: queued work runs oldest first; pending approvals stay pending.
+
+The driver is supervised: an unexpected error commits its run as failed (with
+the error, where the store still can), stops the heartbeat and releases the
+lease, so nothing is left `running` behind a process that gave up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from runtime.config.approvals import ApprovalMode
+from runtime.config.settings import RuleBook
+from runtime.context.catalog import ModelInfo
+from runtime.context.compaction import CompactionSettings
+from runtime.errors import BastionError, ConversationBusy, LeaseLost, StoreError
+from runtime.events import Event
+from runtime.hooks.points import Hooks
+from runtime.providers.base import Provider
+from runtime.records import ACTIVE_RUN_STATES, EntryStatus, Run, RunState
+from runtime.run import failpoints
+from runtime.run.aio import wait_until
+from runtime.run.live import LiveStream
+from runtime.run.loop import LoopDeps, LoopSettings, RunExecutor, place_item
+from runtime.run.spend import count_crashed
+from runtime.run.toolbox import Toolbox
+from runtime.store.database import LeaseInfo, Store
+from runtime.store.ids import uuid7, uuid7_time
+from runtime.store.storefile import pid_alive, process_started
+from runtime.store.tx import ENTRY_COLUMNS, Tx, entry_row
+
+log = logging.getLogger(__name__)
+HOST = socket.gethostname()
+IDLE_POLL = 1.0  # while idle, how often the store is asked for work another process admitted
+WATCH_POLL = 0.25  # while a run goes, how often the store is asked for an interrupt request
+
+
+def lease_expired(lease: LeaseInfo, ttl: float, now: float) -> bool:
+    """Can a new driver take this lease? Its pid on this host gone, a zombie or reused
+    by a later process, or a stale heartbeat."""
+    if lease.owner is None:
+        return True
+    if lease.host == HOST and lease.pid is not None and not driver_alive(lease.pid, lease.owner):
+        return True
+    return lease.heartbeat is None or now - lease.heartbeat > ttl
+
+
+#: Slack for comparing a process's start time (whole-second boot time plus clock
+#: ticks) with an owner id's millisecond time.
+_START_SLACK = 2.0
+
+
+def driver_alive(pid: int, owner: str) -> bool:
+    """Is process `pid` (this host's) still the driver `owner` that took the lease?
+
+    Not when it is gone or a zombie (`pid_alive`), nor when it started after the owner
+    id was made: an owner id is a UUIDv7 its harness made once running, so a process
+    younger than it is another program that was given the same pid. Where the start
+    time cannot be read (not Linux), a live pid counts as the driver.
+    """
+    if not pid_alive(pid):
+        return False
+    started, made = process_started(pid), uuid7_time(owner)
+    return started is None or made is None or started <= made + _START_SLACK
+
+
+def lease_live(lease: LeaseInfo, ttl: float) -> bool:
+    return lease.owner is not None and not lease_expired(lease, ttl, time.time())
+
+
+@dataclass(slots=True)
+class DriverConfig:
+    provider: Provider
+    model: str
+    model_info: ModelInfo
+    output_cap: int
+    toolbox: Toolbox | None
+    approval_mode: ApprovalMode
+    interactive: bool
+    loop: LoopSettings
+    lease_ttl: float = 15.0
+    on_refusal: Callable[[str, str], None] | None = None
+    compaction: CompactionSettings = field(default_factory=CompactionSettings)
+    rules: RuleBook | None = None
+    hooks: Hooks | None = None
+
+
+class Driver:
+    def __init__(
+        self,
+        store: Store,
+        conversation_id: str,
+        owner: str,
+        epoch: int,
+        publish: Callable[[Event], None],
+        config: DriverConfig,
+    ) -> None:
+        self.store = store
+        self.conversation_id = conversation_id
+        self.owner = owner
+        self.epoch = epoch
+        self.publish = publish
+        self.config = config
+        self.token = 0
+        self.live: dict[str, LiveStream] = {}
+        self.failure: BaseException | None = None
+        self.idle = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._decisions: dict[str, asyncio.Event] = {}
+        self._executor: RunExecutor | None = None
+        self._run: Run | None = None
+        self._run_task: asyncio.Task[Run] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._heartbeat: asyncio.Task[None] | None = None
+        self._released = False
+
+    # --- lifecycle --------------------------------------------------------
+
+    async def start(self) -> None:
+        """Acquire the lease (or raise ConversationBusy), recover, start working."""
+        ttl = self.config.lease_ttl
+        lease, taken = await self.store.try_acquire_lease(
+            self.conversation_id,
+            self.owner,
+            os.getpid(),
+            HOST,
+            lambda current: lease_expired(current, ttl, time.time()),
+            publish=self.publish,
+        )
+        if not taken:
+            where = "" if lease.host == HOST else f" on {lease.host}"
+            raise ConversationBusy(
+                f"conversation {self.conversation_id} is being driven by another bastion "
+                f"process (pid {lease.pid}{where})",
+                pid=lease.pid,
+                hint="wait for it to finish, follow it with `bastion attach`, or stop that process",
+            )
+        self.token = lease.token
+        self._heartbeat = asyncio.create_task(self._beat(), name=f"lease-{self.conversation_id}")
+        try:
+            await self._recover()
+        except BaseException:
+            await self.stop()
+            raise
+        self._task = asyncio.create_task(self._work(), name=f"driver-{self.conversation_id}")
+
+    async def stop(self) -> None:
+        """Shut down: commit what was streamed, leave runs resumable, release the lease."""
+        for task in (self._task, self._heartbeat):
+            if task is not None and not task.done():
+                task.cancel()
+        for task in (self._task, self._heartbeat):
+            if task is not None:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        await self._release()
+
+    async def _release(self) -> None:
+        if self._released or isinstance(self.failure, LeaseLost):
+            return
+        self._released = True
+        try:
+            await self.store.release_lease(self.conversation_id, self.token, publish=self.publish)
+        except (StoreError, OSError) as exc:
+            # The heartbeat has stopped: the lease expires by itself after its TTL.
+            log.warning("could not release the lease of %s: %s", self.conversation_id, exc)
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def decided(self, tool_call_id: str) -> None:
+        flag = self._decisions.get(tool_call_id)
+        if flag is not None:
+            flag.set()
+
+    def cancel_run(self, run_id: str) -> bool:
+        """Cancel the run in progress if it is `run_id` (its interrupt is committed)."""
+        task, executor, run = self._run_task, self._executor, self._run
+        if task is None or task.done() or executor is None or run is None or run.id != run_id:
+            return False
+        if not executor.interrupting:  # once: a second cancel would cut the clean-up short
+            executor.interrupting = True
+            task.cancel()
+        return True
+
+    def cancel_compaction(self) -> bool:
+        """Stop the run's compaction under way, not the run; False if there is none."""
+        executor = self._executor
+        return executor is not None and executor.compaction.cancel()
+
+    async def settled(self, run_id: str) -> None:
+        """Wait until the run task of `run_id` (if it is this driver's) has ended."""
+        task, run = self._run_task, self._run
+        if task is not None and run is not None and run.id == run_id:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.shield(task)
+
+    # --- work -------------------------------------------------------------
+
+    async def _beat(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.lease_ttl / 3)
+            try:
+                held = await self.store.heartbeat(self.conversation_id, self.token)
+            except StoreError as exc:
+                # A busy or failing disk: try again next beat. If it lasts past the
+                # TTL another process may take over, and our fenced writes stop.
+                log.warning("lease heartbeat of %s failed: %s", self.conversation_id, exc)
+                continue
+            if not held:
+                self.failure = LeaseLost(
+                    f"conversation {self.conversation_id} was taken over by another process"
+                )
+                if self._task is not None:
+                    self._task.cancel()
+                self.idle.set()
+                return
+
+    async def _recover(self) -> None:
+        """Close the streaming partials of a crashed driver as interrupted (chunks joined)."""
+
+        def build(tx: Tx) -> None:
+            rows = tx.rows(
+                f"SELECT {ENTRY_COLUMNS} FROM entries WHERE conversation_id = ? "
+                "AND kind = 'assistant' AND status = 'streaming'",
+                (self.conversation_id,),
+            )
+            for row in rows:
+                entry = entry_row(row)
+                closed = tx.close_entry(entry.id, EntryStatus.INTERRUPTED, entry.data)
+                if closed is not None and closed.text:
+                    count_crashed(tx, closed)  # its spend counts too (runtime.run.spend)
+
+        await self.store.transact(
+            self.conversation_id, build, token=self.token, publish=self.publish
+        )
+        failpoints.hit("recovered")
+
+    async def _next_run(self) -> Run | None:
+        """The unfinished run, else a new one for the oldest queued input (one transaction)."""
+
+        def build(tx: Tx) -> Run | None:
+            active = tx.active_run()
+            if active is not None:
+                return active
+            for item in tx.queued_inbox():
+                run = new_run(item.conversation_id, item.id)
+                if place_item(tx, item, run.id) is not None:
+                    return tx.insert_run(run)
+            return None
+
+        return await self.store.transact(
+            self.conversation_id, build, token=self.token, publish=self.publish
+        )
+
+    async def _work(self) -> None:
+        run: Run | None = None
+        try:
+            while True:
+                self._wake.clear()
+                run = await self._next_run()
+                if run is None:
+                    self.idle.set()
+                    await wait_until(self._wake.wait(), IDLE_POLL)
+                    continue
+                self.idle.clear()
+                await self._execute(run)
+                run = None
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            log.debug("driver of %s failed", self.conversation_id, exc_info=True)
+            await self._supervise(run, exc)
+
+    async def _supervise(self, run: Run | None, exc: BaseException) -> None:
+        """An unexpected error: fail the run where the store still can, stop, release."""
+        self.failure = exc
+        if run is not None and not isinstance(exc, LeaseLost):
+            error = {
+                "code": getattr(exc, "code", "internal"),
+                "message": f"{type(exc).__name__}: {exc}"
+                if not isinstance(exc, BastionError)
+                else exc.message,
+            }
+            try:
+                await self.store.transact(
+                    self.conversation_id,
+                    lambda tx: tx.transition_run(
+                        run.id,
+                        ACTIVE_RUN_STATES,
+                        state=RunState.FAILED,
+                        reason=error["message"],
+                        error=error,
+                    ),
+                    token=self.token,
+                    publish=self.publish,
+                )
+            except (BastionError, OSError) as store_exc:
+                log.warning("could not record the failure of run %s: %s", run.id, store_exc)
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+        await self._release()
+        self.idle.set()
+
+    def reconfigure(
+        self,
+        *,
+        approval_mode: ApprovalMode | None = None,
+        provider: Provider | None = None,
+        model: str | None = None,
+    ) -> None:
+        """Change this process's settings. A new approval mode holds from the next tool
+        call (of the run going on, too); a new model from the next run."""
+        if approval_mode is not None:
+            self.config.approval_mode = approval_mode
+            if self._executor is not None:
+                self._executor.deps.approval_mode = approval_mode
+        if provider is not None and model is not None:
+            self.config.provider = provider
+            self.config.model = model
+
+    async def _execute(self, run: Run) -> None:
+        live = LiveStream(self.epoch)
+        self.live[run.id] = live
+        deps = LoopDeps(
+            store=self.store,
+            publish=self.publish,
+            provider=self.config.provider,
+            model=self.config.model,
+            model_info=self.config.model_info,
+            output_cap=self.config.output_cap,
+            toolbox=self.config.toolbox,
+            approval_mode=self.config.approval_mode,
+            interactive=self.config.interactive,
+            token=self.token,
+            live=live,
+            wait_for_decision=self._wait_decision,
+            settings=self.config.loop,
+            on_refusal=self.config.on_refusal,
+            compaction=self.config.compaction,
+            rules=self.config.rules,
+            hooks=self.config.hooks,
+        )
+        self._executor = RunExecutor(deps, self.conversation_id)
+        self._run = run
+        self._run_task = asyncio.create_task(self._executor.execute(run))
+        watcher = asyncio.create_task(self._watch(run.id))
+        try:
+            await self._run_task
+        except asyncio.CancelledError:
+            me = asyncio.current_task()
+            if me is not None and me.cancelling():
+                raise
+            # The run task alone was cancelled (not this driver): a bug, not a stop.
+            raise RuntimeError(f"run {run.id} was cancelled outside an interrupt") from None
+        finally:
+            watcher.cancel()
+            self.live.pop(run.id, None)
+            self._executor = None
+            self._run_task = None
+            self._run = None
+
+    async def _watch(self, run_id: str) -> None:
+        """Follow the store for an interrupt another process committed for this run."""
+        seen = -1
+        while True:
+            await asyncio.sleep(WATCH_POLL)
+            version = await self.store.version(self.conversation_id)
+            if version == seen:
+                continue
+            seen = version
+            run = await self.store.run(run_id)
+            if run is not None and run.interrupt_requested:
+                self.cancel_run(run_id)
+                return
+
+    def _wait_decision(self, tool_call_id: str) -> Awaitable[None]:
+        flag = self._decisions.setdefault(tool_call_id, asyncio.Event())
+        poll = self.config.loop.approval_poll
+
+        async def wait() -> None:
+            try:  # decisions live in the store: another process may answer, so poll too
+                await wait_until(flag.wait(), poll)
+            finally:
+                self._decisions.pop(tool_call_id, None)
+
+        return wait()
+
+
+def new_run(conversation_id: str, inbox_id: str) -> Run:
+    stamp = time.time()
+    return Run(uuid7(), conversation_id, inbox_id, RunState.QUEUED, stamp, stamp)

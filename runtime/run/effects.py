@@ -1,0 +1,504 @@
+"""What a side-effecting tool call will change, recorded before it starts, and the
+restore that undoes a span of calls (a rewind offers it).
+
+Before a call that is not replay-safe starts, `capture` notes:
+
+- write_file / edit_file: the file's previous bytes, or that it did not exist;
+- run_command in a git repository: a snapshot of the working tree, made with a
+  temporary index (`GIT_INDEX_FILE`, seeded from a copy of the user's index,
+  then `git add -A -- .` and `git write-tree`). It holds tracked and untracked
+  files that are not ignored; the user's index, stash list, refs and HEAD are
+  not touched (only objects are added, unreferenced, so a `git gc` weeks later
+  may prune them; the plan then says the snapshot is gone);
+- run_command elsewhere: that its effects are untracked, with a listing of the
+  workspace's files (size and mtime, up to MANIFEST_LIMIT files) so a restore
+  can name the files the command changed even though it cannot undo them;
+- any other tool: untracked.
+
+The record lands in the store (`call_effects`) in the transaction that moves the
+call to running (`start_with_effects`, the one hook in runtime/run/calls.py).
+`plan` works out, for the calls after a point, the earliest recorded state of
+every path they touched and what cannot be undone; `restore` writes it back
+through the tools' workspace (no path outside it is ever written).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import shutil
+import stat
+import subprocess
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from runtime.records import ToolCallRecord, ToolCallState
+from runtime.store import blobs
+from runtime.store.tx import Tx
+
+log = logging.getLogger(__name__)
+FILE_LIMIT = 16 << 20  # previous bytes kept up to this size
+MANIFEST_LIMIT = 5_000  # files listed before a command outside git
+GIT_TIMEOUT = 60.0
+_FILE_TOOLS = ("write_file", "edit_file")
+
+Effect = dict[str, Any]
+
+
+# --- capture (before the call starts) -----------------------------------------------
+
+
+def capture(root: str, name: str, arguments: str) -> Effect:
+    """What call `name(arguments)` in workspace `root` may change, as a JSON-able record.
+    Blocking (reads a file, or runs git): call it in a thread."""
+    try:
+        args = json.loads(arguments or "{}")
+    except ValueError:
+        args = None
+    if not isinstance(args, dict):
+        return {"kind": "none", "why": "its arguments were not a JSON object"}
+    if name in _FILE_TOOLS:
+        return _capture_file(root, args.get("path"))
+    if name == "run_command":
+        shown = args.get("command") or " ".join(str(a) for a in args.get("argv") or ())
+        repo = git_repository(root)
+        if repo is not None:
+            tree = snapshot_tree(root)
+            if tree is not None:
+                return {"kind": "git", "command": shown, "tree": tree, **repo}
+        return {"kind": "untracked", "command": shown, "manifest": manifest(root)}
+    return {"kind": "untracked", "command": name}
+
+
+def _capture_file(root: str, raw: Any) -> Effect:
+    import tools
+    from tools.refusal import Refused
+
+    try:
+        with tools.Workspace.open(root) as ws:
+            rel = ws.parse(raw)
+            try:
+                fd, st = ws.open_file(rel)
+            except Refused as exc:
+                if exc.refusal.code.value == "NOT_FOUND":
+                    return {"kind": "file", "path": rel.text, "existed": False}
+                return {"kind": "none", "why": str(exc.refusal.message)}
+            try:
+                if st.st_size > FILE_LIMIT:
+                    return {"kind": "file", "path": rel.text, "existed": True, "too_large": True}
+                with os.fdopen(fd, "rb", closefd=False) as f:
+                    data = f.read(FILE_LIMIT + 1)
+            finally:
+                os.close(fd)
+            return {"kind": "file", "path": rel.text, "existed": True, "content": data}
+    except (Refused, tools.WorkspaceError) as exc:
+        return {"kind": "none", "why": str(exc)}
+
+
+def git_repository(root: str) -> dict[str, str] | None:
+    """{"toplevel", "prefix"} of the git work tree `root` is in, or None."""
+    out = _git(root, "rev-parse", "--show-toplevel", "--show-prefix")
+    if out is None or out.returncode != 0:
+        return None
+    lines = out.stdout.decode("utf-8", "surrogateescape").split("\n")
+    return {"toplevel": lines[0], "prefix": lines[1] if len(lines) > 1 else ""}
+
+
+def snapshot_tree(root: str) -> str | None:
+    """A tree object of the work tree under `root` as it is now (tracked and untracked,
+    not ignored), through a temporary index: the user's index is only copied."""
+    with _temporary_index(root) as env:
+        added = _git(root, "add", "-A", "--", ".", env=env)
+        if added is None or added.returncode != 0:
+            return None
+        tree = _git(root, "write-tree", env=env)
+        if tree is None or tree.returncode != 0:
+            return None
+        return tree.stdout.decode().strip()
+
+
+@contextlib.contextmanager
+def _temporary_index(root: str) -> Iterator[dict[str, str]]:
+    with tempfile.TemporaryDirectory(prefix="bastion-index-") as tmp:
+        index = os.path.join(tmp, "index")
+        found = _git(root, "rev-parse", "--git-path", "index")
+        if found is not None and found.returncode == 0:
+            user_index = os.path.join(root, found.stdout.decode("utf-8", "surrogateescape").strip())
+            if os.path.isfile(user_index):
+                shutil.copyfile(user_index, index)  # its stat cache makes `add` fast
+        yield {**os.environ, "GIT_INDEX_FILE": index, "GIT_OPTIONAL_LOCKS": "0"}
+
+
+def _git(
+    root: str, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[bytes] | None:
+    try:
+        return subprocess.run(
+            ["git", "-C", root, *args],
+            capture_output=True,
+            env=env,
+            timeout=GIT_TIMEOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None  # no git, or it hung: the call's effects are untracked
+
+
+def manifest(root: str) -> dict[str, list[int]] | None:
+    """{path: [size, mtime_ns]} of the files under `root` (no symlink followed, .git
+    left out); None when there are more than MANIFEST_LIMIT."""
+    out: dict[str, list[int]] = {}
+    for top, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d != ".git")
+        for name in files:
+            path = os.path.join(top, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            out[os.path.relpath(path, root)] = [st.st_size, st.st_mtime_ns]
+            if len(out) > MANIFEST_LIMIT:
+                return None
+    return out
+
+
+# --- the hook in runtime/run/calls.py ----------------------------------------------------
+
+
+async def start_with_effects(
+    commit: Callable[[Callable[[Tx], ToolCallRecord | None]], Awaitable[ToolCallRecord | None]],
+    toolbox: Any,
+    call: ToolCallRecord,
+) -> ToolCallRecord | None:
+    """Move a pending call to running and, in the same transaction, record what it will
+    change (side-effecting calls only, with a toolbox that can tell). None if the
+    call was settled meanwhile (nothing written)."""
+    effect: Effect | None = None
+    capture_effects = getattr(toolbox, "capture_effects", None)
+    if not call.replay_safe and capture_effects is not None:
+        try:
+            effect = await asyncio.to_thread(capture_effects, call.name, call.arguments)
+        except Exception as exc:  # the call still runs; its plan says nothing was recorded
+            log.warning("recording what %s will change failed", call.name, exc_info=True)
+            effect = {"kind": "unrecorded", "why": f"{type(exc).__name__}: {exc}"}
+
+    def body(tx: Tx) -> ToolCallRecord | None:
+        started = tx.transition_tool_call(
+            call.id, from_states=(ToolCallState.PENDING,), state=ToolCallState.RUNNING
+        )
+        if started is not None and effect is not None:
+            record_effect(tx, call, effect)
+        return started
+
+    return await commit(body)
+
+
+def record_effect(tx: Tx, call: ToolCallRecord, effect: Effect) -> None:
+    """The effect's row; a file's previous bytes are kept once by hash (runtime.store.blobs)."""
+    content = effect.get("content")
+    sha = blobs.keep(tx.db, content) if content is not None else None
+    detail = {k: v for k, v in effect.items() if k not in ("kind", "path", "content")}
+    tx.execute(
+        "INSERT OR REPLACE INTO call_effects "
+        "(tool_call_id, conversation_id, kind, path, content, content_sha256, detail, "
+        "created_at) VALUES (?, ?, ?, ?, NULL, ?, ?, ?)",
+        (
+            call.id,
+            call.conversation_id,
+            effect["kind"],
+            effect.get("path"),
+            sha,
+            json.dumps(detail, ensure_ascii=False),
+            time.time(),
+        ),
+    )
+
+
+# --- the plan -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FileRestore:
+    """One path put back: `content` written, or the file removed when it is None.
+
+    `seen` is the path as the plan found it (`state_of`: a sha256, "absent" or "not
+    a file"): `restore` leaves a path alone that has changed since (the user edited
+    or made it after /rewind), and says so. None: not checked.
+    """
+
+    path: str
+    content: bytes | None
+    because: str  # which call's record it comes from, for people
+    seen: str | None = None
+
+    @property
+    def action(self) -> str:
+        return "remove" if self.content is None else "restore"
+
+
+@dataclass(frozen=True, slots=True)
+class RestorePlan:
+    """What restoring the workspace to before `entry_id` would do, and what it cannot."""
+
+    conversation_id: str
+    entry_id: str
+    cwd: str
+    files: tuple[FileRestore, ...] = ()
+    cannot_undo: tuple[str, ...] = ()
+
+    def lines(self) -> list[str]:
+        out = [f"{f.action} {f.path} ({f.because})" for f in self.files]
+        return out + [f"cannot undo: {why}" for why in self.cannot_undo]
+
+
+@dataclass(frozen=True, slots=True)
+class RestoreReport:
+    restored: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    failed: tuple[tuple[str, str], ...] = ()
+    cannot_undo: tuple[str, ...] = field(default_factory=tuple)
+    left_alone: tuple[tuple[str, str], ...] = ()  # (path, why): changed since the plan
+
+
+@dataclass(frozen=True, slots=True)
+class SpanCall:
+    """A side-effecting call after the rewind point, with its record (if any)."""
+
+    id: str
+    name: str
+    arguments: str
+    kind: str | None
+    path: str | None
+    content: bytes | None
+    detail: dict[str, Any]
+
+
+def read_span(db: Any, conversation_id: str, position: int) -> list[SpanCall]:
+    """The calls that ran (or may have) from entry `position` on, oldest first."""
+    rows = db.execute(
+        "SELECT c.id, c.name, c.arguments, f.kind, f.path, COALESCE(b.content, f.content), "
+        "f.detail, f.content_sha256 IS NOT NULL AND b.sha256 IS NULL "
+        "FROM tool_calls c JOIN entries e ON e.id = c.entry_id "
+        "LEFT JOIN call_effects f ON f.tool_call_id = c.id "
+        "LEFT JOIN file_blobs b ON b.sha256 = f.content_sha256 "
+        "WHERE c.conversation_id = ? AND e.position >= ? AND c.replay_safe = 0 "
+        "AND c.state IN ('running', 'done', 'interrupted') "
+        'ORDER BY e.position, c."index"',
+        (conversation_id, position),
+    ).fetchall()
+    return [SpanCall(r[0], r[1], r[2], r[3], r[4], r[5], _detail(r[6], bool(r[7]))) for r in rows]
+
+
+def _detail(raw: str | None, reclaimed: bool) -> dict[str, Any]:
+    """The effect's detail; `reclaimed`: its kept bytes went to the size cap (runtime.store.blobs)."""
+    detail: dict[str, Any] = json.loads(raw) if raw else {}
+    return {**detail, "reclaimed": True} if reclaimed else detail
+
+
+def plan(conversation_id: str, entry_id: str, cwd: str, span: list[SpanCall]) -> RestorePlan:
+    """The earliest recorded state of every path the span touched (blocking: git)."""
+    decided: dict[str, FileRestore] = {}
+    cannot: list[str] = []
+    untracked_before: list[str] = []  # commands outside git that ran so far
+    gave_up: set[str] = set()  # paths whose earliest state cannot be restored
+    for call in span:
+        if call.kind == "file" and call.path is not None:
+            if call.path in decided or call.path in gave_up:
+                continue
+            if call.detail.get("too_large") or call.detail.get("reclaimed"):
+                gave_up.add(call.path)  # no later state stands in for the earliest
+            if call.detail.get("too_large"):
+                cannot.append(f"{call.path}: it was over {FILE_LIMIT >> 20} MB before {call.name}")
+                continue
+            if call.detail.get("reclaimed"):
+                cannot.append(
+                    f"{call.path}: its bytes from before {call.name} were dropped to keep "
+                    "the store under its size cap"
+                )
+                continue
+            decided[call.path] = FileRestore(call.path, call.content, f"as before {call.name}")
+            if untracked_before:
+                cannot.append(
+                    f"{call.path}: `{untracked_before[0]}` (outside git) ran before {call.name} "
+                    "changed it; it is restored to how it was just before that change"
+                )
+        elif call.kind == "git":
+            _plan_git(cwd, call, decided, cannot)
+        elif call.kind == "untracked":
+            command = str(call.detail.get("command", call.name))
+            untracked_before.append(command)
+            cannot.append(_untracked(cwd, command, call.detail.get("manifest"), decided))
+        elif call.kind == "none":
+            continue  # the tool refused before changing anything (e.g. a bad path)
+        else:
+            why = call.detail.get("why")
+            cannot.append(
+                f"{call.name} ({call.id}): nothing was recorded about what it changed"
+                + (f" ({why})" if why else "")
+            )
+    files = tuple(sorted(decided.values(), key=lambda f: f.path))
+    return RestorePlan(conversation_id, entry_id, cwd, _with_states(cwd, files), tuple(cannot))
+
+
+def _with_states(cwd: str, files: tuple[FileRestore, ...]) -> tuple[FileRestore, ...]:
+    """`files`, each with the state its path is in now (what `restore` checks)."""
+    import tools
+
+    try:
+        with tools.Workspace.open(cwd) as ws:
+            return tuple(replace(f, seen=state_of(ws, f.path)) for f in files)
+    except OSError:
+        return files  # the workspace is gone: restoring will say so, path by path
+
+
+def state_of(ws: Any, path: str) -> str:
+    """The sha256 of the regular file at `path`, "absent", or "not a file" (a
+    directory, a symlink, a path that cannot be reached); read through the workspace."""
+    from tools.refusal import RefusalCode, Refused
+    from tools.workspace import lookup
+
+    try:
+        rel = ws.parse(path)
+        with ws.directory(rel.parent) as parent_fd:
+            found = lookup(parent_fd, rel.name)
+            if found is None:
+                return "absent"
+            if not stat.S_ISREG(found.st_mode):
+                return "not a file"
+            fd = os.open(rel.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=parent_fd)
+    except Refused as exc:
+        return "absent" if exc.refusal.code is RefusalCode.NOT_FOUND else "not a file"
+    except OSError:
+        return "not a file"
+    digest = hashlib.sha256()
+    with os.fdopen(fd, "rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _untracked(
+    cwd: str, command: str, before: dict[str, list[int]] | None, decided: dict[str, FileRestore]
+) -> str:
+    text = f"`{command}` ran outside a git repository: what it changed cannot be undone"
+    if before is None:
+        return text
+    now = manifest(cwd) or {}
+    changed = sorted(
+        p for p in set(before) | set(now) if before.get(p) != now.get(p) and p not in decided
+    )
+    if changed:
+        shown = ", ".join(changed[:10]) + (
+            f" and {len(changed) - 10} more" if len(changed) > 10 else ""
+        )
+        text += f" (files changed since it ran: {shown})"
+    return text
+
+
+def _plan_git(cwd: str, call: SpanCall, decided: dict[str, FileRestore], cannot: list[str]) -> None:
+    tree, prefix = str(call.detail["tree"]), str(call.detail.get("prefix", ""))
+    command = str(call.detail.get("command", call.name))
+    now = snapshot_tree(cwd)
+    diff = None if now is None else _git(cwd, "diff-tree", "-r", "--no-renames", "-z",
+                                        "--name-status", tree, now, "--", ".")  # fmt: skip
+    if diff is None or diff.returncode != 0:
+        cannot.append(f"`{command}`: its git snapshot {tree[:12]} cannot be read any more")
+        return
+    fields = diff.stdout.decode("utf-8", "surrogateescape").split("\0")
+    for status, path in zip(fields[0::2], fields[1::2], strict=False):
+        rel = path[len(prefix) :] if path.startswith(prefix) else path
+        if not status or rel in decided:
+            continue
+        if status == "A":  # made after the snapshot
+            decided[rel] = FileRestore(rel, None, f"not there before `{command}`")
+            continue
+        blob = _git(cwd, "cat-file", "--filters", f"{tree}:{path}")
+        if blob is None or blob.returncode != 0:
+            cannot.append(f"{rel}: not readable from the git snapshot before `{command}`")
+            continue
+        decided[rel] = FileRestore(rel, blob.stdout, f"from the git snapshot before `{command}`")
+
+
+# --- restoring ------------------------------------------------------------------------
+
+
+def restore(restore_plan: RestorePlan) -> RestoreReport:
+    """Write the plan back through the workspace (blocking). A path that cannot be put
+    back (now a directory or a symlink, outside the workspace) is reported, not forced."""
+    import tools
+    from tools.refusal import Refused
+
+    restored: list[str] = []
+    removed: list[str] = []
+    failed: list[tuple[str, str]] = []
+    left: list[tuple[str, str]] = []
+    with tools.Workspace.open(restore_plan.cwd) as ws:
+        for item in restore_plan.files:
+            if item.seen is not None and state_of(ws, item.path) != item.seen:
+                left.append((item.path, "it changed after /rewind; left as it is now"))
+                continue
+            try:
+                if item.content is None:
+                    if _remove(ws, item.path):
+                        removed.append(item.path)
+                else:
+                    _write(ws, item.path, item.content)
+                    restored.append(item.path)
+            except Refused as exc:
+                failed.append((item.path, exc.refusal.message))
+            except OSError as exc:
+                failed.append((item.path, exc.strerror or str(exc)))
+    return RestoreReport(
+        tuple(restored), tuple(removed), tuple(failed), restore_plan.cannot_undo, tuple(left)
+    )
+
+
+def _write(ws: Any, path: str, content: bytes) -> None:
+    from tools.workspace import identity, lookup, open_dir_creating
+    from tools.write import check_target, land
+
+    rel = ws.parse(path)
+    parent_fd, _ = open_dir_creating(ws, rel.parent, create=True)
+    assert parent_fd is not None
+    try:
+        existing = lookup(parent_fd, rel.name)
+        check_target(existing, rel.text)
+        land(
+            ws,
+            parent_fd,
+            rel,
+            content,
+            expected=identity(existing) if existing else None,
+            mode=existing.st_mode if existing else None,
+        )
+    finally:
+        os.close(parent_fd)
+
+
+def _remove(ws: Any, path: str) -> bool:
+    from tools.refusal import RefusalCode, Refused
+    from tools.workspace import lookup
+    from tools.write import check_target
+
+    rel = ws.parse(path)
+    try:
+        with ws.directory(rel.parent) as parent_fd:
+            existing = lookup(parent_fd, rel.name)
+            if existing is None:
+                return False
+            check_target(existing, rel.text)
+            os.unlink(rel.name, dir_fd=parent_fd)
+            return True
+    except Refused as exc:
+        if exc.refusal.code is RefusalCode.NOT_FOUND:
+            return False  # its directory is gone too
+        raise

@@ -1,0 +1,111 @@
+"""Which sandbox commands run in: config keys, flags and approval modes, resolved
+to a `tools.sandbox.SandboxPolicy` (the runtime adapts tools, never the reverse).
+
+Config keys (checked here, read by runtime/config/load.py):
+
+    sandbox_mode = "workspace-write"   # read-only | workspace-write | danger-full-access
+    network = false                     # commands may open connections
+    writable_paths = ["~/.cache/pip"]   # writable besides the workspace and temp
+    deny_paths = ["~/.ssh", ".env"]     # replaces the default deny-list
+
+Only the user's own config file may set `network` and `writable_paths`, and
+widen `sandbox_mode`; a trusted project's `.bastion/config.toml` may only narrow
+the sandbox and add `deny_paths` entries, never remove one (runtime.config.project
+ignores anything else, with a note). Flags (`--sandbox MODE`, `--network`) win over the
+user's file. Without either, commands run in `workspace-write`, or `read-only`
+under the read-only approval mode.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from runtime.errors import ConfigError
+
+if TYPE_CHECKING:
+    from tools.sandbox import SandboxPolicy
+
+MODES = ("read-only", "workspace-write", "danger-full-access")
+KEYS = ("sandbox_mode", "network", "writable_paths", "deny_paths")
+EXAMPLES = {
+    "sandbox_mode": 'sandbox_mode = "workspace-write"',
+    "network": "network = false",
+    "writable_paths": 'writable_paths = ["~/.cache/pip"]',
+    "deny_paths": 'deny_paths = ["~/.ssh", ".env"]',
+}
+
+
+def check_keys(path: Path, data: dict[str, Any]) -> None:
+    """Refuse a wrongly typed sandbox key, naming the file and the key."""
+    mode = data.get("sandbox_mode")
+    if mode is not None and mode not in MODES:
+        raise ConfigError(
+            f"{path}: sandbox_mode must be one of {', '.join(MODES)}, not {mode!r}",
+            hint=f"for example {EXAMPLES['sandbox_mode']}",
+        )
+    if "network" in data and type(data["network"]) is not bool:
+        raise ConfigError(
+            f"{path}: network must be true or false", hint=f"for example {EXAMPLES['network']}"
+        )
+    for key in ("writable_paths", "deny_paths"):
+        value = data.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise ConfigError(
+                f"{path}: {key} must be an array of paths", hint=f"for example {EXAMPLES[key]}"
+            )
+
+
+def config_fields(user: dict[str, Any], project: dict[str, Any]) -> dict[str, Any]:
+    """The Config fields of the user's and the project's sandbox keys."""
+    from tools.denylist import DEFAULT_DENY
+
+    deny = tuple(user.get("deny_paths", DEFAULT_DENY))
+    mode, narrower = user.get("sandbox_mode"), project.get("sandbox_mode")
+    if narrower == "read-only" or (narrower == "workspace-write" and mode == MODES[2]):
+        mode = narrower  # (runtime.config.project let only a narrower mode through)
+    return {
+        "sandbox_mode": mode,
+        "network": bool(user.get("network", False)),
+        "writable_paths": tuple(user.get("writable_paths", ())),
+        "deny_paths": deny + tuple(p for p in project.get("deny_paths", ()) if p not in deny),
+    }
+
+
+def choose_sandbox(
+    config: Any, approval_mode: str, mode: str | None = None, network: bool | None = None
+) -> SandboxPolicy:
+    """The policy for a session: the flag, else the user's config, else the default
+    for `approval_mode` (read-only under read-only, else workspace-write)."""
+    from tools.sandbox import SandboxMode, SandboxPolicy
+
+    if mode is not None and mode not in MODES:
+        raise ConfigError(f"unknown sandbox mode {mode!r}", hint=f"use one of: {', '.join(MODES)}")
+    default = "read-only" if approval_mode == "read-only" else "workspace-write"
+    chosen = mode or getattr(config, "sandbox_mode", None) or default
+    return SandboxPolicy(
+        mode=SandboxMode(chosen),
+        network=bool(network) or bool(getattr(config, "network", False)),
+        writable=tuple(getattr(config, "writable_paths", ())),
+        deny=tuple(getattr(config, "deny_paths", SandboxPolicy().deny)),
+    )
+
+
+def sandbox_notice(policy: SandboxPolicy) -> str | None:
+    """The one line a front end shows when a sandboxed mode cannot be honoured here."""
+    from tools.sandbox import probe, unavailable_notice
+
+    return unavailable_notice(policy, probe())
+
+
+def sandbox_report(config: Any, approval_mode: str) -> tuple[bool, str]:
+    """`bastion doctor`'s line: what a session started here would get (ok False when a
+    sandboxed mode cannot be honoured and commands would run unsandboxed)."""
+    from tools.sandbox import probe
+
+    policy = choose_sandbox(config, approval_mode)
+    support = probe()
+    line = f"{policy.describe()}; this machine offers {support.describe()}"
+    if policy.sandboxed and not support.available:
+        return False, f"commands would run WITHOUT a sandbox: {line}"
+    return True, line
