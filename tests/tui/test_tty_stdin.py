@@ -29,9 +29,11 @@ pytestmark = [
 
 
 def test_the_tmux_tests_pass_with_a_terminal_as_pytest_stdin():
-    # Two workers for its two tests, parallel as the README's command is.
+    # One process (-n 0): the outer suite already fills the cores, and two workers
+    # would only add two more interpreters to start. (Its stdin is the terminal all
+    # the same: that is what is tested.)
     inner = [
-        sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2",
+        sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0",
         "tests/tui/test_tmux.py::test_the_app_answers_a_typed_prompt_and_quits_on_ctrl_c_twice",
         "tests/tui/test_resume_tmux.py::test_app_resume_without_an_id_opens_the_picker",
     ]  # fmt: skip
