@@ -88,7 +88,7 @@ def make_app(
 async def wait_for(predicate: Callable[[], bool], pilot: Any = None, timeout: float = 30.0) -> None:
     """Poll `predicate` (letting the app work) until it holds; fail after `timeout`.
 
-    The timeout is an outer bound for a loaded machine (the suite runs six workers on
+    The timeout is an outer bound for a loaded machine (the suite runs four workers on
     two cores), not a measure of speed: a passing test returns as soon as it holds."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
