@@ -51,7 +51,14 @@ from runtime.records import (
     ToolCallState,
 )
 from runtime.run.admission import AdmittedBefore, admit_first_tx, new_conversation
-from runtime.run.toolbox import CURRENT_CALL, OnStart, Toolbox, ToolInfo, ToolOutcome
+from runtime.run.toolbox import (
+    CURRENT_CALL,
+    OnStart,
+    Toolbox,
+    ToolboxLayer,
+    ToolInfo,
+    ToolOutcome,
+)
 from runtime.views import call_summary
 
 if TYPE_CHECKING:
@@ -113,22 +120,10 @@ def equip(
     return TaskToolbox(toolbox, host, conversation, catalog)
 
 
-class _Wrapped:
-    """Passes what the call runner asks a toolbox for (preview, capture_effects, ...)
-    to the toolbox it wraps; a method that one lacks is missing here too."""
-
-    def __init__(self, inner: Toolbox) -> None:
-        self.inner = inner
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    def close(self) -> None:
-        self.inner.close()
-
-
-class ChildToolbox(_Wrapped):
+class ChildToolbox(ToolboxLayer):
     """A child's tools: only those its agent was given; any other is refused."""
+
+    inner: Toolbox  # (always one: a driver with no toolbox gets no layer)
 
     def __init__(self, inner: Toolbox, allowed: frozenset[str], agent: str) -> None:
         super().__init__(inner)
@@ -165,8 +160,10 @@ class ChildToolbox(_Wrapped):
         return await self.inner.run(name, arguments, on_output, on_start, **extra)
 
 
-class TaskToolbox(_Wrapped):
+class TaskToolbox(ToolboxLayer):
     """A top-level conversation's tools and `task`."""
+
+    inner: Toolbox  # (always one: a driver with no toolbox gets no layer)
 
     def __init__(
         self, inner: Toolbox, host: ChildHost, parent: Conversation, catalog: AgentCatalog

@@ -15,14 +15,23 @@ from typing import Any
 
 from runtime.mcp.hub import McpHub
 from runtime.providers.base import ToolSpec
-from runtime.run.toolbox import OnStart, Toolbox, ToolInfo, ToolOutcome, unknown_tool
+from runtime.run.toolbox import (
+    OnStart,
+    Toolbox,
+    ToolboxLayer,
+    ToolInfo,
+    ToolOutcome,
+    unknown_tool,
+)
 
 MCP_TOOL = ToolInfo(read_only=False, replay_safe=False)
 
 
-class McpToolbox:
+class McpToolbox(ToolboxLayer):
+    """The MCP servers' tools beside `inner`'s."""
+
     def __init__(self, inner: Toolbox | None, hub: McpHub, artifacts_dir: Path) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.hub = hub
         self.artifacts_dir = artifacts_dir
 
@@ -64,13 +73,3 @@ class McpToolbox:
             return {"kind": "untracked", "command": name}
         result: dict[str, Any] = capture(name, arguments)
         return result
-
-    def __getattr__(self, attr: str) -> Any:
-        # preview, resolve_path, interrupted_output, sandbox …: the inner toolbox's
-        if attr in ("inner", "hub", "artifacts_dir"):
-            raise AttributeError(attr)
-        return getattr(self.inner, attr)
-
-    def close(self) -> None:
-        if self.inner is not None:
-            self.inner.close()

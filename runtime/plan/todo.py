@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from runtime.events import TodosUpdated
 from runtime.plan.items import STATUSES, TodoItem, plan_text
 from runtime.providers.base import ToolSpec
-from runtime.run.toolbox import OnStart, ToolInfo, ToolOutcome, invalid_arguments
+from runtime.run.toolbox import OnStart, ToolboxLayer, ToolInfo, ToolOutcome, invalid_arguments
 
 if TYPE_CHECKING:
     from runtime.records import ToolCallRecord
@@ -112,19 +112,12 @@ def run_todo(arguments: str) -> ToolOutcome:
     return ToolOutcome(True, text, {"todos": [i.to_dict() for i in items]})
 
 
-class PlanToolbox:
-    """A toolbox with `todo` added to what `inner` offers (which may be none). Anything
-    else a caller looks up (preview, capture_effects, ...) is `inner`'s."""
+class PlanToolbox(ToolboxLayer):
+    """A toolbox with `todo` added to what `inner` offers (which may be none)."""
 
     def __init__(self, inner: Any) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self._spec = todo_spec()
-
-    def __getattr__(self, name: str) -> Any:
-        inner = self.__dict__.get("inner")
-        if inner is None:
-            raise AttributeError(name)
-        return getattr(inner, name)
 
     def specs(self) -> tuple[ToolSpec, ...]:
         found: tuple[ToolSpec, ...] = self.inner.specs() if self.inner is not None else ()
@@ -149,10 +142,6 @@ class PlanToolbox:
             return invalid_arguments(name, "no workspace tools are available here")
         result: ToolOutcome = await self.inner.run(name, arguments, on_output, on_start, **extra)
         return result
-
-    def close(self) -> None:
-        if self.inner is not None:
-            self.inner.close()
 
 
 # --- the stored list -------------------------------------------------------------------

@@ -201,3 +201,23 @@ def reap_processes(record: dict[str, Any]) -> dict[str, Any]:
     from tools.lifetime import reap  # deferred, like the tools themselves
 
     return reap(record).to_dict()
+
+
+class ToolboxLayer:
+    """A toolbox over another (`inner`, or None) that adds or cuts tools: the todo list
+    (runtime.plan), MCP servers' tools (runtime.mcp), `task` and a child's cut set
+    (runtime.agents). What the call runner asks of a toolbox that a layer does not
+    define (preview, capture_effects, sandbox, ...) is the inner toolbox's."""
+
+    def __init__(self, inner: Toolbox | None) -> None:
+        self.inner: Toolbox | None = inner
+
+    def __getattr__(self, name: str) -> Any:
+        inner = self.__dict__.get("inner")  # (not self.inner: that would come back here)
+        if inner is None:
+            raise AttributeError(name)
+        return getattr(inner, name)
+
+    def close(self) -> None:
+        if self.inner is not None:
+            self.inner.close()
