@@ -257,7 +257,7 @@ def bench_long(runs: int) -> None:
             f"(one turn more, rebuilt): {statistics.median(then) * 1e3:.1f} ms (medians of {runs})"
         )
     script = (
-        "import time; t = time.perf_counter(); from runtime import tokens; "
+        "import time; t = time.perf_counter(); from runtime.context import tokens; "
         "from runtime.providers.base import Message; "
         "tokens.count_messages([Message('user', 'hello world')]); "
         "print(time.perf_counter() - t)"
