@@ -13,6 +13,8 @@ nox -s textual_next the tui tests on the newest Textual (pre-releases too): a re
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import nox
 
 nox.options.default_venv_backend = "venv"
@@ -93,6 +95,11 @@ def bench(session: nox.Session) -> None:
     # bench_tokens' computed rows: the o200k_base ranks quicktok-v1 ships (checked
     # against OpenAI's sha256 before use), since tiktoken cannot download them here.
     session.install("quicktok-v1")
+    # Every script records its rows with a reference and a target here; the table
+    # at the end gathers them, with the machine's load beside each.
+    rows = Path(session.create_tmp()) / "rows.jsonl"
+    rows.unlink(missing_ok=True)
+    session.env["BASTION_BENCH_ROWS"] = str(rows)
     session.run("python", "tests/bench/bench_stream.py", *session.posargs)
     session.run("python", "tests/bench/bench_tools.py")
     session.run("python", "tests/bench/bench_sandbox.py")
@@ -103,6 +110,7 @@ def bench(session: nox.Session) -> None:
     session.install(".[mcp]")
     session.run("python", "tests/bench/bench_mcp.py")
     session.run("python", "tests/bench/bench_parallel.py")
+    session.run("python", "tests/bench/rows.py", str(rows))
 
 
 @nox.session

@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from rows import record
+
 from runtime.testing.process import LoopbackProcess
 
 BARE_CLIENT = r"""
@@ -102,6 +104,13 @@ def measure(text: str, chunk: int, runs: int, target: float, what: str) -> None:
     print(f"  bastion -p        : {statistics.median(ours) * 1000:8.0f} ms")
     verdict = "meets" if ratio <= target else "MISSES"
     print(f"  ratio bastion/bare: {ratio:.2f}x  (target <= {target:g}x: {verdict})")
+    record(
+        f"`bastion -p`: {what} (whole process, median of {runs})",
+        f"{statistics.median(ours) * 1000:.0f} ms",
+        f"bare httpx POST in a fresh python: {statistics.median(bare) * 1000:.0f} ms",
+        ratio,
+        target,
+    )
 
 
 def main() -> int:
