@@ -58,6 +58,8 @@ _EXPORTS = {
     "store_modes": "runtime.store.storefile",
     "choose_sandbox": "runtime.run.sandboxing",
     "sandbox_notice": "runtime.run.sandboxing",
+    "probe_sandbox_soon": "runtime.run.sandboxing",
+    "install_method_cache": "runtime.methodcache",
     "sandbox_report": "runtime.run.sandboxing",
     "hooks_report": "runtime.hooks",
     "LoopSettings": "runtime.run.loop",
@@ -218,6 +220,7 @@ __all__ = [
     "frame",
     "fuzzy_filter",
     "hooks_report",
+    "install_method_cache",
     "kept_bytes",
     "load_config",
     "load_instructions",
@@ -228,6 +231,7 @@ __all__ = [
     "parse_uuid",
     "probe_local_servers",
     "probe_mcp_servers",
+    "probe_sandbox_soon",
     "project_files",
     "project_preview",
     "read_frame",
@@ -328,6 +332,7 @@ if TYPE_CHECKING:
     from runtime.ipc.remote import RemoteHarness, serve
     from runtime.mcp.hub import probe_mcp_servers
     from runtime.mcp.status import McpServerStatus
+    from runtime.methodcache import install_method_cache
     from runtime.plan.items import TodoItem
     from runtime.records import (
         Conversation,
@@ -342,7 +347,12 @@ if TYPE_CHECKING:
     from runtime.run.effects import RestorePlan, RestoreReport
     from runtime.run.loop import LoopSettings
     from runtime.run.reasoning import EFFORTS
-    from runtime.run.sandboxing import choose_sandbox, sandbox_notice, sandbox_report
+    from runtime.run.sandboxing import (
+        choose_sandbox,
+        probe_sandbox_soon,
+        sandbox_notice,
+        sandbox_report,
+    )
     from runtime.run.toolbox import Toolbox, WorkspaceToolbox
     from runtime.schedule.redirect import Redirection
     from runtime.store.blobs import kept_bytes

@@ -437,6 +437,9 @@ def _dispatch(args: list[str]) -> int:
         return commands.attach(attach_parser().parse_args(rest))
     opts = main_parser().parse_args(args)
     _check_text_options(opts)
+    from runtime import install_method_cache
+
+    install_method_cache()  # before the front end and the harness make their classes
     if opts.trust:
         from runtime import trust_once
 
@@ -455,6 +458,10 @@ def _dispatch(args: list[str]) -> int:
         from tui.piped import prompt_with_stdin
 
         opts.prompt = prompt_with_stdin(opts.prompt, sys.stdin)
+    if opts.print_mode or opts.plain:
+        from runtime import probe_sandbox_soon
+
+        probe_sandbox_soon()  # (its child interpreter runs while the front end loads)
     if opts.print_mode:
         from tui import print_mode
 

@@ -27,6 +27,9 @@ async def _id(harness: Harness, raw: str) -> str:
 def _run(coro: Any) -> int:
     import asyncio
 
+    from runtime import install_method_cache
+
+    install_method_cache()  # before the harness's classes are made
     try:
         return int(asyncio.run(coro))
     except BastionError as exc:
