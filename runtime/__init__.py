@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import sys
 from importlib import import_module
-from typing import TYPE_CHECKING, Any
+
+TYPE_CHECKING = False  # (the typing module costs the session commands ~5 ms to import)
+if TYPE_CHECKING:
+    from typing import Any
 
 # `import httpx` loads httpx's own command-line tool (click, rich, pygments: ~40 ms)
 # whenever click is installed, as it is with bastion[mcp] (uvicorn needs it). Bastion
