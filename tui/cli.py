@@ -72,33 +72,12 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'tui.cli' has no attribute {name!r}")
 
 
-def _version() -> str:
-    """The installed version, from the `bastion-VERSION.dist-info` folder on the import
-    path (beside the package in a regular install, in site-packages in an editable one),
-    else from importlib.metadata, which costs ~60 ms to import."""
-    import os
-
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    for folder in (here, *sys.path):
-        try:
-            names = os.listdir(folder or ".")
-        except OSError:
-            continue
-        for name in names:
-            if name.startswith("bastion-") and name.endswith(".dist-info"):
-                return name[len("bastion-") : -len(".dist-info")]
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("bastion")
-    except PackageNotFoundError:
-        return "0+unknown"
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args == ["--version"]:  # the common case, answered before argparse is built
-        print(f"bastion {_version()}")
+        from tui.version import installed_version
+
+        print(f"bastion {installed_version()}")
         return EXIT_OK
     try:
         code = _dispatch(args)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from tui.cli import _version
 from tui.exits import UsageError
+from tui.version import installed_version
 
 
 class _Parser(argparse.ArgumentParser):
@@ -26,7 +26,7 @@ class _Version(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
 
     def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
-        print(f"bastion {_version()}")
+        print(f"bastion {installed_version()}")
         parser.exit()
 
 
