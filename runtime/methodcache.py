@@ -23,12 +23,16 @@ never in a workspace: no repository bastion runs in can reach it.
 from __future__ import annotations
 
 import builtins
-import contextlib
 import marshal
 import os
 import sys
-from types import CodeType
-from typing import Any
+
+TYPE_CHECKING = False  # (this module loads first: it leaves typing to what needs it)
+if TYPE_CHECKING:
+    from types import CodeType
+    from typing import Any
+
+_CODE = type(compile("", "<string>", "exec"))  # types.CodeType, without importing types
 
 #: Entries kept at most: past this a process starts the file over with its own.
 MAX_ENTRIES = 8192
@@ -48,14 +52,14 @@ class MethodCache:
             return {}
         try:
             with open(self.path, "rb") as file:
-                data = marshal.load(file)
+                data = marshal.loads(file.read())  # (marshal.load reads a file piecemeal)
         except FileNotFoundError:
             return {}
         except (OSError, EOFError, ValueError, TypeError):
             return {}  # unreadable: every method is compiled again and the file replaced
         if not isinstance(data, dict):
             return {}
-        return {k: v for k, v in data.items() if isinstance(k, str) and type(v) is CodeType}
+        return {k: v for k, v in data.items() if isinstance(k, str) and type(v) is _CODE}
 
     def code(self, source: str) -> CodeType:
         found = self.codes.get(source)
@@ -91,7 +95,7 @@ class MethodCache:
             os.replace(temporary, self.path)
         except OSError:
             # A read-only install: the methods are compiled each run, as without this.
-            with contextlib.suppress(OSError):  # (never made, or already gone)
+            if os.path.exists(temporary):
                 os.unlink(temporary)
             return
         self.added = {}
