@@ -46,6 +46,8 @@ _EXPORTS = {
     "Rewound": "runtime.store.sessions",
     "ImportRefused": "runtime.harness.transfer",
     "export_markdown": "runtime.harness.transfer",
+    "committed_export": "runtime.harness.transfer",
+    "committed_view": "runtime.harness.transfer",
     "Driver": "runtime.run.driver",
     "Follower": "runtime.ipc.attach",
     "ModelInfo": "runtime.context.catalog",
@@ -212,6 +214,8 @@ __all__ = [
     "channel_for",
     "choose_sandbox",
     "command_rule",
+    "committed_export",
+    "committed_view",
     "compacted_through",
     "default_home",
     "default_targets",
@@ -317,7 +321,12 @@ if TYPE_CHECKING:
         UnknownEntry,
     )
     from runtime.harness import Harness, Interruption, Subscription, new_conversation
-    from runtime.harness.transfer import ImportRefused, export_markdown
+    from runtime.harness.transfer import (
+        ImportRefused,
+        committed_export,
+        committed_view,
+        export_markdown,
+    )
     from runtime.hooks import hooks_report
     from runtime.ipc.attach import Follower
     from runtime.ipc.channel import URGENT, EventChannel, HarnessProxy, channel_for

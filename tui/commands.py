@@ -191,7 +191,36 @@ def _print_hits(hits: list[SessionHit], as_json: bool) -> None:
 
 def export(opts: Any) -> int:
     bad = _bad_id(opts.id)
-    return bad if bad is not None else _run(_export(opts))
+    if bad is not None:
+        return bad
+    if opts.output:
+        _check_output(opts.output)
+    code = _readonly(lambda store: _export_committed(store, opts))
+    return code if code is not None else _run(_export(opts))
+
+
+def _export_committed(store: ReadOnlyStore, opts: Any) -> int:
+    """`bastion export` on the store opened read-only: what is committed, which is all
+    a process driving nothing sees."""
+    from runtime import committed_export, committed_view, export_markdown
+
+    conv_id = store.resolve_id(opts.id)
+    if opts.format == "json":
+        import json
+
+        doc = store.read(lambda db: committed_export(db, conv_id))
+        text = json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
+    else:
+        text = export_markdown(store.read(lambda db: committed_view(db, conv_id)))
+    _emit(opts.output, text)
+    return EXIT_OK
+
+
+def _emit(output: str | None, text: str) -> None:
+    if output:
+        _write_output(output, text)
+    else:
+        sys.stdout.write(text)
 
 
 def _check_output(path: str) -> None:
@@ -221,8 +250,6 @@ def _write_output(path: str, text: str) -> None:
 async def _export(opts: Any) -> int:
     from runtime import Harness
 
-    if opts.output:
-        _check_output(opts.output)
     harness = await Harness.open()
     try:
         conv_id = await _id(harness, opts.id)
@@ -237,10 +264,7 @@ async def _export(opts: Any) -> int:
             text = export_markdown(await harness.snapshot(conv_id))
     finally:
         await harness.close()
-    if opts.output:
-        _write_output(opts.output, text)
-    else:
-        sys.stdout.write(text)
+    _emit(opts.output, text)
     return EXIT_OK
 
 

@@ -27,7 +27,7 @@ from runtime.errors import StoreError
 # collections, ~5 ms of imports.)
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from types import TracebackType
     from typing import Any
 
@@ -185,6 +185,11 @@ class ReadOnlyStore:
     def _read(self) -> _Snapshot:
         """One read transaction (a consistent snapshot across its queries)."""
         return _Snapshot(self)
+
+    def read(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
+        """`fn(connection)` in one read transaction (a consistent snapshot)."""
+        with self._read() as db:
+            return fn(db)
 
     def list_conversations(self, cwd: str | None = None, limit: int = 200) -> list[SessionRow]:
         """The newest `limit` conversations (of `cwd`, when given), newest first: what
