@@ -167,6 +167,37 @@ def test_a_binary_file_is_read_no_further_than_its_probe(tmp_path: pathlib.Path)
     assert spent < 1 << 20, f"read {spent:,} bytes for a binary file's 8 KiB probe"
 
 
+LITERALS = [b"x", b"ab", b"ba", b"connection", b"Error", b"aaaab", b"xyzxyzxyzxyzxyzxyzq", b"e\ne"]
+
+
+def test_literal_found_at_every_offset(tmp_path: pathlib.Path) -> None:
+    """The literal finder compares 16 starts a step and finishes the tail byte by
+    byte: a literal at every offset of files around those sizes is found, and near
+    misses (all but its last byte, over and over) are not."""
+    require_native()
+    lib = native.NATIVE
+    for literal in LITERALS:
+        miss = (literal[:-1] + b"_") * 7
+        folder = tmp_path / literal.hex()
+        folder.mkdir()
+        expected = []
+        for size in (len(literal), 15, 16, 17, 31, 32, 33, 40, 70):
+            for at in range(size - len(literal) + 1):
+                data = (miss * 9)[:at] + literal + (miss * 9)[: size - at - len(literal)]
+                name = f"s{size:02d}_{at:02d}"
+                (folder / name).write_bytes(data)
+                expected.append(name)
+            (folder / f"miss{size:02d}").write_bytes((miss * 9)[:size])
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            names = sorted(os.listdir(folder))
+            reader, _ = read(lib, [(fd, names)], literal, (10**6, 1 << 26))
+            kept = [name for _, name in reader.kept()]  # type: ignore[attr-defined]
+        finally:
+            os.close(fd)
+        assert kept == sorted(expected), literal
+
+
 def test_reader_refuses_what_is_not_a_regular_file(tmp_path: pathlib.Path) -> None:
     (tmp_path / "ok.txt").write_bytes(b"needle\n")
     (tmp_path / "bin").write_bytes(b"needle\x00")

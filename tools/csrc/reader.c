@@ -65,17 +65,26 @@ typedef struct {
     Py_ssize_t next;
     pthread_mutex_t lock;
     Background driver;
-    char *arena; /* every accepted file's size + 1 bytes, back to back */
+    char *arena; /* room for every accepted file's size + 1 bytes */
     size_t arena_cap;
+    size_t arena_used; /* taken by the text files read so far, back to back */
 } Reader;
 
 /* Arenas are kept for the next Reader: a search reads group after group, and a
  * fresh arena would be faulted in page by page each time (45k page faults on the
- * bench tree's 250 MB, a third of the search's system time). They are kept only
- * while a search runs: when the last Budget (one per search, outliving its
- * Readers) goes, so do they, and a long-running TUI holds none between searches. */
-#define ARENA_SLOTS 2
-#define ARENA_KEEP_MAX (64u << 20)
+ * bench tree's 250 MB, a third of the search's system time). Text files are placed
+ * back to back from its start as they are found to be text (a binary takes none
+ * of it), so each group reuses the same pages. One is kept for each
+ * Reader a search has alive at once (two reading ahead, one being scanned), and
+ * the largest is taken and grown when a group needs more: realloc moves a mapped
+ * arena's pages rather than faulting them in again, so a search faults its arenas
+ * in about once. They are kept only while a search runs: when the last Budget
+ * (one per search, outliving its Readers) goes, so do they, and a long-running
+ * TUI holds none between searches. An arena's room counts its binaries' sizes
+ * too (not known to be binary until read), but only its text part is ever
+ * touched: what is kept in memory is bounded by the largest group's text. */
+#define ARENA_SLOTS 3
+#define ARENA_KEEP_MAX ((size_t)256 << 20)
 static struct {
     char *ptr;
     size_t cap;
@@ -84,20 +93,33 @@ static pthread_mutex_t arenas_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static char *arena_take(size_t need, size_t *cap) {
     char *found = NULL;
+    size_t found_cap = 0;
+    int slot = -1;
     pthread_mutex_lock(&arenas_lock);
-    for (int i = 0; i < ARENA_SLOTS && found == NULL; i++) {
-        if (arenas[i].ptr != NULL && arenas[i].cap >= need) {
-            found = arenas[i].ptr;
-            *cap = arenas[i].cap;
-            arenas[i].ptr = NULL;
+    for (int i = 0; i < ARENA_SLOTS; i++) {
+        if (arenas[i].ptr != NULL && arenas[i].cap > found_cap) {
+            found_cap = arenas[i].cap;
+            slot = i;
         }
     }
-    pthread_mutex_unlock(&arenas_lock);
-    if (found == NULL) {
-        *cap = need < 65536 ? 65536 : need;
-        found = malloc(*cap);
+    if (slot >= 0) {
+        found = arenas[slot].ptr;
+        arenas[slot].ptr = NULL;
     }
-    return found;
+    pthread_mutex_unlock(&arenas_lock);
+    if (found != NULL && found_cap >= need) {
+        *cap = found_cap;
+        return found;
+    }
+    /* Room to grow into: the next groups' needs vary by a few files. */
+    size_t want = need < 65536 ? 65536 : need + need / 4;
+    char *grown = realloc(found, want); /* a fresh one when nothing was kept */
+    if (grown == NULL) {
+        free(found);
+        return NULL;
+    }
+    *cap = want;
+    return grown;
 }
 
 static void arena_give(char *ptr, size_t cap) {
@@ -166,15 +188,39 @@ static void open_job(Job *job, const char *name) {
     job->state = J_OPEN;
 }
 
-/* Read the whole file into ``data``. The buffer holds size + 1 bytes, so one read
+static ssize_t read_retrying(int fd, char *buf, size_t want) {
+    ssize_t r;
+    do {
+        r = read(fd, buf, want);
+    } while (r < 0 && errno == EINTR);
+    return r;
+}
+
+/* Room for ``size`` bytes at the arena's first free byte. */
+static char *arena_place(Reader *r, Py_ssize_t size) {
+    size_t at = __atomic_fetch_add(&r->arena_used, (size_t)size, __ATOMIC_RELAXED);
+    return r->arena + at;
+}
+
+/* Read the whole file into ``data``. The first BINARY_PROBE bytes are read first,
+ * into ``probe``: a NUL in them is a binary file, and the rest is never read (1, as
+ * ripgrep stops at it). A text file takes size + 1 bytes of the arena, so one read
  * that returns less than asked is the whole file (a short read of a regular file
  * is its end, as the Python path also takes it); a file that grew meanwhile is
- * read on to its end. The first BINARY_PROBE bytes are read first: a NUL in them
- * is a binary file, and the rest is never read (1, as ripgrep stops at it).
- * 0 when read, 1 for binary, or -1 on an error. */
-static int read_job(Job *job) {
+ * read on to its end. 0 when read, 1 for binary, or -1 on an error. */
+static int read_job(Reader *r, Job *job, char *probe) {
     Py_ssize_t cap = job->size + 1, limit = job->size + 1 + GROWTH_READ;
-    int probed = 0;
+    size_t want = cap < BINARY_PROBE ? (size_t)cap : BINARY_PROBE;
+    ssize_t got = read_retrying(job->fd, probe, want);
+    if (got < 0)
+        return -1;
+    if (memchr(probe, 0, (size_t)got) != NULL)
+        return 1;
+    job->data = arena_place(r, cap);
+    memcpy(job->data, probe, (size_t)got);
+    job->got = got;
+    if ((size_t)got < want)
+        return 0; /* a short read is the end: the whole file was the probe */
     for (;;) {
         if (job->got >= limit)
             return 0; /* still growing: search what was there (a read must end) */
@@ -188,37 +234,23 @@ static int read_job(Job *job) {
             job->own = 1;
             cap *= 2;
         }
-        size_t want = (size_t)((cap < limit ? cap : limit) - job->got);
-        if (!probed && want > BINARY_PROBE)
-            want = BINARY_PROBE; /* the probe first: a binary's rest is never read */
-        ssize_t r = read(job->fd, job->data + job->got, want);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
+        want = (size_t)((cap < limit ? cap : limit) - job->got);
+        ssize_t n = read_retrying(job->fd, job->data + job->got, want);
+        if (n < 0)
             return -1;
-        job->got += r;
-        if (!probed) {
-            probed = 1;
-            Py_ssize_t probe = job->got < BINARY_PROBE ? job->got : BINARY_PROBE;
-            if (memchr(job->data, 0, (size_t)probe) != NULL)
-                return 1;
-            if ((size_t)r < want)
-                return 0; /* a short read is the end: the whole file was the probe */
-            continue;     /* a full probe: the rest of the file next */
-        }
-        if ((size_t)r < want)
+        job->got += n;
+        if ((size_t)n < want)
             return 0;
     }
 }
 
-static void check_job(Reader *r, Job *job) {
-    int read = read_job(job);
+static void check_job(Reader *r, Job *job, char *probe) {
+    int read = read_job(r, job, probe);
     close(job->fd);
     job->fd = -1;
-    Py_ssize_t probe = job->got < BINARY_PROBE ? job->got : BINARY_PROBE;
     if (read < 0)
         job->state = J_UNREADABLE;
-    else if (read == 1 || memchr(job->data, 0, (size_t)probe) != NULL)
+    else if (read == 1)
         job->state = J_BINARY;
     else if (r->spec.has_literal && needle_find(&r->spec.literal, job->data, job->got, 0) < 0)
         job->state = J_NO_LITERAL;
@@ -237,6 +269,7 @@ static void check_job(Reader *r, Job *job) {
 
 static void *work_loop(void *arg) {
     Reader *r = arg;
+    char probe[BINARY_PROBE];
     for (;;) {
         pthread_mutex_lock(&r->lock);
         Py_ssize_t i = r->next++;
@@ -247,7 +280,7 @@ static void *work_loop(void *arg) {
         if (r->phase == 0)
             open_job(job, r->groups.names.names[i]);
         else if (job->state == J_OPEN)
-            check_job(r, job);
+            check_job(r, job, probe);
     }
 }
 
@@ -355,7 +388,7 @@ PyTypeObject BudgetType = {
     .tp_new = budget_new,
 };
 
-/* One arena for every accepted file; without one, the files are not read. */
+/* One arena with room for every accepted file; without one, the files are not read. */
 static void place_jobs(Reader *r) {
     size_t need = 0;
     for (Py_ssize_t i = 0; i < r->n; i++) {
@@ -363,19 +396,14 @@ static void place_jobs(Reader *r) {
             need += (size_t)r->jobs[i].size + 1;
     }
     r->arena = arena_take(need, &r->arena_cap);
-    size_t at = 0;
-    for (Py_ssize_t i = 0; i < r->n; i++) {
+    r->arena_used = 0;
+    for (Py_ssize_t i = 0; i < r->n && r->arena == NULL; i++) {
         Job *job = &r->jobs[i];
         if (job->state != J_OPEN)
             continue;
-        if (r->arena == NULL) {
-            job->state = J_UNREADABLE;
-            close(job->fd);
-            job->fd = -1;
-            continue;
-        }
-        job->data = r->arena + at;
-        at += (size_t)job->size + 1;
+        job->state = J_UNREADABLE;
+        close(job->fd);
+        job->fd = -1;
     }
 }
 
