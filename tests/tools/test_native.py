@@ -131,10 +131,14 @@ def test_glob_matches_python_path(tmp_path: pathlib.Path) -> None:
 
 
 def read(
-    lib: object, groups: list[tuple[int, list[str]]], literal: bytes | None, rooms: tuple[int, int]
+    lib: object,
+    groups: list[tuple[int, list[str]]],
+    literal: bytes | None,
+    rooms: tuple[int, int],
+    lines: bool = True,
 ) -> tuple[object, ...]:
     budget = lib.Budget(*rooms)  # type: ignore[attr-defined]
-    reader = lib.Reader(groups, literal, None, budget, True, literal is not None, 8192)  # type: ignore[attr-defined]  # type: ignore[attr-defined]
+    reader = lib.Reader(groups, literal, None, budget, lines, literal is not None, 8192)  # type: ignore[attr-defined]
     return reader, reader.wait()
 
 
@@ -207,11 +211,15 @@ def test_reader_refuses_what_is_not_a_regular_file(tmp_path: pathlib.Path) -> No
     fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         names = ["ok.txt", "bin", "fifo", "link", "dir", "gone"]
+        whole, _ = read(native.NATIVE, [(fd, list(names))], b"needle", (100, 1 << 20), False)
         reader, tallies = read(native.NATIVE, [(fd, names)], b"needle", (100, 1 << 20))
     finally:
         os.close(fd)
     searched, files, _, unreadable, binary, over, stopped = tallies
-    assert reader.kept() == [(0, "ok.txt")] and reader.chunks() == [b"needle\n"]
+    assert whole.kept() == [(0, "ok.txt")] and whole.chunks() == [b"needle\n"]  # type: ignore[attr-defined]
+    with pytest.raises(ValueError):
+        reader.chunks()  # only the lines were kept: the native scan's
+    assert reader.kept() == [(0, "ok.txt")]
     assert (searched, files, binary, over, stopped) == (2, 2, 1, 0, False)
     assert unreadable == 2  # the symlink (never followed) and the vanished name
     names.clear()  # the caller's lists may change: the reader keeps its own
