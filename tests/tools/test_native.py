@@ -202,6 +202,21 @@ def test_literal_found_at_every_offset(tmp_path: pathlib.Path) -> None:
         assert kept == sorted(expected), literal
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs /proc (Linux)")
+def test_a_file_longer_than_its_size_is_read_on() -> None:
+    """/proc files say size 0 and hold more: the reader reads past the size fstat
+    gave (a file that grew while read), so a line far from the start is found."""
+    lib = native.NATIVE
+    fd = os.open("/proc/self", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        reader, tallies = read(lib, [(fd, ["status"])], b"PPid:", (10, 1 << 20))
+        hits, matched, _, _ = reader.scan([""], None, None, None, 10)  # type: ignore[attr-defined]
+    finally:
+        os.close(fd)
+    assert tallies[0] == 1 and matched == 1
+    assert len(hits) == 1 and hits[0]["text"].startswith("PPid:") and hits[0]["line"] > 1
+
+
 def test_reader_refuses_what_is_not_a_regular_file(tmp_path: pathlib.Path) -> None:
     (tmp_path / "ok.txt").write_bytes(b"needle\n")
     (tmp_path / "bin").write_bytes(b"needle\x00")
