@@ -18,7 +18,9 @@ taken minutes apart.
 A second tree (DIR-stdlib, issue 28): the CPython stdlib copied five times, 200
 generated binary files and an ignored `build/` (in `.ignore` for rg and fd, which
 read it without git, and in `.gitignore` for bastion); search vs `rg -n` and glob
-vs `fd -g`, each printed for the native and the pure-Python path (target <= 1.5x).
+vs `fd -g`, each printed for the native and the pure-Python path (target <= 1.5x),
+with each command's CPU time (user + system, all its threads) beside its wall time:
+under load the wall times stretch with the queue for the cores, the CPU times less.
 
 Not collected by pytest: no test functions, and main() only runs as a script.
 """
@@ -225,14 +227,22 @@ def ensure_binaries() -> dict[str, str | None]:
     return found
 
 
-def timed(argv: list[str], cwd: Path, sink: Path) -> tuple[float, int]:
+def timed(argv: list[str], cwd: Path, sink: Path) -> tuple[float, int, float]:
+    """Wall time, output size and CPU time (user + system, all threads) of one run."""
     with open(sink, "wb") as out:
         started = time.perf_counter()
-        proc = subprocess.run(argv, cwd=cwd, stdout=out, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(argv, cwd=cwd, stdout=out, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(proc.pid, 0)
         elapsed = time.perf_counter() - started
+    proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode not in (0, 1):
         raise SystemExit(f"{argv[0]} failed with {proc.returncode}")
-    return elapsed, sink.stat().st_size
+    return elapsed, sink.stat().st_size, usage.ru_utime + usage.ru_stime
+
+
+#: The median CPU time of each command the last `medians` call measured: on a loaded
+#: machine wall times stretch with the queue for the cores, CPU times much less.
+CPU: dict[str, float] = {}
 
 
 def medians(commands: dict[str, list[str]], cwd: Path, runs: int, sink: Path) -> dict[str, float]:
@@ -240,15 +250,22 @@ def medians(commands: dict[str, list[str]], cwd: Path, runs: int, sink: Path) ->
     that load from elsewhere on the machine falls on every command alike. A command
     slower than 5 s (grep on some regexes) is run once more and not repeated."""
     times: dict[str, list[float]] = {name: [] for name in commands}
+    cpus: dict[str, list[float]] = {name: [] for name in commands}
     slow = set()
     for name, argv in commands.items():  # warm the page cache and each binary
         if timed(argv, cwd, sink)[0] > 5.0:
             slow.add(name)
-            times[name].append(timed(argv, cwd, sink)[0])
+            wall, _, cpu = timed(argv, cwd, sink)
+            times[name].append(wall)
+            cpus[name].append(cpu)
     for _ in range(runs):
         for name, argv in commands.items():
             if name not in slow:
-                times[name].append(timed(argv, cwd, sink)[0])
+                wall, _, cpu = timed(argv, cwd, sink)
+                times[name].append(wall)
+                cpus[name].append(cpu)
+    CPU.clear()
+    CPU.update({name: statistics.median(values) for name, values in cpus.items()})
     return {name: statistics.median(values) for name, values in times.items()}
 
 
@@ -425,20 +442,22 @@ def stdlib_row(
     times = medians(commands, root, runs, sink)
     if ref not in times:
         return f"tools {times['tools']:.3f}s ({ref} missing: no ratio)"
-    base = times[ref]
+    base, base_cpu = times[ref], CPU[ref]
     theirs = counted(commands[ref], root, sink, None)
-    cells = [f"{ref} {base:.3f}s ({theirs} found)"]
+    cells = [f"{ref} {base:.3f}s (cpu {base_cpu:.3f}s, {theirs} found)"]
     for name, path in (("tools", "native"), ("python", "python")):
-        ratio = times[name] / base
+        ratio, cpu = times[name] / base, CPU[name]
         found = counted(commands[name], root, sink, key)
         cells.append(
-            f"{path} {times[name]:.3f}s x{ratio:.2f} ({found} found) "
-            f"[{verdict(ratio, STDLIB_TARGET)} target <={STDLIB_TARGET:g}x]"
+            f"{path} {times[name]:.3f}s x{ratio:.2f} (cpu {cpu:.3f}s x{cpu / base_cpu:.2f}, "
+            f"{found} found) [{verdict(ratio, STDLIB_TARGET)} target <={STDLIB_TARGET:g}x]"
         )
         record(
             f"{what}, stdlib x5 with binaries ({path} path)",
-            f"{times[name] * 1e3:.0f} ms ({found} found)",
-            f"`{shown(commands[ref])}` {base * 1e3:.0f} ms ({theirs} found)",
+            f"{times[name] * 1e3:.0f} ms (cpu {cpu * 1e3:.0f} ms, x{cpu / base_cpu:.2f}; "
+            f"{found} found)",
+            f"`{shown(commands[ref])}` {base * 1e3:.0f} ms (cpu {base_cpu * 1e3:.0f} ms; "
+            f"{theirs} found)",
             ratio,
             STDLIB_TARGET,
         )
