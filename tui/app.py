@@ -184,7 +184,8 @@ class BastionApp(App[int]):
         self.echoed_at = -MAX_HOLD  # ...and of the frame after the app handled it
         self.parts_ready = asyncio.Event()  # set once `_mount_rest` has mounted the rest
         self._opening = False  # the screen waits for a stored session's first view
-        self._renderer: Renderer | None = None  # Markdown rendered ahead (from `_settle`)
+        self._renderer: Renderer | None = None  # Markdown rendered ahead (`_want_renderer`)
+        self._renderer_start: asyncio.Future[Renderer] | None = None
         theming.install(self, theme, self.theme_folder)
         # Follows config.toml edits once the session is open; `pinned`: settings set by flags.
         self._watch_config = watch_config
@@ -350,8 +351,10 @@ class BastionApp(App[int]):
         return self.left_stored
 
     async def on_unmount(self) -> None:
-        if self._renderer is not None:
-            await asyncio.to_thread(self._renderer.close)
+        if (start := self._renderer_start) is not None:
+            await asyncio.wait([start])  # (one still starting is closed too)
+            if not start.cancelled() and start.exception() is None:
+                await asyncio.to_thread(start.result().close)
         if self._opener is not None and self.harness is not None:
             await self.harness.close()
 
@@ -508,19 +511,38 @@ class BastionApp(App[int]):
                 return view
 
     async def _settle(self) -> None:
-        """Once the session is on screen: start the renderer process (`tui.renderer`),
-        load the Markdown renderer and a code highlighter here too, on a thread (the
-        first answer would otherwise stall its first frames for ~0.2 s), then keep
-        everything loaded out of the collector's full passes, which otherwise stall a
-        frame for tens of milliseconds, and turn the collector back on."""
-        from tui.renderer import Renderer
+        """Once the session is on screen: load the Markdown renderer and a code
+        highlighter, on a thread (the first answer would otherwise stall its first
+        frames for ~0.2 s), then keep everything loaded out of the collector's full
+        passes, which otherwise stall a frame for tens of milliseconds, and turn the
+        collector back on."""
         from tui.widgets.markdown import warm
 
-        if self._renderer is None:
-            self._renderer = await asyncio.to_thread(Renderer.start)
         await asyncio.to_thread(warm)
         gc.freeze()
         gc.enable()  # `bastion` starts with it off (tui.launch)
+
+    def _want_renderer(self) -> None:
+        """Start the renderer process (`tui.renderer`) once a run is coming: a session
+        only read or left idle never needs it (an interpreter of ~20 MB), and it loads
+        (~0.15 s, in its own process) while the model is asked, before the first text
+        arrives; until it is ready, renders go to a thread here, as they would anyway."""
+        if self._renderer_start is not None:
+            return
+        from tui.renderer import Renderer
+
+        loop = asyncio.get_running_loop()
+        self._renderer_start = loop.run_in_executor(None, Renderer.start)
+        self._renderer_start.add_done_callback(self._renderer_started)
+
+    def _renderer_started(self, start: asyncio.Future[Renderer]) -> None:
+        if start.cancelled():
+            return
+        if (exc := start.exception()) is not None:  # renders stay on a thread here
+            self.notify(f"the Markdown renderer process did not start: {exc}; rendering in"
+                        " the app", title="renderer", severity="warning")  # fmt: skip
+            return
+        self._renderer = start.result()
 
     @staticmethod
     async def _fold(
@@ -584,6 +606,8 @@ class BastionApp(App[int]):
         if view.settled and not self._welcome_gone:
             self._welcome_gone = True
             self.query("#welcome").remove()  # (not awaited: it goes with this frame)
+        if view.active_run is not None or view.live:
+            self._want_renderer()
         await self.query_one(Transcript).show(view)
         self.view = view
         self.query_one(StatusBar).show(view, self.settings)
@@ -678,6 +702,7 @@ class BastionApp(App[int]):
         from runtime.records import InboxMode
 
         assert self.harness is not None
+        self._want_renderer()  # (its answer will want it)
         mode = InboxMode.STEER if view.active_run is not None else InboxMode.PROMPT
         if text.strip():  # @path mentions become attachments
             expansion = await asyncio.to_thread(expand_mentions, text, view.conversation.cwd)
