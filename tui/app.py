@@ -44,6 +44,7 @@ from themes import DEFAULT_THEME, check_theme_name
 from tui import theming
 from tui.markup import escape
 from tui.pacing import FRAME, GAP, MAX_HOLD, REST, due, hold, pause, urgent
+from tui.renderer import OnDemand
 from tui.textual_compat import begin_batch, end_batch
 from tui.widgets.prompt import PromptInput
 from tui.widgets.status import StatusBar
@@ -60,7 +61,6 @@ if TYPE_CHECKING:  # loaded after the first frame (see tui.launch and `_mount_re
     from tui import slash
     from tui.attach_app import AttachedHarness
     from tui.live_config import LiveConfig
-    from tui.renderer import Renderer
     from tui.widgets.approval import ApprovalPrompt
     from tui.widgets.command_panel import CommandHints, CommandOutput
     from tui.widgets.completion import FileCompletion
@@ -184,8 +184,8 @@ class BastionApp(App[int]):
         self.echoed_at = -MAX_HOLD  # ...and of the frame after the app handled it
         self.parts_ready = asyncio.Event()  # set once `_mount_rest` has mounted the rest
         self._opening = False  # the screen waits for a stored session's first view
-        self._renderer: Renderer | None = None  # Markdown rendered ahead (`_want_renderer`)
-        self._renderer_start: asyncio.Future[Renderer] | None = None
+        # Markdown rendered ahead, in a process of its own while runs need it
+        self.renderers = OnDemand(self._renderer_failed)
         theming.install(self, theme, self.theme_folder)
         # Follows config.toml edits once the session is open; `pinned`: settings set by flags.
         self._watch_config = watch_config
@@ -351,10 +351,7 @@ class BastionApp(App[int]):
         return self.left_stored
 
     async def on_unmount(self) -> None:
-        if (start := self._renderer_start) is not None:
-            await asyncio.wait([start])  # (one still starting is closed too)
-            if not start.cancelled() and start.exception() is None:
-                await asyncio.to_thread(start.result().close)
+        await self.renderers.close()
         if self._opener is not None and self.harness is not None:
             await self.harness.close()
 
@@ -471,7 +468,7 @@ class BastionApp(App[int]):
 
         transcript = self.query_one(Transcript)
         while (job := transcript.next_render(view)) is not None:
-            await render_aside(self, *job, renderer=self._renderer)
+            await render_aside(self, *job, renderer=self.renderers.current)
 
     async def _held(
         self,
@@ -522,27 +519,8 @@ class BastionApp(App[int]):
         gc.freeze()
         gc.enable()  # `bastion` starts with it off (tui.launch)
 
-    def _want_renderer(self) -> None:
-        """Start the renderer process (`tui.renderer`) once a run is coming: a session
-        only read or left idle never needs it (an interpreter of ~20 MB), and it loads
-        (~0.15 s, in its own process) while the model is asked, before the first text
-        arrives; until it is ready, renders go to a thread here, as they would anyway."""
-        if self._renderer_start is not None:
-            return
-        from tui.renderer import Renderer
-
-        loop = asyncio.get_running_loop()
-        self._renderer_start = loop.run_in_executor(None, Renderer.start)
-        self._renderer_start.add_done_callback(self._renderer_started)
-
-    def _renderer_started(self, start: asyncio.Future[Renderer]) -> None:
-        if start.cancelled():
-            return
-        if (exc := start.exception()) is not None:  # renders stay on a thread here
-            self.notify(f"the Markdown renderer process did not start: {exc}; rendering in"
-                        " the app", title="renderer", severity="warning")  # fmt: skip
-            return
-        self._renderer = start.result()
+    def _renderer_failed(self, line: str) -> None:
+        self.notify(line, title="renderer", severity="warning")
 
     @staticmethod
     async def _fold(
@@ -607,7 +585,9 @@ class BastionApp(App[int]):
             self._welcome_gone = True
             self.query("#welcome").remove()  # (not awaited: it goes with this frame)
         if view.active_run is not None or view.live:
-            self._want_renderer()
+            self.renderers.want()
+        else:
+            self.renderers.rest()
         await self.query_one(Transcript).show(view)
         self.view = view
         self.query_one(StatusBar).show(view, self.settings)
@@ -702,7 +682,7 @@ class BastionApp(App[int]):
         from runtime.records import InboxMode
 
         assert self.harness is not None
-        self._want_renderer()  # (its answer will want it)
+        self.renderers.want()  # (its answer will)
         mode = InboxMode.STEER if view.active_run is not None else InboxMode.PROMPT
         if text.strip():  # @path mentions become attachments
             expansion = await asyncio.to_thread(expand_mentions, text, view.conversation.cwd)
