@@ -416,24 +416,34 @@ def process_name(pid: int) -> str:
     return Path(words[1] if len(words) > 1 else words[0]).name
 
 
-def own_rss_mib(pid: int) -> float:
-    """The resident memory of `pid` alone."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+def own_memory_mib(pid: int) -> tuple[float, float]:
+    """The RSS and PSS of `pid` alone (PSS: the pages it shares, such as the Python
+    library and libcrypto, divided among the processes sharing them)."""
+    found = {}
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("Rss", "Pss"):
+            found[key] = int(value.split()[0]) / 1024
+    return found["Rss"], found["Pss"]
 
 
-def idle_rss(term: Terminal) -> dict[str, float]:
-    """Once the command in `term` has settled: the RSS (MiB) of each of its processes."""
+def idle_memory(term: Terminal) -> dict[str, tuple[float, float]]:
+    """Once the command in `term` has settled: the RSS and PSS (MiB) of each of its
+    processes, by name."""
     pid = term.app_pid()
     wait_idle(pid, timeout=120)
-    found: dict[str, float] = {}
+    found: dict[str, tuple[float, float]] = {}
     for member in family(pid):
         with suppress(FileNotFoundError, ProcessLookupError):
+            rss, pss = own_memory_mib(member)
             name = process_name(member)
-            found[name] = found.get(name, 0.0) + own_rss_mib(member)
+            before = found.get(name, (0.0, 0.0))
+            found[name] = (before[0] + rss, before[1] + pss)
     return found
+
+
+def summed(found: dict[str, tuple[float, float]]) -> tuple[float, float]:
+    return sum(r for r, _ in found.values()), sum(p for _, p in found.values())
 
 
 def bench_memory(base: Path, runs: int) -> None:
@@ -443,28 +453,31 @@ def bench_memory(base: Path, runs: int) -> None:
     minimal_file.write_text(MINIMAL_APP)
     session = fresh(base, "mem")
     conv_id = asyncio.run(build_session(session / "home", session / "work", 2))
-    ours, minimal, parts = [], [], []
+    ours: list[tuple[float, float]] = []
+    minimal: list[tuple[float, float]] = []
+    parts = []
     for _ in range(runs):
         run = fresh(base, "minimal")
         with terminal(run) as term:
             env = environment(run / "home", None)
             term.start([sys.executable, str(minimal_file)], env, run / "work", SIZE)
             term.wait_for(lambda s: "minimal app ready" in s, "the minimal app", 60)
-            minimal.append(sum(idle_rss(term).values()))
+            minimal.append(summed(idle_memory(term)))
         with terminal(session) as term:
             env = environment(session / "home", None)
             term.start([BASTION, "-r", conv_id], env, session / "work", SIZE)
             term.wait_for(lambda s: "LAST ENTRY 2" in s and "Ask Bastion" in s, "the session", 60)
-            found = idle_rss(term)
-            ours.append(sum(found.values()))
+            found = idle_memory(term)
+            ours.append(summed(found))
             parts.append(found)
-    a, b = statistics.median(ours), statistics.median(minimal)
-    each = ", ".join(f"{name} {mib:.0f}" for name, mib in parts[-1].items())
+    a, b = (statistics.median(r for r, _ in ours), statistics.median(r for r, _ in minimal))
+    pss_a, pss_b = (statistics.median(p for _, p in ours), statistics.median(p for _, p in minimal))
+    each = ", ".join(f"{name} {rss:.0f}" for name, (rss, _) in parts[-1].items())
     row(
         "idle app with a 2-message session, RSS of all its processes",
-        f"{a:.0f} MiB ({each})",
-        f"minimal Textual app: {b:.1f} MiB",
-        f"{a / b:.2f}x",
+        f"{a:.0f} MiB ({each}; PSS {pss_a:.0f})",
+        f"minimal Textual app: {b:.1f} MiB (PSS {pss_b:.1f})",
+        f"{a / b:.2f}x (PSS {pss_a / pss_b:.2f}x)",
         f"<= 2x: {verdict(a / b <= 2)}",
     )
     record(
