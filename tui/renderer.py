@@ -197,10 +197,8 @@ class OnDemand:
 
         self._ending = None
         renderer = self.current
-        if renderer is None or (renderer.gone is not None and self._start is None):
-            return  # still starting (want() came meanwhile), or ended already
-        if renderer.gone is not None:
-            return  # it stopped on its own: renders stay in the app (see the class)
+        if renderer is None or renderer.gone is not None:
+            return  # it could not start, or stopped on its own: renders stay in the app
         self.current, self._start = None, None
         # (a render in flight gets RendererGone "closed" and is done on a thread instead)
         asyncio.get_running_loop().run_in_executor(None, renderer.close)
