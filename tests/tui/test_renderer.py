@@ -141,9 +141,13 @@ async def test_it_ends_once_no_run_needs_it_and_starts_again_for_the_next(tmp_pa
         await wait_for(lambda: app.view is not None and app.view.active_run is None, pilot, 30)
         await _ended(first)
         assert app.renderers.current is None
+        gated.provider.more.clear()  # the next run stays on (else it could end, and its
+        gated.provider.end.clear()  # renderer with it, before that renderer is ready)
         await app.send("again")
         await wait_for(lambda: (r := app.renderers.current) is not None and r.usable, pilot, 30)
         assert app.renderers.current.process.pid != first.pid
+        gated.provider.more.set()
+        gated.provider.end.set()
 
 
 async def test_one_that_stopped_on_its_own_is_not_started_again():
