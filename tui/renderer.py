@@ -4,8 +4,9 @@ An answer's Markdown is rendered before the frame that shows it
 (`markdown.render_aside`). On a thread of the app, each render (5-30 ms) shares
 Python's interpreter lock with the frames and with the keys: while one runs, a
 frame or a key's trip to the prompt gets about half the time it needs, so a frame
-of 4 ms of work took 13-17 ms and a key waited 20 ms to be handled. So once its
-first view is drawn the app starts `python -m tui.renderer FD`, over a socket pair
+of 4 ms of work took 13-17 ms and a key waited 20 ms to be handled. So while runs
+stream (`OnDemand`: from a prompt sent, or a run in the view, until 60 s after the
+last run) the app has `python -m tui.renderer FD`, over a socket pair
 as its harness process (`tui.child`). It loads Rich and the Markdown parser, says
 it is ready, then renders each job it is sent with a console of its own and sends
 the lines back. It runs at the app's priority: the frame that shows new text waits
