@@ -44,6 +44,7 @@ from themes import DEFAULT_THEME, check_theme_name
 from tui import theming
 from tui.markup import escape
 from tui.pacing import FRAME, GAP, MAX_HOLD, REST, due, hold, pause, urgent
+from tui.renderer import OnDemand
 from tui.textual_compat import begin_batch, end_batch
 from tui.widgets.prompt import PromptInput
 from tui.widgets.status import StatusBar
@@ -60,7 +61,6 @@ if TYPE_CHECKING:  # loaded after the first frame (see tui.launch and `_mount_re
     from tui import slash
     from tui.attach_app import AttachedHarness
     from tui.live_config import LiveConfig
-    from tui.renderer import Renderer
     from tui.widgets.approval import ApprovalPrompt
     from tui.widgets.command_panel import CommandHints, CommandOutput
     from tui.widgets.completion import FileCompletion
@@ -184,7 +184,8 @@ class BastionApp(App[int]):
         self.echoed_at = -MAX_HOLD  # ...and of the frame after the app handled it
         self.parts_ready = asyncio.Event()  # set once `_mount_rest` has mounted the rest
         self._opening = False  # the screen waits for a stored session's first view
-        self._renderer: Renderer | None = None  # Markdown rendered ahead (from `_settle`)
+        # Markdown rendered ahead, in a process of its own while runs need it
+        self.renderers = OnDemand(self._renderer_failed)
         theming.install(self, theme, self.theme_folder)
         # Follows config.toml edits once the session is open; `pinned`: settings set by flags.
         self._watch_config = watch_config
@@ -350,8 +351,7 @@ class BastionApp(App[int]):
         return self.left_stored
 
     async def on_unmount(self) -> None:
-        if self._renderer is not None:
-            await asyncio.to_thread(self._renderer.close)
+        await self.renderers.close()
         if self._opener is not None and self.harness is not None:
             await self.harness.close()
 
@@ -468,7 +468,7 @@ class BastionApp(App[int]):
 
         transcript = self.query_one(Transcript)
         while (job := transcript.next_render(view)) is not None:
-            await render_aside(self, *job, renderer=self._renderer)
+            await render_aside(self, *job, renderer=self.renderers.current)
 
     async def _held(
         self,
@@ -508,19 +508,19 @@ class BastionApp(App[int]):
                 return view
 
     async def _settle(self) -> None:
-        """Once the session is on screen: start the renderer process (`tui.renderer`),
-        load the Markdown renderer and a code highlighter here too, on a thread (the
-        first answer would otherwise stall its first frames for ~0.2 s), then keep
-        everything loaded out of the collector's full passes, which otherwise stall a
-        frame for tens of milliseconds, and turn the collector back on."""
-        from tui.renderer import Renderer
+        """Once the session is on screen: load the Markdown renderer and a code
+        highlighter, on a thread (the first answer would otherwise stall its first
+        frames for ~0.2 s), then keep everything loaded out of the collector's full
+        passes, which otherwise stall a frame for tens of milliseconds, and turn the
+        collector back on."""
         from tui.widgets.markdown import warm
 
-        if self._renderer is None:
-            self._renderer = await asyncio.to_thread(Renderer.start)
         await asyncio.to_thread(warm)
         gc.freeze()
         gc.enable()  # `bastion` starts with it off (tui.launch)
+
+    def _renderer_failed(self, line: str) -> None:
+        self.notify(line, title="renderer", severity="warning")
 
     @staticmethod
     async def _fold(
@@ -584,6 +584,10 @@ class BastionApp(App[int]):
         if view.settled and not self._welcome_gone:
             self._welcome_gone = True
             self.query("#welcome").remove()  # (not awaited: it goes with this frame)
+        if view.active_run is not None or view.live:
+            self.renderers.want()
+        else:
+            self.renderers.rest()
         await self.query_one(Transcript).show(view)
         self.view = view
         self.query_one(StatusBar).show(view, self.settings)
@@ -678,6 +682,7 @@ class BastionApp(App[int]):
         from runtime.records import InboxMode
 
         assert self.harness is not None
+        self.renderers.want()  # (its answer will)
         mode = InboxMode.STEER if view.active_run is not None else InboxMode.PROMPT
         if text.strip():  # @path mentions become attachments
             expansion = await asyncio.to_thread(expand_mentions, text, view.conversation.cwd)

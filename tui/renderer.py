@@ -4,8 +4,9 @@ An answer's Markdown is rendered before the frame that shows it
 (`markdown.render_aside`). On a thread of the app, each render (5-30 ms) shares
 Python's interpreter lock with the frames and with the keys: while one runs, a
 frame or a key's trip to the prompt gets about half the time it needs, so a frame
-of 4 ms of work took 13-17 ms and a key waited 20 ms to be handled. So once its
-first view is drawn the app starts `python -m tui.renderer FD`, over a socket pair
+of 4 ms of work took 13-17 ms and a key waited 20 ms to be handled. So while runs
+stream (`OnDemand`: from a prompt sent, or a run in the view, until 60 s after the
+last run) the app has `python -m tui.renderer FD`, over a socket pair
 as its harness process (`tui.child`). It loads Rich and the Markdown parser, says
 it is ready, then renders each job it is sent with a console of its own and sends
 the lines back. It runs at the app's priority: the frame that shows new text waits
@@ -32,16 +33,19 @@ import socket
 import subprocess
 import sys
 import threading
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from runtime import end_pair, frame, recv_blocking, send_blocking, start_pair
 from runtime.errors import BastionError
 
 if TYPE_CHECKING:
+    import asyncio
+
     from rich.segment import Segment
     from rich.theme import Theme
 
-__all__ = ["Renderer", "RendererGone", "main", "pack", "unpack"]
+__all__ = ["OnDemand", "Renderer", "RendererGone", "main", "pack", "unpack"]
 
 CLOSE_TIMEOUT: Final = 2.0  # seconds it gets to exit once its end of the pair closes
 # Seconds a job may take there (a render takes 5-30 ms; a huge answer some hundreds).
@@ -135,6 +139,83 @@ class Renderer:
         """End it (it exits at end of file) and reap it."""
         self._ended("closed")
         end_pair(self.sock, self.process, CLOSE_TIMEOUT)
+
+
+class OnDemand:
+    """The app's renderer process, there while runs need it: `want` starts it when a run
+    is coming (it loads, ~0.15 s in its own process, while the model is asked), `rest`
+    ends it once IDLE seconds pass with no run. A session only read, or left idle,
+    costs no third interpreter (~20 MB); until one is ready renders go to a thread of
+    the app, as they would anyway. One that stopped on its own (`Renderer.gone`) is not
+    started again: renders stay in the app, as before.
+
+        renderers = OnDemand(on_failure=app_notify)
+        renderers.want()          # a prompt sent, a run in the view
+        renderers.current         # the Renderer, once started (maybe not ready yet)
+        renderers.rest()          # a view with no run: IDLE seconds from now it ends
+        await renderers.close()   # the app exits
+    """
+
+    IDLE: ClassVar[float] = 60.0
+
+    def __init__(self, on_failure: Callable[[str], None]) -> None:
+        self.current: Renderer | None = None
+        self.idle = self.IDLE
+        self._on_failure = on_failure
+        self._start: asyncio.Future[Renderer] | None = None
+        self._ending: asyncio.TimerHandle | None = None
+
+    def want(self) -> None:
+        """A run is coming: start the process (once), and do not end it."""
+        import asyncio
+
+        if self._ending is not None:
+            self._ending.cancel()
+            self._ending = None
+        if self._start is None:
+            self._start = asyncio.get_running_loop().run_in_executor(None, Renderer.start)
+            self._start.add_done_callback(self._started)
+
+    def _started(self, start: asyncio.Future[Renderer]) -> None:
+        if start.cancelled():
+            return
+        if (exc := start.exception()) is not None:  # renders stay on a thread of the app
+            self._on_failure(
+                f"the Markdown renderer process did not start: {exc}; rendering in the app"
+            )
+            return
+        self.current = start.result()
+
+    def rest(self) -> None:
+        """No run for now: end the process `idle` seconds from now, unless `want` first."""
+        import asyncio
+
+        if self._start is not None and self._ending is None:
+            self._ending = asyncio.get_running_loop().call_later(self.idle, self._end)
+
+    def _end(self) -> None:
+        import asyncio
+
+        self._ending = None
+        renderer = self.current
+        if renderer is None or renderer.gone is not None:
+            return  # it could not start, or stopped on its own: renders stay in the app
+        self.current, self._start = None, None
+        # (a render in flight gets RendererGone "closed" and is done on a thread instead)
+        asyncio.get_running_loop().run_in_executor(None, renderer.close)
+
+    async def close(self) -> None:
+        """End it, one still starting too (the app exits)."""
+        import asyncio
+
+        if self._ending is not None:
+            self._ending.cancel()
+        start, self._start = self._start, None
+        if start is None:
+            return
+        await asyncio.wait([start])
+        if not start.cancelled() and start.exception() is None:
+            await asyncio.to_thread(start.result().close)
 
 
 def _definitions(theme: Theme) -> tuple[tuple[str, str], ...]:

@@ -1,6 +1,6 @@
 """Benchmark: the Textual app in a real terminal (tmux), each figure beside its reference.
 
-    python tests/bench/bench_app.py [--runs 3] [--only stream,echo,open,launch,version]
+    python tests/bench/bench_app.py [--runs 3] [--only stream,echo,open,launch,memory,version]
 
 - a 200 KB and a 2 MB markdown answer streamed through `bastion` (launch to its last
   line on screen with the run done) vs `bastion -p` on the same loopback stream;
@@ -14,6 +14,8 @@
   0.5 s) and RSS then, the RSS and CPU being the app's, its harness process's and its
   renderer process's together;
 - launch to a ready prompt vs a minimal Textual app with an Input;
+- the idle app on a 2-message session (`bastion -r ID`, settled): the RSS of all its
+  processes summed vs the same minimal Textual app's, idle too;
 - `bastion --version` vs `python -c pass`.
 
 Every run is a fresh process against `runtime.testing`'s loopback server; nothing
@@ -34,9 +36,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
+from rows import record
 from terminal import (
     Terminal,
     checkpoint_times,
+    family,
     largest_gap,
     markdown_answer,
     rss_mib,
@@ -391,6 +395,98 @@ def bench_launch(base: Path, runs: int) -> None:
         f"{a / b:.2f}x",
         f"<= 1.3x: {verdict(a / b <= 1.3)}",
     )
+    record(
+        f"launch to a ready prompt (median of {runs})",
+        f"{a:.2f} s",
+        f"minimal Textual app {b:.2f} s",
+        a / b,
+        1.3,
+    )
+
+
+# --- memory ---------------------------------------------------------------------
+
+
+def process_name(pid: int) -> str:
+    """A short name for one of the app's processes: its module (`-m tui.child`) or script."""
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    words = [a.decode(errors="replace") for a in argv if a]
+    if "-m" in words[:-1]:
+        return words[words.index("-m") + 1]
+    return Path(words[1] if len(words) > 1 else words[0]).name
+
+
+def own_memory_mib(pid: int) -> tuple[float, float]:
+    """The RSS and PSS of `pid` alone (PSS: the pages it shares, such as the Python
+    library and libcrypto, divided among the processes sharing them)."""
+    found = {}
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("Rss", "Pss"):
+            found[key] = int(value.split()[0]) / 1024
+    return found["Rss"], found["Pss"]
+
+
+def idle_memory(term: Terminal) -> dict[str, tuple[float, float]]:
+    """Once the command in `term` has settled: the RSS and PSS (MiB) of each of its
+    processes, by name."""
+    pid = term.app_pid()
+    wait_idle(pid, timeout=120)
+    found: dict[str, tuple[float, float]] = {}
+    for member in family(pid):
+        with suppress(FileNotFoundError, ProcessLookupError):
+            rss, pss = own_memory_mib(member)
+            name = process_name(member)
+            before = found.get(name, (0.0, 0.0))
+            found[name] = (before[0] + rss, before[1] + pss)
+    return found
+
+
+def summed(found: dict[str, tuple[float, float]]) -> tuple[float, float]:
+    return sum(r for r, _ in found.values()), sum(p for _, p in found.values())
+
+
+def bench_memory(base: Path, runs: int) -> None:
+    """The idle app on a 2-message session vs the idle minimal Textual app, RSS of all
+    processes summed, the two measured in turn `runs` times (medians)."""
+    minimal_file = base / "minimal_rss.py"
+    minimal_file.write_text(MINIMAL_APP)
+    session = fresh(base, "mem")
+    conv_id = asyncio.run(build_session(session / "home", session / "work", 2))
+    ours: list[tuple[float, float]] = []
+    minimal: list[tuple[float, float]] = []
+    parts = []
+    for _ in range(runs):
+        run = fresh(base, "minimal")
+        with terminal(run) as term:
+            env = environment(run / "home", None)
+            term.start([sys.executable, str(minimal_file)], env, run / "work", SIZE)
+            term.wait_for(lambda s: "minimal app ready" in s, "the minimal app", 60)
+            minimal.append(summed(idle_memory(term)))
+        with terminal(session) as term:
+            env = environment(session / "home", None)
+            term.start([BASTION, "-r", conv_id], env, session / "work", SIZE)
+            term.wait_for(lambda s: "LAST ENTRY 2" in s and "Ask Bastion" in s, "the session", 60)
+            found = idle_memory(term)
+            ours.append(summed(found))
+            parts.append(found)
+    a, b = (statistics.median(r for r, _ in ours), statistics.median(r for r, _ in minimal))
+    pss_a, pss_b = (statistics.median(p for _, p in ours), statistics.median(p for _, p in minimal))
+    each = ", ".join(f"{name} {rss:.0f}" for name, (rss, _) in parts[-1].items())
+    row(
+        "idle app with a 2-message session, RSS of all its processes",
+        f"{a:.0f} MiB ({each}; PSS {pss_a:.0f})",
+        f"minimal Textual app: {b:.1f} MiB (PSS {pss_b:.1f})",
+        f"{a / b:.2f}x (PSS {pss_a / pss_b:.2f}x)",
+        f"<= 2x: {verdict(a / b <= 2)}",
+    )
+    record(
+        f"idle app with a 2-message session, RSS of all its processes (median of {runs})",
+        f"{a:.0f} MiB",
+        f"minimal Textual app {b:.1f} MiB",
+        a / b,
+        2.0,
+    )
 
 
 def process_time(argv: list[str], runs: int) -> float:
@@ -425,7 +521,7 @@ def bench_version(runs: int) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--only", default="stream,echo,open,launch,version")
+    parser.add_argument("--only", default="stream,echo,open,launch,memory,version")
     args = parser.parse_args()
     only = set(args.only.split(","))
     if not Terminal.available():
@@ -438,6 +534,8 @@ def main() -> int:
             bench_version(15)
         if "launch" in only:
             bench_launch(base, max(args.runs, 3))
+        if "memory" in only:
+            bench_memory(base, args.runs)
         if "stream" in only:
             bench_stream(base, 200_000, args.runs)
             bench_stream(base, 2_000_000, max(1, args.runs - 1))

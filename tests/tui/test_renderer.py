@@ -9,13 +9,14 @@ import signal
 import time
 
 import pytest
+from rich.theme import Theme
 from textual.app import App
 
 import tui.widgets.markdown as markdown
 from tests.tui.conftest import wait_for
 from tests.tui.test_app import gated_app
 from tests.tui.test_render_ahead import SAMPLE, check_aside_draws_what_the_app_would
-from tui.renderer import Renderer, RendererGone
+from tui.renderer import OnDemand, Renderer, RendererGone
 from tui.widgets.markdown import is_rendered, rendered
 
 
@@ -107,18 +108,93 @@ def test_it_exits_when_the_app_end_of_the_pair_closes():
     assert renderer.process.wait(10) == 0
 
 
-async def test_the_app_starts_it_once_settled_and_ends_it_as_it_exits(tmp_path):
+async def test_the_app_starts_it_for_a_run_and_ends_it_as_it_exits(tmp_path):
     async with gated_app(tmp_path) as gated:
         app, pilot = gated.app, gated.pilot
-        await wait_for(lambda: app._renderer is not None and app._renderer.usable, pilot, 30)
-        process = app._renderer.process
+        await wait_for(lambda: (r := app.renderers.current) is not None and r.usable, pilot, 30)
+        process = app.renderers.current.process
         assert process.poll() is None
         gated.provider.more.set()
         gated.provider.end.set()
-    deadline = time.monotonic() + 10
+    await _ended(process)
+
+
+async def _ended(process, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
     while process.poll() is None and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     assert process.poll() == 0
+
+
+async def test_it_ends_once_no_run_needs_it_and_starts_again_for_the_next(tmp_path):
+    """An app left idle after its answers gives the process back (`OnDemand.idle`
+    seconds after the run ended); the next prompt sent starts a new one."""
+    async with gated_app(tmp_path) as gated:
+        app, pilot = gated.app, gated.pilot
+        app.renderers.idle = 0.3
+        await wait_for(lambda: (r := app.renderers.current) is not None and r.usable, pilot, 30)
+        first = app.renderers.current.process
+        await pilot.pause(0.6)
+        assert first.poll() is None  # the run is still going: it stays
+        gated.provider.more.set()
+        gated.provider.end.set()
+        await wait_for(lambda: app.view is not None and app.view.active_run is None, pilot, 30)
+        await _ended(first)
+        assert app.renderers.current is None
+        gated.provider.more.clear()  # the next run stays on (else it could end, and its
+        gated.provider.end.clear()  # renderer with it, before that renderer is ready)
+        await app.send("again")
+        await wait_for(lambda: (r := app.renderers.current) is not None and r.usable, pilot, 30)
+        assert app.renderers.current.process.pid != first.pid
+        gated.provider.more.set()
+        gated.provider.end.set()
+
+
+async def test_one_that_stopped_on_its_own_is_not_started_again():
+    """A renderer that died leaves renders to the app for good (as it always has):
+    the next run does not start another."""
+    loop = asyncio.get_running_loop()
+    said: list[str] = []
+    renderers = OnDemand(said.append)
+    renderers.idle = 0.1
+    try:
+        renderers.want()
+        deadline = loop.time() + 30
+        while renderers.current is None and loop.time() < deadline:
+            await asyncio.sleep(0.02)
+        dead = renderers.current
+        assert dead is not None
+        _ready(dead)
+        os.kill(dead.process.pid, signal.SIGKILL)
+        dead.process.wait(10)
+        with pytest.raises(RendererGone):
+            dead.render(None, None, Theme(), "x", True)
+        renderers.rest()
+        await asyncio.sleep(0.3)
+        renderers.want()
+        await asyncio.sleep(0.3)
+        assert renderers.current is dead and not dead.usable
+        assert said == []
+    finally:
+        await renderers.close()
+
+
+def _no_spawn(*args, **kwargs):
+    raise OSError("no processes left")
+
+
+async def test_one_that_cannot_start_is_said_once_and_renders_stay_here(monkeypatch):
+    monkeypatch.setattr(Renderer, "start", classmethod(lambda cls: _no_spawn()))
+    said: list[str] = []
+    renderers = OnDemand(said.append)
+    renderers.want()
+    renderers.want()
+    deadline = time.monotonic() + 10
+    while not said and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    await renderers.close()
+    assert renderers.current is None
+    assert len(said) == 1 and "no processes left" in said[0] and "\n" not in said[0]
 
 
 async def test_stalled_renderer_times_out_and_the_app_renders(renderer, monkeypatch):

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.reactive import var
 from textual.widgets import Static
 
 from tui.markup import escape
-from tui.slash import SlashCommand
+
+if TYPE_CHECKING:  # the commands load with the first "/" typed, not with the app
+    from tui.slash import SlashCommand
 
 __all__ = ["CommandHints", "CommandOutput"]
 
