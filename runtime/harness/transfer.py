@@ -75,7 +75,6 @@ def export_with(db: sqlite3.Connection, view: ConversationView) -> dict[str, Any
     """The export document of `view`'s conversation: its ledger and its subagents'
     conversations (each a document of its own with the call that started it; an
     import reads the parent's document only) read from `db` in one transaction."""
-    from runtime.agents.children import children_of
     from runtime.store import ledger
 
     conversation_id = view.conversation.id
@@ -83,13 +82,17 @@ def export_with(db: sqlite3.Connection, view: ConversationView) -> dict[str, Any
     while batch := ledger.read(db, conversation_id, events[-1].version if events else 0, 10_000):
         events += batch
     doc = export_document(view, events)
-    links = children_of(db, conversation_id)
-    if links:
+    if db.execute(_HAS_CHILDREN, (conversation_id,)).fetchone() is not None:
+        from runtime.agents.children import children_of  # (the agents load only for them)
+
         doc["children"] = [
             {**committed_export(db, link.conversation.id), "task_call_id": link.call_id}
-            for link in links
+            for link in children_of(db, conversation_id)
         ]
     return doc
+
+
+_HAS_CHILDREN = "SELECT 1 FROM conversations WHERE task_parent_id = ? LIMIT 1"
 
 
 def committed_view(db: sqlite3.Connection, conversation_id: str) -> ConversationView:
