@@ -31,18 +31,9 @@ import threading
 import time
 from pathlib import Path
 
-from bench_app import (
-    BASTION,
-    MODEL,
-    SIZE,
-    app_run,
-    echo_samples,
-    environment,
-    fresh,
-    percentile,
-    terminal,
-    verdict,
-)
+import bench_app
+from bench_app import BASTION, MODEL, SIZE, environment, fresh, percentile, terminal, verdict
+from long_session import bench_long
 from rows import record
 from terminal import Terminal, cpu_seconds, markdown_answer, wait_idle
 
@@ -165,6 +156,33 @@ def bench_cpu(base: Path, runs: int) -> None:
     )
 
 
+# --- key echo while a 2 MB answer streams ------------------------------------------
+
+
+def bench_echo(base: Path, runs: int) -> None:
+    """bench_app's echo measurement (keys through one tmux control client while the app
+    streams 2 MB, `runs` times, pooled; then as many on the settled idle app), recorded
+    as the ratio of the p99s with the load beside it."""
+    before = load()
+    busy, idle = bench_app.bench_echo(base, runs)
+    p99, idle99 = percentile(busy, 0.99), percentile(idle, 0.99)
+    ratio = p99 / idle99
+    print(
+        f"  key echo p99 while streaming 2 MB: {p99 * 1000:.0f} ms | idle app: "
+        f"{idle99 * 1000:.0f} ms | {ratio:.2f}x | <= 2x: {verdict(ratio <= 2)} "
+        f"({before} before, {load()} after)",
+        flush=True,
+    )
+    record(
+        f"key echo p99 while a 2 MB answer streams ({len(busy)} keys, p50 "
+        f"{percentile(busy, 0.5) * 1000:.0f} ms)",
+        f"{p99 * 1000:.0f} ms",
+        f"idle app: {idle99 * 1000:.0f} ms (p50 {percentile(idle, 0.5) * 1000:.0f} ms)",
+        ratio,
+        2.0,
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
@@ -179,6 +197,10 @@ def main() -> int:
         print(f"the app while it streams, and a long session ({load()}):")
         if "cpu" in only:
             bench_cpu(base, args.runs)
+        if "echo" in only:
+            bench_echo(base, args.runs)
+        if "long" in only:
+            bench_long(base, args.runs)
     return 0
 
 
