@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import sys
 from importlib import import_module
-from typing import TYPE_CHECKING, Any
+
+TYPE_CHECKING = False  # (the typing module costs the session commands ~5 ms to import)
+if TYPE_CHECKING:
+    from typing import Any
 
 # `import httpx` loads httpx's own command-line tool (click, rich, pygments: ~40 ms)
 # whenever click is installed, as it is with bastion[mcp] (uvicorn needs it). Bastion
@@ -43,6 +46,8 @@ _EXPORTS = {
     "Rewound": "runtime.store.sessions",
     "ImportRefused": "runtime.harness.transfer",
     "export_markdown": "runtime.harness.transfer",
+    "committed_export": "runtime.harness.transfer",
+    "committed_view": "runtime.harness.transfer",
     "Driver": "runtime.run.driver",
     "Follower": "runtime.ipc.attach",
     "ModelInfo": "runtime.context.catalog",
@@ -58,6 +63,8 @@ _EXPORTS = {
     "store_modes": "runtime.store.storefile",
     "choose_sandbox": "runtime.run.sandboxing",
     "sandbox_notice": "runtime.run.sandboxing",
+    "probe_sandbox_soon": "runtime.run.sandboxing",
+    "install_method_cache": "runtime.methodcache",
     "sandbox_report": "runtime.run.sandboxing",
     "hooks_report": "runtime.hooks",
     "LoopSettings": "runtime.run.loop",
@@ -207,6 +214,8 @@ __all__ = [
     "channel_for",
     "choose_sandbox",
     "command_rule",
+    "committed_export",
+    "committed_view",
     "compacted_through",
     "default_home",
     "default_targets",
@@ -218,6 +227,7 @@ __all__ = [
     "frame",
     "fuzzy_filter",
     "hooks_report",
+    "install_method_cache",
     "kept_bytes",
     "load_config",
     "load_instructions",
@@ -228,6 +238,7 @@ __all__ = [
     "parse_uuid",
     "probe_local_servers",
     "probe_mcp_servers",
+    "probe_sandbox_soon",
     "project_files",
     "project_preview",
     "read_frame",
@@ -310,7 +321,12 @@ if TYPE_CHECKING:
         UnknownEntry,
     )
     from runtime.harness import Harness, Interruption, Subscription, new_conversation
-    from runtime.harness.transfer import ImportRefused, export_markdown
+    from runtime.harness.transfer import (
+        ImportRefused,
+        committed_export,
+        committed_view,
+        export_markdown,
+    )
     from runtime.hooks import hooks_report
     from runtime.ipc.attach import Follower
     from runtime.ipc.channel import URGENT, EventChannel, HarnessProxy, channel_for
@@ -328,6 +344,7 @@ if TYPE_CHECKING:
     from runtime.ipc.remote import RemoteHarness, serve
     from runtime.mcp.hub import probe_mcp_servers
     from runtime.mcp.status import McpServerStatus
+    from runtime.methodcache import install_method_cache
     from runtime.plan.items import TodoItem
     from runtime.records import (
         Conversation,
@@ -342,7 +359,12 @@ if TYPE_CHECKING:
     from runtime.run.effects import RestorePlan, RestoreReport
     from runtime.run.loop import LoopSettings
     from runtime.run.reasoning import EFFORTS
-    from runtime.run.sandboxing import choose_sandbox, sandbox_notice, sandbox_report
+    from runtime.run.sandboxing import (
+        choose_sandbox,
+        probe_sandbox_soon,
+        sandbox_notice,
+        sandbox_report,
+    )
     from runtime.run.toolbox import Toolbox, WorkspaceToolbox
     from runtime.schedule.redirect import Redirection
     from runtime.store.blobs import kept_bytes

@@ -18,11 +18,11 @@ macOS the command is wrapped in ``sandbox-exec`` with a generated profile
 
 from __future__ import annotations
 
-import functools
 import os
 import shutil
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
@@ -103,7 +103,6 @@ class SandboxSupport:
         return "none (" + "; ".join(self.reasons or ("unknown",)) + ")"
 
 
-@functools.cache
 def _probe_linux() -> SandboxSupport:
     try:
         done = subprocess.run(
@@ -125,6 +124,47 @@ def _probe_linux() -> SandboxSupport:
     return SandboxSupport("linux", version, not lines[1], reasons=tuple(reasons))
 
 
+class _Probe:
+    """The kernel asked once per process: on a thread when `start` comes first (the
+    child interpreter then runs while the session opens), else when `result` asks."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._support: SandboxSupport | None = None
+
+    def start(self) -> None:
+        with self._lock:
+            if self._thread is None and self._support is None:
+                self._thread = threading.Thread(target=self._run, name="sandbox-probe")
+                self._thread.daemon = True
+                self._thread.start()
+
+    def _run(self) -> None:
+        support = _probe_linux()
+        with self._lock:
+            self._support = support
+
+    def result(self) -> SandboxSupport:
+        self.start()
+        thread = self._thread
+        if thread is not None:
+            thread.join()
+        support = self._support
+        assert support is not None  # (set by the thread just joined)
+        return support
+
+
+_PROBE = _Probe()
+
+
+def probe_soon() -> None:
+    """Start asking the kernel what it offers, so a later `probe()` need not wait for
+    it: a session calls this as it starts, before its imports and its store."""
+    if sys.platform.startswith("linux") and os.environ.get(PROBE_ENV) != "fail":
+        _PROBE.start()
+
+
 def probe() -> SandboxSupport:
     """What the sandbox can use here (the kernel is asked once per process).
     ``BASTION_SANDBOX_PROBE=fail`` makes it report nothing, for tests and for
@@ -132,7 +172,7 @@ def probe() -> SandboxSupport:
     if os.environ.get(PROBE_ENV) == "fail":
         return SandboxSupport(sys.platform, reasons=(f"{PROBE_ENV}=fail is set",))
     if sys.platform.startswith("linux"):
-        return _probe_linux()
+        return _PROBE.result()
     if sys.platform == "darwin":
         found = shutil.which("sandbox-exec") is not None
         why = () if found else ("sandbox-exec is not on this Mac",)

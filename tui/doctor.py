@@ -205,6 +205,9 @@ def run(argv: list[str]) -> int:
     if argv:
         print("usage: bastion doctor", file=sys.stderr)
         return 2
+    from runtime import probe_sandbox_soon
+
+    probe_sandbox_soon()  # (the kernel is asked on a thread while the checks before it run)
     failed = False
     for check in CHECKS:
         result = check()

@@ -98,6 +98,8 @@ class ChildHost(Protocol):
 
     async def release(self, conversation_id: str) -> None: ...
 
+    async def interrupt(self, conversation_id: str) -> Any: ...
+
     def subscribe(self, conversation_id: str | None = None) -> Any: ...
 
 
@@ -338,6 +340,15 @@ class TaskToolbox(ToolboxLayer):
                 approval_mode=config.approval_mode.value if config else "read-only",
             )
 
+    async def _end_with_parent(self, child_id: str) -> None:
+        """The parent's run was cut. When by an interrupt (committed in the store; the
+        parent's driver may see it before `Harness.interrupt` reaches the children), the
+        child's run is interrupted here, while its driver still runs: releasing it below
+        only stops the driver, which leaves the run to recovery, as at a process exit."""
+        run = await self.host.store.latest_run(self.parent.id)
+        if run is not None and run.interrupt_requested:
+            await self.host.interrupt(child_id)
+
     async def _finish(
         self,
         child_id: str,
@@ -355,6 +366,9 @@ class TaskToolbox(ToolboxLayer):
                 f"the subagent {agent.name} stopped: {exc.message}",
                 "its work so far is kept; try once more, or do the task yourself",
             )
+        except asyncio.CancelledError:
+            await self._end_with_parent(child_id)
+            raise
         finally:
             relay.cancel()
             with contextlib.suppress(asyncio.CancelledError):

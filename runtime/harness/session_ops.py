@@ -11,7 +11,6 @@ from typing import Any
 
 from runtime import agents
 from runtime.errors import UnknownEntry
-from runtime.events import DurableEvent
 from runtime.harness import transfer
 from runtime.harness.core import HarnessCore
 from runtime.records import Conversation, Entry, SessionSummary
@@ -99,22 +98,7 @@ class SessionOps(HarnessCore):
         """The conversation as an export document (JSON-able): its records as stored and
         its ledger events. `import_conversation` reads it back."""
         view = await self.snapshot(conversation_id)
-        events: list[DurableEvent] = []
-        while True:
-            batch = await self.store.ledger(conversation_id, events[-1].version if events else 0)
-            if not batch:
-                break
-            events += batch
-        doc = transfer.export_document(view, events)
-        # Its subagents' conversations, each a document of its own with the call that
-        # started it (an import reads the parent's document only).
-        links = await self.store.read(lambda db: agents.children_of(db, conversation_id))
-        if links:
-            doc["children"] = [
-                {**await self.export(link.conversation.id), "task_call_id": link.call_id}
-                for link in links
-            ]
-        return doc
+        return await self.store.read(lambda db: transfer.export_with(db, view))
 
     async def import_conversation(self, text: str, *, cwd: str) -> Conversation:
         """A new conversation (fresh ids throughout) working in `cwd` from an export

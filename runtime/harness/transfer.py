@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 from collections.abc import Callable
 from typing import Any
 
 from runtime.config.safe_read import MAX_DEPTH, check_depth
 from runtime.context.compaction import compacted_through
-from runtime.errors import BastionError, ConfigError
+from runtime.errors import BastionError, ConfigError, UnknownConversation
 from runtime.events import DurableEvent, event_to_dict
 from runtime.records import (
     Conversation,
@@ -68,6 +69,46 @@ def export_document(view: ConversationView, events: list[DurableEvent]) -> dict[
         "tool_calls": [_drop(c.to_dict(), "conversation_id", "process") for c in view.tool_calls],
         "ledger": [event_to_dict(e) for e in events],
     }
+
+
+def export_with(db: sqlite3.Connection, view: ConversationView) -> dict[str, Any]:
+    """The export document of `view`'s conversation: its ledger and its subagents'
+    conversations (each a document of its own with the call that started it; an
+    import reads the parent's document only) read from `db` in one transaction."""
+    from runtime.agents.children import children_of
+    from runtime.store import ledger
+
+    conversation_id = view.conversation.id
+    events: list[DurableEvent] = []
+    while batch := ledger.read(db, conversation_id, events[-1].version if events else 0, 10_000):
+        events += batch
+    doc = export_document(view, events)
+    links = children_of(db, conversation_id)
+    if links:
+        doc["children"] = [
+            {**committed_export(db, link.conversation.id), "task_call_id": link.call_id}
+            for link in links
+        ]
+    return doc
+
+
+def committed_view(db: sqlite3.Connection, conversation_id: str) -> ConversationView:
+    """The conversation as committed (what a process driving none of it sees)."""
+    from runtime.store.database import read_snapshot
+    from runtime.views import view_from_snapshot
+
+    snap = read_snapshot(db, conversation_id)
+    if snap is None:
+        raise UnknownConversation(
+            f"no conversation {conversation_id}", hint="list them with `bastion sessions`"
+        )
+    return view_from_snapshot(snap)
+
+
+def committed_export(db: sqlite3.Connection, conversation_id: str) -> dict[str, Any]:
+    """`Harness.export` of a conversation no process here drives, from `db` alone:
+    `bastion export` reads it so on a read-only connection, without the harness."""
+    return export_with(db, committed_view(db, conversation_id))
 
 
 def _drop(data: dict[str, Any], *keys: str) -> dict[str, Any]:

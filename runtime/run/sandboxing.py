@@ -95,7 +95,17 @@ def sandbox_notice(policy: SandboxPolicy) -> str | None:
     """The one line a front end shows when a sandboxed mode cannot be honoured here."""
     from tools.sandbox import probe, unavailable_notice
 
+    if not policy.sandboxed:
+        return None
     return unavailable_notice(policy, probe())
+
+
+def probe_sandbox_soon() -> None:
+    """Start asking this machine what sandbox it offers (a child interpreter, ~20 ms)
+    on a thread, so the session opening meanwhile need not wait for the answer."""
+    from tools.sandbox import probe_soon
+
+    probe_soon()
 
 
 def sandbox_report(config: Any, approval_mode: str) -> tuple[bool, str]:

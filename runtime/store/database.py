@@ -591,7 +591,7 @@ class Store:
         """Everything about one conversation, read in one read transaction; a streaming
         entry's text (and reasoning) is its checkpointed chunks, joined. `last`: only
         the last `last` entries and their tool calls (`Snapshot.earlier` counts the rest)."""
-        snap = await self._read(lambda db: _read_snapshot(db, conversation_id, last))
+        snap = await self._read(lambda db: read_snapshot(db, conversation_id, last))
         if snap is None:
             raise UnknownConversation(
                 f"no conversation {conversation_id}", hint="list them with `bastion sessions`"
@@ -654,7 +654,7 @@ _LAST_CALLS = (
 )
 
 
-def _read_snapshot(
+def read_snapshot(
     db: sqlite3.Connection, conversation_id: str, last: int | None = None
 ) -> Snapshot | None:
     row = db.execute(

@@ -21,23 +21,26 @@ of its matches; one with a rarer word finds them all.
 
 from __future__ import annotations
 
-import re
 import sqlite3
-from collections.abc import Callable
-from typing import Any, TypeVar
 
 from runtime.errors import BastionError
 
-#: Each hit: (conversation row, entry id, entry kind, bm25 score, snippet spans).
-H = TypeVar("H")
+# (`bastion sessions search` loads this module: it leaves out typing and re, ~8 ms
+# of imports, until a query needs re.)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any, TypeVar
+
+    #: Each hit: (conversation row, entry id, entry kind, bm25 score, snippet spans).
+    H = TypeVar("H")
+    MakeHit = Callable[[tuple[Any, ...], str, str, float, "Spans"], H]
 Spans = tuple[tuple[str, bool], ...]
-MakeHit = Callable[[tuple[Any, ...], str, str, float, Spans], H]
 #: The conversation columns a hit's row carries: `runtime.store.rows.CONVERSATION_COLUMNS`,
 #: spelled out so that this module does not load the records (a test holds them equal).
 HIT_COLUMNS = "id, title, cwd, settings, created_at, updated_at, parent_id, fork_seq, version"
 
 _OPEN, _CLOSE = "\x02", "\x03"  # snippet marks, split into spans before anyone sees them
-_WS = re.compile(r"\s+")
 RANKED = 5_000  # a word in more entries is ranked among its newest RANKED matches
 # A phrase (or NEAR) is looked for among the newest PHRASE_RANKED entries holding all its
 # words: each is indexed again with positions (about 60 µs), so this bounds the time.
@@ -45,8 +48,8 @@ PHRASE_RANKED = 1_000
 TOKENIZE = "porter unicode61 remove_diacritics 2"  # the index's (migration 5)
 _NEEDS_POSITIONS = ("phrase queries are not supported", "NEAR queries are not supported")
 # A query's strings (quoted, or bare words outside quotes) and the characters between.
-_QUERY_PART = re.compile(r'"(?:[^"]|"")*"|[^\s"()*^:+,{}-]+|\S')
-_WORD = re.compile(r"[^\W_]+")  # unicode61's tokens: runs of letters and digits
+_QUERY_PART = r'"(?:[^"]|"")*"|[^\s"()*^:+,{}-]+|\S'
+_WORD = r"[^\W_]+"  # unicode61's tokens: runs of letters and digits
 
 
 class SearchQueryError(BastionError):
@@ -166,8 +169,11 @@ def _without_positions(match: str) -> str:
     """`match` with each string of several words (a phrase; `a_b` is one too) made the
     AND of its words, NEAR groups made plain groups and `+`/`^` dropped: a query the
     index answers that matches every entry `match` does, and perhaps more."""
+    import re
+
+    word = re.compile(_WORD)
     out: list[str] = []
-    parts = _QUERY_PART.findall(match)
+    parts = re.findall(_QUERY_PART, match)
     after_comma = in_braces = False
     for i, part in enumerate(parts):
         if after_comma and part.isdigit():  # NEAR's distance
@@ -182,11 +188,11 @@ def _without_positions(match: str) -> str:
             out[-1] = f"{last[:-1]}*)" if last.endswith('")') else f"{last}*"
             continue
         operator = part in {"AND", "OR", "NOT"}
-        starts = not operator and (part == "(" or part[0] == '"' or _WORD.match(part))
+        starts = not operator and (part == "(" or part[0] == '"' or word.match(part))
         if starts and not in_braces and out and _ends_operand(out[-1]):
             out.append("AND")  # between groups there is no implied AND
         text = part[1:-1].replace('""', '"') if part.startswith('"') else part
-        words = [] if operator else _WORD.findall(text)
+        words = [] if operator else word.findall(text)
         out.append("(" + " AND ".join(f'"{w}"' for w in words) + ")" if len(words) > 1 else part)
     return " ".join(out)
 
@@ -201,8 +207,18 @@ def _spans(snippet: str) -> Spans:
     for i, part in enumerate(snippet.split(_OPEN)):
         matched, _, rest = part.partition(_CLOSE) if i else ("", "", part)
         if matched:
-            spans.append((_WS.sub(" ", matched), True))
-        rest = _WS.sub(" ", rest)
+            spans.append((_one_space(matched), True))
+        rest = _one_space(rest)
         if rest:
             spans.append((rest.lstrip() if not spans else rest, False))
     return tuple(s for s in spans if s[0])
+
+
+def _one_space(text: str) -> str:
+    """`text` with each run of whitespace made one space (`re.sub(r"\\s+", " ", text)`)."""
+    words = text.split()
+    if not words:
+        return " " if text else ""
+    before = " " if text[0].isspace() else ""
+    after = " " if text[-1].isspace() else ""
+    return before + " ".join(words) + after

@@ -7,7 +7,6 @@ the last migration this build knows is refused, never touched.
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
 import time
 from collections.abc import Callable
@@ -340,6 +339,8 @@ def _shared_file_bytes(db: sqlite3.Connection) -> None:
     rows = db.execute(
         "SELECT tool_call_id, content, created_at FROM call_effects WHERE content IS NOT NULL"
     ).fetchall()
+    import hashlib  # (only this old migration needs it)
+
     for call_id, content, created_at in rows:
         sha = hashlib.sha256(content).hexdigest()
         db.execute(

@@ -18,7 +18,9 @@ taken minutes apart.
 A second tree (DIR-stdlib, issue 28): the CPython stdlib copied five times, 200
 generated binary files and an ignored `build/` (in `.ignore` for rg and fd, which
 read it without git, and in `.gitignore` for bastion); search vs `rg -n` and glob
-vs `fd -g`, each printed for the native and the pure-Python path (target <= 1.5x).
+vs `fd -g`, each printed for the native and the pure-Python path (target <= 1.5x),
+with each command's CPU time (user + system, all its threads) beside its wall time:
+under load the wall times stretch with the queue for the cores, the CPU times less.
 
 Not collected by pytest: no test functions, and main() only runs as a script.
 """
@@ -36,6 +38,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from rows import record
 
 REPO = Path(__file__).resolve().parents[2]
 SPEC = "bench-tree-v2 seed=20261130 files=20480 dirs=2880 target=210MB"
@@ -223,14 +227,22 @@ def ensure_binaries() -> dict[str, str | None]:
     return found
 
 
-def timed(argv: list[str], cwd: Path, sink: Path) -> tuple[float, int]:
+def timed(argv: list[str], cwd: Path, sink: Path) -> tuple[float, int, float]:
+    """Wall time, output size and CPU time (user + system, all threads) of one run."""
     with open(sink, "wb") as out:
         started = time.perf_counter()
-        proc = subprocess.run(argv, cwd=cwd, stdout=out, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(argv, cwd=cwd, stdout=out, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(proc.pid, 0)
         elapsed = time.perf_counter() - started
+    proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode not in (0, 1):
         raise SystemExit(f"{argv[0]} failed with {proc.returncode}")
-    return elapsed, sink.stat().st_size
+    return elapsed, sink.stat().st_size, usage.ru_utime + usage.ru_stime
+
+
+#: The median CPU time of each command the last `medians` call measured: on a loaded
+#: machine wall times stretch with the queue for the cores, CPU times much less.
+CPU: dict[str, float] = {}
 
 
 def medians(commands: dict[str, list[str]], cwd: Path, runs: int, sink: Path) -> dict[str, float]:
@@ -238,15 +250,22 @@ def medians(commands: dict[str, list[str]], cwd: Path, runs: int, sink: Path) ->
     that load from elsewhere on the machine falls on every command alike. A command
     slower than 5 s (grep on some regexes) is run once more and not repeated."""
     times: dict[str, list[float]] = {name: [] for name in commands}
+    cpus: dict[str, list[float]] = {name: [] for name in commands}
     slow = set()
     for name, argv in commands.items():  # warm the page cache and each binary
         if timed(argv, cwd, sink)[0] > 5.0:
             slow.add(name)
-            times[name].append(timed(argv, cwd, sink)[0])
+            wall, _, cpu = timed(argv, cwd, sink)
+            times[name].append(wall)
+            cpus[name].append(cpu)
     for _ in range(runs):
         for name, argv in commands.items():
             if name not in slow:
-                times[name].append(timed(argv, cwd, sink)[0])
+                wall, _, cpu = timed(argv, cwd, sink)
+                times[name].append(wall)
+                cpus[name].append(cpu)
+    CPU.clear()
+    CPU.update({name: statistics.median(values) for name, values in cpus.items()})
     return {name: statistics.median(values) for name, values in times.items()}
 
 
@@ -265,6 +284,11 @@ def count_lines(sink: Path) -> int:
         return sum(1 for _ in fh)
 
 
+def shown(argv: list[str]) -> str:
+    """A reference command as a table cell names it: `rg -n -F connection`."""
+    return " ".join([Path(argv[0]).name, *argv[1:]])
+
+
 def verdict(ratio: float, target: float) -> str:
     return "met" if ratio <= target else "MISSED"
 
@@ -274,6 +298,7 @@ def tool_argv(name: str, args: dict[str, object]) -> list[str]:
 
 
 def compare(
+    what: str,
     commands: dict[str, list[str]],
     key: str,
     target: tuple[str, float] | None,
@@ -281,17 +306,27 @@ def compare(
     runs: int,
     sink: Path,
 ) -> str:
-    """One row: the tool's time, then each other command's time and the ratio."""
+    """One row: the tool's time, then each other command's time and the ratio; the
+    ratio against the target's reference is recorded as `what`."""
     times = medians(commands, root, runs, sink)
     ours = times["tools"]
-    row = [f"tools {ours:.3f}s ({counted(commands['tools'], root, sink, key)} found)"]
+    found = counted(commands["tools"], root, sink, key)
+    row = [f"tools {ours:.3f}s ({found} found)"]
     for name, argv in commands.items():
         if name == "tools":
             continue
         ratio = ours / times[name]
-        cell = f"{name} {times[name]:.3f}s x{ratio:.2f} ({counted(argv, root, sink, None)} found)"
+        theirs = counted(argv, root, sink, None)
+        cell = f"{name} {times[name]:.3f}s x{ratio:.2f} ({theirs} found)"
         if target and target[0] == name:
             cell += f" [{verdict(ratio, target[1])} target <={target[1]:g}x]"
+            record(
+                f"{what}, generated tree (native path)",
+                f"{ours * 1e3:.0f} ms ({found} found)",
+                f"`{shown(argv)}` {times[name] * 1e3:.0f} ms ({theirs} found)",
+                ratio,
+                target[1],
+            )
         row.append(cell)
     return " | ".join(row)
 
@@ -306,7 +341,7 @@ def bench_search(root: Path, bins: dict[str, str | None], runs: int, sink: Path)
             if not literal:
                 commands["rg"] = [bins["rg"], "-n", "-e", pattern]
         commands["grep"] = ["grep", "-rn", "-F" if literal else "-E", "-e", pattern, "."]
-        row = compare(commands, "matches", ("rg", 2.0), root, runs, sink)
+        row = compare(f"search {label}", commands, "matches", ("rg", 2.0), root, runs, sink)
         rows.append(f"search {label:<11} {row}")
     return rows
 
@@ -316,7 +351,8 @@ def bench_glob(root: Path, bins: dict[str, str | None], runs: int, sink: Path) -
     if bins["fd"]:
         commands["fd"] = [bins["fd"], "-t", "f", "-g", "*.py"]
     commands["find"] = ["find", ".", "-type", "f", "-name", "*.py"]
-    return [f"glob {GLOB:<14} {compare(commands, 'files', ('fd', 1.5), root, runs, sink)}"]
+    row = compare(f"glob {GLOB}", commands, "files", ("fd", 1.5), root, runs, sink)
+    return [f"glob {GLOB:<14} {row}"]
 
 
 # --- the CPython stdlib x5, with binaries and an ignored folder (issue 28) -------------
@@ -378,31 +414,52 @@ def bench_stdlib(root: Path, bins: dict[str, str | None], runs: int, sink: Path)
         commands["python"] = python_path + tool_argv("search_files", args)
         if bins["rg"]:
             commands["rg"] = [bins["rg"], "-n", "-F" if literal else "-e", pattern]
-        rows.append(
-            f"stdlib search {label:<11} " + stdlib_row(commands, "matches", "rg", root, runs, sink)
-        )
+        row = stdlib_row(f"search {label}", commands, "matches", "rg", root, runs, sink)
+        rows.append(f"stdlib search {label:<11} " + row)
     commands = {"tools": tool_argv("glob", {"pattern": GLOB})}
     commands["python"] = python_path + tool_argv("glob", {"pattern": GLOB})
     if bins["fd"]:
         commands["fd"] = [bins["fd"], "-t", "f", "-g", GLOB]
-    rows.append(f"stdlib glob {GLOB:<14} " + stdlib_row(commands, "files", "fd", root, runs, sink))
+    row = stdlib_row(f"glob {GLOB}", commands, "files", "fd", root, runs, sink)
+    rows.append(f"stdlib glob {GLOB:<14} " + row)
     return rows
 
 
+STDLIB_TARGET = 1.5
+
+
 def stdlib_row(
-    commands: dict[str, list[str]], key: str, ref: str, root: Path, runs: int, sink: Path
+    what: str,
+    commands: dict[str, list[str]],
+    key: str,
+    ref: str,
+    root: Path,
+    runs: int,
+    sink: Path,
 ) -> str:
-    """The native and the Python path's times, each with its ratio against `ref`."""
+    """The native and the Python path's times, each with its ratio against `ref`
+    (each recorded as a row of its own)."""
     times = medians(commands, root, runs, sink)
     if ref not in times:
         return f"tools {times['tools']:.3f}s ({ref} missing: no ratio)"
-    base = times[ref]
-    cells = [f"{ref} {base:.3f}s ({counted(commands[ref], root, sink, None)} found)"]
-    for name, what in (("tools", "native"), ("python", "python")):
-        ratio = times[name] / base
+    base, base_cpu = times[ref], CPU[ref]
+    theirs = counted(commands[ref], root, sink, None)
+    cells = [f"{ref} {base:.3f}s (cpu {base_cpu:.3f}s, {theirs} found)"]
+    for name, path in (("tools", "native"), ("python", "python")):
+        ratio, cpu = times[name] / base, CPU[name]
         found = counted(commands[name], root, sink, key)
         cells.append(
-            f"{what} {times[name]:.3f}s x{ratio:.2f} ({found} found) [{verdict(ratio, 1.5)} target <=1.5x]"
+            f"{path} {times[name]:.3f}s x{ratio:.2f} (cpu {cpu:.3f}s x{cpu / base_cpu:.2f}, "
+            f"{found} found) [{verdict(ratio, STDLIB_TARGET)} target <={STDLIB_TARGET:g}x]"
+        )
+        record(
+            f"{what}, stdlib x5 with binaries ({path} path)",
+            f"{times[name] * 1e3:.0f} ms (cpu {cpu * 1e3:.0f} ms, x{cpu / base_cpu:.2f}; "
+            f"{found} found)",
+            f"`{shown(commands[ref])}` {base * 1e3:.0f} ms (cpu {base_cpu * 1e3:.0f} ms; "
+            f"{theirs} found)",
+            ratio,
+            STDLIB_TARGET,
         )
     return " | ".join(cells)
 

@@ -131,10 +131,14 @@ def test_glob_matches_python_path(tmp_path: pathlib.Path) -> None:
 
 
 def read(
-    lib: object, groups: list[tuple[int, list[str]]], literal: bytes | None, rooms: tuple[int, int]
+    lib: object,
+    groups: list[tuple[int, list[str]]],
+    literal: bytes | None,
+    rooms: tuple[int, int],
+    lines: bool = True,
 ) -> tuple[object, ...]:
     budget = lib.Budget(*rooms)  # type: ignore[attr-defined]
-    reader = lib.Reader(groups, literal, None, budget, True, literal is not None, 8192)  # type: ignore[attr-defined]  # type: ignore[attr-defined]
+    reader = lib.Reader(groups, literal, None, budget, lines, literal is not None, 8192)  # type: ignore[attr-defined]
     return reader, reader.wait()
 
 
@@ -167,6 +171,52 @@ def test_a_binary_file_is_read_no_further_than_its_probe(tmp_path: pathlib.Path)
     assert spent < 1 << 20, f"read {spent:,} bytes for a binary file's 8 KiB probe"
 
 
+LITERALS = [b"x", b"ab", b"ba", b"connection", b"Error", b"aaaab", b"xyzxyzxyzxyzxyzxyzq", b"e\ne"]
+
+
+def test_literal_found_at_every_offset(tmp_path: pathlib.Path) -> None:
+    """The literal finder compares 16 starts a step and finishes the tail byte by
+    byte: a literal at every offset of files around those sizes is found, and near
+    misses (all but its last byte, over and over) are not."""
+    require_native()
+    lib = native.NATIVE
+    for literal in LITERALS:
+        miss = (literal[:-1] + b"_") * 7
+        folder = tmp_path / literal.hex()
+        folder.mkdir()
+        expected = []
+        for size in (len(literal), 15, 16, 17, 31, 32, 33, 40, 70):
+            for at in range(size - len(literal) + 1):
+                data = (miss * 9)[:at] + literal + (miss * 9)[: size - at - len(literal)]
+                name = f"s{size:02d}_{at:02d}"
+                (folder / name).write_bytes(data)
+                expected.append(name)
+            (folder / f"miss{size:02d}").write_bytes((miss * 9)[:size])
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            names = sorted(os.listdir(folder))
+            reader, _ = read(lib, [(fd, names)], literal, (10**6, 1 << 26))
+            kept = [name for _, name in reader.kept()]  # type: ignore[attr-defined]
+        finally:
+            os.close(fd)
+        assert kept == sorted(expected), literal
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs /proc (Linux)")
+def test_a_file_longer_than_its_size_is_read_on() -> None:
+    """/proc files say size 0 and hold more: the reader reads past the size fstat
+    gave (a file that grew while read), so a line far from the start is found."""
+    lib = native.NATIVE
+    fd = os.open("/proc/self", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        reader, tallies = read(lib, [(fd, ["status"])], b"PPid:", (10, 1 << 20))
+        hits, matched, _, _ = reader.scan([""], None, None, None, 10)  # type: ignore[attr-defined]
+    finally:
+        os.close(fd)
+    assert tallies[0] == 1 and matched == 1
+    assert len(hits) == 1 and hits[0]["text"].startswith("PPid:") and hits[0]["line"] > 1
+
+
 def test_reader_refuses_what_is_not_a_regular_file(tmp_path: pathlib.Path) -> None:
     (tmp_path / "ok.txt").write_bytes(b"needle\n")
     (tmp_path / "bin").write_bytes(b"needle\x00")
@@ -176,11 +226,15 @@ def test_reader_refuses_what_is_not_a_regular_file(tmp_path: pathlib.Path) -> No
     fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         names = ["ok.txt", "bin", "fifo", "link", "dir", "gone"]
+        whole, _ = read(native.NATIVE, [(fd, list(names))], b"needle", (100, 1 << 20), False)
         reader, tallies = read(native.NATIVE, [(fd, names)], b"needle", (100, 1 << 20))
     finally:
         os.close(fd)
     searched, files, _, unreadable, binary, over, stopped = tallies
-    assert reader.kept() == [(0, "ok.txt")] and reader.chunks() == [b"needle\n"]
+    assert whole.kept() == [(0, "ok.txt")] and whole.chunks() == [b"needle\n"]  # type: ignore[attr-defined]
+    with pytest.raises(ValueError):
+        reader.chunks()  # only the lines were kept: the native scan's
+    assert reader.kept() == [(0, "ok.txt")]
     assert (searched, files, binary, over, stopped) == (2, 2, 1, 0, False)
     assert unreadable == 2  # the symlink (never followed) and the vanished name
     names.clear()  # the caller's lists may change: the reader keeps its own

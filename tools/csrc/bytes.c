@@ -40,9 +40,12 @@ Py_ssize_t count_newlines(const char *p, Py_ssize_t n) {
 }
 #endif
 
-/* A literal to find: memchr for its rarest byte (by how common bytes are in source
- * text), then compare the whole. memchr is vectorized; memmem on short needles is
- * several times slower on text where the literal is rare. */
+/* A literal to find. Two of its rarest bytes (by how common bytes are in source
+ * text), at their offsets in the literal, are compared 16 candidate positions a
+ * step (SSE2); only a position where both sit is compared whole. A memchr for
+ * one byte stops at every occurrence of it ('c' of "connection" every ~30 bytes
+ * of source), and memmem on short needles is several times slower on text where
+ * the literal is rare. Without SSE2, memchr for the rarest byte. */
 
 static int byte_rank(unsigned char c) {
     static const char common[] = " e_tanoisrlcdhupmfgybw.,()=\n\tvkxqjz:;'\"-/0123456789";
@@ -55,22 +58,27 @@ static int byte_rank(unsigned char c) {
 }
 
 Needle needle_of(const char *text, Py_ssize_t len) {
-    Needle n = {text, len, 0};
+    Needle n = {text, len, 0, 0};
     for (Py_ssize_t i = 1; i < len; i++) {
         if (byte_rank((unsigned char)text[i]) < byte_rank((unsigned char)text[n.rare]))
             n.rare = i;
     }
+    n.other = n.rare == 0 && len > 1 ? 1 : 0;
+    for (Py_ssize_t i = 0; i < len; i++) {
+        if (i != n.rare && text[i] != text[n.rare] &&
+            byte_rank((unsigned char)text[i]) < byte_rank((unsigned char)text[n.other]))
+            n.other = i;
+    }
     return n;
 }
 
-/* Offset of the first occurrence at or after ``pos``, or -1. */
-Py_ssize_t needle_find(const Needle *n, const char *buf, Py_ssize_t size, Py_ssize_t pos) {
-    if (n->len == 0)
-        return pos <= size ? pos : -1;
+/* The first match at a start in [pos, last], by memchr for the rarest byte. */
+static Py_ssize_t find_by_memchr(const Needle *n, const char *buf, Py_ssize_t pos,
+                                 Py_ssize_t last) {
     const char key = n->text[n->rare];
     Py_ssize_t at = pos + n->rare; /* where the rare byte sits for a match at pos */
-    while (at + (n->len - n->rare) <= size) {
-        const char *hit = memchr(buf + at, key, (size_t)(size - at - (n->len - n->rare) + 1));
+    while (at <= last + n->rare) {
+        const char *hit = memchr(buf + at, key, (size_t)(last + n->rare - at + 1));
         if (hit == NULL)
             return -1;
         Py_ssize_t start = hit - buf - n->rare;
@@ -81,3 +89,43 @@ Py_ssize_t needle_find(const Needle *n, const char *buf, Py_ssize_t size, Py_ssi
     return -1;
 }
 
+#if defined(__SSE2__)
+/* The first match at a start in [pos, last]: 16 starts a step while every load
+ * stays inside the buffer, the rest by memchr. */
+static Py_ssize_t find_by_pair(const Needle *n, const char *buf, Py_ssize_t pos,
+                               Py_ssize_t last) {
+    const Py_ssize_t a = n->rare, b = n->other, reach = (a > b ? a : b) + 16;
+    const __m128i va = _mm_set1_epi8(n->text[a]), vb = _mm_set1_epi8(n->text[b]);
+    /* Loads read [start + a, start + a + 16) and the same from b: inside the
+     * buffer while start + reach <= last + len. */
+    while (pos + reach <= last + n->len) {
+        __m128i ha = _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(buf + pos + a)), va);
+        __m128i hb = _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(buf + pos + b)), vb);
+        unsigned mask = (unsigned)_mm_movemask_epi8(_mm_and_si128(ha, hb));
+        while (mask != 0) {
+            Py_ssize_t start = pos + __builtin_ctz(mask);
+            if (start > last)
+                return -1;
+            if (memcmp(buf + start, n->text, (size_t)n->len) == 0)
+                return start;
+            mask &= mask - 1;
+        }
+        pos += 16;
+    }
+    return pos <= last ? find_by_memchr(n, buf, pos, last) : -1;
+}
+#endif
+
+/* Offset of the first occurrence at or after ``pos``, or -1. */
+Py_ssize_t needle_find(const Needle *n, const char *buf, Py_ssize_t size, Py_ssize_t pos) {
+    if (n->len == 0)
+        return pos <= size ? pos : -1;
+    Py_ssize_t last = size - n->len; /* the last start a match can have */
+    if (pos > last)
+        return -1;
+#if defined(__SSE2__)
+    if (n->len > 1)
+        return find_by_pair(n, buf, pos, last);
+#endif
+    return find_by_memchr(n, buf, pos, last);
+}

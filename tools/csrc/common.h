@@ -31,7 +31,8 @@
 /* bytes.c: byte search helpers */
 typedef struct {
     const char *text;
-    Py_ssize_t len, rare; /* index of the byte memchr looks for */
+    Py_ssize_t len, rare; /* index of the rarest byte (memchr looks for it) */
+    Py_ssize_t other;     /* index of the next rarest byte, at another offset (len > 1) */
 } Needle;
 
 const char *find_byte_back(const char *lo, const char *hi, char c);

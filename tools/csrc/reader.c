@@ -6,11 +6,16 @@
  *   r.wait()   -> (searched, files, bytes, unreadable, binary, over_budget, stopped)
  *   r.kept()   -> [(group, name)] of the files kept (text, holding the literal)
  *   r.scan(prefixes, find, confirm, anchor, limit) -> (hits, matched, long_lines, out)
- *   r.chunks() -> [bytes] of the kept files (for the Python scan, with context)
+ *   r.chunks() -> [bytes] of the kept files (for the Python scan, with context;
+ *                 a Reader that found the lines keeps only those: it refuses)
  *
  * ``groups`` is [(dir_fd, [names])]: the caller keeps those descriptors open
  * until wait() has returned. The threads never touch a Python object: names are
- * encoded up front and file contents live in the Reader's own buffers.
+ * encoded up front and file contents live in the Reader's own buffers: each
+ * file is read into its thread's scratch buffer, and only what the scan needs of
+ * a kept file is copied out (its matching lines, when the threads found and
+ * proved them; else the whole file), so most bytes read land in memory that
+ * is already mapped and warm, as ripgrep reads into one buffer.
  *
  * The budget is applied between the two phases in walk order, as
  * tools.limits.Budget.take_file does: the file limit stops the walk, the content
@@ -42,10 +47,9 @@ typedef struct {
     int dir_fd, fd, state;
     Py_ssize_t group; /* which of the caller's groups the name came from */
     Py_ssize_t size;         /* st_size at open */
-    char *data;              /* what was read: ``got`` bytes, in the arena unless ``own`` */
-    int own;                 /* data is a buffer of its own (the file grew while read) */
-    Py_ssize_t got;
-    Lines lines; /* candidate lines, when asked for */
+    char *data;     /* what the scan needs of a kept file (malloc'd): ``got`` bytes */
+    Py_ssize_t got; /* bytes read, then the size of ``data`` */
+    Lines lines;    /* candidate lines, when asked for */
 } Job;
 
 typedef struct {
@@ -65,17 +69,19 @@ typedef struct {
     Py_ssize_t next;
     pthread_mutex_t lock;
     Background driver;
-    char *arena; /* every accepted file's size + 1 bytes, back to back */
-    size_t arena_cap;
 } Reader;
 
-/* Arenas are kept for the next Reader: a search reads group after group, and a
- * fresh arena would be faulted in page by page each time (45k page faults on the
- * bench tree's 250 MB, a third of the search's system time). They are kept only
- * while a search runs: when the last Budget (one per search, outliving its
- * Readers) goes, so do they, and a long-running TUI holds none between searches. */
-#define ARENA_SLOTS 2
-#define ARENA_KEEP_MAX (64u << 20)
+/* Scratch buffers are kept for the next Reader's threads: a search reads group
+ * after group, and a fresh buffer would be faulted in page by page each time
+ * (45k page faults on the bench tree's 250 MB, a third of the search's system
+ * time). One slot for each thread that may be reading at once (two Readers under
+ * way, each with up to MAX_THREADS); a thread takes the largest kept, and it
+ * grows (realloc moves a mapped buffer's pages rather than faulting them in
+ * again) to the largest file it reads. They are kept only while a search runs:
+ * when the last Budget (one per search, outliving its Readers) goes, so do
+ * they, and a long-running TUI holds none between searches. */
+#define ARENA_SLOTS (2 * MAX_THREADS)
+#define ARENA_KEEP_MAX ((size_t)64 << 20)
 static struct {
     char *ptr;
     size_t cap;
@@ -84,20 +90,32 @@ static pthread_mutex_t arenas_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static char *arena_take(size_t need, size_t *cap) {
     char *found = NULL;
+    size_t found_cap = 0;
+    int slot = -1;
     pthread_mutex_lock(&arenas_lock);
-    for (int i = 0; i < ARENA_SLOTS && found == NULL; i++) {
-        if (arenas[i].ptr != NULL && arenas[i].cap >= need) {
-            found = arenas[i].ptr;
-            *cap = arenas[i].cap;
-            arenas[i].ptr = NULL;
+    for (int i = 0; i < ARENA_SLOTS; i++) {
+        if (arenas[i].ptr != NULL && arenas[i].cap > found_cap) {
+            found_cap = arenas[i].cap;
+            slot = i;
         }
     }
-    pthread_mutex_unlock(&arenas_lock);
-    if (found == NULL) {
-        *cap = need < 65536 ? 65536 : need;
-        found = malloc(*cap);
+    if (slot >= 0) {
+        found = arenas[slot].ptr;
+        arenas[slot].ptr = NULL;
     }
-    return found;
+    pthread_mutex_unlock(&arenas_lock);
+    if (found != NULL && found_cap >= need) {
+        *cap = found_cap;
+        return found;
+    }
+    size_t want = need < 65536 ? 65536 : need + need / 4;
+    char *grown = realloc(found, want); /* a fresh one when nothing was kept */
+    if (grown == NULL) {
+        free(found);
+        return NULL;
+    }
+    *cap = want;
+    return grown;
 }
 
 static void arena_give(char *ptr, size_t cap) {
@@ -166,89 +184,148 @@ static void open_job(Job *job, const char *name) {
     job->state = J_OPEN;
 }
 
-/* Read the whole file into ``data``. The buffer holds size + 1 bytes, so one read
- * that returns less than asked is the whole file (a short read of a regular file
- * is its end, as the Python path also takes it); a file that grew meanwhile is
- * read on to its end. The first BINARY_PROBE bytes are read first: a NUL in them
- * is a binary file, and the rest is never read (1, as ripgrep stops at it).
- * 0 when read, 1 for binary, or -1 on an error. */
-static int read_job(Job *job) {
-    Py_ssize_t cap = job->size + 1, limit = job->size + 1 + GROWTH_READ;
-    int probed = 0;
+static ssize_t read_retrying(int fd, char *buf, size_t want) {
+    ssize_t r;
+    do {
+        r = read(fd, buf, want);
+    } while (r < 0 && errno == EINTR);
+    return r;
+}
+
+/* A thread's buffer for the file it reads. */
+typedef struct {
+    char *buf;
+    size_t cap;
+} Scratch;
+
+/* Room for ``need`` bytes; 0, or -1 when it cannot grow. */
+static int scratch_fit(Scratch *s, size_t need) {
+    if (s->cap >= need)
+        return 0;
+    size_t cap = s->cap ? s->cap : 65536;
+    while (cap < need)
+        cap *= 2;
+    char *grown = realloc(s->buf, cap);
+    if (grown == NULL)
+        return -1;
+    s->buf = grown;
+    s->cap = cap;
+    return 0;
+}
+
+/* Read the whole file into the scratch buffer: its first BINARY_PROBE bytes
+ * first, where a NUL makes it binary and the rest is never read (1, as ripgrep
+ * stops at it); then up to size + 1 bytes, so one read that returns less than
+ * asked is the whole file (a short read of a regular file is its end, as the
+ * Python path also takes it); a file that grew meanwhile is read on to its end,
+ * at most GROWTH_READ bytes further. 0 when read, 1 for binary, or -1 on an error. */
+static int read_job(Job *job, Scratch *s) {
+    size_t whole = (size_t)job->size + 1, limit = whole + GROWTH_READ;
+    size_t want = whole < BINARY_PROBE ? whole : BINARY_PROBE;
+    if (scratch_fit(s, want) != 0)
+        return -1;
+    ssize_t got = read_retrying(job->fd, s->buf, want);
+    if (got < 0)
+        return -1;
+    job->got = got;
+    if (memchr(s->buf, 0, (size_t)got) != NULL)
+        return 1;
+    size_t cap = whole;
     for (;;) {
-        if (job->got >= limit)
+        if ((size_t)got < want)
+            return 0; /* a short read is the end */
+        if ((size_t)job->got >= limit)
             return 0; /* still growing: search what was there (a read must end) */
-        if (job->got == cap) { /* grew: move to a buffer of its own */
-            char *grown = job->own ? realloc(job->data, (size_t)cap * 2) : malloc((size_t)cap * 2);
-            if (grown == NULL)
-                return -1;
-            if (!job->own)
-                memcpy(grown, job->data, (size_t)job->got);
-            job->data = grown;
-            job->own = 1;
-            cap *= 2;
-        }
-        size_t want = (size_t)((cap < limit ? cap : limit) - job->got);
-        if (!probed && want > BINARY_PROBE)
-            want = BINARY_PROBE; /* the probe first: a binary's rest is never read */
-        ssize_t r = read(job->fd, job->data + job->got, want);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
+        if ((size_t)job->got == cap) /* grew: read on */
+            cap = cap * 2 < limit ? cap * 2 : limit;
+        if (scratch_fit(s, cap) != 0)
             return -1;
-        job->got += r;
-        if (!probed) {
-            probed = 1;
-            Py_ssize_t probe = job->got < BINARY_PROBE ? job->got : BINARY_PROBE;
-            if (memchr(job->data, 0, (size_t)probe) != NULL)
-                return 1;
-            if ((size_t)r < want)
-                return 0; /* a short read is the end: the whole file was the probe */
-            continue;     /* a full probe: the rest of the file next */
-        }
-        if ((size_t)r < want)
-            return 0;
+        want = cap - (size_t)job->got;
+        got = read_retrying(job->fd, s->buf + job->got, want);
+        if (got < 0)
+            return -1;
+        job->got += got;
     }
 }
 
-static void check_job(Reader *r, Job *job) {
-    int read = read_job(job);
+/* Whether the scan will need nothing of the file but its lines: each one found
+ * is proved (by the literal or the native regex) or over the long-line bound. */
+static int lines_suffice(const Lines *lines) {
+    if (lines->failed)
+        return 0;
+    for (Py_ssize_t i = 0; i < lines->n; i++) {
+        if (lines->items[i].number >= 0 && !lines->items[i].proven)
+            return 0;
+    }
+    return 1;
+}
+
+/* Copy out of ``text`` what the scan needs of a kept file; 0, or -1 (no memory). */
+static int keep_job(Reader *r, Job *job, const char *text) {
+    if (r->lines_found) {
+        find_lines(&r->spec, text, job->got, &job->lines);
+        if (lines_suffice(&job->lines)) {
+            Py_ssize_t total = 0;
+            for (Py_ssize_t i = 0; i < job->lines.n; i++) {
+                Line *line = &job->lines.items[i];
+                if (line->number >= 0)
+                    total += line->end - line->start;
+            }
+            job->data = malloc(total ? (size_t)total : 1);
+            if (job->data == NULL)
+                return -1;
+            Py_ssize_t at = 0;
+            for (Py_ssize_t i = 0; i < job->lines.n; i++) {
+                Line *line = &job->lines.items[i];
+                Py_ssize_t len = line->number >= 0 ? line->end - line->start : 0;
+                memcpy(job->data + at, text + line->start, (size_t)len);
+                line->start = at;
+                line->end = at += len;
+            }
+            job->got = total;
+            return 0;
+        }
+    }
+    job->data = malloc(job->got ? (size_t)job->got : 1);
+    if (job->data == NULL)
+        return -1;
+    memcpy(job->data, text, (size_t)job->got);
+    return 0;
+}
+
+static void check_job(Reader *r, Job *job, Scratch *s) {
+    int read = read_job(job, s);
     close(job->fd);
     job->fd = -1;
-    Py_ssize_t probe = job->got < BINARY_PROBE ? job->got : BINARY_PROBE;
     if (read < 0)
         job->state = J_UNREADABLE;
-    else if (read == 1 || memchr(job->data, 0, (size_t)probe) != NULL)
+    else if (read == 1)
         job->state = J_BINARY;
-    else if (r->spec.has_literal && needle_find(&r->spec.literal, job->data, job->got, 0) < 0)
+    else if (r->spec.has_literal && needle_find(&r->spec.literal, s->buf, job->got, 0) < 0)
         job->state = J_NO_LITERAL;
     else
-        job->state = J_KEPT;
-    if (job->state != J_KEPT) {
-        if (job->own)
-            free(job->data);
-        job->data = NULL;
-        job->own = 0;
-        return;
-    }
-    if (r->lines_found)
-        find_lines(&r->spec, job->data, job->got, &job->lines);
+        job->state = keep_job(r, job, s->buf) == 0 ? J_KEPT : J_UNREADABLE;
 }
 
 static void *work_loop(void *arg) {
     Reader *r = arg;
+    Scratch scratch = {NULL, 0};
+    if (r->phase == 1)
+        scratch.buf = arena_take(0, &scratch.cap);
     for (;;) {
         pthread_mutex_lock(&r->lock);
         Py_ssize_t i = r->next++;
         pthread_mutex_unlock(&r->lock);
         if (i >= r->n)
-            return NULL;
+            break;
         Job *job = &r->jobs[i];
         if (r->phase == 0)
             open_job(job, r->groups.names.names[i]);
         else if (job->state == J_OPEN)
-            check_job(r, job);
+            check_job(r, job, &scratch);
     }
+    arena_give(scratch.buf, scratch.cap);
+    return NULL;
 }
 
 static int thread_count(Py_ssize_t jobs) {
@@ -355,35 +432,10 @@ PyTypeObject BudgetType = {
     .tp_new = budget_new,
 };
 
-/* One arena for every accepted file; without one, the files are not read. */
-static void place_jobs(Reader *r) {
-    size_t need = 0;
-    for (Py_ssize_t i = 0; i < r->n; i++) {
-        if (r->jobs[i].state == J_OPEN)
-            need += (size_t)r->jobs[i].size + 1;
-    }
-    r->arena = arena_take(need, &r->arena_cap);
-    size_t at = 0;
-    for (Py_ssize_t i = 0; i < r->n; i++) {
-        Job *job = &r->jobs[i];
-        if (job->state != J_OPEN)
-            continue;
-        if (r->arena == NULL) {
-            job->state = J_UNREADABLE;
-            close(job->fd);
-            job->fd = -1;
-            continue;
-        }
-        job->data = r->arena + at;
-        at += (size_t)job->size + 1;
-    }
-}
-
 static void *drive(void *arg) {
     Reader *r = arg;
     run_phase(r, 0);
     apply_budget(r);
-    place_jobs(r);
     run_phase(r, 1);
     return NULL;
 }
@@ -442,12 +494,10 @@ static void reader_dealloc(Reader *r) {
     for (Py_ssize_t i = 0; r->jobs && i < r->n; i++) {
         if (r->jobs[i].fd >= 0)
             close(r->jobs[i].fd);
-        if (r->jobs[i].own)
-            free(r->jobs[i].data);
+        free(r->jobs[i].data);
         free(r->jobs[i].lines.items);
     }
     PyMem_Free(r->jobs);
-    arena_give(r->arena, r->arena_cap);
     groups_free(&r->groups);
     Py_XDECREF(r->literal);
     Py_XDECREF(r->regex);
@@ -496,7 +546,13 @@ static PyObject *kept_bytes(Reader *r, Job *job) {
 
 static PyObject *reader_kept(Reader *r, PyObject *unused) { return each_kept(r, kept_name); }
 
-static PyObject *reader_chunks(Reader *r, PyObject *unused) { return each_kept(r, kept_bytes); }
+static PyObject *reader_chunks(Reader *r, PyObject *unused) {
+    if (r->lines_found) {
+        PyErr_SetString(PyExc_ValueError, "this Reader kept only the matching lines (no chunks)");
+        return NULL;
+    }
+    return each_kept(r, kept_bytes);
+}
 
 /* A view RE2 was given must not outlive the buffer: release it after each file.
  * ``rc`` is the scan's: an exception it left pending is set aside for the call
