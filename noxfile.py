@@ -88,8 +88,10 @@ def bench(session: nox.Session) -> None:
     per byte of text, `-p -c` on a long session, and `sessions`/`sessions search` vs
     sqlite3 plus `python -c pass`; the token estimate's speed and error against
     published provider counts; the app in tmux vs bastion -p, a minimal Textual app and
-    `python -c pass`; launch with and without an MCP server configured; 4 reads of one
-    turn run together vs 2 one after another."""
+    `python -c pass`; the app's CPU while a 400 chars/s answer streams, key echo while
+    2 MB streams vs the idle app, and a 2,000-turn session vs a 20-turn one (open,
+    scroll to the top, search, resume); launch with and without an MCP server
+    configured; 4 reads of one turn run together vs 2 one after another."""
     # A regular install, as a user has it: no editable-install import hook at start-up.
     session.install(".")
     # bench_tokens' computed rows: the o200k_base ranks quicktok-v1 ships (checked
@@ -106,6 +108,9 @@ def bench(session: nox.Session) -> None:
     session.run("python", "tests/bench/bench_store.py")
     session.run("python", "tests/bench/bench_tokens.py")
     session.run("python", "tests/bench/bench_app.py")
+    # The app's CPU while a slow answer streams, key echo while a fast one does, and a
+    # 2,000-turn session opened, scrolled, searched and resumed (issue 28).
+    session.run("python", "tests/bench/bench_live.py")
     # MCP at launch: with and without a server configured (the mcp extra installed).
     session.install(".[mcp]")
     session.run("python", "tests/bench/bench_mcp.py")

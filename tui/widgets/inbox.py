@@ -33,9 +33,15 @@ class InboxStrip(Static):
     """
 
     shown: var[bool] = var(False, toggle_class="-shown")
+    _drawn: tuple[object, object] | None = None  # the queued and held items last drawn
 
     def show(self, view: ConversationView) -> None:
+        # Called on every frame: a Static's update asks for a layout of the whole screen
+        # even when the text is the same, so nothing is done unless the items changed.
         queued = view.queued_inbox
+        if self._drawn == (queued, view.held_inbox):
+            return
+        self._drawn = (queued, view.held_inbox)
         lines = []
         for item in queued:
             kind = KINDS.get(InboxMode(item.mode), str(item.mode))

@@ -287,7 +287,26 @@ class MarkdownText(Static, LaidOutOnce):
 
     def set_source(self, source: str) -> None:
         """Show `source` (re-rendered at the next refresh; the layout follows its height)."""
-        if source != self.source:
-            self.source = source
+        if source == self.source:
+            return
+        same_height = self._same_height(source)
+        self.source = source
+        if same_height:
+            # The text grew within its last line (most deltas of a stream): only this
+            # widget is drawn again, not the whole screen laid out.
+            self.refresh()
+        else:
             self.clear_cached_dimensions()
             self.refresh(layout=True)
+
+    def _same_height(self, source: str) -> bool:
+        """`source`, already rendered at the width last laid out (the frame that shows a
+        streamed answer renders it ahead), takes as many lines as what is shown."""
+        drawn = self._drawn
+        lines = drawn[2]._lines if drawn is not None and drawn[0] is self.source else None
+        if lines is None or not self.source or not source:
+            return False
+        width, shown = lines
+        if not is_rendered(self.app, source, width):
+            return False
+        return len(rendered(self.app, source, width)) == len(shown)

@@ -3,6 +3,7 @@ first answer drawn, not at start-up: it brings the Markdown parser and Pygments)
 
 from __future__ import annotations
 
+import functools
 import io
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -12,6 +13,7 @@ from rich.markdown import Markdown as RichMarkdown
 from rich.syntax import Syntax
 
 if TYPE_CHECKING:
+    from pygments.lexer import Lexer
     from rich.segment import Segment
     from rich.theme import Theme
 
@@ -36,12 +38,28 @@ class _Code(CodeBlock):
         background = style.bgcolor.name if style.bgcolor is not None else None
         yield Syntax(
             str(self.text).rstrip(),
-            self.lexer_name,
+            _lexer(self.lexer_name),
             theme=self.theme,
             word_wrap=True,
             padding=(1, 2),
             background_color=background,
         )
+
+
+@functools.cache
+def _lexer(name: str) -> Lexer:
+    """The Pygments lexer for a fence's language, made once per name as Rich's `Syntax`
+    makes it (else "text"). Looking one up by name scans the installed packages'
+    entry points for plugin lexers, and a streamed answer's open segment is rendered
+    again on every frame: that lookup was a fifth of each render of a code block."""
+    from pygments.lexers import get_lexer_by_name
+    from pygments.util import ClassNotFound
+
+    options: dict[str, Any] = {"stripnl": False, "ensurenl": True, "tabsize": 4}  # Syntax.tab_size
+    try:
+        return get_lexer_by_name(name, **options)
+    except ClassNotFound:
+        return get_lexer_by_name("text", **options)
 
 
 class LeftMarkdown(RichMarkdown):
