@@ -387,6 +387,39 @@ def _todos(db: sqlite3.Connection) -> None:
     )
 
 
+@migration(10, "checkpoints kept as marks on their chunks, sealed when the entry closes")
+def _checkpoint_marks(db: sqlite3.Connection) -> None:
+    """A checkpoint of streamed text or reasoning was a ledger row of ~160 bytes around
+    ~40-80 characters of text: most of the store. Its event is now the `seq` and
+    `time` of the chunk it wrote, and when the entry closes the marks of each stream
+    are sealed into one append-only `ledger_marks` row of a few bytes a checkpoint
+    (runtime.store.marks). Rows already in the ledger stay and read as before."""
+    _run_script(
+        db,
+        """
+        ALTER TABLE chunks ADD COLUMN seq INTEGER;
+        ALTER TABLE chunks ADD COLUMN time REAL;
+        CREATE TABLE ledger_marks (
+            conversation_id TEXT NOT NULL,
+            last_seq INTEGER NOT NULL,
+            first_seq INTEGER NOT NULL,
+            owner_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            time REAL NOT NULL,
+            marks BLOB NOT NULL,
+            PRIMARY KEY (conversation_id, last_seq)
+        ) WITHOUT ROWID;
+
+        CREATE TRIGGER ledger_marks_append_only_update BEFORE UPDATE ON ledger_marks
+        BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;
+
+        CREATE TRIGGER ledger_marks_append_only_delete BEFORE DELETE ON ledger_marks
+        WHEN EXISTS (SELECT 1 FROM conversations WHERE id = OLD.conversation_id)
+        BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;
+        """,
+    )
+
+
 def _run_script(db: sqlite3.Connection, script: str) -> None:
     """Run statements one by one: `executescript` would commit the open transaction."""
     pending = ""

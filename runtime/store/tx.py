@@ -41,7 +41,7 @@ from runtime.records import (
     RunState,
     ToolCallRecord,
 )
-from runtime.store import ledger
+from runtime.store import ledger, marks
 from runtime.store.rows import CONVERSATION_COLUMNS, conversation_row
 
 ENTRY_COLUMNS = "id, conversation_id, position, kind, status, text, created_at, run_id, data"
@@ -167,7 +167,8 @@ class Tx:
             "UPDATE conversations SET version = ?, updated_at = ? WHERE id = ?",
             (self.version, time.time(), self.conversation_id),
         )
-        self.db.executemany(ledger.INSERT, [ledger.row(e) for e in self.events])
+        rows = [ledger.row(e) for e in self.events if e.type not in marks.TYPES]
+        self.db.executemany(ledger.INSERT, rows)  # checkpoints are marks on their chunks
 
     # --- reads inside the transaction --------------------------------------
 
@@ -261,10 +262,12 @@ class Tx:
         text = text[end - offset :]
         if not text:
             return end
+        # A text or reasoning checkpoint's event is the chunk's mark (runtime.store.marks).
+        seq, stamp = (self.version + 1, time.time()) if kind in marks.KINDS else (None, None)
         self.execute(
-            "INSERT INTO chunks (conversation_id, owner_id, kind, start, text) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (self.conversation_id, owner_id, kind, end, text),
+            "INSERT INTO chunks (conversation_id, owner_id, kind, start, text, seq, time) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (self.conversation_id, owner_id, kind, end, text, seq, stamp),
         )
         cid = self.conversation_id
         if kind == "text":
@@ -291,6 +294,7 @@ class Tx:
         )
         if changed == 0:
             return None
+        marks.seal(self.db, self.conversation_id, entry_id)
         self.execute(
             "DELETE FROM chunks WHERE owner_id = ? AND conversation_id = ? "
             "AND kind IN ('text', 'reasoning')",
@@ -305,7 +309,9 @@ class Tx:
         return entry_row(rows[0])
 
     def reset_entry(self, entry: Entry) -> Entry:
-        """Start a streaming entry over (a retried request): its chunks are dropped."""
+        """Start a streaming entry over (a retried request): its chunks are dropped (their
+        checkpoints' marks sealed first: the events stay in the ledger)."""
+        marks.seal(self.db, self.conversation_id, entry.id)
         self.execute(
             "DELETE FROM chunks WHERE owner_id = ? AND conversation_id = ?",
             (entry.id, self.conversation_id),
@@ -357,11 +363,11 @@ class Tx:
         if current is None or current.state not in from_states:
             return None
         updated = current.but(updated_at=time.time(), revision=current.revision + 1, **changes)
-        marks = ", ".join("?" for _ in from_states)
+        placeholders = ", ".join("?" for _ in from_states)
         changed = self.execute(
             "UPDATE runs SET state = ?, updated_at = ?, revision = ?, reason = ?, error = ?, "
             "usage = ?, result_entry_id = ?, interrupt_requested = ? "
-            f"WHERE id = ? AND conversation_id = ? AND revision = ? AND state IN ({marks})",
+            f"WHERE id = ? AND conversation_id = ? AND revision = ? AND state IN ({placeholders})",
             (
                 updated.state,
                 updated.updated_at,
