@@ -21,8 +21,16 @@ from dataclasses import MISSING, fields
 from typing import Any
 
 from runtime.events import DurableEvent, event_from_dict, event_to_dict
-from runtime.records import Conversation, Entry, InboxItem, Run, ToolCallRecord
+from runtime.records import Conversation, Entry, InboxItem, Run, RunState, ToolCallRecord
 from runtime.store import marks
+from runtime.store.rows import (
+    ENTRY_COLUMNS,
+    INBOX_COLUMNS,
+    RUN_COLUMNS,
+    entry_row,
+    inbox_row,
+    run_row,
+)
 
 INSERT = "INSERT INTO ledger (conversation_id, seq, type, payload, time) VALUES (?, ?, ?, ?, ?)"
 _RECORDS = {
@@ -68,6 +76,9 @@ def row(event: DurableEvent) -> tuple[Any, ...]:
     for name, defaults in _DEFAULTS.items():
         record = data.get(name)
         if not isinstance(record, dict):
+            continue
+        if event.type != "entry.updated" and _settled(name, record):
+            data[name] = {"id": record["id"], "@rest": "*"}
             continue
         record.pop("conversation_id", None)
         slim = {k: v for k, v in record.items() if k not in defaults or defaults[k] != v}
@@ -130,9 +141,37 @@ def _event(
 _TABLES = {"entry": "entries", "item": "inbox", "tool_call": "tool_calls", "run": "runs"}
 
 
+#: Records in a state they never leave: a finished run, a placed or withdrawn inbox item,
+#: an entry no longer streaming. Every later change to such a row is refused by the
+#: triggers of migration 10, so an event's record in that state is the row itself,
+#: kept whole by its table: the payload names it (`"@rest": "*"`).
+_SETTLED = {
+    "run": (RUN_COLUMNS, run_row),
+    "item": (INBOX_COLUMNS, inbox_row),
+    "entry": (ENTRY_COLUMNS, entry_row),
+}
+
+
+def _settled(name: str, record: dict[str, Any]) -> bool:
+    if name == "run":
+        return RunState(record["state"]).terminal
+    if name == "item":
+        return record["state"] in ("placed", "withdrawn")
+    return name == "entry" and record["status"] != "streaming"
+
+
 def _restore(db: sqlite3.Connection, name: str, record: dict[str, Any]) -> None:
     rest = record.pop("@rest", None)
     if not rest:
+        return
+    if rest == "*":
+        columns, decode = _SETTLED[name]
+        found = db.execute(
+            f"SELECT {columns} FROM {_TABLES[name]} WHERE id = ?", (record["id"],)
+        ).fetchone()
+        if found is None:
+            raise LookupError(f"the ledger names {name} {record['id']}, which is not stored")
+        record.update(decode(found).to_dict())
         return
     if isinstance(rest, str):
         rest = [rest]

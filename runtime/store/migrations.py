@@ -393,7 +393,11 @@ def _checkpoint_marks(db: sqlite3.Connection) -> None:
     ~40-80 characters of text: most of the store. Its event is now the `seq` and
     `time` of the chunk it wrote, and when the entry closes the marks of each stream
     are sealed into one append-only `ledger_marks` row of a few bytes a checkpoint
-    (runtime.store.marks). Rows already in the ledger stay and read as before."""
+    (runtime.store.marks). And a finished run, a placed or withdrawn inbox item and
+    an entry no longer streaming never change (every transition starts from an
+    active state): triggers now refuse any change to them, so a ledger event whose
+    record is in such a state names the row instead of copying it
+    (runtime.store.ledger). Rows already in the ledger stay and read as before."""
     _run_script(
         db,
         """
@@ -416,6 +420,18 @@ def _checkpoint_marks(db: sqlite3.Connection) -> None:
         CREATE TRIGGER ledger_marks_append_only_delete BEFORE DELETE ON ledger_marks
         WHEN EXISTS (SELECT 1 FROM conversations WHERE id = OLD.conversation_id)
         BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;
+
+        CREATE TRIGGER runs_settled BEFORE UPDATE ON runs
+        WHEN OLD.state IN ('completed', 'interrupted', 'failed', 'cancelled')
+        BEGIN SELECT RAISE(ABORT, 'a finished run does not change'); END;
+
+        CREATE TRIGGER inbox_settled BEFORE UPDATE ON inbox
+        WHEN OLD.state IN ('placed', 'withdrawn')
+        BEGIN SELECT RAISE(ABORT, 'a placed or withdrawn inbox item does not change'); END;
+
+        CREATE TRIGGER entries_settled BEFORE UPDATE ON entries
+        WHEN OLD.status != 'streaming'
+        BEGIN SELECT RAISE(ABORT, 'an entry that is no longer streaming does not change'); END;
         """,
     )
 

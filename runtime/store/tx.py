@@ -42,54 +42,36 @@ from runtime.records import (
     ToolCallRecord,
 )
 from runtime.store import ledger, marks
-from runtime.store.rows import CONVERSATION_COLUMNS, conversation_row
-
-ENTRY_COLUMNS = "id, conversation_id, position, kind, status, text, created_at, run_id, data"
-RUN_COLUMNS = (
-    "id, conversation_id, inbox_id, state, created_at, updated_at, revision, reason, error,"
-    " usage, result_entry_id, interrupt_requested"
+from runtime.store.rows import (
+    CONVERSATION_COLUMNS,
+    ENTRY_COLUMNS,
+    INBOX_COLUMNS,
+    RUN_COLUMNS,
+    conversation_row,
+    entry_row,
+    inbox_row,
+    run_row,
 )
-INBOX_COLUMNS = "id, conversation_id, mode, text, state, created_at, request_key, run_id, entry_id"
+
+__all__ = [
+    "ENTRY_COLUMNS",
+    "INBOX_COLUMNS",
+    "RUN_COLUMNS",
+    "TOOL_COLUMNS",
+    "Tx",
+    "entry_row",
+    "inbox_row",
+    "joined_chunks",
+    "run_row",
+    "session_rules",
+    "tool_call_row",
+]
+
 TOOL_COLUMNS = (
     'id, conversation_id, run_id, entry_id, "index", name, arguments, replay_safe, approval,'
     " state, created_at, updated_at, result, result_entry_id, provider_id, process, review"
 )
 _ACTIVE = ", ".join(f"'{s.value}'" for s in ACTIVE_RUN_STATES)
-
-
-def entry_row(row: Sequence[Any]) -> Entry:
-    return Entry(
-        id=row[0],
-        conversation_id=row[1],
-        position=row[2],
-        kind=row[3],
-        status=row[4],
-        text=row[5],
-        created_at=row[6],
-        run_id=row[7],
-        data=json.loads(row[8]),
-    )
-
-
-def run_row(row: Sequence[Any]) -> Run:
-    return Run(
-        id=row[0],
-        conversation_id=row[1],
-        inbox_id=row[2],
-        state=row[3],
-        created_at=row[4],
-        updated_at=row[5],
-        revision=row[6],
-        reason=row[7],
-        error=json.loads(row[8]) if row[8] else None,
-        usage=json.loads(row[9]),
-        result_entry_id=row[10],
-        interrupt_requested=bool(row[11]),
-    )
-
-
-def inbox_row(row: Sequence[Any]) -> InboxItem:
-    return InboxItem(*row)
 
 
 def tool_call_row(row: Sequence[Any]) -> ToolCallRecord:
