@@ -11,9 +11,8 @@ row of its own:
   `time`, written in the same transaction as the chunk (runtime.store.tx);
 - when the entry closes, or a retried attempt starts it over, the same
   transaction that drops the chunks seals their marks into one `ledger_marks`
-  row per stream: the first seq and time, then four varints a checkpoint (seq
-  step, gap before its start, length, milliseconds since the one before). That
-  row is append-only, like the ledger.
+  row per stream: the first seq and time, then about three bytes a checkpoint
+  (`pack`). That row is append-only, like the ledger.
 
 Reading the ledger (runtime.store.ledger.read) merges ledger rows, sealed marks
 and open chunks: every checkpoint reads back at its own seq with its offset and
@@ -58,29 +57,39 @@ def _take(data: bytes, at: int) -> tuple[int, int]:
 
 
 def pack(marks: list[Mark]) -> tuple[int, float, bytes]:
-    """(first seq, first time, the packed marks) of checkpoints in seq order."""
+    """(first seq, first time, the packed marks) of checkpoints in seq order.
+
+    Each checkpoint is a head varint (seq step << 2, a gap before its start << 1,
+    the clock stepped back), the gap if any, its length, and the milliseconds since
+    the one before: three bytes for the usual checkpoint (a step of 1, no gap, under
+    128 characters, under 128 ms)."""
     seq, end, clock = marks[0][0], 0, marks[0][3]
     first = (seq, clock)
     out = bytearray()
     for mark_seq, start, length, at in marks:
         if mark_seq < seq or start < end:
             raise ValueError(f"checkpoint marks out of order at seq {mark_seq}")
-        step = round((at - clock) * 1000)  # the clock may step back: zigzag
-        for n in (mark_seq - seq, start - end, length, step * 2 if step >= 0 else -step * 2 - 1):
-            _put(n, out)
-        seq, end, clock = mark_seq, start + length, clock + step / 1000
+        gap, ms = start - end, round((at - clock) * 1000)
+        _put((mark_seq - seq) << 2 | (gap > 0) << 1 | (ms < 0), out)
+        if gap:
+            _put(gap, out)
+        _put(length, out)
+        _put(abs(ms), out)
+        seq, end, clock = mark_seq, start + length, clock + ms / 1000
     return first[0], first[1], bytes(out)
 
 
 def unpack(seq: int, clock: float, data: bytes) -> Iterator[Mark]:
     at = end = 0
     while at < len(data):
-        step, at = _take(data, at)
-        gap, at = _take(data, at)
+        head, at = _take(data, at)
+        gap = 0
+        if head & 2:
+            gap, at = _take(data, at)
         length, at = _take(data, at)
         ms, at = _take(data, at)
-        seq, start = seq + step, end + gap
-        clock += (ms >> 1 if ms % 2 == 0 else -((ms + 1) >> 1)) / 1000
+        seq, start = seq + (head >> 2), end + gap
+        clock += (-ms if head & 1 else ms) / 1000
         end = start + length
         yield seq, start, length, clock
 

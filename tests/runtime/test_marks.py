@@ -45,6 +45,14 @@ def test_marks_pack_and_unpack_exactly_but_for_the_time_kept_to_the_millisecond(
         assert len(packed) <= 12 * len(made)
 
 
+def test_a_checkpoint_at_the_usual_pace_packs_into_three_bytes():
+    """Seq step 1, no gap, 40 characters, 100 ms after the one before."""
+    made = [(10 + i, 40 * i, 40, 1.8e9 + 0.1 * i) for i in range(100)]
+    first, at, packed = marks.pack(made)
+    assert (first, at, len(packed)) == (10, 1.8e9, 300)
+    assert [m[:3] for m in marks.unpack(first, at, packed)] == [m[:3] for m in made]
+
+
 def streaming(cid: str) -> Entry:
     return Entry(uuid7(), cid, 0, EntryKind.ASSISTANT, EntryStatus.STREAMING, "", time.time())
 
