@@ -262,26 +262,26 @@ async def bench_size(home: Path, turns: int, chunk: int, per_conversation: int) 
         "as UTF-8)"
     )
     ratio = file_bytes / text_chars
+    ours, text = f"{file_bytes / 1e6:.2f} MB", f"{text_chars / 1e6:.2f} M characters"
     if target is not None:
         row("file (page_count * page_size) per character of text",
-            f"{file_bytes / MB:.1f} MB ({free} free pages)", f"{text_chars / MB:.1f} M chars",
-            ratio, target)  # fmt: skip
+            f"{ours} ({free} free pages)", text, ratio, target)  # fmt: skip
     else:
-        print(f"  file per character of text: {file_bytes / MB:.1f} MB vs "
-              f"{text_chars / MB:.1f} M chars -> {ratio:.2f}x (reported, no target)")  # fmt: skip
-    print(f"  VACUUMed copy per character of text: {packed / MB:.1f} MB -> "
+        print(f"  file per character of text: {ours} vs {text} -> {ratio:.2f}x "
+              "(reported, no target)")  # fmt: skip
+    print(f"  VACUUMed copy per character of text: {packed / 1e6:.2f} MB -> "
           f"{packed / text_chars:.2f}x")  # fmt: skip
     record(
         f"store bytes per character of text: {turns:,} turns streamed at {speed} chars/s "
         f"(100 ms checkpoints of {chunk} characters)"
         + ("" if target is not None else "; reported, no target"),
-        f"{file_bytes / MB:.1f} MB",
-        f"{text_chars / MB:.2f} M chars of text",
+        ours,
+        f"{text} of text",
         ratio,
         target,
     )
     if tables:
-        print("  where the pages are: " + ", ".join(f"{n} {b / MB:.2f} MB" for n, b in tables))
+        print("  where the pages are: " + ", ".join(f"{n} {b / 1e6:.2f} MB" for n, b in tables))
 
 
 def _checkpoints(db: sqlite3.Connection) -> int:
