@@ -362,6 +362,7 @@ class Store:
             for (gone,) in db.execute(DESCENDANTS_AND_SELF, (conversation_id,)).fetchall():
                 db.execute("DELETE FROM conversations WHERE id = ?", (gone,))
                 db.execute("DELETE FROM ledger WHERE conversation_id = ?", (gone,))
+                db.execute("DELETE FROM ledger_marks WHERE conversation_id = ?", (gone,))
                 db.execute(
                     "INSERT OR IGNORE INTO deleted_conversations (id, deleted_at) VALUES (?, ?)",
                     (gone, time.time()),

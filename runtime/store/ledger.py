@@ -2,12 +2,14 @@
 
 An event's payload leaves out what the tables already hold and never change:
 the text of an added entry, of an inbox item, a tool call's arguments, a
-closed entry's data (its tool calls, its reasoning), and the text a checkpoint
-appended (kept as its length: the chunks, and later the
-entry, hold it). Nested records lose the conversation id (the row has it) and
-every field still at its default. Reading the ledger back puts all of it back
-from the tables, so an event read back equals the event published: a follower
-(`bastion attach`) and the reducer see the same thing either way.
+closed entry's data (its tool calls, its reasoning). Nested records lose the
+conversation id (the row has it) and every field still at its default. A
+checkpoint of streamed text or reasoning is no row here at all: it is kept as a
+mark on its chunk, sealed when its entry closes (runtime.store.marks); stores
+from before schema 10 keep such rows, with the text's length in place of the text.
+Reading the ledger back puts all of it back from the tables and merges the
+marks in, so an event read back equals the event published: a follower (`bastion
+attach`) and the reducer see the same thing either way.
 """
 
 from __future__ import annotations
@@ -19,7 +21,16 @@ from dataclasses import MISSING, fields
 from typing import Any
 
 from runtime.events import DurableEvent, event_from_dict, event_to_dict
-from runtime.records import Conversation, Entry, InboxItem, Run, ToolCallRecord
+from runtime.records import Conversation, Entry, InboxItem, Run, RunState, ToolCallRecord
+from runtime.store import marks
+from runtime.store.rows import (
+    ENTRY_COLUMNS,
+    INBOX_COLUMNS,
+    RUN_COLUMNS,
+    entry_row,
+    inbox_row,
+    run_row,
+)
 
 INSERT = "INSERT INTO ledger (conversation_id, seq, type, payload, time) VALUES (?, ?, ?, ?, ?)"
 _RECORDS = {
@@ -66,6 +77,9 @@ def row(event: DurableEvent) -> tuple[Any, ...]:
         record = data.get(name)
         if not isinstance(record, dict):
             continue
+        if event.type != "entry.updated" and _settled(name, record):
+            data[name] = {"id": record["id"], "@rest": "*"}
+            continue
         record.pop("conversation_id", None)
         slim = {k: v for k, v in record.items() if k not in defaults or defaults[k] != v}
         if slim.get("text") == "":
@@ -83,41 +97,81 @@ def row(event: DurableEvent) -> tuple[Any, ...]:
 def read(
     db: sqlite3.Connection, conversation_id: str, after: int, limit: int
 ) -> list[DurableEvent]:
-    """Events of `conversation_id` after version `after`, whole again."""
+    """Events of `conversation_id` after version `after` (at most `limit`), whole again:
+    the ledger's rows merged with the checkpoints kept as marks (runtime.store.marks)."""
     rows = db.execute(
         "SELECT type, payload, seq FROM ledger WHERE conversation_id = ? AND seq > ? "
         "ORDER BY seq LIMIT ?",
         (conversation_id, after, limit),
     ).fetchall()
-    events: list[DurableEvent] = []
-    for type_, payload, seq in rows:
-        data = json.loads(payload)
-        if isinstance(data, list):
-            data = {"entry_id": data[0], "offset": data[1], "length": data[2]}
-        for name in _RECORDS:
-            record = data.get(name)
-            if isinstance(record, dict):
-                record.setdefault("conversation_id", conversation_id)
-                if name == "entry":
-                    record.setdefault("text", "")
-                _restore(db, name, record)
-        if type_ in _APPENDED and "text" not in data:
-            data["text"] = _appended(db, type_, data)
-        elif data.get("data") == "@rest":
-            found = db.execute("SELECT data FROM entries WHERE id = ?", (data["entry_id"],))
-            stored = found.fetchone()
-            data["data"] = json.loads(stored[0]) if stored else {}
-        data.update(type=type_, conversation_id=conversation_id, version=seq)
-        events.append(event_from_dict(data))  # type: ignore[arg-type]
+    # Every checkpoint up to the last row read belongs in this batch (none beyond it
+    # when the rows were cut at `limit`); the batch is the first `limit` of them all.
+    upto = rows[-1][2] if len(rows) == limit else marks.NO_BOUND
+    events = [_event(db, conversation_id, *r) for r in rows]
+    checkpoints = marks.read(db, conversation_id, after, upto)
+    if checkpoints:
+        events = sorted([*events, *checkpoints], key=lambda e: e.version)[:limit]
     return events
+
+
+def _event(
+    db: sqlite3.Connection, conversation_id: str, type_: str, payload: str, seq: int
+) -> DurableEvent:
+    """One ledger row read back."""
+    data = json.loads(payload)
+    if isinstance(data, list):
+        data = {"entry_id": data[0], "offset": data[1], "length": data[2]}
+    for name in _RECORDS:
+        record = data.get(name)
+        if isinstance(record, dict):
+            record.setdefault("conversation_id", conversation_id)
+            if name == "entry":
+                record.setdefault("text", "")
+            _restore(db, name, record)
+    if type_ in _APPENDED and "text" not in data:
+        data["text"] = _appended(db, type_, data)
+    elif data.get("data") == "@rest":
+        found = db.execute("SELECT data FROM entries WHERE id = ?", (data["entry_id"],))
+        stored = found.fetchone()
+        data["data"] = json.loads(stored[0]) if stored else {}
+    data.update(type=type_, conversation_id=conversation_id, version=seq)
+    return event_from_dict(data)  # type: ignore[return-value]
 
 
 _TABLES = {"entry": "entries", "item": "inbox", "tool_call": "tool_calls", "run": "runs"}
 
 
+#: Records in a state they never leave: a finished run, a placed or withdrawn inbox item,
+#: an entry no longer streaming. Every later change to such a row is refused by the
+#: triggers of migration 10, so an event's record in that state is the row itself,
+#: kept whole by its table: the payload names it (`"@rest": "*"`).
+_SETTLED = {
+    "run": (RUN_COLUMNS, run_row),
+    "item": (INBOX_COLUMNS, inbox_row),
+    "entry": (ENTRY_COLUMNS, entry_row),
+}
+
+
+def _settled(name: str, record: dict[str, Any]) -> bool:
+    if name == "run":
+        return RunState(record["state"]).terminal
+    if name == "item":
+        return record["state"] in ("placed", "withdrawn")
+    return name == "entry" and record["status"] != "streaming"
+
+
 def _restore(db: sqlite3.Connection, name: str, record: dict[str, Any]) -> None:
     rest = record.pop("@rest", None)
     if not rest:
+        return
+    if rest == "*":
+        columns, decode = _SETTLED[name]
+        found = db.execute(
+            f"SELECT {columns} FROM {_TABLES[name]} WHERE id = ?", (record["id"],)
+        ).fetchone()
+        if found is None:
+            raise LookupError(f"the ledger names {name} {record['id']}, which is not stored")
+        record.update(decode(found).to_dict())
         return
     if isinstance(rest, str):
         rest = [rest]

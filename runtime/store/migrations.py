@@ -388,6 +388,55 @@ def _todos(db: sqlite3.Connection) -> None:
     )
 
 
+@migration(10, "checkpoints kept as marks on their chunks, sealed when the entry closes")
+def _checkpoint_marks(db: sqlite3.Connection) -> None:
+    """A checkpoint of streamed text or reasoning was a ledger row of ~160 bytes around
+    ~40-80 characters of text: most of the store. Its event is now the `seq` and
+    `time` of the chunk it wrote, and when the entry closes the marks of each stream
+    are sealed into one append-only `ledger_marks` row of a few bytes a checkpoint
+    (runtime.store.marks). And a finished run, a placed or withdrawn inbox item and
+    an entry no longer streaming never change (every transition starts from an
+    active state): triggers now refuse any change to them, so a ledger event whose
+    record is in such a state names the row instead of copying it
+    (runtime.store.ledger). Rows already in the ledger stay and read as before."""
+    _run_script(
+        db,
+        """
+        ALTER TABLE chunks ADD COLUMN seq INTEGER;
+        ALTER TABLE chunks ADD COLUMN time REAL;
+        CREATE TABLE ledger_marks (
+            conversation_id TEXT NOT NULL,
+            last_seq INTEGER NOT NULL,
+            first_seq INTEGER NOT NULL,
+            owner_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            time REAL NOT NULL,
+            marks BLOB NOT NULL,
+            PRIMARY KEY (conversation_id, last_seq)
+        ) WITHOUT ROWID;
+
+        CREATE TRIGGER ledger_marks_append_only_update BEFORE UPDATE ON ledger_marks
+        BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;
+
+        CREATE TRIGGER ledger_marks_append_only_delete BEFORE DELETE ON ledger_marks
+        WHEN EXISTS (SELECT 1 FROM conversations WHERE id = OLD.conversation_id)
+        BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;
+
+        CREATE TRIGGER runs_settled BEFORE UPDATE ON runs
+        WHEN OLD.state IN ('completed', 'interrupted', 'failed', 'cancelled')
+        BEGIN SELECT RAISE(ABORT, 'a finished run does not change'); END;
+
+        CREATE TRIGGER inbox_settled BEFORE UPDATE ON inbox
+        WHEN OLD.state IN ('placed', 'withdrawn')
+        BEGIN SELECT RAISE(ABORT, 'a placed or withdrawn inbox item does not change'); END;
+
+        CREATE TRIGGER entries_settled BEFORE UPDATE ON entries
+        WHEN OLD.status != 'streaming'
+        BEGIN SELECT RAISE(ABORT, 'an entry that is no longer streaming does not change'); END;
+        """,
+    )
+
+
 def _run_script(db: sqlite3.Connection, script: str) -> None:
     """Run statements one by one: `executescript` would commit the open transaction."""
     pending = ""

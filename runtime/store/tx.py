@@ -41,55 +41,37 @@ from runtime.records import (
     RunState,
     ToolCallRecord,
 )
-from runtime.store import ledger
-from runtime.store.rows import CONVERSATION_COLUMNS, conversation_row
-
-ENTRY_COLUMNS = "id, conversation_id, position, kind, status, text, created_at, run_id, data"
-RUN_COLUMNS = (
-    "id, conversation_id, inbox_id, state, created_at, updated_at, revision, reason, error,"
-    " usage, result_entry_id, interrupt_requested"
+from runtime.store import ledger, marks
+from runtime.store.rows import (
+    CONVERSATION_COLUMNS,
+    ENTRY_COLUMNS,
+    INBOX_COLUMNS,
+    RUN_COLUMNS,
+    conversation_row,
+    entry_row,
+    inbox_row,
+    run_row,
 )
-INBOX_COLUMNS = "id, conversation_id, mode, text, state, created_at, request_key, run_id, entry_id"
+
+__all__ = [
+    "ENTRY_COLUMNS",
+    "INBOX_COLUMNS",
+    "RUN_COLUMNS",
+    "TOOL_COLUMNS",
+    "Tx",
+    "entry_row",
+    "inbox_row",
+    "joined_chunks",
+    "run_row",
+    "session_rules",
+    "tool_call_row",
+]
+
 TOOL_COLUMNS = (
     'id, conversation_id, run_id, entry_id, "index", name, arguments, replay_safe, approval,'
     " state, created_at, updated_at, result, result_entry_id, provider_id, process, review"
 )
 _ACTIVE = ", ".join(f"'{s.value}'" for s in ACTIVE_RUN_STATES)
-
-
-def entry_row(row: Sequence[Any]) -> Entry:
-    return Entry(
-        id=row[0],
-        conversation_id=row[1],
-        position=row[2],
-        kind=row[3],
-        status=row[4],
-        text=row[5],
-        created_at=row[6],
-        run_id=row[7],
-        data=json.loads(row[8]),
-    )
-
-
-def run_row(row: Sequence[Any]) -> Run:
-    return Run(
-        id=row[0],
-        conversation_id=row[1],
-        inbox_id=row[2],
-        state=row[3],
-        created_at=row[4],
-        updated_at=row[5],
-        revision=row[6],
-        reason=row[7],
-        error=json.loads(row[8]) if row[8] else None,
-        usage=json.loads(row[9]),
-        result_entry_id=row[10],
-        interrupt_requested=bool(row[11]),
-    )
-
-
-def inbox_row(row: Sequence[Any]) -> InboxItem:
-    return InboxItem(*row)
 
 
 def tool_call_row(row: Sequence[Any]) -> ToolCallRecord:
@@ -167,7 +149,8 @@ class Tx:
             "UPDATE conversations SET version = ?, updated_at = ? WHERE id = ?",
             (self.version, time.time(), self.conversation_id),
         )
-        self.db.executemany(ledger.INSERT, [ledger.row(e) for e in self.events])
+        rows = [ledger.row(e) for e in self.events if e.type not in marks.TYPES]
+        self.db.executemany(ledger.INSERT, rows)  # checkpoints are marks on their chunks
 
     # --- reads inside the transaction --------------------------------------
 
@@ -261,10 +244,12 @@ class Tx:
         text = text[end - offset :]
         if not text:
             return end
+        # A text or reasoning checkpoint's event is the chunk's mark (runtime.store.marks).
+        seq, stamp = (self.version + 1, time.time()) if kind in marks.KINDS else (None, None)
         self.execute(
-            "INSERT INTO chunks (conversation_id, owner_id, kind, start, text) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (self.conversation_id, owner_id, kind, end, text),
+            "INSERT INTO chunks (conversation_id, owner_id, kind, start, text, seq, time) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (self.conversation_id, owner_id, kind, end, text, seq, stamp),
         )
         cid = self.conversation_id
         if kind == "text":
@@ -291,6 +276,7 @@ class Tx:
         )
         if changed == 0:
             return None
+        marks.seal(self.db, self.conversation_id, entry_id)
         self.execute(
             "DELETE FROM chunks WHERE owner_id = ? AND conversation_id = ? "
             "AND kind IN ('text', 'reasoning')",
@@ -305,7 +291,9 @@ class Tx:
         return entry_row(rows[0])
 
     def reset_entry(self, entry: Entry) -> Entry:
-        """Start a streaming entry over (a retried request): its chunks are dropped."""
+        """Start a streaming entry over (a retried request): its chunks are dropped (their
+        checkpoints' marks sealed first: the events stay in the ledger)."""
+        marks.seal(self.db, self.conversation_id, entry.id)
         self.execute(
             "DELETE FROM chunks WHERE owner_id = ? AND conversation_id = ?",
             (entry.id, self.conversation_id),
@@ -357,11 +345,11 @@ class Tx:
         if current is None or current.state not in from_states:
             return None
         updated = current.but(updated_at=time.time(), revision=current.revision + 1, **changes)
-        marks = ", ".join("?" for _ in from_states)
+        placeholders = ", ".join("?" for _ in from_states)
         changed = self.execute(
             "UPDATE runs SET state = ?, updated_at = ?, revision = ?, reason = ?, error = ?, "
             "usage = ?, result_entry_id = ?, interrupt_requested = ? "
-            f"WHERE id = ? AND conversation_id = ? AND revision = ? AND state IN ({marks})",
+            f"WHERE id = ? AND conversation_id = ? AND revision = ? AND state IN ({placeholders})",
             (
                 updated.state,
                 updated.updated_at,

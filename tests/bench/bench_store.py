@@ -1,7 +1,7 @@
 """Benchmark: what the store costs as answers and sessions grow (issue 7, item 12).
 
     python tests/bench/bench_store.py [--checkpoints 300] [--turns 1000] [--runs 7]
-                                      [--only checkpoint,size,continue]
+                                      [--chunks 20,40,80] [--only checkpoint,size,continue]
 
 Three rows, each against a reference measured in the same run:
 
@@ -13,11 +13,15 @@ Three rows, each against a reference measured in the same run:
 2. size: the real Harness over a ScriptedProvider runs `--turns` turns, 100 to a
    conversation (a run reads its conversation once, so one 1,000-turn conversation
    costs O(n^2) time here; the bytes per turn are the same) (a 100-300
-   character prompt, a 2-4 KB answer streamed in `--chunk` (256) character chunks with
-   checkpoint_interval=0, so every chunk is a checkpoint: 8-16 per answer); then
-   `PRAGMA wal_checkpoint(TRUNCATE)` and the file's pages (page_count * page_size)
-   and a VACUUMed copy vs the characters of text (target <= 3x). Where the bytes
-   are is printed per table from `dbstat` when SQLite has it.
+   character prompt, a 2-4 KB answer streamed in chunks with checkpoint_interval=0,
+   so every chunk is a checkpoint), once for each of `--chunks` (20, 40, 80: what
+   100 ms checkpoints hold at 200, 400 and 800 characters a second, the speeds
+   models stream at; issue 28); then `PRAGMA wal_checkpoint(TRUNCATE)` and the
+   file's pages (page_count * page_size) vs the characters of text (target <= 2x
+   at 400 and 800; 200 reported), a VACUUMed copy beside it, and where the pages
+   are per table from `dbstat` when SQLite has it. For the record, the real 100 ms
+   timer then streams `--streams` answers at once at each speed and says how many
+   characters its checkpoints held.
 3. continue: the installed `bastion -p -c "one more"` against the loopback server
    on a 5,000-message conversation vs a 2-message one in the same store, runs
    interleaved: time from process start to the request arriving at the server
@@ -66,6 +70,7 @@ from runtime.records import (
     RunState,
 )
 from runtime.run.loop import LoopSettings
+from runtime.store import marks
 from runtime.store.database import Store
 from runtime.store.fulltext import _without_positions as without_positions
 from runtime.store.ids import uuid7
@@ -197,13 +202,18 @@ async def bench_checkpoint(home: Path, count: int) -> None:
 
 # --- 2. store bytes per byte of text ---------------------------------------------
 
+#: Characters a model streams a second (issue 28): 200 for a slower model, 400 and 800
+#: as models stream today. At 100 ms checkpoints that is 20, 40 and 80 characters a
+#: checkpoint: the `--chunks` the size rows stream with checkpoint_interval=0.
+SPEEDS = {20: None, 40: 2.0, 80: 2.0}  # characters a checkpoint -> target (None: reported)
+
 
 async def bench_size(home: Path, turns: int, chunk: int, per_conversation: int) -> None:
     rng = random.Random(3)
     prompts = [prose(rng.randint(100, 300), 10_000 + i) for i in range(turns)]
     answers = [prose(rng.randint(2048, 4096), 20_000 + i) for i in range(turns)]
     provider = ScriptedProvider(ScriptedTurn(text=a, chunk_size=chunk) for a in answers)
-    path = home / "size.sqlite"
+    path = home / f"size-{chunk}.sqlite"
     harness = await Harness.open(
         path,
         resolve_model=lambda spec: (provider, spec.split("/", 1)[1]),
@@ -228,11 +238,7 @@ async def bench_size(home: Path, turns: int, chunk: int, per_conversation: int) 
             if run.state != RunState.COMPLETED:
                 raise SystemExit(f"turn {i} ended {run.state}: {run.error}")
             provider.requests.clear()  # each request holds the whole conversation
-        chunk_rows = await harness.store.read(
-            lambda db: db.execute(
-                "SELECT count(*) FROM ledger WHERE type = ?", ("entry.text_appended",)
-            ).fetchone()[0]
-        )
+        checkpoints = await harness.store.read(_checkpoints)
     finally:
         await harness.close()
     elapsed = time.perf_counter() - started
@@ -245,33 +251,80 @@ async def bench_size(home: Path, turns: int, chunk: int, per_conversation: int) 
         pages = db.execute("PRAGMA page_count").fetchone()[0]
         free = db.execute("PRAGMA freelist_count").fetchone()[0]
         tables = _per_table(db)
-        vacuumed = home / "size-vacuumed.sqlite"
+        vacuumed = home / f"size-{chunk}-vacuumed.sqlite"
         db.execute("VACUUM INTO ?", (str(vacuumed),))
     finally:
         db.close()
     file_bytes, packed = pages * page_size, vacuumed.stat().st_size
+    speed, target = chunk * 10, SPEEDS.get(chunk)
     print(
         f"store size after {turns} streamed turns in {-(-turns // per_conversation)} "
-        f"conversations ({elapsed:.1f} s; 2-4 KB answers in "
-        f"{chunk}-character chunks, checkpoint_interval=0: {chunk_rows} checkpoints), "
-        f"{text_chars:,} characters of text ({text_bytes:,} bytes as UTF-8)"
+        f"conversations ({elapsed:.1f} s; 2-4 KB answers in {chunk}-character chunks, "
+        f"checkpoint_interval=0: {checkpoints} checkpoints, as {speed} characters a "
+        f"second make at 100 ms), {text_chars:,} characters of text ({text_bytes:,} bytes "
+        "as UTF-8)"
     )
-    row(
-        "file (page_count * page_size) per character of text",
-        f"{file_bytes / MB:.1f} MB ({free} free pages)",
-        f"{text_chars / MB:.1f} M chars",
-        file_bytes / text_chars,
-        3.0,
-    )
-    row(
-        "VACUUMed copy per character of text",
-        f"{packed / MB:.1f} MB",
-        f"{text_chars / MB:.1f} M chars",
-        packed / text_chars,
-        3.0,
+    ratio = file_bytes / text_chars
+    ours, text = f"{file_bytes / 1e6:.2f} MB", f"{text_chars / 1e6:.2f} M characters"
+    if target is not None:
+        row("file (page_count * page_size) per character of text",
+            f"{ours} ({free} free pages)", text, ratio, target)  # fmt: skip
+    else:
+        print(f"  file per character of text: {ours} vs {text} -> {ratio:.2f}x "
+              "(reported, no target)")  # fmt: skip
+    print(f"  VACUUMed copy per character of text: {packed / 1e6:.2f} MB -> "
+          f"{packed / text_chars:.2f}x")  # fmt: skip
+    record(
+        f"store bytes per character of text: {turns:,} turns streamed at {speed} chars/s "
+        f"(100 ms checkpoints of {chunk} characters)"
+        + ("" if target is not None else "; reported, no target"),
+        ours,
+        f"{text} of text",
+        ratio,
+        target,
     )
     if tables:
-        print("  where the pages are: " + ", ".join(f"{n} {b / MB:.1f} MB" for n, b in tables))
+        print("  where the pages are: " + ", ".join(f"{n} {b / 1e6:.2f} MB" for n, b in tables))
+
+
+def _checkpoints(db: sqlite3.Connection) -> int:
+    """Text checkpoints stored: marks (runtime.store.marks), and rows of an older store."""
+    rows = db.execute("SELECT count(*) FROM ledger WHERE type = 'entry.text_appended'")
+    return int(rows.fetchone()[0]) + len(marks.times(db))
+
+
+async def bench_timer(home: Path, speeds: list[int], streams: int) -> None:
+    """The real 100 ms checkpoint timer, for the record: `streams` answers of ~2 KB
+    streamed at once at each speed (a chunk every 10 ms), and the characters each
+    checkpoint then held, to set beside the size rows' chunks."""
+    for speed in speeds:
+        answers = [prose(2048, 30_000 + i) for i in range(streams)]
+        chunk = max(1, speed // 100)
+        provider = ScriptedProvider(
+            ScriptedTurn(text=a, chunk_size=chunk, delay=0.01) for a in answers
+        )
+        harness = await Harness.open(
+            home / f"timer-{speed}.sqlite",
+            resolve_model=lambda spec, p=provider: (p, spec.split("/", 1)[1]),
+        )
+        try:
+            items = []
+            for _ in range(streams):
+                conv = new_conversation(str(home), settings={"model": "scripted/bench"})
+                await harness.drive(conv.id, interactive=False)
+                items.append((await harness.submit(conv.id, "go", create=conv), conv.id))
+            for item, cid in items:
+                await harness.wait(item.id, cid)
+            times = await harness.store.read(marks.times)
+        finally:
+            await harness.close()
+        spans: dict[str, list[float]] = {}
+        for cid, _, at in times:
+            spans.setdefault(cid, []).append(at)
+        took = statistics.median(max(t) - min(t) for t in spans.values())
+        print(f"  real timer: {streams} answers at once, {chunk}-character chunks every 10 ms "
+              f"({speed} chars/s asked, {2048 / took:.0f} made): {len(times)} checkpoints of "
+              f"{sum(map(len, answers)) / len(times):.0f} characters")  # fmt: skip
 
 
 def _per_table(db: sqlite3.Connection) -> list[tuple[str, int]]:
@@ -281,7 +334,9 @@ def _per_table(db: sqlite3.Connection) -> list[tuple[str, int]]:
         ).fetchall()
     except sqlite3.Error:
         return []  # SQLite built without the dbstat table
-    return [(str(n), int(b)) for n, b in rows if b >= MB // 10]
+    shown = [(str(n), int(b)) for n, b in rows if b >= MB // 20]
+    rest = sum(int(b) for _, b in rows) - sum(b for _, b in shown)
+    return [*shown, (f"the other {len(rows) - len(shown)} tables and indexes", rest)]
 
 
 # --- 3. `bastion -p -c` on a long conversation -------------------------------------
@@ -684,7 +739,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoints", type=int, default=300)
     parser.add_argument("--turns", type=int, default=1000)
-    parser.add_argument("--chunk", type=int, default=256, help="characters per checkpoint")
+    parser.add_argument(
+        "--chunks", default="20,40,80", help="characters per checkpoint, one size row each"
+    )
+    parser.add_argument("--streams", type=int, default=10, help="answers at once (timer)")
     parser.add_argument(
         "--per-conversation", type=int, default=100, help="turns per conversation (row 2)"
     )
@@ -700,7 +758,9 @@ def main() -> int:
         if "checkpoint" in only:
             asyncio.run(bench_checkpoint(tmp, args.checkpoints))
         if "size" in only:
-            asyncio.run(bench_size(tmp, args.turns, args.chunk, args.per_conversation))
+            for chunk in map(int, args.chunks.split(",")):
+                asyncio.run(bench_size(tmp, args.turns, chunk, args.per_conversation))
+            asyncio.run(bench_timer(tmp, [200, 400, 800], args.streams))
         if "continue" in only:
             bench_continue(tmp, args.messages, args.runs)
         if "search" in only:

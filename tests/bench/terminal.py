@@ -213,15 +213,19 @@ def wait_idle(pid: int, window: float = 0.5, threshold: float = 0.02, timeout: f
 
 
 def checkpoint_times(db: Path) -> list[float]:
-    """The `time` of every 'entry.text_appended' ledger row, in order."""
+    """The time of every text checkpoint ('entry.text_appended'), in order: its mark
+    (runtime.store.marks), or its ledger row in a store from before schema 10."""
+    from runtime.store import marks
+
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         rows = con.execute(
-            "SELECT time FROM ledger WHERE type = 'entry.text_appended' ORDER BY conversation_id, seq"
+            "SELECT conversation_id, seq, time FROM ledger WHERE type = 'entry.text_appended'"
         ).fetchall()
+        rows += marks.times(con)
     finally:
         con.close()
-    return [row[0] for row in rows]
+    return [row[2] for row in sorted(rows)]
 
 
 def largest_gap(times: list[float]) -> float:

@@ -107,15 +107,14 @@ def checkpoints(home: Path, conv_id: str, text: str) -> int:
     """How many text checkpoints the ledger holds for the answer `text`."""
     import sqlite3
 
+    from runtime.store import ledger
+
     with sqlite3.connect(home / "bastion.sqlite") as db:
         (entry_id,) = db.execute(
             "SELECT id FROM entries WHERE conversation_id = ? AND text = ?", (conv_id, text)
         ).fetchone()
-        rows = db.execute(
-            "SELECT payload FROM ledger WHERE conversation_id = ? AND type = 'entry.text_appended'",
-            (conv_id,),
-        ).fetchall()
-    return sum(entry_id in payload for (payload,) in rows)
+        events = ledger.read(db, conv_id, 0, 1_000_000)
+    return sum(e.type == "entry.text_appended" and e.entry_id == entry_id for e in events)
 
 
 def test_a_second_terminal_watches_deltas_queues_interrupts_and_approves(loopback, bastion, procs):

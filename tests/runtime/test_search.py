@@ -192,6 +192,11 @@ async def test_a_store_with_the_positional_index_is_rebuilt_without_positions(tm
     db.execute("ALTER TABLE call_effects DROP COLUMN content_sha256")
     db.execute("DROP TABLE file_blobs")
     db.execute("DROP TABLE todos")  # and what 9 made (the todo list)
+    db.execute("DROP TABLE ledger_marks")  # and 10 (checkpoints as marks on their chunks)
+    for trigger in ("runs_settled", "inbox_settled", "entries_settled"):
+        db.execute(f"DROP TRIGGER {trigger}")
+    db.execute("ALTER TABLE chunks DROP COLUMN seq")
+    db.execute("ALTER TABLE chunks DROP COLUMN time")
     # and 8 (subagent children linked to their parent)
     db.execute("DROP INDEX conversations_by_task_call")
     db.execute("DROP INDEX conversations_by_task_parent")
