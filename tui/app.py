@@ -913,6 +913,16 @@ class BastionApp(App[int]):
         if not self.parts_ready.is_set() or not self.completion.take_key(key):
             raise SkipAction()
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Esc is the app's (interrupt) on the transcript and a subagent's screen; over
+        any other screen pushed on top (the /resume picker, a dialog) it is that
+        screen's: priority bindings are asked from the app down, so the app steps aside."""
+        if action == "interrupt" and len(self.screen_stack) > 1:
+            from tui.subagent import SubagentScreen
+
+            return isinstance(self.screen, SubagentScreen)
+        return True
+
     def action_interrupt(self) -> None:
         from tui.subagent import SubagentScreen
 
