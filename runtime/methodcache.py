@@ -39,15 +39,18 @@ MAX_ENTRIES = 8192
 
 
 class MethodCache:
-    """Code objects by their source text, loaded from and saved to `path`."""
+    """Code objects by their source text, loaded from and saved to `path`: each kept
+    marshalled until a class asks for it, then unmarshalled and let go (a process
+    holds only the methods of classes it has not made yet, ~1 KB each)."""
 
     def __init__(self, path: str | None) -> None:
         self.path = path
         self.codes = self._load()
-        self.added: dict[str, CodeType] = {}
+        self.taken: set[str] = set()  # sources used from the file here (the file has them)
+        self.added: dict[str, bytes] = {}
         self.reused = 0
 
-    def _load(self) -> dict[str, CodeType]:
+    def _load(self) -> dict[str, bytes]:
         if self.path is None:
             return {}
         try:
@@ -59,17 +62,20 @@ class MethodCache:
             return {}  # unreadable: every method is compiled again and the file replaced
         if not isinstance(data, dict):
             return {}
-        return {k: v for k, v in data.items() if isinstance(k, str) and type(v) is _CODE}
+        return {k: v for k, v in data.items() if isinstance(k, str) and type(v) is bytes}
 
     def code(self, source: str) -> CodeType:
-        found = self.codes.get(source)
+        kept = self.codes.pop(source, None)
+        found = _unmarshal(kept) if kept is not None else None
         if found is not None:
+            self.taken.add(source)
             self.reused += 1
             return found
         # dont_inherit: compiled with no __future__ flags, as `exec(source)` in
         # dataclasses (which has none) compiles it.
         compiled = compile(source, "<string>", "exec", dont_inherit=True)
-        self.codes[source] = self.added[source] = compiled
+        if source not in self.taken:
+            self.added[source] = marshal.dumps(compiled)
         return compiled
 
     def exec(self, source: Any, globals: Any = None, locals: Any = None) -> None:
@@ -101,6 +107,15 @@ class MethodCache:
         self.added = {}
 
 
+def _unmarshal(kept: bytes) -> CodeType | None:
+    """The code object `kept` holds; None for bytes that are not one (a damaged file)."""
+    try:
+        found = marshal.loads(kept)
+    except (EOFError, ValueError, TypeError):
+        return None
+    return found if type(found) is _CODE else None
+
+
 def cache_path() -> str | None:
     """Where the file is: the runtime package's __pycache__ (or its mirror under
     PYTHONPYCACHEPREFIX), named for this interpreter's cache tag; None when the
@@ -109,7 +124,7 @@ def cache_path() -> str | None:
     if tag is None:
         return None
     package = os.path.dirname(os.path.abspath(__file__))
-    name = f"dataclass-methods.{tag}.marshal"
+    name = f"dataclass-methods-2.{tag}.marshal"  # (2: each code object kept as bytes)
     if sys.pycache_prefix:
         return os.path.join(sys.pycache_prefix, package.lstrip(os.sep), name)
     return os.path.join(package, "__pycache__", name)

@@ -78,7 +78,7 @@ def _run(tmp: Path, mode: str, **env: str) -> dict:
 
 
 def _cache_files(tmp: Path) -> list[Path]:
-    return sorted((tmp / "pycache").rglob("dataclass-methods.*.marshal"))
+    return sorted((tmp / "pycache").rglob("dataclass-methods*.marshal"))
 
 
 def _same(with_cache: dict, without: dict) -> None:
@@ -119,6 +119,16 @@ def test_a_file_of_something_else_is_not_used(tmp_path: Path) -> None:
     assert _run(tmp_path, "cache")["compiled"] > 10
     path.write_bytes(marshal.dumps({"def f(): pass": "not code"}))
     assert _run(tmp_path, "cache")["compiled"] > 10
+    # Every entry present but damaged: each is compiled again, and the file mended.
+    from runtime.methodcache import MethodCache
+
+    kept = MethodCache(str(path)).codes
+    assert kept
+    path.write_bytes(marshal.dumps({source: b"\xe3garbage" for source in kept}))
+    without = _run(tmp_path, "plain")
+    damaged = _run(tmp_path, "cache")
+    assert damaged["compiled"] > 10 and damaged["reused"] == 0
+    _same(damaged, without)
 
 
 def test_nothing_is_written_when_bytecode_is_not(tmp_path: Path) -> None:
