@@ -39,7 +39,11 @@ __all__ = ["Transcript"]
 
 KEPT_ENTRIES = 40  # entries left mounted while the transcript follows the bottom
 OPEN_SCREENS = 1.25  # opening a session mounts about this many screenfuls from the end
-REVEAL_BATCH = 8  # entries (or segments) mounted above at a time on the way up
+REVEAL_BATCH = 8  # entries (or segments) mounted above at a time on the way up, at first
+# Each reveal lays out every mounted row, so a batch grows with what is mounted (a
+# quarter of it, up to REVEAL_MOST): going up a 2,000-turn session is ~80 reveals,
+# not ~1,000 layouts of ever more rows.
+REVEAL_MOST = 128
 
 
 def _rough_lines(entry: Entry, width: int) -> int:
@@ -176,11 +180,12 @@ class Transcript(VerticalScroll, LaidOutOnce):
                 self._revealing = False
                 return
             before = self.virtual_size.height
+            batch = min(REVEAL_MOST, max(REVEAL_BATCH, (len(self._order) - self._first) // 4))
             if isinstance(top, AssistantEntry) and top.hidden_segments:
                 top.following = False
                 await top.reveal_earlier(REVEAL_BATCH)
             elif self._first > 0:
-                start = max(0, self._first - REVEAL_BATCH)
+                start = max(0, self._first - batch)
                 made = self._make_rows(self._order[start : self._first], following=False)
                 self._first = start
                 await self.mount_all(made, before=top)
