@@ -56,7 +56,8 @@ async def test_the_attached_app_streams_sends_and_answers_an_approval(tmp_path):
             assert app.view.entries[-1].text == "streamed to a second screen"
             await pilot.press(*"write", "enter")
             prompt = app.query_one(ApprovalPrompt)
-            await wait_for(lambda: prompt.has_class("-shown"), pilot)
+            # (shown, then focused: a `y` before the focus moves is typed into the prompt)
+            await wait_for(lambda: prompt.has_class("-shown") and app.focused is prompt, pilot)
             assert toolbox.calls == []
             await pilot.press("y")
             await wait_for(lambda: run_settled(app) and len(app.view.runs) == 2, pilot)
