@@ -15,6 +15,7 @@ has scrolled up and new text arrives below, a "new output below" line says so.
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from textual import events
@@ -95,6 +96,7 @@ class Transcript(VerticalScroll, LaidOutOnce):
         self._live_seen: dict[str, LiveText] = {}
         self._ended: dict[str, tuple[Entry, LiveText]] = {}  # see `_settled_text`
         self._revealing = False
+        self._showing: asyncio.Lock | None = None  # (made on the app's loop, at first show)
         self._new_below = False
         self._scrolled_up = False  # before anchoring: the user scrolled up
         self.view: ConversationView | None = None
@@ -395,7 +397,17 @@ class Transcript(VerticalScroll, LaidOutOnce):
         return earlier, fresh
 
     async def show(self, view: ConversationView) -> None:
-        """Bring the mounted rows up to date with `view`; mount new entries at the end."""
+        """Bring the mounted rows up to date with `view`; mount new entries at the end.
+
+        One at a time: the session's first view and the follow loop's next one can
+        overlap, and a row made by one is not composed (it has no text segment yet)
+        until its mount is done, so the other must not show into it meanwhile."""
+        if self._showing is None:
+            self._showing = asyncio.Lock()
+        async with self._showing:
+            await self._show(view)
+
+    async def _show(self, view: ConversationView) -> None:
         from tui.widgets.entries import AssistantEntry
 
         self.view = view
