@@ -21,8 +21,10 @@ workspace cannot have a read-only ``.bastion/`` carved out of it, nor can
 
 The spec comes from bastion as ``key:value`` strings (see ``tools/sandbox.py``):
 ``mode:``, ``w:DIR`` writable root, ``f:FILE`` writable file, ``ro:PATH``
-read-only, ``hd:DIR``/``hf:FILE`` hidden (a file by binding the empty file
-``empty:FILE`` over it), ``net:0|1``, ``ns:0|1`` (make a namespace).
+read-only, ``pin:PATH`` kept where it is (bound over itself, still writable: a
+mount point cannot be renamed, replaced or removed, so what is protected inside
+it cannot be moved aside), ``hd:DIR``/``hf:FILE`` hidden (a file by binding the
+empty file ``empty:FILE`` over it), ``net:0|1``, ``ns:0|1`` (make a namespace).
 """
 
 from __future__ import annotations
@@ -212,6 +214,13 @@ def enter_namespace(network: bool) -> None:
     mount(None, "/", None, MS_REC | MS_PRIVATE, None)
 
 
+def pin(path: str) -> None:
+    """Bind ``path`` over itself, writable as before: as a mount point it can no
+    longer be renamed, replaced or removed (EBUSY), so a protected path inside it
+    cannot be moved aside and planted again."""
+    mount(path, path, None, MS_BIND | MS_REC, None)
+
+
 def read_only(path: str) -> None:
     """Bind ``path`` over itself read-only, keeping the flags a user namespace
     would refuse to drop."""
@@ -234,6 +243,8 @@ def hide(path: str, empty: str | None) -> None:
 
 def private_mounts(spec: dict[str, list[str]], network: bool) -> None:
     enter_namespace(network)
+    for path in spec.get("pin", ()):
+        pin(path)
     for path in spec.get("ro", ()):
         read_only(path)
     for path in spec.get("hd", ()):
