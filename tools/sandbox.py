@@ -28,6 +28,10 @@ from enum import StrEnum
 
 from tools.denylist import DEFAULT_DENY, DenyList, expand
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from tools.gitguard import Scan
+
 # Read-only even in workspace-write: git hooks and config run code at the user's next
 # git command (hooks, core.hooksPath, core.fsmonitor, filters); .bastion/ holds the
 # user's approval rules and project config.
@@ -204,8 +208,11 @@ class Plan:
     notes: tuple[str, ...] = ()
 
 
-def plan(policy: SandboxPolicy, root: str, tmpdir: str, support: SandboxSupport) -> Plan:
-    """What the supervisor should apply for ``policy`` in workspace ``root``."""
+def plan(
+    policy: SandboxPolicy, root: str, tmpdir: str, support: SandboxSupport, git: Scan | None = None
+) -> Plan:
+    """What the supervisor should apply for ``policy`` in workspace ``root`` (``git``:
+    its git control files, if already scanned; see tools/gitguard.py)."""
     mode = policy.mode
     entries = [f"mode:{mode.value}", f"net:{int(policy.network)}"]
     if not policy.sandboxed:
@@ -221,6 +228,7 @@ def plan(policy: SandboxPolicy, root: str, tmpdir: str, support: SandboxSupport)
     if support.namespace:
         entries.append("ns:1")
         entries += [f"ro:{p}" for p in protected_paths(root)]
+        entries += git_entries(root, tuple(writable), git, notes)
         hidden, complete = DenyList(root, policy.deny).targets()
         if hidden:
             entries.append(f"empty:{empty_file(tmpdir)}")
@@ -244,8 +252,20 @@ def empty_file(tmpdir: str) -> str:
 
 
 def protected_paths(root: str) -> list[str]:
+    """The protected paths that exist, but git's (``git_entries`` binds those)."""
     return [
         os.path.realpath(p)
-        for p in (os.path.join(root, rel) for rel in PROTECTED)
+        for p in (os.path.join(root, rel) for rel in PROTECTED if not rel.startswith(".git/"))
         if os.path.exists(p)
     ]
+
+
+def git_entries(
+    root: str, writable: tuple[str, ...], git: Scan | None, notes: list[str]
+) -> list[str]:
+    """``pin:``/``ro:`` entries for git's control files beneath the writable folders."""
+    from tools.gitguard import mount_entries, scan
+
+    entries, said = mount_entries(git if git is not None else scan(root), writable)
+    notes += said
+    return entries

@@ -7,6 +7,10 @@ denied``, ``Read-only file system`` or ``Operation not permitted`` that names a
 path the policy does not let the command write (outside the writable roots, or
 protected, or deny-listed), and, with the network off, a failed connection or
 name resolution. The result names each one and how to allow it.
+
+Git's control files (``tools/gitguard.py``) are scanned before a sandboxed command
+and after it (its whole process tree gone, in ``Prepared.cleanup``); what it made
+dangerous is moved aside and named in the result (``git_quarantined``).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tools.denylist import DenyList
+from tools.gitguard import Scan
 from tools.sandbox import (
     PROTECTED,
     SandboxMode,
@@ -58,6 +63,33 @@ HOW_TO_ALLOW_NETWORK = (
 
 
 @dataclass(slots=True)
+class GitGuard:
+    """The git control files before a command, judged against those after it: what
+    the command made dangerous beneath ``writable`` is moved aside (once)."""
+
+    root: str
+    writable: tuple[str, ...]
+    before: Scan
+    moved: list[dict[str, str]] | None = None
+
+    @classmethod
+    def start(cls, root: str, writable: tuple[str, ...]) -> GitGuard:
+        from tools.gitguard import scan
+
+        return cls(root, writable, scan(root))
+
+    def settle(self) -> list[dict[str, str]]:
+        """Judge and quarantine (the first call does; later ones return its report)."""
+        if self.moved is None:
+            from tools.gitguard import judge, quarantine, scan
+
+            self.moved = []  # not retried if what follows fails
+            found = judge(self.before, scan(self.root), self.writable)
+            self.moved = quarantine(found, self.before.root)
+        return self.moved
+
+
+@dataclass(slots=True)
 class Prepared:
     """A command about to run: its argv (wrapped on macOS), the supervisor's spec,
     its temp dir, and what its result will say about the sandbox."""
@@ -68,8 +100,13 @@ class Prepared:
     writable: tuple[str, ...] = ()
     info: dict[str, Any] = field(default_factory=dict)
     before: dict[str, tuple[int, int] | None] = field(default_factory=dict)  # protected paths
+    git: GitGuard | None = None
 
     def cleanup(self) -> None:
+        """After the command's process tree is gone: git's control files are judged,
+        the temp dir removed."""
+        if self.git is not None:
+            self.git.settle()
         if self.tmpdir is not None:
             try:
                 shutil.rmtree(self.tmpdir)
@@ -94,11 +131,16 @@ def prepare(
     support = probe()
     if not support.available:
         info.update(applied=False, warning=unavailable_notice(policy, support))
-        return Prepared(argv, info=info)
+        return Prepared(argv, info=info, git=GitGuard.start(root, ("/",)))
     tmpdir = tempfile.mkdtemp(prefix="bastion-cmd-")
     try:
         before = protected_identities(root)
-        made = plan(policy, root, tmpdir, support)
+        guard = None
+        if policy.mode is SandboxMode.WORKSPACE_WRITE:
+            guard = GitGuard.start(root, ())
+        made = plan(policy, root, tmpdir, support, None if guard is None else guard.before)
+        if guard is not None:
+            guard.writable = made.writable
         if support.seatbelt:
             from tools.seatbelt import wrap
 
@@ -111,15 +153,18 @@ def prepare(
         env["TMPDIR"] = tmpdir
     info.update(applied=True, notes=list(made.notes))
     entries = () if support.seatbelt else made.entries  # sandbox-exec, not the supervisor
-    return Prepared(argv, entries, tmpdir, made.writable, info, before)
+    return Prepared(argv, entries, tmpdir, made.writable, info, before, guard)
 
 
 def protected_identities(root: str) -> dict[str, tuple[int, int] | None]:
-    """(device, inode) of each protected path (None: absent), to tell afterwards whether
-    the command created or replaced one (by moving an ancestor aside, say), which the
-    read-only mounts cannot prevent."""
+    """(device, inode) of each protected path but git's (None: absent), to tell
+    afterwards whether the command created or replaced one (by moving an ancestor
+    aside, say), which the read-only mounts cannot prevent. Git's control files are
+    the GitGuard's."""
     found: dict[str, tuple[int, int] | None] = {}
     for rel in PROTECTED:
+        if rel.startswith(".git/"):
+            continue
         try:
             st = os.lstat(os.path.join(root, rel))
         except OSError:
@@ -151,6 +196,8 @@ def findings(
     if notes == []:
         del prep.info["notes"]
     data["sandbox"] = prep.info
+    if prep.git is not None and (moved := prep.git.settle()):
+        data["git_quarantined"] = moved
     if policy is None or not prep.info.get("applied"):
         return data
     denials = write_denials(output, policy, root, cwd, prep.writable)
@@ -164,28 +211,12 @@ def findings(
 
 
 def protected_changed(root: str, before: dict[str, tuple[int, int] | None]) -> list[str]:
-    """Protected paths the command replaced, or created with something in them that
-    runs or rules (a new `.bastion/`, hooks that are not git's samples); a plain
-    `git init` is not reported."""
+    """Protected paths the command replaced or created (a new `.bastion/`); git's are
+    judged by the GitGuard."""
     if not before:
         return []
     after = protected_identities(root)
-    changed = []
-    for rel, was in before.items():
-        now = after[rel]
-        if now is None or now == was:
-            continue
-        if was is not None or rel == ".bastion" or (rel == ".git/hooks" and live_hooks(root)):
-            changed.append(rel)
-    return changed
-
-
-def live_hooks(root: str) -> bool:
-    try:
-        names = os.listdir(os.path.join(root, ".git", "hooks"))
-    except OSError:
-        return False
-    return any(not name.endswith(".sample") for name in names)
+    return [rel for rel, was in before.items() if after.get(rel) not in (None, was)]
 
 
 def write_denials(
@@ -222,11 +253,25 @@ def why_denied(path: str, root: str, writable: tuple[str, ...], deny: DenyList) 
         for protected in PROTECTED:
             if rel == protected or rel.startswith(protected + "/"):
                 return f"protected ({protected} is never writable by commands)"
+        if is_git_control(rel):
+            return "protected (git's control files are never writable by commands)"
     if any(real == w or real.startswith(w.rstrip("/") + "/") for w in writable):
         return ""
     if real in ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty"):
         return ""
     return "outside the sandbox's writable folders"
+
+
+def is_git_control(rel: str) -> bool:
+    """Whether workspace-relative ``rel`` is a git control file ``tools.gitguard`` binds
+    read-only or pins: a ``.git``, or a config, pointer or hook inside one."""
+    from tools.gitguard import CONFIGS, POINTERS
+
+    parts = rel.split("/")
+    if ".git" not in parts:
+        return False
+    inside = parts[parts.index(".git") + 1 :]
+    return not inside or "hooks" in inside or inside[-1] in (*CONFIGS, *POINTERS)
 
 
 def allow_hint(why: str) -> str:
@@ -263,4 +308,19 @@ def describe(data: dict[str, Any]) -> str:
         lines.append(
             f"[the command created or replaced {made}, which bastion protects: tell the user]"
         )
+    lines += [quarantine_line(moved) for moved in data.get("git_quarantined") or ()]
     return "\n".join(lines)
+
+
+def quarantine_line(moved: dict[str, str]) -> str:
+    """One line for a git control file the command made dangerous."""
+    what = f"{moved['path']}: {moved['key']} {moved['why']}"
+    if "moved_to" in moved:
+        return (
+            f"[bastion moved {moved['path']} aside to {moved['moved_to']} ({moved['key']} "
+            f"{moved['why']}); tell the user, who decides whether to keep it]"
+        )
+    return (
+        f"[{what}, and bastion could not move it aside ({moved.get('error')}): tell the "
+        "user not to run git here until it is removed]"
+    )

@@ -4,12 +4,13 @@ restore that undoes a span of calls (a rewind offers it).
 Before a call that is not replay-safe starts, `capture` notes:
 
 - write_file / edit_file: the file's previous bytes, or that it did not exist;
-- run_command in a git repository: a snapshot of the working tree, made with a
-  temporary index (`GIT_INDEX_FILE`, seeded from a copy of the user's index,
-  then `git add -A -- .` and `git write-tree`). It holds tracked and untracked
-  files that are not ignored; the user's index, stash list, refs and HEAD are
-  not touched (only objects are added, unreferenced, so a `git gc` weeks later
-  may prune them; the plan then says the snapshot is gone);
+- run_command in a git repository (a `.git` in the workspace or above it, found
+  without running git): a snapshot of the workspace, a tree in bastion's own
+  snapshot repository (runtime/run/snapshots.py: outside the workspace, with a
+  fixed environment and configuration; the workspace's `.git` is never opened).
+  It holds the files git would not ignore, nested repositories left out; the
+  user's index, stash, refs and objects are not touched. Trees older than a month
+  may be pruned; the plan then says the snapshot is gone;
 - run_command elsewhere: that its effects are untracked, with a listing of the
   workspace's files (size and mtime, up to MANIFEST_LIMIT files) so a restore
   can name the files the command changed even though it cannot undo them;
@@ -19,34 +20,32 @@ The record lands in the store (`call_effects`) in the transaction that moves the
 call to running (`start_with_effects`, the one hook in runtime/run/calls.py).
 `plan` works out, for the calls after a point, the earliest recorded state of
 every path they touched and what cannot be undone; `restore` writes it back
-through the tools' workspace (no path outside it is ever written).
+through the tools' workspace (no path outside it is ever written). A snapshot an
+older bastion made in the repository's own git (a record with `toplevel`) is not
+read: that would run git in the workspace; the plan says it cannot be read.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import logging
 import os
-import shutil
 import stat
-import subprocess
-import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from runtime.records import ToolCallRecord, ToolCallState
+from runtime.run.snapshots import FORMAT, SnapshotError, SnapshotRepo
 from runtime.store import blobs
 from runtime.store.tx import Tx
 
 log = logging.getLogger(__name__)
 FILE_LIMIT = 16 << 20  # previous bytes kept up to this size
 MANIFEST_LIMIT = 5_000  # files listed before a command outside git
-GIT_TIMEOUT = 60.0
 _FILE_TOOLS = ("write_file", "edit_file")
 
 Effect = dict[str, Any]
@@ -68,11 +67,15 @@ def capture(root: str, name: str, arguments: str) -> Effect:
         return _capture_file(root, args.get("path"))
     if name == "run_command":
         shown = args.get("command") or " ".join(str(a) for a in args.get("argv") or ())
-        repo = git_repository(root)
-        if repo is not None:
-            tree = snapshot_tree(root)
-            if tree is not None:
-                return {"kind": "git", "command": shown, "tree": tree, **repo}
+        if in_git_repository(root):
+            try:
+                repo = SnapshotRepo(root)
+                tree = snapshot_tree(repo)
+            except (SnapshotError, OSError) as exc:
+                log.warning("no git snapshot before %r: %s", shown, exc)
+            else:
+                return {"kind": "git", "command": shown, "tree": tree, "snapshots": FORMAT,
+                        "repository": repo.key}  # fmt: skip
         return {"kind": "untracked", "command": shown, "manifest": manifest(root)}
     return {"kind": "untracked", "command": name}
 
@@ -102,53 +105,21 @@ def _capture_file(root: str, raw: Any) -> Effect:
         return {"kind": "none", "why": str(exc)}
 
 
-def git_repository(root: str) -> dict[str, str] | None:
-    """{"toplevel", "prefix"} of the git work tree `root` is in, or None."""
-    out = _git(root, "rev-parse", "--show-toplevel", "--show-prefix")
-    if out is None or out.returncode != 0:
-        return None
-    lines = out.stdout.decode("utf-8", "surrogateescape").split("\n")
-    return {"toplevel": lines[0], "prefix": lines[1] if len(lines) > 1 else ""}
+def in_git_repository(root: str) -> bool:
+    """Whether `root` is in a git work tree: a `.git` in it or a folder above it (looked
+    for by bastion itself; git is never run in the workspace to ask)."""
+    from tools.gitguard import repository_of
+
+    return repository_of(root) is not None
 
 
-def snapshot_tree(root: str) -> str | None:
-    """A tree object of the work tree under `root` as it is now (tracked and untracked,
-    not ignored), through a temporary index: the user's index is only copied."""
-    with _temporary_index(root) as env:
-        added = _git(root, "add", "-A", "--", ".", env=env)
-        if added is None or added.returncode != 0:
-            return None
-        tree = _git(root, "write-tree", env=env)
-        if tree is None or tree.returncode != 0:
-            return None
-        return tree.stdout.decode().strip()
+def snapshot_tree(repo: SnapshotRepo) -> str:
+    """A tree of the workspace as it is now, nested repositories left out (git would
+    read their HEAD and config). Raises SnapshotError or OSError."""
+    from tools.gitguard import nested_repositories
 
-
-@contextlib.contextmanager
-def _temporary_index(root: str) -> Iterator[dict[str, str]]:
-    with tempfile.TemporaryDirectory(prefix="bastion-index-") as tmp:
-        index = os.path.join(tmp, "index")
-        found = _git(root, "rev-parse", "--git-path", "index")
-        if found is not None and found.returncode == 0:
-            user_index = os.path.join(root, found.stdout.decode("utf-8", "surrogateescape").strip())
-            if os.path.isfile(user_index):
-                shutil.copyfile(user_index, index)  # its stat cache makes `add` fast
-        yield {**os.environ, "GIT_INDEX_FILE": index, "GIT_OPTIONAL_LOCKS": "0"}
-
-
-def _git(
-    root: str, *args: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[bytes] | None:
-    try:
-        return subprocess.run(
-            ["git", "-C", root, *args],
-            capture_output=True,
-            env=env,
-            timeout=GIT_TIMEOUT,
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None  # no git, or it hung: the call's effects are untracked
+    nested, _ = nested_repositories(repo.work_tree)
+    return repo.snapshot(nested)
 
 
 def manifest(root: str) -> dict[str, list[int]] | None:
@@ -405,27 +376,39 @@ def _untracked(
 
 
 def _plan_git(cwd: str, call: SpanCall, decided: dict[str, FileRestore], cannot: list[str]) -> None:
-    tree, prefix = str(call.detail["tree"]), str(call.detail.get("prefix", ""))
-    command = str(call.detail.get("command", call.name))
-    now = snapshot_tree(cwd)
-    diff = None if now is None else _git(cwd, "diff-tree", "-r", "--no-renames", "-z",
-                                        "--name-status", tree, now, "--", ".")  # fmt: skip
-    if diff is None or diff.returncode != 0:
+    tree, command = str(call.detail["tree"]), str(call.detail.get("command", call.name))
+    if call.detail.get("snapshots") != FORMAT:
+        cannot.append(
+            f"`{command}`: its git snapshot {tree[:12]} was made by an older bastion in the "
+            "repository's own git, which bastion no longer opens; it cannot be read any more"
+        )
+        return
+    try:
+        repo = SnapshotRepo(cwd, key=call.detail.get("repository"))
+        if not repo.has(tree):
+            raise SnapshotError("pruned")
+        changes = repo.changes(tree, snapshot_tree(repo))
+    except (SnapshotError, OSError):
         cannot.append(f"`{command}`: its git snapshot {tree[:12]} cannot be read any more")
         return
-    fields = diff.stdout.decode("utf-8", "surrogateescape").split("\0")
-    for status, path in zip(fields[0::2], fields[1::2], strict=False):
-        rel = path[len(prefix) :] if path.startswith(prefix) else path
-        if not status or rel in decided:
+    for status, mode, blob, path in changes:
+        if not status or path in decided:
             continue
         if status == "A":  # made after the snapshot
-            decided[rel] = FileRestore(rel, None, f"not there before `{command}`")
-            continue
-        blob = _git(cwd, "cat-file", "--filters", f"{tree}:{path}")
-        if blob is None or blob.returncode != 0:
-            cannot.append(f"{rel}: not readable from the git snapshot before `{command}`")
-            continue
-        decided[rel] = FileRestore(rel, blob.stdout, f"from the git snapshot before `{command}`")
+            decided[path] = FileRestore(path, None, f"not there before `{command}`")
+        elif mode == "120000":
+            cannot.append(
+                f"{path}: it was a symbolic link before `{command}`; links are not restored"
+            )
+        elif mode == "160000":
+            cannot.append(f"{path}: a nested repository before `{command}`; not in the snapshot")
+        else:
+            try:
+                content = repo.blob(blob)
+            except SnapshotError:
+                cannot.append(f"{path}: not readable from the git snapshot before `{command}`")
+                continue
+            decided[path] = FileRestore(path, content, f"from the git snapshot before `{command}`")
 
 
 # --- restoring ------------------------------------------------------------------------

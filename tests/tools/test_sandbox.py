@@ -267,23 +267,25 @@ async def test_the_probe_is_run_in_a_fresh_interpreter() -> None:
 
 
 @needs_namespace
-async def test_git_config_is_protected_and_a_replaced_git_is_reported(
+async def test_git_config_is_protected_and_git_cannot_be_moved_aside(
     ctx: ToolContext, root: pathlib.Path, home: pathlib.Path
 ) -> None:
-    """.git/config is read-only (core.hooksPath would move the hooks); moving .git aside
-    to replace it cannot be stopped by a mount, so the result reports it. A plain
-    `git init` is not reported."""
+    """.git/config is read-only (core.hooksPath would move the hooks); .git is pinned
+    (a mount point), so moving it aside to plant another fails. A plain `git init` is
+    not reported."""
     use = ctx._replace(sandbox=WRITE, env=git_env(home))
     init = await run(use, "git init -q && echo ok")
     assert "protected_changed" not in init.data, init.model_text()
+    assert "git_quarantined" not in init.data, init.model_text()
     hooks_path = await run(use, "git config core.hooksPath evil")
     assert "evil" not in (root / ".git" / "config").read_text()
     assert denied_paths(hooks_path) == [str(root / ".git" / "config")], hooks_path.model_text()
     swapped = await run(
         use, "mv .git .git-old && cp -r .git-old .git && echo 'exit 0' > .git/hooks/pre-commit"
     )
-    assert swapped.data["protected_changed"] == [".git/hooks", ".git/config"]
-    assert "created or replaced .git/hooks" in swapped.model_text()
+    assert swapped.data["exit_code"] != 0, swapped.model_text()
+    assert "Device or resource busy" in swapped.data["output"]
+    assert not (root / ".git-old").exists() and not (root / ".git/hooks/pre-commit").exists()
 
 
 NOBODY_SCRIPT = """
