@@ -58,6 +58,7 @@ class Entry:
     content: bytes | None = None  # a config's or pointer's bytes
     target: str | None = None  # where a pointer leads (real path); a link's text
     base: str = ""  # the git dir a config belongs to
+    via: tuple[str, ...] = ()  # the pointers followed to reach it
 
 
 @dataclass(slots=True)
@@ -185,8 +186,9 @@ def pointer_target(content: bytes | None, base: str, prefix: bytes = b"") -> str
 class _Scanner:
     def __init__(self, root: str) -> None:
         self.scan = Scan(root)
-        self.queue: list[str] = []
+        self.queue: list[tuple[str, tuple[str, ...]]] = []
         self.seen: set[str] = set()
+        self.via: tuple[str, ...] = ()  # of the git dir being scanned
 
     def look(self, path: str, role: str, base: str = "") -> Entry | None:
         try:
@@ -207,22 +209,23 @@ class _Scanner:
                 target = pointer_target(content, base)
             elif role == "dotgit":
                 target = pointer_target(content, os.path.dirname(path), b"gitdir:")
-        entry = Entry(role, kind, _ident(st), content, target, base)
+        entry = Entry(role, kind, _ident(st), content, target, base, self.via)
         self.scan.entries[path] = entry
         return entry
 
     def dot_git(self, path: str) -> None:
+        self.via = ()
         entry = self.look(path, "dotgit")
         if entry is None:
             return
         if entry.kind == "dir":
-            self.queue.append(path)
+            self.queue.append((path, ()))
         elif entry.kind == "file" and entry.target is not None:
-            self.queue.append(entry.target)
+            self.queue.append((entry.target, (path,)))
 
     def drain(self) -> None:
         while self.queue:
-            git_dir = self.queue.pop(0)
+            git_dir, self.via = self.queue.pop(0)
             real = os.path.realpath(git_dir)
             if real in self.seen:
                 continue
@@ -240,7 +243,7 @@ class _Scanner:
         for name in POINTERS:
             entry = self.look(os.path.join(path, name), "pointer", base=path)
             if name == "commondir" and entry is not None and entry.target is not None:
-                self.queue.append(entry.target)
+                self.queue.append((entry.target, (*self.via, os.path.join(path, name))))
         hooks = self.look(os.path.join(path, "hooks"), "hooks")
         if hooks is not None and hooks.kind == "dir":
             self.hooks(os.path.join(path, "hooks"))
@@ -253,7 +256,7 @@ class _Scanner:
                 child = os.path.join(path, "worktrees", name)
                 found = self.look(child, "dir")
                 if found is not None and found.kind == "dir":
-                    self.queue.append(child)
+                    self.queue.append((child, self.via))
 
     def hooks(self, path: str) -> None:
         names = self.listing(path)
@@ -263,15 +266,23 @@ class _Scanner:
             self.look(os.path.join(path, name), "hook")
 
     def modules(self, path: str, depth: int) -> None:
+        """Submodules' git dirs below ``modules/`` (a name may hold "/"); a ``hooks``
+        folder that is not in one yet is judged too (``git submodule update`` would
+        adopt the folder it is in)."""
         for name in self.listing(path):
             child = os.path.join(path, name)
-            found = self.look(child, "dir")
-            if found is None or found.kind != "dir":
-                continue
             if any(os.path.lexists(os.path.join(child, n)) for n in ("HEAD", "config", "objects")):
-                self.queue.append(child)
-            elif depth < MODULE_DEPTH:
-                self.modules(child, depth + 1)
+                found = self.look(child, "dir")
+                if found is not None and found.kind == "dir":
+                    self.queue.append((child, self.via))
+            elif name == "hooks" and depth > 0:
+                found = self.look(child, "hooks")
+                if found is not None and found.kind == "dir":
+                    self.hooks(child)
+            else:
+                found = self.look(child, "dir")
+                if found is not None and found.kind == "dir" and depth < MODULE_DEPTH:
+                    self.modules(child, depth + 1)
 
     def listing(self, path: str) -> list[str]:
         try:
@@ -310,15 +321,20 @@ def judge(before: Scan, after: Scan, writable: tuple[str, ...]) -> list[Finding]
     """What changed from ``before`` to ``after`` beneath the ``writable`` folders (real
     paths; what a command could change) that would make git run a program or look
     elsewhere."""
-    found: list[Finding] = []
+    found: dict[str, Finding] = {}
     for path, now in after.entries.items():
         was = before.entries.get(path)
         if was == now or not _within(path, writable):
             continue
         finding = _judge_one(path, now, was, after.root)
         if finding is not None:
-            found.append(finding)
-    return found
+            found[path] = finding
+    # What is reached only through a pointer found dangerous goes with that pointer.
+    return [
+        finding
+        for path, finding in found.items()
+        if not any(p in found for p in after.entries[path].via)
+    ]
 
 
 def _judge_one(path: str, now: Entry, was: Entry | None, root: str) -> Finding | None:
