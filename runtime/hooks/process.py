@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import tempfile
 import time
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from tools.sandbox import SandboxPolicy
 
+log = logging.getLogger(__name__)
 OUTPUT_CAP = 256 * 1024  # bytes of stdout (the answer) and of stderr kept
 DRAIN_S = 1.0  # after the supervisor ends: how long the pipes may take to close
 
@@ -100,7 +102,9 @@ async def run_hook(
             return await _supervised(sup, err_r, timeout, started)
         finally:
             sup.close()
-            prep.cleanup()
+            prep.cleanup()  # git control files the hook made dangerous are moved aside
+            for moved in prep.git.moved if prep.git is not None and prep.git.moved else ():
+                log.warning("hook `%s`: %s", command, moved)
 
 
 async def _supervised(sup: object, err_r: int, timeout: float, started: float) -> HookOutput:
