@@ -68,7 +68,6 @@ class Scan:
     root: str
     entries: dict[str, Entry] = field(default_factory=dict)
     git_dirs: list[str] = field(default_factory=list)
-    nested: list[str] = field(default_factory=list)  # workspace folders holding a .git
     complete: bool = True
 
 
@@ -297,9 +296,6 @@ def scan(root: str, limit: int = WALK_DIRS) -> Scan:
     scanner = _Scanner(real)
     dots, complete = find_dot_gits(real, limit)
     scanner.scan.complete = complete
-    scanner.scan.nested = [
-        os.path.relpath(os.path.dirname(d), real) for d in dots if os.path.dirname(d) != real
-    ]
     if not any(os.path.dirname(d) == real for d in dots):
         above = repository_of(os.path.dirname(real)) if real != "/" else None
         if above is not None:

@@ -73,6 +73,9 @@ def capture(root: str, name: str, arguments: str) -> Effect:
                 tree = snapshot_tree(repo)
             except (SnapshotError, OSError) as exc:
                 log.warning("no git snapshot before %r: %s", shown, exc)
+                why = f"its git snapshot could not be made ({exc})"
+                return {"kind": "untracked", "command": shown, "manifest": manifest(root),
+                        "why": why}  # fmt: skip
             else:
                 return {"kind": "git", "command": shown, "tree": tree, "snapshots": FORMAT,
                         "repository": repo.key}  # fmt: skip
@@ -307,7 +310,7 @@ def plan(conversation_id: str, entry_id: str, cwd: str, span: list[SpanCall]) ->
         elif call.kind == "untracked":
             command = str(call.detail.get("command", call.name))
             untracked_before.append(command)
-            cannot.append(_untracked(cwd, command, call.detail.get("manifest"), decided))
+            cannot.append(_untracked(cwd, command, call.detail, decided))
         elif call.kind == "none":
             continue  # the tool refused before changing anything (e.g. a bad path)
         else:
@@ -358,9 +361,12 @@ def state_of(ws: Any, path: str) -> str:
 
 
 def _untracked(
-    cwd: str, command: str, before: dict[str, list[int]] | None, decided: dict[str, FileRestore]
+    cwd: str, command: str, detail: dict[str, Any], decided: dict[str, FileRestore]
 ) -> str:
     text = f"`{command}` ran outside a git repository: what it changed cannot be undone"
+    if detail.get("why"):
+        text = f"`{command}`: {detail['why']}, so what it changed cannot be undone"
+    before: dict[str, list[int]] | None = detail.get("manifest")
     if before is None:
         return text
     now = manifest(cwd) or {}

@@ -20,9 +20,10 @@ Folders holding a ``.git`` below the workspace (nested repositories) are left
 out of the snapshot (git would read their ``HEAD`` and ``config``; a FIFO there
 would hang it), as are bastion's own folders when the workspace contains them.
 
-Snapshot trees are not referenced by any ref: ``prune`` (at most daily) drops
-objects older than KEEP_DAYS that the index does not use, so an old snapshot can
-become unreadable; the restore plan then says so.
+Snapshot trees are not referenced by any ref: ``git gc`` (after a repository's
+first snapshot, then at most daily) packs what the index holds and drops objects
+older than KEEP_DAYS that it does not use, so an old snapshot can become
+unreadable; the restore plan then says so.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from runtime.config.home import home_dir
 
 GIT_TIMEOUT = 60.0
 KEEP_DAYS = 30
-PRUNE_EVERY_S = 24 * 3600
+GC_EVERY_S = 24 * 3600
 FORMAT = 2  # the effect records' "snapshots" format: 2 = this repository
 CONFIG = (
     b"[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n"
@@ -219,7 +220,7 @@ class SnapshotRepo:
         with self.locked():
             self.git("add", "-A", "--", ".", *excludes)
             tree = self.git("write-tree").decode().strip()
-            self._maybe_prune()
+            self._maybe_gc()
         return tree
 
     def changes(self, old: str, new: str) -> list[tuple[str, str, str, str]]:
@@ -246,16 +247,19 @@ class SnapshotRepo:
             and self.run("cat-file", "-e", f"{tree}^{{tree}}").returncode == 0
         )
 
-    def _maybe_prune(self) -> None:
-        stamp = os.path.join(self.git_dir, "bastion-pruned")
+    def _maybe_gc(self) -> None:
+        """Pack what the index holds and drop unreferenced objects older than KEEP_DAYS:
+        after a new repository's first snapshot (its files, loose, take several times
+        their packed size), then at most daily."""
+        stamp = os.path.join(self.git_dir, "bastion-gc")
         try:
             last = os.stat(stamp).st_mtime
         except FileNotFoundError:
-            os.close(os.open(stamp, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
-            return  # a new repository has nothing to prune
-        if time.time() - last < PRUNE_EVERY_S:
+            last = 0.0
+        if time.time() - last < GC_EVERY_S:
             return
-        self.git("prune", f"--expire={KEEP_DAYS}.days.ago")
+        self.git("gc", "--quiet", f"--prune={KEEP_DAYS}.days.ago")
+        os.close(os.open(stamp, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
         os.utime(stamp)
 
 

@@ -286,3 +286,23 @@ def test_whether_the_workspace_is_a_repository_is_answered_without_git(
     assert capture(plain)["kind"] == "untracked"
     (plain / ".git").mkdir()  # an empty .git: not a repository to git, but one to bastion
     assert capture(plain)["kind"] == "git"
+
+
+def test_without_git_the_plan_says_why_nothing_can_be_undone(
+    tmp_path: pathlib.Path, hostile_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No git bastion may run (none on PATH but one inside the workspace, which a
+    repository could have put there): no snapshot, and the plan says why."""
+    ws = repo(tmp_path / "ws")
+    (ws / "bin").mkdir()
+    (ws / "bin" / "git").write_text(f"#!/bin/sh\ntouch {tmp_path / 'PWNED'}\n")
+    (ws / "bin" / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", str(ws / "bin"))
+    effect = capture(ws, "make")
+    assert not (tmp_path / "PWNED").exists()
+    assert effect["kind"] == "untracked" and "git is not installed" in effect["why"]
+    call = effects.SpanCall("c1", "run_command", "{}", "untracked", None, None,
+                            {k: v for k, v in effect.items() if k != "kind"})  # fmt: skip
+    [line] = effects.plan("conv", "entry", str(ws), [call]).cannot_undo
+    assert line.startswith("`make`: its git snapshot could not be made (git is not installed")
+    assert line.endswith("so what it changed cannot be undone")
