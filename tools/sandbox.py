@@ -5,7 +5,8 @@ Modes (as Codex names them):
 
 - ``read-only``: the command may write nothing (but ``/dev/null`` and the like);
 - ``workspace-write``: writes only in the workspace, a per-call temp dir (the
-  command's ``TMPDIR``), ``/dev/shm`` and the paths the user lists; ``.git/hooks``,
+  command's ``TMPDIR``), ``/dev/shm`` and the paths the user lists; git's control
+  files (``tools/gitguard.py``: ``.git`` pinned, configs, hooks, pointers),
   ``.bastion/`` and deny-listed paths stay read-only (or hidden);
 - ``danger-full-access``: no sandbox at all.
 

@@ -306,3 +306,20 @@ def test_without_git_the_plan_says_why_nothing_can_be_undone(
     [line] = effects.plan("conv", "entry", str(ws), [call]).cannot_undo
     assert line.startswith("`make`: its git snapshot could not be made (git is not installed")
     assert line.endswith("so what it changed cannot be undone")
+
+
+def test_bastions_own_folders_in_the_workspace_are_left_out(
+    tmp_path: pathlib.Path, hostile_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opened in $HOME, the workspace holds bastion's home and with it the snapshot
+    repository: a snapshot must not take in bastion's store or itself."""
+    ws = repo(tmp_path / "ws")
+    home = ws / ".local" / "share" / "bastion"
+    home.mkdir(parents=True)
+    (home / "bastion.sqlite").write_bytes(b"the store")
+    monkeypatch.setenv("BASTION_HOME", str(home))
+    effect = capture(ws)
+    assert (home / "snapshots").is_dir()
+    effect = capture(ws)  # the second one would take in the first one's objects
+    names = snapshots().SnapshotRepo(str(ws)).git("ls-tree", "-r", "--name-only", effect["tree"])
+    assert names.decode().split() == ["a.txt"]
