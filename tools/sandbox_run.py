@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tools.denylist import DenyList
-from tools.gitguard import Scan
 from tools.sandbox import (
     PROTECTED,
     SandboxMode,
@@ -33,6 +32,10 @@ from tools.sandbox import (
     probe,
     unavailable_notice,
 )
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from tools.gitguard import Scan
 
 # EBUSY: renaming over a read-only bound file (how git writes .git/config)
 MARKERS = "Permission denied|Read-only file system|Operation not permitted|Device or resource busy"
