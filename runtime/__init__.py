@@ -64,7 +64,6 @@ _EXPORTS = {
     "choose_sandbox": "runtime.run.sandboxing",
     "sandbox_notice": "runtime.run.sandboxing",
     "probe_sandbox_soon": "runtime.run.sandboxing",
-    "install_method_cache": "runtime.methodcache",
     "sandbox_report": "runtime.run.sandboxing",
     "hooks_report": "runtime.hooks",
     "LoopSettings": "runtime.run.loop",
@@ -227,7 +226,6 @@ __all__ = [
     "frame",
     "fuzzy_filter",
     "hooks_report",
-    "install_method_cache",
     "kept_bytes",
     "load_config",
     "load_instructions",
@@ -344,7 +342,6 @@ if TYPE_CHECKING:
     from runtime.ipc.remote import RemoteHarness, serve
     from runtime.mcp.hub import probe_mcp_servers
     from runtime.mcp.status import McpServerStatus
-    from runtime.methodcache import install_method_cache
     from runtime.plan.items import TodoItem
     from runtime.records import (
         Conversation,

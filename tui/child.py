@@ -148,9 +148,7 @@ def _open_log() -> int:
 
 def main(argv: list[str]) -> int:
     """The child: open and drive the session the parent asks for, then serve it."""
-    from runtime import install_method_cache, recv_blocking
-
-    install_method_cache()  # before the harness's classes are made
+    from runtime import recv_blocking
 
     logging.basicConfig(
         level=logging.WARNING, format="%(asctime)s %(process)d %(name)s: %(message)s"

@@ -168,9 +168,6 @@ def _dispatch(args: list[str]) -> int:
 
     opts = main_parser().parse_args(args)
     _check_text_options(opts)
-    from runtime import install_method_cache
-
-    install_method_cache()  # before the front end and the harness make their classes
     if opts.trust:
         from runtime import trust_once
 

@@ -29,9 +29,6 @@ async def _id(harness: Harness, raw: str) -> str:
 def _run(coro: Any) -> int:
     import asyncio
 
-    from runtime import install_method_cache
-
-    install_method_cache()  # before the harness's classes are made
     try:
         return int(asyncio.run(coro))
     except BastionError as exc:
@@ -202,9 +199,6 @@ def export(opts: Any) -> int:
 def _export_committed(store: ReadOnlyStore, opts: Any) -> int:
     """`bastion export` on the store opened read-only: what is committed, which is all
     a process driving nothing sees."""
-    from runtime import install_method_cache
-
-    install_method_cache()  # before the records' and views' classes are made
     from runtime import committed_export, committed_view, export_markdown
 
     conv_id = store.resolve_id(opts.id)

@@ -264,9 +264,6 @@ def unpack(packed: list[list[tuple[str, str | None]]]) -> list[list[Segment]]:
 def main(fd: int) -> int:
     """The renderer's body: say it is ready, then render each job until end of file."""
     sock = socket.socket(fileno=fd)
-    from runtime import install_method_cache
-
-    install_method_cache()  # before rich's classes are made
     from rich.theme import Theme
 
     from tui.widgets.rich_markdown import aside_console, render_lines
