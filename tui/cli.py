@@ -27,7 +27,42 @@ from __future__ import annotations
 import os
 import sys
 
-from tui.exits import (  # re-exported: scripts and tests take them from here too
+
+def _keep_workspace_off_path() -> None:
+    """Drop `sys.path` entries a repository could fill (empty, relative, or inside
+    the working directory: a `PYTHONPATH=.` from a project's .envrc) and a bytecode
+    cache prefix there before anything else is imported, keeping where bastion itself
+    is installed; the same rule as
+    `runtime.ipc.pypath`, inline because importing that could itself be shadowed."""
+    try:
+        cwd: str | None = os.path.realpath(os.getcwd())
+    except OSError:
+        cwd = None  # (the working directory was removed: only relative entries go)
+    here = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+    kept = {here, *(os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix))}
+
+    def within(path: str, folder: str) -> bool:
+        return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+    def unsafe(entry: str) -> bool:
+        if not entry or not os.path.isabs(entry):
+            return True
+        real = os.path.realpath(entry)
+        if any(within(real, k) for k in kept):
+            return False  # bastion itself and the interpreter it runs on
+        return cwd is not None and within(real, cwd)
+
+    sys.path[:] = [entry for entry in sys.path if not unsafe(entry)]
+    prefix = sys.pycache_prefix
+    if prefix is not None and (not os.path.isabs(prefix) or unsafe(prefix)):
+        # bytecode a repository ships under that folder would be loaded: from here on
+        # modules are compiled beside bastion's own files instead (read each import)
+        sys.pycache_prefix = None
+
+
+_keep_workspace_off_path()
+
+from tui.exits import (  # noqa: E402 (after the path is made safe) re-exported: scripts and tests take them from here too
     EXIT_BUDGET,
     EXIT_FAILED,
     EXIT_INTERRUPTED,

@@ -108,13 +108,17 @@ def sendable_error(exc: BaseException) -> BaseException:
 
 
 def start_pair(module: str, stderr: int) -> tuple[subprocess.Popen[bytes], socket.socket]:
-    """`python -m module FD` joined to this process by a socket pair: the process and
+    """`python -P -m module FD` joined to this process by a socket pair: the process and
     this end. It inherits its end alone (as FD), reads nothing from the terminal, and
     runs in a session of its own (a terminal's Ctrl+C or hang-up reaches this one)."""
+    from runtime.ipc.pypath import child_environment
+
     ours, theirs = socket.socketpair()
     try:
         process = subprocess.Popen(
-            [sys.executable, "-m", module, str(theirs.fileno())],
+            # -P and child_environment: the workspace is never on its import path
+            [sys.executable, "-P", "-m", module, str(theirs.fileno())],
+            env=child_environment(),
             pass_fds=(theirs.fileno(),),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,

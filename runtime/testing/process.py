@@ -40,7 +40,7 @@ class LoopbackProcess:
         record = workdir / "requests.jsonl"
         script.write_text(json.dumps(list(turns)))
         proc = subprocess.Popen(
-            [sys.executable, "-m", "runtime.testing.server", "--script", str(script),
+            [sys.executable, "-P", "-m", "runtime.testing.server", "--script", str(script),
              "--port-file", str(port_file), "--record", str(record),
              "--record-headers", str(workdir / "headers.jsonl")],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
