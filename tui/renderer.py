@@ -74,7 +74,7 @@ class Renderer:
     @classmethod
     def start(cls) -> Renderer:
         # stderr: nowhere (what fails there comes back as a frame)
-        return cls(*start_pair("tui.renderer", stderr=subprocess.DEVNULL))
+        return cls(*start_pair("tui.renderer", stderr=subprocess.DEVNULL, keys=False))
 
     @property
     def usable(self) -> bool:
@@ -264,6 +264,9 @@ def unpack(packed: list[list[tuple[str, str | None]]]) -> list[list[Segment]]:
 def main(fd: int) -> int:
     """The renderer's body: say it is ready, then render each job until end of file."""
     sock = socket.socket(fileno=fd)
+    from runtime.config.secrets import harden_process
+
+    harden_process()
     from rich.theme import Theme
 
     from tui.widgets.rich_markdown import aside_console, render_lines

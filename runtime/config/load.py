@@ -448,6 +448,9 @@ def model_resolver(config: Config, env: Mapping[str, str] | None = None) -> Any:
     The providers (and httpx) are imported by the first resolution, not here: a
     session can be opened and shown before any model is needed."""
     env = dict(os.environ if env is None else env)
+    from runtime.config.secrets import note_key_names
+
+    note_key_names(table.get("api_key_env") for table in config.providers.values())
 
     def resolve(spec: str) -> Any:
         from runtime.providers.registry import ProviderSettings, resolve_model

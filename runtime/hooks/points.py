@@ -6,9 +6,11 @@ One `Hooks` per driver (per conversation and process). The model loop calls it:
   (a run's own prompt; steers joining a run are not hooked), and, on a resumed run,
   a note for each at-most-once hook a crash cut off;
 - `before_tool` (PreToolUse) before the approval prompt: "block" denies the call
-  and the model gets the reason as its result; "approve" from the user's own
-  config skips the prompt (a call the approval mode refuses stays refused, and a
-  project's hook cannot approve: that would let a repository grant itself calls);
+  and the model gets the reason as its result; "approve" ("allow") changes
+  nothing but a line: a hook's answer is never an approval (ARCHITECTURE: trust
+  boundary). Approvals come only from the user, at their terminal or a client they
+  authenticated; a hook runs code a repository can influence, and the user's
+  approval rules are the way to let a kind of call run unasked;
 - `after_tool` (PostToolUse) once the result is committed: a block reason, exit 2
   stderr or additionalContext reaches the model as a note before its next request;
 - `stop` (Stop) when the model answered, before the run is committed as answered
@@ -99,8 +101,8 @@ class Hooks:
     @staticmethod
     def may_decide(call: ToolCallRecord) -> bool:
         """Whether PreToolUse runs for `call`: not for one refused already (by the
-        approval mode, a guarded path), except one refused only because nobody can be
-        asked here (print mode), which a user's hook may approve."""
+        approval mode, a guarded path), but for one refused only because nobody can be
+        asked here (print mode): its hooks still see it, and may block it."""
         return call.approval != Approval.DENIED or bool((call.review or {}).get("cannot_ask"))
 
     async def before_tool(self, ex: RunExecutor, call: ToolCallRecord) -> ToolCallRecord | None:
@@ -117,11 +119,8 @@ class Hooks:
         if not self.may_decide(call) or await self._decided(ex, call.run_id, prefix):
             return call
         payload = self._payload(ex, "PreToolUse", tool_name=call.name, tool_input=_args(call))
-        results = await self._run_all(specs, payload, gate=True)
+        results = [_not_an_approval(r) for r in await self._run_all(specs, payload, gate=True)]
         block = next((r for r in results if r.decision == "block"), None)
-        approve = next(
-            (r for r in results if r.decision == "approve" and r.spec.source == "user"), None
-        )
         changes: dict[str, Any] = {}
         if block is not None:
             text = (
@@ -132,9 +131,6 @@ class Hooks:
                 "approval": Approval.DENIED,
                 "review": {**(call.review or {}), "refusal": text},
             }
-        elif approve is not None and call.approval in (Approval.PENDING, Approval.DENIED):
-            review = {**(call.review or {}), "approved_by_hook": approve.spec.command}
-            changes = {"approval": Approval.APPROVED, "review": review}
 
         def build(tx: Tx) -> tuple[list[Entry], ToolCallRecord | None]:
             entries = self._record(tx, call.run_id, prefix, results, "done")
@@ -295,7 +291,7 @@ class Hooks:
             except Exception as exc:  # the supervisor broke its protocol: no decision
                 log.warning("hook %s failed to run", spec.command, exc_info=True)
                 out = HookOutput(None, error=f"it could not be run ({type(exc).__name__}: {exc})")
-            result = interpret(spec, out)
+            result = redact_result(interpret(spec, out))
             results.append(result)
             if gate and result.decision == "block":
                 break
@@ -424,3 +420,33 @@ def _rows(
         json.loads(r[0]) for r in db.execute(sql + " ORDER BY seq", params)
     ]
     return found
+
+
+def redact_result(result: HookResult) -> HookResult:
+    """A hook's reason, context and line without the value of any key bastion holds
+    (runtime.config.secrets): what a hook prints goes to the model."""
+    from runtime.config.secrets import redactor
+
+    redact = redactor()
+    if not redact:
+        return result
+    return replace(
+        result,
+        reason=redact.text(result.reason),
+        context=redact.text(result.context),
+        line=redact.text(result.line),
+    )
+
+
+def _not_an_approval(result: HookResult) -> HookResult:
+    """A PreToolUse hook that answered "approve" ("allow"): recorded as it answered,
+    with the line saying it decided nothing."""
+    if result.decision != "approve":
+        return result
+    return replace(
+        result,
+        line=(
+            f"PreToolUse hook `{result.spec.shown}` answered approve: a hook cannot approve "
+            "a call, so it is asked as usual (an approval rule lets such calls run)"
+        ),
+    )

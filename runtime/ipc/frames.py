@@ -107,7 +107,9 @@ def sendable_error(exc: BaseException) -> BaseException:
         return BastionError(message, hint=hint)
 
 
-def start_pair(module: str, stderr: int) -> tuple[subprocess.Popen[bytes], socket.socket]:
+def start_pair(
+    module: str, stderr: int, *, keys: bool = True
+) -> tuple[subprocess.Popen[bytes], socket.socket]:
     """`python -P -m module FD` joined to this process by a socket pair: the process and
     this end. It inherits its end alone (as FD), reads nothing from the terminal, and
     runs in a session of its own (a terminal's Ctrl+C or hang-up reaches this one)."""
@@ -118,7 +120,7 @@ def start_pair(module: str, stderr: int) -> tuple[subprocess.Popen[bytes], socke
         process = subprocess.Popen(
             # -P and child_environment: the workspace is never on its import path
             [sys.executable, "-P", "-m", module, str(theirs.fileno())],
-            env=child_environment(),
+            env=child_environment(keys=keys),
             pass_fds=(theirs.fileno(),),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,

@@ -51,11 +51,17 @@ def unsafe_entry(entry: str, workspace: str, keep: str) -> bool:
     return _within(real, os.path.realpath(workspace))
 
 
-def child_environment(workspace: str | None = None) -> dict[str, str]:
+def child_environment(workspace: str | None = None, *, keys: bool = True) -> dict[str, str]:
     """This process's environment for a child interpreter of bastion's, without what
-    would put the workspace on its import path or its bytecode cache there."""
+    would put the workspace on its import path or its bytecode cache there; without
+    secret variables (runtime.config.secrets) unless `keys` (the harness needs them)."""
+    from runtime.config.secrets import secret_names
+
     workspace = workspace or os.getcwd()
     env = dict(os.environ)
+    if not keys:
+        for name in secret_names(env):
+            del env[name]
     keep = own_root()
     if "PYTHONPATH" in env:
         entries = [

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from runtime.config.approvals import Decision, decide, refusal_text
@@ -112,7 +113,7 @@ class CallRunner:
             return call.but(approval=Approval.APPROVED, review=review)
         if self.deps.interactive:
             return call
-        # Marked: a PreToolUse hook of the user's may still approve it (runtime.hooks).
+        # Marked: refused because nobody can be asked here (its PreToolUse hooks still run).
         return call.but(
             approval=Approval.DENIED, review={**(call.review or {}), "cannot_ask": True}
         )
@@ -368,11 +369,26 @@ class CallRunner:
             )
 
 
+def redact_outcome(outcome: ToolOutcome) -> ToolOutcome:
+    """`outcome` without the exact value of any key bastion holds: whatever printed it
+    (a command reading /proc, an MCP server), it never reaches a provider."""
+    from runtime.config.secrets import redactor
+
+    redact = redactor()
+    if not redact:
+        return outcome
+    data = redact.value(outcome.data)
+    assert isinstance(data, dict)
+    return replace(outcome, model_text=redact.text(outcome.model_text), data=data)
+
+
 def settle_call(
     tx: Tx, call: ToolCallRecord, state: ToolCallState, outcome: ToolOutcome
 ) -> Entry | None:
     """In one transaction: the call's final state and its result entry (compare-and-set
-    on the call still being pending or running; None, nothing written, if it was not)."""
+    on the call still being pending or running; None, nothing written, if it was not).
+    The values of the keys bastion holds are redacted from both (runtime.config.secrets)."""
+    outcome = redact_outcome(outcome)
     entry = Entry(
         uuid7(), call.conversation_id, 0, EntryKind.TOOL_RESULT, EntryStatus.COMPLETE,
         outcome.model_text, now(), run_id=call.run_id,

@@ -87,7 +87,9 @@ async def test_exit_0_allows_and_an_unmatched_hook_does_not_run(tmp_path):
     ]
 
 
-async def test_a_user_hook_approves_a_call_that_would_ask(tmp_path):
+async def test_a_user_hook_cannot_approve_a_call_that_would_ask(tmp_path):
+    """Issue 34: a hook's answer is never an approval, the user's own included (a
+    hook runs code a repository can influence); it is recorded with a line saying so."""
     approve = script(
         tmp_path / "hooks", "ok.sh",
         """echo '{"hookSpecificOutput": {"permissionDecision": "allow"}}'\n""",
@@ -95,16 +97,20 @@ async def test_a_user_hook_approves_a_call_that_would_ask(tmp_path):
     hooks = {"PreToolUse": [{"matcher": "run_command", "command": str(approve)}]}
     turns = [{"tool_calls": [command("touch made")]}, ANSWER]
     async with LoopbackServer(turns) as server:
-        # Not interactive: a call that asks would be refused; the hook's approval runs it.
+        # Not interactive: a call that asks is refused; the hook's "allow" changes nothing.
         s = await open_session(tmp_path, server, hooks, approval_mode="ask", interactive=False)
         try:
             await s.prompt("go")
             snap = await s.harness.store.snapshot(s.conversation_id)
+            rows = await s.hook_rows()
         finally:
             await s.harness.close()
-    assert (s.workspace / "made").exists()
+    assert not (s.workspace / "made").exists()
     call = snap.tool_calls[0]
-    assert call.approval == "approved" and call.review["approved_by_hook"] == str(approve)
+    assert call.approval == "denied" and "approved_by_hook" not in (call.review or {})
+    assert rows[0]["outcome"] == "approve"  # recorded as it answered
+    lines = [e.text for e in snap.entries if "cannot approve" in e.text]
+    assert lines and "is asked as usual" in lines[0]
 
 
 async def test_without_a_hook_that_call_is_refused(tmp_path):
