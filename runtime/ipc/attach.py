@@ -88,11 +88,18 @@ class AttachClient:
     @classmethod
     async def connect(cls, path: Path) -> AttachClient | None:
         """Connect and read the hello; None if nothing (or a dead socket) is there."""
+        from runtime.ipc.peer import read_token
+
+        token = read_token(path)
+        if token is None:
+            return None  # no server (or one that is stopping): follow the ledger
         try:
             reader, writer = await asyncio.open_unix_connection(str(path), limit=READ_LIMIT)
         except (FileNotFoundError, ConnectionRefusedError):
             return None
         try:
+            writer.write(json.dumps({"op": "hello", "token": token}).encode() + b"\n")
+            await writer.drain()
             first = await read_line(reader)
             if not first.endswith(b"\n"):  # (or empty) the driver closed as we came
                 writer.close()

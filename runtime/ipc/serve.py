@@ -3,11 +3,14 @@
 Every process that drives a conversation (holds its lease) listens on a Unix socket
 beside the store, `<home>/sockets/<conversation id>.sock`, or, when that path is too
 long for a socket (108 bytes), `$XDG_RUNTIME_DIR/bastion-<uid>/<hash of home>/…` (or
-under the temp dir). The directory is 0700, the socket 0600, and a peer whose uid
-(SO_PEERCRED) is not ours is refused before it sees anything.
+under the temp dir). The directory is 0700, the socket 0600, and a peer is refused
+before it sees anything unless it is a process of ours that bastion did not start
+for a command and it gives the socket's token (runtime.ipc.peer: the token is in a
+0600 file beside the socket, which the sandbox hides from commands).
 
 The protocol is JSON lines, both ways:
 
+    client → {"op": "hello", "token": T}                first, within AUTH_TIMEOUT
     server → {"type": "hello", "protocol": 1, "pid": P, "view": VIEW}
     server → {"type": "event", "event": EVENT}         durable or transient, in order
     server → {"type": "snapshot", "view": VIEW}         after this client fell behind
@@ -47,7 +50,6 @@ import logging
 import os
 import socket
 import stat
-import struct
 import tempfile
 from pathlib import Path
 from types import MappingProxyType
@@ -56,6 +58,7 @@ from typing import Any, Final
 from runtime.errors import BastionError
 from runtime.events import event_from_dict, event_to_dict
 from runtime.ipc.channel import RESYNC, EventChannel, pump
+from runtime.ipc.peer import PeerRefused, TokenFile, check_ancestry, peer_identity, token_matches
 from runtime.plan.items import TodoItem
 from runtime.records import Conversation, Entry, InboxItem, InboxMode, Run, ToolCallRecord
 from runtime.views import (
@@ -86,6 +89,7 @@ log = logging.getLogger(__name__)
 PROTOCOL: Final = 1
 MAX_PATH: Final = 107  # bytes of a Unix socket path (sun_path is 108, NUL included)
 MAX_LINE: Final = 1 << 20  # bytes of one request line
+AUTH_TIMEOUT: Final = 10.0  # seconds a new client has to send its token
 CLIENT_LIMIT: Final = 2048  # events queued for one client before it is resynced
 
 
@@ -93,12 +97,6 @@ class SocketUnsafe(BastionError):
     """The socket's directory is not private to this user (another owner, open mode)."""
 
     code = "socket_unsafe"
-
-
-class PeerRefused(BastionError):
-    """A process of another user connected to a conversation's socket."""
-
-    code = "peer_refused"
 
 
 class BadRequest(BastionError):
@@ -142,12 +140,10 @@ def private_dir(path: Path) -> None:
 def peer_uid(sock: socket.socket) -> int | None:
     """The uid of the process at the other end of a Unix socket (None where the
     platform cannot tell; the 0700 directory is then the only guard)."""
-    option = getattr(socket, "SO_PEERCRED", None)
-    if option is None:
-        return None
-    raw = sock.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i"))
-    _pid, uid, _gid = struct.unpack("3i", raw)
-    return int(uid)
+    _pid, uid, pidfd = peer_identity(sock)
+    if pidfd is not None:
+        os.close(pidfd)
+    return uid
 
 
 def check_peer(uid: int | None, own: int | None = None) -> None:
@@ -238,6 +234,7 @@ class AttachServer:
         self.resyncs = 0  # snapshots sent in place of events a client fell behind on
         self._server: asyncio.AbstractServer | None = None
         self._identity: tuple[int, int] | None = None
+        self._token = TokenFile(self.path)
         self._clients: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
 
     async def start(self) -> None:
@@ -246,6 +243,7 @@ class AttachServer:
             # A socket left by a crashed driver. Only the lease holder serves, so a
             # live one here belongs to a process that lost its lease: the newest wins.
             os.unlink(self.path)
+        self._token.write()  # before the socket: a client that finds it finds the token
         self._server = await asyncio.start_unix_server(
             self._client, path=str(self.path), limit=MAX_LINE
         )
@@ -258,6 +256,7 @@ class AttachServer:
         if server is None:
             return
         server.close()
+        self._token.remove()
         for writer in self._clients.values():
             # Dropped, not flushed: a client that stopped reading must not hold up a close.
             writer.transport.abort()
@@ -273,7 +272,7 @@ class AttachServer:
         self._clients[task] = writer
         try:
             try:
-                check_peer(peer_uid(writer.get_extra_info("socket")))
+                await self._authenticate(reader, writer)
             except PeerRefused as exc:
                 log.warning("attach socket of %s: %s", self.conversation_id, exc)
                 writer.write(line(error_reply(None, exc)))
@@ -286,6 +285,31 @@ class AttachServer:
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
+
+    async def _authenticate(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        """The peer's uid, ancestry and token (runtime.ipc.peer); PeerRefused if any fails."""
+        from tools.lifetime import SCRIPT
+
+        pid, uid, pidfd = peer_identity(writer.get_extra_info("socket"))
+        try:
+            check_peer(uid)
+            check_ancestry(pid, pidfd, SCRIPT, os.getpid())
+        finally:
+            if pidfd is not None:
+                os.close(pidfd)
+        try:
+            first = await asyncio.wait_for(reader.readline(), AUTH_TIMEOUT)
+            hello = json.loads(first)
+            given = hello.get("token") if isinstance(hello, dict) else None
+        except (TimeoutError, ValueError):
+            given = None
+        if not token_matches(given, self._token.token):
+            raise PeerRefused(
+                "the client did not give the session's token",
+                hint="attach with `bastion attach ID` as the user who runs the session",
+            )
 
     async def _session(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         channel = EventChannel(self.limit)

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 from runtime.ipc.attach import AttachClient, Follower
+from runtime.ipc.peer import TokenFile
 from runtime.ipc.serve import private_dir, socket_path, view_to_wire
 from runtime.testing.scripted import ScriptedProvider
 from tests.runtime.helpers import open_harness
@@ -20,8 +21,10 @@ from tests.runtime.helpers import open_harness
 
 async def serve_once(path: Path, send) -> asyncio.AbstractServer:  # type: ignore[no-untyped-def]
     private_dir(path.parent)
+    TokenFile(path).write()  # what a real server leaves for its clients
 
     async def client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readline()  # the client's hello (its token), taken as given here
         await send(writer)
         writer.close()
 

@@ -37,6 +37,17 @@ from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from runtime.views import TextDeltas
 from tests.runtime.helpers import open_harness
 
+
+async def connect_raw(path: Path) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A bare connection to a served socket that gives the session's token, as
+    `bastion attach` does (runtime.ipc.peer)."""
+    from runtime.ipc.peer import read_token
+
+    reader, writer = await asyncio.open_unix_connection(str(path))
+    writer.write(json.dumps({"op": "hello", "token": read_token(path)}).encode() + b"\n")
+    return reader, writer
+
+
 CONV = "0192f7a4-6c1e-7d2a-9b3e-5f6a7b8c9d0e"
 
 
@@ -153,7 +164,7 @@ async def test_a_client_that_falls_behind_is_resynced_and_the_harness_never_wait
     server.limit = 8
     # A small read buffer (64 KB), so the unread socket fills; lines (joined deltas are
     # long) are split here, as `read` takes no notice of the buffer's line limit.
-    reader, writer = await asyncio.open_unix_connection(str(server.path))
+    reader, writer = await connect_raw(server.path)
     pending = b""
 
     async def next_line() -> bytes:
@@ -235,7 +246,7 @@ async def test_a_follower_falls_back_to_the_ledger_and_acts_on_the_store(tmp_pat
 
 async def test_a_bad_request_line_gets_one_clear_refusal(tmp_path):
     harness, conv = await served(tmp_path, [])
-    reader, writer = await asyncio.open_unix_connection(str(socket_path(harness.home, conv.id)))
+    reader, writer = await connect_raw(socket_path(harness.home, conv.id))
     try:
         await reader.readline()
         writer.write(b"not json\n")
@@ -289,7 +300,7 @@ async def test_another_uid_is_refused_even_if_the_directory_were_opened(monkeypa
 async def test_closing_does_not_wait_for_a_client_that_stopped_reading(tmp_path):
     turn = ScriptedTurn(reasoning="r" * 20_000, text="done", chunk_size=1)
     harness, conv = await served(tmp_path, [turn])
-    reader, writer = await asyncio.open_unix_connection(str(socket_path(harness.home, conv.id)))
+    reader, writer = await connect_raw(socket_path(harness.home, conv.id))
     try:
         await reader.readline()
         item = await harness.submit(conv.id, "go")
