@@ -55,7 +55,9 @@ def system_prompt(conversation: Conversation, tools: Sequence[ToolSpec], project
     if tools:
         env.append("Tools: " + ", ".join(t.name for t in tools))
     env.append(f"Workspace root: {conversation.cwd}")
-    env.append(f"Platform: {platform.system()} {platform.release()}")
+    # The OS family only: a kernel release says little to a model, names this machine
+    # to every provider, and made the prompt (and so token counts) differ by machine.
+    env.append(f"Platform: {platform.system()}")
     parts.append("\n".join(env))
     if project.strip():
         parts.append(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import tempfile
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -60,7 +59,7 @@ def snapshot_folder() -> Path:
     """The workspace of every snapshot's conversation: one path, whatever `tmp_path` is
     (under xdist it gains `popen-gwN/`), since the workspace root is in the system
     prompt and so in the status line's token estimate."""
-    folder = Path(tempfile.gettempdir()) / "bastion-snapshot-workspace"
+    folder = Path("/tmp") / "bastion-snapshot-workspace"  # not $TMPDIR, which varies
     folder.mkdir(exist_ok=True)
     return folder
 
