@@ -122,6 +122,7 @@ _EXPORTS = {
     "parse_uuid": "runtime.store.ids",
     "read_frame": "runtime.ipc.frames",
     "recv_blocking": "runtime.ipc.frames",
+    "harden_process": "runtime.config.secrets",
     "send_blocking": "runtime.ipc.frames",
     "sendable_error": "runtime.ipc.frames",
     "serve": "runtime.ipc.remote",
@@ -225,6 +226,7 @@ __all__ = [
     "first_run_text",
     "frame",
     "fuzzy_filter",
+    "harden_process",
     "hooks_report",
     "kept_bytes",
     "load_config",
@@ -282,6 +284,7 @@ if TYPE_CHECKING:
     from runtime.config.preview import project_preview
     from runtime.config.rules import BadRule, Rule, RuleKind, Scope, command_rule
     from runtime.config.safe_read import read_user_file
+    from runtime.config.secrets import harden_process
     from runtime.config.trust import (
         Trust,
         TrustState,

@@ -148,8 +148,7 @@ def _open_log() -> int:
 
 def main(argv: list[str]) -> int:
     """The child: open and drive the session the parent asks for, then serve it."""
-    from runtime import recv_blocking
-    from runtime.config.secrets import harden_process
+    from runtime import harden_process, recv_blocking
 
     harden_process()  # its environment came with the keys: out of /proc/<pid>/environ
     logging.basicConfig(

@@ -110,7 +110,7 @@ def __getattr__(name: str) -> Any:
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if argv is None:  # the process is ours (not a test calling main in its own)
-        from runtime.config.secrets import harden_process
+        from runtime import harden_process
 
         harden_process()  # keys out of /proc/<pid>/environ, memory closed to other processes
     if args == ["--version"]:  # the common case, answered before argparse is built

@@ -264,7 +264,7 @@ def unpack(packed: list[list[tuple[str, str | None]]]) -> list[list[Segment]]:
 def main(fd: int) -> int:
     """The renderer's body: say it is ready, then render each job until end of file."""
     sock = socket.socket(fileno=fd)
-    from runtime.config.secrets import harden_process
+    from runtime import harden_process
 
     harden_process()
     from rich.theme import Theme
