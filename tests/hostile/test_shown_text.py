@@ -1,0 +1,29 @@
+"""Issue 34, item 8: `runtime.visible`, the one function every front end shows foreign
+text through, and `runtime.visible_json`, the JSON formats' counterpart."""
+
+from __future__ import annotations
+
+import json
+
+from runtime import visible, visible_json
+
+
+def test_visible_shows_each_kind_of_control_character():
+    assert visible("a\x1b[2Kb\x07c\x00d\x7f") == "a^[[2Kb^Gc^@d^?"
+    assert visible("csi\x9b2K nel\x85") == "csi\\x9b2K nel\\x85"
+    assert visible("a\u202eevil\u202c \u2066x\u2069 \u200f\u061c") == (
+        "a\\u202eevil\\u202c \\u2066x\\u2069 \\u200f\\u061c"
+    )
+    assert visible("name-\udcff-\ud800") == "name-\\xff-\\ud800"  # (surrogateescape: the byte)
+    assert visible("one\r\ntwo\tthree\rfour") == "one\ntwo\tthree^Mfour"
+    assert visible("one\ntwo\tthree", lines=False) == "one^Jtwo^Ithree"
+    assert visible("plain text, ünïcödé, 中文, emoji 🎉") == "plain text, ünïcödé, 中文, emoji 🎉"
+
+
+def test_visible_json_is_the_same_json_value_and_safe_to_print():
+    value = {"t\x9b": ["\x1b]52;c;x\x07", "\u202e", "\udcff", "\x7f", "ok ü"]}
+    text = visible_json(value)
+    assert json.loads(text) == value
+    assert text.isascii() or all(ord(c) >= 0xA0 for c in text if not c.isascii())
+    assert "\x1b" not in text and "\x9b" not in text and "\u202e" not in text
+    text.encode("utf-8")  # a lone surrogate would raise here
