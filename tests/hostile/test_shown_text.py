@@ -27,3 +27,15 @@ def test_visible_json_is_the_same_json_value_and_safe_to_print():
     assert text.isascii() or all(ord(c) >= 0xA0 for c in text if not c.isascii())
     assert "\x1b" not in text and "\x9b" not in text and "\u202e" not in text
     text.encode("utf-8")  # a lone surrogate would raise here
+
+
+def test_markup_escape_keeps_a_final_backslash_from_swallowing_the_next_tag():
+    """Text ending in a backslash (a path, a continued shell line, an ST) put into markup
+    before a tag: the tag still closes (it was a MarkupError that ended the app)."""
+    from textual.content import Content
+
+    from tui.markup import escape
+
+    for text, plain in [("C:\\dir\\", "C:\\dir\\"), ("end\x1b\\", "end^[\\"), ("a\\[b]", "a\\[b]")]:
+        content = Content.from_markup(f"[b]{escape(text)}[/] after")
+        assert content.plain.replace("\u200b", "") == f"{plain} after"
