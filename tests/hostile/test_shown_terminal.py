@@ -140,7 +140,9 @@ def test_plain_mode_shows_a_tool_call_its_output_and_the_answer_as_text(tmp_path
             environment(tmp_path, server),
             workspace(tmp_path),
         )
-        screen = terminal.wait_for(lambda s: "Done: bold" in s, "the answer")
+        screen = terminal.wait_for(
+            lambda s: "Done: bold" in s and s.rstrip().endswith("›"), "the answer and the prompt"
+        )
         terminal.untouched()
         assert "· run_command echo out ^[]52;c;UFdORUQ=^[\\^[]2;pwned-title^[\\ end" in screen
         assert ANSWER_SHOWN in screen
