@@ -193,8 +193,11 @@ class ReadOnlyStore:
 
     def list_conversations(self, cwd: str | None = None, limit: int = 200) -> list[SessionRow]:
         """The newest `limit` conversations (of `cwd`, when given), newest first: what
-        `Harness.list_conversations` returns, as rows."""
-        where, params = ("WHERE cwd = ?", (cwd,)) if cwd is not None else ("", ())
+        `Harness.list_conversations` returns, as rows. Top-level ones only: a subagent's
+        conversation is reached from its parent (its `task` row), as in the pickers."""
+        where, params = "WHERE task_parent_id IS NULL", ()
+        if cwd is not None:
+            where, params = f"{where} AND cwd = ?", (cwd,)
         with self._read() as db:
             rows = db.execute(
                 f"SELECT {_LIST_COLUMNS} FROM conversations {where} "
