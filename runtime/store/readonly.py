@@ -195,7 +195,8 @@ class ReadOnlyStore:
         """The newest `limit` conversations (of `cwd`, when given), newest first: what
         `Harness.list_conversations` returns, as rows. Top-level ones only: a subagent's
         conversation is reached from its parent (its `task` row), as in the pickers."""
-        where, params = "WHERE task_parent_id IS NULL", ()
+        where = "WHERE task_parent_id IS NULL"
+        params: tuple[str, ...] = ()
         if cwd is not None:
             where, params = f"{where} AND cwd = ?", (cwd,)
         with self._read() as db:
