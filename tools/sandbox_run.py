@@ -6,19 +6,7 @@ A denial is recognised in the command's output: a line saying ``Permission
 denied``, ``Read-only file system`` or ``Operation not permitted`` that names a
 path the policy does not let the command write (outside the writable roots, or
 protected, or deny-listed), and, with the network off, a failed connection or
-name resolution. The result names each one and how the user could allow it.
-
-That is all bastion knows: what the command printed, whether it failed, and
-what the policy allows. The kernel does not say what it refused, and a command
-can print anything. So the note never says the sandbox denied something: it says
-the command's output reports a refused write (or a failed connection), what
-bastion checked of that path (outside the writable folders, protected,
-deny-listed), and, only when the command failed and the user could change it,
-how the user could. It never tells the model to ask for more on the strength
-of printed text alone. Paths named in the output are resolved as bastion sees
-them only to tell a workspace symlink from a real path, never under /proc (see
-`resolved`), and a path that cannot be resolved is kept as printed: nothing a
-command prints can cost it its result.
+name resolution. The result names each one and how to allow it.
 """
 
 from __future__ import annotations
@@ -281,7 +269,17 @@ def network_denials(output: str, command: str) -> list[dict[str, str]]:
 
 
 def describe(data: dict[str, Any]) -> str:
-    """The lines run_command's text adds about the sandbox."""
+    """The lines run_command's text adds about the sandbox.
+
+    A denial is all bastion knows of it: what the command printed, whether it
+    failed, and what the policy allows. The kernel does not say what it refused,
+    and a command can print anything. So a denial's line never says the sandbox
+    denied something: it says the command's output reports a refused write (or a
+    failed connection), what bastion checked of that path (outside the writable
+    folders, protected, deny-listed), and, only when the command failed and the
+    user could change it, how the user could. It never tells the model to ask for
+    more on the strength of printed text alone (`denial_line`).
+    """
     lines: list[str] = []
     info = data.get("sandbox") or {}
     if info.get("warning"):

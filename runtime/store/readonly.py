@@ -197,6 +197,8 @@ class ReadOnlyStore:
         conversation is reached from its parent (its `task` row), as in the pickers."""
         where = "WHERE task_parent_id IS NULL"
         params: tuple[str, ...] = ()
+        if cwd is not None and not _utf8(cwd):
+            return []  # (no session is kept in a folder whose path is not UTF-8)
         if cwd is not None:
             where, params = f"{where} AND cwd = ?", (cwd,)
         with self._read() as db:
@@ -229,6 +231,14 @@ class ReadOnlyStore:
         with self._read() as db:
             every = shortids.read_ids(db)
         return shortids.short_ids(ids, every)
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class _Snapshot:
