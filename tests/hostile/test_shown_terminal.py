@@ -11,6 +11,7 @@ output and answer carry the same sequences.
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
@@ -166,3 +167,21 @@ def test_the_session_picker_shows_a_hostile_title_as_text(tmp_path, terminal):
 def _run(argv: list[str], env: dict[str, str], cwd: Path) -> None:
     done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_toast_shows_an_mcp_servers_stderr_as_text(tmp_path, terminal):
+    """A configured MCP server that fails at start: the app's toast quotes the last line
+    of its stderr, which carries the corpus."""
+    config = tmp_path / "config" / "bastion" / "config.toml"
+    config.parent.mkdir(parents=True)
+    printed = (
+        "printf 'boom \\033]52;c;UFdORUQ=\\033\\\\ \\033]2;pwned-title\\033\\\\ end\\n' >&2; exit 1"
+    )
+    config.write_text(f'[mcp_servers.bad]\ncommand = "sh"\nargs = ["-c", {json.dumps(printed)}]\n')
+    with scripted(tmp_path, [{"text": "never"}]) as server:
+        argv = [bastion_bin(), "--model", "openai/test"]
+        terminal.start(argv, environment(tmp_path, server), workspace(tmp_path))
+        screen = terminal.wait_for(lambda s: "did not start" in s and "end)" in s, "the toast")
+        terminal.untouched()
+        assert "(stderr: boom ^[]52;c;UFdORUQ=^[\\" in screen  # (the toast wraps)
+        assert "^[]2;pwned-title^[\\ end)" in screen
