@@ -256,6 +256,26 @@ def allow_hint(why: str) -> str:
     return HOW_TO_ALLOW_WRITE
 
 
+def denial_line(denial: dict[str, str], failed: bool) -> str:
+    """One denial, in words that claim only what bastion knows: the command's output
+    reports it, what the policy says of that path or of the network, whether the
+    command failed, and how the user could allow it (a path outside the writable
+    folders or the network: only when the command failed)."""
+    why = denial["why"]
+    if "path" in denial:
+        said = f"the command's output reports a refused write to {denial['path']}"
+        checked = f"that path is {why}"
+        # deny-listed or protected: that only the user changes it is said either way
+        hint = denial["allow"] if failed or not why.startswith("outside") else ""
+    else:
+        said = f"the command's output reports a failed connection ({denial['connection']})"
+        checked = "the network is off for commands here"
+        hint = denial["allow"] if failed else ""
+    ended = "the command failed" if failed else "the command still succeeded"
+    line = f"[{said}; {checked}, so the sandbox may be why; {ended}"
+    return line + (f"; {hint}]" if hint else "]")
+
+
 def network_denials(output: str, command: str) -> list[dict[str, str]]:
     """With the network off, a failed connection or name lookup is the sandbox's
     (TCP connect and bind are denied; with a namespace nothing else is reachable)."""
@@ -292,23 +312,3 @@ def describe(data: dict[str, Any]) -> str:
             f"[the command created or replaced {made}, which bastion protects: tell the user]"
         )
     return "\n".join(lines)
-
-
-def denial_line(denial: dict[str, str], failed: bool) -> str:
-    """One denial, in words that claim only what bastion knows: the command's output
-    reports it, what the policy says of that path or of the network, whether the
-    command failed, and how the user could allow it (a path outside the writable
-    folders or the network: only when the command failed)."""
-    why = denial["why"]
-    if "path" in denial:
-        said = f"the command's output reports a refused write to {denial['path']}"
-        checked = f"that path is {why}"
-        # deny-listed or protected: that only the user changes it is said either way
-        hint = denial["allow"] if failed or not why.startswith("outside") else ""
-    else:
-        said = f"the command's output reports a failed connection ({denial['connection']})"
-        checked = "the network is off for commands here"
-        hint = denial["allow"] if failed else ""
-    ended = "the command failed" if failed else "the command still succeeded"
-    line = f"[{said}; {checked}, so the sandbox may be why; {ended}"
-    return line + (f"; {hint}]" if hint else "]")
