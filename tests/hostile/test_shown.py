@@ -165,3 +165,17 @@ def test_export_files_are_private_and_an_existing_files_mode_is_kept(loopback, b
         assert json.loads((b.cwd / "kept.json").read_text())["conversation"]["id"] == session
     finally:
         os.umask(old)
+
+
+def test_the_apps_export_file_is_private(tmp_path):
+    """/export in the app writes into the workspace: 0600, and never over a file."""
+    from tui.slash import write_new
+
+    old = os.umask(0o022)
+    try:
+        first = write_new(tmp_path, "bastion-x", "md", "transcript\n")
+        second = write_new(tmp_path, "bastion-x", "md", "again\n")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(first.stat().st_mode) == 0o600 == stat.S_IMODE(second.stat().st_mode)
+    assert first.read_text() == "transcript\n" and second.name == "bastion-x-2.md"

@@ -39,3 +39,29 @@ def test_markup_escape_keeps_a_final_backslash_from_swallowing_the_next_tag():
     for text, plain in [("C:\\dir\\", "C:\\dir\\"), ("end\x1b\\", "end^[\\"), ("a\\[b]", "a\\[b]")]:
         content = Content.from_markup(f"[b]{escape(text)}[/] after")
         assert content.plain.replace("\u200b", "") == f"{plain} after"
+
+
+def test_what_rich_and_textual_do_on_their_own():
+    """The experiment `runtime.visible` rests on, kept: Rich (and so Textual, which draws
+    Rich's segments) drops BEL, BS, VT, FF and CR itself, but passes ESC, the other C0
+    characters, DEL, C1 and the bidi controls to the terminal. If a release starts making
+    them visible itself, `visible` is doing twice what it need do once."""
+    import io
+
+    from rich.console import Console
+    from rich.text import Text
+
+    out = io.StringIO()
+    raw = "a\x07b\x08c\x0bd\x0ce\rf|\x1b]52;c;x\x1b\\|\x0e|\x7f|\x9b2K|\u202e|"
+    Console(file=out, force_terminal=True, color_system=None, width=200).print(Text(raw))
+    shown = out.getvalue()
+    assert "abcdef|" in shown  # dropped
+    for kept in ("\x1b]52;c;x\x1b\\", "\x0e", "\x7f", "\x9b", "\u202e"):
+        assert kept in shown  # passed through
+
+
+def test_ordinary_text_is_left_alone():
+    """What users rely on: lines, tabs, code, every printable script: the same object."""
+    for text in ("one\ntwo\n\tindented", "```python\ndef f():\n\treturn 1\n```", "ü 中文 🎉 א"):
+        assert visible(text) is text
+    assert visible("a\r\nb") == "a\nb"  # (a CRLF line end is a line end)
