@@ -89,6 +89,14 @@ def _write_all(fd: int, data: bytes) -> int:
 _SDK_HANDLER = "bastion-mcp-sdk-log"
 
 
+class _SdkLog(logging.handlers.RotatingFileHandler):
+    """The SDK's records in a file; one that cannot be written is dropped (logging's
+    default would print a traceback on stderr: the terminal this keeps them off)."""
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        pass
+
+
 def keep_sdk_log(log_dir: Path) -> None:
     """Send the SDK's log records to `log_dir/sdk.log` (once per process), not stderr."""
     logger = logging.getLogger("mcp")
@@ -96,7 +104,7 @@ def keep_sdk_log(log_dir: Path) -> None:
         return
     with contextlib.suppress(OSError):
         log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    handler = logging.handlers.RotatingFileHandler(
+    handler = _SdkLog(
         log_dir / "sdk.log", maxBytes=LOG_CAP, backupCount=1, encoding="utf-8", delay=True
     )
     handler.set_name(_SDK_HANDLER)
