@@ -32,12 +32,12 @@ and the JSON formats see the real characters). The visible forms:
   the bidirectional algorithm would otherwise reorder the line (the "Trojan
   Source" attack: what is shown is not the order of what runs), and Textual's
   own layout assumes left-to-right cells. Shown, the override is visibly there
-  and the text keeps its stored order. The line and paragraph separators
-  U+2028 and U+2029 likewise: terminals treat them inconsistently.
+  and the text keeps its stored order.
 
-Everything else, including all printable Unicode, is left as it is: homoglyphs
-and zero-width characters are not control characters, and hiding them would
-mangle ordinary text.
+Everything else, including all printable Unicode, is left as it is: homoglyphs,
+zero-width characters and the line separators U+2028 and U+2029 are not control
+characters a terminal acts on (an answer keeps its U+2028 on stdout), and hiding
+them would mangle ordinary text.
 
 `visible_json` is `json.dumps` for output a terminal may show: the JSON encoder
 already escapes C0 (`\\u001b`), and this escapes the rest of the set above the
@@ -46,21 +46,35 @@ same way, so the document decodes to exactly the same value.
 
 from __future__ import annotations
 
-import json
-import re
-from typing import Any
+# (`bastion sessions` prints through this: it loads neither typing nor, for the usual
+# ASCII titles and paths, re; see `_patterns`)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import re
+    from typing import Any
 
 __all__ = ["visible", "visible_json"]
 
 _C1_AND_BIDI = (
     "\x7f-\x9f"  # DEL and the C1 controls
     "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"  # Bidi_Control
-    "\u2028\u2029"  # line and paragraph separators
     "\ud800-\udfff"  # lone surrogates
 )
-_MULTILINE = re.compile(f"[\x00-\x08\x0b-\x1f{_C1_AND_BIDI}]")
-_ONE_LINE = re.compile(f"[\x00-\x1f{_C1_AND_BIDI}]")
-_JSON = re.compile(f"[{_C1_AND_BIDI}]")
+_compiled: tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]] | None = None
+
+
+def _patterns() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+    """(several lines, one line, JSON): what each shows, compiled on first use."""
+    global _compiled
+    if _compiled is None:
+        import re
+
+        _compiled = (
+            re.compile(f"[\x00-\x08\x0b-\x1f{_C1_AND_BIDI}]"),
+            re.compile(f"[\x00-\x1f{_C1_AND_BIDI}]"),
+            re.compile(f"[{_C1_AND_BIDI}]"),
+        )
+    return _compiled
 
 
 def _shown(match: re.Match[str]) -> str:
@@ -80,15 +94,18 @@ def visible(text: str, *, lines: bool = True) -> str:
     docstring for the forms). `lines`: it is shown on several lines, so newlines and
     tabs stay as they are (and CRLF becomes a newline); else they are shown as `^J`
     and `^I` too."""
+    if text.isascii() and text.isprintable():  # (the usual title, path or line)
+        return text
+    several, one, _ = _patterns()
     if lines:
         if "\r" in text:
             text = text.replace("\r\n", "\n")
-        if _MULTILINE.search(text) is None:
+        if several.search(text) is None:
             return text
-        return _MULTILINE.sub(_shown, text)
-    if _ONE_LINE.search(text) is None:
+        return several.sub(_shown, text)
+    if one.search(text) is None:
         return text
-    return _ONE_LINE.sub(_shown, text)
+    return one.sub(_shown, text)
 
 
 def _escaped(match: re.Match[str]) -> str:
@@ -99,5 +116,7 @@ def visible_json(value: Any, **options: Any) -> str:
     """`json.dumps(value, ensure_ascii=False, **options)` with DEL, the C1 controls,
     the bidi controls, the separators and lone surrogates escaped as `\\uXXXX`: the
     same JSON value, safe on a terminal and always encodable as UTF-8."""
+    import json
+
     text = json.dumps(value, ensure_ascii=False, **options)
-    return _JSON.sub(_escaped, text)
+    return _patterns()[2].sub(_escaped, text)
