@@ -78,6 +78,7 @@ class Connection:
         except TimeoutError:
             seconds = f"{self.spec.startup_timeout:g}"
             await self._stop_task(graceful=False)  # it is not listening for a stop
+            await self._log_drained()
             self.fail(f"did not start within {seconds} s (startup_timeout)")
 
     async def close(self) -> None:
@@ -140,6 +141,7 @@ class Connection:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a server's failure is its own, never the session's
+            await self._log_drained()
             self.fail(describe(exc, starting=self.state is ServerState.STARTING))
         finally:
             self._client = None
@@ -173,6 +175,12 @@ class Connection:
     def _open_log(self) -> ErrLog:
         self._errlog = ErrLog(self._log_dir / f"{self.spec.name}.log")
         return self._errlog
+
+    async def _log_drained(self) -> None:
+        """Before a failure is said: the server's stderr read to its end (it has exited,
+        so that is at once; a child of it still holding the pipe costs 0.5 s at most)."""
+        if self._errlog is not None:
+            await asyncio.to_thread(self._errlog.drained, 0.5)
 
     def _stderr_tail(self) -> str:
         return self._errlog.last_line() if self._errlog is not None else ""
@@ -227,6 +235,7 @@ class Connection:
             ) from None
         except MCPError as exc:
             if _closed(exc):
+                await self._log_drained()
                 self.fail("stopped mid-call: its connection closed")
                 raise ServerGone(f"MCP server {self.spec.name} {self.detail}") from None
             raise

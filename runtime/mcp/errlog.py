@@ -57,6 +57,11 @@ class ErrLog:
 
     close = started
 
+    def drained(self, timeout: float) -> None:
+        """Block until everything the server wrote is read (its pipe ended), or `timeout`
+        seconds: a server that just died has its last words in `last_line` then."""
+        self._thread.join(timeout)
+
     def last_line(self) -> str:
         """The last non-empty line the server wrote on stderr (200 characters at most)."""
         lines = self._tail.decode("utf-8", "replace").splitlines()
