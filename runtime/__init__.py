@@ -141,6 +141,8 @@ _EXPORTS = {
     "InboxItem": "runtime.records",
     "InboxMode": "runtime.records",
     "read_user_file": "runtime.config.safe_read",
+    "visible": "runtime.text",
+    "visible_json": "runtime.text",
 }
 
 __all__ = [
@@ -264,6 +266,8 @@ __all__ = [
     "user_config_path",
     "uuid7",
     "view_from_snapshot",
+    "visible",
+    "visible_json",
     "write_frame",
 ]
 
@@ -375,6 +379,7 @@ if TYPE_CHECKING:
     from runtime.store.sessions import Rewound
     from runtime.store.shortids import short_ids, typed_prefix
     from runtime.store.storefile import store_modes
+    from runtime.text import visible, visible_json
     from runtime.views import ConversationView, reduce, view_from_snapshot
 
 

@@ -55,13 +55,12 @@ ADDRESS = re.compile(
 )
 MAX_DENIALS = 5
 HOW_TO_ALLOW_WRITE = (
-    "to allow it: add the folder to writable_paths in your config.toml "
-    "(~/.config/bastion/config.toml), run bastion with --sandbox danger-full-access, "
-    "or ask the user to approve running this command outside the sandbox once"
+    "if the task needs that path, the user can add its folder to writable_paths in their "
+    "config.toml or approve this command outside the sandbox"
 )
 HOW_TO_ALLOW_NETWORK = (
-    "to allow it: run bastion with --network (or network = true in your config.toml), "
-    "or ask the user to approve this command with network"
+    "if the task needs the network, the user can allow it (--network, or network = true in "
+    "their config.toml) or approve this command with network"
 )
 
 
@@ -234,8 +233,10 @@ def write_denials(
         for match in PATHS.finditer(line):
             raw = next(g for g in match.groups() if g is not None)
             path = os.path.normpath(os.path.join(cwd, os.path.expanduser(raw)))
+            real = resolved(path)
+            if real is None:
+                continue
             why = why_denied(path, root, writable, deny)
-            real = os.path.realpath(path)
             if why and real not in seen:
                 seen.add(real)
                 denial = {"path": real, "why": why, "allow": allow_hint(why)}
@@ -245,9 +246,27 @@ def write_denials(
     return found
 
 
+def resolved(path: str) -> str | None:
+    """`path` with its symlinks resolved as bastion sees them (to tell a symlink in the
+    workspace from where it leads); None when it names no file (a NUL in it).
+
+    Under /proc (and /dev/fd, /dev/stdin…, links into it) nothing is resolved: those
+    links describe the process that follows them, bastion and not the command, and
+    some cannot be read at all (`/proc/1/root` is EACCES even for root). A link that
+    cannot be read leaves the path as printed."""
+    if "\0" in path:
+        return None
+    if path == "/proc" or path.startswith(("/proc/", "/dev/fd/", "/dev/std")):
+        return path
+    try:
+        return os.path.realpath(path)
+    except (OSError, ValueError):
+        return path
+
+
 def why_denied(path: str, root: str, writable: tuple[str, ...], deny: DenyList) -> str:
-    """Why the sandbox refuses writing ``path`` ('' if it would not)."""
-    real = os.path.realpath(path)
+    """Why the sandbox would refuse writing ``path`` ('' if it would not)."""
+    real = resolved(path) or path
     rel = os.path.relpath(real, os.path.realpath(root))
     if not rel.startswith(".."):
         entry = deny.match(rel)
@@ -279,10 +298,30 @@ def is_git_control(rel: str) -> bool:
 
 def allow_hint(why: str) -> str:
     if why.startswith("deny-listed"):
-        return "remove the entry from deny_paths in your config.toml, if the user agrees"
+        return "only the user can take it out of deny_paths in their config.toml"
     if why.startswith("protected"):
         return "only the user changes it; say what you would change"
     return HOW_TO_ALLOW_WRITE
+
+
+def denial_line(denial: dict[str, str], failed: bool) -> str:
+    """One denial, in words that claim only what bastion knows: the command's output
+    reports it, what the policy says of that path or of the network, whether the
+    command failed, and how the user could allow it (a path outside the writable
+    folders or the network: only when the command failed)."""
+    why = denial["why"]
+    if "path" in denial:
+        said = f"the command's output reports a refused write to {denial['path']}"
+        checked = f"that path is {why}"
+        # deny-listed or protected: that only the user changes it is said either way
+        hint = denial["allow"] if failed or not why.startswith("outside") else ""
+    else:
+        said = f"the command's output reports a failed connection ({denial['connection']})"
+        checked = "the network is off for commands here"
+        hint = denial["allow"] if failed else ""
+    ended = "the command failed" if failed else "the command still succeeded"
+    line = f"[{said}; {checked}, so the sandbox may be why; {ended}"
+    return line + (f"; {hint}]" if hint else "]")
 
 
 def network_denials(output: str, command: str) -> list[dict[str, str]]:
@@ -298,15 +337,24 @@ def network_denials(output: str, command: str) -> list[dict[str, str]]:
 
 
 def describe(data: dict[str, Any]) -> str:
-    """The lines run_command's text adds about the sandbox."""
+    """The lines run_command's text adds about the sandbox.
+
+    A denial is all bastion knows of it: what the command printed, whether it
+    failed, and what the policy allows. The kernel does not say what it refused,
+    and a command can print anything. So a denial's line never says the sandbox
+    denied something: it says the command's output reports a refused write (or a
+    failed connection), what bastion checked of that path (outside the writable
+    folders, protected, deny-listed), and, only when the command failed and the
+    user could change it, how the user could. It never tells the model to ask for
+    more on the strength of printed text alone (`denial_line`).
+    """
     lines: list[str] = []
     info = data.get("sandbox") or {}
     if info.get("warning"):
         lines.append(f"[{info['warning']}]")
+    failed = bool(data.get("timed_out")) or data.get("exit_code") != 0
     for denial in data.get("sandbox_denials") or ():
-        what = denial.get("path") or denial.get("connection")
-        verb = "writing" if "path" in denial else "connecting to"
-        lines.append(f"[sandbox denied {verb} {what}: {denial['why']}; {denial['allow']}]")
+        lines.append(denial_line(denial, failed))
     for made in data.get("protected_changed") or ():
         lines.append(
             f"[the command created or replaced {made}, which bastion protects: tell the user]"

@@ -53,6 +53,7 @@ from tui.widgets.transcript import Transcript
 if TYPE_CHECKING:  # loaded after the first frame (see tui.launch and `_mount_rest`)
     from textual.command import Provider
     from textual.driver import Driver
+    from textual.notifications import SeverityLevel
 
     from runtime import ConfigWatcher, EventChannel, HarnessAPI
     from runtime.records import SessionSettings
@@ -784,6 +785,28 @@ class BastionApp(App[int]):
             self.command_output.say(markup, error=error)
         else:
             self.run_worker(self._say_when_mounted(markup, error), group="input")
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
+        """A toast. Every toast goes through here (a widget's or screen's `notify` is
+        the app's): its text quotes errors, a server's line, a subagent's label, so
+        its control characters are shown, not obeyed (`runtime.visible`)."""
+        from runtime import visible
+
+        super().notify(
+            visible(message),
+            title=visible(title, lines=False),
+            severity=severity,
+            timeout=timeout,
+            markup=markup,
+        )
 
     async def _say_when_mounted(self, markup: str, error: bool) -> None:
         await self.parts_ready.wait()

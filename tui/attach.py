@@ -17,6 +17,8 @@ until it is interrupted, as a script following a session expects.
 
 Everything is rendered from the one reducer's view (`runtime.Follower`); what
 was printed is remembered by entry id and length, never as a second transcript.
+All of it is written through `_write` and `note`, which show its control
+characters (`runtime.visible`) instead of handing them to the terminal.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import sys
 import threading
 from typing import TextIO
 
-from runtime import BastionError, ConversationView, Follower, Harness
+from runtime import BastionError, ConversationView, Follower, Harness, visible
 from runtime.records import (
     Approval,
     Entry,
@@ -142,7 +144,7 @@ class AttachLine:
             self._write(f"\n[run {label}{': ' + why if why else ''}]")
 
     def _write(self, text: str) -> None:
-        self.out.write(text)
+        self.out.write(visible(text))
 
     def _status(self) -> None:
         now = (self.follower.source, self.follower.driver_pid)
@@ -160,7 +162,7 @@ class AttachLine:
             self.note(HELP)
 
     def note(self, text: str) -> None:
-        print(text, file=self.err, flush=True)
+        print(visible(text), file=self.err, flush=True)
 
     # --- input --------------------------------------------------------------
 

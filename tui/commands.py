@@ -1,11 +1,24 @@
-"""The session subcommands: sessions, export, import, attach, fork. None takes a lease."""
+"""The session subcommands: sessions, export, import, attach, fork. None takes a lease.
+
+What they print about a session (its title, folder, a snippet of its text) or a
+folder (a trusted one's name, what its project files would change) shows its
+control characters (`runtime.visible`); their JSON escapes them
+(`runtime.visible_json`)."""
 
 from __future__ import annotations
 
 import sys
 import time
 
-from runtime import BastionError, ReadOnlyStore, SessionHit, SessionRow, typed_prefix
+from runtime import (
+    BastionError,
+    ReadOnlyStore,
+    SessionHit,
+    SessionRow,
+    typed_prefix,
+    visible,
+    visible_json,
+)
 from tui.exits import EXIT_OK, EXIT_USAGE, UsageError, error_line
 
 TYPE_CHECKING = False  # (typing costs the session commands ~5 ms to import)
@@ -112,8 +125,6 @@ async def _sessions(opts: Any) -> int:
 
 def _print_list(found: list[SessionRow], as_json: bool) -> None:
     if as_json:
-        import json
-
         rows = [
             {
                 "id": c.id,
@@ -125,7 +136,7 @@ def _print_list(found: list[SessionRow], as_json: bool) -> None:
             }
             for c in found
         ]
-        print(json.dumps(rows, ensure_ascii=False))
+        print(visible_json(rows))
     elif not found:
         print(
             "no conversations here (bastion sessions --all lists every directory)",
@@ -134,7 +145,8 @@ def _print_list(found: list[SessionRow], as_json: bool) -> None:
     else:
         for c in found:
             when = time.strftime("%Y-%m-%d %H:%M", time.localtime(c.updated_at))
-            print(f"{c.id}  {when}  {c.title or '(untitled)'}")
+            title = visible(c.title, lines=False) if c.title else "(untitled)"
+            print(f"{c.id}  {when}  {title}")
 
 
 def age(seconds: float) -> str:
@@ -155,8 +167,6 @@ def _print_hits(hits: list[SessionHit], as_json: bool) -> None:
     (bold on a terminal, [brackets] otherwise); best first."""
     now = time.time()
     if as_json:
-        import json
-
         rows = [
             {
                 "id": h.conversation.id,
@@ -172,17 +182,22 @@ def _print_hits(hits: list[SessionHit], as_json: bool) -> None:
             }
             for h in hits
         ]
-        print(json.dumps(rows, ensure_ascii=False))
+        print(visible_json(rows))
         return
     if not hits:
         print("no conversation matches", file=sys.stderr)
         return
-    bold = sys.stdout.isatty()
+    before, after = ("\x1b[1m", "\x1b[0m") if sys.stdout.isatty() else ("[", "]")
     for h in hits:
         c = h.conversation
-        title = c.title or "(untitled)"
-        print(f"{c.id}  {age(now - c.updated_at):>4} ago  {title}  ({c.cwd})")
-        snippet = h.marked("\x1b[1m", "\x1b[0m") if bold else h.marked()
+        title = visible(c.title, lines=False) if c.title else "(untitled)"
+        cwd = visible(c.cwd, lines=False)
+        print(f"{c.id}  {age(now - c.updated_at):>4} ago  {title}  ({cwd})")
+        # (the bold is bastion's; the text between is shown, never obeyed)
+        snippet = "".join(
+            f"{before}{visible(t, lines=False)}{after}" if hit else visible(t, lines=False)
+            for t, hit in h.spans
+        )
         print(f"    {snippet}")
 
 
@@ -203,10 +218,8 @@ def _export_committed(store: ReadOnlyStore, opts: Any) -> int:
 
     conv_id = store.resolve_id(opts.id)
     if opts.format == "json":
-        import json
-
         doc = store.read(lambda db: committed_export(db, conv_id))
-        text = json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
+        text = visible_json(doc, indent=2) + "\n"
     else:
         text = export_markdown(store.read(lambda db: committed_view(db, conv_id)))
     _emit(opts.output, text)
@@ -216,7 +229,9 @@ def _export_committed(store: ReadOnlyStore, opts: Any) -> int:
 def _emit(output: str | None, text: str) -> None:
     if output:
         _write_output(output, text)
-    else:
+    elif sys.stdout.isatty():  # read on a terminal: its control characters shown
+        sys.stdout.write(visible(text))
+    else:  # a file or a pipe: the transcript as it is
         sys.stdout.write(text)
 
 
@@ -234,10 +249,14 @@ def _check_output(path: str) -> None:
 
 
 def _write_output(path: str, text: str) -> None:
+    """`text` to FILE: a new file 0600 (a transcript is private), an existing one in
+    its own mode (`tui.files.write_private`)."""
     from pathlib import Path
 
+    from tui.files import write_private
+
     try:
-        Path(path).write_text(text, encoding="utf-8")
+        write_private(Path(path), text)
     except OSError as exc:
         raise UsageError(
             f"cannot write {path}: {exc.strerror or exc} (pick another -o FILE)"
@@ -251,10 +270,8 @@ async def _export(opts: Any) -> int:
     try:
         conv_id = await _id(harness, opts.id)
         if opts.format == "json":
-            import json
-
             doc = await harness.export(conv_id)
-            text = json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
+            text = visible_json(doc, indent=2) + "\n"
         else:
             from runtime import export_markdown
 
@@ -381,23 +398,25 @@ def _trust(opts: Any) -> int:
         if not decisions:
             print("no folder is trusted yet (bastion trust DIR trusts one)", file=sys.stderr)
         for folder, state in sorted(decisions.items()):
-            print(f"{state.value:<10} {folder}")
+            print(f"{state.value:<10} {visible(folder, lines=False)}")
         return EXIT_OK
     folder = os.path.realpath(opts.dir)
     if not os.path.isdir(folder):
         raise UsageError(f"{opts.dir}: not a folder (give the folder to trust)")
     if opts.revoke:
         set_trust(folder, TrustState.UNKNOWN)
-        print(f"{folder}: forgotten; its project files are ignored again", file=sys.stderr)
+        shown = visible(folder, lines=False)
+        print(f"{shown}: forgotten; its project files are ignored again", file=sys.stderr)
         return EXIT_OK
     changes = project_preview(folder)
     set_trust(folder, TrustState.TRUSTED)
     print(
-        f"trusted {folder}: its project files apply to bastion run in it or beneath it",
+        f"trusted {visible(folder, lines=False)}: its project files apply to bastion run in "
+        "it or beneath it",
         file=sys.stderr,
     )
-    for line in changes or ["(it has no project files yet)"]:
-        print(f"  {line}", file=sys.stderr)
+    for line in changes or ["(it has no project files yet)"]:  # (the repository's words)
+        print(f"  {visible(line, lines=False)}", file=sys.stderr)
     return EXIT_OK
 
 

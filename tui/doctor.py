@@ -3,7 +3,10 @@
 Each check is a function returning a `Check`; `CHECKS` lists them in the order
 printed. A check reports; it never changes anything (the store is opened
 read-only). The exit code is 1 if a check failed, else 0: the Python search path
-and a platform that tracks only process groups are reported, not failures.
+and a platform that tracks only process groups are reported, not failures. A
+check's line quotes files and servers (a hook's command, a folder's name, a
+server's error): it is printed with its control characters shown
+(`runtime.visible`), on one line.
 """
 
 from __future__ import annotations
@@ -208,10 +211,12 @@ def run(argv: list[str]) -> int:
     from runtime import probe_sandbox_soon
 
     probe_sandbox_soon()  # (the kernel is asked on a thread while the checks before it run)
+    from runtime import visible
+
     failed = False
     for check in CHECKS:
         result = check()
         failed |= not result.ok
         mark = "ok  " if result.ok else "FAIL"
-        print(f"{mark} {result.name:<9} {result.line}")
+        print(f"{mark} {result.name:<9} {visible(result.line, lines=False)}")
     return 1 if failed else 0

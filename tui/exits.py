@@ -27,4 +27,8 @@ class UsageError(Exception):
 
 
 def error_line(message: str) -> None:
-    print(f"bastion: {message}", file=sys.stderr)
+    """`bastion: MESSAGE` on stderr. A message quotes what it is about (a path, a
+    server's or a model's words), so its control characters are shown, not obeyed."""
+    from runtime import visible
+
+    print(f"bastion: {visible(message)}", file=sys.stderr)

@@ -8,6 +8,9 @@ tool calls are dim lines with the first line of their result; an approval is a
 
 Like the app, it renders only from the view the runtime's reducer keeps; what
 it already printed is remembered by entry id, not by copying the transcript.
+Every text it prints that came from the model, a command, a hook or a server goes
+through `shown` (or `Markdown` of `visible` text): its control characters are
+shown (`runtime.visible`), never written to the terminal as they are.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from runtime import (
     first_run_report,
     reduce,
     split_attachments,
+    visible,
 )
 from runtime.events import CompactionProgress, Event
 from runtime.records import (
@@ -68,6 +72,11 @@ _DIFF_STYLES = {
 }
 
 
+def shown(text: str, style: str = "", *, lines: bool = True) -> Text:
+    """`text` as Rich prints it plainly (never as markup), its control characters shown."""
+    return Text(visible(text, lines=lines), style=style)
+
+
 def _first_line(text: str, limit: int = 100) -> str:
     line = next((s.strip() for s in text.splitlines() if s.strip()), "")
     return line if len(line) <= limit else line[: limit - 1] + "…"
@@ -80,7 +89,7 @@ class _Growing:
         self.text = ""
 
     def __rich__(self) -> Markdown:
-        return Markdown(self.text)
+        return Markdown(visible(self.text))
 
 
 class LineMode:
@@ -129,7 +138,7 @@ class LineMode:
                 Text.assemble(
                     ("bastion", "bold"),
                     "  ",
-                    (model, "cyan"),
+                    (visible(model, lines=False), "cyan"),
                     ("  Ctrl+D exits, Ctrl+C interrupts", "dim"),
                 )
             )
@@ -166,7 +175,7 @@ class LineMode:
         try:
             parsed = slash.parse(after or text)
         except slash.UnknownCommand as exc:
-            self.console.print(Text(str(exc), style="red"), soft_wrap=True)
+            self.console.print(shown(str(exc), "red"), soft_wrap=True)
             return
         if parsed is None:
             await self.send(text[1:] if text.startswith("//") else text, typed=typed)
@@ -178,7 +187,7 @@ class LineMode:
         try:
             await command.run_in(PlainHost(self, settings), arg)
         except BastionError as exc:
-            self.console.print(Text(str(exc), style="red"), soft_wrap=True)
+            self.console.print(shown(str(exc), "red"), soft_wrap=True)
 
     async def switch(self, conversation_id: str, *, replay: bool) -> None:
         """Go on with `conversation_id` (already driven here): its events from now on;
@@ -221,7 +230,7 @@ class LineMode:
     def _print_attachments(self, attachments: Sequence[Attachment]) -> None:
         for attachment in attachments:
             style = "dim" if attachment.attached else "yellow"
-            self.console.print(Text("  📎 " + attachment.summary(), style=style))
+            self.console.print(shown("  📎 " + attachment.summary(), style))
 
     def _busy(self) -> bool:
         view = self.view
@@ -297,7 +306,7 @@ class LineMode:
         self._print_diff(call)
         rules = await self.harness.proposed_rules(self.conversation_id, call.id)
         if rules:
-            line = Text(f"  a = always allow {rules_text(rules)}", style="dim")
+            line = shown(f"  a = always allow {rules_text(rules)}", "dim")
             self.console.print(line, soft_wrap=True)
         keys = "[y/a/n/e" if rules else "[y/n/e"
         if call.name == "run_command":
@@ -309,6 +318,7 @@ class LineMode:
         child = child_label(self.view, call) if self.view is not None else ""
         who = f"subagent {child} asks: " if child else ""
         question = f"{who}Allow {call.name} {call_summary(call.name, call.arguments)}? {keys} "
+        question = visible(question)  # (prompt_toolkit shows C0 and C1, not bidi controls)
         try:
             while True:
                 answer = (await self.ask(question)).strip().lower()
@@ -324,13 +334,13 @@ class LineMode:
         try:
             saved = await self.harness.respond(self.conversation_id, call.id, **options)
         except BastionError as exc:
-            self.console.print(f"[red]{exc}[/]")
+            self.console.print(shown(str(exc), "red"))
             return
         if saved:
             where = (
                 "this session" if options.get("always") == "session" else ".bastion/settings.toml"
             )
-            line = Text(f"  saved to {where}: {rules_text(saved)}", style="dim")
+            line = shown(f"  saved to {where}: {rules_text(saved)}", "dim")
             self.console.print(line, soft_wrap=True)
 
     async def _answer_options(
@@ -359,14 +369,14 @@ class LineMode:
         allowed = (call.review or {}).get("allowed_by") or ()
         if allowed:
             names = ", ".join(Rule.from_dict(r).describe() for r in allowed)
-            self.console.print(Text(f"    allowed by {names}", style="dim italic"), soft_wrap=True)
+            self.console.print(shown(f"    allowed by {names}", "dim italic"), soft_wrap=True)
         if call.state == ToolCallState.DONE:
             self._print_diff(call, limit=20)
 
     def _print_diff(self, call: ToolCallRecord, limit: int = 60) -> None:
         diff, note = call_diff(call)
         for kind, line in diff_lines(diff, note, limit=limit):
-            self.console.print(Text("  " + line, style=_DIFF_STYLES[kind]), soft_wrap=True)
+            self.console.print(shown("  " + line, _DIFF_STYLES[kind]), soft_wrap=True)
 
     # --- printing -----------------------------------------------------------
 
@@ -381,7 +391,9 @@ class LineMode:
                     self._printed.add(entry.id)
                     if entry.data.get("inbox_id") not in self._typed:
                         prompt, attachments = split_attachments(entry.text)
-                        self.console.print(Text.assemble((PROMPT, "bold blue"), (prompt, "bold")))
+                        self.console.print(
+                            Text.assemble((PROMPT, "bold blue"), (visible(prompt), "bold"))
+                        )
                         self._print_attachments(attachments)
                 case EntryKind.ASSISTANT:
                     self._assistant(entry, view)
@@ -389,12 +401,10 @@ class LineMode:
                     pass  # printed under its call
                 case EntryKind.SUMMARY:
                     self._printed.add(entry.id)
-                    self.console.print(Text(summary_label(entry), style="dim italic"))
+                    self.console.print(shown(summary_label(entry), "dim italic"))
                 case _:
                     self._printed.add(entry.id)
-                    self.console.print(
-                        Text(_first_line(entry.text) or entry.kind, style="dim italic")
-                    )
+                    self.console.print(shown(_first_line(entry.text) or entry.kind, "dim italic"))
         self._tool_calls(view)
         self._plan(view)
         if view.runs and view.active_run is None:
@@ -435,13 +445,13 @@ class LineMode:
             self._growing.text = entry.text
             self._stop_live()
         elif entry.text:
-            self.console.print(Markdown(entry.text))
+            self.console.print(Markdown(visible(entry.text)))
         if entry.status == EntryStatus.INTERRUPTED:
             self.console.print("[yellow]◼ interrupted[/]")
         elif entry.status == EntryStatus.FAILED:
             run = view.run(entry.run_id) if entry.run_id else None
             message = (run.error or {}).get("message", "") if run else ""
-            self.console.print(f"[red]✗ failed{': ' + message if message else ''}[/]")
+            self.console.print(shown(f"✗ failed{': ' + message if message else ''}", "red"))
 
     def _reasoning(self, entry: Entry, view: ConversationView) -> None:
         """One dim line when an answer's reasoning starts (or, replayed, how much there
@@ -463,9 +473,8 @@ class LineMode:
             if call.id not in self._printed:
                 self._stop_live()
                 self._printed.add(call.id)
-                self.console.print(
-                    Text(f"· {call.name} {call_summary(call.name, call.arguments)}", style="dim")
-                )
+                line = f"· {call.name} {call_summary(call.name, call.arguments)}"
+                self.console.print(shown(line, "dim", lines=False))
                 self._last_call = call.id
             done = f"{call.id}:result"
             if done not in self._printed and call.result_entry_id:
@@ -480,7 +489,8 @@ class LineMode:
                         if self._last_call == call.id
                         else f"{call.name} " + (f"{call_summary(call.name, call.arguments, 60)}: ")
                     )
-                    self.console.print(Text(f"  └ {whose}{_first_line(result.text)}", style=style))
+                    line = f"  └ {whose}{_first_line(result.text)}"
+                    self.console.print(shown(line, style, lines=False))
                     self._last_call = None
                     self._ran_unasked(call)
 
@@ -493,9 +503,9 @@ class LineMode:
             return
         self._stop_live()
         styles = {"done": "dim strike", "in_progress": "bold cyan", "more": "dim"}
-        self.console.print(Text(plan_header(view.todos), style="blue"))
+        self.console.print(shown(plan_header(view.todos), "blue"))
         for status, mark, content in plan_rows(view.todos):
-            self.console.print(Text(f"  {mark} {content}", style=styles.get(status, "")))
+            self.console.print(shown(f"  {mark} {content}", styles.get(status, "")))
 
     def _run_end(self, view: ConversationView) -> None:
         run = view.runs[-1]
@@ -507,7 +517,8 @@ class LineMode:
         if run.state == RunState.FAILED and not any(
             e.run_id == run.id and e.status == EntryStatus.FAILED for e in view.entries
         ):
-            self.console.print(f"[red]✗ run failed: {(run.error or {}).get('message', '')}[/]")
+            message = (run.error or {}).get("message", "")
+            self.console.print(shown(f"✗ run failed: {message}", "red"))
         elif run.state == RunState.INTERRUPTED and (stop := budget_stop(run)):
             self.console.print(Text(f"◼ stopped: {stop}", style="yellow"))
         self.console.print()
@@ -517,7 +528,7 @@ class LineMode:
         if line is not None:
             self._stop_live()
             hint = " (Ctrl+C cancels it, not the run)" if event.phase == "started" else ""
-            self.console.print(Text(line + hint, style="dim italic"))
+            self.console.print(shown(line + hint, "dim italic"))
 
     def _stop_live(self) -> None:
         live, self._live, self._live_entry = self._live, None, None
@@ -626,6 +637,8 @@ async def _choose(prompts: Any) -> str | None:
     harness = await Harness.open()
     try:
         console = Console(highlight=False)
-        return await choose_numbered(harness, prompts.prompt_async, console.print)
+        return await choose_numbered(
+            harness, prompts.prompt_async, lambda line: console.print(Text(line))
+        )
     finally:
         await harness.close()

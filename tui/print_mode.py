@@ -2,6 +2,9 @@
 
 text: the final answer on stdout; progress and diagnostics on stderr only.
 json: one result object. stream-json: one public event per line, then the result.
+Text output shows every control character a model, command, hook or server put in
+it (`runtime.visible`: `^[` for ESC); the JSON formats escape them (`\u001b`), so a
+terminal showing either is never driven by them.
 Print mode cannot ask for approval: what would ask is refused and the model is
 told why. At the end, stderr names the refused calls and the flags that would
 allow them, the json result lists them under `refused`, and a run that
@@ -33,6 +36,8 @@ from runtime import (
     TodoItem,
     expand_mentions,
     first_run_report,
+    visible,
+    visible_json,
 )
 from runtime.errors import RequestKeyReused, StoreError, UnknownConversation
 from runtime.events import (
@@ -338,8 +343,12 @@ class Printer:
         self.stdout = stdout
         self.stderr = stderr
 
+    def note(self, text: str, *, lines: bool = False) -> None:
+        """A line (`lines`: lines) on stderr, its control characters shown."""
+        print(visible(text, lines=lines), file=self.stderr)
+
     def refused(self, tool: str, text: str) -> None:
-        print(f"bastion: refused {tool}: {_first_line(text)}", file=self.stderr)
+        self.note(f"bastion: refused {tool}: {_first_line(text)}")
 
     async def pump(self, sub: Subscription) -> None:
         async for event in sub:
@@ -347,21 +356,21 @@ class Printer:
 
     def event(self, event: Event) -> None:
         if self.fmt == "stream-json":
-            self.stdout.write(json.dumps(event_to_dict(event), ensure_ascii=False) + "\n")
+            self.stdout.write(visible_json(event_to_dict(event)) + "\n")
             return
         if isinstance(event, ToolCallUpdated) and event.tool_call.state == "running":
             call = event.tool_call
-            print(f"· {call.name} {call_summary(call.name, call.arguments)}", file=self.stderr)
+            self.note(f"· {call.name} {call_summary(call.name, call.arguments)}")
         elif isinstance(event, AttemptReset):
-            print(f"bastion: retrying the model request ({event.reason})", file=self.stderr)
+            self.note(f"bastion: retrying the model request ({event.reason})")
         elif isinstance(event, TodosUpdated) and event.todos:  # the model's plan, on change
             items = [TodoItem.from_dict(t) for t in event.todos]
-            print(plan_block(items), file=self.stderr)
+            self.note(plan_block(items), lines=True)
         elif isinstance(event, CompactionProgress):
             self._compaction(event)
         elif isinstance(event, EntryAdded) and "hook" in event.entry.data:
             # a hook's block or failure (runtime.hooks): its note entry's one line
-            print(f"bastion: {_first_line(event.entry.text)}", file=self.stderr)
+            self.note(f"bastion: {_first_line(event.entry.text)}")
 
     def _compaction(self, event: CompactionProgress) -> None:
         from tui.run_words import compaction_event_line
@@ -370,16 +379,16 @@ class Printer:
         if event.phase == "done":
             line = f"compacted {event.entries} entries: ~{event.freed} tokens freed"
         if line is not None:
-            print(f"bastion: {line}", file=self.stderr)
+            self.note(f"bastion: {line}")
 
     def result(self, result: dict[str, Any]) -> None:
         if self.fmt == "text":
             if result["status"] == "completed":
-                text = result["result"]
+                text = visible(result["result"])
                 self.stdout.write(text if text.endswith("\n") else text + "\n")
             else:
                 error = result["error"] or {}
                 error_line(f"run {result['status']}: {error.get('message', result['status'])}")
         else:
-            self.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
+            self.stdout.write(visible_json(result) + "\n")
         self.stdout.flush()

@@ -9,7 +9,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from runtime import Harness, SessionSummary
+from runtime import Harness, SessionSummary, visible
 
 __all__ = [
     "NO_SESSIONS",
@@ -88,8 +88,8 @@ async def choose_numbered(
     short = await harness.short_ids([s.conversation.id for s in sessions])
     for number, summary in enumerate(sessions, 1):
         c = summary.conversation
-        where = "" if c.cwd == cwd else f"  ({c.cwd})"
-        title = c.title or "(untitled)"
+        where = "" if c.cwd == cwd else f"  ({visible(c.cwd, lines=False)})"
+        title = visible(c.title, lines=False) if c.title else "(untitled)"
         say(
             f"{number:>3}. {title}  · {age(c.updated_at, now)} · {summary.entries} entries"
             f" · {short[c.id]}{where}"

@@ -14,13 +14,13 @@ through `host.harness`, its public methods only.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from runtime import visible_json
 from runtime.errors import BastionError
 from runtime.records import EntryKind
 from tui.markup import escape
@@ -329,7 +329,7 @@ async def export(host: CommandHost, arg: str) -> None:
         text = export_markdown(view)
     else:
         document = await _harness(host).export(host.conversation_id)  # with its ledger events
-        text = json.dumps(document, indent=2, ensure_ascii=False)
+        text = visible_json(document, indent=2)
     try:
         path = write_new(Path(view.conversation.cwd), f"bastion-{short}", suffix, text + "\n")
     except OSError as exc:
@@ -342,12 +342,14 @@ async def export(host: CommandHost, arg: str) -> None:
 def write_new(folder: Path, stem: str, suffix: str, text: str) -> Path:
     """Write `text` to `folder/stem.suffix`, or, when that exists, to the first of
     `stem-2.suffix`, `stem-3.suffix`, … that does not: an earlier file is never
-    replaced (created exclusively, so a file made meanwhile is not either)."""
+    replaced (created exclusively, so a file made meanwhile is not either). Made 0600:
+    a transcript is private, and the workspace may be shared (`tui.files`)."""
+    from tui.files import write_private
+
     for n in range(1, 1000):
         path = folder / (f"{stem}.{suffix}" if n == 1 else f"{stem}-{n}.{suffix}")
         try:
-            with path.open("x", encoding="utf-8") as handle:
-                handle.write(text)
+            write_private(path, text, exclusive=True)
         except FileExistsError:
             continue
         return path

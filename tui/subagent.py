@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
-from textual.markup import escape
 from textual.screen import Screen
 from textual.widgets import Static
 
 from runtime import ConversationView
 from runtime.errors import BastionError
+from tui.markup import escape
 from tui.widgets.transcript import Transcript
 
 if TYPE_CHECKING:

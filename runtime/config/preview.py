@@ -64,7 +64,9 @@ def project_preview(cwd: str, env: Mapping[str, str] | None = None) -> list[str]
 
 
 def _hooks(cwd: str) -> list[str]:
-    """One line per hook of the settings file: commands that run without asking."""
+    """One line per hook of the settings file: commands that run without asking, each
+    whole (not `HookSpec.shown`'s tail: what the user is asked to trust is all of it;
+    the front ends show its control characters, `runtime.visible`)."""
     from runtime.hooks import project_hooks
 
     try:
@@ -72,7 +74,7 @@ def _hooks(cwd: str) -> list[str]:
     except ConfigError as exc:
         return [f".bastion/settings.toml: [hooks] cannot be used: {exc.message}"]
     return [
-        f"runs `{h.shown}` without asking on every {h.event}"
+        f"runs `{h.command}` without asking on every {h.event}"
         + (
             f" of {h.matcher}"
             if h.event in ("PreToolUse", "PostToolUse") and h.matcher != "*"

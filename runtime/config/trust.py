@@ -137,6 +137,13 @@ def set_trust(
 
     key = _key(folder)
     path = trust_path(env)
+    from runtime.store.surrogates import escaped, utf8
+
+    if not utf8(key):  # (the trust file is TOML: text)
+        raise ConfigError(
+            f"{escaped(key)}: cannot record a decision for a folder whose path is not UTF-8",
+            hint="rename the folder with the \\x bytes to a UTF-8 name",
+        )
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with locked(path.parent / "trusted.lock"):

@@ -36,7 +36,8 @@ def hooks_for(config: Any, cwd: str, trusted: bool, policy: SandboxPolicy | None
 
 def hooks_report(cwd: str) -> str:
     """`bastion doctor`'s line: the hooks a session started in `cwd` would run (the
-    user's, and a trusted project's). ConfigError when a file's [hooks] is wrong."""
+    user's, and a trusted project's), each command whole (doctor shows its control
+    characters). ConfigError when a file's [hooks] is wrong."""
     from runtime.config.load import load_config
     from runtime.config.trust import trust_of
 
@@ -44,7 +45,7 @@ def hooks_report(cwd: str) -> str:
     theirs = project_hooks(cwd).hooks if trust_of(cwd).trusted else ()
     if not mine and not theirs:
         return "none configured ([[hooks.EVENT]] tables in config.toml)"
-    shown = [f"{h.event} `{h.shown}`" for h in mine] + [
-        f"{h.event} `{h.shown}` (project)" for h in theirs
+    shown = [f"{h.event} `{h.command}`" for h in mine] + [
+        f"{h.event} `{h.command}` (project)" for h in theirs
     ]
     return f"{len(shown)} configured: " + "; ".join(shown)

@@ -8,8 +8,15 @@ Calls are made from the caller's task on the open client; cancelling one (Esc)
 makes the SDK send `notifications/cancelled`. A server that does not start
 within its `startup_timeout`, or whose connection closes (it exited, it was
 killed), ends FAILED with one line saying why, and its tools are withdrawn.
-A stdio server's stderr goes to `<home>/mcp/NAME.log` (0600), never the terminal;
-its last line is quoted when it fails.
+A stdio server's stderr goes to `<home>/mcp/NAME.log` (0600, capped:
+`runtime.mcp.errlog`), never the terminal; its last line is quoted when it fails.
+
+What a server sends is read as UTF-8 with bytes that are not replaced (U+FFFD),
+so such a reply still answers its call. A reply the SDK cannot read at all (a
+lone surrogate in its JSON, garbage) reaches `_on_message` as an exception,
+with no call to pin it on: every call waiting on that server is ended at once
+with one line saying so, rather than after its whole `tool_timeout`, and the
+SDK's log of it (a traceback) goes to `<home>/mcp/sdk.log`, not the terminal.
 """
 
 from __future__ import annotations
@@ -17,12 +24,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from runtime.mcp.config import ServerSpec
+from runtime.mcp.errlog import ErrLog, keep_sdk_log
 from runtime.mcp.status import McpServerStatus, ServerState
 
 log = logging.getLogger(__name__)
@@ -53,7 +60,8 @@ class Connection:
         self._task: asyncio.Task[None] | None = None
         self._started = asyncio.Event()  # set once READY or FAILED
         self._wake: asyncio.Queue[str] = asyncio.Queue()
-        self._errlog: TextIO | None = None
+        self._errlog: ErrLog | None = None
+        self._waiting: set[asyncio.Future[str]] = set()  # one per call: set to end it
 
     # --- lifetime --------------------------------------------------------------
 
@@ -70,6 +78,7 @@ class Connection:
         except TimeoutError:
             seconds = f"{self.spec.startup_timeout:g}"
             await self._stop_task(graceful=False)  # it is not listening for a stop
+            await self._log_drained()
             self.fail(f"did not start within {seconds} s (startup_timeout)")
 
     async def close(self) -> None:
@@ -119,6 +128,7 @@ class Connection:
     async def _hold(self) -> None:
         try:
             await _load_sdk()
+            keep_sdk_log(self._log_dir)
             async with self._open() as client:
                 await self._list(client)
                 self._client = client
@@ -131,6 +141,7 @@ class Connection:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a server's failure is its own, never the session's
+            await self._log_drained()
             self.fail(describe(exc, starting=self.state is ServerState.STARTING))
         finally:
             self._client = None
@@ -145,7 +156,10 @@ class Connection:
         target: Any
         if spec.command is not None:
             target = StdioServerParameters(
-                command=spec.command, args=list(spec.args), env=dict(spec.env) or None
+                command=spec.command,
+                args=list(spec.args),
+                env=dict(spec.env) or None,
+                encoding_error_handler="replace",  # (see the module's docstring)
             )
             target = _StdioWithLog(target, self._open_log())
         else:
@@ -158,27 +172,28 @@ class Connection:
             client_info=Implementation(name="bastion", version=_version()),
         )
 
-    def _open_log(self) -> TextIO:
-        self._log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        path = self._log_dir / f"{self.spec.name}.log"
-        fd = os.open(
-            path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
-        )
-        self._errlog = os.fdopen(fd, "w", encoding="utf-8")
+    def _open_log(self) -> ErrLog:
+        self._errlog = ErrLog(self._log_dir / f"{self.spec.name}.log")
         return self._errlog
 
+    async def _log_drained(self) -> None:
+        """Before a failure is said: the server's stderr read to its end (it has exited,
+        so that is at once; a child of it still holding the pipe costs 0.5 s at most)."""
+        if self._errlog is not None:
+            await asyncio.to_thread(self._errlog.drained, 0.5)
+
     def _stderr_tail(self) -> str:
-        path = self._log_dir / f"{self.spec.name}.log"
-        if self.spec.command is None or not path.exists():
-            return ""
-        with contextlib.suppress(OSError):
-            lines = [line.strip() for line in path.read_text(errors="replace").splitlines()]
-            last = next((line for line in reversed(lines) if line), "")
-            return last[:200]
-        return ""
+        return self._errlog.last_line() if self._errlog is not None else ""
 
     async def _on_message(self, message: Any) -> None:
-        if getattr(message, "method", None) == "notifications/tools/list_changed":
+        if isinstance(message, Exception):  # a reply the SDK could not read
+            lines = str(message).strip().splitlines() or [type(message).__name__]
+            why = lines[-1 if len(lines) < 2 else 1].split(" [type=")[0].strip()[:200]
+            line = f"MCP server {self.spec.name} sent a reply that could not be read"
+            for waiting in list(self._waiting):
+                if not waiting.done():
+                    waiting.set_result(f"{line} ({why}); the call was ended")
+        elif getattr(message, "method", None) == "notifications/tools/list_changed":
             self._wake.put_nowait("list")
 
     async def _list(self, client: Any) -> None:
@@ -204,9 +219,15 @@ class Connection:
                 f" ({self.detail})" if self.detail else ""))  # fmt: skip
         from mcp import MCPError
 
+        ended: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        calling = asyncio.ensure_future(client.call_tool(tool, arguments))
+        self._waiting.add(ended)
         try:
             async with asyncio.timeout(self.spec.tool_timeout):
-                return await client.call_tool(tool, arguments)
+                await asyncio.wait({calling, ended}, return_when=asyncio.FIRST_COMPLETED)
+            if not calling.done():  # an unreadable reply ended it (`_on_message`)
+                raise ServerGone(ended.result())
+            return calling.result()
         except TimeoutError:
             raise ServerGone(
                 f"{self.spec.name}__{tool} took longer than {self.spec.tool_timeout:g} s "
@@ -214,21 +235,31 @@ class Connection:
             ) from None
         except MCPError as exc:
             if _closed(exc):
+                await self._log_drained()
                 self.fail("stopped mid-call: its connection closed")
                 raise ServerGone(f"MCP server {self.spec.name} {self.detail}") from None
             raise
+        finally:
+            self._waiting.discard(ended)
+            if not calling.done():
+                calling.cancel()  # (the SDK tells the server: notifications/cancelled)
+            calling.add_done_callback(_retrieved)
 
 
 class _StdioWithLog:
-    """`stdio_client` with the server's stderr sent to its log file (a `Transport`)."""
+    """`stdio_client` with the server's stderr sent to its log (a `Transport`)."""
 
-    def __init__(self, params: Any, errlog: TextIO) -> None:
+    def __init__(self, params: Any, errlog: ErrLog) -> None:
         from mcp.client.stdio import stdio_client
 
-        self._cm = stdio_client(params, errlog=errlog)
+        self._errlog = errlog
+        self._cm = stdio_client(params, errlog=errlog)  # type: ignore[arg-type]  # (fileno())
 
     async def __aenter__(self) -> Any:
-        return await self._cm.__aenter__()
+        try:
+            return await self._cm.__aenter__()
+        finally:
+            self._errlog.started()  # spawned (or not): the server holds the pipe, not us
 
     async def __aexit__(self, *exc: Any) -> Any:
         return await self._cm.__aexit__(*exc)
@@ -275,6 +306,12 @@ async def _load_sdk() -> None:
 
     if any(name not in sys.modules for name in _SDK):
         await asyncio.to_thread(lambda: [importlib.import_module(name) for name in _SDK])
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    """A call's task, done after its caller stopped waiting: its outcome was decided."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _closed(exc: Exception) -> bool:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from runtime.errors import EmptyInput, RequestKeyReused
+from runtime.errors import ConfigError, EmptyInput, RequestKeyReused
 from runtime.records import Conversation, InboxItem, InboxMode, InboxState
 from runtime.run.driver import new_run
 from runtime.run.loop import user_entry
@@ -23,8 +23,22 @@ def new_conversation(
     title: str = "",
     conversation_id: str | None = None,
 ) -> Conversation:
+    check_folder(cwd)
     stamp = time.time()
     return Conversation(conversation_id or uuid7(), title, cwd, dict(settings or {}), stamp, stamp)
+
+
+def check_folder(cwd: str) -> None:
+    """A session's folder is kept in the store and named to the model, so its path must
+    be text: a ConfigError (one line) when a name on it is not UTF-8."""
+    from runtime.store.surrogates import escaped, utf8
+
+    if not utf8(cwd):
+        raise ConfigError(
+            f"{escaped(cwd)}: bastion cannot work in a folder whose path is not UTF-8",
+            hint="rename the folder with the \\x bytes to a UTF-8 name, or start bastion "
+            "in another folder",
+        )
 
 
 def check_text(text: str) -> None:

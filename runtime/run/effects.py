@@ -191,7 +191,7 @@ def record_effect(tx: Tx, call: ToolCallRecord, effect: Effect) -> None:
             effect["kind"],
             effect.get("path"),
             sha,
-            json.dumps(detail, ensure_ascii=False),
+            json.dumps(detail),  # ASCII: a name that is not UTF-8 reads back as it was
             time.time(),
         ),
     )

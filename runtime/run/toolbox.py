@@ -153,7 +153,12 @@ class WorkspaceToolbox:
         )
         data = result.to_dict()
         data.pop("images", None)
-        return ToolOutcome(ok=result.ok, model_text=result.model_text(), data=data, images=images)
+        # A name that is not UTF-8 (list, glob, search) is written out (`\\xff`): the
+        # store, the model's request and every screen need valid text.
+        from runtime.store.surrogates import escaped, escaped_tree
+
+        text = escaped(result.model_text())
+        return ToolOutcome(ok=result.ok, model_text=text, data=escaped_tree(data), images=images)
 
     def resolve_path(self, path: str) -> tuple[str, ...] | None:
         """`path` as workspace segments if the workspace accepts it and nothing that

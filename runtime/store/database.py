@@ -558,6 +558,10 @@ class Store:
         self, cwd: str | None = None, limit: int = 200, *, with_entries: bool = False
     ) -> list[Conversation]:
         clauses, params = ["c.task_parent_id IS NULL"], []  # children show under their parent
+        from runtime.store.surrogates import utf8
+
+        if cwd is not None and not utf8(cwd):
+            return []  # no session is kept in a folder whose path is not UTF-8
         if cwd is not None:
             clauses.append("cwd = ?")
             params.append(cwd)

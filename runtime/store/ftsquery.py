@@ -106,6 +106,16 @@ def _search(db: sqlite3.Connection, match: str, make: MakeHit[H], limit: int) ->
     return _hits(db, db, match, best, make)
 
 
+#: The top-level conversation above a subagent's (itself for one that is not a child).
+_TOP = (
+    "WITH RECURSIVE up(id, parent, depth) AS ("
+    "SELECT id, task_parent_id, 0 FROM conversations WHERE id = ? UNION ALL "
+    "SELECT c.id, c.task_parent_id, up.depth + 1 FROM conversations c "
+    "JOIN up ON c.id = up.parent WHERE up.depth < 16) "
+    "SELECT id FROM up ORDER BY depth DESC LIMIT 1"
+)
+
+
 def _hits(
     db: sqlite3.Connection,
     index: sqlite3.Connection,
@@ -114,11 +124,19 @@ def _hits(
     make: MakeHit[H],
 ) -> list[H]:
     """A hit for each (conversation id, rowid, entry id, kind, score) of `best`, with the
-    snippet `index` cuts from that entry for `match`."""
+    snippet `index` cuts from that entry for `match`. A match in a subagent's
+    conversation is its top-level session's hit (sessions are listed top-level only; the
+    child is reached from its parent), unless that session has a better one already."""
     hits = []
+    seen: set[str] = set()
     for conversation_id, rowid, entry_id, kind, score in best:
+        top = db.execute(_TOP, (conversation_id,)).fetchone()
+        shown = top[0] if top is not None else conversation_id
+        if shown in seen:
+            continue
+        seen.add(shown)
         conv = db.execute(
-            f"SELECT {HIT_COLUMNS} FROM conversations WHERE id = ?", (conversation_id,)
+            f"SELECT {HIT_COLUMNS} FROM conversations WHERE id = ?", (shown,)
         ).fetchone()
         snippet = index.execute(
             "SELECT snippet(entries_fts, 0, ?, ?, '…', 16) FROM entries_fts "

@@ -193,8 +193,14 @@ class ReadOnlyStore:
 
     def list_conversations(self, cwd: str | None = None, limit: int = 200) -> list[SessionRow]:
         """The newest `limit` conversations (of `cwd`, when given), newest first: what
-        `Harness.list_conversations` returns, as rows."""
-        where, params = ("WHERE cwd = ?", (cwd,)) if cwd is not None else ("", ())
+        `Harness.list_conversations` returns, as rows. Top-level ones only: a subagent's
+        conversation is reached from its parent (its `task` row), as in the pickers."""
+        where = "WHERE task_parent_id IS NULL"
+        params: tuple[str, ...] = ()
+        if cwd is not None and not _utf8(cwd):
+            return []  # (no session is kept in a folder whose path is not UTF-8)
+        if cwd is not None:
+            where, params = f"{where} AND cwd = ?", (cwd,)
         with self._read() as db:
             rows = db.execute(
                 f"SELECT {_LIST_COLUMNS} FROM conversations {where} "
@@ -225,6 +231,14 @@ class ReadOnlyStore:
         with self._read() as db:
             every = shortids.read_ids(db)
         return shortids.short_ids(ids, every)
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class _Snapshot:

@@ -18,6 +18,12 @@ terminal refuses it with `UnicodeEncodeError`. So, at the boundary:
   and call ids arrive whole, and are mended the same way on their own.
 - `mend` is that rule for one whole string; `mend_tree` applies it to every
   string (keys too) of parsed JSON, for `bastion import`.
+- File names are the other source: Python decodes a name that is not UTF-8 with
+  `surrogateescape` (b"\\xff" becomes "\\udcff"). `escaped` writes each such byte
+  out as `\\xff` (any other lone surrogate as `\\udxxx`), `escaped_tree` does it to a
+  tool's result (`runtime.run.toolbox`): the name is shown, one way (the tools refuse
+  a path that is not valid Unicode, so none is ever opened by its escaped form).
+  `utf8` says whether a string (a workspace's path) can be stored at all.
 
 Everything downstream sees valid `str`. The cost on the common path is one
 `str.isascii()` (constant time) or one regex scan of the piece.
@@ -37,7 +43,16 @@ from runtime.providers.base import (
     ToolCallChunk,
 )
 
-__all__ = ["REPLACEMENT", "SurrogateJoiner", "mend", "mend_tree", "valid_stream"]
+__all__ = [
+    "REPLACEMENT",
+    "SurrogateJoiner",
+    "escaped",
+    "escaped_tree",
+    "mend",
+    "mend_tree",
+    "utf8",
+    "valid_stream",
+]
 
 REPLACEMENT = "\ufffd"
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -62,6 +77,44 @@ def mend_tree(value: Any) -> Any:
         return [mend_tree(v) for v in value]
     if isinstance(value, dict):
         return {mend(k) if isinstance(k, str) else k: mend_tree(v) for k, v in value.items()}
+    return value
+
+
+def utf8(text: str) -> bool:
+    """`text` holds no lone surrogate: it can be encoded as UTF-8 (and stored)."""
+    return text.isascii() or _SURROGATE.search(text) is None
+
+
+def _byte(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
+
+
+def escaped(text: str) -> str:
+    """`text` with each lone surrogate written out: a byte `surrogateescape` could not
+    decode as `\\xNN`, any other as `\\uXXXX` (pairs are first joined)."""
+    if utf8(text):
+        return text
+    text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+    return _SURROGATE.sub(_byte, text)
+
+
+def escaped_tree(value: Any) -> Any:
+    """JSON-able `value` with every string (and key) `escaped`; other values as they
+    were, and `value` itself (not a copy) when nothing in it needed escaping."""
+    if isinstance(value, str):
+        return escaped(value)
+    if isinstance(value, list | tuple):
+        items = [escaped_tree(v) for v in value]
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+    if isinstance(value, dict):
+        pairs = [
+            (escaped(k) if isinstance(k, str) else k, escaped_tree(v)) for k, v in value.items()
+        ]
+        same = all(
+            k is k2 and v is v2 for (k, v), (k2, v2) in zip(value.items(), pairs, strict=True)
+        )
+        return value if same else dict(pairs)
     return value
 
 

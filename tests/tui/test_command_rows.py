@@ -147,8 +147,10 @@ def test_the_expanded_output_is_bounded_with_a_note():
     assert all(line == "x" * 1000 for line in cut.lines)  # whole lines only
 
 
-def test_terminal_escapes_are_not_drawn():
-    found = CommandOutput.of(
-        _record({"output": "\x1b[31mred\x1b[0m\tok\r\n\x07done", "exit_code": 0})
-    )
-    assert found is not None and found.lines == ("red ok", "done")
+def test_colours_are_dropped_and_other_escapes_shown_not_obeyed():
+    """Colours go (their text stays); anything else that would act on the terminal (a
+    bell, a clipboard write, a title) is shown as text (issue 34, item 8)."""
+    output = "\x1b[31mred\x1b[0m\tok\r\n\x07done \x1b]52;c;UFdORUQ=\x07 \x1b]2;t\x1b\\"
+    found = CommandOutput.of(_record({"output": output, "exit_code": 0}))
+    assert found is not None
+    assert found.lines == ("red ok", "^Gdone ^[]52;c;UFdORUQ=^G ^[]2;t^[\\")

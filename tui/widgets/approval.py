@@ -25,7 +25,6 @@ from typing import ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
-from textual.markup import escape
 from textual.message import Message
 from textual.reactive import var
 from textual.widgets import Input, Static
@@ -34,6 +33,7 @@ from runtime import ConversationView, Rule
 from runtime.records import Approval, ToolCallRecord, ToolCallState
 from runtime.views import call_summary, child_label
 from tui.diffs import call_diff
+from tui.markup import escape
 from tui.widgets.review import diff_markup
 
 __all__ = ["ApprovalPrompt", "pending_approval"]

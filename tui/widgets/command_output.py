@@ -17,6 +17,7 @@ from typing import Any
 
 from textual.content import Content
 
+from runtime import visible
 from runtime.records import ToolCallRecord
 
 __all__ = ["MAX_CHARS", "MAX_LINES", "TAIL_LINES", "CommandOutput"]
@@ -26,14 +27,17 @@ MAX_LINES = 2_000  # at most this many lines when expanded (the last ones)
 MAX_CHARS = 256 * 1024  # and at most this many characters
 TOGGLE_KEY = "ctrl+o"
 
-# Terminal control sequences (colours, cursor moves) and other control characters
-# would be drawn as garbage or move the cursor: the row shows the text only.
-_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b.")
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+# Colours (SGR: `ESC [ … m`) are dropped and the text they colour kept; every other
+# control sequence and character is shown, not obeyed (`runtime.visible`), as
+# `less -R` does: a command's output cannot move the cursor, erase what the row
+# shows, retitle the window or write the clipboard, nor hide what it printed.
+_COLOURS = re.compile(r"\x1b\[[0-9;:]*m")
 
 
 def clean(text: str) -> str:
-    return _CONTROLS.sub("", _ESCAPES.sub("", text.replace("\r\n", "\n"))).expandtabs(4)
+    if "\x1b" in text:
+        text = _COLOURS.sub("", text)
+    return visible(text).expandtabs(4)
 
 
 def duration(ms: int) -> str:

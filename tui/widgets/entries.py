@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.content import Content
-from textual.markup import escape
 from textual.message import Message
 from textual.reactive import var
 from textual.widgets import Static
@@ -28,6 +27,7 @@ from textual.widgets import Static
 from runtime import ConversationView, split_attachments
 from runtime.records import Approval, Entry, EntryKind, EntryStatus, ToolCallRecord, ToolCallState
 from runtime.views import LiveText, call_summary
+from tui.markup import escape
 from tui.textual_compat import LaidOutOnce
 from tui.toolrows import row_words
 from tui.widgets.command_output import CommandOutput

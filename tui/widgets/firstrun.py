@@ -29,6 +29,7 @@ from runtime import (
     first_run_text,
     probe_local_servers,
     user_config_path,
+    visible,
 )
 from themes import DEFAULT_THEME, THEMES
 from themes import register as register_themes
@@ -85,7 +86,8 @@ class FirstRunScreen(Screen[None]):
 
     def _text(self) -> str:
         probing = [f"{t.name} at {t.base}" for t in self.targets]
-        return first_run_text(self.servers, self.config_path, probing=probing)
+        # (a local server's answer names its models: shown, not obeyed)
+        return visible(first_run_text(self.servers, self.config_path, probing=probing))
 
     def action_probe(self) -> None:
         self.servers = None

@@ -30,12 +30,12 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
-from textual.markup import escape
 from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from runtime import BastionError, SearchHit, SessionSummary, short_ids
+from tui.markup import escape
 from tui.sessionlist import age, filter_sessions, home_relative, order_sessions
 
 __all__ = ["MIN_SEARCH", "Search", "SessionPicker"]
@@ -226,11 +226,15 @@ class SessionPicker(ModalScreen[str | None]):
 
     def _option(self, summary: SessionSummary, now: float) -> Option:
         c = summary.conversation
-        title = escape(c.title or "(untitled)")
+        title = escape(c.title or "(untitled)", lines=False)
         size = f"{summary.entries} entr{'y' if summary.entries == 1 else 'ies'} · "
         if c.id in self.unlisted:  # its size is not known here
             size = ""
-        where = "" if c.cwd == self.cwd else f"  [$text-muted]{escape(home_relative(c.cwd))}[/]"
+        where = (
+            ""
+            if c.cwd == self.cwd
+            else f"  [$text-muted]{escape(home_relative(c.cwd), lines=False)}[/]"
+        )
         if c.id not in self.short:  # found by its text: unique among those known here
             self.short[c.id] = short_ids([c.id], self.short)[c.id]
         meta = f"[$text-muted]{age(c.updated_at, now)} · {size}{self.short[c.id]}[/]"
@@ -264,5 +268,9 @@ def _snippet(hit: SearchHit, room: int) -> str:
             break
         part = text if len(text) <= room else text[: room - 1] + "…"
         room -= len(part)
-        out.append(f"[b $text-accent]{escape(part)}[/]" if matched else escape(part))
+        out.append(
+            f"[b $text-accent]{escape(part, lines=False)}[/]"
+            if matched
+            else escape(part, lines=False)
+        )
     return f"[$text-muted]{''.join(out)}[/]"

@@ -13,6 +13,7 @@ from textual.content import Content
 from textual.reactive import var
 from textual.widgets import Static
 
+from tui.markup import visible
 from tui.usage import count
 
 __all__ = ["ReasoningFold"]
@@ -64,7 +65,7 @@ class ReasoningFold(Static):
             if len(shown) < len(self._text)
             else Content("")
         )
-        self.update(Content("\n").join([head, cut + Content(shown.strip())]))
+        self.update(Content("\n").join([head, cut + Content(visible(shown.strip()))]))
 
     def watch_expanded(self) -> None:
         self._draw()

@@ -3,10 +3,9 @@ tool row once the call has been answered. The diff is the one kept with the call
 
 from __future__ import annotations
 
-from textual.markup import escape
-
 from runtime.records import Approval, ToolCallRecord, ToolCallState
 from tui.diffs import call_diff, diff_lines
+from tui.markup import escape
 
 __all__ = ["ROW_DIFF_LINES", "diff_markup", "row_diff_markup"]
 

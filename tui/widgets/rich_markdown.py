@@ -12,6 +12,8 @@ from rich.markdown import CodeBlock, Heading
 from rich.markdown import Markdown as RichMarkdown
 from rich.syntax import Syntax
 
+from runtime import visible
+
 if TYPE_CHECKING:
     from pygments.lexer import Lexer
     from rich.segment import Segment
@@ -79,9 +81,11 @@ class LeftMarkdown(RichMarkdown):
 def render_lines(
     console: Console, options: ConsoleOptions, theme: Theme, source: str, dark: bool
 ) -> list[list[Segment]]:
-    """`source` rendered to lines by `console` with `options` in the Markdown `theme`."""
+    """`source` rendered to lines by `console` with `options` in the Markdown `theme`,
+    its control characters made visible (`runtime.visible`: Rich passes ESC through)."""
     with console.use_theme(theme):
-        return console.render_lines(LeftMarkdown(source, dark), options, pad=False, new_lines=False)
+        markdown = LeftMarkdown(visible(source), dark)
+        return console.render_lines(markdown, options, pad=False, new_lines=False)
 
 
 def aside_console(color_system: str | None) -> Console:

@@ -21,6 +21,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Static
 
+from runtime import visible
 from themes import DEFAULT_THEME, THEMES
 from themes import register as register_themes
 
@@ -73,11 +74,15 @@ class TrustScreen(Screen[None]):
 
     @property
     def text(self) -> str:
-        """What the screen says (for tests and for copying)."""
+        """What the screen says (for tests and for copying). The folder's name and each
+        change are the repository's words: each is one line, its control characters
+        shown (`runtime.visible`), so a hook cannot erase or reorder its own line."""
+        changes = [visible(change, lines=False) for change in self.changes]
         lines = [
-            f"{self.folder} has project files (.bastion/) that would change how bastion runs here:",
+            f"{visible(self.folder, lines=False)} has project files (.bastion/) that would "
+            "change how bastion runs here:",
             "",
-            *(f"  • {change}" for change in self.changes or ["(nothing bastion would apply)"]),
+            *(f"  • {change}" for change in changes or ["(nothing bastion would apply)"]),
             "",
             "Trust them only if you trust whoever wrote this repository. Until you do, "
             "bastion runs on your own config and ignores them; your API keys are never "
