@@ -28,6 +28,7 @@ from tools.sandbox import (
     probe,
     unavailable_notice,
 )
+from tools.walls import SEALED_HINT, Walls, why_walled
 
 # EBUSY: renaming over a read-only bound file (how git writes .git/config)
 MARKERS = "Permission denied|Read-only file system|Operation not permitted|Device or resource busy"
@@ -68,6 +69,7 @@ class Prepared:
     writable: tuple[str, ...] = ()
     info: dict[str, Any] = field(default_factory=dict)
     before: dict[str, tuple[int, int] | None] = field(default_factory=dict)  # protected paths
+    walls: Walls | None = None  # (tools/walls.py) what else is walled, and why
 
     def cleanup(self) -> None:
         if self.tmpdir is not None:
@@ -111,7 +113,7 @@ def prepare(
         env["TMPDIR"] = tmpdir
     info.update(applied=True, notes=list(made.notes))
     entries = () if support.seatbelt else made.entries  # sandbox-exec, not the supervisor
-    return Prepared(argv, entries, tmpdir, made.writable, info, before)
+    return Prepared(argv, entries, tmpdir, made.writable, info, before, made.walls)
 
 
 def protected_identities(root: str) -> dict[str, tuple[int, int] | None]:
@@ -134,6 +136,7 @@ def applied(prep: Prepared, report: dict[str, Any] | None, platform: str = sys.p
     if report:
         prep.info["landlock_abi"] = report.get("landlock", 0)
         prep.info["namespace"] = bool(report.get("namespace"))
+        prep.info["pid_namespace"] = bool(report.get("pid_namespace"))
         prep.info.setdefault("notes", []).extend(report.get("notes") or ())
     elif prep.info.get("applied") and platform == "darwin":
         prep.info["seatbelt"] = True
@@ -153,7 +156,7 @@ def findings(
     data["sandbox"] = prep.info
     if policy is None or not prep.info.get("applied"):
         return data
-    denials = write_denials(output, policy, root, cwd, prep.writable)
+    denials = write_denials(output, policy, root, cwd, prep)
     if not policy.network:
         denials += network_denials(output, " ".join(prep.argv))
     if changed := protected_changed(root, prep.before):
@@ -189,7 +192,7 @@ def live_hooks(root: str) -> bool:
 
 
 def write_denials(
-    output: str, policy: SandboxPolicy, root: str, cwd: str, writable: tuple[str, ...]
+    output: str, policy: SandboxPolicy, root: str, cwd: str, prep: Prepared
 ) -> list[dict[str, str]]:
     found: list[dict[str, str]] = []
     seen: set[str] = set()
@@ -200,7 +203,7 @@ def write_denials(
         for match in PATHS.finditer(line):
             raw = next(g for g in match.groups() if g is not None)
             path = os.path.normpath(os.path.join(cwd, os.path.expanduser(raw)))
-            why = why_denied(path, root, writable, deny)
+            why = why_denied(path, root, prep.writable, deny, prep.walls)
             real = os.path.realpath(path)
             if why and real not in seen:
                 seen.add(real)
@@ -211,9 +214,13 @@ def write_denials(
     return found
 
 
-def why_denied(path: str, root: str, writable: tuple[str, ...], deny: DenyList) -> str:
+def why_denied(
+    path: str, root: str, writable: tuple[str, ...], deny: DenyList, walls: Walls | None = None
+) -> str:
     """Why the sandbox refuses writing ``path`` ('' if it would not)."""
     real = os.path.realpath(path)
+    if walls is not None and (walled := why_walled(real, walls)):
+        return walled
     rel = os.path.relpath(real, os.path.realpath(root))
     if not rel.startswith(".."):
         entry = deny.match(rel)
@@ -230,6 +237,8 @@ def why_denied(path: str, root: str, writable: tuple[str, ...], deny: DenyList) 
 
 
 def allow_hint(why: str) -> str:
+    if why.startswith("commands cannot create entries directly"):
+        return SEALED_HINT
     if why.startswith("deny-listed"):
         return "remove the entry from deny_paths in your config.toml, if the user agrees"
     if why.startswith("protected"):
