@@ -28,13 +28,13 @@ from tools.sandbox import (
     probe,
     unavailable_notice,
 )
-from tools.walls import SEALED_HINT, Walls, why_walled
+from tools.walls import SEALED_HINT, Walls, is_socket, why_walled
 
 # EBUSY: renaming over a read-only bound file (how git writes .git/config)
 MARKERS = "Permission denied|Read-only file system|Operation not permitted|Device or resource busy"
 DENIED = re.compile(MARKERS + "|EACCES|EROFS")
-PATHS = re.compile(
-    r"""(?:'([^'\n]+)'|"([^"\n]+)"|(?<![\w.])((?:~|\.\.?)?/[^\s'":,;)]*)"""
+PATHS = re.compile(  # quoted ('', "", or coreutils' ‘’ in a UTF-8 locale), or bare
+    r"""(?:'([^'\n]+)'|"([^"\n]+)"|‘([^’\n]+)’|(?<![\w.])((?:~|\.\.?)?/[^\s'":,;)]*)"""
     rf"""|([^\s:'"]+)(?=: (?:{MARKERS})))"""
 )
 NETWORK = re.compile(r"(?i)connect|network|resolv|getaddrinfo|not known|socket|host")
@@ -47,6 +47,12 @@ ADDRESS = re.compile(
     r"|(?:resolve host:? '?[\w.-]+)"
 )
 MAX_DENIALS = 5
+UNREACHED = re.compile(r"Connection refused|No such file or directory|ECONNREFUSED|ENOENT")
+SOCKET_PATH = re.compile(r"(?<![\w.~])/[^\s'\":,;)\]]+")
+WALLED = (
+    "commands never reach sockets that act for the user (bastion's own among them); "
+    "if the task needs one, say so to the user"
+)
 HOW_TO_ALLOW_WRITE = (
     "to allow it: add the folder to writable_paths in your config.toml "
     "(~/.config/bastion/config.toml), run bastion with --sandbox danger-full-access, "
@@ -157,6 +163,8 @@ def findings(
     if policy is None or not prep.info.get("applied"):
         return data
     denials = write_denials(output, policy, root, cwd, prep)
+    walled, output = socket_denials(output, prep.walls)
+    denials += walled
     if not policy.network:
         denials += network_denials(output, " ".join(prep.argv))
     if changed := protected_changed(root, prep.before):
@@ -244,6 +252,38 @@ def allow_hint(why: str) -> str:
     if why.startswith("protected"):
         return "only the user changes it; say what you would change"
     return HOW_TO_ALLOW_WRITE
+
+
+def socket_denials(output: str, walls: Walls | None) -> tuple[list[dict[str, str]], str]:
+    """Connections to Unix sockets the walls keep out of reach (a folder hidden, or a
+    socket covered, by name or because it listened when the command started), and
+    the output without the lines that named them (they are not the network's)."""
+    if walls is None:
+        return [], output
+    found: list[dict[str, str]] = []
+    kept: list[str] = []
+    for line in output.splitlines():
+        why = ""
+        if UNREACHED.search(line):
+            for match in SOCKET_PATH.finditer(line):
+                why = walled_socket(match.group(0), walls)
+                if why:
+                    if all(d["connection"] != match.group(0) for d in found):
+                        found.append({"connection": match.group(0), "why": why, "allow": WALLED})
+                    break
+        if not why:
+            kept.append(line)
+    return found, "\n".join(kept)
+
+
+def walled_socket(path: str, walls: Walls) -> str:
+    real = os.path.realpath(path)
+    for folder in walls.hidden:
+        if real == folder or real.startswith(folder.rstrip("/") + "/"):
+            return walls.reasons.get(folder, "hidden from commands")
+    if real in walls.sockets or is_socket(real):
+        return "a Unix socket outside the sandbox, which commands cannot reach"
+    return ""
 
 
 def network_denials(output: str, command: str) -> list[dict[str, str]]:
