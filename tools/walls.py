@@ -193,6 +193,10 @@ def guard(walls: Walls, target: str, why: str, writable: list[str], hide: bool) 
     existing one read-only (or hidden), a missing one impossible to create (its
     nearest existing folder sealed), the folders on the way pinned."""
     real = os.path.realpath(target)
+    if os.path.islink(target):  # (a dotfiles link: the link must stay where it is too)
+        link_folder = os.path.realpath(os.path.dirname(target))
+        if any(beneath(link_folder, w) for w in writable):
+            seal(walls, link_folder, writable)
     tops = [w for w in writable if beneath(real, w) and real != w]
     if not tops:
         return
@@ -210,9 +214,20 @@ def guard(walls: Walls, target: str, why: str, writable: list[str], hide: bool) 
             anchor = os.path.dirname(anchor)
         if not any(beneath(anchor, w) for w in writable):
             return  # (created nowhere a command may write)
-        if anchor not in walls.sealed:
-            walls.sealed.append(anchor)
-        walls.reasons.setdefault(anchor, SEALED.format(dir=anchor))
+        seal(walls, anchor, writable)
+    pin_between(walls, anchor, tops)
+
+
+def seal(walls: Walls, folder: str, writable: list[str]) -> None:
+    """No new entries in ``folder`` (and none renamed or removed), and it stays put."""
+    if folder not in walls.sealed:
+        walls.sealed.append(folder)
+    walls.reasons.setdefault(folder, SEALED.format(dir=folder))
+    pin_between(walls, os.path.dirname(folder), [w for w in writable if beneath(folder, w)])
+
+
+def pin_between(walls: Walls, anchor: str, tops: list[str]) -> None:
+    """Pin ``anchor`` and every folder above it up to (not including) each of ``tops``."""
     for top in tops:
         folder = anchor
         while beneath(folder, top) and folder != top:

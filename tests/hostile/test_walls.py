@@ -305,3 +305,31 @@ def test_the_own_folders_hold_every_attach_socket(
             path = str(socket_path(home, "0192f7a4-6c1e-7d2a-9b3e-5f6a7b8c9d0e"))
             folders = own_folders()
             assert any(path.startswith(f + "/") for f in folders), (path, folders)
+
+
+@needs_walls
+async def test_a_start_up_file_linked_from_a_dotfiles_folder_stays_put(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Item 6 with a dotfiles manager: ~/.bashrc is a link into ~/dotfiles. Its target
+    is read-only, and the link cannot be replaced either, even where every other
+    start-up name exists (so no missing one seals ~ on its own)."""
+    from tools.walls import START_UP
+
+    home = tmp_path / "user"
+    (home / "dotfiles").mkdir(parents=True)
+    for rel in START_UP:
+        if rel != ".bashrc":
+            (home / rel).mkdir(parents=True)
+    (home / "dotfiles" / "bashrc").write_text("# mine\n")
+    (home / ".bashrc").symlink_to(home / "dotfiles" / "bashrc")
+    monkeypatch.setenv("HOME", str(home))
+    env = {"PATH": os.environ["PATH"], "HOME": str(home)}
+    with Workspace.open(home) as ws:
+        ctx = ToolContext(ws, artifacts_dir=tmp_path / "artifacts", env=env)
+        out = await run(
+            ctx, "echo evil >> dotfiles/bashrc; rm .bashrc; echo evil > .bashrc; echo ok > notes"
+        )
+    assert (home / "dotfiles" / "bashrc").read_text() == "# mine\n", out
+    assert (home / ".bashrc").is_symlink(), out
+    assert not (home / "notes").exists()  # (~ is sealed: no new entries)
