@@ -9,11 +9,15 @@ Modes (as Codex names them):
   ``.bastion/`` and deny-listed paths stay read-only (or hidden);
 - ``danger-full-access``: no sandbox at all.
 
-Network is off in the sandboxed modes unless allowed. On Linux the supervisor
-applies it (``tools/landlock.py``: a private mount namespace, then Landlock); on
-macOS the command is wrapped in ``sandbox-exec`` with a generated profile
-(``tools/seatbelt.py``). Where neither exists the command runs unsandboxed, and
-``unavailable_notice`` is the one line the user is told.
+Network is off in the sandboxed modes unless allowed. In every sandboxed mode the
+walls (``tools/walls.py``) keep bastion's own folders, the sockets that act for the
+user and, in a home-folder workspace, the user's start-up files out of reach, and
+the command runs in a PID namespace of its own. On Linux the supervisor applies it
+(``tools/landlock.py``: private mount, PID and network namespaces, then Landlock);
+on macOS the command is wrapped in ``sandbox-exec`` with a generated profile
+(``tools/seatbelt.py``, without walls). Where neither exists the command runs
+unsandboxed, and ``unavailable_notice`` is the one line the user is told; without
+walls, the runtime makes each command ask (``SandboxSupport.walls``).
 """
 
 from __future__ import annotations
