@@ -10,14 +10,20 @@ Two layers, because Landlock grants are additive and hierarchical (a writable
 workspace cannot have a read-only ``.bastion/`` carved out of it, nor can
 ``~/.ssh`` be hidden from a readable ``/``):
 
-1. ``private_mounts``: ``unshare(CLONE_NEWNS)`` (with ``CLONE_NEWUSER`` and an
-   identity uid/gid map when not root; with ``CLONE_NEWNET`` when network is
-   off), then protected paths are bind-mounted read-only over themselves and
-   deny-listed paths are covered (an empty read-only tmpfs over a folder,
-   ``/dev/null`` over a file).
-2. ``restrict``: a Landlock ruleset that handles every write access and allows
+1. ``private_mounts``: ``unshare(CLONE_NEWNS | CLONE_NEWPID)`` (with
+   ``CLONE_NEWUSER`` and an identity uid/gid map when not root; with
+   ``CLONE_NEWNET`` when network is off), then protected paths are bind-mounted
+   read-only over themselves, folders that must not gain new entries are sealed,
+   every Unix socket listening at the start is covered, and deny-listed and
+   private paths are covered (an empty read-only tmpfs over a folder, an empty
+   read-only file over a file or socket).
+2. ``start_init``: the PID namespace's PID 1, a fork of the supervisor that
+   mounts a fresh ``/proc`` and then only reaps orphans until the supervisor
+   ends, so the command sees (and can signal) nothing but its own processes.
+3. ``restrict``: a Landlock ruleset that handles every write access and allows
    it only beneath the writable roots (plus ``/dev/null``-like files), and, with
-   ABI 4 or later and network off, denies TCP bind and connect.
+   ABI 4 or later and network off, denies TCP bind and connect; with ABI 6 or
+   later it scopes signals and abstract Unix sockets to the sandbox.
 
 The spec comes from bastion as ``key:value`` strings (see ``tools/sandbox.py``):
 ``mode:``, ``w:DIR`` writable root, ``f:FILE`` writable file, ``ro:PATH``
@@ -31,6 +37,8 @@ from __future__ import annotations
 
 import ctypes
 import os
+import signal
+import stat
 import sys
 
 TYPE_CHECKING = False
@@ -76,6 +84,9 @@ WRITES_V1 = (
 FILE_RIGHTS = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE
 
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWNET = 0x00020000, 0x10000000, 0x40000000
+CLONE_NEWPID = 0x20000000
+SOCK_DGRAM, SO_ACCEPTCON = 2, 1 << 16  # /proc/net/unix: Type, and the listening Flag
+MAX_SEALED_ENTRIES = 4096
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 KEPT_FLAGS = 1 | 2 | 4 | 8 | 1024 | 2048 | 4096  # ro, nosuid, nodev, noexec, *atime
@@ -135,10 +146,13 @@ def write_rights(version: int) -> int:
     return rights
 
 
-def restrict(dirs: list[str], files: list[str], network: bool, version: int) -> list[str]:
+def restrict(
+    dirs: list[str], files: list[str], network: bool, version: int, pid_namespace: bool = False
+) -> list[str]:
     """Landlock this process (and so all it starts): writes only beneath ``dirs``
-    and to ``files``; TCP bind/connect denied unless ``network`` (ABI >= 4).
-    Returns notes on what was not covered. Raises SandboxError."""
+    and to ``files``; TCP bind/connect denied unless ``network`` (ABI >= 4); signals
+    and abstract Unix sockets scoped to the sandbox (ABI >= 6). Returns notes on
+    what was not covered. Raises SandboxError."""
     if version < 1:
         raise SandboxError("this kernel has no Landlock")
     notes: list[str] = []
@@ -150,8 +164,10 @@ def restrict(dirs: list[str], files: list[str], network: bool, version: int) -> 
             attr.handled_access_net, size = NET_BIND_TCP | NET_CONNECT_TCP, 16
         else:
             notes.append(f"Landlock ABI {version} cannot restrict TCP (4 is needed)")
-        if version >= 6:
-            attr.scoped, size = SCOPE_ABSTRACT_UNIX, 24
+    if version >= 6:
+        attr.scoped, size = SCOPE_ABSTRACT_UNIX | SCOPE_SIGNAL, 24
+    else:
+        notes += unscoped(version, network, pid_namespace)
     ruleset = libc().syscall(SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), 0)
     if ruleset < 0:
         raise fail("landlock_create_ruleset")
@@ -166,6 +182,22 @@ def restrict(dirs: list[str], files: list[str], network: bool, version: int) -> 
             raise fail("landlock_restrict_self")
     finally:
         os.close(ruleset)
+    return notes
+
+
+def unscoped(version: int, network: bool, pid_namespace: bool) -> list[str]:
+    """What Landlock below ABI 6 leaves open (the namespaces close the rest)."""
+    notes = []
+    if network:  # (with the network off, the command's own net namespace has none)
+        notes.append(
+            f"Landlock ABI {version} cannot scope abstract Unix sockets (6 is needed): "
+            "with the network on, the command can reach X11's @/tmp/.X11-unix and the like"
+        )
+    if not pid_namespace:
+        notes.append(
+            f"Landlock ABI {version} cannot scope signals (6 is needed) and there is no "
+            "PID namespace: the command can signal the user's other processes"
+        )
     return notes
 
 
@@ -194,14 +226,16 @@ def mount(
         raise fail(f"mount {target}")
 
 
-def enter_namespace(network: bool) -> None:
+def enter_namespace(network: bool, pid: bool = True) -> bool:
     """A private mount namespace (and net namespace when network is off); a user
-    namespace with an identity map first when not root."""
+    namespace with an identity map first when not root; a PID namespace too when
+    ``pid`` and the kernel allows it (True then: the next child forked is its PID 1)."""
     flags = CLONE_NEWNS | (0 if network else CLONE_NEWNET)
     uid, gid = os.geteuid(), os.getegid()
     if uid != 0:
         flags |= CLONE_NEWUSER
-    if libc().unshare(flags) != 0:
+    made_pid = pid and libc().unshare(flags | CLONE_NEWPID) == 0
+    if not made_pid and libc().unshare(flags) != 0:
         raise fail("unshare")
     if uid != 0:
         for name, text in (
@@ -212,6 +246,7 @@ def enter_namespace(network: bool) -> None:
             with open(f"/proc/self/{name}", "w") as fh:
                 fh.write(text)
     mount(None, "/", None, MS_REC | MS_PRIVATE, None)
+    return made_pid
 
 
 def pin(path: str) -> None:
@@ -225,33 +260,192 @@ def read_only(path: str) -> None:
     """Bind ``path`` over itself read-only, keeping the flags a user namespace
     would refuse to drop."""
     mount(path, path, None, MS_BIND | MS_REC, None)
+    remount_read_only(path)
+
+
+def remount_read_only(path: str) -> None:
     kept = os.statvfs(path).f_flag & KEPT_FLAGS
     mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | kept, None)
 
 
+def seal(path: str, skip: set[str], notes: list[str]) -> None:
+    """No new entry can be made in folder ``path``, and none of its entries renamed
+    or removed, while what they hold stays writable: the folder is bound over
+    itself, each folder and regular file in it bound back over itself (as the
+    folder's bind is still writable, so each inherits writable flags), and only
+    then the folder's own bind is made read-only. Links and entries in ``skip``
+    (protected or hidden on their own) stay in the read-only bind."""
+    mount(path, path, None, MS_BIND | MS_REC, None)
+    bound = 0
+    with os.scandir(path) as entries:
+        for entry in entries:
+            if entry.path in skip or entry.is_symlink():
+                continue
+            if not (entry.is_dir(follow_symlinks=False) or entry.is_file(follow_symlinks=False)):
+                continue
+            if bound >= MAX_SEALED_ENTRIES:
+                notes.append(
+                    f"{path} holds more than {MAX_SEALED_ENTRIES} entries: the rest are "
+                    "read-only to commands"
+                )
+                break
+            mount(entry.path, entry.path, None, MS_BIND | MS_REC, None)
+            bound += 1
+    remount_read_only(path)
+
+
 def hide(path: str, empty: str | None) -> None:
-    """Cover a folder with an empty read-only tmpfs, or a file with the empty file
-    ``empty`` bound read-only (reads find nothing, writes fail)."""
+    """Cover a folder with an empty read-only tmpfs, or a file (or socket) with the
+    empty file ``empty`` bound read-only (reads find nothing, writes fail, and a
+    connect is refused: it is not a socket)."""
     if empty is None:
         flags = MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY
         mount("tmpfs", path, "tmpfs", flags, "size=4k,mode=0555")
     else:
         mount(empty, path, None, MS_BIND, None)
-        kept = os.statvfs(path).f_flag & KEPT_FLAGS
-        mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | kept, None)
+        remount_read_only(path)
 
 
-def private_mounts(spec: dict[str, list[str]], network: bool) -> None:
-    enter_namespace(network)
+def listening_sockets() -> tuple[list[str], int]:
+    """The paths of the Unix sockets ``/proc/net/unix`` lists as listening (stream
+    and seqpacket) or bound (datagram), in this network namespace; and how many
+    were bound by a relative name, which cannot be found. Read before a new
+    network namespace is made (it would list none): a pathname socket is reached
+    through the file system from any network namespace."""
+    try:
+        with open("/proc/net/unix", "rb") as fh:
+            lines = fh.read().split(b"\n")[1:]
+    except OSError:
+        return [], 0
+    found: dict[str, None] = {}
+    relative = 0
+    for line in lines:
+        fields = line.split(None, 7)
+        if len(fields) < 8:
+            continue
+        flags, kind, path = int(fields[3], 16), int(fields[4], 16), fields[7]
+        if path.startswith(b"@") or not (kind == SOCK_DGRAM or flags & SO_ACCEPTCON):
+            continue
+        if not path.startswith(b"/"):
+            relative += 1
+            continue
+        found[os.fsdecode(path)] = None
+    return list(found), relative
+
+
+def cover_sockets(
+    paths: list[str], limit: int, hidden: list[str], empty: str, notes: list[str]
+) -> int:
+    """Bind ``empty`` over each path in ``paths`` that is a socket here (one inside a
+    folder about to be hidden needs none), at most ``limit``; returns how many."""
+    covered = skipped = 0
+    tops = [h.rstrip("/") + "/" for h in hidden]
+    for path in paths:
+        if any(path.startswith(top) for top in tops):
+            continue
+        try:
+            if not stat.S_ISSOCK(os.lstat(path).st_mode):
+                continue
+        except OSError:
+            continue
+        if covered >= limit:
+            skipped += 1
+            continue
+        try:
+            hide(path, empty)
+        except SandboxError:
+            if os.path.lexists(path):
+                raise
+            continue  # (gone meanwhile: nothing to reach)
+        covered += 1
+    if skipped:
+        notes.append(
+            f"{skipped} listening Unix sockets past the first {limit} were not covered: "
+            "the command can connect to them"
+        )
+    return covered
+
+
+def private_mounts(
+    spec: dict[str, list[str]], network: bool, sockets: tuple[list[str], int], notes: list[str]
+) -> bool:
+    """Make the namespaces and the mounts of ``spec``; True if a PID namespace was made."""
+    pid_namespace = enter_namespace(network)
+    skip = {*spec.get("ro", ()), *spec.get("hd", ()), *spec.get("hf", ())}
     for path in spec.get("pin", ()):
         pin(path)
+    for path in spec.get("seal", ()):
+        seal(path, skip, notes)
     for path in spec.get("ro", ()):
         read_only(path)
-    for path in spec.get("hd", ()):
-        hide(path, None)
     empty = spec.get("empty", ["/dev/null"])[0]
+    hidden = spec.get("hd", [])
+    limit = int(spec.get("sockets", ["0"])[0])
+    cover_sockets([*spec.get("hs", ()), *sockets[0]], len(spec.get("hs", ())) + limit, hidden,
+                  empty, notes)  # fmt: skip
+    if sockets[1]:
+        notes.append(
+            f"{sockets[1]} listening Unix sockets were bound by a relative name and could "
+            "not be found to cover"
+        )
+    for path in hidden:
+        hide(path, None)
     for path in spec.get("hf", ()):
         hide(path, empty)
+    return pid_namespace
+
+
+def start_init() -> tuple[int, int, str]:
+    """Fork the PID namespace's PID 1 (see ``init``). Returns its pid, the descriptor
+    whose closing ends it (and with it, by the kernel, whatever is left in the
+    namespace), and '' or why a fresh /proc could not be mounted."""
+    hold_r, hold_w = os.pipe()
+    told_r, told_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover (the child)
+        try:
+            init(hold_r, told_w)
+        finally:
+            os._exit(0)
+    os.close(hold_r)
+    os.close(told_w)
+    told = b""
+    while chunk := os.read(told_r, 4096):
+        told += chunk
+    os.close(told_r)
+    return pid, hold_w, told.decode("utf-8", "replace")
+
+
+def init(hold: int, told: int) -> None:  # pragma: no cover (runs in the child)
+    """PID 1 of the command's PID namespace: mount a /proc that shows only the
+    namespace, say whether that worked, then reap orphans until ``hold`` ends.
+    Outside the Landlock domain (forked before it is made), so the command can
+    neither signal nor trace it; as a namespace's init it ignores signals it has no
+    handler for, even SIGKILL, from inside."""
+    signal.set_wakeup_fd(-1)
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, signal.SIG_IGN)
+    signal.signal(signal.SIGCHLD, reap_orphans)
+    low = 3
+    for fd in sorted((hold, told)):
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, os.sysconf("SC_OPEN_MAX"))
+    try:
+        mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
+    except SandboxError as exc:
+        os.write(told, str(exc).encode())
+    os.close(told)
+    while os.read(hold, 64):
+        pass
+
+
+def reap_orphans(signum: int, frame: object) -> None:  # pragma: no cover (in init)
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except ChildProcessError:
+        pass
 
 
 def parse(entries: list[str]) -> dict[str, list[str]]:
@@ -264,8 +458,11 @@ def parse(entries: list[str]) -> dict[str, list[str]]:
 
 def apply(entries: list[str]) -> dict[str, Any]:
     """Apply the sandbox of ``entries`` to this process; returns what was applied
-    (``mode``, ``landlock`` ABI, ``namespace``, ``network``, ``notes``). Raises
-    SandboxError when a required part cannot be applied."""
+    (``mode``, ``landlock`` ABI, ``namespace``, ``pid_namespace``, ``network``,
+    ``notes``; with a PID namespace also ``init``, its PID 1, and the descriptors
+    ``proc_fd``, the /proc this process saw before, and ``hold_fd``, which ends
+    PID 1 when closed, for the supervisor to keep). Raises SandboxError when a
+    required part cannot be applied."""
     spec = parse(entries)
     mode = spec.get("mode", ["workspace-write"])[0]
     network = spec.get("net", ["0"])[0] == "1"
@@ -274,36 +471,60 @@ def apply(entries: list[str]) -> dict[str, Any]:
         report["landlock"] = 0
         return report
     notes: list[str] = report["notes"]
+    pid_namespace = False
     if spec.get("ns", ["0"])[0] == "1":
-        private_mounts(spec, network)
+        sockets = listening_sockets() if "sockets" in spec else ([], 0)
+        pid_namespace = private_mounts(spec, network, sockets, notes)
         report["namespace"] = True
+        if pid_namespace:
+            report.update(pid_namespace_init(notes))
+        else:
+            notes.append(
+                "no PID namespace here: the command can see the user's other processes in /proc"
+            )
     else:
         hidden = len(spec.get("hd", ())) + len(spec.get("hf", ())) + len(spec.get("ro", ()))
         if hidden:
             notes.append("no mount namespace: protected and deny-listed paths are not covered")
+    report["pid_namespace"] = pid_namespace
     version = abi()
     dirs = spec.get("w", []) if mode == "workspace-write" else []
-    notes += restrict(dirs, spec.get("f", []), network, version)
+    notes += restrict(dirs, spec.get("f", []), network, version, pid_namespace)
     report["landlock"] = version
     return report
 
 
-def probe_namespace() -> str:
-    """'' if a private mount namespace can be made here (tried in a child), else why."""
+def pid_namespace_init(notes: list[str]) -> dict[str, int]:
+    """Start PID 1 of the new PID namespace, keeping the /proc seen before it mounts
+    its own (the supervisor accounts for processes by their pids out here)."""
+    proc_fd = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    pid, hold_fd, problem = start_init()
+    if problem:
+        notes.append(
+            "the user's other processes stay visible in the command's /proc (a fresh "
+            f"/proc could not be mounted: {problem})"
+        )
+    return {"init": pid, "proc_fd": proc_fd, "hold_fd": hold_fd}
+
+
+def probe_namespace() -> tuple[str, bool]:
+    """('' if a private mount namespace can be made here (tried in a child), else why;
+    whether a PID namespace can be made with it)."""
     pid = os.fork()
     if pid == 0:  # pragma: no cover (child)
-        code = 0
-        try:
-            enter_namespace(network=False)
+        code = 1
+        try:  # noqa: SIM105 (contextlib costs the supervisor's start-up time)
+            code = 0 if enter_namespace(network=False) else 2
         except (SandboxError, OSError):
-            code = 1
+            pass
         os._exit(code)
     _, status = os.waitpid(pid, 0)
-    if os.waitstatus_to_exitcode(status) == 0:
-        return ""
-    return "unshare(CLONE_NEWNS) is not permitted here (user namespaces disabled?)"
+    code = os.waitstatus_to_exitcode(status)
+    if code in (0, 2):
+        return "", code == 0
+    return "unshare(CLONE_NEWNS) is not permitted here (user namespaces disabled?)", False
 
 
 if __name__ == "__main__":  # ``python -I -S landlock.py``: print what this kernel offers
-    reason = probe_namespace() if sys.platform.startswith("linux") else "not Linux"
-    sys.stdout.write(f"{abi()}\n{reason}\n")
+    reason, pids = probe_namespace() if sys.platform.startswith("linux") else ("not Linux", False)
+    sys.stdout.write(f"{abi()}\n{reason}\n{int(pids)}\n")

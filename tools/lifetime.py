@@ -94,9 +94,16 @@ def reap(record: dict[str, Any], bound_s: float = 5.0) -> ReapResult:
     roots = [supervisor] if supervisor is not None and supervisor.start == sup_start else []
     leader = stat(pgid)
     recycled = leader is not None and leader.start != start
+    # The command's PID namespace's PID 1 (tools/landlock.py) ends only once the
+    # supervisor has collected the command: it goes with the supervisor, not before.
+    init = stat(int(record.get("init") or 0)) if roots else None
+    if init is not None and init.ppid == sup_pid:
+        roots.append(init)
+
+    ends = {r.pid for r in roots}
 
     def members(procs: dict[int, Proc]) -> list[Proc]:
-        found = [p for r in roots for p in descendants(r.pid, procs)]
+        found = [p for r in roots for p in descendants(r.pid, procs) if p.pid not in ends]
         if not recycled:
             found += [p for p in procs.values() if p.pgid == pgid and p.start >= start]
         return found
@@ -233,6 +240,7 @@ class Supervised:
             "tracked": self.tracked,
             "output_id": output_id,
             "tmpdir": tmpdir,
+            "init": int((self.sandbox or {}).get("init") or 0),
         }
 
     async def exited(self, timeout_s: float) -> bool:

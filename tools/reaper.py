@@ -25,6 +25,16 @@ starts inherit it; if it cannot be applied it reports ``sandbox_error`` and
 starts nothing. Descriptors it holds are made close-on-exec first, so none
 opened before the sandbox reaches the command.
 
+Where the kernel allows, the command runs in a PID namespace of its own: the
+sandbox forks the namespace's PID 1 (``landlock.init``: it mounts a /proc showing
+only the namespace and reaps orphans), and the command, started by the supervisor
+as before, is its second process. The supervisor stays outside: it still starts,
+waits for and kills the command by the pids it sees, listing processes through
+the /proc it saw before (``PROC_FD``); the command's orphans become PID 1's
+children, still our descendants. PID 1 is never counted as killed: closing its
+lifeline ends it, and with it, by the kernel, whatever is left in the namespace;
+the supervisor's own death closes it too.
+
 Without a subreaper (macOS, other Unixes) the supervisor kills the command's
 process group; processes that left it (``setsid``) cannot be found there, and
 the result says so.
@@ -75,10 +85,24 @@ class Proc:
         return self.state in ("Z", "X", "x")
 
 
+# The /proc this process lists and reads processes through: with the command in a
+# PID namespace of its own, its PID 1 mounts a fresh /proc over /proc (which then
+# shows the namespace's pids only), so the supervisor keeps a descriptor of the one
+# it saw before (``tools/landlock.py`` ``pid_namespace_init``). None: "/proc".
+PROC_FD: int | None = None
+
+
 def stat(pid: int) -> Proc | None:
     try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            raw = fh.read()
+        if PROC_FD is None:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                raw = fh.read()
+        else:
+            fd = os.open(f"{pid}/stat", os.O_RDONLY | os.O_CLOEXEC, dir_fd=PROC_FD)
+            try:
+                raw = os.read(fd, 4096)
+            finally:
+                os.close(fd)
     except OSError:  # gone, or not Linux
         return None
     close = raw.rindex(b")")
@@ -89,7 +113,7 @@ def stat(pid: int) -> Proc | None:
 
 def table() -> dict[int, Proc]:
     procs: dict[int, Proc] = {}
-    for entry in os.listdir("/proc"):
+    for entry in os.listdir("/proc" if PROC_FD is None else PROC_FD):
         if entry.isdigit() and (proc := stat(int(entry))) is not None:
             procs[proc.pid] = proc
     return procs
@@ -177,7 +201,7 @@ def kill_tree(
             break
         if time.monotonic() > deadline:
             break
-        for proc in live:
+        for proc in reversed(live):  # the deepest first: a PID namespace's PID 1 last
             try:
                 if signal_exact(proc, signal.SIGKILL):
                     killed.setdefault(proc.pid, proc.name)
@@ -282,6 +306,10 @@ class Supervisor:
         self.child = 0
         self.status: int | None = None
         self.tracked = False
+        # The command's PID namespace's PID 1 (``tools/landlock.py`` ``init``), not the
+        # command's: never counted as killed, and ended by closing ``hold``.
+        self.init = 0
+        self.hold = -1
 
     def send(self, **message: Any) -> None:
         try:  # noqa: SIM105 (contextlib costs the supervisor's start-up time)
@@ -297,6 +325,7 @@ class Supervisor:
             close_inherited(())
             try:
                 applied = sandbox(self.policy)
+                self.keep_init(applied)
                 os.chdir(os.getcwd())  # through the new mounts, not around them
             except Exception as exc:  # reported; the command does not run
                 self.send(sandbox_error=f"{type(exc).__name__}: {exc}")
@@ -317,6 +346,36 @@ class Supervisor:
         os.dup2(null, 2)
         os.close(null)
         return True
+
+    def keep_init(self, applied: dict[str, Any]) -> None:
+        """Take the PID namespace's parts out of the report (descriptors are not news)."""
+        global PROC_FD
+        if "init" in applied:
+            self.init, self.hold = applied["init"], applied.pop("hold_fd")
+            PROC_FD = applied.pop("proc_fd")
+
+    def command_tree(self, procs: dict[int, Proc]) -> list[Proc]:
+        """Every process the command started (and the command): our descendants but
+        the PID namespace's PID 1, whose children the command's orphans become."""
+        return [p for p in descendants(os.getpid(), procs) if p.pid != self.init]
+
+    def end_init(self) -> None:
+        """Close PID 1's lifeline (it exits, and the kernel ends anything left in the
+        namespace) and collect it, waiting a bounded while."""
+        if self.hold < 0:
+            return
+        os.close(self.hold)
+        self.hold = -1
+        deadline = time.monotonic() + KILL_BOUND_S
+        delay = 0.001
+        while time.monotonic() < deadline:
+            try:
+                if os.waitpid(self.init, os.WNOHANG)[0] == self.init:
+                    return
+            except ChildProcessError:
+                return
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
 
     def collect(self) -> None:
         try:
@@ -355,7 +414,7 @@ class Supervisor:
                 return
 
     def signal_all(self, sig: int) -> None:
-        targets = descendants(os.getpid(), table()) if self.tracked else []
+        targets = self.command_tree(table()) if self.tracked else []
         try:  # noqa: SIM105
             os.killpg(self.child, sig)
         except (ProcessLookupError, PermissionError):
@@ -368,10 +427,10 @@ class Supervisor:
 
     def finish(self) -> None:
         if self.tracked:
-            me = os.getpid()
-            killed, left = kill_tree([], lambda procs: descendants(me, procs), reaper=True)
+            killed, left = kill_tree([], self.command_tree, reaper=True)
         else:
             killed, left = kill_group(self.child)
+        self.end_init()
         reap_children()
         note = "" if self.tracked else UNTRACKED
         self.send(reaped={"killed": killed, "remaining": left, "note": note})

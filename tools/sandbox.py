@@ -10,11 +10,15 @@ Modes (as Codex names them):
   ``.bastion/`` and deny-listed paths stay read-only (or hidden);
 - ``danger-full-access``: no sandbox at all.
 
-Network is off in the sandboxed modes unless allowed. On Linux the supervisor
-applies it (``tools/landlock.py``: a private mount namespace, then Landlock); on
-macOS the command is wrapped in ``sandbox-exec`` with a generated profile
-(``tools/seatbelt.py``). Where neither exists the command runs unsandboxed, and
-``unavailable_notice`` is the one line the user is told.
+Network is off in the sandboxed modes unless allowed. In every sandboxed mode the
+walls (``tools/walls.py``) keep bastion's own folders, the sockets that act for the
+user and, in a home-folder workspace, the user's start-up files out of reach, and
+the command runs in a PID namespace of its own. On Linux the supervisor applies it
+(``tools/landlock.py``: private mount, PID and network namespaces, then Landlock);
+on macOS the command is wrapped in ``sandbox-exec`` with a generated profile
+(``tools/seatbelt.py``, without walls). Where neither exists the command runs
+unsandboxed, and ``unavailable_notice`` is the one line the user is told; without
+walls, the runtime makes each command ask (``SandboxSupport.walls``).
 """
 
 from __future__ import annotations
@@ -26,12 +30,13 @@ import sys
 import threading
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from tools.denylist import DEFAULT_DENY, DenyList, expand
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from tools.gitguard import Scan
+    from tools.walls import Walls
 
 # Read-only even in workspace-write: git hooks and config run code at the user's next
 # git command (hooks, core.hooksPath, core.fsmonitor, filters); .bastion/ holds the
@@ -39,7 +44,9 @@ if TYPE_CHECKING:
 PROTECTED = (".git/hooks", ".git/config", ".bastion")
 WRITABLE_FILES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty")
 SHARED_WRITABLE = ("/dev/shm",)
-PROBE_ENV = "BASTION_SANDBOX_PROBE"  # "fail": act as if this kernel had no sandbox
+# "fail": act as if this kernel had no sandbox; "no-namespace": as if it had Landlock
+# but no namespaces (so no walls)
+PROBE_ENV = "BASTION_SANDBOX_PROBE"
 LANDLOCK_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "landlock.py")
 
 
@@ -54,12 +61,16 @@ class SandboxPolicy:
     """What a command may do. ``writable``: absolute paths writable besides the
     workspace and temp; ``deny``: deny-list entries (``~/x``, ``/abs``, or a name
     pattern such as ``.env.*`` matched at any depth of the workspace, or a
-    workspace-relative pattern with a ``/``)."""
+    workspace-relative pattern with a ``/``); ``private``: bastion's own folders (its
+    store and sockets, its config dir, the sockets' fallback folders), which commands
+    never see and the file tools never open (``tools/walls.py``): the runtime names
+    them, as only it knows where it keeps them."""
 
     mode: SandboxMode = SandboxMode.WORKSPACE_WRITE
     network: bool = False
     writable: tuple[str, ...] = ()
     deny: tuple[str, ...] = DEFAULT_DENY
+    private: tuple[str, ...] = ()
 
     @property
     def sandboxed(self) -> bool:
@@ -89,23 +100,52 @@ class SandboxSupport:
     namespace: bool = False
     seatbelt: bool = False
     reasons: tuple[str, ...] = field(default=())
+    pid_namespace: bool = False
 
     @property
     def available(self) -> bool:
         return self.landlock > 0 or self.seatbelt
 
+    @property
+    def walls(self) -> bool:
+        """Whether bastion's own folders and sockets, and the sockets of other programs
+        that act for the user, can be hidden from commands (``tools/walls.py``): a
+        private mount namespace. Without walls, a command can reach outside its
+        sandbox, so the runtime asks before running one (runtime/run/sandboxing.py)."""
+        return self.landlock > 0 and self.namespace
+
     def describe(self) -> str:
         if self.seatbelt:
-            return "sandbox-exec (macOS Seatbelt)"
+            return (
+                "sandbox-exec (macOS Seatbelt), without walls: bastion's own folders and "
+                "Unix sockets are not hidden from commands"
+            )
         if self.landlock and self.namespace:
-            return f"Landlock ABI {self.landlock} and a private mount namespace"
+            return f"Landlock ABI {self.landlock} and " + self.uncovered()
         if self.landlock:
             return (
-                f"Landlock ABI {self.landlock} only (no mount namespace: .git/hooks, "
-                ".bastion/ and deny-listed paths inside writable folders are not protected "
-                "from commands)"
+                f"Landlock ABI {self.landlock} only, without walls (no mount namespace: "
+                + "; ".join(self.reasons or ("unknown",))
+                + "): bastion's own folders and sockets, other programs' sockets, "
+                ".git/hooks, .bastion/ and deny-listed paths are not hidden from commands"
             )
         return "none (" + "; ".join(self.reasons or ("unknown",)) + ")"
+
+    def uncovered(self) -> str:
+        """The namespaces, and what this kernel leaves open (older Landlock, no PID
+        namespace)."""
+        pid = self.pid_namespace
+        text = "a private mount and PID namespace" if pid else "a private mount namespace"
+        gaps = []
+        if not pid:
+            signals = " and can signal them (Landlock ABI 6 is needed)" if self.landlock < 6 else ""
+            gaps.append("no PID namespace: commands see the user's other processes" + signals)
+        if self.landlock < 6:
+            gaps.append(
+                "abstract Unix sockets (X11's @/tmp/.X11-unix) stay reachable with the "
+                "network on (Landlock ABI 6 is needed)"
+            )
+        return text + (" (" + "; ".join(gaps) + ")" if gaps else "")
 
 
 def _probe_linux() -> SandboxSupport:
@@ -119,14 +159,17 @@ def _probe_linux() -> SandboxSupport:
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return SandboxSupport("linux", reasons=(f"the probe could not run: {exc}",))
-    lines = [*done.stdout.split("\n"), "", ""]
+    lines = [*done.stdout.split("\n"), "", "", ""]
     version = int(lines[0]) if lines[0].isdigit() else 0
     reasons: list[str] = []
     if not version:
         reasons.append("this kernel has no Landlock (Linux 5.13+ with landlock in lsm=)")
     if lines[1]:
         reasons.append(lines[1])
-    return SandboxSupport("linux", version, not lines[1], reasons=tuple(reasons))
+    namespace = not lines[1]
+    return SandboxSupport(
+        "linux", version, namespace, reasons=tuple(reasons), pid_namespace=lines[2] == "1"
+    )
 
 
 class _Probe:
@@ -177,7 +220,11 @@ def probe() -> SandboxSupport:
     if os.environ.get(PROBE_ENV) == "fail":
         return SandboxSupport(sys.platform, reasons=(f"{PROBE_ENV}=fail is set",))
     if sys.platform.startswith("linux"):
-        return _PROBE.result()
+        found = _PROBE.result()
+        if os.environ.get(PROBE_ENV) == "no-namespace":
+            why = (*found.reasons, f"{PROBE_ENV}=no-namespace is set")
+            return replace(found, namespace=False, pid_namespace=False, reasons=why)
+        return found
     if sys.platform == "darwin":
         found = shutil.which("sandbox-exec") is not None
         why = () if found else ("sandbox-exec is not on this Mac",)
@@ -186,11 +233,20 @@ def probe() -> SandboxSupport:
 
 
 def unavailable_notice(policy: SandboxPolicy, support: SandboxSupport) -> str | None:
-    """The one line the user is told when a sandboxed mode cannot be honoured."""
-    if not policy.sandboxed or support.available:
+    """The one line the user is told when a sandboxed mode cannot be honoured: no
+    sandbox at all, or one without walls (then commands ask before they run)."""
+    if not policy.sandboxed or support.walls:
         return None
+    if support.available:
+        return (
+            "commands ask before they run, whatever the approval mode: the sandbox here "
+            "cannot hide bastion's own sockets and folders, or other programs' sockets, "
+            "from them (" + "; ".join(support.reasons or ("no private mount namespace",))
+            + "); `bastion doctor` says more"
+        )  # fmt: skip
     return (
-        f"commands will run WITHOUT a sandbox ({policy.mode.value} was asked for): "
+        f"commands will run WITHOUT a sandbox ({policy.mode.value} was asked for) and ask "
+        "before they run: "
         + "; ".join(support.reasons or ("no sandbox here",))
         + "; `bastion doctor` says more"
     )
@@ -207,6 +263,7 @@ class Plan:
     entries: tuple[str, ...]
     writable: tuple[str, ...]
     notes: tuple[str, ...] = ()
+    walls: Walls | None = None  # (tools/walls.py) why each walled path is walled
 
 
 def plan(
@@ -226,13 +283,16 @@ def plan(
     entries.append(f"tmp:{tmpdir}")
     entries += [f"f:{p}" for p in WRITABLE_FILES if os.path.exists(p)]
     notes: list[str] = []
+    walls = None
     if support.namespace:
         entries.append("ns:1")
         entries += [f"ro:{p}" for p in protected_paths(root)]
         entries += git_entries(root, tuple(writable), git, notes)
+        entries.append(f"empty:{empty_file(tmpdir)}")
+        walls = build_walls(root, writable, policy.private)  # bastion's, sockets, $HOME's
+        entries += walls.entries()
+        notes += walls.notes
         hidden, complete = DenyList(root, policy.deny).targets()
-        if hidden:
-            entries.append(f"empty:{empty_file(tmpdir)}")
         for path in hidden:
             real = os.path.realpath(path)
             entries.append(("hd:" if os.path.isdir(real) else "hf:") + real)
@@ -241,12 +301,18 @@ def plan(
                 "the workspace has too many folders: deny-listed names were looked for "
                 "in the first few thousand only"
             )
-    return Plan(tuple(entries), tuple(writable), tuple(notes))
+    return Plan(tuple(entries), tuple(writable), tuple(notes), walls)
+
+
+def build_walls(root: str, writable: list[str], private: tuple[str, ...]) -> Walls:
+    from tools.walls import build
+
+    return build(root, writable, private)
 
 
 def empty_file(tmpdir: str) -> str:
-    """An empty file to bind over deny-listed files (in the call's temp dir, which
-    goes with the call)."""
+    """An empty file to bind over deny-listed files and sockets (in the call's temp
+    dir, which goes with the call)."""
     path = os.path.join(tmpdir, ".bastion-denied")
     os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444))
     return path

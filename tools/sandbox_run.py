@@ -32,6 +32,7 @@ from tools.sandbox import (
     probe,
     unavailable_notice,
 )
+from tools.walls import SEALED_HINT, Walls, is_socket, why_walled
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -40,8 +41,8 @@ if TYPE_CHECKING:
 # EBUSY: renaming over a read-only bound file (how git writes .git/config)
 MARKERS = "Permission denied|Read-only file system|Operation not permitted|Device or resource busy"
 DENIED = re.compile(MARKERS + "|EACCES|EROFS")
-PATHS = re.compile(
-    r"""(?:'([^'\n]+)'|"([^"\n]+)"|(?<![\w.])((?:~|\.\.?)?/[^\s'":,;)]*)"""
+PATHS = re.compile(  # quoted ('', "", or coreutils' ‘’ in a UTF-8 locale), or bare
+    r"""(?:'([^'\n]+)'|"([^"\n]+)"|‘([^’\n]+)’|(?<![\w.])((?:~|\.\.?)?/[^\s'":,;)]*)"""
     rf"""|([^\s:'"]+)(?=: (?:{MARKERS})))"""
 )
 NETWORK = re.compile(r"(?i)connect|network|resolv|getaddrinfo|not known|socket|host")
@@ -54,6 +55,12 @@ ADDRESS = re.compile(
     r"|(?:resolve host:? '?[\w.-]+)"
 )
 MAX_DENIALS = 5
+UNREACHED = re.compile(r"Connection refused|No such file or directory|ECONNREFUSED|ENOENT")
+SOCKET_PATH = re.compile(r"(?<![\w.~])/[^\s'\":,;)\]]+")
+WALLED = (
+    "commands never reach sockets that act for the user (bastion's own among them); "
+    "if the task needs one, say so to the user"
+)
 HOW_TO_ALLOW_WRITE = (
     "if the task needs that path, the user can add its folder to writable_paths in their "
     "config.toml or approve this command outside the sandbox"
@@ -103,6 +110,7 @@ class Prepared:
     info: dict[str, Any] = field(default_factory=dict)
     before: dict[str, tuple[int, int] | None] = field(default_factory=dict)  # protected paths
     git: GitGuard | None = None
+    walls: Walls | None = None  # (tools/walls.py) what else is walled, and why
 
     def cleanup(self) -> None:
         """After the command's process tree is gone: git's control files are judged,
@@ -155,7 +163,7 @@ def prepare(
         env["TMPDIR"] = tmpdir
     info.update(applied=True, notes=list(made.notes))
     entries = () if support.seatbelt else made.entries  # sandbox-exec, not the supervisor
-    return Prepared(argv, entries, tmpdir, made.writable, info, before, guard)
+    return Prepared(argv, entries, tmpdir, made.writable, info, before, git=guard, walls=made.walls)
 
 
 def protected_identities(root: str) -> dict[str, tuple[int, int] | None]:
@@ -181,6 +189,7 @@ def applied(prep: Prepared, report: dict[str, Any] | None, platform: str = sys.p
     if report:
         prep.info["landlock_abi"] = report.get("landlock", 0)
         prep.info["namespace"] = bool(report.get("namespace"))
+        prep.info["pid_namespace"] = bool(report.get("pid_namespace"))
         prep.info.setdefault("notes", []).extend(report.get("notes") or ())
     elif prep.info.get("applied") and platform == "darwin":
         prep.info["seatbelt"] = True
@@ -202,7 +211,9 @@ def findings(
         data["git_quarantined"] = moved
     if policy is None or not prep.info.get("applied"):
         return data
-    denials = write_denials(output, policy, root, cwd, prep.writable)
+    denials = write_denials(output, policy, root, cwd, prep)
+    walled, output = socket_denials(output, prep.walls)
+    denials += walled
     if not policy.network:
         denials += network_denials(output, " ".join(prep.argv))
     if changed := protected_changed(root, prep.before):
@@ -222,7 +233,7 @@ def protected_changed(root: str, before: dict[str, tuple[int, int] | None]) -> l
 
 
 def write_denials(
-    output: str, policy: SandboxPolicy, root: str, cwd: str, writable: tuple[str, ...]
+    output: str, policy: SandboxPolicy, root: str, cwd: str, prep: Prepared
 ) -> list[dict[str, str]]:
     found: list[dict[str, str]] = []
     seen: set[str] = set()
@@ -236,7 +247,7 @@ def write_denials(
             real = resolved(path)
             if real is None:
                 continue
-            why = why_denied(path, root, writable, deny)
+            why = why_denied(path, root, prep.writable, deny, prep.walls)
             if why and real not in seen:
                 seen.add(real)
                 denial = {"path": real, "why": why, "allow": allow_hint(why)}
@@ -264,9 +275,13 @@ def resolved(path: str) -> str | None:
         return path
 
 
-def why_denied(path: str, root: str, writable: tuple[str, ...], deny: DenyList) -> str:
+def why_denied(
+    path: str, root: str, writable: tuple[str, ...], deny: DenyList, walls: Walls | None = None
+) -> str:
     """Why the sandbox would refuse writing ``path`` ('' if it would not)."""
     real = resolved(path) or path
+    if walls is not None and (walled := why_walled(real, walls)):
+        return walled
     rel = os.path.relpath(real, os.path.realpath(root))
     if not rel.startswith(".."):
         entry = deny.match(rel)
@@ -297,6 +312,8 @@ def is_git_control(rel: str) -> bool:
 
 
 def allow_hint(why: str) -> str:
+    if why.startswith("commands cannot create entries directly"):
+        return SEALED_HINT
     if why.startswith("deny-listed"):
         return "only the user can take it out of deny_paths in their config.toml"
     if why.startswith("protected"):
@@ -312,9 +329,14 @@ def denial_line(denial: dict[str, str], failed: bool) -> str:
     why = denial["why"]
     if "path" in denial:
         said = f"the command's output reports a refused write to {denial['path']}"
-        checked = f"that path is {why}"
+        starts = ("outside", "protected", "deny-listed", "hidden", "inside")
+        checked = f"that path is {why}" if why.startswith(starts) else why
         # deny-listed or protected: that only the user changes it is said either way
         hint = denial["allow"] if failed or not why.startswith("outside") else ""
+    elif why != "network is off":  # a Unix socket the walls keep out of reach
+        said = f"the command's output reports a failed connection to {denial['connection']}"
+        checked = f"that socket is {why}" if not why.startswith("a Unix") else f"it is {why}"
+        hint = denial["allow"]  # (only that the user decides: never an escalation)
     else:
         said = f"the command's output reports a failed connection ({denial['connection']})"
         checked = "the network is off for commands here"
@@ -322,6 +344,38 @@ def denial_line(denial: dict[str, str], failed: bool) -> str:
     ended = "the command failed" if failed else "the command still succeeded"
     line = f"[{said}; {checked}, so the sandbox may be why; {ended}"
     return line + (f"; {hint}]" if hint else "]")
+
+
+def socket_denials(output: str, walls: Walls | None) -> tuple[list[dict[str, str]], str]:
+    """Connections to Unix sockets the walls keep out of reach (a folder hidden, or a
+    socket covered, by name or because it listened when the command started), and
+    the output without the lines that named them (they are not the network's)."""
+    if walls is None:
+        return [], output
+    found: list[dict[str, str]] = []
+    kept: list[str] = []
+    for line in output.splitlines():
+        why = ""
+        if UNREACHED.search(line):
+            for match in SOCKET_PATH.finditer(line):
+                why = walled_socket(match.group(0), walls)
+                if why:
+                    if all(d["connection"] != match.group(0) for d in found):
+                        found.append({"connection": match.group(0), "why": why, "allow": WALLED})
+                    break
+        if not why:
+            kept.append(line)
+    return found, "\n".join(kept)
+
+
+def walled_socket(path: str, walls: Walls) -> str:
+    real = os.path.realpath(path)
+    for folder in walls.hidden:
+        if real == folder or real.startswith(folder.rstrip("/") + "/"):
+            return walls.reasons.get(folder, "hidden from commands")
+    if real in walls.sockets or is_socket(real):
+        return "a Unix socket outside the sandbox, which commands cannot reach"
+    return ""
 
 
 def network_denials(output: str, command: str) -> list[dict[str, str]]:

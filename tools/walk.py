@@ -251,7 +251,8 @@ class Walker:
             report.unreadable += 1
             return [], [], None, 0
         pushed = _push_gitignore(fd, parts, frames) if ".gitignore" in files else 0
-        if self.ctx.authorize_path is not None or self.ctx.workspace.deny is not None:
+        ws = self.ctx.workspace
+        if self.ctx.authorize_path is not None or ws.deny is not None or ws.guard is not None:
             files = self._allowed(prefix, files)
             subdirs = self._allowed(prefix, subdirs)
         if frames:

@@ -22,6 +22,7 @@ from tools.refusal import RefusalCode, Refused
 
 if TYPE_CHECKING:
     from tools.denylist import DenyList
+    from tools.walls import Guard
 
 MAX_PATH_BYTES = 4096
 MAX_NAME_BYTES = 255
@@ -79,11 +80,16 @@ class Workspace:
         self._aliases = {root, os.path.realpath(root)}
         self.identity = identity(os.fstat(fd))
         self.deny: DenyList | None = None  # the user's deny-list (set by ``open``)
+        self.guard: Guard | None = None  # bastion's own folders, $HOME's start-up files
 
     @classmethod
-    def open(cls, root: str | os.PathLike[str], deny: tuple[str, ...] = ()) -> Workspace:
+    def open(
+        cls, root: str | os.PathLike[str], deny: tuple[str, ...] = (), private: tuple[str, ...] = ()
+    ) -> Workspace:
         """Open and pin ``root``; ``deny`` entries (``tools/denylist.py``) are refused
-        to every tool and left out of listings and searches."""
+        to every tool and left out of listings and searches, and so are bastion's own
+        folders ``private`` where the workspace holds them; the user's start-up files
+        in it are never written (``tools/walls.py``)."""
         if not SUPPORTED:
             raise WorkspaceError(
                 f"bastion tools need dir_fd support (Linux or macOS); {sys.platform} "
@@ -99,6 +105,9 @@ class Workspace:
             from tools.denylist import DenyList
 
             ws.deny = DenyList(text, deny)
+        from tools.walls import Guard
+
+        ws.guard = Guard.of(text, private)
         return ws
 
     @property
@@ -184,6 +193,8 @@ class Workspace:
                 "leave it alone; if the task needs it, ask the user (they can edit "
                 "deny_paths in their config.toml)",
             )
+        if self.guard is not None:
+            self.guard.refuse(rel.parts, rel.text, access is Access.WRITE)
         if access is Access.WRITE:
             for part in rel.parts:
                 if part.casefold() in PROTECTED_DIRS:
@@ -272,6 +283,8 @@ def visible(ws: Workspace, hook: AuthorizePath | None, path: str) -> bool:
     """Whether a listing or search may show workspace-relative ``path``: not
     deny-listed, and allowed for reading by the host hook (if any)."""
     if ws.deny is not None and ws.deny.match(path) is not None:
+        return False
+    if ws.guard is not None and ws.guard.hides(path):
         return False
     return hook is None or ask(hook, path, Access.READ)
 

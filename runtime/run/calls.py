@@ -38,6 +38,7 @@ from runtime.records import (
 from runtime.run import failpoints
 from runtime.run.effects import start_with_effects
 from runtime.run.live import Buffer, now
+from runtime.run.sandboxing import ask_without_walls
 from runtime.run.toolbox import CURRENT_CALL, ToolOutcome
 from runtime.schedule import groups, may_overlap, run_together
 from runtime.store.ids import uuid7
@@ -71,12 +72,15 @@ class CallRunner:
         info = self.deps.toolbox.info(name) if self.deps.toolbox else None
         read_only = info.read_only if info else True
         decision = decide(self.deps.approval_mode, name, read_only)
+        # Hook: where the sandbox has no walls, a command asks (runtime.run.sandboxing).
+        decision, review = ask_without_walls(
+            decision, name, self.deps.toolbox, self.deps.interactive
+        )
         approval = {
             Decision.RUN: Approval.NOT_REQUIRED,
             Decision.ASK: Approval.PENDING,  # unless a rule allows it (`by_rules`)
             Decision.REFUSE: Approval.DENIED,
         }[decision]
-        review = None
         if decision != Decision.REFUSE and name in EDIT_TOOLS and guarded_path(arguments):
             approval, review = Approval.DENIED, {"refusal": GUARDED_REFUSAL}
         stamp = now()

@@ -14,17 +14,36 @@ the sandbox and add `deny_paths` entries, never remove one (runtime.config.proje
 ignores anything else, with a note). Flags (`--sandbox MODE`, `--network`) win over the
 user's file. Without either, commands run in `workspace-write`, or `read-only`
 under the read-only approval mode.
+
+Every policy names bastion's own folders (`own_folders`: the store and its
+sockets, the config dir, the sockets' fallback folders): commands never see them
+and the file tools never open them (tools/walls.py). Where the sandbox cannot
+hide them (no private mount namespace, or no sandbox at all), a command could
+reach outside it through them, or through other programs' sockets, so
+`ask_without_walls` makes every command ask, whatever the approval mode.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from runtime.config.approvals import Decision
 from runtime.errors import ConfigError
 
 if TYPE_CHECKING:
     from tools.sandbox import SandboxPolicy
+
+COMMAND_TOOLS = frozenset({"run_command"})
+UNWALLED_REFUSAL = (
+    "REFUSED FORBIDDEN: {tool} needs the user's approval here, whatever the approval "
+    "mode, and this session cannot ask: this machine's sandbox cannot hide bastion's own "
+    "sockets and folders, or other programs' sockets, from commands ({why}).\n"
+    "hint: tell the user the command you would run; they can approve it in an "
+    "interactive session, allow it with --allow 'PREFIX', or enable user namespaces "
+    "(`bastion doctor` says what is missing)."
+)
 
 MODES = ("read-only", "workspace-write", "danger-full-access")
 KEYS = ("sandbox_mode", "network", "writable_paths", "deny_paths")
@@ -88,7 +107,55 @@ def choose_sandbox(
         network=bool(network) or bool(getattr(config, "network", False)),
         writable=tuple(getattr(config, "writable_paths", ())),
         deny=tuple(getattr(config, "deny_paths", SandboxPolicy().deny)),
+        private=own_folders(),
     )
+
+
+def own_folders() -> tuple[str, ...]:
+    """Bastion's own folders, absolute: the store's (`runtime.config.home`: the store,
+    its sockets and artifacts), the config dir (config.toml, trusted.toml, themes,
+    agents; `runtime.config.load.user_config_path`'s) and the folders the attach
+    sockets fall back to when the store's path is too long for one
+    (`runtime.ipc.serve.socket_path`: `bastion-UID` in $XDG_RUNTIME_DIR, the temp dir
+    and /tmp; tests/hostile/test_walls.py checks the two stay in step)."""
+    import tempfile
+
+    from runtime.config.home import home_dir
+
+    env = os.environ
+    config = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    name = f"bastion-{os.getuid()}"
+    bases = (env.get("XDG_RUNTIME_DIR"), tempfile.gettempdir(), "/tmp")
+    found = [
+        home_dir(),
+        os.path.join(config, "bastion"),
+        *(os.path.join(b, name) for b in bases if b),
+    ]
+    return tuple(dict.fromkeys(os.path.abspath(p) for p in found))
+
+
+def ask_without_walls(
+    decision: Decision, tool: str, toolbox: Any, interactive: bool
+) -> tuple[Decision, dict[str, Any] | None]:
+    """A command that would run unasked (full-auto) asks instead where the sandbox has
+    no walls (tools.sandbox.SandboxSupport.walls), like a command the user lets out
+    of the sandbox: nothing hides bastion's own sockets from it. Returns the decision
+    and, for a session that cannot ask, the refusal the model is told (a rule the
+    user saved, or `--allow`, still runs it)."""
+    if decision is not Decision.RUN or tool not in COMMAND_TOOLS:
+        return decision, None
+    policy = getattr(toolbox, "sandbox", None)
+    if policy is None or not policy.sandboxed:
+        return decision, None
+    from tools.sandbox import probe
+
+    support = probe()
+    if support.walls:
+        return decision, None
+    if interactive:
+        return Decision.ASK, None
+    why = "; ".join(support.reasons) or "no private mount namespace"
+    return Decision.ASK, {"refusal": UNWALLED_REFUSAL.format(tool=tool, why=why)}
 
 
 def sandbox_notice(policy: SandboxPolicy) -> str | None:
@@ -117,5 +184,7 @@ def sandbox_report(config: Any, approval_mode: str) -> tuple[bool, str]:
     support = probe()
     line = f"{policy.describe()}; this machine offers {support.describe()}"
     if policy.sandboxed and not support.available:
-        return False, f"commands would run WITHOUT a sandbox: {line}"
+        return False, f"commands would run WITHOUT a sandbox and ask before each: {line}"
+    if policy.sandboxed and not support.walls:
+        return False, f"commands ask before each run, whatever the approval mode: {line}"
     return True, line

@@ -102,7 +102,9 @@ class WorkspaceToolbox:
         self.artifacts_dir = artifacts_dir  # where long outputs spill (read_output pages them)
         self.sandbox = sandbox if sandbox is not None else SandboxPolicy()
         try:
-            self._workspace = tools.Workspace.open(root, deny=self.sandbox.deny)
+            self._workspace = tools.Workspace.open(
+                root, deny=self.sandbox.deny, private=self.sandbox.private
+            )
         except tools.WorkspaceError as exc:
             raise ConfigError(
                 str(exc), hint="run bastion from the project directory, or start a new session"

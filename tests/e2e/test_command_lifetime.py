@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from runtime.testing.pids import host_pids
 from runtime.testing.waiting import alive, wait_for
 
 pytestmark = [
@@ -50,6 +51,13 @@ def pids(cwd: Path) -> dict[str, int] | None:
         return None
 
 
+def ours(cwd: Path, found: dict[str, int]) -> dict[str, int]:
+    """Our pids of the processes the command wrote down (its PID namespace's pids)."""
+    mapped = {name: host_pids(pid, cwd) for name, pid in found.items()}
+    assert all(len(p) == 1 for p in mapped.values()), mapped
+    return {name: p[0] for name, p in mapped.items()}
+
+
 def ticks(cwd: Path) -> int:
     path = cwd / "counter.txt"
     return path.read_text().count("\n") if path.exists() else 0
@@ -59,8 +67,9 @@ def kill_and_check(b, sig: int, after: int = 3) -> None:
     """Kill bastion with `sig` once the command has ticked `after` times."""
     (b.cwd / "double_fork.py").write_text(DOUBLE_FORK)
     proc = b.popen("-p", "--session-id", SID, "go", "--approval-mode", "full-auto")
+    found: dict[str, int] = {}
     try:
-        found = wait_for(lambda: pids(b.cwd))
+        found = ours(b.cwd, wait_for(lambda: pids(b.cwd)))
         wait_for(lambda: ticks(b.cwd) >= after)
         proc.send_signal(sig)
         proc.wait(timeout=10)
@@ -74,7 +83,7 @@ def kill_and_check(b, sig: int, after: int = 3) -> None:
     finally:
         proc.kill()
         proc.wait()
-        for pid in (pids(b.cwd) or {}).values():
+        for pid in found.values():
             if alive(pid):
                 os.kill(pid, signal.SIGKILL)
 

@@ -77,7 +77,9 @@ def test_without_a_sandbox_the_user_is_told_once_and_doctor_says_it(loopback, ba
     )  # fmt: skip
     b = bastion(server)
     out = b.run("-p", "go", "--approval-mode", "full-auto", env={"BASTION_SANDBOX_PROBE": "fail"})
-    assert out.returncode == 0, out.stderr
+    # Without a sandbox (so without its walls) a command asks even in full-auto: -p
+    # cannot ask, so both are refused (exit 3), each saying why (issue 34).
+    assert out.returncode == 3, out.stderr
     assert out.stderr.count("commands will run WITHOUT a sandbox") == 1, out.stderr
     doctor = b.run("doctor", env={"BASTION_SANDBOX_PROBE": "fail"})
     assert "FAIL sandbox   commands would run WITHOUT a sandbox" in doctor.stdout

@@ -4,7 +4,6 @@ the loopback OpenAI-compatible server recording what the model was sent."""
 from __future__ import annotations
 
 import json
-import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from runtime.providers.openai import OpenAIChatProvider
 from runtime.records import Run
 from runtime.run.loop import LoopSettings
 from runtime.run.toolbox import WorkspaceToolbox
+from runtime.testing.pids import running
 from runtime.testing.server import LoopbackServer
 from tools.sandbox import SandboxMode, SandboxPolicy
 
@@ -32,13 +32,10 @@ def script(folder: Path, name: str, body: str) -> Path:
     return path
 
 
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as f:  # a zombie is dead too
-        return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+def alive(pid_file: Path) -> bool:
+    """Whether the process whose pid a hook wrote to `pid_file` still runs: the pid is
+    its PID namespace's, and the hook ran in the file's folder (runtime.testing.pids)."""
+    return running(int(pid_file.read_text()), pid_file.parent)
 
 
 def edit(path: str, old: str, new: str) -> dict[str, Any]:

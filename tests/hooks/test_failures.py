@@ -38,7 +38,7 @@ async def test_a_hook_that_times_out_is_killed_with_what_it_started(tmp_path, ev
     assert len(notes) == 1 and notes[0].startswith(f"{event} hook `")
     assert "ran past its 2 s limit and was killed" in notes[0]
     assert rows[-1]["outcome"] == "timeout"
-    assert not alive(int((s.workspace / "bg.pid").read_text()))
+    assert not alive(s.workspace / "bg.pid")
 
 
 @pytest.mark.parametrize("kind", sorted(GARBAGE))

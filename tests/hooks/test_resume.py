@@ -69,7 +69,7 @@ async def stopped_during_hook(tmp_path: Path, hooks: dict, marker: str) -> tuple
 async def test_an_effect_hook_cut_off_is_reported_and_not_run_again(tmp_path):
     hooks = {"PostToolUse": [{"command": "echo $$ > hook.pid; echo post >> post.log; sleep 30"}]}
     a, item_id = await stopped_during_hook(tmp_path, hooks, "post.log")
-    assert not alive(int((a.workspace / "hook.pid").read_text()))  # killed as bastion stopped
+    assert not alive(a.workspace / "hook.pid")  # killed as bastion stopped
     try:
         b = await open_session(tmp_path, a.server, hooks, conversation_id=a.conversation_id)
         try:
@@ -121,6 +121,6 @@ async def test_an_effect_hook_an_interrupt_cuts_off_is_one_line_at_once(tmp_path
         finally:
             await s.harness.close()
     assert run.state == "interrupted"
-    assert not alive(int((s.workspace / "hook.pid").read_text()))
+    assert not alive(s.workspace / "hook.pid")
     assert [r["state"] for r in rows] == ["started", "interrupted"]
     assert len(notes) == 1 and "was cut off by an interrupt; it is not run again" in notes[0]

@@ -52,8 +52,7 @@ def test_a_trusted_projects_hook_cannot_send_the_key_to_its_own_provider(loopbac
     assert out.returncode == 0, out.stderr
     sent = str(attacker.requests()) + str(attacker.headers())
     assert len(attacker.requests()) == 2  # the hook's context and the command's output went
-    assert "OPENAI_API_KEY" in sent  # ... the name may be seen (redacted or absent) ...
-    assert KEY not in sent  # ... never the value
+    assert KEY not in sent  # ... never the key
     assert KEY[:12] not in sent
 
 

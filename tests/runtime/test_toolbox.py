@@ -18,6 +18,7 @@ import time
 import pytest
 
 from runtime.run.toolbox import WorkspaceToolbox, reap_processes
+from runtime.testing.pids import host_pids
 
 ROOT = pathlib.Path(__file__).parents[2]
 HOST = """
@@ -60,7 +61,8 @@ def test_a_resume_finds_nothing_running_and_the_output_before_the_kill(tmp_path)
         while "line 3" not in (box.interrupted_output(record) or ""):
             assert time.monotonic() < deadline, "the output never reached the artifact"
             time.sleep(0.02)
-        pid = int((root / "s.pid").read_text())
+        # (the command's PID namespace numbers it otherwise)
+        [pid] = host_pids(int((root / "s.pid").read_text()), root)
         os.kill(record["supervisor_pid"], signal.SIGSTOP)  # leave the work to the resume
         host.kill()
         host.wait(10)
