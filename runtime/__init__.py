@@ -20,25 +20,25 @@ if TYPE_CHECKING:
 sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 
 _EXPORTS = {
-    "AmbiguousId": "runtime.errors",
-    "BastionError": "runtime.errors",
+    "AmbiguousId": "runtime.model.errors",
+    "BastionError": "runtime.model.errors",
     "BUDGET_CODES": "runtime.run.budget",
     "Budget": "runtime.run.budget",
-    "ConfigError": "runtime.errors",
-    "ConfigChange": "runtime.config.watch",
-    "ConfigWatcher": "runtime.config.watch",
-    "CompactionFailed": "runtime.errors",
+    "ConfigError": "runtime.model.errors",
+    "ConfigChange": "runtime.setup.watch",
+    "ConfigWatcher": "runtime.setup.watch",
+    "CompactionFailed": "runtime.model.errors",
     "compacted_through": "runtime.context.compaction",
-    "ConversationBusy": "runtime.errors",
-    "LeaseLost": "runtime.errors",
-    "SchemaTooNew": "runtime.errors",
-    "SessionSummary": "runtime.records",
+    "ConversationBusy": "runtime.model.errors",
+    "LeaseLost": "runtime.model.errors",
+    "SchemaTooNew": "runtime.model.errors",
+    "SessionSummary": "runtime.model.records",
     "ReadOnlyStore": "runtime.store.readonly",
     "SessionHit": "runtime.store.readonly",
     "SessionRow": "runtime.store.readonly",
-    "StoreError": "runtime.errors",
-    "UnknownConversation": "runtime.errors",
-    "UnknownEntry": "runtime.errors",
+    "StoreError": "runtime.model.errors",
+    "UnknownConversation": "runtime.model.errors",
+    "UnknownEntry": "runtime.model.errors",
     "RestorePlan": "runtime.run.effects",
     "RestoreReport": "runtime.run.effects",
     "SearchHit": "runtime.store.fulltext",
@@ -51,7 +51,7 @@ _EXPORTS = {
     "Driver": "runtime.run.driver",
     "Follower": "runtime.ipc.attach",
     "ModelInfo": "runtime.context.catalog",
-    "load_config": "runtime.config.load",
+    "load_config": "runtime.setup.load",
     "Trust": "runtime.config.trust",
     "TrustState": "runtime.config.trust",
     "trust_of": "runtime.config.trust",
@@ -59,42 +59,42 @@ _EXPORTS = {
     "project_files": "runtime.config.trust",
     "set_trust": "runtime.config.trust",
     "recorded_trust": "runtime.config.trust",
-    "project_preview": "runtime.config.preview",
+    "project_preview": "runtime.setup.preview",
     "store_modes": "runtime.store.storefile",
     "choose_sandbox": "runtime.run.sandboxing",
     "sandbox_notice": "runtime.run.sandboxing",
     "probe_sandbox_soon": "runtime.run.sandboxing",
     "sandbox_report": "runtime.run.sandboxing",
-    "hooks_report": "runtime.hooks",
+    "hooks_report": "runtime.setup.preview",
     "LoopSettings": "runtime.run.loop",
     "ProjectInstructions": "runtime.context.instructions",
     "load_instructions": "runtime.context.instructions",
     "schema_version": "runtime.store.migrations",
     "kept_bytes": "runtime.store.blobs",
-    "EmptyInput": "runtime.errors",
+    "EmptyInput": "runtime.model.errors",
     "Harness": "runtime.harness",
-    "SessionSettings": "runtime.records",
+    "SessionSettings": "runtime.model.records",
     "Subscription": "runtime.harness",
-    "default_home": "runtime.config.home",
+    "default_home": "runtime.store.home",
     "BadRule": "runtime.config.rules",
     "command_rule": "runtime.config.rules",
     "Rule": "runtime.config.rules",
     "RuleKind": "runtime.config.rules",
     "Scope": "runtime.config.rules",
-    "ConversationView": "runtime.views",
+    "ConversationView": "runtime.model.views",
     "UsageSummary": "runtime.context.usage",
     "UsageTotals": "runtime.context.usage",
     "usage_summary": "runtime.context.usage",
-    "reduce": "runtime.views",
-    "view_from_snapshot": "runtime.views",
+    "reduce": "runtime.model.views",
+    "view_from_snapshot": "runtime.model.views",
     "Attachment": "runtime.context.mentions",
-    "LocalServer": "runtime.config.firstrun",
-    "NoModelConfigured": "runtime.config.firstrun",
-    "ProbeTarget": "runtime.config.firstrun",
-    "default_targets": "runtime.config.firstrun",
-    "first_run_report": "runtime.config.firstrun",
-    "first_run_text": "runtime.config.firstrun",
-    "probe_local_servers": "runtime.config.firstrun",
+    "LocalServer": "runtime.setup.firstrun",
+    "NoModelConfigured": "runtime.setup.firstrun",
+    "ProbeTarget": "runtime.setup.firstrun",
+    "default_targets": "runtime.setup.firstrun",
+    "first_run_report": "runtime.setup.firstrun",
+    "first_run_text": "runtime.setup.firstrun",
+    "probe_local_servers": "runtime.setup.firstrun",
     "McpServerStatus": "runtime.mcp.status",
     "probe_mcp_servers": "runtime.mcp.hub",
     "WorkspaceFiles": "runtime.context.mentions",
@@ -103,23 +103,23 @@ _EXPORTS = {
     "mention_at": "runtime.context.mentions",
     "split_attachments": "runtime.context.mentions",
     "short_ids": "runtime.store.shortids",
-    "Config": "runtime.config.load",
+    "Config": "runtime.setup.load",
     "EFFORTS": "runtime.run.reasoning",
     "EventChannel": "runtime.ipc.channel",
     "HarnessGone": "runtime.ipc.frames",
     "HarnessProxy": "runtime.ipc.channel",
-    "PROBE_TIMEOUT": "runtime.config.firstrun",
+    "PROBE_TIMEOUT": "runtime.setup.firstrun",
     "RemoteHarness": "runtime.ipc.remote",
-    "Toolbox": "runtime.run.toolbox",
+    "Toolbox": "runtime.model.tools",
     "URGENT": "runtime.ipc.channel",
     "WorkspaceToolbox": "runtime.run.toolbox",
     "channel_for": "runtime.ipc.channel",
     "end_pair": "runtime.ipc.frames",
     "frame": "runtime.ipc.frames",
     "lookup": "runtime.context.catalog",
-    "model_resolver": "runtime.config.load",
+    "model_resolver": "runtime.setup.load",
     "new_conversation": "runtime.harness",
-    "parse_uuid": "runtime.store.ids",
+    "parse_uuid": "runtime.model.ids",
     "read_frame": "runtime.ipc.frames",
     "recv_blocking": "runtime.ipc.frames",
     "harden_process": "runtime.config.secrets",
@@ -128,21 +128,21 @@ _EXPORTS = {
     "serve": "runtime.ipc.remote",
     "start_pair": "runtime.ipc.frames",
     "typed_prefix": "runtime.store.shortids",
-    "user_config_path": "runtime.config.load",
-    "uuid7": "runtime.store.ids",
+    "user_config_path": "runtime.setup.load",
+    "uuid7": "runtime.model.ids",
     "write_frame": "runtime.ipc.frames",
     "HarnessAPI": "runtime.api",
-    "NeedsDriver": "runtime.errors",
+    "NeedsDriver": "runtime.model.errors",
     "Interruption": "runtime.harness",
-    "Redirection": "runtime.schedule.redirect",
-    "TodoItem": "runtime.plan.items",
-    "Conversation": "runtime.records",
-    "Entry": "runtime.records",
-    "InboxItem": "runtime.records",
-    "InboxMode": "runtime.records",
+    "Redirection": "runtime.run.redirect",
+    "TodoItem": "runtime.model.todo",
+    "Conversation": "runtime.model.records",
+    "Entry": "runtime.model.records",
+    "InboxItem": "runtime.model.records",
+    "InboxMode": "runtime.model.records",
     "read_user_file": "runtime.config.safe_read",
-    "visible": "runtime.text",
-    "visible_json": "runtime.text",
+    "visible": "runtime.model.text",
+    "visible_json": "runtime.model.text",
 }
 
 __all__ = [
@@ -273,20 +273,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from runtime.api import HarnessAPI
-    from runtime.config.firstrun import (
-        PROBE_TIMEOUT,
-        LocalServer,
-        NoModelConfigured,
-        ProbeTarget,
-        default_targets,
-        first_run_report,
-        first_run_text,
-        probe_local_servers,
-    )
-    from runtime.config.home import default_home
-    from runtime.config.load import Config, load_config, model_resolver, user_config_path
-    from runtime.config.preview import project_preview
-    from runtime.config.rules import BadRule, Rule, RuleKind, Scope, command_rule
+    from runtime.config.rules import command_rule
     from runtime.config.safe_read import read_user_file
     from runtime.config.secrets import harden_process
     from runtime.config.trust import (
@@ -298,7 +285,6 @@ if TYPE_CHECKING:
         trust_of,
         trust_once,
     )
-    from runtime.config.watch import ConfigChange, ConfigWatcher
     from runtime.context.catalog import ModelInfo, lookup
     from runtime.context.compaction import compacted_through
     from runtime.context.instructions import ProjectInstructions, load_instructions
@@ -311,20 +297,6 @@ if TYPE_CHECKING:
         split_attachments,
     )
     from runtime.context.usage import UsageSummary, UsageTotals, usage_summary
-    from runtime.errors import (
-        AmbiguousId,
-        BastionError,
-        CompactionFailed,
-        ConfigError,
-        ConversationBusy,
-        EmptyInput,
-        LeaseLost,
-        NeedsDriver,
-        SchemaTooNew,
-        StoreError,
-        UnknownConversation,
-        UnknownEntry,
-    )
     from runtime.harness import Harness, Interruption, Subscription, new_conversation
     from runtime.harness.transfer import (
         ImportRefused,
@@ -332,7 +304,6 @@ if TYPE_CHECKING:
         committed_view,
         export_markdown,
     )
-    from runtime.hooks import hooks_report
     from runtime.ipc.attach import Follower
     from runtime.ipc.channel import URGENT, EventChannel, HarnessProxy, channel_for
     from runtime.ipc.frames import (
@@ -349,8 +320,22 @@ if TYPE_CHECKING:
     from runtime.ipc.remote import RemoteHarness, serve
     from runtime.mcp.hub import probe_mcp_servers
     from runtime.mcp.status import McpServerStatus
-    from runtime.plan.items import TodoItem
-    from runtime.records import (
+    from runtime.model.errors import (
+        AmbiguousId,
+        BastionError,
+        CompactionFailed,
+        ConfigError,
+        ConversationBusy,
+        EmptyInput,
+        LeaseLost,
+        NeedsDriver,
+        SchemaTooNew,
+        StoreError,
+        UnknownConversation,
+        UnknownEntry,
+    )
+    from runtime.model.ids import parse_uuid, uuid7
+    from runtime.model.records import (
         Conversation,
         Entry,
         InboxItem,
@@ -358,29 +343,45 @@ if TYPE_CHECKING:
         SessionSettings,
         SessionSummary,
     )
+    from runtime.model.rules import BadRule, Rule, RuleKind, Scope
+    from runtime.model.text import visible, visible_json
+    from runtime.model.todo import TodoItem
+    from runtime.model.tools import Toolbox
+    from runtime.model.views import ConversationView, reduce, view_from_snapshot
     from runtime.run.budget import BUDGET_CODES, Budget
     from runtime.run.driver import Driver
     from runtime.run.effects import RestorePlan, RestoreReport
     from runtime.run.loop import LoopSettings
     from runtime.run.reasoning import EFFORTS
+    from runtime.run.redirect import Redirection
     from runtime.run.sandboxing import (
         choose_sandbox,
         probe_sandbox_soon,
         sandbox_notice,
         sandbox_report,
     )
-    from runtime.run.toolbox import Toolbox, WorkspaceToolbox
-    from runtime.schedule.redirect import Redirection
+    from runtime.run.toolbox import WorkspaceToolbox
+    from runtime.setup.firstrun import (
+        PROBE_TIMEOUT,
+        LocalServer,
+        NoModelConfigured,
+        ProbeTarget,
+        default_targets,
+        first_run_report,
+        first_run_text,
+        probe_local_servers,
+    )
+    from runtime.setup.load import Config, load_config, model_resolver, user_config_path
+    from runtime.setup.preview import hooks_report, project_preview
+    from runtime.setup.watch import ConfigChange, ConfigWatcher
     from runtime.store.blobs import kept_bytes
     from runtime.store.fulltext import SearchHit, SearchQueryError
-    from runtime.store.ids import parse_uuid, uuid7
+    from runtime.store.home import default_home
     from runtime.store.migrations import schema_version
     from runtime.store.readonly import ReadOnlyStore, SessionHit, SessionRow
     from runtime.store.sessions import Rewound
     from runtime.store.shortids import short_ids, typed_prefix
     from runtime.store.storefile import store_modes
-    from runtime.text import visible, visible_json
-    from runtime.views import ConversationView, reduce, view_from_snapshot
 
 
 def __getattr__(name: str) -> Any:

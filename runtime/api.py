@@ -21,12 +21,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from runtime.config.rules import Rule
-    from runtime.errors import BastionError
     from runtime.harness import Harness, Interruption
     from runtime.ipc.remote import RemoteHarness
     from runtime.mcp.status import McpServerStatus
-    from runtime.records import (
+    from runtime.model.errors import BastionError
+    from runtime.model.records import (
         Conversation,
         Entry,
         InboxItem,
@@ -34,11 +33,12 @@ if TYPE_CHECKING:
         SessionSettings,
         SessionSummary,
     )
+    from runtime.model.rules import Rule
+    from runtime.model.views import ConversationView
     from runtime.run.effects import RestorePlan, RestoreReport
-    from runtime.schedule.redirect import Redirection
+    from runtime.run.redirect import Redirection
     from runtime.store.fulltext import SearchHit
     from runtime.store.sessions import Rewound
-    from runtime.views import ConversationView
 
 __all__ = ["HarnessAPI"]
 

@@ -53,10 +53,10 @@ def test_headless_packages_import_no_ui(package, banned):
 PUBLIC = {
     "runtime",
     "runtime.api",
-    "runtime.views",
-    "runtime.records",
-    "runtime.events",
-    "runtime.errors",
+    "runtime.model.views",
+    "runtime.model.records",
+    "runtime.model.events",
+    "runtime.model.errors",
 }
 
 

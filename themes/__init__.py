@@ -19,7 +19,7 @@ from typing import Any
 from textual.app import App
 from textual.theme import BUILTIN_THEMES, Theme
 
-from runtime.errors import ConfigError
+from runtime.model.errors import ConfigError
 
 __all__ = [
     "BASTION_DARK",

@@ -204,7 +204,7 @@ class ThemeFolder:
 
     def _read(self, path: Path, owners: dict[str, Path]) -> Theme:
         from runtime import read_user_file
-        from runtime.errors import ConfigError
+        from runtime.model.errors import ConfigError
 
         try:  # a symlink the user made is followed; a FIFO or device is refused at once
             read = read_user_file(path)

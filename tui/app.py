@@ -39,7 +39,7 @@ from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 from textual.widgets import Static
 
-from runtime.errors import BastionError, EmptyInput
+from runtime.model.errors import BastionError, EmptyInput
 from themes import DEFAULT_THEME, check_theme_name
 from tui import theming
 from tui.markup import escape
@@ -56,8 +56,8 @@ if TYPE_CHECKING:  # loaded after the first frame (see tui.launch and `_mount_re
     from textual.notifications import SeverityLevel
 
     from runtime import ConfigWatcher, EventChannel, HarnessAPI
-    from runtime.records import SessionSettings
-    from runtime.views import ConversationView
+    from runtime.model.records import SessionSettings
+    from runtime.model.views import ConversationView
     from themes.user import ThemeFolder
     from tui import slash
     from tui.attach_app import AttachedHarness
@@ -87,7 +87,7 @@ def _slash_provider() -> type[Provider]:
 
 #: What a view with entries draws: loaded after a new session's first frame, and before
 #: a stored one's (`preload`).
-VIEW_MODULES = ("runtime.ipc.channel", "runtime.views", "tui.widgets.entries")
+VIEW_MODULES = ("runtime.ipc.channel", "runtime.model.views", "tui.widgets.entries")
 #: What the app loads after its first frame: the parts `_mount_rest` mounts, and what a
 #: view with entries draws.
 LATE_MODULES = (
@@ -412,7 +412,7 @@ class BastionApp(App[int]):
     async def _show_first(self, harness: HarnessAPI, conv_id: str) -> None:
         """The session's first view (the one its harness process sent with it, if so),
         and the prompt from the command line submitted while it is drawn."""
-        from runtime.views import OPENING_ENTRIES
+        from runtime.model.views import OPENING_ENTRIES
 
         opening = harness.take_opening(conv_id)
         self.settings, view = opening or await asyncio.gather(
@@ -529,7 +529,7 @@ class BastionApp(App[int]):
     ) -> ConversationView:
         """`view` with `batch` (from `EventChannel.get`) applied: each event through the
         reducer, or a fresh snapshot after a resync."""
-        from runtime.views import reduce
+        from runtime.model.views import reduce
 
         if isinstance(batch, list):
             for event in batch:
@@ -680,7 +680,7 @@ class BastionApp(App[int]):
     async def _submit(self, text: str, view: ConversationView, *, follow_up: bool = False) -> None:
         """`send` with `view` the session as last seen."""
         from runtime import expand_mentions
-        from runtime.records import InboxMode
+        from runtime.model.records import InboxMode
 
         assert self.harness is not None
         self.renderers.want()  # (its answer will)
@@ -702,7 +702,7 @@ class BastionApp(App[int]):
         if self.view is None:
             return []
         from runtime import split_attachments
-        from runtime.records import EntryKind
+        from runtime.model.records import EntryKind
 
         return [split_attachments(e.text)[0] for e in self.view.settled if e.kind == EntryKind.USER]
 

@@ -30,7 +30,7 @@ import threading
 from typing import TextIO
 
 from runtime import BastionError, ConversationView, Follower, Harness, visible
-from runtime.records import (
+from runtime.model.records import (
     Approval,
     Entry,
     EntryKind,
@@ -41,7 +41,7 @@ from runtime.records import (
     ToolCallRecord,
     ToolCallState,
 )
-from runtime.views import call_summary
+from runtime.model.views import call_summary
 
 __all__ = ["AttachLine", "attach"]
 

@@ -190,8 +190,8 @@ async def _serve(sock: socket.socket, opts: Any, check_model: bool) -> tuple[int
     import asyncio
 
     from runtime import serve, write_frame
-    from runtime.errors import BastionError
-    from runtime.views import OPENING_ENTRIES
+    from runtime.model.errors import BastionError
+    from runtime.model.views import OPENING_ENTRIES
     from tui.session import drive_session, open_session
 
     reader, writer = await asyncio.open_connection(sock=sock)

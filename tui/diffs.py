@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from runtime.records import ToolCallRecord
+from runtime.model.records import ToolCallRecord
 
 Kind = Literal["file", "hunk", "add", "remove", "context", "note"]
 

@@ -72,7 +72,7 @@ def run(opts: Any) -> int:
     0 (or the app's code), or 2 with one line on stderr when the session cannot be opened.
     """
     from runtime import load_config
-    from runtime.errors import BastionError
+    from runtime.model.errors import BastionError
     from tui.exits import EXIT_OK, EXIT_USAGE, error_line
 
     set_frame_rate()
@@ -176,7 +176,7 @@ class _Opening:
         """Open it now (it opens while Textual loads): None, or the exit code when it
         cannot be (the first-run screen shown, or the error printed)."""
         from runtime import NoModelConfigured
-        from runtime.errors import BastionError
+        from runtime.model.errors import BastionError
         from tui.exits import EXIT_USAGE, error_line
 
         child = self.open()

@@ -1,4 +1,4 @@
-"""The app following config.toml edits (runtime.config.watch.ConfigWatcher).
+"""The app following config.toml edits (runtime.setup.watch.ConfigWatcher).
 
 A change to `theme` recolours the app at once. `approval_mode` and `model`
 become this session's from its next run, unless a flag set them for this
@@ -14,7 +14,7 @@ import asyncio
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
-from runtime.errors import BastionError
+from runtime.model.errors import BastionError
 
 if TYPE_CHECKING:  # the app imports this before the harness's modules load
     from runtime import ConfigChange, ConfigWatcher

@@ -42,8 +42,8 @@ from runtime import (
     split_attachments,
     visible,
 )
-from runtime.events import CompactionProgress, Event
-from runtime.records import (
+from runtime.model.events import CompactionProgress, Event
+from runtime.model.records import (
     Entry,
     EntryKind,
     EntryStatus,
@@ -51,7 +51,7 @@ from runtime.records import (
     ToolCallRecord,
     ToolCallState,
 )
-from runtime.views import call_summary, child_label
+from runtime.model.views import call_summary, child_label
 from tui.diffs import call_diff, diff_lines, rules_text
 from tui.plan_lines import plan_header, plan_rows
 from tui.run_words import budget_stop, compaction_event_line, summary_label

@@ -14,7 +14,7 @@ from rich.text import Text
 from tui.sessionlist import choose_numbered
 
 if TYPE_CHECKING:
-    from runtime.records import SessionSettings
+    from runtime.model.records import SessionSettings
     from tui.plain import LineMode
 
 __all__ = ["PlainHost", "rich_markup"]

@@ -39,8 +39,8 @@ from runtime import (
     visible,
     visible_json,
 )
-from runtime.errors import RequestKeyReused, StoreError, UnknownConversation
-from runtime.events import (
+from runtime.model.errors import RequestKeyReused, StoreError, UnknownConversation
+from runtime.model.events import (
     AttemptReset,
     CompactionProgress,
     EntryAdded,
@@ -49,8 +49,15 @@ from runtime.events import (
     ToolCallUpdated,
     event_to_dict,
 )
-from runtime.records import EntryKind, EntryStatus, Run, RunState, ToolCallRecord, ToolCallState
-from runtime.views import call_summary
+from runtime.model.records import (
+    EntryKind,
+    EntryStatus,
+    Run,
+    RunState,
+    ToolCallRecord,
+    ToolCallState,
+)
+from runtime.model.views import call_summary
 from tui.exits import (
     EXIT_BUDGET,
     EXIT_FAILED,

@@ -37,7 +37,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from runtime import end_pair, frame, recv_blocking, send_blocking, start_pair
-from runtime.errors import BastionError
+from runtime.model.errors import BastionError
 
 if TYPE_CHECKING:
     import asyncio

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime.records import Entry
+from runtime.model.records import Entry
 from tui.usage import count
 
 __all__ = [

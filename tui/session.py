@@ -27,8 +27,8 @@ from runtime import (
     typed_prefix,
     uuid7,
 )
-from runtime.errors import BastionError, ConfigError, ConversationBusy, UnknownConversation
-from runtime.records import Conversation
+from runtime.model.errors import BastionError, ConfigError, ConversationBusy, UnknownConversation
+from runtime.model.records import Conversation
 
 
 class SessionUsageError(BastionError):

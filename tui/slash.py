@@ -21,15 +21,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from runtime import visible_json
-from runtime.errors import BastionError
-from runtime.records import EntryKind
+from runtime.model.errors import BastionError
+from runtime.model.records import EntryKind
 from tui.markup import escape
 from tui.usage import totals_label
 
 if TYPE_CHECKING:  # the harness's modules load after the first frame (see tui.launch)
     from runtime import HarnessAPI
-    from runtime.records import SessionSettings
-    from runtime.views import ConversationView
+    from runtime.model.records import SessionSettings
+    from runtime.model.views import ConversationView
 
 __all__ = [
     "COMMANDS",

@@ -20,7 +20,7 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 from runtime import ConversationView
-from runtime.errors import BastionError
+from runtime.model.errors import BastionError
 from tui.markup import escape
 from tui.widgets.transcript import Transcript
 
@@ -78,7 +78,7 @@ class SubagentScreen(Screen[None]):
 
     async def _follow(self) -> None:
         from runtime import channel_for
-        from runtime.views import reduce
+        from runtime.model.views import reduce
 
         channel = channel_for(self.harness, self.conversation_id)
         try:

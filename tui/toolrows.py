@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime.records import ToolCallRecord
-from runtime.views import call_summary
+from runtime.model.records import ToolCallRecord
+from runtime.model.views import call_summary
 
 __all__ = ["human_size", "row_words"]
 

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
-from runtime.records import Entry, Run
-from runtime.views import ConversationView
+from runtime.model.records import Entry, Run
+from runtime.model.views import ConversationView
 
 T = TypeVar("T")
 R = TypeVar("R")

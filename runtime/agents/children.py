@@ -16,9 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.events import DurableEvent
-from runtime.records import Conversation, ToolCallRecord
-from runtime.store.ids import uuid7
+from runtime.model.events import DurableEvent
+from runtime.model.ids import uuid7
+from runtime.model.records import Conversation, ToolCallRecord
 from runtime.store.rows import CONVERSATION_COLUMNS, conversation_row
 from runtime.store.tx import TOOL_COLUMNS, Tx, tool_call_row
 

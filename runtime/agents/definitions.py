@@ -39,7 +39,7 @@ from pathlib import Path
 
 from runtime.config.safe_read import read_project_file, read_user_file
 from runtime.config.trust import trust_of
-from runtime.errors import ConfigError
+from runtime.model.errors import ConfigError
 
 __all__ = [
     "BUILTIN",

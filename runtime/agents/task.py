@@ -37,10 +37,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from runtime.agents.children import final_text, find_child, link_tx, subagent_of
 from runtime.agents.definitions import AgentCatalog, AgentDefinition
-from runtime.errors import BastionError, ConversationBusy
-from runtime.events import Event, ToolCallUpdated
-from runtime.providers.base import ToolSpec
-from runtime.records import (
+from runtime.model.errors import BastionError, ConversationBusy
+from runtime.model.events import Event, ToolCallUpdated
+from runtime.model.llm import ToolSpec
+from runtime.model.records import (
     Approval,
     Conversation,
     InboxItem,
@@ -50,16 +50,9 @@ from runtime.records import (
     ToolCallRecord,
     ToolCallState,
 )
+from runtime.model.tools import CURRENT_CALL, OnStart, Toolbox, ToolboxLayer, ToolInfo, ToolOutcome
+from runtime.model.views import call_summary
 from runtime.run.admission import AdmittedBefore, admit_first_tx, new_conversation
-from runtime.run.toolbox import (
-    CURRENT_CALL,
-    OnStart,
-    Toolbox,
-    ToolboxLayer,
-    ToolInfo,
-    ToolOutcome,
-)
-from runtime.views import call_summary
 
 if TYPE_CHECKING:
     from runtime.run.driver import Driver

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from runtime.errors import ConfigError
+from runtime.model.errors import ConfigError
 
 
 class ApprovalMode(StrEnum):

@@ -16,61 +16,18 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass
-from enum import StrEnum
-from typing import Any
 
 from runtime.config.shell import Word, split_commands
-from runtime.errors import ConfigError
-
-
-class RuleKind(StrEnum):
-    COMMAND = "command"
-    EDITS = "edits"
-    TOOL = "tool"  # an MCP tool by name (`github__create_issue`) or a server's (`github__*`)
-
-
-class Scope(StrEnum):
-    SESSION = "session"
-    PROJECT = "project"
-    INVOCATION = "invocation"
-
-
-class BadRule(ConfigError):
-    code = "bad_rule"
-
-
-COMMAND_TOOLS = frozenset({"run_command"})
-EDIT_TOOLS = frozenset({"write_file", "edit_file"})
-# Never allowed by a rule: the project's remembered rules themselves.
-GUARDED = ".bastion"
-
-
-@dataclass(frozen=True, slots=True)
-class Rule:
-    kind: str
-    pattern: str  # command: words joined by one space; edits: folder ("" = the workspace)
-    scope: str = Scope.SESSION
-
-    def describe(self) -> str:
-        if self.kind == RuleKind.TOOL:
-            server, _, tool = self.pattern.partition(TOOL_SEPARATOR)
-            return (
-                f"every tool of MCP server {server}" if tool == "*" else f"MCP tool {self.pattern}"
-            )
-        if self.kind == RuleKind.COMMAND:
-            return f"commands starting with `{self.pattern}`"
-        return f"edits under {self.pattern}/" if self.pattern else "edits anywhere in the workspace"
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Rule:
-        return cls(str(data["kind"]), str(data["pattern"]), str(data.get("scope", Scope.SESSION)))
-
-    def but(self, **changes: Any) -> Rule:
-        return Rule(**{**self.to_dict(), **changes})
+from runtime.model.rules import (
+    COMMAND_TOOLS,
+    EDIT_TOOLS,
+    GUARDED,
+    TOOL_SEPARATOR,
+    BadRule,
+    Rule,
+    RuleKind,
+    Scope,
+)
 
 
 def command_rule(text: str, scope: str = Scope.SESSION) -> Rule:
@@ -93,7 +50,6 @@ def command_rule(text: str, scope: str = Scope.SESSION) -> Rule:
     return Rule(RuleKind.COMMAND, pattern, scope)
 
 
-TOOL_SEPARATOR = "__"  # runtime.mcp's namespace: NAME__tool
 _TOOL_PATTERN = re.compile(r"[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*__(?:[A-Za-z0-9_.-]+|\*)")
 
 

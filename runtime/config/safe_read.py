@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runtime.errors import ConfigError
+from runtime.model.errors import ConfigError
 from tools.refusal import RefusalCode, Refused
 from tools.workspace import RelPath, Workspace, WorkspaceError
 

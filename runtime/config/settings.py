@@ -28,11 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.config.rules import (
-    BadRule,
     Resolve,
-    Rule,
-    RuleKind,
-    Scope,
     allowing,
     command_rule,
     edits_rule,
@@ -41,7 +37,8 @@ from runtime.config.rules import (
     unique,
 )
 from runtime.config.safe_read import parse_toml, read_project_file, too_large
-from runtime.errors import ConfigError
+from runtime.model.errors import ConfigError
+from runtime.model.rules import BadRule, Rule, RuleKind, Scope
 
 log = logging.getLogger(__name__)
 SETTINGS = Path(".bastion") / "settings.toml"

@@ -30,7 +30,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from runtime.config.safe_read import parse_toml, read_user_file
-from runtime.errors import ConfigError
+from runtime.model.errors import ConfigError
 
 __all__ = [
     "PROJECT_FILES",

@@ -9,7 +9,7 @@ prefix winning, so dated names (`claude-sonnet-4-5-20250929`) and tags
 (`llama3.2:3b`) match their family.
 
 `[models."PROVIDER/NAME"]` tables of config.toml override any field of one
-model (see runtime.config.load). A model the catalog does not know gets
+model (see runtime.setup.load). A model the catalog does not know gets
 conservative defaults (a 32k window, 8,192 output tokens, no images, no
 prices) and `known=False`, so `bastion doctor` and the status line can say
 its numbers are guesses.

@@ -39,9 +39,9 @@ from typing import Any, TypeVar
 
 from runtime.context.catalog import ModelInfo, cost_of
 from runtime.context.tokens import Quality, count_text, estimate_usage
-from runtime.errors import CompactionFailed
-from runtime.plan.items import with_plan
-from runtime.providers.base import (
+from runtime.model.errors import CompactionFailed
+from runtime.model.ids import uuid7
+from runtime.model.llm import (
     Message,
     ModelRequest,
     Provider,
@@ -50,10 +50,10 @@ from runtime.providers.base import (
     Usage,
     UsageReport,
 )
-from runtime.records import Entry, EntryKind, EntryStatus
-from runtime.run import failpoints
+from runtime.model.records import Entry, EntryKind, EntryStatus
+from runtime.model.todo import with_plan
+from runtime.store import failpoints
 from runtime.store.database import Store
-from runtime.store.ids import uuid7
 from runtime.store.surrogates import valid_stream
 from runtime.store.tx import Tx
 

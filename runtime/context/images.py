@@ -27,8 +27,8 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from runtime.errors import BastionError
-from runtime.providers.base import ContentPart, ImagePart, TextPart
+from runtime.model.errors import BastionError
+from runtime.model.llm import ContentPart, ImagePart, TextPart
 
 __all__ = [
     "IMAGE_SUFFIXES",

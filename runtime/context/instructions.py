@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runtime.config.safe_read import read_project_file, read_user_file
-from runtime.errors import ConfigError
+from runtime.model.errors import ConfigError
 
 __all__ = [
     "INSTRUCTIONS_LIMIT",

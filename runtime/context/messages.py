@@ -28,8 +28,8 @@ from typing import Any
 
 from runtime.context.compaction import CUT_OFF, covered_through, newest_summary
 from runtime.context.images import adapt_content
-from runtime.providers.base import ImagePart, Message, TextPart, ToolCall, ToolSpec
-from runtime.records import Conversation, Entry, EntryKind, EntryStatus
+from runtime.model.llm import ImagePart, Message, TextPart, ToolCall, ToolSpec
+from runtime.model.records import Conversation, Entry, EntryKind, EntryStatus
 
 CONTINUE = (
     "[Your answer above was cut off when bastion stopped; the user has seen it. "

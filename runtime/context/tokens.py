@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from runtime.providers.base import ImagePart, Message, ModelRequest, TextPart, ToolSpec, Usage
+from runtime.model.llm import ImagePart, Message, ModelRequest, TextPart, ToolSpec, Usage
 
 log = logging.getLogger(__name__)
 

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.context.tokens import Quality
-from runtime.records import EntryKind
-from runtime.views import ConversationView
+from runtime.model.records import EntryKind
+from runtime.model.views import ConversationView
 
 __all__ = ["UsageSummary", "UsageTotals", "usage_summary", "worse_quality"]
 

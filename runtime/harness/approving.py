@@ -5,14 +5,15 @@ to a conversation. A mixin over `HarnessCore`; `Harness` is the public face."""
 from __future__ import annotations
 
 from runtime.agents.children import call_owner
-from runtime.config.rules import BadRule, Rule, Scope, propose, unique
+from runtime.config.rules import propose, unique
 from runtime.config.settings import load_project_rules
 from runtime.config.trust import trust_of
-from runtime.errors import NotPending
 from runtime.harness.core import HarnessCore
-from runtime.records import ToolCallRecord
+from runtime.model.errors import NotPending
+from runtime.model.records import ToolCallRecord
+from runtime.model.rules import BadRule, Rule, Scope
+from runtime.model.tools import SANDBOX_OVERRIDES
 from runtime.run.answers import Answer, answer_tx
-from runtime.run.toolbox import SANDBOX_OVERRIDES
 from runtime.store.tx import Tx
 
 

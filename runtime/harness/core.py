@@ -19,19 +19,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from runtime.agents.children import pending_child_calls
-from runtime.config.load import Config
-from runtime.errors import BastionError, HarnessClosed
-from runtime.events import Event, RunUpdated, ToolCallUpdated
 from runtime.ipc.serve import AttachServer
-from runtime.providers.base import Provider
-from runtime.records import Conversation, Run, SessionSettings
+from runtime.model.errors import BastionError, HarnessClosed
+from runtime.model.events import Event, RunUpdated, ToolCallUpdated
+from runtime.model.ids import uuid7
+from runtime.model.llm import Provider
+from runtime.model.records import Conversation, Run, SessionSettings
+from runtime.model.tools import Toolbox
+from runtime.model.views import ConversationView, StreamCursor, view_from_snapshot
 from runtime.run.driver import Driver
 from runtime.run.loop import LoopSettings
-from runtime.run.toolbox import Toolbox
+from runtime.setup.load import Config
 from runtime.store.database import Store
-from runtime.store.ids import uuid7
 from runtime.store.tx import Tx
-from runtime.views import ConversationView, StreamCursor, view_from_snapshot
 
 if TYPE_CHECKING:
     from runtime.mcp.hub import McpHub

@@ -14,20 +14,21 @@ from typing import Any, cast
 
 from runtime import agents
 from runtime.config.approvals import ApprovalMode
-from runtime.config.rules import Rule, Scope, allow_rule, folder_parts
+from runtime.config.rules import allow_rule, folder_parts
 from runtime.config.settings import ProjectRules, RuleBook
 from runtime.config.trust import trust_of
 from runtime.context.catalog import ModelInfo
 from runtime.context.compaction import DEFAULT_RESERVE, CompactionSettings, Compactor
 from runtime.context.usage import UsageSummary, usage_summary
-from runtime.errors import BastionError, UnfinishedWork
 from runtime.harness.core import HarnessCore
 from runtime.hooks import hooks_for
 from runtime.ipc.serve import start_server
 from runtime.mcp.status import McpServerStatus
+from runtime.model.errors import BastionError, UnfinishedWork
+from runtime.model.llm import Provider
+from runtime.model.records import Conversation, Entry, SessionSettings
+from runtime.model.rules import Rule, Scope
 from runtime.plan.todo import PlanToolbox
-from runtime.providers.base import Provider
-from runtime.records import Conversation, Entry, SessionSettings
 from runtime.run.admission import new_conversation
 from runtime.run.driver import Driver, DriverConfig
 from runtime.run.reasoning import parse_effort

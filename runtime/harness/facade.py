@@ -9,7 +9,7 @@
 Admission (the user entry and its queued run, or a queued inbox item while
 busy) is committed before any provider call. Durable events are published
 after their commit; transient deltas as they stream. `snapshot()` gives a view
-that the pure reducer (`runtime.views.reduce`) keeps current from events.
+that the pure reducer (`runtime.model.views.reduce`) keeps current from events.
 
 The Harness is assembled from parts, each a module: runtime.harness.core (shared
 state, events, snapshots), runtime.harness.session_ops (search, fork, rewind,
@@ -30,10 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.agents import unfinished_children
-from runtime.config.load import Config, default_home
 from runtime.context.instructions import ProjectInstructions, load_instructions
-from runtime.errors import InputHeld, StoreError, UnknownRun
-from runtime.events import DurableEvent, InboxUpdated, RunUpdated
 from runtime.harness.approving import ApprovalOps
 from runtime.harness.core import (
     HarnessCore,
@@ -43,7 +40,9 @@ from runtime.harness.core import (
 )
 from runtime.harness.driving import DrivingOps
 from runtime.harness.session_ops import SessionOps
-from runtime.records import (
+from runtime.model.errors import InputHeld, StoreError, UnknownRun
+from runtime.model.events import DurableEvent, InboxUpdated, RunUpdated
+from runtime.model.records import (
     Conversation,
     InboxItem,
     InboxMode,
@@ -52,7 +51,6 @@ from runtime.records import (
     SessionSettings,
     ToolCallRecord,
 )
-from runtime.run import failpoints
 from runtime.run.admission import (
     AdmittedBefore,
     admit_first_tx,
@@ -64,7 +62,9 @@ from runtime.run.admission import (
 from runtime.run.aio import wait_until
 from runtime.run.calls import interrupt_tx
 from runtime.run.loop import LoopSettings
-from runtime.schedule.redirect import Redirection, redirect_tx
+from runtime.run.redirect import Redirection, redirect_tx
+from runtime.setup.load import Config, default_home
+from runtime.store import failpoints
 from runtime.store.database import Store
 from runtime.store.tx import TOOL_COLUMNS, Tx, tool_call_row
 
@@ -96,7 +96,7 @@ class Harness(SessionOps, ApprovalOps, DrivingOps):
         config: Config | None = None,
     ) -> Harness:
         """`config` supplies the model catalog overrides, output caps and compaction
-        settings (runtime.config.load); without it, the catalog's defaults."""
+        settings (runtime.setup.load); without it, the catalog's defaults."""
         home = default_home()
         file = Path(path) if path is not None else home / "bastion.sqlite"
         store = await Store.open(file)
@@ -286,7 +286,7 @@ class Harness(SessionOps, ApprovalOps, DrivingOps):
         self, conversation_id: str, text: str, *, request_key: str | None = None
     ) -> Redirection:
         """Interrupt and redirect in one action: the interrupt (as `interrupt`) and `text`
-        as the next prompt, committed together (runtime.schedule.redirect); the cut run
+        as the next prompt, committed together (runtime.run.redirect); the cut run
         is cancelled and the next one starts with `text`. A request key is admitted once,
         as with `submit`: asking again with it cuts nothing."""
         self._check_open()

@@ -10,16 +10,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from runtime import agents
-from runtime.errors import UnknownEntry
 from runtime.harness import transfer
 from runtime.harness.core import HarnessCore
-from runtime.records import Conversation, Entry, SessionSummary
+from runtime.model.errors import UnknownEntry
+from runtime.model.ids import uuid7
+from runtime.model.records import Conversation, Entry, SessionSummary
 from runtime.run import effects
 from runtime.run.driver import lease_live
 from runtime.store import sessions, shortids
 from runtime.store.database import DESCENDANTS_AND_SELF, remove_artifacts
 from runtime.store.fulltext import SearchHit
-from runtime.store.ids import uuid7
 
 
 class SessionOps(HarnessCore):

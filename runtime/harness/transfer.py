@@ -17,9 +17,10 @@ from typing import Any
 
 from runtime.config.safe_read import MAX_DEPTH, check_depth
 from runtime.context.compaction import compacted_through
-from runtime.errors import BastionError, ConfigError, UnknownConversation
-from runtime.events import DurableEvent, event_to_dict
-from runtime.records import (
+from runtime.model.errors import BastionError, ConfigError, UnknownConversation
+from runtime.model.events import DurableEvent, event_to_dict
+from runtime.model.ids import parse_uuid
+from runtime.model.records import (
     Conversation,
     Entry,
     EntryKind,
@@ -29,10 +30,9 @@ from runtime.records import (
     ToolCallRecord,
     ToolCallState,
 )
-from runtime.store.ids import parse_uuid
+from runtime.model.views import ConversationView
 from runtime.store.sessions import History
 from runtime.store.surrogates import mend_tree
-from runtime.views import ConversationView
 
 FORMAT = "bastion.conversation"
 FORMAT_VERSION = 1
@@ -97,8 +97,8 @@ _HAS_CHILDREN = "SELECT 1 FROM conversations WHERE task_parent_id = ? LIMIT 1"
 
 def committed_view(db: sqlite3.Connection, conversation_id: str) -> ConversationView:
     """The conversation as committed (what a process driving none of it sees)."""
+    from runtime.model.views import view_from_snapshot
     from runtime.store.database import read_snapshot
-    from runtime.views import view_from_snapshot
 
     snap = read_snapshot(db, conversation_id)
     if snap is None:

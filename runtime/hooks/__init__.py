@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from tools.sandbox import SandboxPolicy
 
 __all__ = [
-    "EVENTS", "HookSet", "HookSpec", "hooks_for", "hooks_report", "parse_hooks", "project_hooks",
+    "EVENTS", "HookSet", "HookSpec", "hooks_for", "parse_hooks", "project_hooks",
 ]  # fmt: skip
 
 
@@ -32,20 +32,3 @@ def hooks_for(config: Any, cwd: str, trusted: bool, policy: SandboxPolicy | None
     if trusted:
         found = found + project_hooks(cwd)
     return Hooks(found, cwd, policy) if found else None
-
-
-def hooks_report(cwd: str) -> str:
-    """`bastion doctor`'s line: the hooks a session started in `cwd` would run (the
-    user's, and a trusted project's), each command whole (doctor shows its control
-    characters). ConfigError when a file's [hooks] is wrong."""
-    from runtime.config.load import load_config
-    from runtime.config.trust import trust_of
-
-    mine = load_config(cwd).hooks.hooks
-    theirs = project_hooks(cwd).hooks if trust_of(cwd).trusted else ()
-    if not mine and not theirs:
-        return "none configured ([[hooks.EVENT]] tables in config.toml)"
-    shown = [f"{h.event} `{h.command}`" for h in mine] + [
-        f"{h.event} `{h.command}` (project)" for h in theirs
-    ]
-    return f"{len(shown)} configured: " + "; ".join(shown)

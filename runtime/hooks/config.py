@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runtime.errors import ConfigError
+from runtime.model.errors import ConfigError
 
 EVENTS = ("PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop", "SessionStart")
 TOOL_EVENTS = ("PreToolUse", "PostToolUse")

@@ -18,7 +18,7 @@ One `Hooks` per driver (per conversation and process). The model loop calls it:
   with the reason as the model's next input, at most STOP_CONTINUATIONS times per
   run; `stop_hook_active` tells the hook it already did.
 
-What the ledger keeps (`hook.ran` events, runtime.events.HookRan) and so what a
+What the ledger keeps (`hook.ran` events, runtime.model.events.HookRan) and so what a
 resumed session does:
 
 - gates (PreToolUse, UserPromptSubmit) are committed with their decision in one
@@ -44,11 +44,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from runtime.events import HookRan
 from runtime.hooks.config import HookSet, HookSpec
 from runtime.hooks.decide import HookResult, interpret
 from runtime.hooks.process import HookOutput, hook_env, run_hook
-from runtime.records import (
+from runtime.model.events import HookRan
+from runtime.model.ids import now, uuid7
+from runtime.model.records import (
     ACTIVE_RUN_STATES,
     Approval,
     Entry,
@@ -59,13 +60,11 @@ from runtime.records import (
     ToolCallRecord,
     ToolCallState,
 )
-from runtime.run.live import now
-from runtime.store.ids import uuid7
 from runtime.store.tx import Tx
 
 if TYPE_CHECKING:
-    from runtime.run.loop import RunExecutor
-    from runtime.run.toolbox import ToolOutcome
+    from runtime.hooks.context import RunContext
+    from runtime.model.tools import ToolOutcome
     from tools.sandbox import SandboxPolicy
 
 log = logging.getLogger(__name__)
@@ -87,7 +86,7 @@ class Hooks:
 
     # --- the points in a run -----------------------------------------------
 
-    async def run_start(self, ex: RunExecutor, run: Run, resumed: bool) -> Run | None:
+    async def run_start(self, ex: RunContext, run: Run, resumed: bool) -> Run | None:
         """Before the run's first model request. Returns the run, ended, when a
         UserPromptSubmit hook blocked its prompt; else None."""
         if resumed:
@@ -105,14 +104,14 @@ class Hooks:
         asked here (print mode): its hooks still see it, and may block it."""
         return call.approval != Approval.DENIED or bool((call.review or {}).get("cannot_ask"))
 
-    async def before_tool(self, ex: RunExecutor, call: ToolCallRecord) -> ToolCallRecord | None:
+    async def before_tool(self, ex: RunContext, call: ToolCallRecord) -> ToolCallRecord | None:
         """PreToolUse for a call about to be approved or run: the call as it is now
         (denied or approved by a hook, or unchanged); None if it was settled meanwhile."""
         specs = self.hooks.matching("PreToolUse", call.name)
         prefix = f"PreToolUse:{call.id}:"
         if not specs:
             return call
-        fresh = await ex.deps.store.tool_call(call.id)  # the rules decided in its insert
+        fresh = await ex.store.tool_call(call.id)  # the rules decided in its insert
         if fresh is None or fresh.state != ToolCallState.PENDING:
             return None
         call = fresh
@@ -144,10 +143,10 @@ class Hooks:
 
         _, found = await ex.commit(build, after=lambda out: _track(ex, out[0]))
         if found is None:  # changed meanwhile (an answer, an interrupt): as it is now
-            found = await ex.deps.store.tool_call(call.id)
+            found = await ex.store.tool_call(call.id)
         return found if found is not None and found.state == ToolCallState.PENDING else None
 
-    async def after_tool(self, ex: RunExecutor, call: ToolCallRecord, outcome: ToolOutcome) -> None:
+    async def after_tool(self, ex: RunContext, call: ToolCallRecord, outcome: ToolOutcome) -> None:
         """PostToolUse, once the call's result is committed (at most once)."""
         specs = self.hooks.matching("PostToolUse", call.name)
         if not specs:
@@ -158,7 +157,7 @@ class Hooks:
         )
         await self._effects(ex, call.run_id, f"PostToolUse:{call.id}:", specs, payload, call.name)
 
-    async def stop(self, ex: RunExecutor, run: Run, answer: Entry) -> bool:
+    async def stop(self, ex: RunContext, run: Run, answer: Entry) -> bool:
         """Stop, when the model answered and before the run is committed as answered
         (at most once per answer). True when a hook blocked the stop: the run goes on,
         its reason told to the model, at most STOP_CONTINUATIONS times per run."""
@@ -178,17 +177,17 @@ class Hooks:
             return True
         return False
 
-    async def _session_start(self, ex: RunExecutor, run: Run) -> None:
+    async def _session_start(self, ex: RunContext, run: Run) -> None:
         specs = self.hooks.matching("SessionStart")
         if not specs:
             return
-        earlier = await ex.deps.store.read(
+        earlier = await ex.store.read(
             lambda db: _rows(db, ex.conversation_id, None, "SessionStart:")
         )
         payload = self._payload(ex, "SessionStart", source="resume" if earlier else "startup")
         await self._effects(ex, run.id, f"SessionStart:{run.id}:", specs, payload, None)
 
-    async def _prompt(self, ex: RunExecutor, run: Run) -> Run | None:
+    async def _prompt(self, ex: RunContext, run: Run) -> Run | None:
         specs = self.hooks.matching("UserPromptSubmit")
         prefix = f"UserPromptSubmit:{run.id}:"
         if not specs or await self._decided(ex, run.id, prefix):
@@ -216,9 +215,9 @@ class Hooks:
         _, ended = await ex.commit(build, after=lambda out: _track(ex, out[0]))
         return ended
 
-    async def _recover(self, ex: RunExecutor, run: Run) -> None:
+    async def _recover(self, ex: RunContext, run: Run) -> None:
         """At-most-once hooks of `run` that a crash cut off: marked interrupted, a line each."""
-        rows = await ex.deps.store.read(lambda db: _rows(db, ex.conversation_id, run.id, ""))
+        rows = await ex.store.read(lambda db: _rows(db, ex.conversation_id, run.id, ""))
         latest: dict[str, dict[str, Any]] = {}
         for row in rows:
             latest[row["key"]] = row
@@ -227,7 +226,7 @@ class Hooks:
             await self._cut(ex, run.id, cut, "was cut off when bastion stopped")
 
     async def _cut(
-        self, ex: RunExecutor, run_id: str, cut: Sequence[dict[str, Any]], how: str
+        self, ex: RunContext, run_id: str, cut: Sequence[dict[str, Any]], how: str
     ) -> None:
         """Hooks (as their ledger rows) that were started and did not finish: marked
         interrupted, a line each; none of them is run again."""
@@ -249,7 +248,7 @@ class Hooks:
     # --- running and recording ------------------------------------------------
 
     async def _effects(
-        self, ex: RunExecutor, run_id: str, prefix: str, specs: Sequence[HookSpec],
+        self, ex: RunContext, run_id: str, prefix: str, specs: Sequence[HookSpec],
         payload: dict[str, Any], tool: str | None, *, for_model: bool = True,
     ) -> list[HookResult]:  # fmt: skip
         """Hooks that run at most once: committed as started, run, committed as done."""
@@ -341,14 +340,14 @@ class Hooks:
                 entries.append(tx.add_entry(entry))
         return entries
 
-    async def _decided(self, ex: RunExecutor, run_id: str, prefix: str) -> bool:
+    async def _decided(self, ex: RunContext, run_id: str, prefix: str) -> bool:
         """Whether a gate already committed its decision (only a resumed run can have)."""
         if run_id not in self._resumed:
             return False
-        rows = await ex.deps.store.read(lambda db: _rows(db, ex.conversation_id, run_id, prefix))
+        rows = await ex.store.read(lambda db: _rows(db, ex.conversation_id, run_id, prefix))
         return any(r["state"] == "done" for r in rows)
 
-    def _payload(self, ex: RunExecutor, event: str, **fields: Any) -> dict[str, Any]:
+    def _payload(self, ex: RunContext, event: str, **fields: Any) -> dict[str, Any]:
         return {
             "session_id": ex.conversation_id,
             "cwd": self.root,
@@ -380,14 +379,14 @@ def _emit(
     tx.emit(lambda v: HookRan(cid, v, run_id, key, event, command, state, outcome))
 
 
-def _note(ex: RunExecutor, run_id: str, line: str, hook: dict[str, Any]) -> Entry:
+def _note(ex: RunContext, run_id: str, line: str, hook: dict[str, Any]) -> Entry:
     return Entry(
         uuid7(), ex.conversation_id, 0, EntryKind.NOTE, EntryStatus.COMPLETE, line, now(),
         run_id=run_id, data={"hook": hook},
     )  # fmt: skip
 
 
-def _track(ex: RunExecutor, entries: Sequence[Entry]) -> None:
+def _track(ex: RunContext, entries: Sequence[Entry]) -> None:
     for entry in entries:
         ex.track(entry)
 

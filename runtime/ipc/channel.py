@@ -33,8 +33,10 @@ import threading
 from collections import deque
 from typing import Any, Final, TypeVar
 
-from runtime.errors import BastionError
-from runtime.events import (
+from runtime.ipc.thread import HarnessThread
+from runtime.mcp.status import McpServerStatus
+from runtime.model.errors import BastionError
+from runtime.model.events import (
     EntryAdded,
     EntryClosed,
     Event,
@@ -44,9 +46,7 @@ from runtime.events import (
     TextDelta,
     ToolCallUpdated,
 )
-from runtime.ipc.thread import HarnessThread
-from runtime.mcp.status import McpServerStatus
-from runtime.views import ConversationView, ReasoningDeltas, TextDeltas, ViewEvent
+from runtime.model.views import ConversationView, ReasoningDeltas, TextDeltas, ViewEvent
 
 __all__ = [
     "RESYNC",

@@ -20,7 +20,7 @@ import sys
 import types
 from typing import TYPE_CHECKING, Any, Final
 
-from runtime.errors import BastionError
+from runtime.model.errors import BastionError
 
 if TYPE_CHECKING:  # (asyncio loads with the event loop: `bastion` starts its harness first)
     import asyncio

@@ -31,7 +31,7 @@ import struct
 from pathlib import Path
 from typing import Final
 
-from runtime.errors import BastionError
+from runtime.model.errors import BastionError
 
 __all__ = [
     "PeerRefused",

@@ -28,7 +28,7 @@ The protocol is JSON lines, both ways:
 
 A new client is subscribed before its snapshot is taken (`Harness.snapshot`, with
 what this process streamed but has not checkpointed, and the stream cursors), so
-the reducer on the other side (`runtime.views.reduce`) goes on from the snapshot
+the reducer on the other side (`runtime.model.views.reduce`) goes on from the snapshot
 with the next delta. Each client's events wait in its own bounded, coalescing
 `EventChannel`; the harness only ever appends to it. A client that falls `limit`
 items behind gets a fresh snapshot in place of what it missed, never a slower
@@ -55,13 +55,13 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final
 
-from runtime.errors import BastionError
-from runtime.events import event_from_dict, event_to_dict
 from runtime.ipc.channel import RESYNC, EventChannel, pump
 from runtime.ipc.peer import PeerRefused, TokenFile, check_ancestry, peer_identity, token_matches
-from runtime.plan.items import TodoItem
-from runtime.records import Conversation, Entry, InboxItem, InboxMode, Run, ToolCallRecord
-from runtime.views import (
+from runtime.model.errors import BastionError
+from runtime.model.events import event_from_dict, event_to_dict
+from runtime.model.records import Conversation, Entry, InboxItem, InboxMode, Run, ToolCallRecord
+from runtime.model.todo import TodoItem
+from runtime.model.views import (
     ConversationView,
     LiveText,
     ReasoningDeltas,

@@ -1,6 +1,6 @@
 """MCP servers: the user's own tools, reached with the official SDK (`mcp`).
 
-    [mcp_servers.NAME]   in the user's config (runtime.config.load): a stdio server
+    [mcp_servers.NAME]   in the user's config (runtime.setup.load): a stdio server
                          (command, args, env) or a streamable HTTP one (url, headers)
 
 What lives here, and what it may import:

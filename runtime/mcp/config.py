@@ -12,7 +12,7 @@
 Either may set `startup_timeout` (seconds to connect and list tools; default 30)
 and `tool_timeout` (seconds one call may take; default 600), and `enabled =
 false` to keep a table without starting it. Only the user's own config may hold
-these tables (runtime.config.project: a server is a command bastion runs).
+these tables (runtime.setup.project: a server is a command bastion runs).
 
 A server's tools are offered as `NAME__tool`, so NAME is letters, digits and
 dashes, with single underscores between them (never `__`), at most 32 long.
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runtime.errors import ConfigError
+from runtime.model.errors import ConfigError
 
 SEPARATOR = "__"
 NAME = re.compile(r"[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*")

@@ -26,8 +26,8 @@ from typing import Any
 from runtime.mcp.config import SEPARATOR, ServerSpec
 from runtime.mcp.results import outcome, refused
 from runtime.mcp.status import McpServerStatus, ServerState
-from runtime.providers.base import ToolSpec
-from runtime.run.toolbox import ToolOutcome
+from runtime.model.llm import ToolSpec
+from runtime.model.tools import ToolOutcome
 
 log = logging.getLogger(__name__)
 _WIRE_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")

@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from runtime.run.toolbox import ToolOutcome
+from runtime.model.tools import ToolOutcome
 
 SPILL_BYTES = 64 * 1024  # what run_command shows inline (tools.limits.max_output_bytes)
 

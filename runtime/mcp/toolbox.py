@@ -14,15 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from runtime.mcp.hub import McpHub
-from runtime.providers.base import ToolSpec
-from runtime.run.toolbox import (
-    OnStart,
-    Toolbox,
-    ToolboxLayer,
-    ToolInfo,
-    ToolOutcome,
-    unknown_tool,
-)
+from runtime.model.llm import ToolSpec
+from runtime.model.tools import OnStart, Toolbox, ToolboxLayer, ToolInfo, ToolOutcome, unknown_tool
 
 MCP_TOOL = ToolInfo(read_only=False, replay_safe=False)
 

@@ -19,20 +19,17 @@ when the turns that wrote it are summarised away.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from runtime.events import TodosUpdated
-from runtime.plan.items import STATUSES, TodoItem, plan_text
-from runtime.providers.base import ToolSpec
-from runtime.run.toolbox import OnStart, ToolboxLayer, ToolInfo, ToolOutcome, invalid_arguments
+from runtime.model.llm import ToolSpec
+from runtime.model.todo import STATUSES, TodoItem, plan_text
+from runtime.model.tools import OnStart, ToolboxLayer, ToolInfo, ToolOutcome, invalid_arguments
+from runtime.store.todos import TODO_TOOL
 
 if TYPE_CHECKING:
-    from runtime.records import ToolCallRecord
-    from runtime.store.tx import Tx
+    pass
 
-TODO_TOOL = "todo"
 MAX_ITEMS = 50
 MAX_CONTENT = 500  # characters of one item
 
@@ -145,33 +142,3 @@ class PlanToolbox(ToolboxLayer):
 
 
 # --- the stored list -------------------------------------------------------------------
-
-
-def record_todos(tx: Tx, call: ToolCallRecord, outcome: ToolOutcome) -> None:
-    """In the transaction that settles a `todo` call: its list becomes the conversation's,
-    and `todos.updated` tells the front ends. Nothing for any other call or a refusal."""
-    if call.name != TODO_TOOL or not outcome.ok or "todos" not in outcome.data:
-        return
-    _store(tx, call, outcome.data["todos"])
-
-
-def copied_todos(tx: Tx, call: ToolCallRecord) -> bool:
-    """A copy of a conversation (fork, rewind) takes the list of its newest `todo` call
-    that finished well: the plan as it stood at the copy's end. False if `call` has none."""
-    result = call.result or {}
-    if call.name != TODO_TOOL or call.state != "done" or not isinstance(result.get("todos"), list):
-        return False
-    _store(tx, call, result["todos"])
-    return True
-
-
-def _store(tx: Tx, call: ToolCallRecord, todos: list[dict[str, Any]]) -> None:
-    listed = [TodoItem.from_dict(d).to_dict() for d in todos]
-    tx.execute(
-        "INSERT INTO todos (conversation_id, items, tool_call_id, updated_at) "
-        "VALUES (?, ?, ?, ?) ON CONFLICT (conversation_id) DO UPDATE SET "
-        "items = excluded.items, tool_call_id = excluded.tool_call_id, "
-        "updated_at = excluded.updated_at",
-        (call.conversation_id, json.dumps(listed, ensure_ascii=False), call.id, time.time()),
-    )
-    tx.emit(lambda version: TodosUpdated(call.conversation_id, version, listed))

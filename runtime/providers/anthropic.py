@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx
 
-from runtime.providers.base import (
+from runtime.model.llm import (
     ImagePart,
     Message,
     ModelRequest,

@@ -36,7 +36,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from runtime.providers.base import EMPTY_RESPONSE, IDLE_TIMEOUT, ProviderError
+from runtime.model.llm import EMPTY_RESPONSE, IDLE_TIMEOUT, ProviderError
 from runtime.providers.sse import DataBatch, SSEDecoder
 
 __all__ = [

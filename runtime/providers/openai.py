@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from runtime.providers.base import (
+from runtime.model.llm import (
     ImagePart,
     Message,
     ModelRequest,

@@ -43,9 +43,9 @@ from dataclasses import dataclass, field, replace
 
 import httpx
 
-from runtime.errors import ConfigError
+from runtime.model.errors import ConfigError
+from runtime.model.llm import Provider
 from runtime.providers import BUILTIN_PREFIXES
-from runtime.providers.base import Provider
 from runtime.providers.httpbase import DEFAULT_IDLE_TIMEOUT, is_loopback_url
 from runtime.providers.openai import OpenAIChatProvider
 

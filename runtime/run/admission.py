@@ -7,12 +7,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from runtime.errors import ConfigError, EmptyInput, RequestKeyReused
-from runtime.records import Conversation, InboxItem, InboxMode, InboxState
+from runtime.model.errors import ConfigError, EmptyInput, RequestKeyReused
+from runtime.model.ids import uuid7
+from runtime.model.records import Conversation, InboxItem, InboxMode, InboxState
 from runtime.run.driver import new_run
 from runtime.run.loop import user_entry
 from runtime.store.database import request_digest
-from runtime.store.ids import uuid7
 from runtime.store.tx import Tx
 
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from runtime.config.rules import BadRule, Rule, Scope, allowing, propose
+from runtime.config.rules import allowing, propose
 from runtime.config.settings import add_project_rules
-from runtime.records import Approval, ToolCallRecord, ToolCallState
+from runtime.model.records import Approval, ToolCallRecord, ToolCallState
+from runtime.model.rules import BadRule, Rule, Scope
 from runtime.store.tx import Tx
 
 

@@ -26,12 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from runtime.errors import ConfigError
+from runtime.model.errors import ConfigError
 
 if TYPE_CHECKING:  # (the config reads this module: it stays light to import)
     import asyncio
 
-    from runtime.records import Entry, Run
+    from runtime.model.records import Entry, Run
 
 __all__ = [
     "BUDGET_CODES", "BUDGET_KEYS", "Budget", "check_budget_keys", "lower_only", "start_deadline",
@@ -115,8 +115,8 @@ def stop_before_request(
     turns counted from its answers in `entries`), or None to go on."""
     if not budget:
         return None
-    from runtime.providers.base import Usage
-    from runtime.records import EntryKind
+    from runtime.model.llm import Usage
+    from runtime.model.records import EntryKind
 
     turns = sum(1 for e in entries if e.kind == EntryKind.ASSISTANT and e.run_id == run.id)
     usage = Usage.from_dict(run.usage)

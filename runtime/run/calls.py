@@ -20,10 +20,10 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from runtime.config.approvals import Decision, decide, refusal_text
-from runtime.config.rules import EDIT_TOOLS, guarded_path
-from runtime.events import ToolOutputDelta
-from runtime.plan.todo import record_todos
-from runtime.records import (
+from runtime.config.rules import guarded_path
+from runtime.model.events import ToolOutputDelta
+from runtime.model.ids import now, uuid7
+from runtime.model.records import (
     ACTIVE_RUN_STATES,
     Approval,
     Entry,
@@ -35,13 +35,14 @@ from runtime.records import (
     ToolCallRecord,
     ToolCallState,
 )
-from runtime.run import failpoints
+from runtime.model.rules import EDIT_TOOLS
+from runtime.model.tools import CURRENT_CALL, ToolOutcome
 from runtime.run.effects import start_with_effects
-from runtime.run.live import Buffer, now
+from runtime.run.live import Buffer
 from runtime.run.sandboxing import ask_without_walls
-from runtime.run.toolbox import CURRENT_CALL, ToolOutcome
 from runtime.schedule import groups, may_overlap, run_together
-from runtime.store.ids import uuid7
+from runtime.store import failpoints
+from runtime.store.todos import record_todos
 from runtime.store.tx import TOOL_COLUMNS, Tx, joined_chunks, tool_call_row
 
 if TYPE_CHECKING:

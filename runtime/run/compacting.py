@@ -23,9 +23,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from runtime.context.compaction import Compactor, Plan, Progress
-from runtime.errors import CompactionFailed
-from runtime.events import CompactionProgress, Event
-from runtime.records import Entry
+from runtime.model.errors import CompactionFailed
+from runtime.model.events import CompactionProgress, Event
+from runtime.model.records import Entry
 
 log = logging.getLogger(__name__)
 

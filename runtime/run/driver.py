@@ -28,19 +28,19 @@ from runtime.config.approvals import ApprovalMode
 from runtime.config.settings import RuleBook
 from runtime.context.catalog import ModelInfo
 from runtime.context.compaction import CompactionSettings
-from runtime.errors import BastionError, ConversationBusy, LeaseLost, StoreError
-from runtime.events import Event
 from runtime.hooks.points import Hooks
-from runtime.providers.base import Provider
-from runtime.records import ACTIVE_RUN_STATES, EntryStatus, Run, RunState
-from runtime.run import failpoints
+from runtime.model.errors import BastionError, ConversationBusy, LeaseLost, StoreError
+from runtime.model.events import Event
+from runtime.model.ids import uuid7, uuid7_time
+from runtime.model.llm import Provider
+from runtime.model.records import ACTIVE_RUN_STATES, EntryStatus, Run, RunState
+from runtime.model.tools import Toolbox
 from runtime.run.aio import wait_until
 from runtime.run.live import LiveStream
 from runtime.run.loop import LoopDeps, LoopSettings, RunExecutor, place_item
 from runtime.run.spend import count_crashed
-from runtime.run.toolbox import Toolbox
+from runtime.store import failpoints
 from runtime.store.database import LeaseInfo, Store
-from runtime.store.ids import uuid7, uuid7_time
 from runtime.store.storefile import pid_alive, process_started
 from runtime.store.tx import ENTRY_COLUMNS, Tx, entry_row
 

@@ -38,7 +38,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from runtime.records import ToolCallRecord, ToolCallState
+from runtime.model.records import ToolCallRecord, ToolCallState
 from runtime.run.snapshots import FORMAT, SnapshotError, SnapshotRepo
 from runtime.store import blobs
 from runtime.store.tx import Tx

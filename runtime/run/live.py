@@ -4,14 +4,11 @@ calls (runtime.run.calls) both write, so that neither imports the other for them
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
+from runtime.model.ids import now
+
 __all__ = ["Buffer", "LiveStream", "now"]
-
-
-def now() -> float:
-    return time.time()
 
 
 class Buffer:

@@ -32,10 +32,11 @@ from runtime.context.images import IMAGE_SUFFIXES, max_side_for, prompt_images
 from runtime.context.instructions import load_instructions
 from runtime.context.messages import ImagePolicy, build_messages
 from runtime.context.tokens import Quality, estimate_usage_async
-from runtime.errors import BastionError
-from runtime.events import AttemptReset, Event, ReasoningDelta, TextDelta
 from runtime.hooks.points import Hooks
-from runtime.providers.base import (
+from runtime.model.errors import BastionError
+from runtime.model.events import AttemptReset, Event, ReasoningDelta, TextDelta
+from runtime.model.ids import now, uuid7
+from runtime.model.llm import (
     ImagePart,
     ModelRequest,
     Provider,
@@ -47,7 +48,7 @@ from runtime.providers.base import (
     Usage,
     UsageReport,
 )
-from runtime.records import (
+from runtime.model.records import (
     ACTIVE_RUN_STATES,
     Conversation,
     Entry,
@@ -60,14 +61,13 @@ from runtime.records import (
     RunState,
     ToolCallRecord,
 )
-from runtime.run import failpoints
+from runtime.model.tools import Toolbox
 from runtime.run.budget import Budget, start_deadline, stop_before_request
 from runtime.run.compacting import RunCompaction
-from runtime.run.live import LiveStream, now
+from runtime.run.live import LiveStream
 from runtime.run.spend import AttemptSpend, Spent
-from runtime.run.toolbox import Toolbox
+from runtime.store import failpoints
 from runtime.store.database import Store
-from runtime.store.ids import uuid7
 from runtime.store.surrogates import valid_stream
 from runtime.store.tx import Tx
 
@@ -159,6 +159,11 @@ class RunExecutor:
         )  # fmt: skip
 
     # --- commits ----------------------------------------------------------
+
+    @property
+    def store(self) -> Store:
+        """The store this run commits to (runtime.hooks.context.RunContext)."""
+        return self.deps.store
 
     async def commit(self, build: Callable[[Tx], T], after: Callable[[T], None] | None = None) -> T:
         """Run `build` in one fenced transaction; `after` runs when it has committed.

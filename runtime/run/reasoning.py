@@ -14,7 +14,7 @@ field with a one-line provider error naming it: `/effort default` clears it.
 
 from __future__ import annotations
 
-from runtime.errors import ConfigError
+from runtime.model.errors import ConfigError
 
 __all__ = ["EFFORTS", "parse_effort"]
 

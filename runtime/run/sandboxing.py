@@ -10,7 +10,7 @@ Config keys (checked here, read by runtime/config/load.py):
 
 Only the user's own config file may set `network` and `writable_paths`, and
 widen `sandbox_mode`; a trusted project's `.bastion/config.toml` may only narrow
-the sandbox and add `deny_paths` entries, never remove one (runtime.config.project
+the sandbox and add `deny_paths` entries, never remove one (runtime.setup.project
 ignores anything else, with a note). Flags (`--sandbox MODE`, `--network`) win over the
 user's file. Without either, commands run in `workspace-write`, or `read-only`
 under the read-only approval mode.
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runtime.config.approvals import Decision
-from runtime.errors import ConfigError
+from runtime.model.errors import ConfigError
 
 if TYPE_CHECKING:
     from tools.sandbox import SandboxPolicy
@@ -82,7 +82,7 @@ def config_fields(user: dict[str, Any], project: dict[str, Any]) -> dict[str, An
     deny = tuple(user.get("deny_paths", DEFAULT_DENY))
     mode, narrower = user.get("sandbox_mode"), project.get("sandbox_mode")
     if narrower == "read-only" or (narrower == "workspace-write" and mode == MODES[2]):
-        mode = narrower  # (runtime.config.project let only a narrower mode through)
+        mode = narrower  # (runtime.setup.project let only a narrower mode through)
     return {
         "sandbox_mode": mode,
         "network": bool(user.get("network", False)),
@@ -112,15 +112,15 @@ def choose_sandbox(
 
 
 def own_folders() -> tuple[str, ...]:
-    """Bastion's own folders, absolute: the store's (`runtime.config.home`: the store,
+    """Bastion's own folders, absolute: the store's (`runtime.store.home`: the store,
     its sockets and artifacts), the config dir (config.toml, trusted.toml, themes,
-    agents; `runtime.config.load.user_config_path`'s) and the folders the attach
+    agents; `runtime.setup.load.user_config_path`'s) and the folders the attach
     sockets fall back to when the store's path is too long for one
     (`runtime.ipc.serve.socket_path`: `bastion-UID` in $XDG_RUNTIME_DIR, the temp dir
     and /tmp; tests/hostile/test_walls.py checks the two stay in step)."""
     import tempfile
 
-    from runtime.config.home import home_dir
+    from runtime.store.home import home_dir
 
     env = os.environ
     config = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")

@@ -37,7 +37,7 @@ import subprocess
 import time
 from collections.abc import Iterator, Sequence
 
-from runtime.config.home import home_dir
+from runtime.store.home import home_dir
 
 GIT_TIMEOUT = 60.0
 KEEP_DAYS = 30

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.context.tokens import Quality, estimate_usage_async
-from runtime.providers.base import ModelRequest, Usage
-from runtime.records import ACTIVE_RUN_STATES, Entry
+from runtime.model.llm import ModelRequest, Usage
+from runtime.model.records import ACTIVE_RUN_STATES, Entry
 from runtime.store.tx import Tx
 
 __all__ = ["AttemptSpend", "Spent", "count_crashed"]

@@ -1,6 +1,6 @@
 """Scheduling a turn's tool calls: which may overlap and how they run together.
 
-Imports only runtime.records and runtime.run.toolbox (value types); the call runner
+Imports only runtime.model.records and runtime.run.toolbox (value types); the call runner
 (runtime.run.calls) decides what one call does, this package only when it runs.
 """
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 
-from runtime.records import Approval, ToolCallRecord, ToolCallState
-from runtime.run.toolbox import ToolInfo
+from runtime.model.records import Approval, ToolCallRecord, ToolCallState
+from runtime.model.tools import ToolInfo
 
 MAX_PARALLEL = 4  # read-only calls of one group running at once
 

@@ -30,16 +30,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from runtime.config.rules import Rule
-from runtime.errors import (
+from runtime.model.errors import (
     LeaseLost,
     StoreError,
     UnfinishedWork,
     UnknownConversation,
 )
-from runtime.events import ConversationCreated, DurableEvent, LeaseChanged
-from runtime.plan.items import TodoItem, stored_todos
-from runtime.records import Conversation, Entry, InboxItem, Run, SessionSummary, ToolCallRecord
+from runtime.model.events import ConversationCreated, DurableEvent, LeaseChanged
+from runtime.model.records import (
+    Conversation,
+    Entry,
+    InboxItem,
+    Run,
+    SessionSummary,
+    ToolCallRecord,
+)
+from runtime.model.rules import Rule
+from runtime.model.todo import TodoItem, stored_todos
 from runtime.store import blobs, ledger, sessions, storefile
 from runtime.store.rows import CONVERSATION_COLUMNS, conversation_row
 from runtime.store.tx import (

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from runtime.errors import BastionError
+from runtime.model.errors import BastionError
 
 # (`bastion sessions search` loads this module: it leaves out typing and re, ~8 ms
 # of imports, until a query needs re.)

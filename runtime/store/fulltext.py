@@ -7,7 +7,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.records import Conversation
+from runtime.model.records import Conversation
 from runtime.store import ftsquery
 from runtime.store.ftsquery import (
     PHRASE_RANKED,

@@ -20,8 +20,8 @@ import time
 from dataclasses import MISSING, fields
 from typing import Any
 
-from runtime.events import DurableEvent, event_from_dict, event_to_dict
-from runtime.records import Conversation, Entry, InboxItem, Run, RunState, ToolCallRecord
+from runtime.model.events import DurableEvent, event_from_dict, event_to_dict
+from runtime.model.records import Conversation, Entry, InboxItem, Run, RunState, ToolCallRecord
 from runtime.store import marks
 from runtime.store.rows import (
     ENTRY_COLUMNS,

@@ -28,7 +28,7 @@ import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
-from runtime.events import DurableEvent, EntryReasoningAppended, EntryTextAppended
+from runtime.model.events import DurableEvent, EntryReasoningAppended, EntryTextAppended
 
 KINDS = ("text", "reasoning")  # the chunk kinds whose checkpoints are marks
 TYPES = (EntryTextAppended.type, EntryReasoningAppended.type)

@@ -20,8 +20,8 @@ from __future__ import annotations
 import os
 import sqlite3
 
-from runtime.config.home import STORE_NAME, home_dir
-from runtime.errors import StoreError
+from runtime.model.errors import StoreError
+from runtime.store.home import STORE_NAME, home_dir
 
 # (The session commands load this module: it leaves out typing, contextlib and
 # collections, ~5 ms of imports.)
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from types import TracebackType
     from typing import Any
 
-    from runtime.records import Conversation
+    from runtime.model.records import Conversation
 
 __all__ = ["ReadOnlyStore", "SessionHit", "SessionRow"]
 

@@ -8,7 +8,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from runtime.records import Conversation, Entry, InboxItem, Run
+from runtime.model.records import Conversation, Entry, InboxItem, Run
 
 __all__ = [
     "CONVERSATION_COLUMNS",

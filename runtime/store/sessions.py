@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.errors import UnknownConversation, UnknownEntry
-from runtime.plan.todo import TODO_TOOL, copied_todos
-from runtime.records import (
+from runtime.model.errors import UnknownConversation, UnknownEntry
+from runtime.model.ids import uuid7
+from runtime.model.records import (
     ACTIVE_RUN_STATES,
     Conversation,
     Entry,
@@ -30,8 +30,8 @@ from runtime.records import (
     ToolCallRecord,
     ToolCallState,
 )
-from runtime.store.ids import uuid7
 from runtime.store.rows import CONVERSATION_COLUMNS, conversation_row
+from runtime.store.todos import TODO_TOOL, copied_todos
 from runtime.store.tx import (
     ENTRY_COLUMNS,
     RUN_COLUMNS,

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import sqlite3
 
-from runtime.errors import AmbiguousId, UnknownConversation
+from runtime.model.errors import AmbiguousId, UnknownConversation
 
 TYPE_CHECKING = False  # (typing costs the session commands ~5 ms to import)
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
-    from runtime.records import Conversation
+    from runtime.model.records import Conversation
 
 __all__ = [
     "MIN_TYPED",

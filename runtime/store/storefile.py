@@ -25,7 +25,7 @@ import sqlite3
 import stat
 from pathlib import Path
 
-from runtime.errors import SchemaTooNew, StoreCorrupt, StoreError, StoreLocked, StoreReadOnly
+from runtime.model.errors import SchemaTooNew, StoreCorrupt, StoreError, StoreLocked, StoreReadOnly
 from runtime.store import migrations
 
 __all__ = [

@@ -35,7 +35,7 @@ import re
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
-from runtime.providers.base import (
+from runtime.model.llm import (
     ReasoningChunk,
     StreamEnd,
     StreamItem,

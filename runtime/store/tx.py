@@ -15,9 +15,8 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from runtime.config.rules import Rule, Scope
-from runtime.errors import UnknownConversation, UnknownEntry
-from runtime.events import (
+from runtime.model.errors import UnknownConversation, UnknownEntry
+from runtime.model.events import (
     ConversationUpdated,
     DurableEvent,
     EntryAdded,
@@ -31,7 +30,7 @@ from runtime.events import (
     ToolCallUpdated,
     ToolOutputAppended,
 )
-from runtime.records import (
+from runtime.model.records import (
     ACTIVE_RUN_STATES,
     Conversation,
     Entry,
@@ -41,6 +40,7 @@ from runtime.records import (
     RunState,
     ToolCallRecord,
 )
+from runtime.model.rules import Rule, Scope
 from runtime.store import ledger, marks
 from runtime.store.rows import (
     CONVERSATION_COLUMNS,

@@ -19,10 +19,10 @@ import os
 import signal
 import sys
 
-from runtime.config.load import load_config, model_resolver
 from runtime.harness import Harness, default_home
 from runtime.ipc.serve import socket_path
 from runtime.run.toolbox import WorkspaceToolbox
+from runtime.setup.load import load_config, model_resolver
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -21,7 +21,7 @@ import asyncio
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 
-from runtime.providers.base import (
+from runtime.model.llm import (
     ModelRequest,
     ProviderError,
     ReasoningChunk,

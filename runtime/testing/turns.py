@@ -40,7 +40,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime.providers.base import ToolCall
+from runtime.model.llm import ToolCall
 
 __all__ = ["Fault", "LoopbackTurn", "RenderedStream", "completion_body", "error_body"]
 

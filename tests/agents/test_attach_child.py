@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from runtime.store.ids import uuid7
+from runtime.model.ids import uuid7
 from tests.e2e.test_attach import Proc, procs  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.e2e

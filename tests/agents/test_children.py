@@ -7,8 +7,8 @@ import asyncio
 import json
 
 from runtime.agents import children_of
+from runtime.model.views import child_label, reduce
 from runtime.testing.server import LoopbackServer
-from runtime.views import child_label, reduce
 from tests.agents.helpers import call, open_harness, start, task, until
 
 WRITER = """---

@@ -8,7 +8,7 @@ user's agents/*.md: Read and Bash), which reads a file, appends a line to a log
 with a command, and answers at length with pauses. Steps are served while their
 result is not in the request, so the same script drives every resume.
 
-Crash points (runtime.run.failpoints, counted in the process across parent and child):
+Crash points (runtime.store.failpoints, counted in the process across parent and child):
 `recovered:2` the child created and admitted, its driver not yet working;
 `call.executed:1` the child's read done, its result not committed;
 `call.started:3` the child's command marked started, the kill before it ran (not

@@ -297,8 +297,8 @@ async def run_turn(harness: object, conv_id: str, i: int) -> None:
 
 async def seed_entries(harness: object, conv_id: str, start: int, turns: int, texts: list) -> int:
     """Question/answer entries `start`..`turns` through the store's writer, 200 a commit."""
-    from runtime.records import Entry
-    from runtime.store.ids import uuid7
+    from runtime.model.ids import uuid7
+    from runtime.model.records import Entry
 
     store = harness.store  # type: ignore[attr-defined]
     done = start

@@ -57,9 +57,9 @@ from pathlib import Path
 from rows import record
 
 from runtime import Harness
-from runtime.config.load import Config
 from runtime.harness import new_conversation
-from runtime.records import (
+from runtime.model.ids import uuid7
+from runtime.model.records import (
     Entry,
     EntryKind,
     EntryStatus,
@@ -70,10 +70,10 @@ from runtime.records import (
     RunState,
 )
 from runtime.run.loop import LoopSettings
+from runtime.setup.load import Config
 from runtime.store import marks
 from runtime.store.database import Store
 from runtime.store.fulltext import _without_positions as without_positions
-from runtime.store.ids import uuid7
 from runtime.store.tx import Tx
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from runtime.testing.server import LoopbackServer

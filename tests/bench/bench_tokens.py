@@ -61,7 +61,7 @@ from typing import Any
 
 import tools as coding_tools
 from runtime.context import tokens
-from runtime.providers.base import Message, ModelRequest, ToolCall, ToolSpec
+from runtime.model.llm import Message, ModelRequest, ToolCall, ToolSpec
 
 CORPUS = Path(__file__).with_name("token_corpus.json")
 KB = 1024
@@ -258,7 +258,7 @@ def bench_long(runs: int) -> None:
         )
     script = (
         "import time; t = time.perf_counter(); from runtime.context import tokens; "
-        "from runtime.providers.base import Message; "
+        "from runtime.model.llm import Message; "
         "tokens.count_messages([Message('user', 'hello world')]); "
         "print(time.perf_counter() - t)"
     )

@@ -64,7 +64,7 @@ def read_args(i: int) -> str:
 async def build_session(home: Path, cwd: Path, turns: int) -> str:
     """A conversation of `turns` turns with a tool call each in `home`'s store."""
     from runtime import Harness
-    from runtime.providers.base import ToolCall
+    from runtime.model.llm import ToolCall
     from runtime.run.toolbox import WorkspaceToolbox
     from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 
@@ -103,8 +103,8 @@ async def build_session(home: Path, cwd: Path, turns: int) -> str:
 def _seed(tx: object, conv_id: str, first: int, last: int, turns: int, result: str) -> None:
     """Turns `first`..`last` as a run leaves them: its inbox item, the run, the question,
     the answer with its call, the call's record and result, and the closing answer."""
-    from runtime.records import Entry, InboxItem, Run, ToolCallRecord
-    from runtime.store.ids import uuid7
+    from runtime.model.ids import uuid7
+    from runtime.model.records import Entry, InboxItem, Run, ToolCallRecord
 
     for i in range(first, last):
         now = time.time()

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.store.ids import uuid7
+from runtime.model.ids import uuid7
 from runtime.testing.process import LoopbackProcess
 
 ANSWER = "streamed slowly, two characters at a time, so deltas show it grow"

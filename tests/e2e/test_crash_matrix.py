@@ -7,7 +7,7 @@ then a long final answer with pauses. Each step is served while its result is no
 the request (`unless` markers), the way a model repeats what it did not see finish,
 so the same script drives the first attempt and every resume.
 
-A point is `NAME` or `NAME:N` (runtime.run.failpoints: the process SIGKILLs itself the
+A point is `NAME` or `NAME:N` (runtime.store.failpoints: the process SIGKILLs itself the
 Nth time it gets there); `checkpoint.T:N` is the Nth checkpoint of the Tth model
 turn streamed by that process (turn 5 is the final answer). Some cases crash again during the resume. For every case:
 the resume finishes; the files are right; every entry committed before the kill is
@@ -234,7 +234,7 @@ APPROVAL_DRIVER = r"""
 import asyncio, sys
 from pathlib import Path
 from runtime import Harness
-from runtime.config.load import load_config, model_resolver
+from runtime.setup.load import load_config, model_resolver
 from runtime.harness import new_conversation
 from tui.session import toolbox_factory
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from runtime import Harness
-from runtime.events import DurableEvent
+from runtime.model.events import DurableEvent
+from runtime.model.views import ConversationView, reduce
 from runtime.store import ledger
-from runtime.views import ConversationView, reduce
 from tests.e2e.test_crash_matrix import run_bastion
 
 pytestmark = pytest.mark.e2e

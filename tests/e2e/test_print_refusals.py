@@ -65,7 +65,7 @@ def test_text_output_keeps_the_answer_on_stdout_and_exits_3(loopback, bastion):
 def test_in_full_auto_no_flag_is_offered():
     """Refused in full-auto, a call was denied by a rule or a path: no flag would allow
     it, so none is named."""
-    from runtime.records import ToolCallRecord
+    from runtime.model.records import ToolCallRecord
     from tui.print_mode import refusal_summary
 
     call = ToolCallRecord(

@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from runtime import Harness
-from runtime.config.load import Config
 from runtime.hooks import parse_hooks
+from runtime.model.records import Run
 from runtime.providers.openai import OpenAIChatProvider
-from runtime.records import Run
 from runtime.run.loop import LoopSettings
 from runtime.run.toolbox import WorkspaceToolbox
+from runtime.setup.load import Config
 from runtime.testing.pids import running
 from runtime.testing.server import LoopbackServer
 from tools.sandbox import SandboxMode, SandboxPolicy

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.config.load import load_config
-from runtime.config.rules import Scope, command_rule
+from runtime.config.rules import command_rule
 from runtime.config.settings import add_project_rules
-from runtime.errors import ConfigError
 from runtime.hooks import HookSet, HookSpec, parse_hooks, project_hooks
+from runtime.model.errors import ConfigError
+from runtime.model.rules import Scope
+from runtime.setup.load import load_config
 
 
 def test_a_table_per_command_with_a_default_timeout():

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from runtime.events import EntryAdded, HookRan
+from runtime.model.events import EntryAdded, HookRan
+from runtime.model.views import reduce, view_from_snapshot
 from runtime.testing.server import LoopbackServer
-from runtime.views import reduce, view_from_snapshot
 from tests.hooks.helpers import command, open_session
 
 

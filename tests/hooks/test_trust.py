@@ -4,7 +4,7 @@ than workspace-write without network whatever the user's own sandbox is."""
 
 from __future__ import annotations
 
-from runtime.config.load import load_config
+from runtime.setup.load import load_config
 from runtime.testing.server import LoopbackServer
 from tests.hooks.helpers import command, open_session
 
@@ -95,7 +95,7 @@ def test_hooks_in_a_projects_config_toml_are_ignored_with_a_note(tmp_path, trust
 
 
 def test_the_trust_preview_names_a_projects_hooks(tmp_path):
-    from runtime.config.preview import project_preview
+    from runtime.setup.preview import project_preview
 
     project(tmp_path)
     lines = project_preview(str(tmp_path / "ws"))

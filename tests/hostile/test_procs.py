@@ -113,7 +113,7 @@ def _dataclass_sources() -> list[str]:
         "    seen.append(source)\n"
         "    return builtins.exec(source, *args)\n"
         "dataclasses.exec = record\n"
-        "import runtime.records, runtime.events, runtime.views\n"
+        "import runtime.model.records, runtime.model.events, runtime.model.views\n"
         "json.dump(seen, sys.stdout)\n"
     )
     out = subprocess.run(

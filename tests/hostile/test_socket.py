@@ -23,7 +23,7 @@ from pathlib import Path
 
 from runtime.ipc.peer import read_token
 from runtime.ipc.serve import socket_path
-from runtime.providers.base import ToolCall
+from runtime.model.llm import ToolCall
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import RecordingToolbox, open_harness, until_awaiting_approval
 from tools import ToolContext, Workspace, run_tool

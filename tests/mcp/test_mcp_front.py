@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from runtime.config.load import load_config
 from runtime.config.trust import TrustState, set_trust
-from runtime.errors import ConfigError
 from runtime.mcp import server_specs
+from runtime.model.errors import ConfigError
+from runtime.setup.load import load_config
 from runtime.testing.scripted import ScriptedProvider
 from tests.mcp.conftest import stdio_server, write_config
 from tests.mcp.test_mcp_harness import start
@@ -126,7 +126,7 @@ def test_enabled_false_keeps_a_table_without_starting_it():
 
 async def test_the_app_says_once_that_a_server_did_not_start(tmp_path):
     from runtime import Harness
-    from runtime.config.load import Config
+    from runtime.setup.load import Config
     from tests.tui.conftest import MODEL, SIZE, wait_for
     from tui.app import BastionApp
 

@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from runtime import Harness
-from runtime.config.load import Config
-from runtime.config.rules import Rule, RuleKind
 from runtime.mcp.status import ServerState
-from runtime.providers.base import ToolCall
+from runtime.model.llm import ToolCall
+from runtime.model.rules import Rule, RuleKind
 from runtime.run.loop import LoopSettings
 from runtime.run.toolbox import WorkspaceToolbox
+from runtime.setup.load import Config
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.mcp.conftest import stdio_server
 

@@ -15,9 +15,10 @@ from mcp_types import (
     TextResourceContents,
 )
 
-from runtime.config.rules import BadRule, Rule, RuleKind, allow_rule, allowing, propose
+from runtime.config.rules import allow_rule, allowing, propose
 from runtime.config.settings import add_project_rules, load_project_rules
 from runtime.mcp.results import SPILL_BYTES, outcome
+from runtime.model.rules import BadRule, Rule, RuleKind
 
 
 def png() -> str:

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime import Harness
-from runtime.providers.base import ToolSpec
+from runtime.model.llm import ToolSpec
+from runtime.model.tools import ToolInfo, ToolOutcome
 from runtime.run.loop import LoopSettings
-from runtime.run.toolbox import ToolInfo, ToolOutcome
 from runtime.testing.scripted import ScriptedProvider
 
 

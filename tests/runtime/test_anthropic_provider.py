@@ -10,8 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from runtime.providers.anthropic import AnthropicProvider, build_messages_body, default_max_tokens
-from runtime.providers.base import (
+from runtime.model.llm import (
     ImagePart,
     Message,
     ModelRequest,
@@ -27,6 +26,7 @@ from runtime.providers.base import (
     Usage,
     UsageReport,
 )
+from runtime.providers.anthropic import AnthropicProvider, build_messages_body, default_max_tokens
 from runtime.testing.server import LoopbackServer
 
 KEY = "sk-ant-test-0123456789abcdefghijkl"

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from runtime.config.rules import BadRule, Rule, RuleKind, Scope
 from runtime.config.settings import add_project_rules, dump_toml, load_project_rules, settings_path
-from runtime.errors import ConfigError, NotPending
-from runtime.providers.base import ToolCall
+from runtime.model.errors import ConfigError, NotPending
+from runtime.model.llm import ToolCall
+from runtime.model.rules import BadRule, Rule, RuleKind, Scope
 from runtime.run.toolbox import WorkspaceToolbox
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import RecordingToolbox, open_harness, until_awaiting_approval
@@ -334,8 +334,8 @@ async def test_a_write_over_an_existing_file_without_overwrite_says_so(tmp_path)
 
 
 async def test_the_view_follows_session_rules_through_the_reducer(tmp_path):
-    from runtime.events import RulesUpdated
-    from runtime.views import reduce
+    from runtime.model.events import RulesUpdated
+    from runtime.model.views import reduce
 
     toolbox = RecordingToolbox()
     harness, conv, _ = await start(

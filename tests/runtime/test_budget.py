@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from runtime.config.project import restrict_project
-from runtime.errors import ConfigError
+from runtime.model.errors import ConfigError
 from runtime.run.budget import Budget, check_budget_keys
+from runtime.setup.project import restrict_project
 
 
 def test_no_budget_never_stops():

@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 
 from runtime import Harness
-from runtime.config.load import Config, load_config
 from runtime.context.catalog import DEFAULT_OUTPUT_CAP, cost_of, lookup
-from runtime.errors import ConfigError
+from runtime.model.errors import ConfigError
 from runtime.providers.anthropic import AnthropicProvider
 from runtime.providers.openai import OpenAIChatProvider
 from runtime.run.loop import LoopSettings
+from runtime.setup.load import Config, load_config
 from runtime.testing.server import LoopbackServer
 from tests.runtime.helpers import RecordingToolbox
 

@@ -12,17 +12,17 @@ from typing import Any
 import pytest
 
 from runtime import CompactionFailed, Harness, compacted_through
-from runtime.config.load import Config
 from runtime.context.compaction import exceeds, plan_compaction
 from runtime.harness.transfer import export_document, export_markdown
+from runtime.model.llm import ToolCall
+from runtime.model.records import Entry, EntryKind, EntryStatus
+from runtime.model.views import view_from_snapshot
 from runtime.providers.anthropic import AnthropicProvider
-from runtime.providers.base import ToolCall
 from runtime.providers.openai import OpenAIChatProvider
-from runtime.records import Entry, EntryKind, EntryStatus
 from runtime.run.loop import LoopSettings
+from runtime.setup.load import Config
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from runtime.testing.server import LoopbackServer
-from runtime.views import view_from_snapshot
 from tests.runtime.helpers import RecordingToolbox
 
 

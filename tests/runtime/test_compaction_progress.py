@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from runtime import Harness
-from runtime.config.load import Config
-from runtime.events import CompactionProgress, event_from_dict, event_to_dict
+from runtime.model.events import CompactionProgress, event_from_dict, event_to_dict
+from runtime.model.records import EntryKind
+from runtime.model.views import reduce, view_from_snapshot
 from runtime.providers.openai import OpenAIChatProvider
-from runtime.records import EntryKind
+from runtime.setup.load import Config
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from runtime.testing.server import LoopbackServer
-from runtime.views import reduce, view_from_snapshot
 from tests.runtime.test_compaction import OPENAI_OVERFLOW, ask, open_with
 
 TINY = Config(

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from runtime.config.load import Config, load_config, model_resolver
 from runtime.config.trust import TrustState, set_trust
-from runtime.errors import ConfigError
+from runtime.model.errors import ConfigError
 from runtime.providers.httpbase import DEFAULT_IDLE_TIMEOUT
+from runtime.setup.load import Config, load_config, model_resolver
 
 
 def write_config(tmp_path: Path, content: bytes | str) -> tuple[Path, dict[str, str]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from runtime.events import (
+from runtime.model.events import (
     AttemptReset,
     EntryAdded,
     EntryTextAppended,
@@ -17,7 +17,7 @@ from runtime.events import (
     event_from_dict,
     event_to_dict,
 )
-from runtime.records import Entry, Run, ToolCallRecord
+from runtime.model.records import Entry, Run, ToolCallRecord
 
 
 def roundtrip(event):

@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from runtime.config.firstrun import (
+from runtime.config.trust import TrustState, set_trust
+from runtime.setup.firstrun import (
     NoModelConfigured,
     ProbeTarget,
     default_targets,
@@ -16,8 +17,7 @@ from runtime.config.firstrun import (
     first_run_text,
     probe_local_servers,
 )
-from runtime.config.load import load_config
-from runtime.config.trust import TrustState, set_trust
+from runtime.setup.load import load_config
 from runtime.testing.server import LoopbackServer
 
 
@@ -135,7 +135,7 @@ def bare_env(tmp_path, monkeypatch):
 
 
 async def test_open_session_without_any_model_is_a_first_run(bare_env, tmp_path) -> None:
-    from runtime.errors import ConfigError
+    from runtime.model.errors import ConfigError
     from tui.session import open_session
 
     with pytest.raises(NoModelConfigured) as caught:

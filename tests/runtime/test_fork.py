@@ -7,9 +7,9 @@ import json
 import pytest
 
 from runtime import reduce, view_from_snapshot
-from runtime.errors import UnknownConversation, UnknownEntry
-from runtime.providers.base import ToolCall
-from runtime.store.ids import parse_uuid
+from runtime.model.errors import UnknownConversation, UnknownEntry
+from runtime.model.ids import parse_uuid
+from runtime.model.llm import ToolCall
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import RecordingToolbox, open_harness
 

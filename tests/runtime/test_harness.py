@@ -8,8 +8,8 @@ import json
 import pytest
 
 from runtime import EmptyInput
-from runtime.providers.base import ProviderError, ToolCall, Usage
-from runtime.records import InboxMode
+from runtime.model.llm import ProviderError, ToolCall, Usage
+from runtime.model.records import InboxMode
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import RecordingToolbox, open_harness, until_awaiting_approval
 
@@ -300,7 +300,7 @@ async def test_interrupt_during_a_slow_checkpoint_never_duplicates_text(tmp_path
 
 async def test_command_output_streams_as_transient_deltas(tmp_path):
     from runtime import reduce
-    from runtime.events import ToolOutputDelta
+    from runtime.model.events import ToolOutputDelta
 
     toolbox = RecordingToolbox()
     harness, conv, _ = await start(

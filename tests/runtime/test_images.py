@@ -14,13 +14,13 @@ import pytest
 from PIL import Image
 
 from runtime import Harness
-from runtime.config.load import Config
 from runtime.context.images import fit_image, load_image, prompt_images
+from runtime.model.llm import ImagePart
 from runtime.providers.anthropic import AnthropicProvider
-from runtime.providers.base import ImagePart
 from runtime.providers.openai import OpenAIChatProvider
 from runtime.run.loop import LoopSettings
 from runtime.run.toolbox import WorkspaceToolbox
+from runtime.setup.load import Config
 from runtime.testing.server import LoopbackServer
 
 RED, BLUE = (220, 20, 20), (20, 20, 220)

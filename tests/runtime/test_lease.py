@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from runtime.errors import ConversationBusy, LeaseLost
+from runtime.model.errors import ConversationBusy, LeaseLost
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from runtime.testing.waiting import until
 from tests.runtime.helpers import open_harness
@@ -117,7 +117,7 @@ def _owner_made_at(seconds_ago: float) -> str:
     import time
     import uuid
 
-    from runtime.store.ids import uuid7
+    from runtime.model.ids import uuid7
 
     ms = int((time.time() - seconds_ago) * 1000)
     low = uuid.UUID(uuid7()).int & ((1 << 80) - 1)

@@ -10,14 +10,14 @@ import httpx
 import pytest
 
 from runtime import Harness
-from runtime.config.load import Config, model_resolver
-from runtime.events import AttemptReset
-from runtime.providers.base import Message, ModelRequest, ProviderError
+from runtime.model.events import AttemptReset
+from runtime.model.llm import Message, ModelRequest, ProviderError
 from runtime.providers.httpbase import Redactor, transport_error
 from runtime.providers.openai import OpenAIChatProvider
 from runtime.providers.registry import ProviderSettings, resolve_model
 from runtime.providers.responses import ResponsesProvider
 from runtime.run.loop import LoopSettings
+from runtime.setup.load import Config, model_resolver
 from runtime.testing.server import LoopbackServer
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from runtime.providers.base import Message, ModelRequest, TextChunk
+from runtime.model.llm import Message, ModelRequest, TextChunk
 from runtime.providers.openai import OpenAIChatProvider
 from runtime.providers.sse import parse_sse
 from runtime.testing.server import LoopbackServer

@@ -13,16 +13,16 @@ from pathlib import Path
 import pytest
 
 from runtime import Harness
-from runtime.events import event_to_dict, is_durable
 from runtime.harness import new_conversation
-from runtime.records import Entry, EntryKind, EntryStatus
+from runtime.model.events import event_to_dict, is_durable
+from runtime.model.ids import uuid7
+from runtime.model.records import Entry, EntryKind, EntryStatus
+from runtime.model.views import ConversationView, reduce
 from runtime.run.loop import LoopSettings
 from runtime.store import marks, migrations
 from runtime.store.database import Store
-from runtime.store.ids import uuid7
 from runtime.store.tx import Tx
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from runtime.views import ConversationView, reduce
 
 DATA = Path(__file__).parent / "data"
 

@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from runtime.errors import ConfigError
-from runtime.providers.base import (
+from runtime.model.errors import ConfigError
+from runtime.model.llm import (
     ImagePart,
     Message,
     ModelRequest,

@@ -9,9 +9,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime.providers.base import ToolCall
-from runtime.records import Approval, ToolCallRecord, ToolCallState
-from runtime.run.toolbox import ToolInfo, ToolOutcome, WorkspaceToolbox
+from runtime.model.llm import ToolCall
+from runtime.model.records import Approval, ToolCallRecord, ToolCallState
+from runtime.model.tools import ToolInfo, ToolOutcome
+from runtime.run.toolbox import WorkspaceToolbox
 from runtime.schedule import groups, may_overlap, run_together
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import open_harness

@@ -15,10 +15,10 @@ import time
 import pytest
 
 from runtime import Harness
-from runtime.errors import NotPending, RequestKeyReused, UnfinishedWork, UnknownConversation
 from runtime.harness import new_conversation
-from runtime.providers.base import ToolCall
-from runtime.records import InboxMode
+from runtime.model.errors import NotPending, RequestKeyReused, UnfinishedWork, UnknownConversation
+from runtime.model.llm import ToolCall
+from runtime.model.records import InboxMode
 from runtime.run.calls import interrupt_tx
 from runtime.store.database import Store
 from runtime.store.tx import Tx
@@ -443,7 +443,7 @@ async def test_delete_refuses_unfinished_work_unless_forced(tmp_path):
 async def test_a_store_failing_while_closing_does_not_hang(tmp_path, monkeypatch, caplog):
     """`-p -c` once never exited after "database disk image is malformed" in the lease
     release: closing reports it and goes on."""
-    from runtime.errors import StoreCorrupt
+    from runtime.model.errors import StoreCorrupt
 
     harness, conv, _ = await start(tmp_path, [ScriptedTurn(text="x")])
     item = await harness.submit(conv.id, "hi")
@@ -466,7 +466,7 @@ async def test_a_store_failing_while_closing_does_not_hang(tmp_path, monkeypatch
 async def test_the_ledger_reads_back_the_events_that_were_published(tmp_path):
     """Payloads leave out what the tables keep (texts, arguments); read back, every
     event equals the one published."""
-    from runtime.events import is_durable
+    from runtime.model.events import is_durable
 
     toolbox = RecordingToolbox()
     turns = [

@@ -23,8 +23,8 @@ from runtime import (
     UnknownConversation,
     default_home,
 )
-from runtime.records import Entry, EntryKind, EntryStatus
-from runtime.store.ids import uuid7
+from runtime.model.ids import uuid7
+from runtime.model.records import Entry, EntryKind, EntryStatus
 from runtime.store.migrations import schema_version
 
 
@@ -162,7 +162,7 @@ async def test_session_commands_and_doctor_load_neither_asyncio_nor_the_harness(
         " ['sessions', '--json', 'search', 'walrus']):\n"
         "    assert main(args) == 0\n"
         "heavy = ('asyncio', 'runtime.harness', 'runtime.store.database', 'runtime.store.tx')\n"
-        "assert not loaded(*heavy, 'dataclasses', 'runtime.records'), loaded(*heavy)\n"
+        "assert not loaded(*heavy, 'dataclasses', 'runtime.model.records'), loaded(*heavy)\n"
         "main(['doctor'])  # (its exit code says whether this machine passes its checks)\n"
         "assert not loaded(*heavy), loaded(*heavy)\n"
     )

@@ -1,4 +1,4 @@
-"""Interrupt and redirect in one action (Harness.redirect, runtime.schedule.redirect):
+"""Interrupt and redirect in one action (Harness.redirect, runtime.run.redirect):
 the running step is cut, its partial output reaches the model marked interrupted, and
 the redirect is the next user message, in a new run."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 import json
 
-from runtime.providers.base import ToolCall
-from runtime.records import InboxMode
+from runtime.model.llm import ToolCall
+from runtime.model.records import InboxMode
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import RecordingToolbox, open_harness
 

@@ -9,7 +9,13 @@ from dataclasses import replace
 from types import MappingProxyType
 
 from runtime import reduce, view_from_snapshot
-from runtime.events import AttemptReset, EntryTextAppended, EntryUpdated, TextDelta, is_durable
+from runtime.model.events import (
+    AttemptReset,
+    EntryTextAppended,
+    EntryUpdated,
+    TextDelta,
+    is_durable,
+)
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import open_harness
 
@@ -137,7 +143,7 @@ async def test_attempt_reset_clears_the_partial(tmp_path):
 
 
 def test_view_from_snapshot_is_pure_data():
-    from runtime.records import Conversation
+    from runtime.model.records import Conversation
     from runtime.store.database import Snapshot
 
     conv = Conversation("c", "", "/", {}, 0.0, 0.0, version=3)
@@ -146,10 +152,10 @@ def test_view_from_snapshot_is_pure_data():
 
 
 def test_tool_output_keeps_only_a_bounded_tail():
-    from runtime.events import ToolOutputDelta
-    from runtime.records import Conversation
+    from runtime.model.events import ToolOutputDelta
+    from runtime.model.records import Conversation
+    from runtime.model.views import TOOL_OUTPUT_TAIL
     from runtime.store.database import Snapshot
-    from runtime.views import TOOL_OUTPUT_TAIL
 
     view = view_from_snapshot(Snapshot(Conversation("c", "", "/", {}, 0.0, 0.0), (), (), (), ()))
     for seq in range(1, 101):
@@ -161,7 +167,7 @@ def test_tool_output_keeps_only_a_bounded_tail():
 
 def joined(events):
     """Consecutive TextDeltas of one run and entry as one TextDeltas, as a channel joins them."""
-    from runtime.views import TextDeltas
+    from runtime.model.views import TextDeltas
 
     out = []
     for event in events:
@@ -219,7 +225,7 @@ async def test_streaming_text_is_live_and_folded_on_demand(tmp_path):
 
 
 def test_live_text_values_never_see_each_others_appends():
-    from runtime.views import LiveText
+    from runtime.model.views import LiveText
 
     a = LiveText.of("ab")
     b = a.append("cd")
@@ -232,8 +238,8 @@ def test_live_text_values_never_see_each_others_appends():
 
 
 def test_close_entry_keeps_the_streamed_text():
-    from runtime.records import Conversation, Entry
-    from runtime.views import ConversationView, LiveText, close_entry
+    from runtime.model.records import Conversation, Entry
+    from runtime.model.views import ConversationView, LiveText, close_entry
 
     conv = Conversation("c", "", "/", {}, 0.0, 0.0)
     entry = Entry("e", "c", 0, "assistant", "streaming", "", 0.0)
@@ -246,8 +252,8 @@ def test_close_entry_keeps_the_streamed_text():
 
 
 async def test_a_retry_shows_in_the_view_until_the_next_attempt_streams(tmp_path):
-    from runtime.providers.base import ProviderError
-    from runtime.views import Retry
+    from runtime.model.llm import ProviderError
+    from runtime.model.views import Retry
 
     error = ProviderError("HTTP 503", provider="s", status=503, retryable=True)
     provider = ScriptedProvider(
@@ -281,7 +287,7 @@ async def test_a_retry_shows_in_the_view_until_the_next_attempt_streams(tmp_path
 async def session_with_tools(tmp_path):
     """Three turns, each a read_file call and an answer: 4 entries a turn (user, call,
     result, answer)."""
-    from runtime.providers.base import ToolCall
+    from runtime.model.llm import ToolCall
     from tests.runtime.helpers import RecordingToolbox
 
     turns = []

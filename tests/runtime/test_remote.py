@@ -9,10 +9,10 @@ import socket
 import pytest
 
 from runtime import reduce
-from runtime.errors import BastionError, UnknownConversation
 from runtime.ipc.channel import RESYNC
 from runtime.ipc.frames import HarnessGone, sendable_error
 from runtime.ipc.remote import RemoteHarness, serve
+from runtime.model.errors import BastionError, UnknownConversation
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import open_harness
 
@@ -119,7 +119,7 @@ async def test_the_front_end_ending_ends_serve(tmp_path):
 def test_records_and_views_come_back_equal_from_a_pickle(tmp_path):
     import pickle
 
-    from runtime.records import (
+    from runtime.model.records import (
         AgentSettings,
         Conversation,
         Entry,

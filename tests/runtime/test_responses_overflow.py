@@ -28,10 +28,10 @@ from typing import Any
 import pytest
 
 from runtime import compacted_through
-from runtime.config.load import Config
-from runtime.providers.base import ProviderError
+from runtime.model.llm import ProviderError
+from runtime.model.records import EntryKind, EntryStatus
 from runtime.providers.responses import ResponsesProvider
-from runtime.records import EntryKind, EntryStatus
+from runtime.setup.load import Config
 from runtime.testing.server import LoopbackServer
 from tests.runtime.test_compaction import ask, open_with
 from tests.runtime.test_responses_provider import over_loopback

@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 from runtime import Harness
-from runtime.events import AttemptReset
-from runtime.providers.base import (
+from runtime.model.events import AttemptReset
+from runtime.model.llm import (
     ImagePart,
     Message,
     ModelRequest,

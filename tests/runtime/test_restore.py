@@ -7,7 +7,7 @@ import json
 import os
 import subprocess
 
-from runtime.providers.base import ToolCall
+from runtime.model.llm import ToolCall
 from runtime.run.toolbox import WorkspaceToolbox
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import open_harness

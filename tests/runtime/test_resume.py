@@ -6,7 +6,7 @@ import asyncio
 import json
 
 from runtime.context.messages import CONTINUE
-from runtime.providers.base import ToolCall
+from runtime.model.llm import ToolCall
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import RecordingToolbox, open_harness, until_awaiting_approval
 

@@ -8,16 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from runtime.config.rules import (
-    BadRule,
-    Rule,
-    RuleKind,
-    allowing,
-    command_rule,
-    edits_rule,
-    propose,
-)
+from runtime.config.rules import allowing, command_rule, edits_rule, propose
 from runtime.config.shell import split_commands
+from runtime.model.rules import BadRule, Rule, RuleKind
 
 
 def cmd(text: str) -> str:

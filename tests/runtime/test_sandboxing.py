@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from runtime.config.load import load_config
-from runtime.config.rules import BadRule
 from runtime.config.trust import TrustState, set_trust
-from runtime.errors import ConfigError
 from runtime.harness.approving import check_sandbox_answer
+from runtime.model.errors import ConfigError
+from runtime.model.rules import BadRule
 from runtime.run.sandboxing import choose_sandbox
 from runtime.run.toolbox import WorkspaceToolbox
+from runtime.setup.load import load_config
 from tools.denylist import DEFAULT_DENY
 from tools.sandbox import SandboxMode, probe
 

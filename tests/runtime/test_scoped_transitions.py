@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from runtime.errors import NotPending
-from runtime.providers.base import ToolCall
-from runtime.records import InboxMode
+from runtime.model.errors import NotPending
+from runtime.model.llm import ToolCall
+from runtime.model.records import InboxMode
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import RecordingToolbox, open_harness, until_awaiting_approval
 

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from runtime.providers.base import (
+from runtime.model.llm import (
     Message,
     ModelRequest,
     Provider,

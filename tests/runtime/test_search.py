@@ -9,11 +9,11 @@ import time
 import pytest
 
 from runtime.harness import new_conversation
-from runtime.records import Entry, EntryKind, EntryStatus
+from runtime.model.ids import uuid7
+from runtime.model.records import Entry, EntryKind, EntryStatus
 from runtime.store import ftsquery, migrations
 from runtime.store.database import Store
 from runtime.store.fulltext import SearchQueryError
-from runtime.store.ids import uuid7
 
 
 def entry(conv_id: str, kind: str, text: str, status: str = EntryStatus.COMPLETE) -> Entry:

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from runtime import Harness, usage_summary
-from runtime.config.load import Config
 from runtime.context.compaction import CUT_OFF
-from runtime.errors import InputHeld
-from runtime.providers.base import ProviderError
+from runtime.model.errors import InputHeld
+from runtime.model.llm import ProviderError
 from runtime.run.loop import LoopSettings
+from runtime.setup.load import Config
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import RecordingToolbox, open_harness
 from tests.runtime.test_resume_partial import crashed_mid_answer

@@ -15,8 +15,6 @@ from pathlib import Path
 import pytest
 
 from runtime import Follower, reduce
-from runtime.errors import BastionError
-from runtime.events import TextDelta
 from runtime.ipc.attach import AttachClient, RemoteError
 from runtime.ipc.serve import (
     MAX_PATH,
@@ -32,9 +30,11 @@ from runtime.ipc.serve import (
     view_from_wire,
     view_to_wire,
 )
-from runtime.records import InboxMode
+from runtime.model.errors import BastionError
+from runtime.model.events import TextDelta
+from runtime.model.records import InboxMode
+from runtime.model.views import TextDeltas
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from runtime.views import TextDeltas
 from tests.runtime.helpers import open_harness
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from runtime import ConfigError, Harness, SessionSettings
-from runtime.errors import UnfinishedWork
 from runtime.harness import new_conversation
-from runtime.providers.base import ToolCall
+from runtime.model.errors import UnfinishedWork
+from runtime.model.llm import ToolCall
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import RecordingToolbox, open_harness, until_awaiting_approval
 

@@ -7,8 +7,8 @@ import sqlite3
 
 import pytest
 
-from runtime.errors import SchemaTooNew, StoreError
 from runtime.harness import Harness
+from runtime.model.errors import SchemaTooNew, StoreError
 from runtime.store.migrations import latest_version
 
 

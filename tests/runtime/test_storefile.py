@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.errors import StoreCorrupt, StoreError, StoreLocked, StoreReadOnly
+from runtime.model.errors import StoreCorrupt, StoreError, StoreLocked, StoreReadOnly
 from runtime.store import storefile
 from runtime.store.database import Store
 

@@ -17,9 +17,7 @@ import httpx
 import pytest
 
 from runtime import Harness
-from runtime.config.load import Config
-from runtime.providers.anthropic import AnthropicProvider
-from runtime.providers.base import (
+from runtime.model.llm import (
     Message,
     ModelRequest,
     ProviderError,
@@ -28,9 +26,11 @@ from runtime.providers.base import (
     TextChunk,
     ToolCallChunk,
 )
+from runtime.providers.anthropic import AnthropicProvider
 from runtime.providers.httpbase import DEFAULT_IDLE_TIMEOUT, stream_timeout
 from runtime.providers.openai import OpenAIChatProvider
 from runtime.run.loop import LoopSettings
+from runtime.setup.load import Config
 from runtime.testing.server import LoopbackServer
 
 HELLO = ModelRequest("loopback-model", (Message("user", "hello"),))

@@ -8,10 +8,10 @@ import threading
 from typing import Any
 
 from runtime import reduce
-from runtime.events import TextDelta
 from runtime.ipc.channel import RESYNC, EventChannel, HarnessThread, ThreadedHarness
+from runtime.model.events import TextDelta
+from runtime.model.views import TextDeltas
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from runtime.views import TextDeltas
 from tests.runtime.helpers import open_harness
 
 
@@ -100,8 +100,8 @@ async def test_threaded_harness_streams_a_run_into_the_view(tmp_path):
 
 
 async def test_rest_keeps_its_pace_for_text_but_ends_at_once_for_a_run_change():
-    from runtime.events import RunUpdated
-    from runtime.records import Run
+    from runtime.model.events import RunUpdated
+    from runtime.model.records import Run
 
     channel = EventChannel()
     loop = asyncio.get_running_loop()
@@ -143,20 +143,20 @@ async def test_poll_takes_what_is_queued_without_waiting():
 
 
 def reasoning(seq: int, text: str, run: str = "r") -> Any:
-    from runtime.events import ReasoningDelta
+    from runtime.model.events import ReasoningDelta
 
     return ReasoningDelta("c", run, 1, seq, "e", text)
 
 
 def empty_view() -> Any:
-    from runtime.records import Conversation
-    from runtime.views import ConversationView
+    from runtime.model.records import Conversation
+    from runtime.model.views import ConversationView
 
     return ConversationView(Conversation("c", "", "/", {}, 0.0, 0.0), 0)
 
 
 async def test_reasoning_deltas_a_burst_is_joined_not_overflowed():
-    from runtime.views import ReasoningDeltas
+    from runtime.model.views import ReasoningDeltas
 
     channel = EventChannel(limit=100)
     channel.put_many([reasoning(i, "x") for i in range(1, 5001)])

@@ -6,7 +6,7 @@ import math
 
 from runtime.context import tokens
 from runtime.context.tokens import Quality, count_messages, count_text
-from runtime.providers.base import Message, StreamEnd, TextChunk, ToolCall
+from runtime.model.llm import Message, StreamEnd, TextChunk, ToolCall
 from tests.runtime.helpers import open_harness
 
 
@@ -61,7 +61,7 @@ async def test_run_without_provider_usage_records_an_estimate(tmp_path):
 
 
 async def test_measured_usage_is_marked_measured(tmp_path):
-    from runtime.providers.base import Usage
+    from runtime.model.llm import Usage
     from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 
     harness = await open_harness(
@@ -76,7 +76,7 @@ async def test_measured_usage_is_marked_measured(tmp_path):
 
 
 def test_a_request_counts_its_tool_definitions_as_sent():
-    from runtime.providers.base import ModelRequest, ToolSpec
+    from runtime.model.llm import ModelRequest, ToolSpec
 
     schema = {"type": "object", "properties": {"path": {"type": "string"}}}
     short = ToolSpec("read_file", "Read a file.", schema)
@@ -92,7 +92,7 @@ def test_a_request_counts_its_tool_definitions_as_sent():
 
 
 def test_claude_estimates_are_corrected_for_its_tokenizer_and_tool_prompt():
-    from runtime.providers.base import ModelRequest, ToolSpec
+    from runtime.model.llm import ModelRequest, ToolSpec
 
     messages = (Message("system", "You are terse."), Message("user", "word " * 1000))
     base = count_messages(messages).tokens
@@ -112,7 +112,7 @@ def test_claude_estimates_are_corrected_for_its_tokenizer_and_tool_prompt():
 
 def test_compaction_threshold_uses_the_corrected_estimate():
     from runtime.context.compaction import exceeds
-    from runtime.providers.base import ModelRequest
+    from runtime.model.llm import ModelRequest
 
     messages = (Message("user", "word " * 1000),)
     base = count_messages(messages).tokens

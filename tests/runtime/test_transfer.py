@@ -10,10 +10,10 @@ import time
 import pytest
 
 from runtime.harness.transfer import FORMAT_VERSION, ImportRefused, export_markdown
-from runtime.providers.base import ToolCall
-from runtime.records import Entry, EntryKind, EntryStatus
+from runtime.model.ids import uuid7
+from runtime.model.llm import ToolCall
+from runtime.model.records import Entry, EntryKind, EntryStatus
 from runtime.run.toolbox import WorkspaceToolbox
-from runtime.store.ids import uuid7
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import open_harness
 

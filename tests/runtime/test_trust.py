@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from runtime.config.approvals import ApprovalMode
-from runtime.config.load import load_config
 from runtime.config.settings import load_project_rules, read_project_rules
 from runtime.config.trust import TrustState, set_trust, trust_of, trust_once
 from runtime.context.instructions import load_instructions
-from runtime.errors import ConfigError
+from runtime.model.errors import ConfigError
+from runtime.setup.load import load_config
 from runtime.store.database import Store
 
 

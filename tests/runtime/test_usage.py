@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from runtime import Harness
-from runtime.config.load import Config
+from runtime.model.llm import ProviderError, Usage
 from runtime.providers.anthropic import AnthropicProvider
-from runtime.providers.base import ProviderError, Usage
 from runtime.providers.openai import OpenAIChatProvider
 from runtime.run.loop import LoopSettings
+from runtime.setup.load import Config
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from runtime.testing.server import LoopbackServer
 from tests.runtime.helpers import RecordingToolbox, open_harness

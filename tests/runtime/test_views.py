@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.views import call_summary
+from runtime.model.views import call_summary
 
 
 @pytest.mark.parametrize(

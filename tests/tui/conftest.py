@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from runtime import Harness
-from runtime.providers.base import ModelRequest, StreamItem, TextChunk
+from runtime.model.llm import ModelRequest, StreamItem, TextChunk
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import RecordingToolbox, open_harness
 from tui.app import BastionApp

@@ -11,8 +11,15 @@ from typing import Any
 
 import pytest
 
-from runtime.providers.base import ProviderError, ToolCall
-from runtime.records import Approval, EntryKind, EntryStatus, InboxMode, RunState, ToolCallState
+from runtime.model.llm import ProviderError, ToolCall
+from runtime.model.records import (
+    Approval,
+    EntryKind,
+    EntryStatus,
+    InboxMode,
+    RunState,
+    ToolCallState,
+)
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.tui.conftest import SIZE, HangingProvider, open_driven, run_settled, wait_for
 from tui.app import BastionApp
@@ -456,7 +463,7 @@ async def test_the_prompt_takes_keys_before_the_session_opens(tmp_path):
 
 
 async def test_a_session_that_cannot_open_ends_the_app_with_its_error(tmp_path):
-    from runtime.errors import UnknownConversation
+    from runtime.model.errors import UnknownConversation
 
     async def opener():
         raise UnknownConversation("no conversation 0192", hint="list them")
@@ -524,7 +531,7 @@ class _GatedProvider(ScriptedProvider):
         self.more, self.end = asyncio.Event(), asyncio.Event()
 
     async def stream(self, request):
-        from runtime.providers.base import TextChunk
+        from runtime.model.llm import TextChunk
 
         self.requests.append(request)
         yield TextChunk("first")

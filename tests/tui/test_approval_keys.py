@@ -9,9 +9,9 @@ from typing import Any
 
 from runtime.config.settings import settings_path
 from runtime.harness import Harness
-from runtime.providers.base import ToolCall
+from runtime.model.llm import ToolCall
+from runtime.model.records import Approval
 from runtime.providers.openai import OpenAIChatProvider
-from runtime.records import Approval
 from runtime.run.loop import LoopSettings
 from runtime.run.toolbox import WorkspaceToolbox
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn

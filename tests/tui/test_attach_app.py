@@ -13,7 +13,7 @@ import pytest
 import textual
 
 from runtime import Follower
-from runtime.providers.base import ToolCall
+from runtime.model.llm import ToolCall
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import RecordingToolbox, open_harness
 from tests.tui.conftest import SIZE, HangingProvider, open_driven, run_settled, wait_for

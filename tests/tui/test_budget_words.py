@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from runtime import Budget
-from runtime.providers.base import ToolCall
+from runtime.model.llm import ToolCall
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import RecordingToolbox, open_harness
 from tests.tui.conftest import MODEL

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.errors import BastionError
+from runtime.model.errors import BastionError
 from runtime.testing.process import LoopbackProcess
 from runtime.testing.waiting import gone
 from tests.tui.test_tmux import Tmux, bastion_bin, environment

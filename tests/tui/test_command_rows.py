@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from runtime.providers.base import ToolCall
-from runtime.records import ToolCallRecord
+from runtime.model.llm import ToolCall
+from runtime.model.records import ToolCallRecord
 from runtime.run.toolbox import WorkspaceToolbox
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import open_harness

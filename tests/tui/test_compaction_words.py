@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from runtime.records import Entry, EntryKind, EntryStatus
+from runtime.model.records import Entry, EntryKind, EntryStatus
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.test_compaction import open_with
 from tests.runtime.test_compaction_progress import PROMPT, TINY

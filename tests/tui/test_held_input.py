@@ -3,8 +3,8 @@ that fails is shown as held; `/send` in the line mode and Ctrl+R in the app send
 
 from __future__ import annotations
 
-from runtime.providers.base import ProviderError
-from runtime.records import InboxMode
+from runtime.model.llm import ProviderError
+from runtime.model.records import InboxMode
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.tui.conftest import open_driven, wait_for
 from tests.tui.test_plain import Keyboard, console

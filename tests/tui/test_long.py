@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from runtime.records import EntryKind
+from runtime.model.records import EntryKind
+from runtime.model.views import LiveText
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from runtime.views import LiveText
 from tests.tui.conftest import SIZE, open_driven, run_settled, wait_for
 from tui.app import BastionApp
 from tui.widgets import AssistantEntry, Transcript, UserEntry
@@ -161,7 +161,7 @@ async def test_a_long_session_opens_from_a_view_of_its_end_then_takes_the_whole(
     """The first view holds only the last OPENING_ENTRIES entries (quick to read, send and
     draw); once it is on screen the app takes the whole view: the history lists every
     question, and scrolling to the top reaches the first, every row in its place."""
-    monkeypatch.setattr("runtime.views.OPENING_ENTRIES", 20)
+    monkeypatch.setattr("runtime.model.views.OPENING_ENTRIES", 20)
     harness, conv_id = await open_long_session(tmp_path, 30)  # 60 entries
     app = BastionApp(harness, conv_id, stored=stored)
     shown: list[int] = []

@@ -68,8 +68,8 @@ class _Strip(App[None]):
 
 
 async def test_the_inbox_strip_asks_for_no_layout_when_its_items_did_not_change() -> None:
-    from runtime.records import Conversation, InboxItem
-    from runtime.views import ConversationView
+    from runtime.model.records import Conversation, InboxItem
+    from runtime.model.views import ConversationView
     from tui.widgets.inbox import InboxStrip
 
     app = _Strip()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from runtime import Harness
 from runtime.context.mentions import MAX_FILE_BYTES
-from runtime.records import EntryKind
+from runtime.model.records import EntryKind
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import open_harness
 from tests.tui.conftest import MODEL, SIZE, HangingProvider, run_settled, wait_for

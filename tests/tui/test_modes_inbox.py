@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from runtime.providers.base import ProviderError
-from runtime.records import InboxMode, InboxState
+from runtime.model.llm import ProviderError
+from runtime.model.records import InboxMode, InboxState
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.tui.conftest import HangingProvider, open_driven, run_settled, wait_for
 from tui.app import BastionApp

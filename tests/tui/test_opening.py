@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from runtime.errors import UnknownConversation
-from runtime.records import Approval
+from runtime.model.errors import UnknownConversation
+from runtime.model.records import Approval
 from runtime.testing.scripted import ScriptedProvider
 from tests.tui.conftest import SIZE, open_driven, wait_for
 from tests.tui.test_approval_keys import command_turns

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from runtime.providers.base import ToolCall
+from runtime.model.llm import ToolCall
 from runtime.run.toolbox import WorkspaceToolbox
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.test_parallel_calls import ObservedToolbox

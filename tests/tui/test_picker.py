@@ -9,7 +9,7 @@ import pytest
 from textual.widgets import OptionList
 
 from runtime import Harness, SessionSummary
-from runtime.records import Conversation
+from runtime.model.records import Conversation
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import open_harness
 from tests.tui.conftest import wait_for

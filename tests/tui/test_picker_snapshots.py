@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from runtime import Harness, ProbeTarget, SessionSummary
-from runtime.records import Conversation
+from runtime.model.records import Conversation
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from runtime.testing.server import LoopbackServer
 from tests.runtime.helpers import open_harness

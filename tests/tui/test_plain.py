@@ -10,8 +10,8 @@ from rich.console import Console
 
 from runtime.config.rules import edits_rule
 from runtime.config.settings import add_project_rules
-from runtime.providers.base import ToolCall
-from runtime.records import Approval, EntryKind, EntryStatus, RunState
+from runtime.model.llm import ToolCall
+from runtime.model.records import Approval, EntryKind, EntryStatus, RunState
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import open_harness
 from tests.tui.conftest import HangingProvider, open_driven

@@ -8,7 +8,7 @@ import json
 import subprocess
 import sys
 
-from runtime.providers.base import ToolCall
+from runtime.model.llm import ToolCall
 from runtime.run.toolbox import WorkspaceToolbox
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import open_harness
@@ -123,7 +123,7 @@ async def test_attach_plain_replays_calls_and_run_ends_in_order(tmp_path, toolbo
     import io
 
     from runtime import Follower
-    from runtime.providers.base import ProviderError
+    from runtime.model.llm import ProviderError
     from tui.attach import AttachLine
 
     read = ToolCall("r1", "read_file", json.dumps({"path": "a.txt"}))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual import events
 
-from runtime.records import EntryKind
+from runtime.model.records import EntryKind
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.tui.conftest import SIZE, open_driven, run_settled, wait_for
 from tui.app import BastionApp

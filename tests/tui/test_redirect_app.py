@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from runtime.providers.base import ToolCall
-from runtime.records import EntryKind, InboxMode, RunState
+from runtime.model.llm import ToolCall
+from runtime.model.records import EntryKind, InboxMode, RunState
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import RecordingToolbox
 from tests.tui.conftest import SIZE, open_driven, run_settled, wait_for

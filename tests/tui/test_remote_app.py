@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from runtime.ipc.remote import RemoteHarness, serve
-from runtime.providers.base import ToolCall, Usage
+from runtime.model.llm import ToolCall, Usage
 from runtime.run.toolbox import WorkspaceToolbox
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import open_harness

@@ -11,7 +11,7 @@ from tui.launch import sandbox_notice_for
 async def test_the_app_tells_the_user_once(tmp_path, toolbox, monkeypatch):
     from types import SimpleNamespace
 
-    from runtime.config.load import Config
+    from runtime.setup.load import Config
 
     monkeypatch.setenv("BASTION_SANDBOX_PROBE", "fail")
     opts = SimpleNamespace(approval_mode="full-auto", sandbox=None, network=None)

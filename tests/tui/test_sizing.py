@@ -109,7 +109,7 @@ class _Waiting(ScriptedProvider):
         self.go = asyncio.Event()
 
     async def stream(self, request):
-        from runtime.providers.base import TextChunk
+        from runtime.model.llm import TextChunk
 
         self.requests.append(request)
         await self.go.wait()

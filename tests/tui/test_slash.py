@@ -7,8 +7,8 @@ import json
 from textual.command import CommandPalette
 
 from runtime import ConfigError, Harness
-from runtime.providers.base import Usage
-from runtime.records import EntryKind
+from runtime.model.llm import Usage
+from runtime.model.records import EntryKind
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import open_harness
 from tests.tui.conftest import MODEL, SIZE, open_driven, run_settled, wait_for
@@ -314,7 +314,7 @@ async def test_fork_rewind_and_restore_from_the_prompt(tmp_path):
     the prompt, the plan said), and /restore removes the file the model wrote since."""
     import json as _json
 
-    from runtime.providers.base import ToolCall
+    from runtime.model.llm import ToolCall
     from runtime.run.toolbox import WorkspaceToolbox
 
     work = tmp_path / "work"
@@ -361,7 +361,7 @@ async def test_a_command_typed_after_a_kept_draft_runs_and_is_never_sent(tmp_pat
     runs, instead of sending `/frobnicate/theme`."""
     import json as _json
 
-    from runtime.providers.base import ToolCall
+    from runtime.model.llm import ToolCall
     from runtime.run.toolbox import WorkspaceToolbox
 
     work = tmp_path / "work"

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 import textual
 
-from runtime.providers.base import ProviderError, ToolCall
-from runtime.run.toolbox import ToolOutcome
+from runtime.model.llm import ProviderError, ToolCall
+from runtime.model.tools import ToolOutcome
 from runtime.testing.scripted import ScriptedTurn
 from tests.runtime.helpers import RecordingToolbox
 from tests.tui.conftest import (

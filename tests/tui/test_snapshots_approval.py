@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from runtime.providers.base import ToolCall
+from runtime.model.llm import ToolCall
 from runtime.run.toolbox import WorkspaceToolbox
 from runtime.testing.scripted import ScriptedTurn
 from tests.tui.conftest import make_app, run_settled, until_still, wait_for

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import textual
 
-from runtime.providers.base import ModelRequest, StreamItem, TextChunk, ToolCall
+from runtime.model.llm import ModelRequest, StreamItem, TextChunk, ToolCall
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import RecordingToolbox
 from tests.tui.conftest import make_app, wait_for

@@ -11,7 +11,7 @@ from tui.app import LATE_MODULES, VIEW_MODULES
 
 FIRST_FRAME = """
 import json, sys
-import tui.cli, tui.launch, runtime.config.load, runtime.ipc.frames, tui.child, tui.theming
+import tui.cli, tui.launch, runtime.setup.load, runtime.ipc.frames, tui.child, tui.theming
 from tui.app import BastionApp
 print(json.dumps(sorted(sys.modules)))
 """
@@ -28,7 +28,12 @@ def test_the_first_frame_loads_neither_the_late_parts_nor_the_harness() -> None:
     loaded = loaded_before_first_frame()
     late = sorted(set(LATE_MODULES) & loaded)
     assert not late, f"imported before the first frame: {late}"
-    for heavy in ("runtime.harness", "runtime.store.database", "runtime.events", "runtime.records"):
+    for heavy in (
+        "runtime.harness",
+        "runtime.store.database",
+        "runtime.model.events",
+        "runtime.model.records",
+    ):
         assert heavy not in loaded, heavy
     for heavy in ("httpx", "aiosqlite", "watchfiles", "rich.markdown", "pygments"):
         assert heavy not in loaded, heavy
@@ -53,8 +58,8 @@ def test_a_stored_sessions_opening_reaches_the_app_without_the_harness(tmp_path)
     import asyncio
 
     from runtime.ipc.frames import HEADER, frame
+    from runtime.model.views import OPENING_ENTRIES
     from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-    from runtime.views import OPENING_ENTRIES
     from tests.runtime.helpers import open_harness
 
     async def opening() -> bytes:
@@ -97,7 +102,7 @@ def test_checking_the_config_in_the_app_loads_no_provider_code(tmp_path) -> None
     (~50 ms on the UI thread, while the user may be typing)."""
     code = (
         "import asyncio, sys\n"
-        "from runtime.config.watch import ConfigWatcher\n"
+        "from runtime.setup.watch import ConfigWatcher\n"
         "asyncio.run(ConfigWatcher('.').reload())\n"
         "print(sorted(m for m in sys.modules if m == 'httpx' or m.startswith('runtime.providers.')))"
     )
@@ -115,7 +120,7 @@ def test_checking_the_config_in_the_app_loads_no_provider_code(tmp_path) -> None
 
 FRAME_RATE = """
 import sys
-import tui.cli, tui.launch, runtime.config.load
+import tui.cli, tui.launch, runtime.setup.load
 assert not any(m.split(".")[0] == "textual" for m in sys.modules), "textual loaded first"
 tui.launch.set_frame_rate()
 from textual import constants

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from runtime import Harness
-from runtime.providers.base import ToolCall
-from runtime.run.toolbox import ToolOutcome
+from runtime.model.llm import ToolCall
+from runtime.model.tools import ToolOutcome
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import RecordingToolbox
 from tests.tui.conftest import SNAPSHOT_ID, open_driven, run_settled, until_still, wait_for

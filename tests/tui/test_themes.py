@@ -12,8 +12,8 @@ import pytest
 from textual._color_constants import COLOR_NAME_TO_RGB
 from textual.color import Color
 
-from runtime.config.load import load_config
-from runtime.errors import ConfigError
+from runtime.model.errors import ConfigError
+from runtime.setup.load import load_config
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.tui.conftest import SIZE, open_driven, run_settled, wait_for
 from themes import THEMES, check_theme_name

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import replace
 from types import MappingProxyType
 
-from runtime.providers.base import Usage
+from runtime.model.llm import Usage
+from runtime.model.views import LiveText
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from runtime.views import LiveText
 from tests.tui.conftest import open_driven
 from tui.usage import context_of, totals
 

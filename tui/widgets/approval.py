@@ -30,8 +30,8 @@ from textual.reactive import var
 from textual.widgets import Input, Static
 
 from runtime import ConversationView, Rule
-from runtime.records import Approval, ToolCallRecord, ToolCallState
-from runtime.views import call_summary, child_label
+from runtime.model.records import Approval, ToolCallRecord, ToolCallState
+from runtime.model.views import call_summary, child_label
 from tui.diffs import call_diff
 from tui.markup import escape
 from tui.widgets.review import diff_markup

@@ -18,7 +18,7 @@ from typing import Any
 from textual.content import Content
 
 from runtime import visible
-from runtime.records import ToolCallRecord
+from runtime.model.records import ToolCallRecord
 
 __all__ = ["MAX_CHARS", "MAX_LINES", "TAIL_LINES", "CommandOutput"]
 

@@ -25,8 +25,15 @@ from textual.reactive import var
 from textual.widgets import Static
 
 from runtime import ConversationView, split_attachments
-from runtime.records import Approval, Entry, EntryKind, EntryStatus, ToolCallRecord, ToolCallState
-from runtime.views import LiveText, call_summary
+from runtime.model.records import (
+    Approval,
+    Entry,
+    EntryKind,
+    EntryStatus,
+    ToolCallRecord,
+    ToolCallState,
+)
+from runtime.model.views import LiveText, call_summary
 from tui.markup import escape
 from tui.textual_compat import LaidOutOnce
 from tui.toolrows import row_words

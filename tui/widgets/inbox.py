@@ -5,8 +5,8 @@ from __future__ import annotations
 from textual.reactive import var
 from textual.widgets import Static
 
-from runtime.records import InboxMode
-from runtime.views import ConversationView
+from runtime.model.records import InboxMode
+from runtime.model.views import ConversationView
 from tui.markup import escape
 
 __all__ = ["InboxStrip"]

@@ -3,7 +3,7 @@ tool row once the call has been answered. The diff is the one kept with the call
 
 from __future__ import annotations
 
-from runtime.records import Approval, ToolCallRecord, ToolCallState
+from runtime.model.records import Approval, ToolCallRecord, ToolCallState
 from tui.diffs import call_diff, diff_lines
 from tui.markup import escape
 

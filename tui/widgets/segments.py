@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from runtime.views import LiveText
+from runtime.model.views import LiveText
 
 __all__ = ["Splitter"]
 

@@ -21,8 +21,8 @@ from tui.markup import escape
 from tui.widgets.field import Field, fit
 
 if TYPE_CHECKING:  # the harness's modules load after the first frame (see tui.launch)
-    from runtime.records import SessionSettings
-    from runtime.views import ConversationView
+    from runtime.model.records import SessionSettings
+    from runtime.model.views import ConversationView
     from tui.usage import Catalog
 
 __all__ = ["Field", "StatusBar", "fit"]

@@ -9,15 +9,15 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from runtime.records import EntryKind, EntryStatus, Run, RunState, ToolCallState
-from runtime.views import ConversationView
+from runtime.model.records import EntryKind, EntryStatus, Run, RunState, ToolCallState
+from runtime.model.views import ConversationView
 from tui.markup import escape
 from tui.run_words import BUDGET_NAMES, compacting_label
 from tui.usage import Catalog, context_of, count, totals
 from tui.widgets.field import Field
 
 if TYPE_CHECKING:
-    from runtime.records import SessionSettings
+    from runtime.model.records import SessionSettings
 
 __all__ = ["fields", "run_state_label"]
 

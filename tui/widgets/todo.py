@@ -6,7 +6,7 @@ from textual.reactive import var
 from textual.widgets import Static
 
 from runtime import TodoItem
-from runtime.views import ConversationView
+from runtime.model.views import ConversationView
 from tui.markup import escape
 from tui.plan_lines import plan_header, plan_rows
 

@@ -32,8 +32,8 @@ if TYPE_CHECKING:  # the entries' widgets load with the first view, after the fi
     from textual.layout import DockArrangeResult
 
     from runtime import ConversationView
-    from runtime.records import Entry, ToolCallRecord
-    from runtime.views import LiveText
+    from runtime.model.records import Entry, ToolCallRecord
+    from runtime.model.views import LiveText
     from tui.widgets.entries import AssistantEntry, EntryWidget
 
 __all__ = ["Transcript"]
@@ -288,7 +288,7 @@ class Transcript(VerticalScroll, LaidOutOnce):
 
     def _dirty_entries(self, view: ConversationView, dirty: set[str]) -> None:
         """Add the entries whose value changed, and the calls whose result did."""
-        from runtime.records import EntryKind
+        from runtime.model.records import EntryKind
 
         seen = self._seen
         for entry in view.settled:
@@ -302,7 +302,7 @@ class Transcript(VerticalScroll, LaidOutOnce):
 
     def _dirty_runs(self, view: ConversationView, dirty: set[str]) -> None:
         """Add the answers of the runs that changed (their state shows under them)."""
-        from runtime.records import EntryKind
+        from runtime.model.records import EntryKind
 
         runs = set()
         for run in view.runs:
@@ -341,7 +341,7 @@ class Transcript(VerticalScroll, LaidOutOnce):
         newest live text seen of it: the widget then finds it extends what it read without
         comparing the whole answer (2 MB, on every look while output is held). Made
         once per value of the entry."""
-        from runtime.views import LiveText
+        from runtime.model.views import LiveText
 
         kept = self._ended.get(entry.id)
         if kept is None or kept[0] is not entry:
@@ -382,7 +382,7 @@ class Transcript(VerticalScroll, LaidOutOnce):
     def _new_rows(self, view: ConversationView) -> tuple[list[str], list[str]]:
         """The ids of `view`'s entries that are new and have a row: those before the
         first known one (the view before left them out), and the rest."""
-        from runtime.records import EntryKind
+        from runtime.model.records import EntryKind
 
         had, before_known = bool(self._known), True
         earlier: list[str] = []

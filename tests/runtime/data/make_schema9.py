@@ -24,12 +24,12 @@ import time
 from pathlib import Path
 
 from runtime import Harness
-from runtime.events import event_to_dict
 from runtime.harness import new_conversation
-from runtime.records import Entry, EntryKind, EntryStatus
+from runtime.model.events import event_to_dict
+from runtime.model.ids import uuid7
+from runtime.model.records import Entry, EntryKind, EntryStatus
 from runtime.run.loop import LoopSettings
 from runtime.store import migrations
-from runtime.store.ids import uuid7
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from runtime.records import Conversation, Entry, InboxItem, Run, ToolCallRecord
+from runtime.model.records import Conversation, Entry, InboxItem, Run, ToolCallRecord
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,18 +12,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from runtime.config.load import (
+from runtime.config.settings import read_project_rules
+from runtime.model.errors import ConfigError
+from runtime.model.rules import RuleKind
+from runtime.setup.load import (
     DEFAULT_APPROVAL_MODE,
     PROJECT_CONFIG,
+    load_config,
     read_config_file,
     user_config_path,
 )
-from runtime.config.project import restrict_project
-from runtime.config.rules import RuleKind
-from runtime.config.settings import read_project_rules
-from runtime.errors import ConfigError
+from runtime.setup.project import restrict_project
 
-__all__ = ["project_preview"]
+__all__ = ["hooks_report", "project_preview"]
 
 
 def project_preview(cwd: str, env: Mapping[str, str] | None = None) -> list[str]:
@@ -99,3 +100,20 @@ def _describe(kept: dict[str, Any]) -> list[str]:
         else:
             lines.append(f"{key} = {value!r}")
     return lines
+
+
+def hooks_report(cwd: str) -> str:
+    """`bastion doctor`'s line: the hooks a session started in `cwd` would run (the
+    user's, and a trusted project's), each command whole (doctor shows its control
+    characters). ConfigError when a file's [hooks] is wrong."""
+    from runtime.config.trust import trust_of
+    from runtime.hooks import project_hooks
+
+    mine = load_config(cwd).hooks.hooks
+    theirs = project_hooks(cwd).hooks if trust_of(cwd).trusted else ()
+    if not mine and not theirs:
+        return "none configured ([[hooks.EVENT]] tables in config.toml)"
+    shown = [f"{h.event} `{h.command}`" for h in mine] + [
+        f"{h.event} `{h.command}` (project)" for h in theirs
+    ]
+    return f"{len(shown)} configured: " + "; ".join(shown)

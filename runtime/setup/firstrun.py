@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.errors import ConfigError
+from runtime.model.errors import ConfigError
 
 __all__ = [
     "PROBE_TIMEOUT",
@@ -159,7 +159,7 @@ async def first_run_report(
     timeout: float = PROBE_TIMEOUT,
 ) -> str:
     """`first_run_text` after probing: what print and plain modes say, as one error."""
-    from runtime.config.load import user_config_path
+    from runtime.setup.load import user_config_path
 
     targets = default_targets(env) if targets is None else targets
     servers = await probe_local_servers(targets, timeout=timeout)

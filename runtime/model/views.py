@@ -27,8 +27,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, ClassVar, Final
 
-from runtime.config.rules import Rule
-from runtime.events import (
+from runtime.model.events import (
     AttemptReset,
     CompactionProgress,
     ConversationCreated,
@@ -50,8 +49,9 @@ from runtime.events import (
     ToolOutputAppended,
     ToolOutputDelta,
 )
-from runtime.plan.items import TodoItem
-from runtime.records import Conversation, Entry, InboxItem, Run, ToolCallRecord
+from runtime.model.records import Conversation, Entry, InboxItem, Run, ToolCallRecord
+from runtime.model.rules import Rule
+from runtime.model.todo import TodoItem
 
 
 @dataclass(frozen=True, slots=True)

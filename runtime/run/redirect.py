@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runtime.records import InboxItem, InboxMode, Run
+from runtime.model.records import InboxItem, InboxMode, Run
 from runtime.run.admission import admit_tx, admitted_item
 from runtime.run.calls import interrupt_tx
 from runtime.store.tx import Tx

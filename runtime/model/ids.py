@@ -58,3 +58,10 @@ def parse_uuid(text: str) -> str:
     import uuid
 
     return str(uuid.UUID(text.strip()))
+
+
+def now() -> float:
+    """Wall-clock seconds, as every record's time is stored."""
+    import time
+
+    return time.time()

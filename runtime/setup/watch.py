@@ -39,8 +39,8 @@ from typing import Any
 
 import watchfiles
 
-from runtime.config.load import Config, load_config, user_config_path
-from runtime.errors import ConfigError
+from runtime.model.errors import ConfigError
+from runtime.setup.load import Config, load_config, user_config_path
 
 __all__ = ["ConfigChange", "ConfigWatcher"]
 

@@ -2,7 +2,7 @@
 
     $XDG_CONFIG_HOME/bastion/config.toml   (user)
     <cwd>/.bastion/config.toml             (project: only in a trusted folder, and
-                                            only what runtime.config.project allows)
+                                            only what runtime.setup.project allows)
 
 Keys: model, approval_mode, theme, instructions, compact_model (strings),
 stream_idle_timeout (seconds without a byte from a streaming model before the
@@ -32,17 +32,17 @@ from pathlib import Path
 from typing import Any
 
 from runtime.config.approvals import ApprovalMode
-from runtime.config.home import default_home as default_home
-from runtime.config.project import restrict_project
 from runtime.config.safe_read import parse_toml, read_project_file, read_user_file, too_large
 from runtime.config.trust import Trust, project_files, trust_of
 from runtime.context.catalog import DEFAULT_OUTPUT_CAP, ModelInfo, catalog_entry, lookup
-from runtime.errors import ConfigError
 from runtime.hooks.config import HookSet, parse_hooks
+from runtime.model.errors import ConfigError
 from runtime.run.budget import BUDGET_KEYS, Budget, check_budget_keys
 from runtime.run.sandboxing import KEYS as _SANDBOX_KEYS
 from runtime.run.sandboxing import check_keys as _check_sandbox
 from runtime.run.sandboxing import config_fields as _sandbox_fields
+from runtime.setup.project import restrict_project
+from runtime.store.home import default_home as default_home
 from tools.denylist import DEFAULT_DENY
 
 DEFAULT_MODEL = "openai/gpt-4.1"
