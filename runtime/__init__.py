@@ -39,11 +39,11 @@ _EXPORTS = {
     "StoreError": "runtime.model.errors",
     "UnknownConversation": "runtime.model.errors",
     "UnknownEntry": "runtime.model.errors",
-    "RestorePlan": "runtime.run.effects",
-    "RestoreReport": "runtime.run.effects",
-    "SearchHit": "runtime.store.fulltext",
+    "RestorePlan": "runtime.model.results",
+    "RestoreReport": "runtime.model.results",
+    "SearchHit": "runtime.model.results",
     "SearchQueryError": "runtime.store.fulltext",
-    "Rewound": "runtime.store.sessions",
+    "Rewound": "runtime.model.results",
     "ImportRefused": "runtime.harness.transfer",
     "export_markdown": "runtime.harness.transfer",
     "committed_export": "runtime.harness.transfer",
@@ -82,8 +82,8 @@ _EXPORTS = {
     "RuleKind": "runtime.config.rules",
     "Scope": "runtime.config.rules",
     "ConversationView": "runtime.model.views",
-    "UsageSummary": "runtime.context.usage",
-    "UsageTotals": "runtime.context.usage",
+    "UsageSummary": "runtime.model.results",
+    "UsageTotals": "runtime.model.results",
     "usage_summary": "runtime.context.usage",
     "reduce": "runtime.model.views",
     "view_from_snapshot": "runtime.model.views",
@@ -95,7 +95,7 @@ _EXPORTS = {
     "first_run_report": "runtime.setup.firstrun",
     "first_run_text": "runtime.setup.firstrun",
     "probe_local_servers": "runtime.setup.firstrun",
-    "McpServerStatus": "runtime.mcp.status",
+    "McpServerStatus": "runtime.model.results",
     "probe_mcp_servers": "runtime.mcp.hub",
     "WorkspaceFiles": "runtime.context.mentions",
     "expand_mentions": "runtime.context.mentions",
@@ -133,8 +133,8 @@ _EXPORTS = {
     "write_frame": "runtime.ipc.frames",
     "HarnessAPI": "runtime.api",
     "NeedsDriver": "runtime.model.errors",
-    "Interruption": "runtime.harness",
-    "Redirection": "runtime.run.redirect",
+    "Interruption": "runtime.model.results",
+    "Redirection": "runtime.model.results",
     "TodoItem": "runtime.model.todo",
     "Conversation": "runtime.model.records",
     "Entry": "runtime.model.records",
@@ -296,8 +296,8 @@ if TYPE_CHECKING:
         mention_at,
         split_attachments,
     )
-    from runtime.context.usage import UsageSummary, UsageTotals, usage_summary
-    from runtime.harness import Harness, Interruption, Subscription, new_conversation
+    from runtime.context.usage import usage_summary
+    from runtime.harness import Harness, Subscription, new_conversation
     from runtime.harness.transfer import (
         ImportRefused,
         committed_export,
@@ -319,7 +319,6 @@ if TYPE_CHECKING:
     )
     from runtime.ipc.remote import RemoteHarness, serve
     from runtime.mcp.hub import probe_mcp_servers
-    from runtime.mcp.status import McpServerStatus
     from runtime.model.errors import (
         AmbiguousId,
         BastionError,
@@ -343,6 +342,17 @@ if TYPE_CHECKING:
         SessionSettings,
         SessionSummary,
     )
+    from runtime.model.results import (
+        Interruption,
+        McpServerStatus,
+        Redirection,
+        RestorePlan,
+        RestoreReport,
+        Rewound,
+        SearchHit,
+        UsageSummary,
+        UsageTotals,
+    )
     from runtime.model.rules import BadRule, Rule, RuleKind, Scope
     from runtime.model.text import visible, visible_json
     from runtime.model.todo import TodoItem
@@ -350,10 +360,8 @@ if TYPE_CHECKING:
     from runtime.model.views import ConversationView, reduce, view_from_snapshot
     from runtime.run.budget import BUDGET_CODES, Budget
     from runtime.run.driver import Driver
-    from runtime.run.effects import RestorePlan, RestoreReport
     from runtime.run.loop import LoopSettings
     from runtime.run.reasoning import EFFORTS
-    from runtime.run.redirect import Redirection
     from runtime.run.sandboxing import (
         choose_sandbox,
         probe_sandbox_soon,
@@ -375,11 +383,10 @@ if TYPE_CHECKING:
     from runtime.setup.preview import hooks_report, project_preview
     from runtime.setup.watch import ConfigChange, ConfigWatcher
     from runtime.store.blobs import kept_bytes
-    from runtime.store.fulltext import SearchHit, SearchQueryError
+    from runtime.store.fulltext import SearchQueryError
     from runtime.store.home import default_home
     from runtime.store.migrations import schema_version
     from runtime.store.readonly import ReadOnlyStore, SessionHit, SessionRow
-    from runtime.store.sessions import Rewound
     from runtime.store.shortids import short_ids, typed_prefix
     from runtime.store.storefile import store_modes
 

@@ -21,9 +21,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from runtime.harness import Harness, Interruption
+    from runtime.harness import Harness
     from runtime.ipc.remote import RemoteHarness
-    from runtime.mcp.status import McpServerStatus
     from runtime.model.errors import BastionError
     from runtime.model.records import (
         Conversation,
@@ -33,12 +32,17 @@ if TYPE_CHECKING:
         SessionSettings,
         SessionSummary,
     )
+    from runtime.model.results import (
+        Interruption,
+        McpServerStatus,
+        Redirection,
+        RestorePlan,
+        RestoreReport,
+        Rewound,
+        SearchHit,
+    )
     from runtime.model.rules import Rule
     from runtime.model.views import ConversationView
-    from runtime.run.effects import RestorePlan, RestoreReport
-    from runtime.run.redirect import Redirection
-    from runtime.store.fulltext import SearchHit
-    from runtime.store.sessions import Rewound
 
 __all__ = ["HarnessAPI"]
 

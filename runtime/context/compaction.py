@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from runtime.context.catalog import ModelInfo, cost_of
-from runtime.context.tokens import Quality, count_text, estimate_usage
+from runtime.context.tokens import count_text, estimate_usage
 from runtime.model.errors import CompactionFailed
 from runtime.model.ids import uuid7
 from runtime.model.llm import (
@@ -51,6 +51,7 @@ from runtime.model.llm import (
     UsageReport,
 )
 from runtime.model.records import Entry, EntryKind, EntryStatus
+from runtime.model.results import Quality
 from runtime.model.todo import with_plan
 from runtime.store import failpoints
 from runtime.store.database import Store

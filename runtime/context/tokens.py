@@ -36,10 +36,10 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 from runtime.model.llm import ImagePart, Message, ModelRequest, TextPart, ToolSpec, Usage
+from runtime.model.results import Quality
 
 log = logging.getLogger(__name__)
 
@@ -55,12 +55,6 @@ _PER_IMAGE = 765  # a 1024x1024 image at high detail, the usual upper estimate
 CLAUDE_FACTOR = 1.2
 #: The tool-use system prompt Anthropic adds to a request with tools (tool_choice auto).
 CLAUDE_TOOL_PROMPT = 346
-
-
-class Quality(StrEnum):
-    MEASURED = "measured"
-    ESTIMATED = "estimated"
-    UNAVAILABLE = "unavailable"
 
 
 @dataclass(frozen=True, slots=True)

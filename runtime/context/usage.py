@@ -23,83 +23,13 @@ read it from the view they already hold; `Harness.usage(id)` reads it fresh.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
-from runtime.context.tokens import Quality
 from runtime.model.records import EntryKind
+from runtime.model.results import Quality, UsageSummary, UsageTotals, worse_quality
 from runtime.model.views import ConversationView
 
 __all__ = ["UsageSummary", "UsageTotals", "usage_summary", "worse_quality"]
-
-_ORDER = (Quality.MEASURED, Quality.ESTIMATED, Quality.UNAVAILABLE)
-
-
-def worse_quality(a: str, b: str) -> Quality:
-    """The less trustworthy of two qualities: a sum is only as good as its worst part."""
-    return max(Quality(a), Quality(b), key=_ORDER.index)
-
-
-@dataclass(frozen=True, slots=True)
-class UsageTotals:
-    """Summed counts; `cost` is None when no part had a known price, and
-    `cost_complete` says whether every part had one."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cached_input_tokens: int = 0
-    reasoning_tokens: int = 0
-    cost: float | None = None
-    cost_complete: bool = True
-    quality: Quality = Quality.MEASURED
-    parts: int = 0
-
-    def add(self, usage: Mapping[str, Any]) -> UsageTotals:
-        raw = usage.get("cost")
-        known = isinstance(raw, int | float) and not isinstance(raw, bool)
-        cost = float(raw) if isinstance(raw, int | float) else 0.0
-        return UsageTotals(
-            self.input_tokens + int(usage.get("input_tokens", 0)),
-            self.output_tokens + int(usage.get("output_tokens", 0)),
-            self.cached_input_tokens + int(usage.get("cached_input_tokens", 0)),
-            self.reasoning_tokens + int(usage.get("reasoning_tokens", 0)),
-            ((self.cost or 0.0) + cost) if known else self.cost,
-            self.cost_complete and known,
-            worse_quality(self.quality, usage.get("quality", Quality.UNAVAILABLE)),
-            self.parts + 1,
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "cached_input_tokens": self.cached_input_tokens,
-            "reasoning_tokens": self.reasoning_tokens,
-            "cost": self.cost,
-            "cost_complete": self.cost_complete,
-            "quality": str(self.quality),
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class UsageSummary:
-    total: UsageTotals = field(default_factory=UsageTotals)
-    per_run: Mapping[str, UsageTotals] = field(default_factory=dict)
-    per_model: Mapping[str, UsageTotals] = field(default_factory=dict)
-    compaction: UsageTotals = field(default_factory=UsageTotals)
-    #: The newest request's input + output tokens and their quality (None: no request yet).
-    context_tokens: int | None = None
-    context_quality: Quality = Quality.UNAVAILABLE
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "total": self.total.to_dict(),
-            "per_run": {k: v.to_dict() for k, v in self.per_run.items()},
-            "per_model": {k: v.to_dict() for k, v in self.per_model.items()},
-            "compaction": self.compaction.to_dict(),
-            "context_tokens": self.context_tokens,
-            "context_quality": str(self.context_quality),
-        }
 
 
 def _records(view: ConversationView) -> Iterable[tuple[str | None, str, Mapping[str, Any]]]:

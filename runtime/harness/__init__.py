@@ -14,13 +14,8 @@ from typing import TYPE_CHECKING, Any
 __all__ = ["Harness", "Interruption", "Subscription", "default_home", "new_conversation"]
 
 if TYPE_CHECKING:
-    from runtime.harness.facade import (
-        Harness,
-        Interruption,
-        Subscription,
-        default_home,
-        new_conversation,
-    )
+    from runtime.harness.facade import Harness, Subscription, default_home, new_conversation
+    from runtime.model.results import Interruption
 
 
 def __getattr__(name: str) -> Any:

@@ -19,14 +19,14 @@ from runtime.config.settings import ProjectRules, RuleBook
 from runtime.config.trust import trust_of
 from runtime.context.catalog import ModelInfo
 from runtime.context.compaction import DEFAULT_RESERVE, CompactionSettings, Compactor
-from runtime.context.usage import UsageSummary, usage_summary
+from runtime.context.usage import usage_summary
 from runtime.harness.core import HarnessCore
 from runtime.hooks import hooks_for
 from runtime.ipc.serve import start_server
-from runtime.mcp.status import McpServerStatus
 from runtime.model.errors import BastionError, UnfinishedWork
 from runtime.model.llm import Provider
 from runtime.model.records import Conversation, Entry, SessionSettings
+from runtime.model.results import McpServerStatus, UsageSummary
 from runtime.model.rules import Rule, Scope
 from runtime.plan.todo import PlanToolbox
 from runtime.run.admission import new_conversation

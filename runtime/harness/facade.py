@@ -25,7 +25,6 @@ import asyncio
 import contextlib
 import logging
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +50,7 @@ from runtime.model.records import (
     SessionSettings,
     ToolCallRecord,
 )
+from runtime.model.results import Interruption, Redirection
 from runtime.run.admission import (
     AdmittedBefore,
     admit_first_tx,
@@ -62,7 +62,7 @@ from runtime.run.admission import (
 from runtime.run.aio import wait_until
 from runtime.run.calls import interrupt_tx
 from runtime.run.loop import LoopSettings
-from runtime.run.redirect import Redirection, redirect_tx
+from runtime.run.redirect import redirect_tx
 from runtime.setup.load import Config, default_home
 from runtime.store import failpoints
 from runtime.store.database import Store
@@ -406,15 +406,3 @@ class Harness(SessionOps, ApprovalOps, DrivingOps):
             await wait_until(next_placement(), poll)
         finally:
             sub.close()
-
-
-@dataclass(frozen=True, slots=True)
-class Interruption:
-    """What `Harness.interrupt` did: the run it asked to stop (None if none was active)
-    and the queued inputs it withdrew, oldest first, for the prompt to take back."""
-
-    run_id: str | None
-    withdrawn: tuple[InboxItem, ...] = ()
-
-    def __bool__(self) -> bool:
-        return self.run_id is not None

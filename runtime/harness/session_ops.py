@@ -15,11 +15,11 @@ from runtime.harness.core import HarnessCore
 from runtime.model.errors import UnknownEntry
 from runtime.model.ids import uuid7
 from runtime.model.records import Conversation, Entry, SessionSummary
+from runtime.model.results import RestorePlan, RestoreReport, Rewound, SearchHit
 from runtime.run import effects
 from runtime.run.driver import lease_live
 from runtime.store import sessions, shortids
 from runtime.store.database import DESCENDANTS_AND_SELF, remove_artifacts
-from runtime.store.fulltext import SearchHit
 
 
 class SessionOps(HarnessCore):
@@ -50,7 +50,7 @@ class SessionOps(HarnessCore):
             conversation_id, uuid7(), at, publish=self._publish, also=agents.fork_children
         )
 
-    async def rewind(self, conversation_id: str, entry_id: str) -> sessions.Rewound:
+    async def rewind(self, conversation_id: str, entry_id: str) -> Rewound:
         """Fork just before the user message `entry_id`, and hand that message back for
         the prompt. Files are not touched: `restore_plan` says what can be undone."""
         self._check_open()
@@ -63,9 +63,9 @@ class SessionOps(HarnessCore):
         conv = await self.store.fork_conversation(
             conversation_id, uuid7(), at, publish=self._publish, also=agents.fork_children
         )
-        return sessions.Rewound(conv, found[0].text, conversation_id, entry_id)
+        return Rewound(conv, found[0].text, conversation_id, entry_id)
 
-    async def restore_plan(self, conversation_id: str, entry_id: str) -> effects.RestorePlan:
+    async def restore_plan(self, conversation_id: str, entry_id: str) -> RestorePlan:
         """What putting the workspace back to how it was before entry `entry_id` would
         do: the files it can restore or remove (from the calls' records), and the exact
         changes it cannot undo (a command outside git, a file changed by one, a call
@@ -88,7 +88,7 @@ class SessionOps(HarnessCore):
         span = await self.store.read(read)
         return await asyncio.to_thread(effects.plan, conversation_id, entry_id, conv.cwd, span)
 
-    async def restore(self, plan: effects.RestorePlan) -> effects.RestoreReport:
+    async def restore(self, plan: RestorePlan) -> RestoreReport:
         """Carry out `plan` through the workspace's tools (no path outside it is written);
         what could not be put back is reported, with what the plan could not undo."""
         self._check_open()

@@ -30,14 +30,14 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from runtime.harness import Harness, Interruption
+from runtime.harness import Harness
 from runtime.ipc.serve import CLIENT_LIMIT, PROTOCOL, decode_event, socket_path, view_from_wire
 from runtime.model.errors import BastionError
 from runtime.model.ids import uuid7
 from runtime.model.records import InboxItem, InboxMode
+from runtime.model.results import Interruption, Redirection
 from runtime.model.rules import Rule
 from runtime.model.views import ConversationView, reduce
-from runtime.run.redirect import Redirection
 
 __all__ = ["AttachClient", "Detached", "Follower", "RemoteError"]
 

@@ -34,7 +34,6 @@ from collections import deque
 from typing import Any, Final, TypeVar
 
 from runtime.ipc.thread import HarnessThread
-from runtime.mcp.status import McpServerStatus
 from runtime.model.errors import BastionError
 from runtime.model.events import (
     EntryAdded,
@@ -46,6 +45,7 @@ from runtime.model.events import (
     TextDelta,
     ToolCallUpdated,
 )
+from runtime.model.results import McpServerStatus
 from runtime.model.views import ConversationView, ReasoningDeltas, TextDeltas, ViewEvent
 
 __all__ = [

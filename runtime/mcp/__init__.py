@@ -23,6 +23,6 @@ effects are recorded as outside bastion's reach.
 from __future__ import annotations
 
 from runtime.mcp.config import SEPARATOR, ServerSpec, check_servers, server_specs
-from runtime.mcp.status import McpServerStatus
+from runtime.model.results import McpServerStatus
 
 __all__ = ["SEPARATOR", "McpServerStatus", "ServerSpec", "check_servers", "server_specs"]

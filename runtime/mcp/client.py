@@ -30,7 +30,7 @@ from typing import Any
 
 from runtime.mcp.config import ServerSpec
 from runtime.mcp.errlog import ErrLog, keep_sdk_log
-from runtime.mcp.status import McpServerStatus, ServerState
+from runtime.model.results import McpServerStatus, ServerState
 
 log = logging.getLogger(__name__)
 _LIST_PAGES = 100  # a server that pages its tools forever cannot hang the start

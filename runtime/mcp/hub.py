@@ -25,8 +25,8 @@ from typing import Any
 
 from runtime.mcp.config import SEPARATOR, ServerSpec
 from runtime.mcp.results import outcome, refused
-from runtime.mcp.status import McpServerStatus, ServerState
 from runtime.model.llm import ToolSpec
+from runtime.model.results import McpServerStatus, ServerState
 from runtime.model.tools import ToolOutcome
 
 log = logging.getLogger(__name__)

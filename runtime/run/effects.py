@@ -35,10 +35,11 @@ import os
 import stat
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from runtime.model.records import ToolCallRecord, ToolCallState
+from runtime.model.results import FileRestore, RestorePlan, RestoreReport
 from runtime.run.snapshots import FORMAT, SnapshotError, SnapshotRepo
 from runtime.store import blobs
 from runtime.store.tx import Tx
@@ -198,49 +199,6 @@ def record_effect(tx: Tx, call: ToolCallRecord, effect: Effect) -> None:
 
 
 # --- the plan -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class FileRestore:
-    """One path put back: `content` written, or the file removed when it is None.
-
-    `seen` is the path as the plan found it (`state_of`: a sha256, "absent" or "not
-    a file"): `restore` leaves a path alone that has changed since (the user edited
-    or made it after /rewind), and says so. None: not checked.
-    """
-
-    path: str
-    content: bytes | None
-    because: str  # which call's record it comes from, for people
-    seen: str | None = None
-
-    @property
-    def action(self) -> str:
-        return "remove" if self.content is None else "restore"
-
-
-@dataclass(frozen=True, slots=True)
-class RestorePlan:
-    """What restoring the workspace to before `entry_id` would do, and what it cannot."""
-
-    conversation_id: str
-    entry_id: str
-    cwd: str
-    files: tuple[FileRestore, ...] = ()
-    cannot_undo: tuple[str, ...] = ()
-
-    def lines(self) -> list[str]:
-        out = [f"{f.action} {f.path} ({f.because})" for f in self.files]
-        return out + [f"cannot undo: {why}" for why in self.cannot_undo]
-
-
-@dataclass(frozen=True, slots=True)
-class RestoreReport:
-    restored: tuple[str, ...] = ()
-    removed: tuple[str, ...] = ()
-    failed: tuple[tuple[str, str], ...] = ()
-    cannot_undo: tuple[str, ...] = field(default_factory=tuple)
-    left_alone: tuple[tuple[str, str], ...] = ()  # (path, why): changed since the plan
 
 
 @dataclass(frozen=True, slots=True)

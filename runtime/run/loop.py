@@ -31,7 +31,7 @@ from runtime.context.compaction import CompactionSettings, Compactor, exceeds
 from runtime.context.images import IMAGE_SUFFIXES, max_side_for, prompt_images
 from runtime.context.instructions import load_instructions
 from runtime.context.messages import ImagePolicy, build_messages
-from runtime.context.tokens import Quality, estimate_usage_async
+from runtime.context.tokens import estimate_usage_async
 from runtime.hooks.points import Hooks
 from runtime.model.errors import BastionError
 from runtime.model.events import AttemptReset, Event, ReasoningDelta, TextDelta
@@ -61,6 +61,7 @@ from runtime.model.records import (
     RunState,
     ToolCallRecord,
 )
+from runtime.model.results import Quality
 from runtime.model.tools import Toolbox
 from runtime.run.budget import Budget, start_deadline, stop_before_request
 from runtime.run.compacting import RunCompaction

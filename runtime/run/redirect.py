@@ -18,22 +18,10 @@ it is simply sent.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from runtime.model.records import InboxItem, InboxMode, Run
 from runtime.run.admission import admit_tx, admitted_item
 from runtime.run.calls import interrupt_tx
 from runtime.store.tx import Tx
-
-
-@dataclass(frozen=True, slots=True)
-class Redirection:
-    """What `Harness.redirect` did: the run it cut (None if none was active), the queued
-    inputs it withdrew for the prompt to take back, and the new prompt's inbox item."""
-
-    run_id: str | None
-    withdrawn: tuple[InboxItem, ...]
-    item: InboxItem
 
 
 def redirect_tx(

@@ -28,9 +28,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime.context.tokens import Quality, estimate_usage_async
+from runtime.context.tokens import estimate_usage_async
 from runtime.model.llm import ModelRequest, Usage
 from runtime.model.records import ACTIVE_RUN_STATES, Entry
+from runtime.model.results import Quality
 from runtime.store.tx import Tx
 
 __all__ = ["AttemptSpend", "Spent", "count_crashed"]

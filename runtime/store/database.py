@@ -64,7 +64,7 @@ from runtime.store.tx import (
 )
 
 if TYPE_CHECKING:
-    from runtime.store.fulltext import SearchHit
+    from runtime.model.results import SearchHit
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)

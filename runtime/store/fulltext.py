@@ -4,10 +4,9 @@ answered are `runtime.store.ftsquery`'s; this module makes their rows `SearchHit
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
 from typing import Any
 
-from runtime.model.records import Conversation
+from runtime.model.results import SearchHit
 from runtime.store import ftsquery
 from runtime.store.ftsquery import (
     PHRASE_RANKED,
@@ -30,23 +29,6 @@ __all__ = [
 
 # The queries live in runtime.store.ftsquery (no dataclasses, no records: the read-only
 # store uses them without loading either); this module makes their rows SearchHits.
-
-
-@dataclass(frozen=True, slots=True)
-class SearchHit:
-    """A conversation that matched, with its best-ranked entry and a snippet of it.
-
-    `spans` is the snippet as (text, matched) pieces; `marked()` joins them with the
-    marks a front end wants. `score` is bm25 (lower is better)."""
-
-    conversation: Conversation
-    entry_id: str
-    entry_kind: str
-    score: float
-    spans: tuple[tuple[str, bool], ...]
-
-    def marked(self, before: str = "[", after: str = "]") -> str:
-        return "".join(f"{before}{t}{after}" if hit else t for t, hit in self.spans)
 
 
 def _hit(

@@ -217,17 +217,6 @@ def forked_conversation(source: Conversation, new_id: str, position: int) -> Con
     )
 
 
-@dataclass(frozen=True, slots=True)
-class Rewound:
-    """A rewind: the new conversation (history up to just before the user message),
-    and that message's text, for the front end to put back in the prompt."""
-
-    conversation: Conversation
-    prompt: str
-    source_id: str
-    entry_id: str
-
-
 def fork_position(entries: Sequence[Entry], at_entry: str | None, conversation_id: str) -> int:
     """The last shared position of a fork at `at_entry` (None: the whole history)."""
     if at_entry is None:

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from runtime import Harness
-from runtime.mcp.status import ServerState
 from runtime.model.llm import ToolCall
+from runtime.model.results import ServerState
 from runtime.model.rules import Rule, RuleKind
 from runtime.run.loop import LoopSettings
 from runtime.run.toolbox import WorkspaceToolbox

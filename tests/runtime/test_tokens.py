@@ -5,8 +5,9 @@ from __future__ import annotations
 import math
 
 from runtime.context import tokens
-from runtime.context.tokens import Quality, count_messages, count_text
+from runtime.context.tokens import count_messages, count_text
 from runtime.model.llm import Message, StreamEnd, TextChunk, ToolCall
+from runtime.model.results import Quality
 from tests.runtime.helpers import open_harness
 
 

@@ -1,0 +1,205 @@
+"""What the harness answers with, as plain values: usage totals, restore plans and their
+reports, a rewind, an interruption or redirection, a search hit, an MCP server's state.
+Each crosses the protocol (runtime.model.protocol) as JSON and back unchanged."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from runtime.model.records import Conversation, InboxItem
+
+
+class Quality(StrEnum):
+    MEASURED = "measured"
+    ESTIMATED = "estimated"
+    UNAVAILABLE = "unavailable"
+
+
+_ORDER = (Quality.MEASURED, Quality.ESTIMATED, Quality.UNAVAILABLE)
+
+
+def worse_quality(a: str, b: str) -> Quality:
+    """The less trustworthy of two qualities: a sum is only as good as its worst part."""
+    return max(Quality(a), Quality(b), key=_ORDER.index)
+
+
+@dataclass(frozen=True, slots=True)
+class UsageTotals:
+    """Summed counts; `cost` is None when no part had a known price, and
+    `cost_complete` says whether every part had one."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost: float | None = None
+    cost_complete: bool = True
+    quality: Quality = Quality.MEASURED
+    parts: int = 0
+
+    def add(self, usage: Mapping[str, Any]) -> UsageTotals:
+        raw = usage.get("cost")
+        known = isinstance(raw, int | float) and not isinstance(raw, bool)
+        cost = float(raw) if isinstance(raw, int | float) else 0.0
+        return UsageTotals(
+            self.input_tokens + int(usage.get("input_tokens", 0)),
+            self.output_tokens + int(usage.get("output_tokens", 0)),
+            self.cached_input_tokens + int(usage.get("cached_input_tokens", 0)),
+            self.reasoning_tokens + int(usage.get("reasoning_tokens", 0)),
+            ((self.cost or 0.0) + cost) if known else self.cost,
+            self.cost_complete and known,
+            worse_quality(self.quality, usage.get("quality", Quality.UNAVAILABLE)),
+            self.parts + 1,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cached_input_tokens": self.cached_input_tokens,
+            "reasoning_tokens": self.reasoning_tokens,
+            "cost": self.cost,
+            "cost_complete": self.cost_complete,
+            "quality": str(self.quality),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class UsageSummary:
+    total: UsageTotals = field(default_factory=UsageTotals)
+    per_run: Mapping[str, UsageTotals] = field(default_factory=dict)
+    per_model: Mapping[str, UsageTotals] = field(default_factory=dict)
+    compaction: UsageTotals = field(default_factory=UsageTotals)
+    #: The newest request's input + output tokens and their quality (None: no request yet).
+    context_tokens: int | None = None
+    context_quality: Quality = Quality.UNAVAILABLE
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "total": self.total.to_dict(),
+            "per_run": {k: v.to_dict() for k, v in self.per_run.items()},
+            "per_model": {k: v.to_dict() for k, v in self.per_model.items()},
+            "compaction": self.compaction.to_dict(),
+            "context_tokens": self.context_tokens,
+            "context_quality": str(self.context_quality),
+        }
+
+
+class ServerState(StrEnum):
+    STARTING = "starting"  # connecting, or listing its tools
+    READY = "ready"  # its tools are offered to the model
+    FAILED = "failed"  # did not start, timed out, or died: its tools are gone
+    STOPPED = "stopped"  # closed with the session
+
+
+@dataclass(frozen=True, slots=True)
+class McpServerStatus:
+    name: str
+    transport: str  # "stdio" or "http"
+    target: str  # the command line or the URL (never env or headers)
+    state: ServerState
+    detail: str = ""  # one line: why it failed, or what it skipped
+    tools: tuple[str, ...] = ()  # namespaced: NAME__tool
+
+    def line(self) -> str:
+        """`NAME (stdio: cmd args) ready, 3 tools` / `… failed: why`."""
+        head = f"{self.name} ({self.transport}: {self.target}) {self.state.value}"
+        if self.state is ServerState.READY:
+            head += f", {len(self.tools)} tool{'s' if len(self.tools) != 1 else ''}"
+        return head + (f": {self.detail}" if self.detail else "")
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """A conversation that matched, with its best-ranked entry and a snippet of it.
+
+    `spans` is the snippet as (text, matched) pieces; `marked()` joins them with the
+    marks a front end wants. `score` is bm25 (lower is better)."""
+
+    conversation: Conversation
+    entry_id: str
+    entry_kind: str
+    score: float
+    spans: tuple[tuple[str, bool], ...]
+
+    def marked(self, before: str = "[", after: str = "]") -> str:
+        return "".join(f"{before}{t}{after}" if hit else t for t, hit in self.spans)
+
+
+@dataclass(frozen=True, slots=True)
+class Rewound:
+    """A rewind: the new conversation (history up to just before the user message),
+    and that message's text, for the front end to put back in the prompt."""
+
+    conversation: Conversation
+    prompt: str
+    source_id: str
+    entry_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Interruption:
+    """What `Harness.interrupt` did: the run it asked to stop (None if none was active)
+    and the queued inputs it withdrew, oldest first, for the prompt to take back."""
+
+    run_id: str | None
+    withdrawn: tuple[InboxItem, ...] = ()
+
+    def __bool__(self) -> bool:
+        return self.run_id is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Redirection:
+    """What `Harness.redirect` did: the run it cut (None if none was active), the queued
+    inputs it withdrew for the prompt to take back, and the new prompt's inbox item."""
+
+    run_id: str | None
+    withdrawn: tuple[InboxItem, ...]
+    item: InboxItem
+
+
+@dataclass(frozen=True, slots=True)
+class FileRestore:
+    """One path put back: `content` written, or the file removed when it is None.
+
+    `seen` is the path as the plan found it (`state_of`: a sha256, "absent" or "not
+    a file"): `restore` leaves a path alone that has changed since (the user edited
+    or made it after /rewind), and says so. None: not checked.
+    """
+
+    path: str
+    content: bytes | None
+    because: str  # which call's record it comes from, for people
+    seen: str | None = None
+
+    @property
+    def action(self) -> str:
+        return "remove" if self.content is None else "restore"
+
+
+@dataclass(frozen=True, slots=True)
+class RestorePlan:
+    """What restoring the workspace to before `entry_id` would do, and what it cannot."""
+
+    conversation_id: str
+    entry_id: str
+    cwd: str
+    files: tuple[FileRestore, ...] = ()
+    cannot_undo: tuple[str, ...] = ()
+
+    def lines(self) -> list[str]:
+        out = [f"{f.action} {f.path} ({f.because})" for f in self.files]
+        return out + [f"cannot undo: {why}" for why in self.cannot_undo]
+
+
+@dataclass(frozen=True, slots=True)
+class RestoreReport:
+    restored: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    failed: tuple[tuple[str, str], ...] = ()
+    cannot_undo: tuple[str, ...] = field(default_factory=tuple)
+    left_alone: tuple[tuple[str, str], ...] = ()  # (path, why): changed since the plan
