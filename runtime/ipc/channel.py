@@ -31,6 +31,7 @@ import asyncio
 import concurrent.futures
 import threading
 from collections import deque
+from collections.abc import Sequence
 from typing import Any, Final, TypeVar
 
 from runtime.ipc.thread import HarnessThread
@@ -38,7 +39,6 @@ from runtime.model.errors import BastionError
 from runtime.model.events import (
     EntryAdded,
     EntryClosed,
-    Event,
     InboxUpdated,
     ReasoningDelta,
     RunUpdated,
@@ -88,8 +88,10 @@ class _Joining:
         self.last_seq = first.seq
         self.end = first.offset + len(first.text) if type(first) is TextDelta else 0
 
-    def take(self, event: Event) -> bool:
+    def take(self, event: ViewEvent) -> bool:
         first = self.first
+        if not isinstance(event, _JOINED):  # (already joined ones, elsewhere: kept as they are)
+            return False
         if (
             type(event) is type(first)
             and event.seq == self.last_seq + 1
@@ -143,7 +145,7 @@ class EventChannel:
         self.limit = limit
         self.overflows = 0
         self._lock = threading.Lock()
-        self._items: deque[Event | _Joining] = deque()
+        self._items: deque[ViewEvent | _Joining] = deque()
         self._overflowed = False
         self._closed = False
         self._waiter: asyncio.Future[None] | None = None
@@ -151,7 +153,7 @@ class EventChannel:
         self._rester: asyncio.Future[None] | None = None  # `rest` waiting for one
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    def put_many(self, events: list[Event]) -> None:
+    def put_many(self, events: Sequence[ViewEvent]) -> None:
         with self._lock:
             if self._closed:
                 return

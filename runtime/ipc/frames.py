@@ -20,7 +20,7 @@ import sys
 import types
 from typing import TYPE_CHECKING, Any, Final
 
-from runtime.model.errors import BastionError
+from runtime.model.errors import BastionError, HarnessGone
 
 if TYPE_CHECKING:  # (asyncio loads with the event loop: `bastion` starts its harness first)
     import asyncio
@@ -46,12 +46,6 @@ def _read_only(items: dict[Any, Any]) -> types.MappingProxyType[Any, Any]:
 
 # Views hold read-only dicts (MappingProxyType), which pickle cannot take as they are.
 copyreg.pickle(types.MappingProxyType, lambda m: (_read_only, (dict(m),)))
-
-
-class HarnessGone(BastionError):
-    """The harness's process ended (it crashed, or was killed) while this one used it."""
-
-    code = "harness_gone"
 
 
 def frame(obj: Any) -> bytes:

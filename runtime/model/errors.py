@@ -172,3 +172,9 @@ class AmbiguousId(BastionError):
             hint="give more of the id",
             matches=tuple(c.id for c in listed),
         )
+
+
+class HarnessGone(BastionError):
+    """The harness's process ended (it crashed, or was killed) while this one used it."""
+
+    code = "harness_gone"
