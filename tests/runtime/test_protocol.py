@@ -97,7 +97,7 @@ async def served(tmp_path: Path, turns: list[ScriptedTurn]):
 
 
 async def test_a_client_drives_a_turn_and_folds_its_events(tmp_path):
-    harness, conv_id, client, serving = await served(
+    _, conv_id, client, serving = await served(
         tmp_path, [ScriptedTurn(text="hello over the wire", chunk_size=3)]
     )
     try:
