@@ -44,7 +44,6 @@ from themes import DEFAULT_THEME, check_theme_name
 from tui import theming
 from tui.markup import escape
 from tui.pacing import FRAME, GAP, MAX_HOLD, REST, due, hold, pause, urgent
-from tui.renderer import OnDemand
 from tui.textual_compat import begin_batch, end_batch
 from tui.widgets.prompt import PromptInput
 from tui.widgets.status import StatusBar
@@ -185,8 +184,6 @@ class BastionApp(App[int]):
         self.echoed_at = -MAX_HOLD  # ...and of the frame after the app handled it
         self.parts_ready = asyncio.Event()  # set once `_mount_rest` has mounted the rest
         self._opening = False  # the screen waits for a stored session's first view
-        # Markdown rendered ahead, in a process of its own while runs need it
-        self.renderers = OnDemand(self._renderer_failed)
         theming.install(self, theme, self.theme_folder)
         # Follows config.toml edits once the session is open; `pinned`: settings set by flags.
         self._watch_config = watch_config
@@ -352,7 +349,6 @@ class BastionApp(App[int]):
         return self.left_stored
 
     async def on_unmount(self) -> None:
-        await self.renderers.close()
         if self._opener is not None and self.harness is not None:
             await self.harness.close()
 
@@ -463,13 +459,12 @@ class BastionApp(App[int]):
 
     async def _render_ahead(self, view: ConversationView) -> None:
         """Render the Markdown that showing `view` draws, a segment at a time, in the
-        renderer process (or on a worker thread until it is ready: `render_aside`); the
-        frame that shows it then only lays it out."""
+        worker thread (`render_aside`); the frame that shows it then only lays it out."""
         from tui.widgets.markdown import render_aside
 
         transcript = self.query_one(Transcript)
         while (job := transcript.next_render(view)) is not None:
-            await render_aside(self, *job, renderer=self.renderers.current)
+            await render_aside(self, *job)
 
     async def _held(
         self,
@@ -519,9 +514,6 @@ class BastionApp(App[int]):
         await asyncio.to_thread(warm)
         gc.freeze()
         gc.enable()  # `bastion` starts with it off (tui.launch)
-
-    def _renderer_failed(self, line: str) -> None:
-        self.notify(line, title="renderer", severity="warning")
 
     @staticmethod
     async def _fold(
@@ -585,10 +577,6 @@ class BastionApp(App[int]):
         if view.settled and not self._welcome_gone:
             self._welcome_gone = True
             self.query("#welcome").remove()  # (not awaited: it goes with this frame)
-        if view.active_run is not None or view.live:
-            self.renderers.want()
-        else:
-            self.renderers.rest()
         await self.query_one(Transcript).show(view)
         self.view = view
         self.query_one(StatusBar).show(view, self.settings)
@@ -683,7 +671,6 @@ class BastionApp(App[int]):
         from runtime.model.records import InboxMode
 
         assert self.harness is not None
-        self.renderers.want()  # (its answer will)
         mode = InboxMode.STEER if view.active_run is not None else InboxMode.PROMPT
         if text.strip():  # @path mentions become attachments
             expansion = await asyncio.to_thread(expand_mentions, text, view.conversation.cwd)

@@ -83,8 +83,7 @@ def children(pid: int) -> list[int]:
 
 
 def harness_pid(shell: int, module: str = "tui.child") -> tuple[int, int]:
-    """(the app's pid, its harness child's) under the tmux pane's shell (`module`: the
-    child running that module, as its renderer's)."""
+    """(the app's pid, its harness child's) under the tmux pane's shell."""
     for pid in children(shell):
         for grandchild in children(pid):
             if module.encode() in Path(f"/proc/{grandchild}/cmdline").read_bytes():
@@ -92,53 +91,7 @@ def harness_pid(shell: int, module: str = "tui.child") -> tuple[int, int]:
     raise AssertionError(f"no {module} process under the app")
 
 
-def renderer_pid(shell: int, timeout: float = 20) -> int:
-    """The app's renderer process (`tui.renderer`), once it started it."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return harness_pid(shell, "tui.renderer")[1]
-        except AssertionError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
-
-
-def renderer_pids(shell: int) -> list[int]:
-    return [
-        grandchild
-        for pid in children(shell)
-        for grandchild in children(pid)
-        if b"tui.renderer" in Path(f"/proc/{grandchild}/cmdline").read_bytes()
-    ]
-
-
-def test_the_renderer_process_starts_only_once_a_run_is_sent(tmp_path):
-    """An app left idle (its session read, nothing sent) has no renderer process: it
-    starts with the first prompt sent, and the answer is drawn."""
-    term = Tmux(tmp_path)
-    turns = [{"text": "The answer, drawn."}]
-    with LoopbackProcess.start(turns, tmp_path / "server") as server:
-        cwd = tmp_path / "work"
-        cwd.mkdir()
-        try:
-            term.start(
-                [bastion_bin(), "--model", "openai/test"], environment(tmp_path, server), cwd
-            )
-            term.wait_for(lambda s: "type a request" in s and "openai/test" in s, "the app")
-            shell = int(term.tmux("list-panes", "-t", "bastion", "-F", "#{pane_pid}").strip())
-            harness_pid(shell)  # its harness process is there
-            time.sleep(1.0)  # settled (the renderer used to start within 0.1 s of here)
-            assert renderer_pids(shell) == []
-            term.send("say hello", literal=True)
-            term.send("Enter")
-            term.wait_for(lambda s: "The answer, drawn." in s, "the answer")
-            renderer_pid(shell)
-        finally:
-            term.kill()
-
-
-def test_killing_the_app_ends_its_harness_and_renderer_and_the_session_resumes(tmp_path):
+def test_killing_the_app_ends_its_harness_and_the_session_resumes(tmp_path):
     turns = [{"text": SLOW, "chunk_size": 6, "delay_ms": 25}, {"text": "The resumed answer."}]
     term = Tmux(tmp_path)
     with LoopbackProcess.start(turns, tmp_path / "server") as server:
@@ -152,13 +105,11 @@ def test_killing_the_app_ends_its_harness_and_renderer_and_the_session_resumes(t
             term.wait_for(lambda s: "The slow answer" in s, "the answer to stream")
             shell = int(term.tmux("list-panes", "-t", "bastion", "-F", "#{pane_pid}").strip())
             app, harness = harness_pid(shell)
-            renderer = renderer_pid(shell)
             os.kill(app, signal.SIGKILL)
             deadline = time.monotonic() + 10
-            while not (gone(harness) and gone(renderer)) and time.monotonic() < deadline:
+            while not gone(harness) and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert gone(harness), "the harness process outlived the app"
-            assert gone(renderer), "the renderer process outlived the app"
         finally:
             term.kill()
         # Its lease was released: the session resumes at once, with what was streamed kept.

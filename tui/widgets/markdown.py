@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from textual.style import Style
     from textual.visual import RenderOptions
 
-    from tui.renderer import Renderer
 
 __all__ = [
     "MarkdownText",
@@ -113,35 +112,22 @@ def rendered(app: App[Any], source: str, width: int) -> list[list[Segment]]:
     return lines
 
 
-async def render_aside(
-    app: App[Any], source: str, width: int, renderer: Renderer | None = None
-) -> None:
+async def render_aside(app: App[Any], source: str, width: int) -> None:
     """Render `source` as `rendered` would, off the UI thread, and keep it.
 
     A render takes 5-30 ms here (Rich's parser and layout, Pygments for fences), and
-    on the UI thread a key typed meanwhile waits for all of it. It goes to
-    `renderer` (a process of its own, `tui.renderer`) while that is ready, else to a
-    worker thread, where it runs in the interpreter's switch intervals (5 ms) and
-    the key is handled and echoed between them. Either renders with a console of its
-    own (a console's theme stack is not for two threads), made like the app's and
-    given the same options.
+    on the UI thread a key typed meanwhile waits for all of it. It goes to a worker
+    thread, where it runs in the interpreter's switch intervals (5 ms) and the key is
+    handled and echoed between them, with a console of its own (a console's theme
+    stack is not for two threads), made like the app's and given the same options.
+    Only a segment that changed is rendered again (answers are cut into segments and
+    the settled ones kept: `_RENDERS`).
     """
     key = _render_key(app, source, width)
     if key in _RENDERS:
         return
     job = _job(app, source, width)
-    lines = None
-    if renderer is not None and renderer.usable:
-        from tui.renderer import RendererGone
-
-        try:
-            lines = await asyncio.to_thread(renderer.render, app.console.color_system, *job)
-        except RendererGone:
-            lines = None  # it stopped (`renderer.gone` says why): a thread renders, as before
-            if notice := renderer.notice():  # once: a stall or a crash, never a hang
-                app.notify(notice, title="renderer", severity="warning")
-    if lines is None:
-        lines = await asyncio.to_thread(_render_aside, _aside_console(app), *job)
+    lines = await asyncio.to_thread(_render_aside, _aside_console(app), *job)
     _keep(key, lines)
 
 
