@@ -1,7 +1,7 @@
 """Markdown is rendered before the frame that shows it: once, at one width.
 
 Before a frame, what it will draw is rendered a piece at a time between keys
-(`BastionApp._held`, `Transcript.next_render`), in the renderer process or on a
+(`BastionApp._held`, `Transcript.next_render`), on a
 worker thread (`markdown.render_aside`), and held output that is due is rendered
 while it is held and then shown as it was rendered. Renders are kept by source and
 width (`markdown.rendered`), which the frame then finds. The transcript's scrollbar
@@ -24,7 +24,7 @@ PARTS = "".join(f"\n\n## Part {i}\n\nParagraph {i}.\n\n```\ncode {i}\n```" for i
 
 def _count_renders(monkeypatch, *, ui_only: bool = False) -> list[str]:
     """Every Markdown source rendered from now on, in order: on the UI thread, a worker
-    thread or in the renderer process, each is kept as it is made (`ui_only`: only
+    thread, each is kept as it is made (`ui_only`: only
     those parsed on the UI thread)."""
     parsed: list[str] = []
     if not ui_only:
@@ -121,8 +121,8 @@ def f(x: int) -> int:
 """
 
 
-async def check_aside_draws_what_the_app_would(renderer=None) -> None:
-    """`render_aside` (on a worker thread, or in `renderer`) keeps the lines `rendered`
+async def check_aside_draws_what_the_app_would() -> None:
+    """`render_aside` (on a worker thread) keeps the lines `rendered`
     (the app's console) makes, in a dark and a light theme, at two widths."""
     from textual.app import App
 
@@ -137,7 +137,7 @@ async def check_aside_draws_what_the_app_would(renderer=None) -> None:
                 markdown._RENDERS.clear()
                 own = rendered(app, SAMPLE, width)
                 markdown._RENDERS.clear()
-                await markdown.render_aside(app, SAMPLE, width, renderer=renderer)
+                await markdown.render_aside(app, SAMPLE, width)
                 assert is_rendered(app, SAMPLE, width)
                 aside = rendered(app, SAMPLE, width)  # the kept one
                 assert aside is not own
