@@ -49,7 +49,6 @@ _EXPORTS = {
     "committed_export": "runtime.harness.transfer",
     "committed_view": "runtime.harness.transfer",
     "Driver": "runtime.run.driver",
-    "Follower": "runtime.ipc.attach",
     "ModelInfo": "runtime.context.catalog",
     "load_config": "runtime.setup.load",
     "Trust": "runtime.config.trust",
@@ -66,7 +65,7 @@ _EXPORTS = {
     "probe_sandbox_soon": "runtime.run.sandboxing",
     "sandbox_report": "runtime.run.sandboxing",
     "hooks_report": "runtime.setup.preview",
-    "LoopSettings": "runtime.run.loop",
+    "LoopSettings": "runtime.run.deps",
     "ProjectInstructions": "runtime.context.instructions",
     "load_instructions": "runtime.context.instructions",
     "schema_version": "runtime.store.migrations",
@@ -106,33 +105,34 @@ _EXPORTS = {
     "Config": "runtime.setup.load",
     "EFFORTS": "runtime.run.reasoning",
     "EventChannel": "runtime.ipc.channel",
-    "HarnessGone": "runtime.ipc.frames",
-    "HarnessProxy": "runtime.ipc.channel",
+    "RESYNC": "runtime.ipc.channel",
+    "Listeners": "runtime.ipc.listen",
+    "socket_path": "runtime.ipc.listen",
+    "read_token": "runtime.ipc.peer",
+    "PeerRefused": "runtime.ipc.peer",
+    "Connection": "runtime.ipc.wire",
+    "HarnessClient": "runtime.ipc.client",
+    "local_client": "runtime.ipc.local",
+    "serve_connection": "runtime.ipc.server",
+    "encode_error": "runtime.model.protocol",
+    "decode_error": "runtime.model.protocol",
+    "HarnessGone": "runtime.model.errors",
     "PROBE_TIMEOUT": "runtime.setup.firstrun",
-    "RemoteHarness": "runtime.ipc.remote",
     "Toolbox": "runtime.model.tools",
     "URGENT": "runtime.ipc.channel",
     "WorkspaceToolbox": "runtime.run.toolbox",
-    "channel_for": "runtime.ipc.channel",
-    "end_pair": "runtime.ipc.frames",
-    "frame": "runtime.ipc.frames",
+    "end_pair": "runtime.ipc.spawn",
     "lookup": "runtime.context.catalog",
     "model_resolver": "runtime.setup.load",
     "new_conversation": "runtime.harness",
     "parse_uuid": "runtime.model.ids",
-    "read_frame": "runtime.ipc.frames",
-    "recv_blocking": "runtime.ipc.frames",
+    "recv_blocking": "runtime.ipc.spawn",
     "harden_process": "runtime.config.secrets",
-    "send_blocking": "runtime.ipc.frames",
-    "sendable_error": "runtime.ipc.frames",
-    "serve": "runtime.ipc.remote",
-    "start_pair": "runtime.ipc.frames",
+    "send_blocking": "runtime.ipc.spawn",
+    "start_pair": "runtime.ipc.spawn",
     "typed_prefix": "runtime.store.shortids",
     "user_config_path": "runtime.setup.load",
     "uuid7": "runtime.model.ids",
-    "write_frame": "runtime.ipc.frames",
-    "HarnessAPI": "runtime.api",
-    "NeedsDriver": "runtime.model.errors",
     "Interruption": "runtime.model.results",
     "Redirection": "runtime.model.results",
     "TodoItem": "runtime.model.todo",
@@ -149,6 +149,7 @@ __all__ = [
     "BUDGET_CODES",
     "EFFORTS",
     "PROBE_TIMEOUT",
+    "RESYNC",
     "URGENT",
     "AmbiguousId",
     "Attachment",
@@ -160,6 +161,7 @@ __all__ = [
     "ConfigChange",
     "ConfigError",
     "ConfigWatcher",
+    "Connection",
     "Conversation",
     "ConversationBusy",
     "ConversationView",
@@ -167,27 +169,25 @@ __all__ = [
     "EmptyInput",
     "Entry",
     "EventChannel",
-    "Follower",
     "Harness",
-    "HarnessAPI",
+    "HarnessClient",
     "HarnessGone",
-    "HarnessProxy",
     "ImportRefused",
     "InboxItem",
     "InboxMode",
     "Interruption",
     "LeaseLost",
+    "Listeners",
     "LocalServer",
     "LoopSettings",
     "McpServerStatus",
     "ModelInfo",
-    "NeedsDriver",
     "NoModelConfigured",
+    "PeerRefused",
     "ProbeTarget",
     "ProjectInstructions",
     "ReadOnlyStore",
     "Redirection",
-    "RemoteHarness",
     "RestorePlan",
     "RestoreReport",
     "Rewound",
@@ -213,26 +213,27 @@ __all__ = [
     "UsageTotals",
     "WorkspaceFiles",
     "WorkspaceToolbox",
-    "channel_for",
     "choose_sandbox",
     "command_rule",
     "committed_export",
     "committed_view",
     "compacted_through",
+    "decode_error",
     "default_home",
     "default_targets",
+    "encode_error",
     "end_pair",
     "expand_mentions",
     "export_markdown",
     "first_run_report",
     "first_run_text",
-    "frame",
     "fuzzy_filter",
     "harden_process",
     "hooks_report",
     "kept_bytes",
     "load_config",
     "load_instructions",
+    "local_client",
     "lookup",
     "mention_at",
     "model_resolver",
@@ -243,7 +244,7 @@ __all__ = [
     "probe_sandbox_soon",
     "project_files",
     "project_preview",
-    "read_frame",
+    "read_token",
     "read_user_file",
     "recorded_trust",
     "recv_blocking",
@@ -252,10 +253,10 @@ __all__ = [
     "sandbox_report",
     "schema_version",
     "send_blocking",
-    "sendable_error",
-    "serve",
+    "serve_connection",
     "set_trust",
     "short_ids",
+    "socket_path",
     "split_attachments",
     "start_pair",
     "store_modes",
@@ -268,11 +269,9 @@ __all__ = [
     "view_from_snapshot",
     "visible",
     "visible_json",
-    "write_frame",
 ]
 
 if TYPE_CHECKING:
-    from runtime.api import HarnessAPI
     from runtime.config.rules import command_rule
     from runtime.config.safe_read import read_user_file
     from runtime.config.secrets import harden_process
@@ -304,20 +303,14 @@ if TYPE_CHECKING:
         committed_view,
         export_markdown,
     )
-    from runtime.ipc.attach import Follower
-    from runtime.ipc.channel import URGENT, EventChannel, HarnessProxy, channel_for
-    from runtime.ipc.frames import (
-        HarnessGone,
-        end_pair,
-        frame,
-        read_frame,
-        recv_blocking,
-        send_blocking,
-        sendable_error,
-        start_pair,
-        write_frame,
-    )
-    from runtime.ipc.remote import RemoteHarness, serve
+    from runtime.ipc.channel import RESYNC, URGENT, EventChannel
+    from runtime.ipc.client import HarnessClient
+    from runtime.ipc.listen import Listeners, socket_path
+    from runtime.ipc.local import local_client
+    from runtime.ipc.peer import PeerRefused, read_token
+    from runtime.ipc.server import serve_connection
+    from runtime.ipc.spawn import end_pair, recv_blocking, send_blocking, start_pair
+    from runtime.ipc.wire import Connection
     from runtime.mcp.hub import probe_mcp_servers
     from runtime.model.errors import (
         AmbiguousId,
@@ -327,13 +320,13 @@ if TYPE_CHECKING:
         ConversationBusy,
         EmptyInput,
         LeaseLost,
-        NeedsDriver,
         SchemaTooNew,
         StoreError,
         UnknownConversation,
         UnknownEntry,
     )
     from runtime.model.ids import parse_uuid, uuid7
+    from runtime.model.protocol import decode_error, encode_error
     from runtime.model.records import (
         Conversation,
         Entry,
@@ -359,8 +352,8 @@ if TYPE_CHECKING:
     from runtime.model.tools import Toolbox
     from runtime.model.views import ConversationView, reduce, view_from_snapshot
     from runtime.run.budget import BUDGET_CODES, Budget
+    from runtime.run.deps import LoopSettings
     from runtime.run.driver import Driver
-    from runtime.run.loop import LoopSettings
     from runtime.run.reasoning import EFFORTS
     from runtime.run.sandboxing import (
         choose_sandbox,

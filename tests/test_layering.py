@@ -1,8 +1,12 @@
 """runtime/ and tools/ are headless: importing any of their modules loads no UI toolkit,
-and tools/ never imports runtime or tui."""
+and tools/ never imports runtime or tui. The rooms are layers and no import is circular:
+import-linter checks pyproject's contracts (type-only imports included), and a test
+shows the contracts fail when a lower room imports a higher one or two modules import
+each other."""
 
 from __future__ import annotations
 
+import os
 import pkgutil
 import subprocess
 import sys
@@ -48,11 +52,10 @@ def test_headless_packages_import_no_ui(package, banned):
 
 
 # The runtime's public API, all a front end may import: the package's exports
-# (`runtime/__init__.py`), the contract (`runtime.api`), the views and the records,
-# events and errors they are made of. Everything else is the runtime's own business.
+# (`runtime/__init__.py`: the protocol's client among them), the views and the
+# records, events and errors they are made of. Everything else is the runtime's own.
 PUBLIC = {
     "runtime",
-    "runtime.api",
     "runtime.model.views",
     "runtime.model.records",
     "runtime.model.events",
@@ -105,3 +108,63 @@ def test_every_public_name_loads():
     )
     assert out.returncode == 0, out.stderr
     assert int(out.stdout) > 50
+
+
+def lint_imports(cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    pytest.importorskip("importlinter", reason="import-linter is in the test extra")
+    lint = Path(sys.executable).with_name("lint-imports")
+    return subprocess.run(
+        [str(lint), "--no-cache", str(cwd / "pyproject.toml")],
+        cwd=cwd, capture_output=True, text=True, timeout=300,
+        env={**os.environ, **env},
+    )  # fmt: skip
+
+
+def test_the_rooms_are_layers_and_no_import_is_circular():
+    out = lint_imports(ROOT)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "0 broken" in out.stdout
+
+
+ROOMS = ("testing", "ipc", "harness", "agents", "setup", "run", "hooks", "context", "plan",
+         "mcp", "schedule", "config", "store", "providers", "model")  # fmt: skip
+
+
+def fake_project(tmp_path: Path, modules: dict[str, str]) -> Path:
+    """The four packages with every room, empty but for `modules` (name: source), and
+    this repository's import-linter contracts."""
+    for package in ("runtime", "tools", "tui", "themes"):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+    for room in ROOMS:
+        (tmp_path / "runtime" / room).mkdir()
+        (tmp_path / "runtime" / room / "__init__.py").write_text("")
+    for name, source in modules.items():
+        (tmp_path / (name.replace(".", "/") + ".py")).write_text(source)
+    text = (ROOT / "pyproject.toml").read_text()
+    (tmp_path / "pyproject.toml").write_text(text[text.index("\n[tool.importlinter]\n") :])
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    "modules,broken",
+    [
+        # a lower room importing a higher one, only for its types
+        ({"runtime.model.a": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+          "    import runtime.harness.b\n", "runtime.harness.b": ""},
+         "runtime.model is not allowed to import runtime.harness"),
+        # two siblings of one layer
+        ({"runtime.hooks.a": "import runtime.context.b\n", "runtime.context.b": ""},
+         "runtime.hooks is not allowed to import runtime.context"),
+        # the tools importing the runtime
+        ({"tools.a": "import runtime.model.b\n", "runtime.model.b": ""},
+         "tools is not allowed to import runtime"),
+        # a circle inside a room
+        ({"tui.a": "import tui.b\n", "tui.b": "import tui.a\n"}, "No cycles are allowed in tui"),
+    ],
+)  # fmt: skip
+def test_the_contracts_fail_when_a_room_imports_upward_or_in_a_circle(tmp_path, modules, broken):
+    project = fake_project(tmp_path, modules)
+    out = lint_imports(project, PYTHONPATH=str(project))
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert broken in out.stdout, out.stdout

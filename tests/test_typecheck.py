@@ -1,9 +1,9 @@
 """mypy strict over runtime/, tools/, tui/ and themes/ (pyproject's [tool.mypy]).
 
-This is what holds the front ends to the one harness contract: the app holds a
-`runtime.api.HarnessAPI`, and `Harness`, `RemoteHarness` and `AttachedHarness`
-are each checked against it, so a method one of them lacks fails here, not in a
-user's terminal as an AttributeError.
+This is what holds the front ends to the one protocol: each holds a
+`runtime.HarnessClient`, whose methods are typed one per op (no `*args`
+pass-throughs), and the server applies each op through the harness's own typed
+call; a wrong argument fails here, not in a user's terminal.
 """
 
 from __future__ import annotations
@@ -30,16 +30,16 @@ def test_every_package_type_checks_strict():
     assert "Success" in out.stdout
 
 
-def test_a_harness_missing_a_method_of_the_contract_fails_the_check(tmp_path):
+def test_an_op_called_with_wrong_arguments_fails_the_check(tmp_path):
     sample = tmp_path / "sample.py"
     sample.write_text(
-        "from runtime.api import HarnessAPI\n"
-        "from tui.attach_app import AttachedHarness\n"
-        "class Partial(AttachedHarness):\n"
-        "    rewind = None\n"
-        "def check(h: Partial) -> HarnessAPI:\n"
-        "    return h\n"
+        "from runtime import HarnessClient\n"
+        "async def use(client: HarnessClient) -> None:\n"
+        "    await client.submit(1, 2, 3, wrong=True)\n"
+        "    await client.respond('c', 'call', approve='yes')\n"
     )
     out = mypy("--strict", "--ignore-missing-imports", str(sample))
     assert out.returncode == 1
-    assert "rewind" in out.stdout
+    assert 'Unexpected keyword argument "wrong"' in out.stdout
+    assert 'Argument 1 to "submit" of "HarnessClient" has incompatible type "int"' in out.stdout
+    assert '"respond" of "HarnessClient" has incompatible type "str"; expected "bool"' in out.stdout

@@ -8,17 +8,18 @@ overflowed), and hands the view to the widgets, which update only what
 changed. Keys turn into harness calls (submit, interrupt, respond); nothing is
 shown that the store does not say.
 
-`bastion` runs the harness in a process of its own (`tui.child`; the app holds a
-`runtime.ipc.remote.RemoteHarness`), so a slow frame never delays the model loop, its
-checkpoints or its tools, and a flood of text never delays a key's echo; a
-`ThreadedHarness` (a thread of this process) serves the same way:
+`bastion` runs the harness in a process of its own (`tui.child`), so a slow frame
+never delays the model loop, its checkpoints or its tools, and a flood of text never
+delays a key's echo. The app holds a `HarnessClient` (runtime.ipc.client): every key
+becomes one typed op of the one protocol, whoever serves it (its harness process,
+or, for `bastion attach`, the process driving the session):
 
-    app = BastionApp(remote_harness, conversation_id, first_prompt="hi")  # already driven
+    app = BastionApp(client, conversation_id, first_prompt="hi")  # already driven
     app.run()
 
-or, when the harness must be opened on the app's own event loop (snapshot
-tests), `BastionApp(opener=open_fn)` where `open_fn()` returns `(harness,
-conversation_id)`; the app then closes that harness when it exits.
+or `BastionApp(opener=open_fn)`, where `open_fn()` returns `(client,
+conversation_id)` once the session is open; the app closes that client when it
+exits (its owner's close closes the harness too).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import time
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import replace
 from importlib import import_module
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import events, work
 from textual.actions import SkipAction
@@ -43,7 +44,7 @@ from runtime.model.errors import BastionError, EmptyInput
 from themes import DEFAULT_THEME, check_theme_name
 from tui import theming
 from tui.markup import escape
-from tui.pacing import FRAME, GAP, MAX_HOLD, REST, due, hold, pause, urgent
+from tui.pacing import GAP, MAX_HOLD, due, hold, pause, urgent
 from tui.textual_compat import begin_batch, end_batch
 from tui.widgets.prompt import PromptInput
 from tui.widgets.status import StatusBar
@@ -54,12 +55,11 @@ if TYPE_CHECKING:  # loaded after the first frame (see tui.launch and `_mount_re
     from textual.driver import Driver
     from textual.notifications import SeverityLevel
 
-    from runtime import ConfigWatcher, EventChannel, HarnessAPI
+    from runtime import ConfigWatcher, EventChannel, HarnessClient
     from runtime.model.records import SessionSettings
     from runtime.model.views import ConversationView
     from themes.user import ThemeFolder
     from tui import slash
-    from tui.attach_app import AttachedHarness
     from tui.live_config import LiveConfig
     from tui.widgets.approval import ApprovalPrompt
     from tui.widgets.command_panel import CommandHints, CommandOutput
@@ -69,7 +69,7 @@ if TYPE_CHECKING:  # loaded after the first frame (see tui.launch and `_mount_re
 
 __all__ = ["BastionApp", "Opener", "preload"]
 
-Opener = Callable[[], Awaitable[tuple["HarnessAPI", str]]]
+Opener = Callable[[], Awaitable[tuple["HarnessClient", str]]]
 
 QUIT_WINDOW = 2.0  # seconds in which a second Ctrl+C quits
 WELCOME = "[b $primary]bastion[/]  [$foreground-muted]type a request and press Enter[/]"
@@ -137,7 +137,7 @@ class BastionApp(App[int]):
 
     def __init__(
         self,
-        harness: HarnessAPI | None = None,
+        harness: HarnessClient | None = None,
         conversation_id: str | None = None,
         *,
         first_prompt: str | None = None,
@@ -153,7 +153,7 @@ class BastionApp(App[int]):
         catalog: Callable[[str], Any] | None = None,
     ) -> None:
         super().__init__()
-        self._notes = tuple(notes)  # said once the session is on screen (ignored settings)
+        self._notes = notes  # said once the session is on screen (ignored settings; attach)
         self._sandbox_notice = sandbox_notice  # asked once the first view is drawn
         if (harness is None or conversation_id is None) and opener is None:
             raise ValueError("BastionApp needs a harness and conversation id, or an opener")
@@ -369,13 +369,8 @@ class BastionApp(App[int]):
                 return
         harness, conv_id = self.harness, self.conversation_id
         assert harness is not None
-        if harness.attached:
-            await self._follow_attached(cast("AttachedHarness", harness))
-            return
-        from runtime import channel_for
-
         loop = asyncio.get_running_loop()
-        channel = channel_for(harness, conv_id)
+        channel = harness.subscribe(conv_id)
         try:
             await self._show_first(harness, conv_id)
             if self.view is not None and self.view.earlier:  # the session's end: once it is
@@ -405,13 +400,12 @@ class BastionApp(App[int]):
             self._opened()
             channel.close()
 
-    async def _show_first(self, harness: HarnessAPI, conv_id: str) -> None:
-        """The session's first view (the one its harness process sent with it, if so),
-        and the prompt from the command line submitted while it is drawn."""
+    async def _show_first(self, harness: HarnessClient, conv_id: str) -> None:
+        """The session's first view (asked for after the subscription, so nothing falls
+        between), and the prompt from the command line submitted while it is drawn."""
         from runtime.model.views import OPENING_ENTRIES
 
-        opening = harness.take_opening(conv_id)
-        self.settings, view = opening or await asyncio.gather(
+        self.settings, view = await asyncio.gather(
             harness.session_settings(conv_id), harness.snapshot(conv_id, last=OPENING_ENTRIES)
         )
         sending = None
@@ -437,8 +431,17 @@ class BastionApp(App[int]):
         self._watch_themes()
         if self._sandbox_notice is not None:
             self.run_worker(self._tell_sandbox(self._sandbox_notice), group="sandbox")
-        if self.harness is not None and not self.harness.attached:
+        self.query_one(StatusBar).notice(self._standing_notice())
+        if self.harness is not None and not self.harness.guest:  # (attached: the driver's)
             self.run_worker(self._tell_mcp(), group="mcp", exit_on_error=False)
+
+    def _standing_notice(self) -> str | None:
+        """What the status line says in place of the key hints while nothing more
+        pressing does: that this terminal is attached to another process's session."""
+        harness = self.harness
+        if harness is None or not harness.guest:
+            return None
+        return "[b $success]attached[/] · live from the process driving it"
 
     async def _tell_sandbox(self, notice: Callable[[], str | None]) -> None:
         """Say once, when commands cannot be sandboxed here (the probe runs in a thread)."""
@@ -472,7 +475,7 @@ class BastionApp(App[int]):
         batch: object,
         shown_at: float,
         channel: EventChannel,
-        harness: HarnessAPI,
+        harness: HarnessClient,
         conv_id: str,
     ) -> ConversationView:
         """`view` once it may be shown, with what it draws rendered. While the user
@@ -515,16 +518,20 @@ class BastionApp(App[int]):
         gc.freeze()
         gc.enable()  # `bastion` starts with it off (tui.launch)
 
-    @staticmethod
     async def _fold(
-        view: ConversationView, batch: object, harness: HarnessAPI, conv_id: str
+        self, view: ConversationView, batch: object, harness: HarnessClient, conv_id: str
     ) -> ConversationView:
         """`view` with `batch` (from `EventChannel.get`) applied: each event through the
-        reducer, or a fresh snapshot after a resync."""
+        reducer, or a fresh snapshot after a resync. A client that switched the model or
+        mode (this one, or another terminal on the session) changes the status line."""
+        from runtime.model.events import SettingsChanged
+        from runtime.model.records import SessionSettings
         from runtime.model.views import reduce
 
         if isinstance(batch, list):
             for event in batch:
+                if isinstance(event, SettingsChanged) and event.conversation_id == conv_id:
+                    self.settings = SessionSettings(event.model, event.approval_mode)
                 view = reduce(view, event)
         else:  # RESYNC: the channel overflowed and dropped what it held
             view = replace(view, resync_required=True)
@@ -553,21 +560,6 @@ class BastionApp(App[int]):
 
         self.live_config = LiveConfig(self, self._watch_config, self._pinned)
         self.run_worker(self.live_config.run(), group="config-watch")
-
-    async def _follow_attached(self, harness: AttachedHarness) -> None:
-        """`bastion attach`: show each view the follower folds, at most once a frame."""
-        loop = asyncio.get_running_loop()
-        try:
-            async for view in harness.views():
-                started = loop.time()
-                await self.show(view)
-                if not self._quit_armed:
-                    self.query_one(StatusBar).notice(harness.source())
-                self.ready.set()
-                spent = loop.time() - started
-                await asyncio.sleep(max(FRAME - spent, REST * spent))
-        except NoMatches:
-            pass  # the screen is being torn down: the app is closing
 
     async def show(self, view: ConversationView) -> None:
         """Render `view`: each widget updates only what changed since the last one.
@@ -599,7 +591,10 @@ class BastionApp(App[int]):
         """Report user theme files that did not load, and reload them when they change."""
         theming.startup_problems(self, self.theme_folder)
         for note in self._notes:  # project settings ignored: said once, and kept a while
-            self.notify(note, title="project settings", severity="warning", timeout=12)
+            if note.startswith("attached"):  # (bastion attach: where the session is driven)
+                self.notify(note, title="attach", timeout=8)
+            else:
+                self.notify(note, title="project settings", severity="warning", timeout=12)
         self.run_worker(theming.watch(self, self.theme_folder), group="themes", exclusive=True)
 
     def on_transcript_new_output(self, event: Transcript.NewOutput) -> None:
@@ -850,8 +845,8 @@ class BastionApp(App[int]):
         """Shift+Tab: the next approval mode, shown on the status line; the prompt keeps
         its focus and its draft."""
         async with self._mode_lock:  # presses in quick succession step one mode each
-            if self.harness is None or (self.settings is None and not self.harness.attached):
-                return  # (still opening; attached, the harness says why it cannot)
+            if self.harness is None or self.settings is None:
+                return  # (still opening)
             from tui.slash import MODES as modes
 
             current = self.settings.approval_mode if self.settings else ""
@@ -870,12 +865,6 @@ class BastionApp(App[int]):
         from tui.subagent import SubagentScreen
 
         if self.harness is None:
-            return
-        if self.harness.attached:  # this screen follows one session of another process
-            self.notify(
-                f"follow it with `bastion attach {event.conversation_id}`",
-                title=f"subagent {event.label}",
-            )
             return
         self.push_screen(SubagentScreen(self.harness, event.conversation_id, event.label))
 
@@ -977,7 +966,8 @@ class BastionApp(App[int]):
         `bastion -c` does not pick it up again; a crash, by contrast, leaves it to resume.
         """
         if self._quit_armed:
-            attached = self.harness is not None and self.harness.attached  # leaving: it goes on
+            # attached to another process's session, leaving: the session goes on
+            attached = self.harness is not None and self.harness.guest
             if (
                 self.harness is not None
                 and self.view is not None
@@ -993,4 +983,4 @@ class BastionApp(App[int]):
 
     def _disarm_quit(self) -> None:
         self._quit_armed = False
-        self.query_one(StatusBar).notice(None)
+        self.query_one(StatusBar).notice(self._standing_notice())

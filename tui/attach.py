@@ -1,8 +1,9 @@
 """`bastion attach ID`: a second terminal on a session another process drives.
 
-Plain text: the transcript on stdout as it streams (deltas from the driving
-process's socket; checkpoints from the ledger when no process serves it), status
-lines on stderr. Lines typed on stdin act on the session:
+Plain text: the transcript on stdout as it streams (the events of the harness
+driving it, through the one protocol: the driving process's, or this one's when no
+process drove it: `tui.attached.connect`), status lines on stderr. Lines typed on
+stdin act on the session:
 
     TEXT            a steer while the agent works, a new prompt when it is idle
     /queue TEXT     a follow-up: starts the next run when this one answers
@@ -15,7 +16,7 @@ lines on stderr. Lines typed on stdin act on the session:
 When stdin is not a terminal its end stops input only: attach goes on watching
 until it is interrupted, as a script following a session expects.
 
-Everything is rendered from the one reducer's view (`runtime.Follower`); what
+Everything is rendered from the one reducer's view (`Following`); what
 was printed is remembered by entry id and length, never as a second transcript.
 All of it is written through `_write` and `note`, which show its control
 characters (`runtime.visible`) instead of handing them to the terminal.
@@ -27,9 +28,20 @@ import asyncio
 import contextlib
 import sys
 import threading
+from collections.abc import AsyncGenerator
+from pathlib import Path
 from typing import TextIO
 
-from runtime import BastionError, ConversationView, Follower, Harness, visible
+from runtime import (
+    RESYNC,
+    BastionError,
+    ConversationView,
+    HarnessClient,
+    HarnessGone,
+    Interruption,
+    reduce,
+    visible,
+)
 from runtime.model.records import (
     Approval,
     Entry,
@@ -68,10 +80,70 @@ def _first_line(text: str, limit: int = 100) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-class AttachLine:
-    """Prints a follower's views as a transcript and applies typed lines through it."""
+class Following:
+    """A session followed through a client: its view, folded from its events by the
+    one reducer, and the ops the typed lines make."""
 
-    def __init__(self, follower: Follower, out: TextIO, err: TextIO) -> None:
+    def __init__(
+        self, client: HarnessClient, conversation_id: str, source: str, home: Path | None = None
+    ) -> None:
+        self.client = client
+        self.conversation_id = conversation_id
+        self.home = home  # the store's folder (None: $BASTION_HOME's)
+        self.source = source  # "live" (another process drives it) or "here"
+        self.view: ConversationView | None = None
+
+    async def views(self) -> AsyncGenerator[ConversationView, None]:
+        """Each view as the session changes. When the process serving it goes (it
+        ended, crashed, or let the session go), the session is reached again
+        (`tui.attached.connect`: another process that drives it now, or this one)."""
+        from tui.attached import connect
+
+        while True:
+            async for view in self._views_of(self.client):
+                yield view
+            await self.client.close()
+            self.client, self.source = await connect(self.conversation_id, self.home)
+
+    async def _views_of(self, client: HarnessClient) -> AsyncGenerator[ConversationView, None]:
+        conv_id = self.conversation_id
+        channel = client.subscribe(conv_id)
+        try:
+            view = self.view = await client.snapshot(conv_id)
+            yield view
+            while (batch := await channel.get()) is not None:
+                if batch is RESYNC:
+                    view = await client.snapshot(conv_id)
+                else:
+                    assert isinstance(batch, list)
+                    for event in batch:
+                        view = reduce(view, event)
+                    if view.resync_required:
+                        view = await client.snapshot(conv_id)
+                self.view = view
+                yield view
+        except HarnessGone:
+            pass  # (a snapshot asked as it went)
+        finally:
+            channel.close()
+
+    async def respond(self, call_id: str, approve: bool) -> None:
+        await self.client.respond(self.conversation_id, call_id, approve)
+
+    async def interrupt(self) -> Interruption:
+        return await self.client.interrupt(self.conversation_id)
+
+    async def submit(self, text: str, mode: InboxMode) -> InboxItem:
+        return await self.client.submit(self.conversation_id, text, mode=mode)
+
+    async def withdraw(self, item_id: str) -> bool:
+        return await self.client.withdraw(self.conversation_id, item_id)
+
+
+class AttachLine:
+    """Prints a session's views as a transcript and applies typed lines through it."""
+
+    def __init__(self, follower: Following, out: TextIO, err: TextIO) -> None:
         self.follower = follower
         self.out = out
         self.err = err
@@ -147,17 +219,20 @@ class AttachLine:
         self.out.write(visible(text))
 
     def _status(self) -> None:
-        now = (self.follower.source, self.follower.driver_pid)
-        if now == self._source:
+        """Where the session is driven: said on attaching, and again when it moves."""
+        follower = self.follower
+        source = (follower.source, follower.client.server_pid)
+        if self._source == source:
             return
         first = self._source is None
-        self._source = now
-        if now[0] == "socket":
-            line = f"live from the driving process (pid {now[1]})"
+        self._source = source
+        if follower.source == "live":
+            line = f"live from the process driving it (pid {follower.client.server_pid})"
+        elif first:
+            line = "no process drove this session, so this one drives it"
         else:
-            line = "no process serves this session: following the ledger"
-        prefix = f"attached to {self.follower.conversation_id}; " if first else ""
-        self.note(f"{prefix}{line}")
+            line = "the process driving it went, so this one drives it now"
+        self.note(f"attached to {follower.conversation_id}; {line}")
         if first:
             self.note(HELP)
 
@@ -208,10 +283,10 @@ class AttachLine:
         elif command.startswith("/"):
             from tui.slash import find
 
-            if find(command[1:]) is not None:  # the app's and --plain's, not attach's
+            if find(command[1:]) is not None:  # the app's and --plain's
                 self.note(
-                    f"{command} works in the terminal that drives the session (the app or "
-                    f"--plain); here: {HELP}"
+                    f"{command} is the app's: run `bastion attach {follower.conversation_id}` in "
+                    f"a terminal for it (here, line by line: {HELP})"
                 )
             else:
                 self.note(f"unknown command {command} ({HELP})")
@@ -245,11 +320,13 @@ def _stdin_lines(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[str | Non
     threading.Thread(target=read, name="attach-stdin", daemon=True).start()
 
 
-async def attach(conversation_id: str, *, poll: float = 0.2) -> int:
+async def attach(conversation_id: str) -> int:
     """Follow and act on `conversation_id` until /quit, end of input or Ctrl+C."""
-    harness = await Harness.open()
+    from tui.attached import connect
+
+    client, source = await connect(conversation_id)
+    follower = Following(client, conversation_id, source)
     try:
-        follower = Follower(harness, conversation_id, poll=poll)
         screen = AttachLine(follower, sys.stdout, sys.stderr)
         views = follower.views()
         screen.render(await anext(views))  # an unknown id fails here, before any input
@@ -276,7 +353,7 @@ async def attach(conversation_id: str, *, poll: float = 0.2) -> int:
             await views.aclose()
         return 0
     finally:
-        await harness.close()
+        await follower.client.close()
 
 
 async def _next_line(lines: asyncio.Queue[str | None], showing: asyncio.Task[None]) -> str | None:

@@ -1,9 +1,9 @@
 """The harness process `bastion` draws from: `Child` starts it, `main` is its body.
 
 The app runs in one process and the harness (the model loop, its checkpoints,
-tools and store) in a child, `python -m tui.child FD`, joined by a socket pair
-(`runtime.ipc.remote`): so neither waits for the other's share of one interpreter
-lock. The child opens the session the way every front end does
+tools and store) in a child, `python -P -m tui.child FD`, joined by a socket pair
+over which it speaks the one protocol (`runtime.model.protocol`): so neither waits
+for the other's share of one interpreter lock. The child opens the session the way every front end does
 (`tui.session.open_session`, then `drive_session`) and says how each step went;
 then it serves the harness to the app until the app closes it, or until the
 app's end of the pair closes (the app exited or was killed), when it closes the
@@ -12,7 +12,7 @@ harness (leases released, commands ended) and exits.
     child = Child.start(opts, check_model=True)   # opening begins at once
     child.drive()                                  # then it may drive (lease, recovery)
     child.opened.result()                          # BastionError if it cannot be
-    harness, conversation_id = await child.harness()
+    client, conversation_id = await child.harness()   # a HarnessClient, the owner
 
 Opening writes nothing; driving does. So the child waits to be told to drive,
 and a launch that fails meanwhile (a bad `--theme`) leaves the store as it was.
@@ -24,6 +24,7 @@ never it), reads nothing from the terminal, and writes what it logs to
 
 from __future__ import annotations
 
+import argparse
 import concurrent.futures
 import contextlib
 import logging
@@ -34,8 +35,10 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
+from runtime import BastionError
+
 if TYPE_CHECKING:
-    import asyncio
+    from runtime import Connection, HarnessClient
 
 __all__ = ["Child", "main"]
 
@@ -45,15 +48,15 @@ log = logging.getLogger("tui.child")
 
 class Child:
     """The harness process, starting: `opened` and `driven` complete as it reports each
-    step, with its BastionError if one fails."""
+    step (JSON lines on the pair, before the protocol), with its BastionError if one
+    fails."""
 
     def __init__(self, process: subprocess.Popen[bytes], sock: socket.socket) -> None:
         self.process = process
         self.sock = sock
         self.told_to_drive = False
         self.opened: concurrent.futures.Future[None] = concurrent.futures.Future()
-        # the conversation's id, its session settings and its view
-        self.driven: concurrent.futures.Future[tuple[str, Any, Any]] = concurrent.futures.Future()
+        self.driven: concurrent.futures.Future[str] = concurrent.futures.Future()  # its id
         self._reader = threading.Thread(target=self._read_steps, name="bastion-child", daemon=True)
         self._reader.start()
 
@@ -69,7 +72,8 @@ class Child:
         from tui.terminal_guard import capture
 
         # the terminal as it is before the app sets it raw: put back if the app dies
-        send_blocking(ours, ("open", opts, check_model, capture()))
+        opening = {"opts": _plain(vars(opts)), "check_model": check_model, "terminal": capture()}
+        send_blocking(ours, {"open": _plain(opening)})
         return cls(process, ours)
 
     def drive(self) -> None:
@@ -79,43 +83,50 @@ class Child:
         if not self.told_to_drive:
             self.told_to_drive = True
             with contextlib.suppress(OSError):  # it failed to open: `opened` says why
-                send_blocking(self.sock, ("drive",))
+                send_blocking(self.sock, {"drive": True})
 
     def _read_steps(self) -> None:
-        """Read the two step reports (and nothing after them: the rest is the app's)."""
-        from runtime import HarnessGone, recv_blocking
+        """Read the two step reports (and nothing after them: the rest is the protocol's)."""
+        from runtime import HarnessGone, decode_error, recv_blocking
 
-        for future in (self.opened, self.driven):
+        steps: tuple[tuple[concurrent.futures.Future[Any], str], ...] = (
+            (self.opened, "opened"),
+            (self.driven, "driven"),
+        )
+        for future, step in steps:
             try:
-                kind, value = recv_blocking(self.sock)
-            except (EOFError, OSError):
+                said = recv_blocking(self.sock)
+            except (EOFError, OSError, BastionError):
                 try:
                     code: int | None = self.process.wait(2)
                 except subprocess.TimeoutExpired:
                     code = None
                 exit_code = f" (exit {code})" if code is not None else ""
-                value = HarnessGone(
+                said = {"failed": None}
+                error: BaseException = HarnessGone(
                     f"the harness process ended while opening the session{exit_code}",
                     hint=f"its log is {_log_path()}",
                 )
-                kind = "failed"
-            if kind == "failed":
+            if "failed" in said:
+                if isinstance(said["failed"], dict):
+                    error = decode_error(said["failed"])
                 for left in (self.opened, self.driven):
                     if not left.done():
-                        left.set_exception(value)
+                        left.set_exception(error)
                 return
-            future.set_result(value)
+            future.set_result(None if step == "opened" else str(said.get(step)))
 
-    async def harness(self) -> tuple[Any, str]:
-        """(a RemoteHarness, the conversation's id) once the session is driven."""
+    async def harness(self) -> tuple[HarnessClient, str]:
+        """(the client of its harness, the conversation's id) once the session is driven."""
         import asyncio
 
-        from runtime import RemoteHarness
+        from runtime import Connection, HarnessClient
 
-        opening = await asyncio.wrap_future(self.driven)
+        conversation_id = await asyncio.wrap_future(self.driven)
         self._reader.join()
-        harness = await RemoteHarness.connect(self.sock, self.process, opening=opening)
-        return harness, opening[0]
+        conn = await Connection.over(self.sock)
+        client = await HarnessClient.connect(conn, client="app", owner=True, process=self.process)
+        return client, conversation_id
 
     def close(self, timeout: float = 30.0) -> BaseException | None:
         """End a child the app never took: its error if opening failed, else None once
@@ -131,6 +142,20 @@ class Child:
 
         end_pair(self.sock, self.process, timeout)  # the reader may wait in recv still
         return error
+
+
+def _plain(value: Any) -> Any:
+    """`value` as JSON takes it: what argparse and termios give (bytes of a terminal's
+    control characters become their numbers), anything else as its text."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, bytes) and len(value) == 1:
+        return value[0]
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return str(value)
 
 
 def _log_path() -> str:
@@ -156,8 +181,10 @@ def main(argv: list[str]) -> int:
     )
     sock = socket.socket(fileno=int(argv[1]))
     try:
-        _, opts, check_model, terminal = recv_blocking(sock)
-    except (EOFError, OSError):
+        asked = recv_blocking(sock)["open"]
+        opts = argparse.Namespace(**asked["opts"])
+        check_model, terminal = bool(asked["check_model"]), asked["terminal"]
+    except (EOFError, OSError, KeyError, TypeError, BastionError):
         return 0  # the app quit (or was killed) before asking
     import asyncio
 
@@ -187,40 +214,29 @@ def _orphaned(parent: int, wait: float = 0.5) -> bool:
 
 async def _serve(sock: socket.socket, opts: Any, check_model: bool) -> tuple[int, bool]:
     """(exit code, whether the app closed the harness itself)."""
-    import asyncio
-
-    from runtime import serve, write_frame
-    from runtime.model.errors import BastionError
-    from runtime.model.views import OPENING_ENTRIES
+    from runtime import Connection, serve_connection
     from tui.session import drive_session, open_session
 
-    reader, writer = await asyncio.open_connection(sock=sock)
+    conn = await Connection.over(sock)
     try:
         session = await open_session(opts, check_model=check_model)
     except BastionError as exc:  # it closes what it opened when it fails
-        return await _failed(writer, exc), True
+        return await _failed(conn, exc), True
     try:
-        await write_frame(writer, ("opened", None))
-        if not await _told_to_drive(reader):
+        await conn.send({"opened": True})
+        if not await _told_to_drive(conn):
             await session.harness.close()
             return 0, True  # the app quit, or failed, before driving: nothing was written
         session = await drive_session(session, interactive=True)
     except BastionError as exc:  # drive_session closes the harness when it fails
-        return await _failed(writer, exc), True
+        return await _failed(conn, exc), True
     except (ConnectionError, OSError):  # the app was killed while the session opened
         log.info("the app went away while the session was opening")
         await session.harness.close()
         return 0, False
     try:
-        # What the app asks first, sent with the session: its settings and view, taken
-        # after a subscription (served as FIRST) so that nothing falls between.
-        harness, conv_id = session.harness, session.conversation.id
-        first = harness.subscribe(conv_id)
-        settings, view = await asyncio.gather(
-            harness.session_settings(conv_id), harness.snapshot(conv_id, last=OPENING_ENTRIES)
-        )
-        await write_frame(writer, ("driven", (conv_id, settings, view)))
-        closed = await serve(harness, reader, writer, first=first)
+        await conn.send({"driven": session.conversation.id})
+        closed = await serve_connection(session.harness, conn, owner=True)
     except (ConnectionError, OSError):
         closed = False  # the app is gone
     finally:
@@ -228,25 +244,24 @@ async def _serve(sock: socket.socket, opts: Any, check_model: bool) -> tuple[int
     return 0, closed
 
 
-async def _failed(writer: asyncio.StreamWriter, exc: BaseException) -> int:
+async def _failed(conn: Connection, exc: BastionError) -> int:
     """Tell the app why the session could not be opened (if it is still there): exit 2."""
-    from runtime import sendable_error, write_frame
+    from runtime import encode_error
 
     try:
-        await write_frame(writer, ("failed", sendable_error(exc)))
+        await conn.send({"failed": encode_error(exc)})
     except (ConnectionError, OSError):
         log.info("the app went away before hearing: %s", exc)
     return 2
 
 
-async def _told_to_drive(reader: asyncio.StreamReader) -> bool:
+async def _told_to_drive(conn: Connection) -> bool:
     """Whether the app says to drive (true) or closes its end first (false)."""
-    from runtime import read_frame
-
     try:
-        return bool(await read_frame(reader) == ("drive",))
-    except (EOFError, ConnectionError, OSError):
+        said = await conn.receive()
+    except BastionError:
         return False
+    return bool(said and said.get("drive"))
 
 
 if __name__ == "__main__":

@@ -169,7 +169,7 @@ class _Opening:
         return self.child
 
     async def opener(self) -> tuple[Any, str]:
-        """(a RemoteHarness, the conversation's id): what `BastionApp(opener=...)` awaits."""
+        """(the harness client, the conversation's id): what `BastionApp(opener=...)` awaits."""
         return await self.open().harness()
 
     def open_before_app(self, config: Any) -> int | None:

@@ -11,14 +11,36 @@ key are wrong; fixing it says the config applies again.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Collection
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Collection, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from runtime.model.errors import BastionError
 
 if TYPE_CHECKING:  # the app imports this before the harness's modules load
-    from runtime import ConfigChange, ConfigWatcher
-    from tui.app import BastionApp
+    from runtime import ConfigChange, ConfigWatcher, ConversationView, HarnessClient
+
+
+class ConfigHost(Protocol):
+    """What following the config uses of the app (tui.app.BastionApp)."""
+
+    harness: HarnessClient | None
+    conversation_id: str
+    view: ConversationView | None
+    theme: str
+
+    @property
+    def available_themes(self) -> Mapping[str, Any]: ...
+
+    def run_worker(self, work: Any, *, group: str = ...) -> Any: ...
+
+    def notify(
+        self, message: str, *, title: str = ..., severity: Any = ..., timeout: float | None = ...
+    ) -> None: ...
+
+    def query_one(self, selector: Any) -> Any: ...
+
+    async def show(self, view: ConversationView) -> None: ...
+
 
 __all__ = ["LiveConfig"]
 
@@ -30,7 +52,7 @@ class LiveConfig:
     imported then, not before the app is drawn)."""
 
     def __init__(
-        self, app: BastionApp, make_watcher: Callable[[], ConfigWatcher], pinned: Collection[str]
+        self, app: ConfigHost, make_watcher: Callable[[], ConfigWatcher], pinned: Collection[str]
     ) -> None:
         self.app = app
         self.make_watcher = make_watcher

@@ -18,7 +18,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 from rich.console import Console
@@ -27,22 +28,25 @@ from rich.markdown import Markdown
 from rich.text import Text
 
 from runtime import (
+    RESYNC,
     Attachment,
     BastionError,
     ConversationView,
     EmptyInput,
+    EventChannel,
     Harness,
+    HarnessClient,
     NoModelConfigured,
     Rule,
-    Subscription,
     TodoItem,
     expand_mentions,
     first_run_report,
+    local_client,
     reduce,
     split_attachments,
     visible,
 )
-from runtime.model.events import CompactionProgress, Event
+from runtime.model.events import CompactionProgress
 from runtime.model.records import (
     Entry,
     EntryKind,
@@ -97,7 +101,7 @@ class LineMode:
 
     def __init__(
         self,
-        harness: Harness,
+        harness: HarnessClient,
         conversation_id: str,
         console: Console,
         read_line: Ask,
@@ -110,8 +114,7 @@ class LineMode:
         self.ask = ask or read_line
         self.view: ConversationView | None = None
         self.left_stored: str | None = None  # the last stored conversation /new etc. left
-        self._sub: Subscription | None = None
-        self._events: AsyncIterator[Event] | None = None
+        self._sub: EventChannel | None = None
         self._printed: set[str] = set()  # entry ids (and "call:result" keys) already printed
         self._last_call: str | None = None  # the call whose line was printed last
         self._plan_shown: tuple[TodoItem, ...] = ()  # the todo list as last printed
@@ -130,7 +133,6 @@ class LineMode:
     async def loop(self, first_prompt: str | None = None) -> int:
         """Prompt, run, repeat until Ctrl+D (or Ctrl+C at the prompt). Returns the exit code."""
         self._sub = self.harness.subscribe(self.conversation_id)
-        self._events = aiter(self._sub)
         try:
             self.view = await self.harness.snapshot(self.conversation_id)
             model = self.view.conversation.agent.model
@@ -163,7 +165,7 @@ class LineMode:
             return self.quit_code
         finally:
             self._stop_live()
-            self._sub.close()
+            await self.harness.unsubscribe(self._sub)
 
     async def handle(self, text: str, *, typed: bool = True) -> None:
         """A `/command` runs (an unknown one is one line); anything else is sent."""
@@ -195,12 +197,11 @@ class LineMode:
         one's history is not printed again)."""
         assert self._sub is not None
         self._stop_live()
-        self._sub.close()
+        await self.harness.unsubscribe(self._sub)
         if self.view is not None and self.view.version > 0:  # stored: it had a prompt
             self.left_stored = self.conversation_id  # named on leaving if the next is not
         self.conversation_id = conversation_id
         self._sub = self.harness.subscribe(conversation_id)
-        self._events = aiter(self._sub)
         self.view = await self.harness.snapshot(conversation_id)
         if replay:
             self._printed.clear()
@@ -250,16 +251,16 @@ class LineMode:
 
     async def _pull(self, *, wait: bool = False) -> None:
         """Fold whatever events are queued (waiting for one if `wait`) and print the view."""
-        assert self._sub is not None and self._events is not None and self.view is not None
-        events = self._sub.pending()
-        if not events and wait:
-            try:
-                events = [await anext(self._events)]
-            except StopAsyncIteration:  # the harness closed
-                raise EOFError("the harness closed") from None
-            events += self._sub.pending()
+        assert self._sub is not None and self.view is not None
+        batch = self._sub.poll()
+        if batch == [] and wait:
+            batch = await self._sub.get()
+        if batch is None:  # the harness closed
+            raise EOFError("the harness closed")
         view = self.view
-        for event in events:
+        if batch is RESYNC:
+            view = replace(view, resync_required=True)
+        for event in batch if isinstance(batch, list) else ():
             view = reduce(view, event)
             if isinstance(event, CompactionProgress):
                 self._compaction(event)
@@ -599,10 +600,12 @@ async def _main(opts: Any) -> int:
         error_line(note)
     if notice := session.sandbox_notice():
         error_line(notice)
-    harness, conv = session.harness, session.conversation
+    conv = session.conversation
+    # The harness in this process, reached through the one protocol all the same.
+    harness = await local_client(session.harness, client="plain")
     try:
         try:
-            history: Any = FileHistory(str(harness.home / "plain-history"))
+            history: Any = FileHistory(str(session.harness.home / "plain-history"))
         except OSError:
             history = InMemoryHistory()
         prompts: PromptSession[str] = prompt_session(history)
@@ -634,7 +637,7 @@ async def _choose(prompts: Any) -> str | None:
     """`--plain -r`: the numbered session list, read with `prompts` (a PromptSession)."""
     from tui.sessionlist import choose_numbered
 
-    harness = await Harness.open()
+    harness = await local_client(await Harness.open(), client="plain")
     try:
         console = Console(highlight=False)
         return await choose_numbered(

@@ -7,15 +7,35 @@ is one line too, and nothing of either is sent to the model.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rich.text import Text
 
 from tui.sessionlist import choose_numbered
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from rich.console import Console
+
+    from runtime import ConversationView, HarnessClient
     from runtime.model.records import SessionSettings
-    from tui.plain import LineMode
+
+
+class LineHost(Protocol):
+    """What the commands use of the line mode (tui.plain.LineMode)."""
+
+    harness: HarnessClient
+    conversation_id: str
+    view: ConversationView | None
+    console: Console
+    ask: Callable[[str], Awaitable[str]]
+    pending_restore: Any
+    draft: str | None
+    quit_code: int | None
+
+    async def switch(self, conversation_id: str, *, replay: bool) -> None: ...
+
 
 __all__ = ["PlainHost", "rich_markup"]
 
@@ -42,7 +62,7 @@ class PlainHost:
     front_end = "plain"
     theme = ""
 
-    def __init__(self, mode: LineMode, settings: SessionSettings | None) -> None:
+    def __init__(self, mode: LineHost, settings: SessionSettings | None) -> None:
         self.mode = mode
         self.settings = settings
 

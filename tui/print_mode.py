@@ -29,13 +29,14 @@ from runtime import (
     BUDGET_CODES,
     BastionError,
     EmptyInput,
-    Harness,
+    EventChannel,
+    HarnessClient,
     Interruption,
     NoModelConfigured,
-    Subscription,
     TodoItem,
     expand_mentions,
     first_run_report,
+    local_client,
     visible,
     visible_json,
 )
@@ -44,7 +45,6 @@ from runtime.model.events import (
     AttemptReset,
     CompactionProgress,
     EntryAdded,
-    Event,
     TodosUpdated,
     ToolCallUpdated,
     event_to_dict,
@@ -57,7 +57,7 @@ from runtime.model.records import (
     ToolCallRecord,
     ToolCallState,
 )
-from runtime.model.views import call_summary
+from runtime.model.views import ReasoningDeltas, TextDeltas, ViewEvent, call_summary
 from tui.exits import (
     EXIT_BUDGET,
     EXIT_FAILED,
@@ -116,16 +116,19 @@ async def _main(opts: Any, prompt: str | None) -> int:
         error_line(note)
     if notice := session.sandbox_notice():
         error_line(notice)
-    harness, conv = session.harness, session.conversation
+    conv = session.conversation
+    # The harness in this process, reached through the one protocol all the same.
+    harness = await local_client(session.harness, client="print")
     run: Run | None = None
     try:
-        sub = harness.subscribe(conv.id)
-        pump = asyncio.create_task(out.pump(sub))
+        # stream-json prints every delta as it came; the other formats print no delta
+        events = harness.subscribe(conv.id, join=opts.output_format != "stream-json")
+        pump = asyncio.create_task(out.pump(events))
         interrupted = _install_interrupt(harness, conv.id)
         try:
             run = await _work(harness, session, prompt, opts)
         finally:
-            sub.close()
+            await harness.unsubscribe(events)
             await pump
         if run is None:
             error_line(f"conversation {conv.id} has nothing to finish and no answer yet")
@@ -159,7 +162,9 @@ async def _main(opts: Any, prompt: str | None) -> int:
         await harness.close()
 
 
-async def _work(harness: Harness, session: Session, prompt: str | None, opts: Any) -> Run | None:
+async def _work(
+    harness: HarnessClient, session: Session, prompt: str | None, opts: Any
+) -> Run | None:
     conv_id = session.conversation.id
     if prompt is not None:
         expansion = await asyncio.to_thread(expand_mentions, prompt, session.conversation.cwd)
@@ -178,7 +183,7 @@ async def _work(harness: Harness, session: Session, prompt: str | None, opts: An
     return await harness.wait_idle(conv_id)
 
 
-async def _say_kept_partial(harness: Harness, conversation_id: str) -> None:
+async def _say_kept_partial(harness: HarnessClient, conversation_id: str) -> None:
     """Finishing a run a crash cut off mid-answer: one line on stderr saying the text
     already shown was kept (marked interrupted) and the model goes on from it, so what
     follows on stdout is the rest of the answer, not all of it again (issue 25, item 5)."""
@@ -195,9 +200,10 @@ async def _say_kept_partial(harness: Harness, conversation_id: str) -> None:
         )
 
 
-async def _refused(harness: Harness, conversation_id: str, run: Run) -> list[ToolCallRecord]:
+async def _refused(harness: HarnessClient, conversation_id: str, run: Run) -> list[ToolCallRecord]:
     """The calls of `run` that were refused without running (in order)."""
-    return [c for c in await harness.run_calls(run) if c.state == ToolCallState.DENIED]
+    calls = await harness.run_calls(run.conversation_id, run.id)
+    return [c for c in calls if c.state == ToolCallState.DENIED]
 
 
 def _refusal(call: ToolCallRecord) -> dict[str, Any]:
@@ -278,7 +284,7 @@ def _failure(
     }  # fmt: skip
 
 
-def _install_interrupt(harness: Harness, conversation_id: str) -> asyncio.Event:
+def _install_interrupt(harness: HarnessClient, conversation_id: str) -> asyncio.Event:
     """First SIGINT/SIGTERM interrupts the run (committed as interrupted); a second exits."""
     flag = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -300,11 +306,16 @@ def _install_interrupt(harness: Harness, conversation_id: str) -> asyncio.Event:
 
 
 async def _result(
-    harness: Harness, conversation_id: str, run: Run, started: float, *, session_usage: bool = True
+    harness: HarnessClient,
+    conversation_id: str,
+    run: Run,
+    started: float,
+    *,
+    session_usage: bool = True,
 ) -> dict[str, Any]:
     """The result object; `session_usage` (the whole session's usage, which reads the
     whole session) only when it is printed: text output shows the answer alone."""
-    answer = await harness.answer(run)
+    answer = await harness.answer(run.conversation_id, run.id)
     conv = await harness.get_conversation(conversation_id)
     status = STATUS.get(RunState(run.state), "failed")
     usage = run.usage or {}
@@ -357,13 +368,18 @@ class Printer:
     def refused(self, tool: str, text: str) -> None:
         self.note(f"bastion: refused {tool}: {_first_line(text)}")
 
-    async def pump(self, sub: Subscription) -> None:
-        async for event in sub:
-            self.event(event)
+    async def pump(self, events: EventChannel) -> None:
+        """Each event as it comes (a stream-json subscription drops none: it is unbounded)."""
+        while (batch := await events.get()) is not None:
+            if isinstance(batch, list):
+                for event in batch:
+                    self.event(event)
 
-    def event(self, event: Event) -> None:
+    def event(self, event: ViewEvent) -> None:
         if self.fmt == "stream-json":
-            self.stdout.write(visible_json(event_to_dict(event)) + "\n")
+            # (its subscription does not join deltas: every event is the harness's own)
+            if not isinstance(event, TextDeltas | ReasoningDeltas):
+                self.stdout.write(visible_json(event_to_dict(event)) + "\n")
             return
         if isinstance(event, ToolCallUpdated) and event.tool_call.state == "running":
             call = event.tool_call

@@ -13,6 +13,7 @@ from runtime import (
     Config,
     Driver,
     Harness,
+    Listeners,
     LoopSettings,
     NoModelConfigured,
     Toolbox,
@@ -133,6 +134,7 @@ async def open_session(opts: Any, cwd: str | None = None, *, check_model: bool =
         toolbox_factory=toolbox_factory(default_home(), sandbox),
         loop_settings=loop_settings(os.environ, run_budget(config, opts), config.reasoning_effort),
     )
+    harness.serving = Listeners(harness)  # each conversation it drives, on its attach socket
     try:
         if opts.resume:  # a full id, or any unique start of one
             session_id = await harness.resolve_id(opts.resume)

@@ -9,7 +9,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from runtime import Harness, SessionSummary, visible
+from runtime import HarnessClient, SessionSummary, visible
 
 __all__ = [
     "NO_SESSIONS",
@@ -76,7 +76,7 @@ def home_relative(path: str) -> str:
 
 
 async def choose_numbered(
-    harness: Harness, ask: Callable[[str], Awaitable[str]], say: Callable[[str], None]
+    harness: HarnessClient, ask: Callable[[str], Awaitable[str]], say: Callable[[str], None]
 ) -> str | None:
     """The line-mode picker: a numbered list, then a number (Enter or Ctrl+D cancels)."""
     cwd = os.getcwd()

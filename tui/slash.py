@@ -27,7 +27,7 @@ from tui.markup import escape
 from tui.usage import totals_label
 
 if TYPE_CHECKING:  # the harness's modules load after the first frame (see tui.launch)
-    from runtime import HarnessAPI
+    from runtime import HarnessClient
     from runtime.model.records import SessionSettings
     from runtime.model.views import ConversationView
 
@@ -48,7 +48,6 @@ _COMMAND = re.compile(r"/([a-z][a-z-]*)(?:\s+(.*))?", re.DOTALL)
 FRONT_ENDS = frozenset({"app", "plain"})
 #: What works in `bastion attach` (a follower of a session another process drives):
 #: everything else acts on the driving process's harness, so it says where to run it.
-ATTACHED_OK = frozenset({"help", "theme", "quit"})
 
 
 class CommandHost(Protocol):
@@ -62,7 +61,7 @@ class CommandHost(Protocol):
         """ "app" or "plain": a command runs only where its `fronts` say."""
 
     @property
-    def harness(self) -> HarnessAPI | None: ...
+    def harness(self) -> HarnessClient | None: ...
 
     @property
     def conversation_id(self) -> str: ...
@@ -108,15 +107,9 @@ class SlashCommand:
         return f"/{self.name}" + (f" {self.args}" if self.args else "")
 
     async def run_in(self, host: CommandHost, arg: str) -> None:
-        """Run it, or say in one line that it needs the app (or the driving terminal)."""
+        """Run it, or say in one line that it needs the app."""
         if host.front_end not in self.fronts:
             host.say(f"/{self.name} needs the app: run `bastion` without --plain", error=True)
-        elif host.harness is not None and host.harness.attached and self.name not in ATTACHED_OK:
-            host.say(
-                f"/{self.name} works in the terminal that drives this session, not in "
-                "`bastion attach` (here: prompts, steers, Esc, approvals, /help, /theme, /quit)",
-                error=True,
-            )
         else:
             try:
                 await self.run(host, arg)
@@ -128,7 +121,7 @@ class NotOpenYet(BastionError):
     code = "not_open"
 
 
-def _harness(host: CommandHost) -> HarnessAPI:
+def _harness(host: CommandHost) -> HarnessClient:
     """The host's harness; NotOpenYet while the app is still opening the session."""
     harness = host.harness
     if harness is None:

@@ -25,7 +25,7 @@ from tui.markup import escape
 from tui.widgets.transcript import Transcript
 
 if TYPE_CHECKING:
-    from runtime.api import HarnessAPI
+    from runtime import HarnessClient
 
 __all__ = ["SubagentScreen"]
 
@@ -46,7 +46,7 @@ class SubagentScreen(Screen[None]):
         Binding("q", "back", "Back", show=False),
     ]
 
-    def __init__(self, harness: HarnessAPI, conversation_id: str, label: str) -> None:
+    def __init__(self, harness: HarnessClient, conversation_id: str, label: str) -> None:
         super().__init__()
         self.harness = harness
         self.conversation_id = conversation_id
@@ -77,10 +77,9 @@ class SubagentScreen(Screen[None]):
         )
 
     async def _follow(self) -> None:
-        from runtime import channel_for
         from runtime.model.views import reduce
 
-        channel = channel_for(self.harness, self.conversation_id)
+        channel = self.harness.subscribe(self.conversation_id)
         try:
             view = await self.harness.snapshot(self.conversation_id)
             await self._show(view)

@@ -16,19 +16,18 @@ import dataclasses
 import random
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Protocol
 
 from runtime.agents.children import pending_child_calls
-from runtime.ipc.serve import AttachServer
-from runtime.model.errors import BastionError, HarnessClosed
+from runtime.model.errors import HarnessClosed
 from runtime.model.events import Event, RunUpdated, ToolCallUpdated
 from runtime.model.ids import uuid7
 from runtime.model.llm import Provider
 from runtime.model.records import Conversation, Run, SessionSettings
 from runtime.model.tools import Toolbox
 from runtime.model.views import ConversationView, StreamCursor, view_from_snapshot
+from runtime.run.deps import LoopSettings
 from runtime.run.driver import Driver
-from runtime.run.loop import LoopSettings
 from runtime.setup.load import Config
 from runtime.store.database import Store
 from runtime.store.tx import Tx
@@ -38,6 +37,16 @@ if TYPE_CHECKING:
 
 ResolveModel = Callable[[str], tuple[Provider, str]]
 ToolboxFactory = Callable[[Conversation], Toolbox | None]
+
+
+class Serving(Protocol):
+    """Serves each conversation this harness drives to clients of other processes."""
+
+    async def start(self, conversation_id: str) -> None: ...
+
+    async def stop(self, conversation_id: str) -> None: ...
+
+    async def close(self) -> None: ...
 
 
 class Subscription:
@@ -78,17 +87,6 @@ class Subscription:
 
 
 class HarnessCore:
-    # The shape every harness a front end holds answers alike (runtime.ipc.channel's
-    # HarnessProxy and tui.attach_app's AttachedHarness too), so no front end probes:
-    attached: Final = False  # a follower of a session another process drives
-    elsewhere: Final = False  # runs on the caller's own event loop
-    gone: BastionError | None = None  # why a harness in another process ended
-
-    def take_opening(self, conversation_id: str) -> tuple[Any, Any] | None:
-        """The settings and view sent with the session when it was opened elsewhere
-        (once); None here: the caller asks `session_settings` and `snapshot`."""
-        return None
-
     def __init__(
         self,
         store: Store,
@@ -110,7 +108,10 @@ class HarnessCore:
         self._toolbox_factory = toolbox_factory
         self._providers: dict[str, tuple[Provider, str]] = {}
         self._drivers: dict[str, Driver] = {}
-        self._servers: dict[str, AttachServer] = {}  # attach sockets of driven conversations
+        # How this process serves the conversations it drives to other clients (their
+        # attach sockets: runtime.ipc.listen), when its front end gives one.
+        self.serving: Serving | None = None
+        self._closed_event = asyncio.Event()
         self._subscriptions: set[Subscription] = set()
         self._run_waiters: dict[str, list[asyncio.Future[Run]]] = {}
         self._deferred: dict[str, dict[str, Any]] = {}
@@ -132,6 +133,11 @@ class HarnessCore:
         sub = Subscription(self, conversation_id)
         self._subscriptions.add(sub)
         return sub
+
+    def followers(self, conversation_id: str) -> int:
+        """How many subscriptions follow `conversation_id` (front ends, in any process
+        this harness serves)."""
+        return sum(sub.conversation_id == conversation_id for sub in self._subscriptions)
 
     def _publish(self, event: Event) -> None:
         parent = self._parents.get(event.conversation_id)

@@ -22,8 +22,8 @@ from runtime.context.compaction import DEFAULT_RESERVE, CompactionSettings, Comp
 from runtime.context.usage import usage_summary
 from runtime.harness.core import HarnessCore
 from runtime.hooks import hooks_for
-from runtime.ipc.serve import start_server
 from runtime.model.errors import BastionError, UnfinishedWork
+from runtime.model.events import SettingsChanged
 from runtime.model.llm import Provider
 from runtime.model.records import Conversation, Entry, SessionSettings
 from runtime.model.results import McpServerStatus, UsageSummary
@@ -241,9 +241,8 @@ class DrivingOps(HarnessCore):
                 toolbox.close()
             raise
         self._drivers[conversation_id] = driver
-        server = await start_server(self, conversation_id)
-        if server is not None:
-            self._servers[conversation_id] = server
+        if self.serving is not None:
+            await self.serving.start(conversation_id)
         self._settings[conversation_id] = SessionSettings(spec, mode.value)
         return driver
 
@@ -270,6 +269,7 @@ class DrivingOps(HarnessCore):
         driver = self._drivers.get(conversation_id)
         if driver is not None:
             driver.reconfigure(approval_mode=parsed)
+        self._publish(SettingsChanged(conversation_id, settings.model, settings.approval_mode))
         return settings
 
     async def set_model(self, conversation_id: str, spec: str) -> SessionSettings:
@@ -292,6 +292,7 @@ class DrivingOps(HarnessCore):
         driver = self._drivers.get(conversation_id)
         if driver is not None:
             driver.reconfigure(provider=provider, model=model_name)
+        self._publish(SettingsChanged(conversation_id, settings.model, settings.approval_mode))
         return settings
 
     async def set_reasoning_effort(self, conversation_id: str, effort: str) -> str:
@@ -307,10 +308,11 @@ class DrivingOps(HarnessCore):
             await self.update_settings(conversation_id, reasoning_effort=value)
         return value
 
-    async def new_session(self, conversation_id: str) -> Conversation:
+    async def new_session(self, conversation_id: str, *, keep: bool = False) -> Conversation:
         """A new conversation like `conversation_id` (cwd, model, instructions), prepared
         (committed with its first prompt) and driven as this process drives that one
-        (same approval mode and model); that one's driver is released. Refused
+        (same approval mode and model); that one's driver is released unless `keep`
+        (another client still follows it: runtime.ipc.server). Refused
         (UnfinishedWork, nothing changed) while it has a run or queued input."""
         self._check_open()
         like = self._prepared.get(conversation_id)
@@ -337,14 +339,17 @@ class DrivingOps(HarnessCore):
                 approval_mode=settings.approval_mode,
                 model=settings.model,
             )
-        await self.release(conversation_id)
-        self._deferred.pop(conversation_id, None)
-        self._prepared.pop(conversation_id, None)
+        if not keep:
+            await self.release(conversation_id)
+            self._deferred.pop(conversation_id, None)
+            self._prepared.pop(conversation_id, None)
         return conv
 
-    async def switch_session(self, conversation_id: str, to: str) -> Conversation:
+    async def switch_session(
+        self, conversation_id: str, to: str, *, keep: bool = False
+    ) -> Conversation:
         """Drive stored conversation `to` as this process drives `conversation_id` (same
-        interactivity), then release that one. Refused (UnfinishedWork, nothing changed)
+        interactivity), then release that one (unless `keep`: another client follows it). Refused (UnfinishedWork, nothing changed)
         while `conversation_id` has work in progress; ConversationBusy if another process
         drives `to`; UnknownConversation if there is no such conversation."""
         self._check_open()
@@ -360,6 +365,7 @@ class DrivingOps(HarnessCore):
         on_refusal = driver.config.on_refusal if driver else options.get("on_refusal")
         if to != conversation_id:
             await self.drive(to, interactive=bool(interactive), on_refusal=on_refusal)
+        if to != conversation_id and not keep:
             await self.release(conversation_id)
             self._deferred.pop(conversation_id, None)
             self._prepared.pop(conversation_id, None)
@@ -403,9 +409,8 @@ class DrivingOps(HarnessCore):
 
     async def release(self, conversation_id: str) -> None:
         self._settings.pop(conversation_id, None)  # driven again: its own model and mode
-        server = self._servers.pop(conversation_id, None)
-        if server is not None:
-            await server.close()
+        if self.serving is not None:
+            await self.serving.stop(conversation_id)
         driver = self._drivers.pop(conversation_id, None)
         if driver is not None:
             await driver.stop()

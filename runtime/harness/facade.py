@@ -61,7 +61,7 @@ from runtime.run.admission import (
 )
 from runtime.run.aio import wait_until
 from runtime.run.calls import interrupt_tx
-from runtime.run.loop import LoopSettings
+from runtime.run.deps import LoopSettings
 from runtime.run.redirect import redirect_tx
 from runtime.setup.load import Config, default_home
 from runtime.store import failpoints
@@ -128,9 +128,8 @@ class Harness(SessionOps, ApprovalOps, DrivingOps):
         self._drivers.clear()
         if self.mcp is not None:
             await self.mcp.close()
-        for server in list(self._servers.values()):
-            await server.close()
-        self._servers.clear()
+        if self.serving is not None:
+            await self.serving.close()
         for provider, _ in self._providers.values():
             with contextlib.suppress(Exception):
                 await provider.aclose()
@@ -140,6 +139,12 @@ class Harness(SessionOps, ApprovalOps, DrivingOps):
             await self.store.close()
         except StoreError as exc:
             log.warning("closing the store: %s", exc)
+        finally:
+            self._closed_event.set()
+
+    async def wait_closed(self) -> None:
+        """Until this harness is closed (the protocol's server ends its connections then)."""
+        await self._closed_event.wait()
 
     async def __aenter__(self) -> Harness:
         return self

@@ -1,4 +1,11 @@
-"""Between processes: the app's harness process over a socket pair (frames, the remote
-client and its server loop), the harness on its own thread with the coalescing event
-channel, and `bastion attach`'s socket and follower.
+"""The transports of the one protocol (runtime.model.protocol): JSON lines over a
+stream socket (`wire.py`); the harness's side of a connection (`server.py`) and the
+front ends' (`client.py`, `HarnessClient`); the app's harness process started over a
+socket pair (`spawn.py`); a driving process's attach sockets (`listen.py`) and who may
+use them (`peer.py`); an in-process harness reached the same way (`local.py`); the
+coalescing event channel (`channel.py`); and the child interpreters' import path
+(`pypath.py`).
+
+May import: model, store, harness (the one it serves), and the rooms below it.
+Imported by: the front ends through the runtime's public API, and runtime.testing.
 """

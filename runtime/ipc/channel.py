@@ -1,41 +1,26 @@
-"""The harness on its own thread and event loop, so no screen can starve it.
+"""`EventChannel`: a harness's events on their way to one consumer, bounded and coalescing.
 
-A front end that renders (the Textual app) runs its own event loop; if the
-harness shared it, a slow frame would delay the model loop, its checkpoints,
-heartbeats and tools. Here the harness lives on a `HarnessThread`, and the front
-end holds a `ThreadedHarness`: the same async methods as `Harness`, each run on
-the harness loop (`asyncio.run_coroutine_threadsafe`) and awaited from the
-caller's loop.
+The server keeps one per subscription of each connection (runtime.ipc.server), and a
+client one per subscription it holds (runtime.ipc.client). Consecutive text deltas of
+one run are joined into one `TextDeltas` while they wait, so a consumer that takes
+them once a frame folds one event per frame, not thousands. If the consumer still
+falls `limit` items behind, what is queued is dropped and the next `get()` returns
+`RESYNC`: reload a snapshot (the reducer's `resync_required`) and go on. The producer
+never blocks and never waits for the consumer.
 
-    thread = HarnessThread()
-    harness = ThreadedHarness(thread.run(Harness.open(...)), thread)  # blocking open
-    channel = harness.subscribe(conv_id)        # call from the consumer's loop
+    channel = client.subscribe(conv_id)
     while (batch := await channel.get()) is not None:
         view = resync(...) if batch is RESYNC else fold(view, batch)
-    await harness.close()                       # closes the harness, stops the thread
-
-Events reach the consumer through an `EventChannel`: bounded, and coalescing.
-Consecutive text deltas of one run are joined into one `TextDeltas` while they
-wait, so a consumer that takes them once a frame folds one event per frame, not
-thousands. If the consumer still falls `limit` items behind, what is queued is
-dropped and the next `get()` returns `RESYNC`: reload a snapshot (the reducer's
-`resync_required`) and go on. The producer never blocks and never waits for the
-consumer.
-
-No textual import here: any front end (or a test) can use it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import threading
 from collections import deque
 from collections.abc import Sequence
 from typing import Any, Final, TypeVar
 
-from runtime.ipc.thread import HarnessThread
-from runtime.model.errors import BastionError
 from runtime.model.events import (
     EntryAdded,
     EntryClosed,
@@ -45,17 +30,9 @@ from runtime.model.events import (
     TextDelta,
     ToolCallUpdated,
 )
-from runtime.model.results import McpServerStatus
-from runtime.model.views import ConversationView, ReasoningDeltas, TextDeltas, ViewEvent
+from runtime.model.views import ReasoningDeltas, TextDeltas, ViewEvent
 
-__all__ = [
-    "RESYNC",
-    "EventChannel",
-    "HarnessProxy",
-    "HarnessThread",
-    "ThreadedHarness",
-    "channel_for",
-]
+__all__ = ["DEFAULT_LIMIT", "RESYNC", "URGENT", "EventChannel", "pump"]
 
 T = TypeVar("T")
 
@@ -141,8 +118,9 @@ class EventChannel:
     consumer's pause between batches, cut short by an URGENT event.
     """
 
-    def __init__(self, limit: int = DEFAULT_LIMIT) -> None:
+    def __init__(self, limit: int = DEFAULT_LIMIT, *, join: bool = True) -> None:
         self.limit = limit
+        self.join = join  # False: every delta kept as it came (print mode's stream-json)
         self.overflows = 0
         self._lock = threading.Lock()
         self._items: deque[ViewEvent | _Joining] = deque()
@@ -162,7 +140,7 @@ class EventChannel:
             for event in events:
                 if isinstance(tail, _Joining) and tail.take(event):
                     continue
-                tail = _Joining(event) if isinstance(event, _JOINED) else event
+                tail = _Joining(event) if self.join and isinstance(event, _JOINED) else event
                 items.append(tail)
                 self._urgent = self._urgent or isinstance(event, URGENT)
             if len(items) > self.limit:
@@ -258,176 +236,3 @@ async def pump(sub: Any, channel: EventChannel) -> None:
     finally:
         sub.close()
         channel.close()
-
-
-class HarnessProxy:
-    """The front-end surface of a `Harness` that lives elsewhere (another thread, another
-    process): each method is `call(name, ...)`, which the subclass carries there.
-
-    `elsewhere`: the harness does not run on the caller's loop, so the caller's own CPU
-    time is its screen's (see `tui.app.pause`).
-    """
-
-    elsewhere: Final = True
-    attached: Final = False
-    gone: BastionError | None = None  # (a harness process that ended says why)
-
-    def take_opening(self, conversation_id: str) -> tuple[Any, Any] | None:
-        return None  # (the harness process sends one: runtime.ipc.remote)
-
-    async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
-
-    def subscribe(self, conversation_id: str) -> EventChannel:
-        raise NotImplementedError
-
-    async def snapshot(self, conversation_id: str, last: int | None = None) -> ConversationView:
-        view: ConversationView = await self.call("snapshot", conversation_id, last)
-        return view
-
-    async def submit(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.call("submit", *args, **kwargs)
-
-    async def respond(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.call("respond", *args, **kwargs)
-
-    async def proposed_rules(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.call("proposed_rules", *args, **kwargs)
-
-    async def rules(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.call("rules", *args, **kwargs)
-
-    async def interrupt(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.call("interrupt", *args, **kwargs)
-
-    async def redirect(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.call("redirect", *args, **kwargs)
-
-    async def withdraw(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.call("withdraw", *args, **kwargs)
-
-    async def send_held(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.call("send_held", *args, **kwargs)
-
-    async def set_reasoning_effort(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.call("set_reasoning_effort", *args, **kwargs)
-
-    async def cancel_compaction(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.call("cancel_compaction", *args, **kwargs)
-
-    async def drive(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.call("drive", *args, **kwargs)
-
-    async def set_defaults(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.call("set_defaults", *args, **kwargs)
-
-    async def usage(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.call("usage", *args, **kwargs)
-
-    async def compact(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.call("compact", *args, **kwargs)
-
-    async def export(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.call("export", *args, **kwargs)
-
-    async def session_settings(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.call("session_settings", *args, **kwargs)
-
-    async def set_approval_mode(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.call("set_approval_mode", *args, **kwargs)
-
-    async def set_model(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.call("set_model", *args, **kwargs)
-
-    async def fork(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.call("fork", *args, **kwargs)
-
-    async def mcp_servers(self, *, wait: bool = False) -> tuple[McpServerStatus, ...]:
-        servers: tuple[McpServerStatus, ...] = await self.call("mcp_servers", wait=wait)
-        return servers
-
-    async def rewind(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.call("rewind", *args, **kwargs)
-
-    async def restore_plan(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.call("restore_plan", *args, **kwargs)
-
-    async def restore(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.call("restore", *args, **kwargs)
-
-    async def switch_session(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.call("switch_session", *args, **kwargs)
-
-    async def new_session(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.call("new_session", *args, **kwargs)
-
-    async def session_summaries(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.call("session_summaries", *args, **kwargs)
-
-    async def search(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.call("search", *args, **kwargs)
-
-    async def resolve_id(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.call("resolve_id", *args, **kwargs)
-
-    async def short_ids(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.call("short_ids", *args, **kwargs)
-
-
-class ThreadedHarness(HarnessProxy):
-    """A `Harness` on a `HarnessThread`, seen from another loop: the same async methods.
-
-    Only the front-end surface is proxied; anything else (`call`) runs any coroutine
-    function of the harness on its loop.
-    """
-
-    def __init__(self, harness: Any, thread: HarnessThread, *, limit: int = DEFAULT_LIMIT) -> None:
-        self.harness = harness
-        self.thread = thread
-        self.limit = limit
-        self._pumps: list[concurrent.futures.Future[None]] = []
-
-    async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        return await self.thread.call(getattr(self.harness, method)(*args, **kwargs))
-
-    def subscribe(self, conversation_id: str) -> EventChannel:
-        channel = EventChannel(self.limit)
-        # Scheduled before any later call (the loop runs callbacks in order), so a
-        # snapshot asked for after this sees nothing the subscription misses.
-        self._pumps.append(self.thread.submit(self._pump(conversation_id, channel)))
-        return channel
-
-    async def _pump(self, conversation_id: str, channel: EventChannel) -> None:
-        await pump(self.harness.subscribe(conversation_id), channel)
-
-    def model_info(self, spec: str) -> Any:
-        """Pure lookup in the harness's immutable config: safe from any thread."""
-        return self.harness.model_info(spec)
-
-    def output_cap(self, spec: str) -> int:
-        return int(self.harness.output_cap(spec))
-
-    async def close(self) -> None:
-        """Close the harness on its loop, then stop the thread."""
-        if self.thread.alive:
-            await self.call("close")
-            self.thread.stop()
-
-
-def channel_for(harness: Any, conversation_id: str, limit: int = DEFAULT_LIMIT) -> EventChannel:
-    """An `EventChannel` of `conversation_id`'s events from a Harness or a ThreadedHarness.
-
-    A plain Harness on the caller's own loop (tests) gets the same channel, pumped by a
-    task on that loop; call from inside the loop.
-    """
-    if isinstance(harness, HarnessProxy):
-        return harness.subscribe(conversation_id)
-    channel = EventChannel(limit)
-    sub = harness.subscribe(conversation_id)
-    task = asyncio.get_running_loop().create_task(pump(sub, channel))
-    _tasks.add(task)
-    task.add_done_callback(_tasks.discard)
-    return channel
-
-
-_tasks: set[asyncio.Task[None]] = set()

@@ -31,7 +31,7 @@ from typing import Any, Final, TypeVar
 from runtime.ipc.channel import DEFAULT_LIMIT, EventChannel
 from runtime.ipc.wire import Connection
 from runtime.model import protocol as p
-from runtime.model.errors import BastionError, HarnessGone
+from runtime.model.errors import BastionError, HarnessGone, UnknownConversation
 from runtime.model.protocol import VERSION, ProtocolError
 from runtime.model.records import (
     Conversation,
@@ -67,31 +67,32 @@ R = TypeVar("R")
 class HarnessClient:
     """A harness seen through one connection (see the module)."""
 
-    #: The harness does not run on the caller's loop (it may share the process).
-    elsewhere: Final = True
-
     def __init__(
         self,
         conn: Connection,
         *,
         owner: bool = False,
         process: subprocess.Popen[bytes] | None = None,
-        opening: tuple[str, SessionSettings, ConversationView] | None = None,
         limit: int = DEFAULT_LIMIT,
+        elsewhere: bool = True,
     ) -> None:
         self.conn = conn
+        #: The harness does not run on the caller's event loop (a front end's own CPU
+        #: time is then its screen's: tui.pacing).
+        self.elsewhere = elsewhere
         self.owner = owner
         self.process = process
         self.limit = limit
         self.gone: HarnessGone | None = None
+        self.guest = False
         self.server_pid: int | None = None
         self._ids = itertools.count(1)
         self._subs = itertools.count(1)
         self._calls: dict[int, tuple[p.Op, asyncio.Future[Any]]] = {}
         self._channels: dict[int, EventChannel] = {}
-        self._opening = opening
-        self._first: tuple[str, int] | None = None
         self._task: asyncio.Task[None] | None = None
+        #: The task serving this client's other end, when it is in this process.
+        self.serving: asyncio.Task[bool] | None = None
 
     @classmethod
     async def connect(
@@ -102,12 +103,11 @@ class HarnessClient:
         token: str | None = None,
         owner: bool = False,
         process: subprocess.Popen[bytes] | None = None,
-        opening: tuple[str, SessionSettings, ConversationView] | None = None,
-        first_sub: int | None = None,
+        elsewhere: bool = True,
     ) -> HarnessClient:
         """Say hello over `conn` and read the harness's; a refusal raises its error.
-        `opening`/`first_sub`: what a harness process sent with its session (its
-        settings and view, and the subscription it took before that view)."""
+        `owner`: this client started the harness (its `close` closes it); `process`:
+        the harness's process, reaped on `close`."""
         hello: dict[str, Any] = {"version": VERSION, "client": client}
         if token is not None:
             hello["token"] = token
@@ -120,12 +120,11 @@ class HarnessClient:
             if isinstance(error, dict):
                 raise p.decode_error(error)
             raise HarnessGone("the harness closed the connection before its hello")
-        self = cls(conn, owner=owner, process=process, opening=opening)
+        self = cls(conn, owner=owner, process=process, elsewhere=elsewhere)
+        #: On another process's attach socket (`bastion attach`): a guest of the session,
+        #: whose leaving leaves its runs going; that process's MCP servers are its own.
+        self.guest = token is not None
         self.server_pid = said.get("pid") if isinstance(said.get("pid"), int) else None
-        if opening is not None and first_sub is not None:
-            self._channels[first_sub] = EventChannel(self.limit)
-            self._first = (opening[0], first_sub)
-            self._subs = itertools.count(first_sub + 1)
         self._task = asyncio.get_running_loop().create_task(self._read())
         return self
 
@@ -223,35 +222,41 @@ class HarnessClient:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        if self.serving is not None:
+            with contextlib.suppress(Exception):
+                await self.serving
 
     # --- events ----------------------------------------------------------------------
 
-    def take_opening(self, conversation_id: str) -> tuple[SessionSettings, ConversationView] | None:
-        """The settings and view the harness process sent with `conversation_id` (once)."""
-        opening, self._opening = self._opening, None
-        if opening is None or opening[0] != conversation_id:
-            return None
-        return opening[1], opening[2]
-
-    def subscribe(self, conversation_id: str) -> EventChannel:
+    def subscribe(self, conversation_id: str, *, join: bool = True) -> EventChannel:
         """A channel of the conversation's events from now on; the request goes out
-        before any later call's, so a snapshot asked for after this misses nothing."""
-        if self._first is not None and self._first[0] == conversation_id:
-            sub = self._first[1]
-            self._first = None
-            return self._channels[sub]
+        before any later call's, so a snapshot asked for after this misses nothing.
+        `join`: consecutive text deltas joined while they wait (False: each kept, in
+        both processes' channels)."""
         sub = next(self._subs)
-        channel = self._channels[sub] = EventChannel(self.limit)
+        channel = self._channels[sub] = EventChannel(self.limit, join=join)
         if self.gone is not None:
             channel.close()
             return channel
         request_id = next(self._ids)
-        op = p.Subscribe(conversation=conversation_id, sub=sub)
+        op = p.Subscribe(conversation=conversation_id, sub=sub, join=join)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         future.add_done_callback(_quiet)
         self._calls[request_id] = (op, future)
         self.conn.writer.write(p.line(p.encode_request(request_id, op)))
         return channel
+
+    async def unsubscribe(self, channel: EventChannel) -> None:
+        """End `channel`'s subscription: every event published before this call still
+        arrives on it, then it closes."""
+        for sub, mine in list(self._channels.items()):
+            if mine is channel:
+                if self.gone is None:
+                    await self.call(p.Unsubscribe(sub=sub))
+                else:
+                    channel.close()
+                return
+        channel.close()
 
     # --- the ops ---------------------------------------------------------------------
 
@@ -408,6 +413,22 @@ class HarnessClient:
     async def wait_run(self, run_id: str, conversation_id: str) -> Run:
         run: Run = await self.call(p.WaitRun(conversation=conversation_id, run=run_id))
         return run
+
+    async def wait_idle(self, conversation_id: str) -> Run | None:
+        run: Run | None = await self.call(p.WaitIdle(conversation=conversation_id))
+        return run
+
+    async def get_conversation(self, conversation_id: str) -> Conversation:
+        conv: Conversation = await self.call(p.GetConversation(conversation=conversation_id))
+        return conv
+
+    async def exists(self, conversation_id: str) -> bool:
+        """Whether the conversation is stored (one is stored at its first prompt)."""
+        try:
+            await self.get_conversation(conversation_id)
+        except UnknownConversation:
+            return False
+        return True
 
     async def answer(self, conversation_id: str, run_id: str) -> str:
         return str(await self.call(p.Answer(conversation=conversation_id, run=run_id)))

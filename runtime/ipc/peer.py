@@ -1,6 +1,6 @@
 """Who may use a driving process's socket: the user, not what bastion itself runs.
 
-A conversation's socket (`runtime.ipc.serve`) reads the whole transcript and takes
+A conversation's socket (`runtime.ipc.listen`) reads the whole transcript and takes
 prompts and approvals. Every process of the user could connect to it (the 0700
 folder and the SO_PEERCRED uid check keep other users out), and a command or hook
 bastion runs is a process of the user. So a connection is accepted only when

@@ -28,13 +28,13 @@ from collections.abc import Callable
 from typing import Any
 
 from runtime.harness import Harness
-from runtime.ipc.channel import RESYNC, EventChannel, pump
+from runtime.ipc.channel import DEFAULT_LIMIT, RESYNC, EventChannel, pump
 from runtime.ipc.wire import Connection
 from runtime.model import protocol as p
 from runtime.model.errors import BastionError
 from runtime.model.protocol import VERSION, ProtocolError
 
-__all__ = ["Authenticate", "apply", "serve"]
+__all__ = ["Authenticate", "apply", "serve", "serve_connection"]
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +50,12 @@ async def serve(
     owner: bool = False,
     authenticate: Authenticate | None = None,
     subscriptions: dict[int, Any] | None = None,
+    limit: int = DEFAULT_LIMIT,
 ) -> bool:
     """Serve `conn` until it ends (False) or its owner closes the harness (True; the
     caller closes it). `subscriptions`: ones the caller took before serving (the
-    app's first view), by the client's numbers for them."""
+    app's first view), by the client's numbers for them. `limit`: the events a
+    subscription holds for a client that does not read before it is told to resync."""
     try:
         hello = await asyncio.wait_for(conn.receive(), HELLO_TIMEOUT)
     except (TimeoutError, ProtocolError):
@@ -64,13 +66,19 @@ async def serve(
         await _send_quietly(conn, {"hello": None, "error": p.encode_error(exc)})
         return False
     await conn.send({"hello": {"version": VERSION, "pid": os.getpid()}})
-    session = _Session(harness, conn, owner)
+    session = _Session(harness, conn, owner, limit)
+    session.start(_end_with(harness, conn))  # a harness closed elsewhere ends the connection
     for sub, taken in (subscriptions or {}).items():
         session.forward(sub, taken)
     try:
         return await session.run()
     finally:
         await session.stop()
+
+
+async def _end_with(harness: Harness, conn: Connection) -> None:
+    await harness.wait_closed()
+    conn.abort()
 
 
 def _check_hello(hello: dict[str, Any] | None, authenticate: Authenticate | None) -> None:
@@ -93,12 +101,27 @@ async def _send_quietly(conn: Connection, message: dict[str, Any]) -> None:
 
 
 class _Session:
-    def __init__(self, harness: Harness, conn: Connection, owner: bool) -> None:
+    """One connection: requests read and applied, replies and events written in order.
+
+    Everything the client is sent goes through one queue (`out`) and one writer, so a
+    reply comes after every event the harness published before it was made: a client
+    that waits for a run to end (`wait_run`) has that run's events already. Each
+    subscription's events wait in a bounded channel until the queue has room.
+    """
+
+    ROOM = 64  # messages queued for the writer before subscriptions wait
+
+    def __init__(self, harness: Harness, conn: Connection, owner: bool, limit: int) -> None:
         self.harness = harness
+        self.limit = limit
         self.conn = conn
         self.owner = owner
         self.tasks: set[asyncio.Task[None]] = set()
-        self.subs: dict[int, tuple[EventChannel, list[asyncio.Task[None]]]] = {}
+        self.subs: dict[int, tuple[Any, EventChannel]] = {}
+        self.out: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.room = asyncio.Event()
+        self.room.set()
+        self.start(self.write())
 
     def start(self, coro: Any) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(coro)
@@ -111,81 +134,131 @@ class _Session:
             try:
                 message = await self.conn.receive()
             except ProtocolError as exc:
-                await self.reply_error(None, exc)
+                self.reply_error(None, exc)
                 continue
             if message is None:
                 return False
             try:
                 request_id, op = p.decode_request(message)
             except ProtocolError as exc:
-                await self.reply_error(message.get("id"), exc)
+                self.reply_error(message.get("id"), exc)
                 continue
             if isinstance(op, p.Subscribe):
-                self.forward(op.sub, self.harness.subscribe(op.conversation))
-                await self.reply(request_id, op, None)
+                self.forward(op.sub, self.harness.subscribe(op.conversation), join=op.join)
+                self.reply(request_id, op, None)
             elif isinstance(op, p.Unsubscribe):
                 self.drop(op.sub)
-                await self.reply(request_id, op, None)
+                self.reply(request_id, op, None)
             elif isinstance(op, p.Close):
                 if self.owner:
                     await self.harness.close()
-                    await self.reply(request_id, op, None)
+                    self.reply(request_id, op, None)
+                    await self.flush()
                     return True
-                await self.reply_error(
+                self.reply_error(
                     request_id,
                     BastionError(
                         "only the process that started this harness may close it",
                         hint="leave with Ctrl+C; the session goes on",
                     ),
                 )
+            elif isinstance(op, p.NewSession | p.SwitchSession):
+                # Another client still on the conversation this one leaves keeps it driven.
+                mine = sum(s.conversation_id == op.conversation for s, _ in self.subs.values())
+                keep = self.harness.followers(op.conversation) > mine
+                self.start(self.answer(request_id, op, keep=keep))
             else:
                 self.start(self.answer(request_id, op))
 
-    async def answer(self, request_id: Any, op: p.Op) -> None:
+    async def answer(self, request_id: Any, op: p.Op, *, keep: bool = False) -> None:
         try:
-            value = await apply(self.harness, op)
+            if isinstance(op, p.NewSession):
+                value: Any = await self.harness.new_session(op.conversation, keep=keep)
+            elif isinstance(op, p.SwitchSession):
+                value = await self.harness.switch_session(op.conversation, op.to, keep=keep)
+            else:
+                value = await apply(self.harness, op)
         except BastionError as exc:
-            await self.reply_error(request_id, exc)
+            self.reply_error(request_id, exc)
         except Exception as exc:  # a bug: said, logged, the connection goes on
             log.exception("op %s failed", op.name)
-            await self.reply_error(
+            self.reply_error(
                 request_id, BastionError(f"{op.name} failed: {type(exc).__name__}: {exc}")
             )
         else:
-            await self.reply(request_id, op, value)
+            self.reply(request_id, op, value)
 
-    async def reply(self, request_id: Any, op: p.Op, value: Any) -> None:
-        message = {"id": request_id, "ok": True, "result": p.encode_result(op, value)}
-        await _send_quietly(self.conn, message)
+    def reply(self, request_id: Any, op: p.Op, value: Any) -> None:
+        self.send_after_events({"id": request_id, "ok": True, "result": p.encode_result(op, value)})
 
-    async def reply_error(self, request_id: Any, exc: BastionError) -> None:
-        await _send_quietly(
-            self.conn, {"id": request_id, "ok": False, "error": p.encode_error(exc)}
-        )
+    def reply_error(self, request_id: Any, exc: BastionError) -> None:
+        self.send_after_events({"id": request_id, "ok": False, "error": p.encode_error(exc)})
 
-    def forward(self, sub: int, subscription: Any) -> None:
+    def send_after_events(self, message: dict[str, Any]) -> None:
+        """Queue `message` behind every event published so far (synchronously: no other
+        task runs between taking the events and queueing the message)."""
+        for sub, (subscription, channel) in self.subs.items():
+            channel.put_many(subscription.pending())
+            self.queue_batch(sub, channel.poll())
+        self.queue(message)
+
+    def queue(self, message: dict[str, Any]) -> None:
+        self.out.put_nowait(message)
+        if self.out.qsize() >= self.ROOM:
+            self.room.clear()
+
+    def queue_batch(self, sub: int, batch: Any) -> None:
+        if batch is None:
+            self.queue({"sub": sub, "ended": True})
+        elif batch is RESYNC:
+            self.queue({"sub": sub, "resync": True})
+        elif batch:
+            self.queue({"sub": sub, "events": [p.encode_event(e) for e in batch]})
+
+    async def write(self) -> None:
+        """The one writer: whatever is queued, oldest first, in as few writes as it can."""
+        with contextlib.suppress(ConnectionError, OSError):
+            while True:
+                messages = [await self.out.get()]
+                while not self.out.empty():
+                    messages.append(self.out.get_nowait())
+                if self.out.qsize() < self.ROOM:
+                    self.room.set()
+                await self.conn.send_many(messages)
+
+    async def flush(self) -> None:
+        while not self.out.empty():
+            await asyncio.sleep(0)
+
+    def forward(self, sub: int, subscription: Any, *, join: bool = True) -> None:
         self.drop(sub)
-        channel = EventChannel()
-        tasks = [self.start(pump(subscription, channel)), self.start(self.send(sub, channel))]
-        self.subs[sub] = (channel, tasks)
+        # stream-json subscribers (join False) lose no delta: their channel is unbounded
+        channel = EventChannel(self.limit) if join else EventChannel(limit=1 << 62, join=False)
+        self.subs[sub] = (subscription, channel)
+        self.start(pump(subscription, channel))
+        self.start(self.move(sub, channel))
 
     def drop(self, sub: int) -> None:
+        """End subscription `sub`: what it published so far still goes out, then `ended`."""
         found = self.subs.pop(sub, None)
         if found is not None:
-            found[0].close()
+            subscription, channel = found
+            channel.put_many(subscription.pending())
+            subscription.close()
+            channel.close()
 
-    async def send(self, sub: int, channel: EventChannel) -> None:
-        with contextlib.suppress(ConnectionError, OSError):
-            while (batch := await channel.get()) is not None:
-                if batch is RESYNC:
-                    await self.conn.send({"sub": sub, "resync": True})
-                else:
-                    assert isinstance(batch, list)
-                    await self.conn.send({"sub": sub, "events": [p.encode_event(e) for e in batch]})
-            await self.conn.send({"sub": sub, "ended": True})
+    async def move(self, sub: int, channel: EventChannel) -> None:
+        """A subscription's batches into the queue, as the queue has room."""
+        while True:
+            await self.room.wait()
+            batch = await channel.get()
+            self.queue_batch(sub, batch)  # (no await between taking it and queueing it)
+            if batch is None:
+                return
 
     async def stop(self) -> None:
-        for channel, _ in self.subs.values():
+        for subscription, channel in self.subs.values():
+            subscription.close()
             channel.close()
         for task in list(self.tasks):
             task.cancel()
@@ -278,6 +351,10 @@ async def _apply_runs(harness: Harness, op: p.Op) -> Any:
             return await harness.wait(item, op.conversation)
         case p.WaitRun(run=str(run)):
             return await harness.wait_run(run, op.conversation)
+        case p.WaitIdle():
+            return await harness.wait_idle(op.conversation)
+        case p.GetConversation():
+            return await harness.get_conversation(op.conversation)
         case p.Answer():
             found = await harness.store.run(op.run)
             if found is None:
@@ -291,3 +368,6 @@ async def _apply_runs(harness: Harness, op: p.Op) -> Any:
         case p.Ping():
             return None
     raise ProtocolError(f"{op.name} cannot be applied here")
+
+
+serve_connection = serve  # (the name the runtime's public API gives it)

@@ -88,19 +88,6 @@ class UnfinishedWork(BastionError):
     code = "unfinished_work"
 
 
-class NeedsDriver(BastionError):
-    """Asked of `bastion attach`, which follows a session: only the process driving it
-    can do this (switch or rewind the session, change its model or mode, ...)."""
-
-    code = "needs_driver"
-
-    def __init__(self, what: str) -> None:
-        super().__init__(
-            f"{what} works in the terminal that drives this session, not in `bastion attach`",
-            hint="there: prompts, steers, Esc, approvals, /help, /theme, /quit",
-        )
-
-
 class NotPending(BastionError):
     """A transition lost: the approval was already answered, the item already placed."""
 

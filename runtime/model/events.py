@@ -261,7 +261,23 @@ class CompactionProgress:
     message: str = ""
 
 
-TransientEvent = TextDelta | ReasoningDelta | ToolOutputDelta | AttemptReset | CompactionProgress
+@dataclass(frozen=True, slots=True)
+class SettingsChanged:
+    """A client switched the model or approval mode the driving process runs the
+    conversation with (the mode is never stored: every client of that process is told,
+    so each screen shows what the next call will be decided by). Not part of a run's
+    stream: the reducer passes it by."""
+
+    type: ClassVar[str] = "settings.changed"
+    conversation_id: str
+    model: str
+    approval_mode: str
+
+
+TransientEvent = (
+    TextDelta | ReasoningDelta | ToolOutputDelta | AttemptReset | CompactionProgress
+    | SettingsChanged
+)  # fmt: skip
 Event = DurableEvent | TransientEvent
 
 _RECORD_FIELDS: dict[str, type[Any]] = {
@@ -295,6 +311,7 @@ EVENT_TYPES: dict[str, type[Any]] = {
         ToolOutputDelta,
         AttemptReset,
         CompactionProgress,
+        SettingsChanged,
     )
 }
 

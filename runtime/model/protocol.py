@@ -372,6 +372,25 @@ class WaitRun(Op):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class WaitIdle(Op):
+    """Wait until the conversation has no unfinished run or queued input; its latest run
+    (the driver's failure, if it stopped)."""
+
+    name = "wait_idle"
+    Reply = Run | None
+    acts = False
+    conversation: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GetConversation(Op):
+    name = "conversation"
+    Reply = Conversation
+    acts = False
+    conversation: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Answer(Op):
     """The text of a run's answer (its result entry, else its last assistant text)."""
 
@@ -402,6 +421,7 @@ class Subscribe(Op):
     acts = False
     conversation: str
     sub: int  # chosen by the client, so its channel exists before the first event
+    join: bool = True  # consecutive text deltas joined while they wait (False: each kept)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -434,7 +454,7 @@ OPS: dict[str, type[Op]] = {
         Compact, CancelCompaction, Snapshot, Settings, SetApprovalMode, SetModel,
         SetReasoningEffort, SetDefaults, NewSession, SwitchSession, Fork, Rewind,
         PlanRestore, Restore, Export, Usage, McpServers, Search, Sessions, ResolveId,
-        ShortIds, WaitRun, Answer, RunCalls, Subscribe, Unsubscribe, Ping, Close,
+        ShortIds, WaitRun, WaitIdle, GetConversation, Answer, RunCalls, Subscribe, Unsubscribe, Ping, Close,
     )
 }  # fmt: skip
 

@@ -1,16 +1,13 @@
 """The stored records: plain frozen values. Identity is a storage concern.
 
 Each record converts to and from a JSON-able dict, because every record also
-travels inside a ledger event; and pickles as its field values, for the app's
-harness process (`runtime.ipc.remote`).
+travels inside a ledger event and in the protocol's messages (`runtime.model.protocol`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
 from enum import StrEnum
-from operator import attrgetter
 from typing import Any, Self
 
 
@@ -81,14 +78,7 @@ class Approval(StrEnum):
 
 
 class _Record:
-    """to_dict/from_dict for the frozen record dataclasses below, and a fast pickle."""
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        """Pickled as its class and field values, in order (records cross to and from the
-        app's harness process): about five times faster both ways than the state a
-        frozen, slotted dataclass pickles by default."""
-        cls = type(self)
-        return (cls, _values(cls)(self))
+    """to_dict/from_dict for the frozen record dataclasses below."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)  # type: ignore[call-overload,no-any-return]
@@ -100,22 +90,6 @@ class _Record:
 
     def but(self, **changes: Any) -> Self:
         return replace(self, **changes)  # type: ignore[type-var]
-
-
-_GETTERS: dict[type, Callable[[Any], tuple[Any, ...]]] = {}
-
-
-def _values(cls: type) -> Callable[[Any], tuple[Any, ...]]:
-    """A function of a record of `cls` to its field values, in order (made once)."""
-    getter = _GETTERS.get(cls)
-    if getter is None:
-        names = [f.name for f in fields(cls)]
-        if len(names) == 1:
-            name = names[0]
-            getter = _GETTERS[cls] = lambda record: (getattr(record, name),)
-        else:
-            getter = _GETTERS[cls] = attrgetter(*names)
-    return getter
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +120,7 @@ class Conversation(_Record):
 @dataclass(frozen=True, slots=True)
 class SessionSettings:
     """What a process runs a conversation with: the model spec and the approval mode.
-    (Here, with the records, so that the app unpickles it without loading the harness.)"""
+    (Here, with the records, so that the app decodes it without loading the harness.)"""
 
     model: str
     approval_mode: str

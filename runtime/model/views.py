@@ -43,6 +43,7 @@ from runtime.model.events import (
     ReasoningDelta,
     RulesUpdated,
     RunUpdated,
+    SettingsChanged,
     TextDelta,
     TodosUpdated,
     ToolCallUpdated,
@@ -339,6 +340,8 @@ def reduce(view: ConversationView, event: ViewEvent) -> ConversationView:
         return view
     if hasattr(event, "version"):
         return _reduce_durable(view, event)
+    if isinstance(event, SettingsChanged):
+        return view  # (the front end's, not the view's: tui.app.BastionApp.use_settings)
     return _reduce_transient(view, event)
 
 

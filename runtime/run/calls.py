@@ -17,7 +17,7 @@ import contextlib
 import functools
 import logging
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from runtime.config.approvals import Decision, decide, refusal_text
 from runtime.config.rules import guarded_path
@@ -37,6 +37,7 @@ from runtime.model.records import (
 )
 from runtime.model.rules import EDIT_TOOLS
 from runtime.model.tools import CURRENT_CALL, ToolOutcome
+from runtime.run.deps import CallHost
 from runtime.run.effects import start_with_effects
 from runtime.run.live import Buffer
 from runtime.run.sandboxing import ask_without_walls
@@ -44,9 +45,6 @@ from runtime.schedule import groups, may_overlap, run_together
 from runtime.store import failpoints
 from runtime.store.todos import record_todos
 from runtime.store.tx import TOOL_COLUMNS, Tx, joined_chunks, tool_call_row
-
-if TYPE_CHECKING:
-    from runtime.run.loop import RunExecutor
 
 log = logging.getLogger(__name__)
 _OPEN = (ToolCallState.PENDING, ToolCallState.RUNNING)
@@ -59,7 +57,7 @@ OUTPUT_TAIL = 4_000  # characters of a cut-off command's output given to the mod
 
 
 class CallRunner:
-    def __init__(self, executor: RunExecutor) -> None:
+    def __init__(self, executor: CallHost) -> None:
         self.ex = executor
         self.deps = executor.deps
 

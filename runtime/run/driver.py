@@ -36,8 +36,9 @@ from runtime.model.llm import Provider
 from runtime.model.records import ACTIVE_RUN_STATES, EntryStatus, Run, RunState
 from runtime.model.tools import Toolbox
 from runtime.run.aio import wait_until
+from runtime.run.deps import LoopDeps, LoopSettings
 from runtime.run.live import LiveStream
-from runtime.run.loop import LoopDeps, LoopSettings, RunExecutor, place_item
+from runtime.run.loop import RunExecutor, place_item
 from runtime.run.spend import count_crashed
 from runtime.store import failpoints
 from runtime.store.database import LeaseInfo, Store

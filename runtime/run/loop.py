@@ -20,26 +20,22 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, TypeVar
 
-from runtime.config.approvals import ApprovalMode
-from runtime.config.settings import RuleBook
-from runtime.context.catalog import ModelInfo, cost_of
-from runtime.context.compaction import CompactionSettings, Compactor, exceeds
+from runtime.context.catalog import cost_of
+from runtime.context.compaction import Compactor, exceeds
 from runtime.context.images import IMAGE_SUFFIXES, max_side_for, prompt_images
 from runtime.context.instructions import load_instructions
 from runtime.context.messages import ImagePolicy, build_messages
 from runtime.context.tokens import estimate_usage_async
-from runtime.hooks.points import Hooks
 from runtime.model.errors import BastionError
-from runtime.model.events import AttemptReset, Event, ReasoningDelta, TextDelta
+from runtime.model.events import AttemptReset, ReasoningDelta, TextDelta
 from runtime.model.ids import now, uuid7
 from runtime.model.llm import (
     ImagePart,
     ModelRequest,
-    Provider,
     ProviderError,
     ReasoningChunk,
     StreamEnd,
@@ -62,10 +58,9 @@ from runtime.model.records import (
     ToolCallRecord,
 )
 from runtime.model.results import Quality
-from runtime.model.tools import Toolbox
-from runtime.run.budget import Budget, start_deadline, stop_before_request
+from runtime.run.budget import start_deadline, stop_before_request
 from runtime.run.compacting import RunCompaction
-from runtime.run.live import LiveStream
+from runtime.run.deps import LoopDeps
 from runtime.run.spend import AttemptSpend, Spent
 from runtime.store import failpoints
 from runtime.store.database import Store
@@ -74,44 +69,6 @@ from runtime.store.tx import Tx
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class LoopSettings:
-    checkpoint_interval: float = 0.1
-    max_retries: int = 4
-    backoff_base: float = 0.5
-    backoff_cap: float = 20.0
-    max_turns: int = 200
-    retry_deadline: float = 300.0  # no retry is started once this long has been spent retrying
-    approval_poll: float = (
-        0.5  # how often a pending approval is re-read (another process may answer)
-    )
-    output_commit_limit: int = 262_144  # characters of a running command's output checkpointed
-    budget: Budget = field(default_factory=Budget)  # a limit reached ends the run interrupted
-    reasoning_effort: str = ""  # the config's default; a conversation's own setting wins
-    parallel_calls: int = 4  # read-only calls of one turn run at once (1: one after another)
-
-
-@dataclass(slots=True)
-class LoopDeps:
-    store: Store
-    publish: Callable[[Event], None]
-    provider: Provider
-    model: str
-    model_info: ModelInfo
-    output_cap: int
-    toolbox: Toolbox | None
-    approval_mode: ApprovalMode
-    interactive: bool
-    token: int
-    live: LiveStream
-    wait_for_decision: Callable[[str], Awaitable[None]]
-    settings: LoopSettings = field(default_factory=LoopSettings)
-    on_refusal: Callable[[str, str], None] | None = None
-    compaction: CompactionSettings = field(default_factory=CompactionSettings)
-    rules: RuleBook | None = None
-    hooks: Hooks | None = None  # the user's (and a trusted project's) hooks
 
 
 class RunAborted(Exception):

@@ -116,7 +116,7 @@ def own_folders() -> tuple[str, ...]:
     its sockets and artifacts), the config dir (config.toml, trusted.toml, themes,
     agents; `runtime.setup.load.user_config_path`'s) and the folders the attach
     sockets fall back to when the store's path is too long for one
-    (`runtime.ipc.serve.socket_path`: `bastion-UID` in $XDG_RUNTIME_DIR, the temp dir
+    (`runtime.ipc.listen.socket_path`: `bastion-UID` in $XDG_RUNTIME_DIR, the temp dir
     and /tmp; tests/hostile/test_walls.py checks the two stay in step)."""
     import tempfile
 

@@ -20,7 +20,7 @@ import signal
 import sys
 
 from runtime.harness import Harness, default_home
-from runtime.ipc.serve import socket_path
+from runtime.ipc.listen import Listeners, socket_path
 from runtime.run.toolbox import WorkspaceToolbox
 from runtime.setup.load import load_config, model_resolver
 
@@ -42,6 +42,7 @@ async def main(argv: list[str]) -> int:
         resolve_model=model_resolver(load_config(opts.cwd)),
         toolbox_factory=lambda conv: WorkspaceToolbox(conv.cwd, home / "artifacts" / conv.id),
     )
+    harness.serving = Listeners(harness)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

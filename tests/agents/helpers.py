@@ -10,7 +10,7 @@ from typing import Any
 
 from runtime import Harness
 from runtime.providers.openai import OpenAIChatProvider
-from runtime.run.loop import LoopSettings
+from runtime.run.deps import LoopSettings
 from runtime.run.toolbox import WorkspaceToolbox
 
 MODEL = "openai/loopback"

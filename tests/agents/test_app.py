@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from runtime.testing.server import LoopbackServer
 from tests.agents.helpers import call, open_harness, start, task
-from tests.tui.conftest import SIZE, run_settled, wait_for
+from tests.tui.conftest import SIZE, app_over, run_settled, wait_for
 from tui.app import BastionApp
 from tui.subagent import SubagentScreen
 from tui.widgets import ApprovalPrompt, ToolCallLine
@@ -36,7 +36,7 @@ async def test_a_childs_approval_is_answered_on_the_parents_screen(tmp_path):
     with LoopbackServer(turns) as server:
         harness = await open_harness(tmp_path, server.base_url)
         conv, _ = await start(harness, work, "PARENT: go", mode="ask")
-        app = BastionApp(harness, conv.id)
+        app = app_over(harness, conv.id)
         try:
             async with app.run_test(size=SIZE) as pilot:
                 await app.parts_ready.wait()
@@ -77,7 +77,7 @@ async def test_the_row_opens_the_childs_live_transcript_and_esc_stops_only_it(tm
     with LoopbackServer(turns) as server:
         harness = await open_harness(tmp_path, server.base_url)
         conv, _ = await start(harness, work, "PARENT: go")
-        app = BastionApp(harness, conv.id)
+        app = app_over(harness, conv.id)
         try:
             async with app.run_test(size=SIZE) as pilot:
                 await app.parts_ready.wait()

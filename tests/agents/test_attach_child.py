@@ -81,7 +81,7 @@ def test_attach_to_a_child_follows_it_and_answers_its_approval(loopback, bastion
     child_id = child_of(b.home, parent_id)
     attached = Proc(b.cmd("attach", child_id), b.env, b.cwd)
     procs.append(attached)
-    attached.wait_for("live from the driving process", "err")
+    attached.wait_for("live from the process driving it", "err")
     attached.wait_for("CHILD-WORKING")
     attached.wait_for("allow write_file")
     assert not (b.cwd / "note.txt").exists()

@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from runtime import Harness  # noqa: E402
 from runtime.model.tools import ToolOutcome  # noqa: E402
-from runtime.run.loop import LoopSettings  # noqa: E402
+from runtime.run.deps import LoopSettings  # noqa: E402
 from runtime.run.toolbox import WorkspaceToolbox  # noqa: E402
 from runtime.setup.load import load_config, model_resolver  # noqa: E402
 from runtime.testing.process import LoopbackProcess  # noqa: E402

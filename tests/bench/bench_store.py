@@ -69,7 +69,7 @@ from runtime.model.records import (
     Run,
     RunState,
 )
-from runtime.run.loop import LoopSettings
+from runtime.run.deps import LoopSettings
 from runtime.setup.load import Config
 from runtime.store import marks
 from runtime.store.database import Store

@@ -13,7 +13,7 @@ from runtime import Harness
 from runtime.hooks import parse_hooks
 from runtime.model.records import Run
 from runtime.providers.openai import OpenAIChatProvider
-from runtime.run.loop import LoopSettings
+from runtime.run.deps import LoopSettings
 from runtime.run.toolbox import WorkspaceToolbox
 from runtime.setup.load import Config
 from runtime.testing.pids import running

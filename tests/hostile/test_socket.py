@@ -21,8 +21,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from runtime.ipc.listen import socket_path
 from runtime.ipc.peer import read_token
-from runtime.ipc.serve import socket_path
 from runtime.model.llm import ToolCall
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import RecordingToolbox, open_harness, until_awaiting_approval
@@ -35,16 +35,20 @@ ATTACK = textwrap.dedent(
     s = socket.socket(socket.AF_UNIX)
     s.connect(path)
     f = s.makefile("rb")
-    hello = json.dumps({"op": "hello", "token": token}).encode() + b"\\n"
-    respond = json.dumps({"op": "respond", "id": 1, "tool_call_id": call_id, "approve": True,
-                          "sandbox": "outside"}).encode() + b"\\n"
+    hello = json.dumps({"hello": {"version": 1, "client": "attack", "token": token}})
+    respond = json.dumps({"id": 1, "op": "respond", "args": {
+        "conversation": sys.argv[4], "tool_call": call_id, "approve": True,
+        "sandbox": "outside"}})
     try:
-        s.sendall((hello if token != "-" else b"") + respond)
+        s.sendall(((hello + "\\n") if token != "-" else "").encode() + respond.encode() + b"\\n")
     except BrokenPipeError:
         pass  # refused before it read: its one line is still there to read
     for raw in f:
         message = json.loads(raw)
-        if message.get("type") == "reply":
+        if message.get("hello", 1) is None:  # the hello refused: why
+            print(json.dumps({"ok": False, "error": message["error"]}))
+            break
+        if message.get("id") == 1:
             print(json.dumps(message))
             break
     """
@@ -76,7 +80,7 @@ async def test_a_command_bastion_runs_cannot_approve_a_pending_call(tmp_path):
     try:
         with Workspace.open(tmp_path) as ws:
             ctx = ToolContext(ws)  # unsandboxed: only the socket's door stands here
-            argv = [sys.executable, str(script), str(path), call_id, token]
+            argv = [sys.executable, str(script), str(path), call_id, token, conv_id]
             result = await run_tool("run_command", {"argv": argv}, ctx)
         reply = json.loads(result.data.get("output", "") or result.model_text().splitlines()[-1])
         assert reply["ok"] is False and reply["error"]["code"] == "peer_refused", reply
@@ -91,7 +95,7 @@ async def test_a_process_the_harness_started_cannot_approve_either(tmp_path):
     path = socket_path(harness.home, conv_id)
     try:
         child = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", ATTACK, str(path), call_id, read_token(path) or "-",
+            sys.executable, "-c", ATTACK, str(path), call_id, read_token(path) or "-", conv_id,
             stdout=asyncio.subprocess.PIPE,
         )  # fmt: skip
         out, _ = await asyncio.wait_for(child.communicate(), 30)
@@ -125,7 +129,7 @@ async def test_the_users_own_client_needs_the_token(tmp_path):
         replies = {}
         for name, token in (("without", "wrong-token"), ("with", read_token(path) or "-")):
             out = tmp_path / f"{name}.json"
-            _detached([sys.executable, str(script), str(path), call_id, token], out)
+            _detached([sys.executable, str(script), str(path), call_id, token, conv_id], out)
             for _ in range(1500):  # the orphan answers on its own time: wait for its line
                 if out.exists() and out.read_bytes().endswith(b"\n"):
                     break

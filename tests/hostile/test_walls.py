@@ -287,10 +287,10 @@ async def test_the_supervisor_still_reports_what_it_killed(ctx: ToolContext) -> 
 def test_the_own_folders_hold_every_attach_socket(
     tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """runtime.run.sandboxing.own_folders names what runtime.ipc.serve.socket_path may
+    """runtime.run.sandboxing.own_folders names what runtime.ipc.listen.socket_path may
     use (the store's folder, or a fallback when that path is too long for a socket):
     if the two drift apart, a command could reach the socket again."""
-    from runtime.ipc.serve import socket_path
+    from runtime.ipc.listen import socket_path
     from runtime.run.sandboxing import own_folders
 
     short = tmp_path / "home"

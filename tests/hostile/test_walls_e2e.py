@@ -83,7 +83,7 @@ def test_a_command_cannot_reach_bastions_attach_socket(
     """Item 2, sandbox side: the session's own socket, in the store's folder or, when
     that path is too long for a socket, in a fallback folder under $XDG_RUNTIME_DIR or
     the temp dir. Before: the command connected and read the whole view."""
-    from runtime.ipc.serve import socket_path
+    from runtime.ipc.listen import socket_path
 
     b = bastion(None)
     b.env.pop("XDG_RUNTIME_DIR", None)

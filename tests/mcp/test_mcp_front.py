@@ -18,7 +18,7 @@ from runtime.setup.load import load_config
 from runtime.testing.scripted import ScriptedProvider
 from tests.mcp.conftest import stdio_server, write_config
 from tests.mcp.test_mcp_harness import start
-from tests.tui.conftest import open_driven
+from tests.tui.conftest import app_over, client_of, open_driven
 from tests.tui.test_plain import Keyboard, console
 from tui.plain import LineMode
 
@@ -31,7 +31,7 @@ async def test_slash_mcp_lists_servers_state_and_tools_in_the_line_mode(tmp_path
     try:
         await harness.mcp_servers(wait=True)
         keyboard = Keyboard("/mcp", "/quit")
-        assert await LineMode(harness, conv, con, keyboard).loop() == 0
+        assert await LineMode(await client_of(harness), conv, con, keyboard).loop() == 0
         text = out.getvalue()
         assert "t (stdio: " in text and "mcp_server.py stdio) ready, 7 tools" in text
         assert "t__echo, t__slow" in text and provider.requests == []
@@ -43,7 +43,10 @@ async def test_slash_mcp_without_servers_says_where_they_go(tmp_path):
     harness, conv = await open_driven(tmp_path, ScriptedProvider([]))
     con, out = console()
     try:
-        assert await LineMode(harness, conv, con, Keyboard("/mcp", "/quit")).loop() == 0
+        assert (
+            await LineMode(await client_of(harness), conv, con, Keyboard("/mcp", "/quit")).loop()
+            == 0
+        )
         assert "no MCP servers: add [mcp_servers.NAME] tables to your own config" in out.getvalue()
     finally:
         await harness.close()
@@ -128,7 +131,6 @@ async def test_the_app_says_once_that_a_server_did_not_start(tmp_path):
     from runtime import Harness
     from runtime.setup.load import Config
     from tests.tui.conftest import MODEL, SIZE, wait_for
-    from tui.app import BastionApp
 
     provider = ScriptedProvider([])
     harness = await Harness.open(
@@ -138,7 +140,7 @@ async def test_the_app_says_once_that_a_server_did_not_start(tmp_path):
     )
     conv = await harness.create_conversation(str(tmp_path), settings={"model": MODEL})
     await harness.drive(conv.id, interactive=True)
-    app = BastionApp(harness, conv.id)
+    app = app_over(harness, conv.id)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(lambda: bool(app._notifications), pilot)

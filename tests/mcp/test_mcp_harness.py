@@ -14,7 +14,7 @@ from runtime import Harness
 from runtime.model.llm import ToolCall
 from runtime.model.results import ServerState
 from runtime.model.rules import Rule, RuleKind
-from runtime.run.loop import LoopSettings
+from runtime.run.deps import LoopSettings
 from runtime.run.toolbox import WorkspaceToolbox
 from runtime.setup.load import Config
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn

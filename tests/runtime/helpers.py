@@ -10,7 +10,7 @@ from typing import Any
 from runtime import Harness
 from runtime.model.llm import ToolSpec
 from runtime.model.tools import ToolInfo, ToolOutcome
-from runtime.run.loop import LoopSettings
+from runtime.run.deps import LoopSettings
 from runtime.testing.scripted import ScriptedProvider
 
 
@@ -61,13 +61,19 @@ class RecordingToolbox:
 async def open_harness(
     tmp_path, provider: ScriptedProvider, toolbox: Any = None, **settings: Any
 ) -> Harness:
+    """A harness over `provider`, its store in `tmp_path`; like every driving process
+    (tui.session), it serves each conversation it drives on its attach socket."""
+    from runtime.ipc.listen import Listeners
+
     loop = LoopSettings(**({"checkpoint_interval": 0.02, "backoff_base": 0.01} | settings))
-    return await Harness.open(
+    harness = await Harness.open(
         tmp_path / "bastion.sqlite",
         resolve_model=lambda spec: (provider, spec.split("/", 1)[1]),
         toolbox_factory=(lambda conv: toolbox) if toolbox is not None else None,
         loop_settings=loop,
     )
+    harness.serving = Listeners(harness)
+    return harness
 
 
 async def until_awaiting_approval(harness: Harness, conversation_id: str) -> Any:

@@ -12,7 +12,7 @@ from runtime.context.catalog import DEFAULT_OUTPUT_CAP, cost_of, lookup
 from runtime.model.errors import ConfigError
 from runtime.providers.anthropic import AnthropicProvider
 from runtime.providers.openai import OpenAIChatProvider
-from runtime.run.loop import LoopSettings
+from runtime.run.deps import LoopSettings
 from runtime.setup.load import Config, load_config
 from runtime.testing.server import LoopbackServer
 from tests.runtime.helpers import RecordingToolbox

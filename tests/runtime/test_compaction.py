@@ -19,7 +19,7 @@ from runtime.model.records import Entry, EntryKind, EntryStatus
 from runtime.model.views import view_from_snapshot
 from runtime.providers.anthropic import AnthropicProvider
 from runtime.providers.openai import OpenAIChatProvider
-from runtime.run.loop import LoopSettings
+from runtime.run.deps import LoopSettings
 from runtime.setup.load import Config
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from runtime.testing.server import LoopbackServer

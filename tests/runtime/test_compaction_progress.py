@@ -150,26 +150,28 @@ async def test_cancelled_and_too_long_for_the_model_fails_with_one_line(tmp_path
 
 async def test_attach_cancels_through_the_driving_process(tmp_path: Path) -> None:
     """`bastion attach` (the app's Esc there) asks the driver over its socket."""
-    from runtime.ipc.attach import AttachClient
-    from runtime.ipc.serve import socket_path
+    from tests.runtime.test_serve import attach
 
     main = ScriptedProvider([ScriptedTurn(text=f"answer {i}") for i in range(12)])
     slow = ScriptedTurn(text="S" * 100, chunk_size=1, delay=0.1)
+    from runtime.ipc.listen import Listeners
+
     harness = await open_with(tmp_path, main, TINY, ScriptedProvider([slow]))
+    harness.serving = Listeners(harness)  # (as every driving process serves its sessions)
     conv = await harness.create_conversation(str(tmp_path), settings={"model": "s/tiny"})
     await harness.drive(conv.id)
-    client = await AttachClient.connect(socket_path(harness.home, conv.id))
+    client = await attach(harness, conv.id)
     replies: list[Any] = []
 
     async def cancel() -> None:
         await asyncio.sleep(0.2)
-        replies.append(await client.request("cancel_compaction"))
+        replies.append(await client.cancel_compaction(conv.id))
 
     try:
         run, seen = await until_compacting(harness, conv.id, cancel)
-        replies.append(await client.request("cancel_compaction"))
+        replies.append(await client.cancel_compaction(conv.id))
     finally:
         await client.close()
         await harness.close()
-    assert [r["cancelled"] for r in replies] == [True, False]
+    assert replies == [True, False]
     assert run.state == "completed" and seen[-1].phase == "cancelled"

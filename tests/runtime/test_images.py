@@ -18,7 +18,7 @@ from runtime.context.images import fit_image, load_image, prompt_images
 from runtime.model.llm import ImagePart
 from runtime.providers.anthropic import AnthropicProvider
 from runtime.providers.openai import OpenAIChatProvider
-from runtime.run.loop import LoopSettings
+from runtime.run.deps import LoopSettings
 from runtime.run.toolbox import WorkspaceToolbox
 from runtime.setup.load import Config
 from runtime.testing.server import LoopbackServer

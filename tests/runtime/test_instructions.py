@@ -9,7 +9,7 @@ from pathlib import Path
 from runtime import Harness
 from runtime.context.instructions import INSTRUCTIONS_LIMIT, instruction_paths, load_instructions
 from runtime.providers.anthropic import AnthropicProvider
-from runtime.run.loop import LoopSettings
+from runtime.run.deps import LoopSettings
 from runtime.testing.server import LoopbackServer
 from tests.runtime.helpers import RecordingToolbox
 

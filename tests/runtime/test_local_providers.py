@@ -16,7 +16,7 @@ from runtime.providers.httpbase import Redactor, transport_error
 from runtime.providers.openai import OpenAIChatProvider
 from runtime.providers.registry import ProviderSettings, resolve_model
 from runtime.providers.responses import ResponsesProvider
-from runtime.run.loop import LoopSettings
+from runtime.run.deps import LoopSettings
 from runtime.setup.load import Config, model_resolver
 from runtime.testing.server import LoopbackServer
 

@@ -18,7 +18,7 @@ from runtime.model.events import event_to_dict, is_durable
 from runtime.model.ids import uuid7
 from runtime.model.records import Entry, EntryKind, EntryStatus
 from runtime.model.views import ConversationView, reduce
-from runtime.run.loop import LoopSettings
+from runtime.run.deps import LoopSettings
 from runtime.store import marks, migrations
 from runtime.store.database import Store
 from runtime.store.tx import Tx

@@ -13,7 +13,7 @@ import pytest
 from runtime import ConfigError, Harness
 from runtime.providers.anthropic import thinking_budget
 from runtime.providers.registry import resolve_model
-from runtime.run.loop import LoopSettings
+from runtime.run.deps import LoopSettings
 from runtime.run.reasoning import parse_effort
 from runtime.testing.server import LoopbackServer
 from tests.runtime.helpers import RecordingToolbox

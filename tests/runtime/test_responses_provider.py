@@ -30,7 +30,7 @@ from runtime.model.llm import (
 )
 from runtime.providers.registry import resolve_model
 from runtime.providers.responses import ResponsesProvider, build_responses_body
-from runtime.run.loop import LoopSettings
+from runtime.run.deps import LoopSettings
 from runtime.testing.server import LoopbackServer
 from tests.runtime.helpers import RecordingToolbox
 

@@ -19,7 +19,7 @@ from runtime import Harness, usage_summary
 from runtime.context.compaction import CUT_OFF
 from runtime.model.errors import InputHeld
 from runtime.model.llm import ProviderError
-from runtime.run.loop import LoopSettings
+from runtime.run.deps import LoopSettings
 from runtime.setup.load import Config
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import RecordingToolbox, open_harness

@@ -29,7 +29,7 @@ from runtime.model.llm import (
 from runtime.providers.anthropic import AnthropicProvider
 from runtime.providers.httpbase import DEFAULT_IDLE_TIMEOUT, stream_timeout
 from runtime.providers.openai import OpenAIChatProvider
-from runtime.run.loop import LoopSettings
+from runtime.run.deps import LoopSettings
 from runtime.setup.load import Config
 from runtime.testing.server import LoopbackServer
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from runtime import Harness
 from runtime.model.llm import ReasoningChunk, StreamEnd, TextChunk, ToolCallChunk
 from runtime.providers.openai import OpenAIChatProvider
-from runtime.run.loop import LoopSettings
+from runtime.run.deps import LoopSettings
 from runtime.setup.load import Config
 from runtime.store.surrogates import SurrogateJoiner, mend, mend_tree, valid_stream
 from runtime.testing.server import LoopbackServer

@@ -8,7 +8,8 @@ import threading
 from typing import Any
 
 from runtime import reduce
-from runtime.ipc.channel import RESYNC, EventChannel, HarnessThread, ThreadedHarness
+from runtime.ipc.channel import RESYNC, EventChannel
+from runtime.ipc.local import local_client
 from runtime.model.events import TextDelta
 from runtime.model.views import TextDeltas
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
@@ -64,16 +65,15 @@ async def test_a_producer_thread_wakes_the_consumer_and_close_ends_it():
     assert text == "x" * 2000 and last == 2000
 
 
-async def test_threaded_harness_streams_a_run_into_the_view(tmp_path):
+async def test_a_client_streams_a_run_into_the_view(tmp_path):
     provider = ScriptedProvider(
         [ScriptedTurn(text="The quick brown fox jumps. " * 40, chunk_size=3, delay=0.001)]
     )
-    thread = HarnessThread()
-    inner = thread.run(open_harness(tmp_path, provider))
-    harness = ThreadedHarness(inner, thread)
+    inner = await open_harness(tmp_path, provider)
+    conv = await inner.create_conversation(str(tmp_path), settings={"model": "s/m"})
+    await inner.drive(conv.id)
+    harness = await local_client(inner)
     try:
-        conv = await harness.call("create_conversation", str(tmp_path), settings={"model": "s/m"})
-        await harness.drive(conv.id)
         channel = harness.subscribe(conv.id)
         view = await harness.snapshot(conv.id)
         item = await harness.submit(conv.id, "go")
@@ -89,14 +89,13 @@ async def test_threaded_harness_streams_a_run_into_the_view(tmp_path):
                 view = await harness.snapshot(conv.id)
             if view.runs and view.runs[-1].terminal:
                 break
-        run = await harness.call("wait", item.id, conv.id)
+        run = await harness.wait(item.id, conv.id)
         end = await harness.snapshot(conv.id)
         assert run.state == "completed"
         assert view.entries[-1].text == end.entries[-1].text == "The quick brown fox jumps. " * 40
-        assert threading.current_thread() is not thread._thread
     finally:
         await harness.close()
-    assert not thread.alive
+    assert inner._closed  # the owner client closed it
 
 
 async def test_rest_keeps_its_pace_for_text_but_ends_at_once_for_a_run_change():

@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from runtime import Harness
-from runtime.ipc.serve import view_from_wire, view_to_wire
 from runtime.model.events import TodosUpdated, event_from_dict, event_to_dict
 from runtime.model.llm import ToolCall
+from runtime.model.protocol import view_from_wire, view_to_wire
 from runtime.model.todo import TodoItem, plan_text
 from runtime.model.views import reduce
 from runtime.plan.todo import PlanToolbox, parse_todos, todo_spec
-from runtime.run.loop import LoopSettings
+from runtime.run.deps import LoopSettings
 from runtime.setup.load import Config
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import RecordingToolbox

@@ -13,7 +13,7 @@ from runtime import Harness
 from runtime.model.llm import ProviderError, Usage
 from runtime.providers.anthropic import AnthropicProvider
 from runtime.providers.openai import OpenAIChatProvider
-from runtime.run.loop import LoopSettings
+from runtime.run.deps import LoopSettings
 from runtime.setup.load import Config
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from runtime.testing.server import LoopbackServer
@@ -153,22 +153,20 @@ async def test_totals_per_run_model_and_conversation(tmp_path: Path) -> None:
     assert summary.to_dict()["total"]["quality"] == "measured"
 
 
-async def test_the_threaded_harness_passes_usage_model_info_and_compact(tmp_path: Path) -> None:
-    from runtime.ipc.channel import HarnessThread, ThreadedHarness
+async def test_usage_and_compact_cross_the_protocol(tmp_path: Path) -> None:
+    from runtime.ipc.local import local_client
 
     provider = ScriptedProvider([ScriptedTurn(text="one", usage=Usage(100, 5))])
-    thread = HarnessThread()
-    inner = thread.run(open_harness(tmp_path, provider))
-    harness = ThreadedHarness(inner, thread)
+    inner = await open_harness(tmp_path, provider)
+    conv = await inner.create_conversation(str(tmp_path), settings={"model": "s/x"})
+    await inner.drive(conv.id)
+    harness = await local_client(inner)
     try:
-        conv = await harness.call("create_conversation", str(tmp_path), settings={"model": "s/x"})
-        await harness.drive(conv.id)
         item = await harness.submit(conv.id, "go")
-        await harness.call("wait", item.id, conv.id)
+        await harness.wait(item.id, conv.id)
         summary = await harness.usage(conv.id)
         assert summary.total.input_tokens == 100 and summary.context_tokens == 105
-        assert not harness.model_info("s/x").known and harness.output_cap("s/x") == 8192
-        assert harness.model_info("openai/gpt-4o").known
+        assert summary == await inner.usage(conv.id)  # the same value after its JSON
         assert await harness.compact(conv.id) is None  # one turn: nothing whole to compact
     finally:
         await harness.close()

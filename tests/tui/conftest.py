@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from runtime import Harness
+from runtime import Harness, HarnessClient
+from runtime.ipc.local import local_client
 from runtime.model.llm import ModelRequest, StreamItem, TextChunk
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import RecordingToolbox, open_harness
@@ -55,6 +56,37 @@ async def open_driven(
     return harness, conv.id
 
 
+async def client_of(harness: Harness) -> HarnessClient:
+    """A client of `harness` over the protocol's transport (served on the test's loop
+    until the harness closes; the test keeps the harness)."""
+    return await local_client(harness, client="test", owner=False)
+
+
+def app_over(harness: Harness, conversation_id: str, **options: Any) -> BastionApp:
+    """The app as it ships, over the protocol's transport to `harness` (JSON lines on
+    a socket pair, served on the test's loop: the test keeps the harness to look at
+    its store and closes it itself)."""
+
+    async def opener() -> tuple[HarnessClient, str]:
+        return await local_client(harness, client="test", owner=False), conversation_id
+
+    return BastionApp(opener=opener, **options)
+
+
+def attached_app(harness: Harness, conversation_id: str, **options: Any) -> BastionApp:
+    """The app as `bastion attach ID` opens it: a client on the session's attach
+    socket, which `harness` (the driving process's) serves."""
+    from tui.attach_app import opener
+
+    said: list[str] = []
+    return BastionApp(opener=opener(conversation_id, said, harness.home), notes=said, **options)
+
+
+def notices(app: Any) -> str:
+    """What the app's notifications said, joined."""
+    return " | ".join(str(n.message) for n in app._notifications)
+
+
 def snapshot_folder() -> Path:
     """The workspace of every snapshot's conversation: one path, whatever `tmp_path` is
     (under xdist it gains `popen-gwN/`), since the workspace root is in the system
@@ -76,10 +108,11 @@ def make_app(
     its conversation in `snapshot_folder()`."""
     provider = turns if isinstance(turns, ScriptedProvider) else ScriptedProvider(turns)
 
-    async def opener() -> tuple[Harness, str]:
-        return await open_driven(
+    async def opener() -> tuple[HarnessClient, str]:
+        harness, conv_id = await open_driven(
             tmp_path, provider, toolbox, conversation_id=SNAPSHOT_ID, folder=snapshot_folder()
         )
+        return await local_client(harness, client="test"), conv_id
 
     return BastionApp(opener=opener, first_prompt=first_prompt, theme=theme)
 

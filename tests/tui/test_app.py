@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from runtime.ipc.local import local_client
 from runtime.model.llm import ProviderError, ToolCall
 from runtime.model.records import (
     Approval,
@@ -21,7 +22,7 @@ from runtime.model.records import (
     ToolCallState,
 )
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from tests.tui.conftest import SIZE, HangingProvider, open_driven, run_settled, wait_for
+from tests.tui.conftest import SIZE, HangingProvider, app_over, open_driven, run_settled, wait_for
 from tui.app import BastionApp
 from tui.widgets import (
     ApprovalPrompt,
@@ -47,7 +48,7 @@ def label_text(app: BastionApp, selector: str) -> str:
 async def test_enter_sends_the_prompt_and_the_answer_streams_in(tmp_path, monkeypatch):
     provider = ScriptedProvider([ScriptedTurn(text=ANSWER, chunk_size=3, delay=0.02)])
     harness, conv_id = await open_driven(tmp_path, provider)
-    app = BastionApp(harness, conv_id)
+    app = app_over(harness, conv_id)
     partial_seen: list[str] = []
     show_text = AssistantEntry._show_text
 
@@ -87,7 +88,7 @@ async def test_enter_sends_the_prompt_and_the_answer_streams_in(tmp_path, monkey
 
 async def test_the_prompt_from_the_command_line_is_sent_first(tmp_path):
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider([ScriptedTurn(text="Hi!")]))
-    app = BastionApp(harness, conv_id, first_prompt="say hi")
+    app = app_over(harness, conv_id, first_prompt="say hi")
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(lambda: run_settled(app), pilot)
@@ -104,7 +105,7 @@ async def test_the_prompt_from_the_command_line_is_sent_first(tmp_path):
 async def test_escape_interrupts_the_run_and_marks_the_partial_answer(tmp_path):
     provider = HangingProvider("I will start by reading")
     harness, conv_id = await open_driven(tmp_path, provider)
-    app = BastionApp(harness, conv_id, first_prompt="go")
+    app = app_over(harness, conv_id, first_prompt="go")
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(
@@ -135,7 +136,7 @@ async def test_escape_interrupts_the_run_and_marks_the_partial_answer(tmp_path):
 async def test_enter_while_a_run_is_going_queues_a_steer(tmp_path):
     provider = HangingProvider("Working")
     harness, conv_id = await open_driven(tmp_path, provider)
-    app = BastionApp(harness, conv_id, first_prompt="start")
+    app = app_over(harness, conv_id, first_prompt="start")
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(provider.streamed.is_set, pilot)
@@ -169,7 +170,7 @@ def _write_turns() -> list[ScriptedTurn]:
 
 async def _approve(tmp_path, toolbox, key: str):
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider(_write_turns()), toolbox)
-    app = BastionApp(harness, conv_id, first_prompt="write notes")
+    app = app_over(harness, conv_id, first_prompt="write notes")
     async with app.run_test(size=SIZE) as pilot:
         await app.parts_ready.wait()  # mounted after the first frame
         prompt = app.query_one(ApprovalPrompt)
@@ -208,7 +209,7 @@ async def test_a_failed_run_is_marked_with_its_reason(tmp_path):
     error = ProviderError("model overloaded", provider="scripted", code="bad_request")
     turn = ScriptedTurn(text="Partial answer here", chunk_size=4, error=error, error_after_chunks=3)
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider([turn]))
-    app = BastionApp(harness, conv_id, first_prompt="go")
+    app = app_over(harness, conv_id, first_prompt="go")
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(lambda: run_settled(app), pilot)
@@ -224,7 +225,7 @@ async def test_a_failed_run_is_marked_with_its_reason(tmp_path):
 
 async def test_ctrl_c_twice_quits_and_once_only_warns(tmp_path):
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
-    app = BastionApp(harness, conv_id)
+    app = app_over(harness, conv_id)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(app.ready.is_set, pilot)
@@ -241,7 +242,7 @@ async def test_ctrl_c_twice_quits_and_once_only_warns(tmp_path):
 async def test_the_quit_warning_expires(tmp_path, monkeypatch):
     monkeypatch.setattr("tui.app.QUIT_WINDOW", 0.05)
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
-    app = BastionApp(harness, conv_id)
+    app = app_over(harness, conv_id)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(app.ready.is_set, pilot)
@@ -259,7 +260,7 @@ async def test_a_resumed_conversation_shows_its_history(tmp_path):
     try:
         item = await harness.submit(conv_id, "first question")
         await harness.wait(item.id, conv_id)
-        app = BastionApp(harness, conv_id)
+        app = app_over(harness, conv_id)
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(app.ready.is_set, pilot)
             await pilot.pause(0.05)
@@ -276,7 +277,7 @@ async def test_the_view_resyncs_from_the_store_after_a_gap(tmp_path):
     """A lost event makes the reducer ask for a resync; the app reloads and keeps going."""
     provider = ScriptedProvider([ScriptedTurn(text="one two three", chunk_size=4)])
     harness, conv_id = await open_driven(tmp_path, provider)
-    app = BastionApp(harness, conv_id)
+    app = app_over(harness, conv_id)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(app.ready.is_set, pilot)
@@ -308,7 +309,7 @@ async def test_a_delta_updates_only_the_entry_it_changes(tmp_path, monkeypatch):
         ScriptedTurn(text="Second answer, streamed.", chunk_size=2),
     ]
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns))
-    app = BastionApp(harness, conv_id, first_prompt="one")
+    app = app_over(harness, conv_id, first_prompt="one")
     shown: list[str] = []
     for cls in (UserEntry, AssistantEntry):
         original = cls.show
@@ -335,7 +336,7 @@ async def test_a_delta_updates_only_the_entry_it_changes(tmp_path, monkeypatch):
 async def test_up_and_down_walk_through_what_was_sent(tmp_path):
     turns = [ScriptedTurn(text="A."), ScriptedTurn(text="B.")]
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns))
-    app = BastionApp(harness, conv_id)
+    app = app_over(harness, conv_id)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(app.ready.is_set, pilot)
@@ -368,7 +369,7 @@ async def test_thinking_shows_until_the_first_token(tmp_path):
                 yield item
 
     harness, conv_id = await open_driven(tmp_path, Slow([ScriptedTurn(text="Now.")]))
-    app = BastionApp(harness, conv_id, first_prompt="go")
+    app = app_over(harness, conv_id, first_prompt="go")
     try:
         async with app.run_test(size=SIZE) as pilot:
             # The row's children are composed a moment after it is mounted.
@@ -389,7 +390,7 @@ async def test_thinking_shows_until_the_first_token(tmp_path):
 async def test_quitting_during_a_run_ends_it_as_interrupted(tmp_path):
     provider = HangingProvider("Halfway")
     harness, conv_id = await open_driven(tmp_path, provider)
-    app = BastionApp(harness, conv_id, first_prompt="go")
+    app = app_over(harness, conv_id, first_prompt="go")
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(provider.streamed.is_set, pilot)
@@ -422,7 +423,7 @@ async def test_a_running_command_shows_its_newest_output_lines(tmp_path):
     harness, conv_id = await open_driven(
         tmp_path, ScriptedProvider(turns), toolbox, approval_mode="full-auto"
     )
-    app = BastionApp(harness, conv_id, first_prompt="build")
+    app = app_over(harness, conv_id, first_prompt="build")
 
     def line() -> str:
         found = list(app.query(ToolCallLine))
@@ -447,7 +448,8 @@ async def test_the_prompt_takes_keys_before_the_session_opens(tmp_path):
 
     async def opener():
         await release.wait()
-        return await open_driven(tmp_path, provider)
+        harness, conv_id = await open_driven(tmp_path, provider)
+        return await local_client(harness, client="test"), conv_id
 
     app = BastionApp(opener=opener, model="scripted/bastion-test")
     async with app.run_test(size=SIZE) as pilot:
@@ -568,7 +570,7 @@ async def gated_app(tmp_path, rest: str = " second") -> AsyncIterator[Gated]:
     the first piece is shown; the harness closed after."""
     provider = _GatedProvider(rest)
     harness, conv_id = await open_driven(tmp_path, provider)
-    app = BastionApp(harness, conv_id, first_prompt="go")
+    app = app_over(harness, conv_id, first_prompt="go")
     try:
         async with app.run_test(size=SIZE) as pilot:
             await _first_shown(app, pilot)
@@ -679,7 +681,7 @@ async def test_a_notification_never_covers_the_prompt(tmp_path):
     from textual.widgets._toast import Toast
 
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
-    app = BastionApp(harness, conv_id)
+    app = app_over(harness, conv_id)
     try:
         async with app.run_test(size=(100, 30), notifications=True) as pilot:
             await wait_for(app.ready.is_set, pilot)

@@ -12,11 +12,11 @@ from runtime.harness import Harness
 from runtime.model.llm import ToolCall
 from runtime.model.records import Approval
 from runtime.providers.openai import OpenAIChatProvider
-from runtime.run.loop import LoopSettings
+from runtime.run.deps import LoopSettings
 from runtime.run.toolbox import WorkspaceToolbox
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from runtime.testing.server import LoopbackServer
-from tests.tui.conftest import MODEL, SIZE, open_driven, run_settled, wait_for
+from tests.tui.conftest import MODEL, SIZE, app_over, open_driven, run_settled, wait_for
 from tui.app import BastionApp
 from tui.widgets import ApprovalPrompt, ToolCallLine
 
@@ -41,7 +41,7 @@ async def asking(app: BastionApp, pilot: Any, with_rule: bool = True) -> Approva
 async def test_a_saves_the_prefix_rule_for_the_session(tmp_path, toolbox):
     turns = command_turns("git status -s", "git status --porcelain")
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns), toolbox)
-    app = BastionApp(harness, conv_id, first_prompt="status")
+    app = app_over(harness, conv_id, first_prompt="status")
     try:
         async with app.run_test(size=SIZE) as pilot:
             prompt = await asking(app, pilot)
@@ -75,7 +75,7 @@ async def test_a_on_a_compound_command_saves_every_part_for_the_project(tmp_path
     trusted(tmp_path)  # project rules are written and read only in a trusted folder
     turns = command_turns("git status && npm run test -- -x", "npm run test")
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns), toolbox)
-    app = BastionApp(harness, conv_id, first_prompt="test")
+    app = app_over(harness, conv_id, first_prompt="test")
     try:
         async with app.run_test(size=SIZE) as pilot:
             prompt = await asking(app, pilot)
@@ -107,7 +107,7 @@ async def test_e_denies_with_a_message_the_model_receives(tmp_path):
             str(tmp_path), settings={"model": MODEL, "approval_mode": "ask"}
         )
         await harness.drive(conv.id)
-        app = BastionApp(harness, conv.id, first_prompt="clean up")
+        app = app_over(harness, conv.id, first_prompt="clean up")
         try:
             async with app.run_test(size=SIZE) as pilot:
                 prompt = await asking(app, pilot)
@@ -133,7 +133,7 @@ async def test_the_diff_shows_in_the_prompt_and_then_in_the_row(tmp_path):
     turns = [ScriptedTurn(tool_calls=(ToolCall("c1", "edit_file", args),)), ScriptedTurn(text="ok")]
     box = WorkspaceToolbox(str(tmp_path), tmp_path / ".artifacts")
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns), box)
-    app = BastionApp(harness, conv_id, first_prompt="edit")
+    app = app_over(harness, conv_id, first_prompt="edit")
     try:
         async with app.run_test(size=SIZE) as pilot:
             prompt = await asking(app, pilot)
@@ -154,7 +154,7 @@ async def test_o_and_w_run_a_command_outside_the_sandbox_or_with_network_once(tm
     is committed with the approval and reaches the toolbox for that call only."""
     turns = command_turns("curl https://example.com", "make install", "make")
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns), toolbox)
-    app = BastionApp(harness, conv_id, first_prompt="go")
+    app = app_over(harness, conv_id, first_prompt="go")
     try:
         async with app.run_test(size=SIZE) as pilot:
             prompt = await asking(app, pilot, with_rule=False)

@@ -1,39 +1,40 @@
 """The Textual app attached to a session another harness drives (`bastion attach` on a terminal).
 
-The driving harness serves its socket as any driver does; the app gets an
-`AttachedHarness` over a second harness of its own, as `bastion attach` builds it.
+The driving harness serves its socket as any driver does; the app opens a client on
+it with the session's token, as `bastion attach` does (tui.attach_app.opener), and
+speaks the one protocol over it: everything the first terminal can do.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 import pytest
 import textual
 
-from runtime import Follower
 from runtime.model.llm import ToolCall
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from tests.runtime.helpers import RecordingToolbox, open_harness
-from tests.tui.conftest import SIZE, HangingProvider, open_driven, run_settled, wait_for
+from tests.runtime.helpers import RecordingToolbox
+from tests.tui.conftest import (
+    SIZE,
+    HangingProvider,
+    app_over,
+    attached_app,
+    notices,
+    open_driven,
+    run_settled,
+    wait_for,
+)
 from tui.app import BastionApp
-from tui.attach_app import AttachedHarness
+from tui.attach_app import opener as attach_opener
 from tui.widgets import ApprovalPrompt
 
 
-async def attached_app(tmp_path, provider, toolbox=None) -> tuple[BastionApp, Any]:
+async def attach_to(tmp_path, provider, toolbox=None) -> tuple[BastionApp, Any]:
     driver, conv_id = await open_driven(tmp_path, provider, toolbox)
-    other = await open_harness(tmp_path, ScriptedProvider())
-
-    async def opener() -> tuple[Any, str]:
-        return AttachedHarness(Follower(other, conv_id)), conv_id
-
-    return BastionApp(opener=opener), driver
-
-
-def status_notice(app: BastionApp) -> str:
-    return str(app.query_one("#status-right").render())
+    return attached_app(driver, conv_id), driver
 
 
 async def test_the_attached_app_streams_sends_and_answers_an_approval(tmp_path):
@@ -46,11 +47,11 @@ async def test_the_attached_app_streams_sends_and_answers_an_approval(tmp_path):
         ]
     )
     toolbox = RecordingToolbox()
-    app, driver = await attached_app(tmp_path, provider, toolbox)
+    app, driver = await attach_to(tmp_path, provider, toolbox)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(lambda: app.ready.is_set(), pilot)
-            await wait_for(lambda: "live from the driving process" in status_notice(app), pilot)
+            await wait_for(lambda: "live from the process driving it" in notices(app), pilot)
             await pilot.press(*"hello", "enter")
             await wait_for(lambda: run_settled(app), pilot)
             assert app.view.entries[-1].text == "streamed to a second screen"
@@ -69,7 +70,7 @@ async def test_the_attached_app_streams_sends_and_answers_an_approval(tmp_path):
 
 async def test_escape_in_the_attached_app_interrupts_the_driving_process(tmp_path):
     provider = HangingProvider("this goes on")
-    app, driver = await attached_app(tmp_path, provider)
+    app, driver = await attach_to(tmp_path, provider)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(lambda: app.ready.is_set(), pilot)
@@ -86,24 +87,12 @@ async def test_escape_in_the_attached_app_interrupts_the_driving_process(tmp_pat
         await driver.close()
 
 
-class _DrivenElsewhere(AttachedHarness):
-    """Closes the driving harness too: both were opened on the app's loop (snapshots)."""
-
-    def __init__(self, follower: Follower, driver: Any) -> None:
-        super().__init__(follower)
-        self.driver = driver
-
-    async def close(self) -> None:
-        await super().close()
-        await self.driver.close()
-
-
 def test_snapshot_attached_app_asking_for_approval(snap_compare, tmp_path):
     """The answer "Writing the fix." and a yellow `? write_file {...} awaiting approval`
     line; above the prompt the yellow-barred `Allow write_file src/config.py ?`, `a saves:
     edits under src/` and `[y]once [a]always [n]deny [e]deny with a message`;
-    the status bar says `awaiting approval` on the left and, in green, `attached ·
-    live from the driving process` on the right (in place of the key hints)."""
+    the status bar says `awaiting approval` on the left. (The notice saying where the
+    session is driven names a pid: it is cleared before the picture.)"""
     from tests.tui.test_snapshots import SNAPSHOT_TEXTUAL, TableToolbox
 
     if textual.__version__ != SNAPSHOT_TEXTUAL:
@@ -113,85 +102,148 @@ def test_snapshot_attached_app_asking_for_approval(snap_compare, tmp_path):
         text="Writing the fix.", tool_calls=(ToolCall("call_w", "write_file", args),)
     )
 
+    drivers: list[Any] = []
+
     async def opener() -> tuple[Any, str]:
+        # (the driving harness on the app's loop, as snapshots need; closed after it)
         driver, conv_id = await open_driven(tmp_path, ScriptedProvider([turn]), TableToolbox())
+        drivers.append(driver)
         await driver.submit(conv_id, "Fix parse_config")
-        other = await open_harness(tmp_path, ScriptedProvider())
-        return _DrivenElsewhere(Follower(other, conv_id), driver), conv_id
+        client, _ = await attach_opener(conv_id, [], driver.home)()
+        client.serving = asyncio.ensure_future(_close_after(client, driver))
+        return client, conv_id
 
     async def until_asking(pilot: Any) -> None:
         await pilot.app.parts_ready.wait()  # mounted after the first frame
         prompt = pilot.app.query_one(ApprovalPrompt)
         await wait_for(lambda: prompt.has_class("-shown"), pilot)
         await wait_for(lambda: pilot.app.view.active_run.state == "awaiting_approval", pilot)
-        await wait_for(lambda: "live from" in status_notice(pilot.app), pilot)
+        pilot.app.clear_notifications()
         await pilot.pause(0.1)
 
     app = BastionApp(opener=opener)
     assert snap_compare(app, terminal_size=SIZE, run_before=until_asking)
 
 
-async def test_every_slash_command_in_the_attached_app_works_or_says_where(tmp_path):
-    """Issues 26 and 27: `bastion attach` goes through the one command registry; each
-    command works there or says in one line that it needs the driving terminal, and
-    none ends the app (they used to raise AttributeError on the attached harness)."""
-    from tests.tui.test_slash import run_command, said
-    from tui.slash import ATTACHED_OK, COMMANDS
+async def test_every_slash_command_in_the_attached_app_acts_and_the_first_terminal_shows_it(
+    tmp_path,
+):
+    """Issue 35: a second terminal (`bastion attach`) can do everything the first can.
+    Both terminals are the app, over the one protocol: the first over its own client,
+    the second on the session's attach socket. Each command typed in the second does
+    what it does in the first, and the first terminal shows the result."""
+    from tests.tui.test_slash import run_command, said, status, transcript_text
+    from tui.slash import COMMANDS
+    from tui.widgets import PromptInput
 
-    provider = ScriptedProvider([ScriptedTurn(text="an answer")])
-    app, driver = await attached_app(tmp_path, provider)
+    work = tmp_path / "work"
+    work.mkdir()
+    write = ToolCall("w1", "write_file", json.dumps({"path": "notes.txt", "content": "hi"}))
+    provider = ScriptedProvider(
+        [ScriptedTurn(text="Writing.", tool_calls=(write,)), ScriptedTurn(text="Wrote it."),
+         ScriptedTurn(text="Second answer."), ScriptedTurn(text="Summary of it all."),
+         ScriptedTurn(text="In the new one.")]
+    )  # fmt: skip
+    from runtime.run.toolbox import WorkspaceToolbox
+
+    box = WorkspaceToolbox(str(work), tmp_path / "artifacts")
+    driver, conv_id = await open_driven(tmp_path, provider, box, folder=work)
+    first, second = app_over(driver, conv_id), attached_app(driver, conv_id)
+    tried: set[str] = set()
+
+    async def command(line: str, expect: Any) -> None:
+        tried.add(line.split()[0][1:])
+        await run_command(second, p2, line)
+        try:
+            await wait_for(expect, p2)
+        except AssertionError:
+            raise AssertionError(f"{line}: {said(second)!r} / {status(second)!r}") from None
+
     try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(lambda: app.ready.is_set(), pilot)
-            for command in COMMANDS:
-                if command.name in ("quit",):
-                    continue
-                await run_command(app, pilot, f"/{command.name}")
-                if command.name in ATTACHED_OK:
-                    continue
-                await wait_for(
-                    lambda name=command.name: (
-                        f"/{name} works in the terminal that drives" in said(app)
-                    ),
-                    pilot,
-                )
-                assert app.is_running
-            await run_command(app, pilot, "/help")
-            await wait_for(lambda: "/model [NAME]" in said(app), pilot)
-            await run_command(app, pilot, "/quit")
-        assert driver.driver(app.conversation_id) is not None  # the session goes on
+        async with first.run_test(size=SIZE) as p1, second.run_test(size=SIZE) as p2:
+            await wait_for(lambda: first.ready.is_set() and second.ready.is_set(), p2)
+            assert second.harness.guest and not first.harness.guest
+            # A prompt and its approval, from the second terminal.
+            await p2.press(*"write the notes", "enter")
+            prompt = second.query_one(ApprovalPrompt)
+            await wait_for(lambda: prompt.has_class("-shown") and second.focused is prompt, p2)
+            await p2.press("y")
+            await wait_for(lambda: "Wrote it." in transcript_text(first), p1)
+            assert (work / "notes.txt").read_text() == "hi"
+            # The model and the approval mode: both terminals' status lines change.
+            await command("/model scripted/other", lambda: "other" in status(second))
+            await wait_for(lambda: "scripted/other" in status(first), p1)
+            await command("/mode read-only", lambda: "read-only" in status(second))
+            await wait_for(lambda: "read-only" in status(first), p1)
+            await p2.press("shift+tab")  # the next mode, as in the first terminal
+            await wait_for(lambda: "read-only" not in status(first), p1)
+            assert status(first).split("·")[0] == status(second).split("·")[0]
+            await command("/mode auto-edit", lambda: "auto-edit" in status(first))
+            await command("/effort high", lambda: "high" in said(second))
+            await command("/cost", lambda: "over 1 run" in said(second))
+            await command("/mcp", lambda: "MCP" in said(second) or "mcp" in said(second))
+            await command("/send", lambda: "nothing" in said(second))
+            await command("/export json", lambda: (work / f"bastion-{conv_id[:8]}.json").exists())
+            await command("/theme", lambda: "theme" in said(second))
+            await command("/help", lambda: "/model [NAME]" in said(second))
+            # /compact: the summary entry shows in the first terminal too.
+            await p2.press(*"and then", "enter")
+            await wait_for(lambda: "Second answer." in transcript_text(first), p1)
+            await command("/compact", lambda: "compacted" in said(second))
+            await wait_for(lambda: any(e.kind == "summary" for e in first.view.entries), p1)
+            # /fork and /rewind move the second terminal on; the first stays, driven.
+            await command("/fork", lambda: second.conversation_id != conv_id)
+            forked = second.conversation_id
+            await command(f"/resume {conv_id}", lambda: second.conversation_id == conv_id)
+            await command("/rewind 1", lambda: "rewound" in said(second))
+            assert second.query_one(PromptInput).text == "write the notes"
+            await command("/restore", lambda: "removed notes.txt" in said(second))
+            assert not (work / "notes.txt").exists()
+            second.query_one(PromptInput).set_value("")
+            await command("/new", lambda: bool(second.query("#welcome")))
+            await p2.press(*"hello", "enter")
+            await wait_for(lambda: "In the new one." in transcript_text(second), p2)
+            assert first.conversation_id == conv_id and driver.driver(conv_id) is not None
+            assert driver.driver(forked) is None  # (left: no one follows it)
+            await command(f"/resume {conv_id}", lambda: second.conversation_id == conv_id)
+            await command("/clear", lambda: second.conversation_id != conv_id)
+            await command(f"/resume {conv_id}", lambda: second.conversation_id == conv_id)
+            await run_command(second, p2, "/quit")
+            tried.add("quit")
+            await wait_for(lambda: not second.is_running, p1)
+            assert first.is_running and first.conversation_id == conv_id
+        names = {c.name for c in COMMANDS}
+        assert names <= tried | {"clear", "exit"}, names - tried
+        assert driver.driver(conv_id) is not None  # the session goes on
     finally:
         await driver.close()
 
 
-async def test_every_key_of_the_app_in_the_attached_app_works_or_says_where(tmp_path):
-    """Issue 26: each of the app's keys, pressed in `bastion attach`, works there or says
-    in one line that it needs the driving terminal; none ends the app. (Up on a queued
-    follow-up, Shift+Tab and Ctrl+R raised AttributeError on the attached harness.)"""
-    from tests.tui.test_slash import said
+async def test_every_key_of_the_app_in_the_attached_app_acts_as_in_the_first(tmp_path):
+    """Issue 26 and 35: each of the app's keys, pressed in `bastion attach`, does what it
+    does in the first terminal (the first terminal shows the result); none ends the app."""
+    from tests.tui.test_slash import said, status
     from tui.widgets import PromptInput
 
     provider = HangingProvider("this goes on")
-    app, driver = await attached_app(tmp_path, provider)
-
-    def notices() -> str:
-        return "\n".join(n.message for n in app._notifications)
-
+    driver, conv_id = await open_driven(tmp_path, provider)
+    first, app = app_over(driver, conv_id), attached_app(driver, conv_id)
     try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(lambda: app.ready.is_set(), pilot)
+        async with first.run_test(size=SIZE) as p1, app.run_test(size=SIZE) as pilot:
+            await wait_for(lambda: app.ready.is_set() and first.ready.is_set(), pilot)
             await pilot.press(*"go", "enter")
-            await wait_for(lambda: bool(app.view.active_run), pilot)
-            # Tab queues a follow-up; Up takes it back into the prompt, withdrawn.
+            await wait_for(lambda: bool(first.view and first.view.active_run), p1)
+            # Tab queues a follow-up (the first terminal sees it queued); Up takes it back.
             await pilot.press(*"later", "tab")
-            await wait_for(lambda: bool(app.view.queued_inbox), pilot)
+            await wait_for(lambda: bool(first.view.queued_inbox), p1)
             await pilot.press("up")
             prompt = app.query_one(PromptInput)
-            await wait_for(lambda: not app.view.queued_inbox and prompt.text == "later", pilot)
+            await wait_for(lambda: not first.view.queued_inbox and prompt.text == "later", p1)
             prompt.set_value("")
-            # Shift+Tab (the approval mode) belongs to the driving terminal: one line says so.
+            # Shift+Tab switches the approval mode: the first terminal shows the new one.
+            before = status(first)
             await pilot.press("shift+tab")
-            await wait_for(lambda: "terminal that drives" in notices(), pilot)
+            await wait_for(lambda: status(first) != before, p1)
             # Every other key the app binds, pressed once each.
             pressed = {"escape", "ctrl+c", "shift+tab"}
             for binding in BastionApp.BINDINGS:
@@ -203,14 +255,23 @@ async def test_every_key_of_the_app_in_the_attached_app_works_or_says_where(tmp_
                 await pilot.pause(0.05)
                 assert app.is_running, f"{key} ended the attached app"
             assert {"pageup", "pagedown", "ctrl+o", "ctrl+r"} <= pressed
-            await wait_for(lambda: "/send works in the terminal that drives" in said(app), pilot)
-            # Escape interrupts the driving process's run; one Ctrl+C only warns.
+            await wait_for(lambda: "nothing is held" in said(app) or said(app) == "", pilot)
+            # Escape interrupts the run: the first terminal shows it interrupted.
             await pilot.press("escape")
-            await wait_for(lambda: run_settled(app), pilot)
+            await wait_for(lambda: first.view.active_run is None, p1)
+            assert first.view.runs[-1].state == "interrupted"
             await pilot.press("ctrl+c")
             await pilot.pause(0.05)
             assert app.is_running
             await pilot.press("ctrl+c")
-        assert driver.driver(app.conversation_id) is not None  # the session goes on
+            await wait_for(lambda: not app.is_running, p1)
+        assert driver.driver(conv_id) is not None  # the session goes on
     finally:
         await driver.close()
+
+
+async def _close_after(client: Any, driver: Any) -> None:
+    """Close the driving harness once the attached client has left (the app's close)."""
+    while client.gone is None:
+        await asyncio.sleep(0.05)
+    await driver.close()

@@ -9,7 +9,7 @@ from runtime import Budget
 from runtime.model.llm import ToolCall
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import RecordingToolbox, open_harness
-from tests.tui.conftest import MODEL
+from tests.tui.conftest import MODEL, client_of
 from tests.tui.test_plain import Keyboard, console
 from tui.plain import LineMode
 from tui.widgets.status_fields import run_state_label
@@ -25,7 +25,7 @@ async def test_plain_and_the_status_line_name_the_limit(tmp_path):
         )
         await harness.drive(conv.id, interactive=True)
         con, out = console()
-        assert await LineMode(harness, conv.id, con, Keyboard("look")).loop() == 0
+        assert await LineMode(await client_of(harness), conv.id, con, Keyboard("look")).loop() == 0
         assert "◼ stopped: the run reached its turn limit (1)" in out.getvalue()
         assert len(provider.requests) == 1
         view = await harness.snapshot(conv.id)

@@ -12,7 +12,7 @@ from runtime.model.records import ToolCallRecord
 from runtime.run.toolbox import WorkspaceToolbox
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import open_harness
-from tests.tui.conftest import SIZE, open_driven, run_settled, wait_for
+from tests.tui.conftest import SIZE, app_over, open_driven, run_settled, wait_for
 from tui.app import BastionApp
 from tui.widgets import ToolCallLine
 from tui.widgets.command_output import MAX_CHARS, MAX_LINES, TAIL_LINES, CommandOutput, duration
@@ -41,7 +41,7 @@ async def open_with_commands(tmp_path: Path, script: str) -> tuple[object, str]:
 
 async def test_a_finished_command_keeps_its_tail_exit_code_and_duration(tmp_path):
     harness, conv_id = await open_with_commands(tmp_path, SCRIPT)
-    app = BastionApp(harness, conv_id, first_prompt="run it")
+    app = app_over(harness, conv_id, first_prompt="run it")
     try:
         async with app.run_test(size=(100, 40)) as pilot:
             await wait_for(lambda: run_settled(app), pilot)
@@ -79,7 +79,7 @@ async def test_a_finished_command_keeps_its_tail_exit_code_and_duration(tmp_path
 
 async def test_a_reopened_session_shows_the_same_row(tmp_path):
     harness, conv_id = await open_with_commands(tmp_path, SCRIPT)
-    app = BastionApp(harness, conv_id, first_prompt="run it")
+    app = app_over(harness, conv_id, first_prompt="run it")
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(lambda: run_settled(app), pilot)
         await pilot.pause(0.05)
@@ -88,7 +88,7 @@ async def test_a_reopened_session_shows_the_same_row(tmp_path):
 
     reopened = await open_harness(tmp_path, ScriptedProvider([]))
     try:
-        app = BastionApp(reopened, conv_id)
+        app = app_over(reopened, conv_id)
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(lambda: bool(row_text(app)), pilot)
             await pilot.pause(0.05)

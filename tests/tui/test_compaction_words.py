@@ -9,6 +9,7 @@ from runtime.model.records import Entry, EntryKind, EntryStatus
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.test_compaction import open_with
 from tests.runtime.test_compaction_progress import PROMPT, TINY
+from tests.tui.conftest import client_of
 from tests.tui.test_plain import Keyboard, console
 from tui.plain import LineMode
 from tui.run_words import summary_label
@@ -33,7 +34,9 @@ async def test_plain_prints_the_compaction_and_what_it_freed(tmp_path):
         await harness.drive(conv.id, interactive=True)
         con, out = console()
         prompts = [f"prompt {i} {PROMPT}" for i in range(10)]
-        assert await LineMode(harness, conv.id, con, Keyboard(*prompts)).loop() == 0
+        assert (
+            await LineMode(await client_of(harness), conv.id, con, Keyboard(*prompts)).loop() == 0
+        )
         text = out.getvalue()
         assert re.search(r"compacting \d+ entries \(~[\d.]+k tokens\) to fit the window", text)
         assert "(Ctrl+C cancels it" in text

@@ -6,9 +6,8 @@ from __future__ import annotations
 from runtime.model.llm import ProviderError
 from runtime.model.records import InboxMode
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from tests.tui.conftest import open_driven, wait_for
+from tests.tui.conftest import app_over, client_of, open_driven, wait_for
 from tests.tui.test_plain import Keyboard, console
-from tui.app import BastionApp
 from tui.plain import LineMode
 from tui.widgets.inbox import InboxStrip
 
@@ -31,7 +30,7 @@ async def test_held_input_line_mode_says_held_and_send_sends_it(tmp_path) -> Non
     harness, conv_id, follow, provider = await failed_with_one_held(tmp_path)
     con, out = console()
     try:
-        assert await LineMode(harness, conv_id, con, Keyboard("/send")).loop() == 0
+        assert await LineMode(await client_of(harness), conv_id, con, Keyboard("/send")).loop() == 0
         run = await harness.wait(follow.id, conv_id)
         assert run.state == "completed"
         text = out.getvalue()
@@ -46,7 +45,7 @@ async def test_held_input_line_mode_send_with_nothing_held_says_so(tmp_path) -> 
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
     con, out = console()
     try:
-        assert await LineMode(harness, conv_id, con, Keyboard("/send")).loop() == 0
+        assert await LineMode(await client_of(harness), conv_id, con, Keyboard("/send")).loop() == 0
         assert "nothing is held" in out.getvalue()
     finally:
         await harness.close()
@@ -54,7 +53,7 @@ async def test_held_input_line_mode_send_with_nothing_held_says_so(tmp_path) -> 
 
 async def test_held_input_app_shows_held_and_ctrl_r_sends_it(tmp_path) -> None:
     harness, conv_id, follow, provider = await failed_with_one_held(tmp_path)
-    app = BastionApp(harness, conv_id)
+    app = app_over(harness, conv_id)
     try:
         async with app.run_test(size=(100, 30)) as pilot:
             await wait_for(app.ready.is_set, pilot)

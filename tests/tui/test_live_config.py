@@ -11,8 +11,7 @@ from runtime.config.approvals import ApprovalMode
 from runtime.harness import new_conversation
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import open_harness
-from tests.tui.conftest import SIZE, open_driven, wait_for
-from tui.app import BastionApp
+from tests.tui.conftest import SIZE, app_over, open_driven, wait_for
 
 
 def write(path: Path, text: str) -> None:
@@ -31,7 +30,7 @@ def watcher_for(tmp_path: Path) -> tuple[ConfigWatcher, Path]:
 async def test_theme_and_approval_mode_follow_the_file(tmp_path):
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
     watcher, config = watcher_for(tmp_path)
-    app = BastionApp(harness, conv_id, watch_config=lambda: watcher)
+    app = app_over(harness, conv_id, watch_config=lambda: watcher)
     notes: list[str] = []
     notify = app.notify
     app.notify = lambda message, **kw: (notes.append(message), notify(message, **kw))[1]  # type: ignore[method-assign]
@@ -60,7 +59,7 @@ async def test_a_flag_pins_its_setting_and_the_model_applies_before_the_first_pr
     harness.prepare(conversation)
     await harness.drive(conversation.id, approval_mode="read-only", model="scripted/first")
     watcher, config = watcher_for(tmp_path)
-    app = BastionApp(
+    app = app_over(
         harness, conversation.id, watch_config=lambda: watcher, pinned=("approval_mode",)
     )
     try:

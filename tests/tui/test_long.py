@@ -18,7 +18,7 @@ import pytest
 from runtime.model.records import EntryKind
 from runtime.model.views import LiveText
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from tests.tui.conftest import SIZE, open_driven, run_settled, wait_for
+from tests.tui.conftest import SIZE, app_over, open_driven, run_settled, wait_for
 from tui.app import BastionApp
 from tui.widgets import AssistantEntry, Transcript, UserEntry
 from tui.widgets.markdown import MarkdownText
@@ -76,7 +76,7 @@ LONG = "".join(
 async def test_a_long_answer_is_drawn_as_segments_and_ends_on_screen(tmp_path):
     provider = ScriptedProvider([ScriptedTurn(text=LONG, chunk_size=50)])
     harness, conv_id = await open_driven(tmp_path, provider)
-    app = BastionApp(harness, conv_id, first_prompt="go")
+    app = app_over(harness, conv_id, first_prompt="go")
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(lambda: run_settled(app), pilot, timeout=30)
@@ -108,7 +108,7 @@ async def open_long_session(tmp_path, turns: int, *more: ScriptedTurn):
 async def opened(tmp_path, turns: int) -> AsyncIterator[tuple[BastionApp, Any]]:
     """The app on a session of `turns` question/answer pairs, its first view drawn."""
     harness, conv_id = await open_long_session(tmp_path, turns)
-    app = BastionApp(harness, conv_id)
+    app = app_over(harness, conv_id)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(app.ready.is_set, pilot)
@@ -143,7 +143,7 @@ async def test_a_long_session_opens_on_its_end_with_a_window_of_rows(tmp_path):
 
 async def test_history_still_lists_every_question_of_a_windowed_session(tmp_path):
     harness, conv_id = await open_long_session(tmp_path, 60)
-    app = BastionApp(harness, conv_id)
+    app = app_over(harness, conv_id)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(app.ready.is_set, pilot)
@@ -163,7 +163,7 @@ async def test_a_long_session_opens_from_a_view_of_its_end_then_takes_the_whole(
     question, and scrolling to the top reaches the first, every row in its place."""
     monkeypatch.setattr("runtime.model.views.OPENING_ENTRIES", 20)
     harness, conv_id = await open_long_session(tmp_path, 30)  # 60 entries
-    app = BastionApp(harness, conv_id, stored=stored)
+    app = app_over(harness, conv_id, stored=stored)
     shown: list[int] = []
     real_show = app.show
 
@@ -231,7 +231,7 @@ async def test_new_output_below_shows_while_scrolled_up(tmp_path):
     # Enough to stream for about half a second: the marker shows at the first output.
     slow = ScriptedTurn(text="streaming more text. " * 50, chunk_size=20, delay=0.01)
     harness, conv_id = await open_long_session(tmp_path, 30, slow)
-    app = BastionApp(harness, conv_id)
+    app = app_over(harness, conv_id)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(app.ready.is_set, pilot)
@@ -251,7 +251,7 @@ async def test_new_output_below_shows_while_scrolled_up(tmp_path):
 
 async def test_page_up_and_down_scroll_the_transcript_from_the_prompt(tmp_path):
     harness, conv_id = await open_long_session(tmp_path, 30)
-    app = BastionApp(harness, conv_id)
+    app = app_over(harness, conv_id)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(app.ready.is_set, pilot)

@@ -10,8 +10,7 @@ from runtime.context.mentions import MAX_FILE_BYTES
 from runtime.model.records import EntryKind
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import open_harness
-from tests.tui.conftest import MODEL, SIZE, HangingProvider, run_settled, wait_for
-from tui.app import BastionApp
+from tests.tui.conftest import MODEL, SIZE, HangingProvider, app_over, run_settled, wait_for
 from tui.widgets import PromptInput, UserEntry
 from tui.widgets.completion import FileCompletion
 
@@ -41,7 +40,7 @@ def shown(completion: FileCompletion) -> list[str]:
 async def test_typing_at_lists_files_filters_and_chooses(tmp_path):
     provider = ScriptedProvider([ScriptedTurn(text="It returns 1.")])
     harness, conv_id, _ = await open_in(tmp_path, provider)
-    app = BastionApp(harness, conv_id)
+    app = app_over(harness, conv_id)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(app.ready.is_set, pilot)
@@ -85,7 +84,7 @@ async def test_typing_at_lists_files_filters_and_chooses(tmp_path):
 async def test_escape_closes_the_list_and_enter_then_sends(tmp_path):
     provider = ScriptedProvider([ScriptedTurn(text="ok")])
     harness, conv_id, _ = await open_in(tmp_path, provider)
-    app = BastionApp(harness, conv_id)
+    app = app_over(harness, conv_id)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(app.ready.is_set, pilot)
@@ -119,7 +118,7 @@ async def test_refused_paths_are_not_attached_and_say_why(tmp_path):
     harness, conv_id, workspace = await open_in(tmp_path, provider)
     (tmp_path / "secret.txt").write_text("TOP-SECRET\n")
     os.symlink(tmp_path / "secret.txt", workspace / "docs" / "link.md")
-    app = BastionApp(harness, conv_id)
+    app = app_over(harness, conv_id)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(app.ready.is_set, pilot)
@@ -145,7 +144,7 @@ async def test_refused_paths_are_not_attached_and_say_why(tmp_path):
 async def test_a_withdrawn_steer_comes_back_as_typed_not_with_the_file(tmp_path):
     provider = HangingProvider("Working")
     harness, conv_id, _ = await open_in(tmp_path, provider)
-    app = BastionApp(harness, conv_id, first_prompt="start")
+    app = app_over(harness, conv_id, first_prompt="start")
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(provider.streamed.is_set, pilot)

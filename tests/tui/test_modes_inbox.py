@@ -7,7 +7,7 @@ import re
 from runtime.model.llm import ProviderError
 from runtime.model.records import InboxMode, InboxState
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from tests.tui.conftest import HangingProvider, open_driven, run_settled, wait_for
+from tests.tui.conftest import HangingProvider, app_over, open_driven, run_settled, wait_for
 from tui.app import BastionApp
 from tui.widgets import CommandOutput, InboxStrip, PromptInput
 
@@ -20,7 +20,7 @@ def status(app: BastionApp) -> str:
 
 async def test_shift_tab_cycles_the_mode_and_keeps_the_draft_and_the_focus(tmp_path):
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
-    app = BastionApp(harness, conv_id)
+    app = app_over(harness, conv_id)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(app.ready.is_set, pilot)
@@ -47,7 +47,7 @@ async def test_shift_tab_cycles_the_mode_and_keeps_the_draft_and_the_focus(tmp_p
 async def test_tab_queues_a_follow_up_and_up_pulls_the_newest_back(tmp_path):
     provider = HangingProvider("Working")
     harness, conv_id = await open_driven(tmp_path, provider)
-    app = BastionApp(harness, conv_id, first_prompt="start")
+    app = app_over(harness, conv_id, first_prompt="start")
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(provider.streamed.is_set, pilot)
@@ -76,7 +76,7 @@ async def test_tab_queues_a_follow_up_and_up_pulls_the_newest_back(tmp_path):
 async def test_up_says_so_when_the_run_took_the_item_first(tmp_path):
     provider = HangingProvider("Working")
     harness, conv_id = await open_driven(tmp_path, provider)
-    app = BastionApp(harness, conv_id, first_prompt="start")
+    app = app_over(harness, conv_id, first_prompt="start")
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(provider.streamed.is_set, pilot)
@@ -97,7 +97,7 @@ async def test_up_says_so_when_the_run_took_the_item_first(tmp_path):
 
 async def test_a_follow_up_while_idle_starts_a_run(tmp_path):
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider([ScriptedTurn(text="ok")]))
-    app = BastionApp(harness, conv_id)
+    app = app_over(harness, conv_id)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(app.ready.is_set, pilot)
@@ -112,7 +112,7 @@ async def test_a_follow_up_while_idle_starts_a_run(tmp_path):
 async def status_at(tmp_path, width: int) -> tuple[str, str]:
     provider = HangingProvider("Working on it")
     harness, conv_id = await open_driven(tmp_path, provider)
-    app = BastionApp(harness, conv_id, first_prompt="start")
+    app = app_over(harness, conv_id, first_prompt="start")
     try:
         async with app.run_test(size=(width, 24)) as pilot:
             await wait_for(provider.streamed.is_set, pilot)
@@ -143,7 +143,7 @@ async def test_the_status_line_counts_down_to_a_retry(tmp_path):
     error = ProviderError("HTTP 429", provider="s", status=429, retryable=True, retry_after=3)
     turns = [ScriptedTurn(text="", error=error), ScriptedTurn(text="at last")]
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns))
-    app = BastionApp(harness, conv_id, first_prompt="go")
+    app = app_over(harness, conv_id, first_prompt="go")
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(lambda: "retrying in 3 s" in status(app), pilot)

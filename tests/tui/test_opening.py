@@ -10,10 +10,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from runtime.ipc.local import local_client
 from runtime.model.errors import UnknownConversation
 from runtime.model.records import Approval
 from runtime.testing.scripted import ScriptedProvider
-from tests.tui.conftest import SIZE, open_driven, wait_for
+from tests.tui.conftest import SIZE, app_over, open_driven, wait_for
 from tests.tui.test_approval_keys import command_turns
 from tests.tui.test_long import open_long_session
 from tui.app import BastionApp
@@ -39,7 +40,7 @@ async def test_the_first_frame_shows_the_sessions_end_and_the_parts_come_after(
 ):
     monkeypatch.setattr("tui.app.FIRST_VIEW_WAIT", 30.0)  # (a loaded machine is slow)
     harness, conv_id = await open_long_session(tmp_path, 30)
-    app = BastionApp(harness, conv_id, stored=True)
+    app = app_over(harness, conv_id, stored=True)
     frames = record_frames(app, monkeypatch)
     try:
         async with app.run_test(size=SIZE) as pilot:
@@ -63,7 +64,7 @@ async def test_a_new_session_draws_its_prompt_at_once(tmp_path, monkeypatch):
 
     async def opener() -> tuple[Any, str]:
         await release.wait()
-        return harness, conv_id
+        return await local_client(harness, client="test", owner=False), conv_id
 
     app = BastionApp(opener=opener)
     frames = record_frames(app, monkeypatch)
@@ -84,7 +85,7 @@ async def test_a_view_that_is_slow_to_come_lets_the_screen_draw_meanwhile(tmp_pa
 
     async def opener() -> tuple[Any, str]:
         await release.wait()
-        return harness, conv_id
+        return await local_client(harness, client="test", owner=False), conv_id
 
     app = BastionApp(opener=opener, stored=True)
     frames = record_frames(app, monkeypatch)
@@ -129,7 +130,7 @@ async def test_an_approval_waiting_in_a_stored_session_is_asked_once_the_parts_a
             return list((await harness.snapshot(conv_id)).tool_calls)
 
         await asyncio.wait_for(asked(), 10)
-        app = BastionApp(harness, conv_id, stored=True)
+        app = app_over(harness, conv_id, stored=True)
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(app.parts_ready.is_set, pilot)
             prompt = app.query_one(ApprovalPrompt)

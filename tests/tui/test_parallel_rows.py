@@ -10,8 +10,7 @@ from runtime.model.llm import ToolCall
 from runtime.run.toolbox import WorkspaceToolbox
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.test_parallel_calls import ObservedToolbox
-from tests.tui.conftest import SIZE, open_driven, run_settled, wait_for
-from tui.app import BastionApp
+from tests.tui.conftest import SIZE, app_over, open_driven, run_settled, wait_for
 from tui.widgets import ToolCallLine
 
 
@@ -28,7 +27,7 @@ async def test_reads_running_together_each_show_running(tmp_path):
     )
     provider = ScriptedProvider([ScriptedTurn(tool_calls=reads), ScriptedTurn(text="Read.")])
     harness, conv_id = await open_driven(tmp_path, provider, toolbox)
-    app = BastionApp(harness, conv_id, first_prompt="read them")
+    app = app_over(harness, conv_id, first_prompt="read them")
     try:
         async with app.run_test(size=SIZE) as pilot:
 

@@ -12,7 +12,7 @@ import pytest
 from textual.content import Content
 
 from runtime import Harness, SearchHit
-from runtime.ipc.channel import HarnessThread, ThreadedHarness
+from runtime.ipc.local import local_client
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import open_harness
 from tests.tui.conftest import wait_for
@@ -161,12 +161,9 @@ async def test_a_failed_search_is_said_and_the_title_filter_goes_on(tmp_path: Pa
         assert titles(screen) == ["walrus docs"] and screen.searched is None
 
 
-async def test_loaded_from_a_threaded_harness_it_searches_on_the_harness_thread(
-    tmp_path: Path,
-) -> None:
-    thread = HarnessThread()
-    inner, ids = thread.run(stored(tmp_path))
-    harness = ThreadedHarness(inner, thread)
+async def test_loaded_from_a_client_it_searches_through_the_protocol(tmp_path: Path) -> None:
+    inner, ids = await stored(tmp_path)
+    harness = await local_client(inner)
     try:
         picker = await SessionPicker.load(harness, str(tmp_path / "here"))
         assert picker.search is not None

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from runtime import Harness, ProbeTarget, SessionSummary
+from runtime.ipc.local import local_client
 from runtime.model.records import Conversation
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from runtime.testing.server import LoopbackServer
@@ -54,7 +55,7 @@ def completion_app(tmp_path: Path) -> BastionApp:
             str(root), settings={"model": MODEL}, conversation_id=SNAPSHOT_ID
         )
         await harness.drive(conv.id, interactive=True)
-        return harness, conv.id
+        return await local_client(harness, client="test"), conv.id
 
     return BastionApp(opener=opener)
 

@@ -14,7 +14,7 @@ from runtime.model.llm import ToolCall
 from runtime.model.records import Approval, EntryKind, EntryStatus, RunState
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import open_harness
-from tests.tui.conftest import HangingProvider, open_driven
+from tests.tui.conftest import HangingProvider, client_of, open_driven
 from tui.plain import LineMode
 
 
@@ -47,7 +47,7 @@ async def test_a_line_is_sent_and_the_answer_printed_as_markdown(tmp_path):
     con, out = console()
     keyboard = Keyboard("which indent?")
     try:
-        code = await LineMode(harness, conv_id, con, keyboard).loop()
+        code = await LineMode(await client_of(harness), conv_id, con, keyboard).loop()
         assert code == 0
         text = out.getvalue()
         assert "Use tabs:" in text and "• one" in text and "• two" in text
@@ -66,7 +66,12 @@ async def test_the_command_line_prompt_goes_first_and_is_echoed(tmp_path):
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider([ScriptedTurn(text="Hi.")]))
     con, out = console()
     try:
-        assert await LineMode(harness, conv_id, con, Keyboard()).loop(first_prompt="hello") == 0
+        assert (
+            await LineMode(await client_of(harness), conv_id, con, Keyboard()).loop(
+                first_prompt="hello"
+            )
+            == 0
+        )
         text = out.getvalue()
         assert text.index("› hello") < text.index("Hi.")
     finally:
@@ -83,7 +88,7 @@ async def test_tool_calls_are_dim_lines_and_approvals_are_asked(tmp_path, toolbo
     con, out = console()
     keyboard, answers = Keyboard("write it"), Keyboard("y")
     try:
-        await LineMode(harness, conv_id, con, keyboard, ask=answers).loop()
+        await LineMode(await client_of(harness), conv_id, con, keyboard, ask=answers).loop()
         assert answers.asked == ["Allow write_file a.txt? [y/a/n/e] "]
         assert "a = always allow edits anywhere in the workspace" in out.getvalue()
         text = out.getvalue()
@@ -105,7 +110,9 @@ async def test_no_denies_the_call(tmp_path, toolbox):
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns), toolbox)
     con, out = console()
     try:
-        await LineMode(harness, conv_id, con, Keyboard("write"), ask=Keyboard("n")).loop()
+        await LineMode(
+            await client_of(harness), conv_id, con, Keyboard("write"), ask=Keyboard("n")
+        ).loop()
         assert toolbox.calls == []
         assert "denied" in out.getvalue()
         snap = await harness.store.snapshot(conv_id)
@@ -118,7 +125,12 @@ async def test_ctrl_c_at_the_prompt_exits(tmp_path):
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
     con, _ = console()
     try:
-        assert await LineMode(harness, conv_id, con, Keyboard(KeyboardInterrupt)).loop() == 0
+        assert (
+            await LineMode(
+                await client_of(harness), conv_id, con, Keyboard(KeyboardInterrupt)
+            ).loop()
+            == 0
+        )
     finally:
         await harness.close()
 
@@ -131,7 +143,9 @@ async def test_ctrl_c_during_a_run_interrupts_it(tmp_path):
     harness, conv_id = await open_driven(tmp_path, provider)
     con, out = console()
     try:
-        task = asyncio.create_task(LineMode(harness, conv_id, con, Keyboard("go")).loop())
+        task = asyncio.create_task(
+            LineMode(await client_of(harness), conv_id, con, Keyboard("go")).loop()
+        )
         await asyncio.wait_for(provider.streamed.wait(), 5)
         await asyncio.sleep(0.05)
         os.kill(os.getpid(), signal.SIGINT)
@@ -158,7 +172,7 @@ async def test_always_saves_the_shown_rule_and_later_calls_do_not_ask(tmp_path, 
     con, out = console()
     answers = Keyboard("x", "a", "q", "s")
     try:
-        await LineMode(harness, conv_id, con, Keyboard("look"), ask=answers).loop()
+        await LineMode(await client_of(harness), conv_id, con, Keyboard("look"), ask=answers).loop()
         text = out.getvalue()
         assert (
             "a = always allow commands starting with `git status`, commands starting with `git diff`"
@@ -179,7 +193,9 @@ async def test_e_denies_with_a_message_the_model_receives(tmp_path, toolbox):
     con, _ = console()
     answers = Keyboard("e", "run make clean instead")
     try:
-        await LineMode(harness, conv_id, con, Keyboard("clean"), ask=answers).loop()
+        await LineMode(
+            await client_of(harness), conv_id, con, Keyboard("clean"), ask=answers
+        ).loop()
         assert answers.asked[-1] == "tell the model: "
         assert toolbox.calls == []
         told = provider.requests[1].messages[-1]
@@ -198,7 +214,9 @@ async def test_a_write_shows_its_diff(tmp_path):
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns), box)
     con, out = console()
     try:
-        await LineMode(harness, conv_id, con, Keyboard("edit"), ask=Keyboard("y")).loop()
+        await LineMode(
+            await client_of(harness), conv_id, con, Keyboard("edit"), ask=Keyboard("y")
+        ).loop()
         text = out.getvalue()
         assert "  --- a/a.txt\n  +++ b/a.txt\n  @@ -1,2 +1,2 @@\n   one\n  -two\n  +three\n" in text
         assert (tmp_path / "a.txt").read_text() == "one\nthree\n"
@@ -225,7 +243,9 @@ async def test_a_call_that_ran_without_asking_shows_its_rule_and_diff(tmp_path, 
     await harness.drive(conv.id)
     con, out = console()
     try:
-        await LineMode(harness, conv.id, con, Keyboard("write"), ask=Keyboard()).loop()
+        await LineMode(
+            await client_of(harness), conv.id, con, Keyboard("write"), ask=Keyboard()
+        ).loop()
         text = out.getvalue()
         assert "    allowed by edits under docs/\n" in text
         assert "  --- /dev/null\n  +++ b/docs/a.md\n  @@ -0,0 +1 @@\n  +# A\n" in text
@@ -263,7 +283,7 @@ async def test_a_pasted_block_is_one_run(tmp_path):
     con, _ = console()
     pasted = await read_typed("one\rtwo\rthree\r")
     try:
-        assert await LineMode(harness, conv_id, con, Keyboard(pasted)).loop() == 0
+        assert await LineMode(await client_of(harness), conv_id, con, Keyboard(pasted)).loop() == 0
         snap = await harness.store.snapshot(conv_id)
         assert [(e.kind, e.text) for e in snap.entries] == [
             (EntryKind.USER, "one\ntwo\nthree"),
@@ -281,7 +301,9 @@ async def test_o_runs_a_command_outside_the_sandbox_once(tmp_path, toolbox):
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns), toolbox)
     con, out = console()
     try:
-        await LineMode(harness, conv_id, con, Keyboard("look"), ask=Keyboard("o", "y")).loop()
+        await LineMode(
+            await client_of(harness), conv_id, con, Keyboard("look"), ask=Keyboard("o", "y")
+        ).loop()
         assert "o = outside the sandbox once, w = with network once" in out.getvalue()
         calls = (await harness.snapshot(conv_id)).tool_calls
         assert [(c.review or {}).get("sandbox") for c in calls] == ["outside", None]
@@ -303,7 +325,10 @@ async def test_results_of_calls_listed_together_name_their_call(tmp_path):
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns), toolbox)
     con, out = console()
     try:
-        assert await LineMode(harness, conv_id, con, Keyboard("read both")).loop() == 0
+        assert (
+            await LineMode(await client_of(harness), conv_id, con, Keyboard("read both")).loop()
+            == 0
+        )
         lines = out.getvalue().splitlines()
         listed = [i for i, line in enumerate(lines) if line.startswith("· read_file")]
         results = [line for line in lines if line.startswith("  └")]
@@ -337,7 +362,7 @@ async def test_the_todo_list_is_printed_when_it_changes(tmp_path, toolbox):
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns), toolbox)
     con, out = console()
     try:
-        assert await LineMode(harness, conv_id, con, Keyboard("go")).loop() == 0
+        assert await LineMode(await client_of(harness), conv_id, con, Keyboard("go")).loop() == 0
         text = out.getvalue()
         assert text.count("plan · ") == 2  # printed when it changed, not for the repeat
         first = text.index("plan · 1/2 done\n  ✓ Plan it\n  ▸ Do it")

@@ -12,7 +12,7 @@ from runtime.model.llm import ToolCall
 from runtime.run.toolbox import WorkspaceToolbox
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import open_harness
-from tests.tui.conftest import MODEL, open_driven
+from tests.tui.conftest import MODEL, client_of, open_driven
 from tests.tui.test_plain import Keyboard, console
 from tui.plain import LineMode
 
@@ -23,7 +23,7 @@ async def test_commands_run_here_and_nothing_reaches_the_model(tmp_path):
     con, out = console()
     keyboard = Keyboard("/help", "/frobnicate", "/theme", "/mode auto-edit", "/cost", "/quit")
     try:
-        code = await LineMode(harness, conv_id, con, keyboard).loop()
+        code = await LineMode(await client_of(harness), conv_id, con, keyboard).loop()
         text = out.getvalue()
         assert code == 0
         assert keyboard.lines == [] and len(keyboard.asked) == 6  # /quit ended it
@@ -57,7 +57,7 @@ async def test_rewind_then_restore_typed_after_the_draft_runs_restore(tmp_path):
     # The prompt after /rewind starts with the message; the user types /restore after it.
     keyboard = Keyboard("write the notes", "/rewind 1", "write the notes/restore")
     try:
-        mode = LineMode(harness, conv.id, con, keyboard)
+        mode = LineMode(await client_of(harness), conv.id, con, keyboard)
         assert await mode.loop() == 0
         text = out.getvalue()
         assert "rewound: before message 1" in text and "removed notes.txt" in text
@@ -79,7 +79,7 @@ async def test_resume_by_prefix_switches_and_prints_that_transcript(tmp_path):
     short = (await harness.short_ids([first]))[first]
     con, out = console()
     try:
-        mode = LineMode(harness, fresh.id, con, Keyboard(f"/resume {short}"))
+        mode = LineMode(await client_of(harness), fresh.id, con, Keyboard(f"/resume {short}"))
         assert await mode.loop() == 0
         assert mode.conversation_id == first
         assert "the first question" in out.getvalue() and "first answer" in out.getvalue()
@@ -98,21 +98,23 @@ async def test_attach_plain_names_where_a_shared_command_works_and_sends_neither
     and unknown ones are one line each, never sent to the model."""
     import io
 
-    from runtime import Follower
-    from tui.attach import AttachLine
+    from runtime.ipc.local import local_client
+    from tui.attach import AttachLine, Following
 
     provider = ScriptedProvider([ScriptedTurn(text="to the model")])
     harness, conv_id = await open_driven(tmp_path, provider)
     err = io.StringIO()
     try:
-        line = AttachLine(Follower(harness, conv_id), io.StringIO(), err)
+        client = await local_client(harness, owner=False)
+        line = AttachLine(Following(client, conv_id, "live"), io.StringIO(), err)
         for typed in ("/model openai/x", "/theme", "/frobnicate"):
             assert await line.handle(typed) is True
         said = err.getvalue().splitlines()
-        assert said[0].startswith("/model works in the terminal that drives the session")
-        assert said[1].startswith("/theme works in the terminal that drives the session")
+        assert said[0].startswith("/model is the app's: run `bastion attach")
+        assert said[1].startswith("/theme is the app's: run `bastion attach")
         assert said[2].startswith("unknown command /frobnicate")
         assert provider.requests == []
+        await client.close()
     finally:
         await harness.close()
 
@@ -122,9 +124,9 @@ async def test_attach_plain_replays_calls_and_run_ends_in_order(tmp_path, toolbo
     and a run's end right after that run, not all gathered at the end."""
     import io
 
-    from runtime import Follower
+    from runtime.ipc.local import local_client
     from runtime.model.llm import ProviderError
-    from tui.attach import AttachLine
+    from tui.attach import AttachLine, Following
 
     read = ToolCall("r1", "read_file", json.dumps({"path": "a.txt"}))
     failure = ProviderError("the model is down", provider="scripted", retryable=False)
@@ -138,8 +140,10 @@ async def test_attach_plain_replays_calls_and_run_ends_in_order(tmp_path, toolbo
             item = await harness.submit(conv_id, prompt)
             await harness.wait(item.id, conv_id, poll=0.05)
         out = io.StringIO()
-        line = AttachLine(Follower(harness, conv_id), out, io.StringIO())
+        client = await local_client(harness, owner=False)
+        line = AttachLine(Following(client, conv_id, "live"), out, io.StringIO())
         line.render(await harness.snapshot(conv_id))
+        await client.close()
     finally:
         await harness.close()
     text = out.getvalue()

@@ -6,14 +6,13 @@ from textual import events
 
 from runtime.model.records import EntryKind
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from tests.tui.conftest import SIZE, open_driven, run_settled, wait_for
-from tui.app import BastionApp
+from tests.tui.conftest import SIZE, app_over, open_driven, run_settled, wait_for
 from tui.widgets import PromptInput
 
 
 async def test_a_pasted_block_of_three_lines_is_sent_whole(tmp_path):
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider([ScriptedTurn(text="ok")]))
-    app = BastionApp(harness, conv_id)
+    app = app_over(harness, conv_id)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(app.ready.is_set, pilot)
@@ -37,7 +36,7 @@ async def test_a_pasted_block_of_three_lines_is_sent_whole(tmp_path):
 
 async def test_shift_enter_and_ctrl_j_break_the_line_and_the_prompt_grows_then_scrolls(tmp_path):
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
-    app = BastionApp(harness, conv_id)
+    app = app_over(harness, conv_id)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(app.ready.is_set, pilot)
@@ -59,7 +58,7 @@ async def test_shift_enter_and_ctrl_j_break_the_line_and_the_prompt_grows_then_s
 
 async def test_up_and_down_move_between_lines_before_they_walk_the_history(tmp_path):
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider([ScriptedTurn(text="A.")]))
-    app = BastionApp(harness, conv_id)
+    app = app_over(harness, conv_id)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(app.ready.is_set, pilot)

@@ -11,10 +11,18 @@ import pytest
 import textual
 
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from tests.tui.conftest import SIZE, make_app, open_driven, run_settled, screen_settled, wait_for
+from tests.tui.conftest import (
+    SIZE,
+    app_over,
+    client_of,
+    make_app,
+    open_driven,
+    run_settled,
+    screen_settled,
+    wait_for,
+)
 from tests.tui.test_plain import Keyboard, console
 from tests.tui.test_snapshots import SNAPSHOT_TEXTUAL
-from tui.app import BastionApp
 from tui.plain import LineMode
 from tui.widgets.entries import AssistantEntry
 from tui.widgets.reasoning import ReasoningFold
@@ -26,7 +34,7 @@ async def test_reasoning_streams_folded_and_a_click_unfolds_it(tmp_path):
     turn = ScriptedTurn(reasoning=THOUGHT, text="Done.", chunk_size=4, delay=0.03)
     # (a screen that holds output back while the user types shows it within ~1 s)
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider([turn]))
-    app = BastionApp(harness, conv_id)
+    app = app_over(harness, conv_id)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(app.ready.is_set, pilot)
@@ -60,7 +68,7 @@ async def test_reasoning_streams_folded_and_a_click_unfolds_it(tmp_path):
 
 async def test_an_answer_without_reasoning_shows_no_fold(tmp_path):
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider([ScriptedTurn(text="Hi.")]))
-    app = BastionApp(harness, conv_id)
+    app = app_over(harness, conv_id)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(app.ready.is_set, pilot)
@@ -75,7 +83,7 @@ async def test_an_answer_without_reasoning_shows_no_fold(tmp_path):
 
 async def test_effort_command_sets_it_and_the_status_line_shows_it(tmp_path):
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider([ScriptedTurn(text="Hi.")]))
-    app = BastionApp(harness, conv_id)
+    app = app_over(harness, conv_id)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(app.ready.is_set, pilot)
@@ -116,7 +124,7 @@ async def test_plain_says_when_the_model_reasons_but_not_what(tmp_path):
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider([turn]))
     try:
         con, out = console()
-        assert await LineMode(harness, conv_id, con, Keyboard("think")).loop() == 0
+        assert await LineMode(await client_of(harness), conv_id, con, Keyboard("think")).loop() == 0
         text = out.getvalue()
         assert re.search(r"▸ (thinking…|thought · 480 chars)", text)
         assert "secret chain" not in text and "Answer." in text

@@ -13,7 +13,7 @@ from runtime.model.llm import ToolCall
 from runtime.model.records import EntryKind, InboxMode, RunState
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import RecordingToolbox
-from tests.tui.conftest import SIZE, open_driven, run_settled, wait_for
+from tests.tui.conftest import SIZE, app_over, notices, open_driven, run_settled, wait_for
 from tui.app import BastionApp
 from tui.widgets import PromptInput
 
@@ -32,7 +32,7 @@ async def test_the_redirect_key_cuts_the_running_command_and_sends_the_text(tmp_
     provider = ScriptedProvider(turns)
     toolbox = RecordingToolbox(gate=asyncio.Event())  # the command runs until cut
     harness, conv_id = await open_driven(tmp_path, provider, toolbox, approval_mode="full-auto")
-    app = BastionApp(harness, conv_id, first_prompt="run the tests")
+    app = app_over(harness, conv_id, first_prompt="run the tests")
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(lambda: command_running(app), pilot)
@@ -60,7 +60,7 @@ async def test_the_redirect_key_cuts_the_running_command_and_sends_the_text(tmp_
 async def test_with_no_run_the_redirect_key_sends_like_enter(tmp_path):
     provider = ScriptedProvider([ScriptedTurn(text="Hello.")])
     harness, conv_id = await open_driven(tmp_path, provider)
-    app = BastionApp(harness, conv_id)
+    app = app_over(harness, conv_id)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(lambda: app.view is not None, pilot)
@@ -74,25 +74,17 @@ async def test_with_no_run_the_redirect_key_sends_like_enter(tmp_path):
 
 
 async def test_the_redirect_key_in_the_attached_app_reaches_the_driving_process(tmp_path):
-    from runtime import Follower
-    from tests.runtime.helpers import open_harness
-    from tui.attach_app import AttachedHarness
+    from tests.tui.conftest import attached_app
 
     turns = [ScriptedTurn(tool_calls=(COMMAND,)), ScriptedTurn(text="Linting instead.")]
     provider = ScriptedProvider(turns)
     toolbox = RecordingToolbox(gate=asyncio.Event())
     driver, conv_id = await open_driven(tmp_path, provider, toolbox, approval_mode="full-auto")
-    other = await open_harness(tmp_path, ScriptedProvider())
-
-    async def opener():
-        return AttachedHarness(Follower(other, conv_id)), conv_id
-
-    app = BastionApp(opener=opener)
+    app = attached_app(driver, conv_id)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(lambda: app.ready.is_set(), pilot)
-            live = "live from the driving process"  # over its socket (the redirect op)
-            await wait_for(lambda: live in str(app.query_one("#status-right").render()), pilot)
+            assert "live from the process driving it" in notices(app)  # over its socket
             await pilot.press(*"run the tests", "enter")
             await wait_for(lambda: command_running(app), pilot)
             await pilot.press(*"lint instead", "ctrl+g")

@@ -9,9 +9,8 @@ from textual.widgets import Static
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import open_harness
 from tests.runtime.test_resume_partial import crashed_mid_answer
-from tests.tui.conftest import SIZE, run_settled, wait_for
+from tests.tui.conftest import SIZE, app_over, run_settled, wait_for
 from tests.tui.test_app import assistant_widgets
-from tui.app import BastionApp
 
 
 async def test_resume_partial_app_shows_it_interrupted_and_the_rest_under_it(tmp_path) -> None:
@@ -21,7 +20,7 @@ async def test_resume_partial_app_shows_it_interrupted_and_the_rest_under_it(tmp
     await harness.drive(conv_id, interactive=True)
     await harness.wait(item_id, conv_id)
     partial = next(e for e in (await harness.snapshot(conv_id)).entries if e.kind == "assistant")
-    app = BastionApp(harness, conv_id)
+    app = app_over(harness, conv_id)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(app.ready.is_set, pilot)

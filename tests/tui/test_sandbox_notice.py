@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from tests.tui.conftest import SIZE, open_driven, wait_for
-from tui.app import BastionApp
+from tests.tui.conftest import SIZE, app_over, open_driven, wait_for
 from tui.launch import sandbox_notice_for
 
 
@@ -23,7 +22,7 @@ async def test_the_app_tells_the_user_once(tmp_path, toolbox, monkeypatch):
         return line
 
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider([ScriptedTurn("hi")]), toolbox)
-    app = BastionApp(harness, conv_id, sandbox_notice=notice)
+    app = app_over(harness, conv_id, sandbox_notice=notice)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(lambda: bool(asked) and bool(app._notifications), pilot)

@@ -9,8 +9,7 @@ from textual.app import App, ComposeResult
 from textual.screen import Screen
 
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from tests.tui.conftest import SIZE, open_driven, wait_for
-from tui.app import BastionApp
+from tests.tui.conftest import SIZE, app_over, open_driven, wait_for
 from tui.widgets.entries import AssistantEntry
 from tui.widgets.markdown import MarkdownText
 from tui.widgets.transcript import Transcript
@@ -122,7 +121,7 @@ async def test_an_answer_is_laid_out_at_its_width_before_its_first_text(tmp_path
     two, as the text starts to stream."""
     provider = _Waiting()
     harness, conv_id = await open_driven(tmp_path, provider)
-    app = BastionApp(harness, conv_id, first_prompt="go")
+    app = app_over(harness, conv_id, first_prompt="go")
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(lambda: bool(app.query(AssistantEntry)), pilot)

@@ -11,7 +11,7 @@ from runtime.model.llm import Usage
 from runtime.model.records import EntryKind
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import open_harness
-from tests.tui.conftest import MODEL, SIZE, open_driven, run_settled, wait_for
+from tests.tui.conftest import MODEL, SIZE, app_over, open_driven, run_settled, wait_for
 from tui.app import BastionApp
 from tui.slash import COMMANDS
 from tui.widgets import CommandHints, CommandOutput, PromptInput, StatusBar
@@ -50,7 +50,7 @@ async def run_command(app, pilot, line: str) -> None:
 async def test_help_lists_every_command_and_nothing_reaches_the_model(tmp_path):
     provider = ScriptedProvider([])
     harness, conv_id = await open_driven(tmp_path, provider)
-    app = BastionApp(harness, conv_id)
+    app = app_over(harness, conv_id)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(app.ready.is_set, pilot)
@@ -73,7 +73,7 @@ async def test_help_lists_every_command_and_nothing_reaches_the_model(tmp_path):
 async def test_an_unknown_command_says_so_keeps_the_draft_and_sends_nothing(tmp_path):
     provider = ScriptedProvider([ScriptedTurn(text="ok")])
     harness, conv_id = await open_driven(tmp_path, provider)
-    app = BastionApp(harness, conv_id)
+    app = app_over(harness, conv_id)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(app.ready.is_set, pilot)
@@ -92,7 +92,7 @@ async def test_an_unknown_command_says_so_keeps_the_draft_and_sends_nothing(tmp_
 
 async def test_typing_a_slash_offers_completions_and_tab_completes(tmp_path):
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
-    app = BastionApp(harness, conv_id)
+    app = app_over(harness, conv_id)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(app.ready.is_set, pilot)
@@ -120,7 +120,7 @@ async def test_model_lists_switches_and_refuses_an_unknown_name(tmp_path, truste
         '[providers.localproxy]\nbase_url = "http://127.0.0.1:9/v1"\n'
     )
     harness, conv_id = await open_validating(tmp_path, provider)
-    app = BastionApp(harness, conv_id)
+    app = app_over(harness, conv_id)
     try:
         async with app.run_test(size=(140, 45)) as pilot:
             await wait_for(app.ready.is_set, pilot)
@@ -142,7 +142,7 @@ async def test_model_lists_switches_and_refuses_an_unknown_name(tmp_path, truste
 
 async def test_mode_lists_switches_and_refuses_an_unknown_mode(tmp_path):
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
-    app = BastionApp(harness, conv_id)
+    app = app_over(harness, conv_id)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(app.ready.is_set, pilot)
@@ -160,7 +160,7 @@ async def test_mode_lists_switches_and_refuses_an_unknown_mode(tmp_path):
 async def test_new_and_clear_start_a_fresh_conversation_and_keep_the_old_one(tmp_path):
     provider = ScriptedProvider([ScriptedTurn(text="A."), ScriptedTurn(text="B.")])
     harness, conv_id = await open_driven(tmp_path, provider)
-    app = BastionApp(harness, conv_id)
+    app = app_over(harness, conv_id)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(app.ready.is_set, pilot)
@@ -187,7 +187,7 @@ async def test_new_and_clear_start_a_fresh_conversation_and_keep_the_old_one(tmp
 async def test_resume_compact_cost_and_quit(tmp_path):
     turn = ScriptedTurn(text="A.", usage=Usage(1200, 30, cost=0.0012))
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider([turn]))
-    app = BastionApp(harness, conv_id)
+    app = app_over(harness, conv_id)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(app.ready.is_set, pilot)
@@ -209,7 +209,7 @@ async def test_resume_compact_cost_and_quit(tmp_path):
 
 async def test_export_writes_markdown_or_json_and_says_where(tmp_path):
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider([ScriptedTurn(text="A.")]))
-    app = BastionApp(harness, conv_id)
+    app = app_over(harness, conv_id)
     try:
         async with app.run_test(size=(140, 45)) as pilot:
             await wait_for(app.ready.is_set, pilot)
@@ -235,7 +235,7 @@ async def test_export_writes_markdown_or_json_and_says_where(tmp_path):
 
 async def test_theme_lists_switches_live_and_refuses_an_unknown_name(tmp_path):
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
-    app = BastionApp(harness, conv_id)
+    app = app_over(harness, conv_id)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(app.ready.is_set, pilot)
@@ -255,7 +255,7 @@ async def test_theme_lists_switches_live_and_refuses_an_unknown_name(tmp_path):
 
 async def test_the_command_palette_runs_the_same_commands(tmp_path):
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
-    app = BastionApp(harness, conv_id)
+    app = app_over(harness, conv_id)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(app.ready.is_set, pilot)
@@ -283,7 +283,7 @@ async def test_resume_switches_to_a_stored_conversation_here(tmp_path):
     other = await harness.create_conversation(str(tmp_path), settings={"model": MODEL})
     await harness.release(first)  # this process drives the one on screen
     await harness.drive(other.id, interactive=True)
-    app = BastionApp(harness, other.id)
+    app = app_over(harness, other.id)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(app.ready.is_set, pilot)
@@ -329,7 +329,7 @@ async def test_fork_rewind_and_restore_from_the_prompt(tmp_path):
         str(work), settings={"model": MODEL, "approval_mode": "full-auto"}
     )
     await harness.drive(conv.id, interactive=True)
-    app = BastionApp(harness, conv.id)
+    app = app_over(harness, conv.id)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(app.ready.is_set, pilot)
@@ -376,7 +376,7 @@ async def test_a_command_typed_after_a_kept_draft_runs_and_is_never_sent(tmp_pat
         str(work), settings={"model": MODEL, "approval_mode": "full-auto"}
     )
     await harness.drive(conv.id, interactive=True)
-    app = BastionApp(harness, conv.id)
+    app = app_over(harness, conv.id)
     prompt_text = lambda: app.query_one(PromptInput).text  # noqa: E731
     try:
         async with app.run_test(size=SIZE) as pilot:
@@ -415,7 +415,7 @@ async def test_export_never_replaces_a_file_and_names_never_collide(tmp_path):
     await harness.wait(item.id, conv_id, poll=0.05)
     copy = await harness.fork(conv_id)
     assert copy.id[:8] == conv_id[:8]
-    app = BastionApp(harness, conv_id)
+    app = app_over(harness, conv_id)
     try:
         async with app.run_test(size=(140, 45)) as pilot:
             await wait_for(app.ready.is_set, pilot)
@@ -445,7 +445,7 @@ async def test_export_never_replaces_a_file_and_names_never_collide(tmp_path):
 async def test_help_key_lines_fit_at_80_columns(tmp_path):
     """/help's key lines (three) are each whole at 80x24: no phrase is cut by wrapping."""
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
-    app = BastionApp(harness, conv_id)
+    app = app_over(harness, conv_id)
     try:
         async with app.run_test(size=(80, 24)) as pilot:
             await wait_for(app.ready.is_set, pilot)

@@ -11,7 +11,7 @@ from tui.app import LATE_MODULES, VIEW_MODULES
 
 FIRST_FRAME = """
 import json, sys
-import tui.cli, tui.launch, runtime.setup.load, runtime.ipc.frames, tui.child, tui.theming
+import tui.cli, tui.launch, runtime.setup.load, tui.child, tui.theming
 from tui.app import BastionApp
 print(json.dumps(sorted(sys.modules)))
 """
@@ -39,10 +39,10 @@ def test_the_first_frame_loads_neither_the_late_parts_nor_the_harness() -> None:
         assert heavy not in loaded, heavy
 
 
-UNPICKLE = """
-import pickle, sys
-import runtime.ipc.frames  # (as the app has: it reads the frames)
-pickle.loads(sys.stdin.buffer.read())
+DECODE = """
+import json, sys
+from runtime.model import protocol as p  # (as the app has: it reads the replies)
+p.decode_result(p.Snapshot(conversation="c"), json.loads(sys.stdin.buffer.read()))
 loaded = [m for m, module in sys.modules.items() if module is not None]  # (None: a stub)
 print(sorted(m for m in loaded if m in HEAVY or m.startswith(("aiosqlite", "httpx"))))
 """
@@ -52,12 +52,12 @@ HEAVY = ("runtime.harness", "runtime.harness.core", "runtime.store.database", "r
 
 
 def test_a_stored_sessions_opening_reaches_the_app_without_the_harness(tmp_path) -> None:
-    """What the harness process sends with a session (its settings and first view,
-    `tui.child`) unpickles in the app with the records and views alone: a class of the
+    """The first view the harness process sends (the reply to the app's `snapshot`)
+    decodes in the app with the protocol, records and views alone: a class of the
     harness in it would load the harness there, on the path to the first frame."""
     import asyncio
 
-    from runtime.ipc.frames import HEADER, frame
+    from runtime.model import protocol as p
     from runtime.model.views import OPENING_ENTRIES
     from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
     from tests.runtime.helpers import open_harness
@@ -68,15 +68,15 @@ def test_a_stored_sessions_opening_reaches_the_app_without_the_harness(tmp_path)
             conv = await harness.create_conversation(str(tmp_path), settings={"model": "s/m"})
             await harness.drive(conv.id)
             await harness.wait((await harness.submit(conv.id, "hello")).id, conv.id, poll=0.01)
-            settings = await harness.session_settings(conv.id)
+            op = p.Snapshot(conversation=conv.id, last=OPENING_ENTRIES)
             view = await harness.snapshot(conv.id, last=OPENING_ENTRIES)
             assert view.settled, "the view has entries"
-            return frame(("driven", (conv.id, settings, view)))[HEADER.size :]
+            return json.dumps(p.encode_result(op, view)).encode()
         finally:
             await harness.close()
 
     data = asyncio.run(opening())
-    code = f"HEAVY = {HEAVY!r}\n" + UNPICKLE
+    code = f"HEAVY = {HEAVY!r}\n" + DECODE
     out = subprocess.run([sys.executable, "-c", code], input=data, capture_output=True, check=True)
     assert out.stdout.decode().strip() == "[]"
 

@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from runtime import Harness
+from runtime import HarnessClient
+from runtime.ipc.local import local_client
 from runtime.model.llm import ToolCall
 from runtime.model.tools import ToolOutcome
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
@@ -100,10 +101,11 @@ def _app(tmp_path: Path, theme: str) -> Any:
     ]
     provider, toolbox = ScriptedProvider(turns), CommandToolbox()
 
-    async def opener() -> tuple[Harness, str]:  # full-auto: the command runs without asking
-        return await open_driven(
+    async def opener() -> tuple[HarnessClient, str]:  # full-auto: the command runs without asking
+        harness, conv_id = await open_driven(
             tmp_path, provider, toolbox, approval_mode="full-auto", conversation_id=SNAPSHOT_ID
         )
+        return await local_client(harness, client="test"), conv_id
 
     return BastionApp(opener=opener, first_prompt="Why does the config test fail?", theme=theme)
 

@@ -15,7 +15,7 @@ from textual.color import Color
 from runtime.model.errors import ConfigError
 from runtime.setup.load import load_config
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from tests.tui.conftest import SIZE, open_driven, run_settled, wait_for
+from tests.tui.conftest import SIZE, app_over, open_driven, run_settled, wait_for
 from themes import THEMES, check_theme_name
 from themes.user import ThemeFolder, parse_theme, user_themes_dir
 from tui.app import BastionApp
@@ -173,7 +173,7 @@ async def _never():  # pragma: no cover - the app is never run
 async def test_the_shipped_themes_are_registered_and_chosen_by_name(tmp_path):
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
     try:
-        app = BastionApp(harness, conv_id, theme="bastion-high-contrast")
+        app = app_over(harness, conv_id, theme="bastion-high-contrast")
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(app.ready.is_set, pilot)
             assert app.theme == "bastion-high-contrast"
@@ -190,7 +190,7 @@ async def _screen_colours(tmp_path: Path, start: str, switch_to: str | None) -> 
     turns = [ScriptedTurn(text="# Plan\n\n```python\nx = 1\n```\n\nDone **now**.")]
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns))
     try:
-        app = BastionApp(harness, conv_id, theme=start, first_prompt="go")
+        app = app_over(harness, conv_id, theme=start, first_prompt="go")
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(lambda: run_settled(app), pilot)
             if switch_to is not None:
@@ -216,7 +216,7 @@ async def test_markdown_headings_are_left_aligned(tmp_path):
     turns = [ScriptedTurn(text="# Plan\n\nDone.")]
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns))
     try:
-        app = BastionApp(harness, conv_id, first_prompt="go")
+        app = app_over(harness, conv_id, first_prompt="go")
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(lambda: run_settled(app), pilot)
             await pilot.pause(0.05)
@@ -241,7 +241,7 @@ async def test_user_themes_reload_when_their_file_changes(tmp_path):
     path = write_theme(folder, "dusk", DUSK)
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
     try:
-        app = BastionApp(harness, conv_id, theme="dusk")
+        app = app_over(harness, conv_id, theme="dusk")
         async with app.run_test(size=SIZE, notifications=True) as pilot:
             await wait_for(app.ready.is_set, pilot)
             bar = app.query_one(StatusBar)
@@ -272,7 +272,7 @@ async def test_a_broken_theme_file_at_start_is_reported_once(tmp_path):
     path = write_theme(user_themes_dir(), "broken", 'primary = "nope"')
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
     try:
-        app = BastionApp(harness, conv_id)
+        app = app_over(harness, conv_id)
         async with app.run_test(size=SIZE, notifications=True) as pilot:
             await wait_for(lambda: bool(_toasts(app)), pilot)
             await pilot.pause(0.2)
@@ -340,7 +340,7 @@ async def test_a_themes_folder_made_while_the_app_runs_is_watched(tmp_path):
     folder.parent.mkdir(parents=True)
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
     try:
-        app = BastionApp(harness, conv_id)
+        app = app_over(harness, conv_id)
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(app.ready.is_set, pilot)
             await pilot.pause(0.3)  # the watcher is running

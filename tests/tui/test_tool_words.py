@@ -10,8 +10,7 @@ from runtime.model.llm import ToolCall
 from runtime.run.toolbox import WorkspaceToolbox
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import open_harness
-from tests.tui.conftest import MODEL, run_settled, wait_for
-from tui.app import BastionApp
+from tests.tui.conftest import MODEL, app_over, run_settled, wait_for
 from tui.toolrows import human_size
 from tui.widgets import ToolCallLine
 
@@ -40,7 +39,7 @@ async def test_finished_calls_are_said_in_words(tmp_path):
         str(work), settings={"model": MODEL, "approval_mode": "full-auto"}
     )
     await harness.drive(conv.id, interactive=True)
-    app = BastionApp(harness, conv.id, first_prompt="go")
+    app = app_over(harness, conv.id, first_prompt="go")
     try:
         async with app.run_test(size=(120, 60)) as pilot:
             await wait_for(lambda: run_settled(app), pilot)

@@ -15,7 +15,7 @@ the listed ones.
 
 From any screen of an app (in a worker, since it waits):
 
-    picker = await SessionPicker.load(harness, cwd)   # a Harness or a HarnessProxy (thread, process)
+    picker = await SessionPicker.load(harness, cwd)   # a HarnessClient
     chosen = await app.push_screen_wait(picker)       # a conversation id, or None
 """
 
@@ -116,7 +116,7 @@ class SessionPicker(ModalScreen[str | None]):
 
     @classmethod
     async def load(cls, harness: Any, cwd: str, **kwargs: Any) -> SessionPicker:
-        """A picker over every session `harness` (a Harness or a HarnessProxy) stores,
+        """A picker over every session `harness` (a HarnessClient) stores,
         searching their text with `harness.search`."""
         kwargs.setdefault("search", harness.search)
         sessions = await harness.session_summaries()

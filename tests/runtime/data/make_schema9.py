@@ -28,7 +28,7 @@ from runtime.harness import new_conversation
 from runtime.model.events import event_to_dict
 from runtime.model.ids import uuid7
 from runtime.model.records import Entry, EntryKind, EntryStatus
-from runtime.run.loop import LoopSettings
+from runtime.run.deps import LoopSettings
 from runtime.store import migrations
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 

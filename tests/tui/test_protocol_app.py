@@ -1,40 +1,22 @@
-"""The app over a RemoteHarness, as `bastion` runs it: every command's arguments and
-answers cross the socket pair (pickled) and come back as the app expects them.
+"""The app over the protocol, as `bastion` runs it: every command's arguments and
+answers cross the transport (JSON lines, runtime.model.protocol) and come back as the
+app expects them.
 
-The harness is served on this test's loop (runtime.ipc.remote.serve), so the test can
-look at the store directly; tests/tui/test_child.py runs the real child process.
+The harness is served on this test's loop (tests/tui/conftest.app_over), so the test
+can look at the store directly; tests/tui/test_child.py runs the real child process.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import socket
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 
-from runtime.ipc.remote import RemoteHarness, serve
 from runtime.model.llm import ToolCall, Usage
 from runtime.run.toolbox import WorkspaceToolbox
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import open_harness
-from tests.tui.conftest import MODEL, run_settled, wait_for
+from tests.tui.conftest import MODEL, app_over, run_settled, wait_for
 from tests.tui.test_slash import run_command, said, status, transcript_text
-from tui.app import BastionApp
 from tui.widgets import PromptInput
-
-
-@asynccontextmanager
-async def remote(harness) -> AsyncIterator[RemoteHarness]:
-    theirs, ours = socket.socketpair()
-    reader, writer = await asyncio.open_connection(sock=theirs)
-    server = asyncio.ensure_future(serve(harness, reader, writer))
-    proxy = await RemoteHarness.connect(ours)
-    try:
-        yield proxy
-    finally:
-        await proxy.close()
-        await asyncio.wait_for(server, 10)
 
 
 async def test_commands_cross_to_the_harness_and_back(tmp_path):
@@ -55,8 +37,8 @@ async def test_commands_cross_to_the_harness_and_back(tmp_path):
     )
     await harness.drive(conv.id, interactive=True)
     try:
-        async with remote(harness) as proxy:
-            app = BastionApp(proxy, conv.id)
+        if True:  # (the app's client over the protocol's socket pair: tests/tui/conftest)
+            app = app_over(harness, conv.id)
             async with app.run_test(size=(140, 45)) as pilot:
                 await wait_for(app.ready.is_set, pilot)
                 await pilot.press(*"write the notes", "enter")
