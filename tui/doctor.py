@@ -204,9 +204,31 @@ CHECKS: list[Callable[[], Check]] = [
 ]  # fmt: skip
 
 
+HELP = """usage: bastion doctor
+
+Check what this machine and setup will use, one line per check, changing nothing:
+
+  search        the native search path (RE2) or the slower Python one, and why
+  commands      how a command's processes are tracked and ended
+  sandbox       the command sandbox (Landlock, namespaces; Seatbelt on macOS)
+  hooks         the hooks a session here would run
+  store         the session store ($BASTION_HOME), read-only
+  private       the store's files and folder: this user's alone (0600, 0700)
+  trust         whether this folder's project files apply
+  model         the configured model and its key
+  agents        the instruction files (AGENTS.md and the like) a session here reads
+  mcp           the MCP servers from your config, started and listed
+
+Exit code: 0 when every check is ok, 1 when one failed, 2 for bad usage."""
+
+
 def run(argv: list[str]) -> int:
+    if argv in (["-h"], ["--help"]):
+        print(HELP)
+        return 0
     if argv:
-        print("usage: bastion doctor", file=sys.stderr)
+        print(f"bastion doctor: unknown argument {argv[0]!r} (it takes none; --help says more)",
+              file=sys.stderr)  # fmt: skip
         return 2
     from runtime import probe_sandbox_soon
 

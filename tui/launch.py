@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -106,6 +107,9 @@ def run(opts: Any) -> int:
         opening.close_unclaimed()  # it was not told to drive: nothing was written
         error_line(str(exc))
         return EXIT_USAGE
+    if not terminal_here():
+        opening.close_unclaimed()  # it was not told to drive: nothing was written
+        return EXIT_USAGE
     opening.open().drive()
     hint = model_hint(opts, config.model)
     if resuming(opts) or hint is None:  # found first: a bad id or model is reported
@@ -113,6 +117,22 @@ def run(opts: Any) -> int:
         if code is not None:
             return code
     return _run_app(opts, opening, config, theme, folder, hint)
+
+
+def terminal_here() -> bool:
+    """True when stdin and stdout are a terminal; else one line saying what to run
+    instead (a script, CI or an editor that spawned `bastion PROMPT` would otherwise
+    get a full-screen app drawing into a pipe, waiting for keys that never come)."""
+    from tui.exits import error_line
+
+    if sys.stdin is not None and sys.stdout is not None:
+        if sys.stdin.isatty() and sys.stdout.isatty():
+            return True
+    error_line(
+        "the app needs a terminal (stdin and stdout are not both one): for a script "
+        'run `bastion -p "PROMPT"`; for a line mode `bastion --plain`'
+    )
+    return False
 
 
 def ask_trust(opts: Any) -> None:

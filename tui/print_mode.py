@@ -98,7 +98,23 @@ def run(opts: Any) -> int:
         raise UsageError("the prompt is empty: pass it as an argument or on stdin")
     if prompt is None and not resuming:
         raise UsageError("-p needs a prompt (argument or stdin), or --resume ID to finish a run")
+    if getattr(opts, "theme", None):  # (no screen to colour, but a wrong name is still wrong)
+        _check_theme(opts.theme)
     return asyncio.run(_main(opts, prompt))
+
+
+def _check_theme(name: str) -> None:
+    """UsageError, as the app would say it, when there is no theme `name` (Textual's
+    themes are loaded for this only: print mode never loads Textual otherwise)."""
+    from runtime import ConfigError
+    from themes import check_theme_name
+    from tui.theming import user_folder
+
+    folder = user_folder()
+    try:
+        check_theme_name(name, "--theme", folder.themes, folder.problems)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
 
 
 async def _main(opts: Any, prompt: str | None) -> int:
@@ -360,6 +376,7 @@ class Printer:
         self.fmt = fmt
         self.stdout = stdout
         self.stderr = stderr
+        self._started: set[str] = set()  # calls whose line was printed
 
     def note(self, text: str, *, lines: bool = False) -> None:
         """A line (`lines`: lines) on stderr, its control characters shown."""
@@ -383,7 +400,9 @@ class Printer:
             return
         if isinstance(event, ToolCallUpdated) and event.tool_call.state == "running":
             call = event.tool_call
-            self.note(f"· {call.name} {call_summary(call.name, call.arguments)}")
+            if call.id not in self._started:  # (a running call is updated again as it goes)
+                self._started.add(call.id)
+                self.note(f"· {call.name} {call_summary(call.name, call.arguments)}")
         elif isinstance(event, AttemptReset):
             self.note(f"bastion: retrying the model request ({event.reason})")
         elif isinstance(event, TodosUpdated) and event.todos:  # the model's plan, on change
@@ -406,10 +425,12 @@ class Printer:
 
     def result(self, result: dict[str, Any]) -> None:
         if self.fmt == "text":
-            if result["status"] == "completed":
-                text = visible(result["result"])
+            # The answer, or as much of it as was given before the run stopped (a budget,
+            # an interrupt, a failure): what streamed is kept, and said on stdout.
+            text = visible(result["result"])
+            if text:
                 self.stdout.write(text if text.endswith("\n") else text + "\n")
-            else:
+            if result["status"] != "completed":
                 error = result["error"] or {}
                 error_line(f"run {result['status']}: {error.get('message', result['status'])}")
         else:

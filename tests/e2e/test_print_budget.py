@@ -64,6 +64,17 @@ def test_text_output_says_which_limit_on_stderr(loopback, bastion):
     assert "run interrupted: the run reached its turn limit (1)" in out.stderr
 
 
+def test_text_output_keeps_what_streamed_before_the_limit(loopback, bastion):
+    """Issue 38: a run its budget stopped still prints, on stdout, the text the model
+    gave before it stopped (it is kept in the store too); the limit is said on stderr."""
+    server = loopback([listing("c1", text="Looking around first."), {"text": "never sent"}])
+    out = bastion(server).run("-p", "look around", "--max-turns", "1")
+    assert out.returncode == 4
+    assert out.stdout == "Looking around first.\n"
+    assert "run interrupted: the run reached its turn limit (1)" in out.stderr
+    assert out.stderr.count("· list_directory") == 1  # each call's line once
+
+
 PRICED = '[models."openai/test-model"]\ninput_price = 1.0\noutput_price = 2.0\n'
 
 

@@ -167,3 +167,11 @@ def test_server_error_that_persists_fails_the_run_with_exit_1(loopback, bastion)
     result = json.loads(out.stdout)
     assert result["status"] == "failed" and result["error"]["message"]
     assert len(server.requests()) == 3
+
+
+def test_an_unknown_theme_is_refused_in_print_mode_too(loopback, bastion):
+    server = loopback([{"text": "never"}])
+    out = bastion(server).run("-p", "hi", "--theme", "nope")
+    assert out.returncode == 2
+    assert "nope" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    assert out.stdout == "" and server.requests() == []

@@ -78,3 +78,14 @@ def test_doctor_reports_trust_privacy_and_a_broken_trust_file(tmp_path, monkeypa
     trust_file.write_text("[folders\n")
     assert main(["doctor"]) == 1
     assert f"FAIL trust     {trust_file}: invalid TOML" in capsys.readouterr().out
+
+
+def test_doctor_help_says_what_each_check_is_and_exits_0(capsys):
+    from tui.doctor import CHECKS
+
+    assert main(["doctor", "--help"]) == 0
+    said = capsys.readouterr().out
+    assert said.startswith("usage: bastion doctor")
+    assert len(said.splitlines()) > len(CHECKS)  # a line per check, and the exit codes
+    assert main(["doctor", "nonsense"]) == 2
+    assert "unknown argument 'nonsense'" in capsys.readouterr().err
