@@ -51,6 +51,7 @@ from runtime.model.records import (
     Entry,
     EntryKind,
     EntryStatus,
+    Run,
     RunState,
     ToolCallRecord,
     ToolCallState,
@@ -79,6 +80,28 @@ _DIFF_STYLES = {
 def shown(text: str, style: str = "", *, lines: bool = True) -> Text:
     """`text` as Rich prints it plainly (never as markup), its control characters shown."""
     return Text(visible(text, lines=lines), style=style)
+
+
+COMMAND_TAIL = 10  # lines of a command's output the line mode shows (the model has it all)
+
+
+def result_lines(tool: str, text: str) -> list[str]:
+    """A tool result as the line mode shows it: a command's `$ command`, its exit code
+    and duration, and the last COMMAND_TAIL lines of its output (with how many were
+    left out); any other tool's first line, and how many more it has."""
+    lines = text.splitlines()
+    if not lines:
+        return []
+    if tool == "run_command":
+        head, output = lines[:2], lines[2:]
+        if len(output) > COMMAND_TAIL:
+            skipped = len(output) - COMMAND_TAIL
+            output = [f"… {skipped} earlier line{'s' if skipped != 1 else ''}"]
+            output += lines[-COMMAND_TAIL:]
+        return [line if len(line) <= 200 else line[:199] + "…" for line in head + output]
+    first = _first_line(text)
+    more = sum(1 for line in lines if line.strip()) - 1
+    return [first + (f"  (+{more} line{'s' if more != 1 else ''})" if more > 0 else "")]
 
 
 def _first_line(text: str, limit: int = 100) -> str:
@@ -384,33 +407,43 @@ class LineMode:
     def _render(self) -> None:
         view = self.view
         assert view is not None
-        for entry in view.entries:
-            if entry.id in self._printed:
-                continue
-            match entry.kind:
-                case EntryKind.USER:
-                    self._printed.add(entry.id)
-                    if entry.data.get("inbox_id") not in self._typed:
-                        prompt, attachments = split_attachments(entry.text)
-                        self.console.print(
-                            Text.assemble((PROMPT, "bold blue"), (visible(prompt), "bold"))
-                        )
-                        self._print_attachments(attachments)
-                case EntryKind.ASSISTANT:
-                    self._assistant(entry, view)
-                case EntryKind.TOOL_RESULT:
-                    pass  # printed under its call
-                case EntryKind.SUMMARY:
-                    self._printed.add(entry.id)
-                    self.console.print(shown(summary_label(entry), "dim italic"))
-                case _:
-                    self._printed.add(entry.id)
-                    self.console.print(shown(_first_line(entry.text) or entry.kind, "dim italic"))
+        entries = view.entries
+        runs = {run.id: run for run in view.runs}
+        for at, entry in enumerate(entries):
+            if entry.id not in self._printed:
+                self._entry(view, entry)
+            if entry.kind == EntryKind.ASSISTANT and entry.status != EntryStatus.STREAMING:
+                self._tool_calls(view, entry.id)  # an answer's calls right under it
+            after = entries[at + 1] if at + 1 < len(entries) else None
+            run = runs.get(entry.run_id or "")
+            if after is not None and run is not None and after.run_id != run.id and run.terminal:
+                self._run_end(view, run)  # (a replay reads as it happened)
         self._tool_calls(view)
         self._plan(view)
         if view.runs and view.active_run is None:
-            self._run_end(view)
+            self._run_end(view, view.runs[-1])
         self._held(view)
+
+    def _entry(self, view: ConversationView, entry: Entry) -> None:
+        match entry.kind:
+            case EntryKind.USER:
+                self._printed.add(entry.id)
+                if entry.data.get("inbox_id") not in self._typed:
+                    prompt, attachments = split_attachments(entry.text)
+                    self.console.print(
+                        Text.assemble((PROMPT, "bold blue"), (visible(prompt), "bold"))
+                    )
+                    self._print_attachments(attachments)
+            case EntryKind.ASSISTANT:
+                self._assistant(entry, view)
+            case EntryKind.TOOL_RESULT:
+                pass  # printed under its call
+            case EntryKind.SUMMARY:
+                self._printed.add(entry.id)
+                self.console.print(shown(summary_label(entry), "dim italic"))
+            case _:
+                self._printed.add(entry.id)
+                self.console.print(shown(_first_line(entry.text) or entry.kind, "dim italic"))
 
     def _held(self, view: ConversationView) -> None:
         """One line when input queued behind a failed run is held (issue 25, item 13)."""
@@ -469,8 +502,12 @@ class LineMode:
         line = "▸ thinking…" if streaming else f"▸ thought · {count(len(thought))} chars"
         self.console.print(Text(line, style="dim italic"))
 
-    def _tool_calls(self, view: ConversationView) -> None:
+    def _tool_calls(self, view: ConversationView, entry_id: str | None = None) -> None:
+        """The calls not printed yet (those of answer `entry_id` only, if given), each
+        with its result once it has one."""
         for call in view.tool_calls:
+            if entry_id is not None and call.entry_id != entry_id:
+                continue
             if call.id not in self._printed:
                 self._stop_live()
                 self._printed.add(call.id)
@@ -490,8 +527,10 @@ class LineMode:
                         if self._last_call == call.id
                         else f"{call.name} " + (f"{call_summary(call.name, call.arguments, 60)}: ")
                     )
-                    line = f"  └ {whose}{_first_line(result.text)}"
-                    self.console.print(shown(line, style, lines=False))
+                    head, *rest = result_lines(call.name, result.text) or [""]
+                    self.console.print(shown(f"  └ {whose}{head}", style, lines=False))
+                    for more in rest:
+                        self.console.print(shown(f"    {more}", style, lines=False))
                     self._last_call = None
                     self._ran_unasked(call)
 
@@ -508,8 +547,7 @@ class LineMode:
         for status, mark, content in plan_rows(view.todos):
             self.console.print(shown(f"  {mark} {content}", styles.get(status, "")))
 
-    def _run_end(self, view: ConversationView) -> None:
-        run = view.runs[-1]
+    def _run_end(self, view: ConversationView, run: Run) -> None:
         key = f"{run.id}:end"
         if key in self._printed:
             return

@@ -371,3 +371,62 @@ async def test_the_todo_list_is_printed_when_it_changes(tmp_path, toolbox):
         )
     finally:
         await harness.close()
+
+
+async def test_a_commands_exit_code_and_the_end_of_its_output_are_shown(tmp_path):
+    """Issue 38: `--plain` shows what a command did: its exit code and duration, and the
+    last lines of its output (with how many earlier ones it left out), not `$ cmd` alone;
+    another tool's row says how many lines its result has beyond the first."""
+    from runtime.run.toolbox import WorkspaceToolbox
+
+    script = "import sys\nfor i in range(25): print('line', i)\nsys.exit(3)\n"
+    (tmp_path / "count.py").write_text(script)
+    (tmp_path / "notes.txt").write_text("one\ntwo\nthree\n")
+    run = ToolCall("c1", "run_command", json.dumps({"command": "python3 count.py"}))
+    read = ToolCall("c2", "read_file", json.dumps({"path": "notes.txt"}))
+    turns = [ScriptedTurn(tool_calls=(run,)), ScriptedTurn(tool_calls=(read,)),
+             ScriptedTurn(text="Counted.")]  # fmt: skip
+    toolbox = WorkspaceToolbox(str(tmp_path), tmp_path / "artifacts")
+    harness, conv_id = await open_driven(
+        tmp_path, ScriptedProvider(turns), toolbox, approval_mode="full-auto"
+    )
+    con, out = console()
+    try:
+        await LineMode(await client_of(harness), conv_id, con, Keyboard("count")).loop()
+        lines = out.getvalue().splitlines()
+        at = lines.index("  └ $ python3 count.py")
+        assert lines[at + 1].startswith("    [exit 3, ")
+        assert lines[at + 2] == "    … 15 earlier lines"
+        assert lines[at + 3 : at + 13] == [f"    line {i}" for i in range(15, 25)]
+        assert any(line.startswith("  └ ") and "(+" in line for line in lines[at + 13 :]), lines
+    finally:
+        await harness.close()
+
+
+async def test_a_resumed_session_replays_each_answers_calls_under_it(tmp_path, toolbox):
+    """Issue 38: `--plain -r` prints a stored session as it happened: each answer's
+    tool calls under it and a failed run's end right after that run, not all the
+    answers first and the calls after them."""
+    from runtime.model.llm import ProviderError
+
+    read = ToolCall("r1", "read_file", json.dumps({"path": "a.txt"}))
+    failure = ProviderError("the model is down", provider="scripted", retryable=False)
+    provider = ScriptedProvider(
+        [ScriptedTurn(text="Reading.", tool_calls=(read,)), ScriptedTurn(text="It says hi."),
+         ScriptedTurn(error=failure), ScriptedTurn(text="Third.")]
+    )  # fmt: skip
+    harness, conv_id = await open_driven(tmp_path, provider, toolbox, approval_mode="full-auto")
+    con, out = console()
+    try:
+        for prompt in ("first", "second", "third"):
+            item = await harness.submit(conv_id, prompt)
+            await harness.wait(item.id, conv_id, poll=0.05)
+        await LineMode(await client_of(harness), conv_id, con, Keyboard()).loop()
+    finally:
+        await harness.close()
+    text = out.getvalue()
+    order = ["› first", "Reading.", "· read_file a.txt", "└", "It says hi.", "› second",
+             "✗ failed: the model is down", "› third", "Third."]  # fmt: skip
+    assert all(part in text for part in order), text
+    at = [text.index(part) for part in order]
+    assert at == sorted(at), text
