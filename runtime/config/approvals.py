@@ -62,7 +62,9 @@ def refusal_text(
         )
     if message:
         return (
-            f"REFUSED FORBIDDEN: the user denied {tool} and said:\n{message}\n"
+            # (the message on the first line: a tool row shows that line, and what the
+            # user said is the point of it)
+            f"REFUSED FORBIDDEN: the user denied {tool} and said: {message}\n"
             "hint: follow what the user said."
         )
     return (

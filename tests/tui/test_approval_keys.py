@@ -120,10 +120,12 @@ async def test_e_denies_with_a_message_the_model_receives(tmp_path):
                 snap = await harness.store.snapshot(conv.id)
                 user_texts = [e.text for e in snap.entries if e.kind == "user"]
                 assert user_texts == ["clean up"]  # the message was not sent as a prompt
+                row = str(app.query_one(ToolCallLine).render())
+                assert "and said: use make clean" in row  # the row shows what was said
         finally:
             await harness.close()
         told = [m for m in server.requests[1].json["messages"] if m["role"] == "tool"]
-        assert "the user denied run_command and said:\nuse make clean" in told[0]["content"]
+        assert "the user denied run_command and said: use make clean" in told[0]["content"]
 
 
 async def test_the_diff_shows_in_the_prompt_and_then_in_the_row(tmp_path):
