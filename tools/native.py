@@ -28,8 +28,21 @@ def load() -> tuple[ModuleType | None, str]:
 
     try:
         return importlib.import_module("tools._native"), "built"
+    except ModuleNotFoundError as exc:
+        if exc.name != "tools._native":
+            raise
+        return None, f"the native module was not built: {BUILD_HINT}"
     except ImportError as exc:
-        return None, f"the native module did not import: {exc}"
+        return None, f"the native module did not import ({exc}): {BUILD_HINT}"
+
+
+#: How to get the native path: its build needs a C++ compiler and RE2's headers, and
+#: without them `pip install` builds nothing and says nothing (the extension is optional).
+BUILD_HINT = (
+    "install RE2's headers (Debian/Ubuntu: apt install libre2-dev g++; Fedora: dnf install "
+    "re2-devel gcc-c++; macOS: brew install re2) and run the install again "
+    "(pip install -e .); until then search and glob run 3.7-7.6x slower in Python"
+)
 
 
 def __getattr__(name: str) -> Any:

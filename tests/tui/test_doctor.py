@@ -89,3 +89,23 @@ def test_doctor_help_says_what_each_check_is_and_exits_0(capsys):
     assert len(said.splitlines()) > len(CHECKS)  # a line per check, and the exit codes
     assert main(["doctor", "nonsense"]) == 2
     assert "unknown argument 'nonsense'" in capsys.readouterr().err
+
+
+def test_without_the_native_module_doctor_says_the_fast_path_is_off_and_how_to_build_it():
+    """Issue 38: an install without RE2's headers builds no tools._native and pip says
+    nothing; `doctor` says the fast path is off, why, and what to install."""
+    code = (
+        "import sys\n"
+        "sys.modules['tools._native'] = None  # (as if it had not been built)\n"
+        "from tui.doctor import search_path\n"
+        "print(search_path().line)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
+        env={**os.environ, "BASTION_NATIVE": "1"},
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    line = out.stdout.strip()
+    assert line.startswith("python search path (the native module was not built: ")
+    assert "apt install libre2-dev" in line and "brew install re2" in line
+    assert "pip install -e ." in line and "slower" in line
