@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
+import os
 import sys
 import threading
 from collections.abc import AsyncGenerator
@@ -152,6 +154,8 @@ class AttachLine:
         self._asked: set[str] = set()  # approvals asked
         self._ended: set[str] = set()  # runs whose end was shown
         self._source: tuple[str, int | None] | None = None
+        self._open_line = False  # stdout's last line is not ended yet (an answer streams)
+        self._one_screen = _same_file(out, err)  # status lines would land in the answer
 
     # --- output -------------------------------------------------------------
 
@@ -177,6 +181,8 @@ class AttachLine:
                 self._call(call)
         for run in view.runs:  # a run with no entry of its own
             self._run_end(run)
+        if view.runs and view.active_run is None:
+            self._end_line()  # the last answer ends with its line
         pending = pending_approval(view)
         if pending is not None and pending.id not in self._asked:
             self._asked.add(pending.id)
@@ -216,7 +222,17 @@ class AttachLine:
             self._write(f"\n[run {label}{': ' + why if why else ''}]")
 
     def _write(self, text: str) -> None:
-        self.out.write(visible(text))
+        if text:
+            self.out.write(visible(text))
+            self._open_line = not text.endswith("\n")
+
+    def _end_line(self) -> None:
+        """End the line an answer left open (before a status line, or when its run
+        has ended), so what comes next starts a line of its own."""
+        if self._open_line:
+            self.out.write("\n")
+            self.out.flush()
+            self._open_line = False
 
     def _status(self) -> None:
         """Where the session is driven: said on attaching, and again when it moves."""
@@ -237,6 +253,8 @@ class AttachLine:
             self.note(HELP)
 
     def note(self, text: str) -> None:
+        if self._one_screen:
+            self._end_line()  # (a status line never glued to an answer on one terminal)
         print(visible(text), file=self.err, flush=True)
 
     # --- input --------------------------------------------------------------
@@ -307,6 +325,17 @@ class AttachLine:
             self.note(f"withdrawn: {queued[-1].text}")
         else:
             self.note("too late: it was placed already")
+
+
+def _same_file(a: TextIO, b: TextIO) -> bool:
+    """Whether two streams write to one file or terminal (stdout and stderr both on the
+    terminal, as usual; not when either is redirected)."""
+    if a is b:
+        return True
+    try:
+        return os.path.samestat(os.fstat(a.fileno()), os.fstat(b.fileno()))
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return False
 
 
 def _stdin_lines(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[str | None]) -> None:
