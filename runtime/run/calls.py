@@ -38,7 +38,7 @@ from runtime.model.records import (
 from runtime.model.rules import EDIT_TOOLS
 from runtime.model.tools import CURRENT_CALL, ToolOutcome
 from runtime.run.deps import CallHost
-from runtime.run.effects import start_with_effects
+from runtime.run.effects import finish_with_effects, start_with_effects
 from runtime.run.live import Buffer
 from runtime.run.sandboxing import ask_without_walls
 from runtime.schedule import groups, may_overlap, run_together
@@ -177,6 +177,8 @@ class CallRunner:
         failpoints.hit("call.started")
         outcome = await self._execute(call)
         failpoints.hit("call.executed")
+        # Hook: the tree a command left, so a restore undoes its changes alone.
+        await finish_with_effects(self.deps.toolbox, call, self.deps.store.read, self.ex.commit)
         await self.commit_result(call, ToolCallState.DONE, outcome)
         failpoints.hit("call.result")
         if hooks is not None:

@@ -84,6 +84,53 @@ def capture(root: str, name: str, arguments: str) -> Effect:
     return {"kind": "untracked", "command": name}
 
 
+def capture_after(root: str, effect: Effect) -> str | None:
+    """For a command recorded with a git snapshot: a tree of the workspace as the command
+    left it (None for any other record, or when it cannot be made). A restore then
+    undoes what happened between the two trees, the command's own changes, and leaves
+    alone a file made between commands (the user's, or bastion's own /export)."""
+    if effect.get("kind") != "git":
+        return None
+    try:
+        return snapshot_tree(SnapshotRepo(root, key=effect.get("repository")))
+    except (SnapshotError, OSError) as exc:
+        log.warning("no git snapshot after %r: %s", effect.get("command"), exc)
+        return None
+
+
+async def finish_with_effects(
+    toolbox: Any,
+    call: ToolCallRecord,
+    read: Callable[[Callable[[Any], Any]], Awaitable[Any]],
+    commit: Callable[[Callable[[Tx], None]], Awaitable[Any]],
+) -> None:
+    """After a command recorded with a git snapshot ran: record the tree it left (one
+    more snapshot, incremental; a crash before it leaves the plan comparing with the
+    workspace as it is now, as before)."""
+    capture = getattr(toolbox, "capture_after", None)
+    if call.replay_safe or capture is None or call.name != "run_command":
+        return
+
+    def recorded(db: Any) -> Any:
+        return db.execute(
+            "SELECT detail FROM call_effects WHERE tool_call_id = ? AND kind = 'git'", (call.id,)
+        ).fetchone()
+
+    row = await read(recorded)
+    if row is None:
+        return
+    detail = json.loads(row[0] or "{}")
+    tree = await asyncio.to_thread(capture, {"kind": "git", **detail})
+    if tree is None:
+        return
+    text = json.dumps({**detail, "tree_after": tree})
+
+    def body(tx: Tx) -> None:
+        tx.execute("UPDATE call_effects SET detail = ? WHERE tool_call_id = ?", (text, call.id))
+
+    await commit(body)
+
+
 def _capture_file(root: str, raw: Any) -> Effect:
     import tools
     from tools.refusal import Refused
@@ -351,7 +398,9 @@ def _plan_git(cwd: str, call: SpanCall, decided: dict[str, FileRestore], cannot:
         repo = SnapshotRepo(cwd, key=call.detail.get("repository"))
         if not repo.has(tree):
             raise SnapshotError("pruned")
-        changes = repo.changes(tree, snapshot_tree(repo))
+        after = call.detail.get("tree_after")
+        # what the command changed (to the tree it left), else all since it started
+        changes = repo.changes(tree, after if after and repo.has(after) else snapshot_tree(repo))
     except (SnapshotError, OSError):
         cannot.append(f"`{command}`: its git snapshot {tree[:12]} cannot be read any more")
         return

@@ -125,6 +125,13 @@ class WorkspaceToolbox:
 
         return capture(self._workspace.root, name, arguments)
 
+    def capture_after(self, effect: dict[str, Any]) -> str | None:
+        """The tree a command recorded by `effect` left (runtime/run/effects.py;
+        blocking: runs bastion's own git)."""
+        from runtime.run.effects import capture_after
+
+        return capture_after(self._workspace.root, effect)
+
     def interrupted_output(self, record: dict[str, Any]) -> str | None:
         """What a command of `record` had printed when bastion stopped (its output
         artifact is written as the output arrives), bounded like a result's output;
