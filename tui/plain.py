@@ -441,9 +441,10 @@ class LineMode:
             case EntryKind.SUMMARY:
                 self._printed.add(entry.id)
                 self.console.print(shown(summary_label(entry), "dim italic"))
-            case _:
+            case _:  # a note (a hook's block or failure, a denial): its line, whole
                 self._printed.add(entry.id)
-                self.console.print(shown(_first_line(entry.text) or entry.kind, "dim italic"))
+                line = _first_line(entry.text, 1000) or entry.kind
+                self.console.print(shown(line, "dim italic"))
 
     def _held(self, view: ConversationView) -> None:
         """One line when input queued behind a failed run is held (issue 25, item 13)."""

@@ -11,6 +11,8 @@ TOML arrays of tables, one table per command:
     matcher = "run_command"             # tool name: exact, "*", a glob ("edit_*"),
     command = "~/bin/check-command"     #   or alternatives ("write_file|edit_file")
     timeout = 10
+    fail_open = false                   # a guard that fails blocks the call (default);
+                                        #   true lets it through (Claude Code's way)
 
     [[hooks.PostToolUse]]
     matcher = "edit_file|write_file"
@@ -37,7 +39,7 @@ EVENTS = ("PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop", "SessionStart
 TOOL_EVENTS = ("PreToolUse", "PostToolUse")
 DEFAULT_TIMEOUT = 60.0
 MAX_TIMEOUT = 600.0
-_ENTRY_KEYS = {"matcher", "command", "timeout"}
+_ENTRY_KEYS = {"matcher", "command", "timeout", "fail_open"}
 EXAMPLE = '[[hooks.PostToolUse]]\nmatcher = "edit_file"\ncommand = "ruff format --quiet ."'
 
 
@@ -51,6 +53,7 @@ class HookSpec:
     matcher: str = "*"
     timeout: float = DEFAULT_TIMEOUT
     source: str = "user"
+    fail_open: bool = False  # PreToolUse only: a failing hook lets the call through
 
     def matches(self, tool_name: str | None) -> bool:
         """Whether this hook runs for `tool_name` (events without a tool: always)."""
@@ -119,7 +122,7 @@ def _entry(
     if unknown:
         raise ConfigError(
             f"{path}: {where} has unknown key {unknown[0]!r}",
-            hint="a hook has command, and optionally matcher and timeout",
+            hint="a hook has command, and optionally matcher, timeout and fail_open",
         )
     command = entry.get("command")
     if not isinstance(command, str) or not command.strip() or "\x00" in command:
@@ -134,7 +137,13 @@ def _entry(
             hint='a tool name, "*", a glob such as "edit_*", or "write_file|edit_file"',
         )
     timeout = _seconds(path, f"{where}.timeout", entry.get("timeout", default))
-    return HookSpec(event, command, matcher or "*", timeout, source)
+    fail_open = entry.get("fail_open", False)
+    if not isinstance(fail_open, bool) or (fail_open and event != "PreToolUse"):
+        raise ConfigError(
+            f"{path}: {where}.fail_open must be true or false, and only a PreToolUse hook has it",
+            hint="fail_open = true lets a call through when its PreToolUse hook fails",
+        )
+    return HookSpec(event, command, matcher or "*", timeout, source, fail_open)
 
 
 def _seconds(path: Path | str, where: str, value: Any) -> float:

@@ -6,17 +6,21 @@
   "permissionDecisionReason": "...", "additionalContext": "..."}}`. For
   UserPromptSubmit and SessionStart plain text on stdout is context for the model.
 - exit 2: block; stderr is the reason.
-- any other exit: the hook failed; one line says so and nothing is decided.
+- any other exit: the hook failed; one line says so.
 
-A hook that ran out of time, could not start, printed more than the cap, bytes
-that are not UTF-8, or stdout that is not a JSON object where one is expected
-gives one line and no decision: it never blocks by failing, and never raises.
+A hook that ran out of time, could not start, exited with another code, printed
+more than the cap, bytes that are not UTF-8, or stdout that is not a JSON object
+where one is expected gives one line and never raises. What that failure decides:
+a PreToolUse hook guards a call, and a guard that fails does not let the call
+through: it blocks, saying why (fail closed). A PreToolUse hook with
+`fail_open = true` lets it through instead, as Claude Code does; any other event's
+failure decides nothing.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from runtime.hooks.config import HookSpec
@@ -52,8 +56,26 @@ class HookResult:
         }  # fmt: skip
 
 
+FAILURES = ("failed", "timeout", "garbage")
+
+
 def interpret(spec: HookSpec, out: HookOutput) -> HookResult:
-    """The answer of hook `spec` from what it did."""
+    """The answer of hook `spec` from what it did (a failed guard blocks: the module)."""
+    result = _interpret(spec, out)
+    if result.outcome in FAILURES and spec.event == "PreToolUse" and not spec.fail_open:
+        said = result.line.removesuffix("; no decision").removesuffix(" (no decision)")
+        said = said.removesuffix("; ignored")
+        reason = (
+            f"{said}. The call is blocked: a guard hook that fails does not let calls "
+            "through (fix the hook, or set fail_open = true in its [[hooks.PreToolUse]] "
+            "table to let calls through when it fails)"
+        )
+        line = f"{said}; the call is blocked (fail_open = true would let it through)"
+        return replace(result, decision="block", reason=reason, line=line)
+    return result
+
+
+def _interpret(spec: HookSpec, out: HookOutput) -> HookResult:
     name = f"{spec.event} hook `{spec.shown}`"
     base: dict[str, Any] = {"exit_code": out.exit_code, "duration_ms": out.duration_ms}
     if out.error:

@@ -39,7 +39,7 @@ def test_decisions(output, decision, reason):
 @pytest.mark.parametrize(
     ("output", "outcome", "says"),
     [
-        (out(1, stderr=b"boom\nmore"), "failed", "failed (exit 1): boom; no decision"),
+        (out(1, stderr=b"boom\nmore"), "failed", "failed (exit 1): boom"),
         (out(None, timed_out=True), "timeout", "ran past its 60 s limit"),
         (out(None, error="it could not be started (ENOENT)"), "failed", "could not be started"),
         (out(0, b"x" * 10, stdout_over=True), "garbage", "more than 256 KiB"),
@@ -50,10 +50,20 @@ def test_decisions(output, decision, reason):
         (out(0, b'{"decision": "block", "reason": 3}'), "garbage", 'wrong "decision"'),
     ],
 )
-def test_failures_are_one_line_and_no_decision(output, outcome, says):
+def test_a_failed_guard_blocks_and_another_events_failure_decides_nothing(output, outcome, says):
+    """Issue 37 item 2: a PreToolUse hook that fails blocks its call (fail closed),
+    saying so and how to opt out; with fail_open, and on any other event, a failure
+    is one line and no decision."""
+    from dataclasses import replace
+
     result = interpret(PRE, output)
-    assert result.outcome == outcome and result.decision == ""
+    assert result.outcome == outcome and result.decision == "block"
     assert says in result.line and "\n" not in result.line
+    assert "the call is blocked" in result.line and "fail_open = true" in result.reason
+    for spec in (replace(PRE, fail_open=True), replace(PRE, event="PostToolUse")):
+        result = interpret(spec, output)
+        assert result.outcome == outcome and result.decision == ""
+        assert says in result.line and "no decision" in result.line
 
 
 def test_plain_stdout_is_context_for_prompt_and_session_hooks():
