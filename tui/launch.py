@@ -125,9 +125,9 @@ def terminal_here() -> bool:
     get a full-screen app drawing into a pipe, waiting for keys that never come)."""
     from tui.exits import error_line
 
-    if sys.stdin is not None and sys.stdout is not None:
-        if sys.stdin.isatty() and sys.stdout.isatty():
-            return True
+    terminal = [stream is not None and stream.isatty() for stream in (sys.stdin, sys.stdout)]
+    if all(terminal):
+        return True
     error_line(
         "the app needs a terminal (stdin and stdout are not both one): for a script "
         'run `bastion -p "PROMPT"`; for a line mode `bastion --plain`'

@@ -24,7 +24,7 @@ from runtime import visible_json
 from runtime.model.errors import BastionError
 from runtime.model.records import EntryKind
 from tui.markup import escape
-from tui.usage import totals_label
+from tui.usage import summary_label, totals_label
 
 if TYPE_CHECKING:  # the harness's modules load after the first frame (see tui.launch)
     from runtime import HarnessClient
@@ -363,12 +363,29 @@ async def theme(host: CommandHost, arg: str) -> None:
 
 
 async def cost(host: CommandHost, arg: str) -> None:
+    """`/cost`: the session's tokens and cost (its subagents' too), and the parts:
+    this conversation's runs, each subagent, each model."""
     view = host.view
     runs = len(view.runs) if view else 0
     if view is None or not runs:
         host.say("no usage yet: nothing has been sent in this conversation")
         return
-    host.say(f"this conversation: {totals_label(view, long=True)} over {runs} run(s)")
+    try:
+        summary = await _harness(host).usage(host.conversation_id)
+    except BastionError as exc:
+        host.say(escape(_message(exc)), error=True)
+        return
+    if not summary.children:
+        host.say(f"this conversation: {totals_label(view, long=True)} over {runs} run(s)")
+        return
+    lines = [f"this session: {summary_label(summary.total)}",
+             f"  this conversation: {totals_label(view, long=True)} over {runs} run(s)"]  # fmt: skip
+    short = await _harness(host).short_ids(list(summary.children))
+    for child_id, part in summary.children.items():
+        lines.append(f"  subagent {short.get(child_id, child_id[:8])}: {summary_label(part)}")
+    if len(summary.per_model) > 1:
+        lines += [f"  {escape(m)}: {summary_label(t)}" for m, t in summary.per_model.items()]
+    host.say("\n".join(lines))
 
 
 async def fork(host: CommandHost, arg: str) -> None:

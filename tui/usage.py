@@ -118,6 +118,18 @@ def context_of(view: ConversationView, model: str, catalog: Catalog | None = Non
     )
 
 
+def summary_label(totals: Any) -> str:
+    """`1.2k in, 32 out $0.0012` of a `UsageTotals` (the harness's usage summary)."""
+    estimated = str(totals.quality) != "measured"
+    mark = "~" if estimated else ""
+    text = f"{mark}{count(totals.input_tokens)} in, {mark}{count(totals.output_tokens)} out"
+    if totals.cost is not None:
+        text += f" ${totals.cost:.4f}" + ("" if totals.cost_complete else " (some unpriced)")
+    else:
+        text += ", cost unknown (the provider did not report it)"
+    return text + (" (~ estimated)" if estimated else "")
+
+
 def count(n: int) -> str:
     """12, 1.2k, 12k, 1.2M."""
     if n < 1000:

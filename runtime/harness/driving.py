@@ -26,13 +26,14 @@ from runtime.model.errors import BastionError, UnfinishedWork
 from runtime.model.events import SettingsChanged
 from runtime.model.llm import Provider
 from runtime.model.records import Conversation, Entry, SessionSettings
-from runtime.model.results import McpServerStatus, UsageSummary
+from runtime.model.results import McpServerStatus, UsageSummary, UsageTotals
 from runtime.model.rules import Rule, Scope
 from runtime.plan.todo import PlanToolbox
 from runtime.run.admission import new_conversation
 from runtime.run.driver import Driver, DriverConfig
 from runtime.run.reasoning import parse_effort
 from runtime.run.sandboxing import choose_sandbox
+from runtime.store.sessions import descendants
 from runtime.store.tx import Tx
 
 
@@ -69,8 +70,21 @@ class DrivingOps(HarnessCore):
 
     async def usage(self, conversation_id: str) -> UsageSummary:
         """Token counts (with provenance) and cost per run, per model and in total,
-        and how full the context window was at the newest request."""
-        return usage_summary(await self.snapshot(conversation_id))
+        and how full the context window was at the newest request. The subagents'
+        conversations count too (`children`, and in the total and per model): what
+        the session's work cost, not its top conversation's alone."""
+        summary = usage_summary(await self.snapshot(conversation_id))
+        below = await self.store.read(lambda db: descendants(db, conversation_id))
+        if not below:
+            return summary
+        total, per_model, children = summary.total, dict(summary.per_model), {}
+        for child_id in below:
+            child = usage_summary(await self.snapshot(child_id))
+            children[child_id] = child.total
+            total = total.merge(child.total)
+            for model, part in child.per_model.items():
+                per_model[model] = per_model.get(model, UsageTotals()).merge(part)
+        return replace(summary, total=total, per_model=per_model, children=children)
 
     def compaction_settings(self) -> CompactionSettings:
         """The reserve from config, and the `compact_model`'s provider when one is set."""

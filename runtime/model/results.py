@@ -55,6 +55,24 @@ class UsageTotals:
             self.parts + 1,
         )
 
+    def merge(self, other: UsageTotals) -> UsageTotals:
+        """These totals and `other`'s together (a child conversation's, say)."""
+        if not other.parts:
+            return self
+        if not self.parts:
+            return other
+        known = [c for c in (self.cost, other.cost) if c is not None]
+        return UsageTotals(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cached_input_tokens + other.cached_input_tokens,
+            self.reasoning_tokens + other.reasoning_tokens,
+            sum(known) if known else None,
+            self.cost_complete and other.cost_complete,
+            worse_quality(self.quality, other.quality),
+            self.parts + other.parts,
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "input_tokens": self.input_tokens,
@@ -76,10 +94,14 @@ class UsageSummary:
     #: The newest request's input + output tokens and their quality (None: no request yet).
     context_tokens: int | None = None
     context_quality: Quality = Quality.UNAVAILABLE
+    #: Each subagent's conversation (runtime.agents), by its id: in `total` and
+    #: `per_model` too, so a session's totals are what its whole work cost.
+    children: Mapping[str, UsageTotals] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "total": self.total.to_dict(),
+            "children": {k: v.to_dict() for k, v in self.children.items()},
             "per_run": {k: v.to_dict() for k, v in self.per_run.items()},
             "per_model": {k: v.to_dict() for k, v in self.per_model.items()},
             "compaction": self.compaction.to_dict(),

@@ -109,10 +109,14 @@ class Budget:
 
 
 def stop_before_request(
-    budget: Budget, entries: Sequence[Entry], run: Run
+    budget: Budget,
+    entries: Sequence[Entry],
+    run: Run,
+    children: tuple[float | None, int] = (None, 0),
 ) -> dict[str, Any] | None:
     """The error a turn or cost limit stops `run` with before its next request (its
-    turns counted from its answers in `entries`), or None to go on."""
+    turns counted from its answers in `entries`; its cost with what the subagents
+    it started spent, `children`: dollars or None, tokens), or None to go on."""
     if not budget:
         return None
     from runtime.model.llm import Usage
@@ -120,7 +124,11 @@ def stop_before_request(
 
     turns = sum(1 for e in entries if e.kind == EntryKind.ASSISTANT and e.run_id == run.id)
     usage = Usage.from_dict(run.usage)
-    return budget.over(turns, usage.cost, usage.input_tokens + usage.output_tokens)
+    child_cost, child_tokens = children
+    cost = usage.cost
+    if child_cost is not None:
+        cost = (cost or 0.0) + child_cost
+    return budget.over(turns, cost, usage.input_tokens + usage.output_tokens + child_tokens)
 
 
 def start_deadline(

@@ -64,6 +64,7 @@ from runtime.run.deps import LoopDeps
 from runtime.run.spend import AttemptSpend, Spent
 from runtime.store import failpoints
 from runtime.store.database import Store
+from runtime.store.sessions import children_cost
 from runtime.store.surrogates import valid_stream
 from runtime.store.tx import Tx
 
@@ -235,9 +236,15 @@ class RunExecutor:
 
         return start_deadline(self.deps.settings.budget, expire)
 
-    def _check_budget(self, run: Run) -> None:
-        """Before each model request: a turn or cost limit reached stops the run here."""
-        error = stop_before_request(self.deps.settings.budget, self.entries, run)
+    async def _check_budget(self, run: Run) -> None:
+        """Before each model request: a turn or cost limit reached stops the run here.
+        The cost is the run's and its subagents' (runtime.store.sessions.children_cost):
+        a parent's cap holds what the children it started spent."""
+        budget = self.deps.settings.budget
+        children: tuple[float | None, int] = (None, 0)
+        if budget.max_cost is not None:
+            children = await self.deps.store.read(lambda db: children_cost(db, run.id))
+        error = stop_before_request(budget, self.entries, run, children)
         if error is not None:
             self.stop_error = error
             raise RunInterrupted(run.id)
@@ -263,7 +270,7 @@ class RunExecutor:
         settings = self.deps.settings
         for _ in range(max(settings.max_turns, settings.budget.max_turns or 0)):
             await self.check_interrupt(run)
-            self._check_budget(run)
+            await self._check_budget(run)
             entry, calls, run = await self._stream_turn(run)
             if not calls:
                 if self.deps.hooks is not None and await self.deps.hooks.stop(self, run, entry):

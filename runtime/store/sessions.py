@@ -12,6 +12,8 @@ from an exported file the same way.
 
 from __future__ import annotations
 
+import json
+import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -239,3 +241,37 @@ def rewind_position(entries: Sequence[Entry], entry_id: str, conversation_id: st
             hint="rewind to one of your own messages",
         )
     return entry
+
+
+def descendants(db: sqlite3.Connection, conversation_id: str) -> list[str]:
+    """Every conversation below `conversation_id` (children, theirs, …), oldest first."""
+    rows = db.execute(
+        "WITH RECURSIVE below(id, created_at) AS ("
+        " SELECT id, created_at FROM conversations WHERE task_parent_id = ?"
+        " UNION SELECT c.id, c.created_at FROM conversations c JOIN below b"
+        " ON c.task_parent_id = b.id)"
+        " SELECT id FROM below ORDER BY created_at, id",
+        (conversation_id,),
+    ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def children_cost(db: sqlite3.Connection, run_id: str) -> tuple[float | None, int]:
+    """What the children started by `run_id`'s calls (and theirs) cost: (dollars, None
+    when no part had a known price; tokens in and out)."""
+    rows = db.execute(
+        "WITH RECURSIVE below(id) AS ("
+        " SELECT c.id FROM conversations c JOIN tool_calls t ON t.id = c.task_call_id"
+        " WHERE t.run_id = ?"
+        " UNION SELECT c.id FROM conversations c JOIN below b ON c.task_parent_id = b.id)"
+        " SELECT r.usage FROM runs r JOIN below b ON r.conversation_id = b.id",
+        (run_id,),
+    ).fetchall()
+    cost: float | None = None
+    tokens = 0
+    for (raw,) in rows:
+        usage = json.loads(raw or "{}")
+        tokens += int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+        if isinstance(usage.get("cost"), int | float):
+            cost = (cost or 0.0) + float(usage["cost"])
+    return cost, tokens
