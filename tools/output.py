@@ -18,7 +18,8 @@ NAME = "read_output"
 DESCRIPTION = (
     "Page through the full output of an earlier run_command whose output was too "
     "long to show (its result names the `id`). `offset` is the first line (1-based), "
-    "`limit` the number of lines (default 2000)."
+    "`limit` the number of lines (default 2000). With `pattern` (an RE2 regex, or text "
+    "with `literal: true`) only the matching lines from `offset` on, with their numbers."
 )
 PARAMETERS: dict[str, Any] = {
     "type": "object",
@@ -26,6 +27,8 @@ PARAMETERS: dict[str, Any] = {
         "id": {"type": "string", "description": "The output id from run_command."},
         "offset": {"type": "integer", "minimum": 1, "description": "First line (1-based)."},
         "limit": {"type": "integer", "minimum": 1, "description": "Lines to return."},
+        "pattern": {"type": "string", "description": "Only lines matching this regex."},
+        "literal": {"type": "boolean", "description": "pattern is plain text."},
     },
     "required": ["id"],
     "additionalProperties": False,
@@ -141,10 +144,15 @@ class OutputArgs:
     id: str
     offset: int = 1
     limit: int = DEFAULT_LIMIT
+    pattern: str | None = None
+    literal: bool = False
 
     @classmethod
     def from_dict(cls, args: dict[str, Any]) -> OutputArgs:
-        return cls(args["id"], args.get("offset", 1), args.get("limit", DEFAULT_LIMIT))
+        return cls(
+            args["id"], args.get("offset", 1), args.get("limit", DEFAULT_LIMIT),
+            args.get("pattern"), bool(args.get("literal", False)),
+        )  # fmt: skip
 
 
 def unknown(artifact_id: str) -> Refused:
@@ -160,6 +168,8 @@ def read_output(ctx: ToolContext, raw_args: dict[str, Any]) -> ToolResult:
     args = OutputArgs.from_dict(raw_args)
     if not ID_PATTERN.match(args.id):
         raise unknown(args.id)
+    if args.pattern is not None:
+        return _search(ctx, args)
     try:
         fd = os.open(
             os.path.join(artifacts_dir(ctx), f"{args.id}.log"),
@@ -205,7 +215,62 @@ def read_output(ctx: ToolContext, raw_args: dict[str, Any]) -> ToolResult:
     )
 
 
+def _open(ctx: ToolContext, artifact_id: str) -> Any:
+    """The artifact, read-only (an id that names no regular file: `unknown`)."""
+    try:
+        fd = os.open(
+            os.path.join(artifacts_dir(ctx), f"{artifact_id}.log"),
+            os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+        )
+    except OSError:
+        raise unknown(artifact_id) from None
+    handle = os.fdopen(fd, "rb")
+    if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+        handle.close()
+        raise unknown(artifact_id)
+    return handle
+
+
+def _search(ctx: ToolContext, args: OutputArgs) -> ToolResult:
+    """The lines of the artifact from `offset` on that match `pattern`, numbered (the
+    same id check as paging: only an artifact of this session's commands is read)."""
+    from tools.regex import compile_pattern
+
+    regex = compile_pattern(args.pattern or "", literal=args.literal)
+    cap = ctx.limits.max_output_bytes
+    found: list[str] = []
+    used = number = 0
+    next_offset: int | None = None
+    with _open(ctx, args.id) as handle:
+        total = os.fstat(handle.fileno()).st_size
+        for number, raw in enumerate(handle, 1):
+            if number < args.offset:
+                continue
+            line = raw.rstrip(b"\n")[:MAX_LINE]
+            if regex.search(line) is None:
+                continue
+            text = f"{number}: {line.decode('utf-8', 'replace')}"
+            if len(found) >= args.limit or (found and used + len(text) + 1 > cap):
+                next_offset = number
+                break
+            found.append(text)
+            used += len(text) + 1
+    return ToolResult.success(
+        NAME,
+        {
+            "id": args.id, "pattern": args.pattern, "offset": args.offset,
+            "matches": len(found), "next_offset": next_offset, "lines_read": number,
+            "total_bytes": total, "content": "\n".join(found),
+        },
+    )  # fmt: skip
+
+
 def format_text(data: dict[str, Any]) -> str:
+    if "pattern" in data:
+        footer = f"[{data['id']}: {data['matches']} matching line(s) of {data['pattern']!r}"
+        if data.get("next_offset"):
+            footer += f"; more follow: read_output with offset={data['next_offset']}"
+        return f"{data['content']}\n{footer}]" if data["content"] else f"{footer}]"
     footer = f"[{data['id']}: lines {data['offset']}-{data['offset'] + data['lines_returned'] - 1}"
     if data.get("next_offset"):
         footer += f"; more follows: read_output with offset={data['next_offset']}"
