@@ -432,7 +432,13 @@ class Printer:
                 self.stdout.write(text if text.endswith("\n") else text + "\n")
             if result["status"] != "completed":
                 error = result["error"] or {}
-                error_line(f"run {result['status']}: {error.get('message', result['status'])}")
+                line = f"run {result['status']}: {error.get('message', result['status'])}"
+                if text:  # (read back from the store: it is what was kept)
+                    line += (
+                        f"; the {len(text):,} characters above were saved "
+                        f"(`bastion -r {result['session_id']}` goes on from them)"
+                    )
+                error_line(line)
         else:
             self.stdout.write(visible_json(result) + "\n")
         self.stdout.flush()

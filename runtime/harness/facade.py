@@ -43,10 +43,12 @@ from runtime.model.errors import InputHeld, StoreError, UnknownRun
 from runtime.model.events import DurableEvent, InboxUpdated, RunUpdated
 from runtime.model.records import (
     Conversation,
+    EntryKind,
     InboxItem,
     InboxMode,
     InboxState,
     Run,
+    RunState,
     SessionSettings,
     ToolCallRecord,
 )
@@ -384,7 +386,14 @@ class Harness(SessionOps, ApprovalOps, DrivingOps):
             ).fetchone()
             return str(row[0]) if row else ""
 
-        return await self.store.read(read)
+        text = await self.store.read(read)
+        if text or run.state == RunState.COMPLETED:
+            return text
+        # A run that stopped mid-answer (failed, interrupted): its answer so far lives in
+        # checkpointed chunks until the entry is sealed; the view puts them together.
+        view = await self.snapshot(run.conversation_id)
+        mine = [e for e in view.entries if e.run_id == run.id and e.kind == EntryKind.ASSISTANT]
+        return str(view.text_of(mine[-1])) if mine else ""
 
     async def run_calls(self, run: Run) -> list[ToolCallRecord]:
         """A run's tool calls, in order: one SELECT, not a snapshot of the session."""

@@ -473,7 +473,7 @@ def apply_pending(db: sqlite3.Connection) -> list[int]:
         db.execute("BEGIN IMMEDIATE")
         try:
             if current_version(db) >= number:
-                db.execute("ROLLBACK")
+                db.execute("ROLLBACK")  # (nothing written: this one is applied)
                 continue
             fn(db)
             db.execute(
@@ -488,6 +488,7 @@ def apply_pending(db: sqlite3.Connection) -> list[int]:
             db.execute("COMMIT")
             applied.append(number)
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:  # (SQLite ends it by itself on some errors: a full disk)
+                db.execute("ROLLBACK")
             raise
     return applied
