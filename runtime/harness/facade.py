@@ -39,11 +39,14 @@ from runtime.harness.core import (
 )
 from runtime.harness.driving import DrivingOps
 from runtime.harness.session_ops import SessionOps
-from runtime.model.errors import InputHeld, StoreError, UnknownRun
+from runtime.model.errors import Busy, ConfigError, InputHeld, StoreError, UnknownRun
 from runtime.model.events import DurableEvent, InboxUpdated, RunUpdated
+from runtime.model.ids import now, uuid7
 from runtime.model.records import (
     Conversation,
+    Entry,
     EntryKind,
+    EntryStatus,
     InboxItem,
     InboxMode,
     InboxState,
@@ -208,8 +211,10 @@ class Harness(SessionOps, ApprovalOps, DrivingOps):
         request_key: str | None = None,
         mode: InboxMode = InboxMode.PROMPT,
         create: Conversation | None = None,
+        when_busy: str = "queue",
     ) -> InboxItem:
-        """Admit input. Idle: a user entry and a queued run; busy: a queued inbox item.
+        """Admit input. Idle: a user entry and a queued run; busy: a queued inbox item,
+        or, with `when_busy="reject"`, the typed `Busy` and nothing admitted.
 
         With `create`, a conversation that does not exist yet is committed in the same
         transaction as this first input (so no conversation is ever left empty). A
@@ -219,8 +224,14 @@ class Harness(SessionOps, ApprovalOps, DrivingOps):
         self._check_open()
         check_text(text)
 
+        if when_busy not in ("queue", "reject"):
+            raise ConfigError(
+                f"when_busy is 'queue' or 'reject', not {when_busy!r}",
+                hint="queue waits for the run; reject refuses the input while one goes",
+            )
+
         def admit(tx: Tx) -> InboxItem:
-            return admit_tx(tx, text, request_key, mode)
+            return admit_tx(tx, text, request_key, mode, reject_busy=when_busy == "reject")
 
         create = create or self._prepared.get(conversation_id)
         if create is not None and not await self.store.exists(conversation_id):
@@ -245,6 +256,30 @@ class Harness(SessionOps, ApprovalOps, DrivingOps):
         if driver is not None:
             driver.wake()
         return item
+
+    async def write(self, conversation_id: str, text: str) -> Entry:
+        """Append `text` to the conversation as a user entry without asking the model
+        (seed 004's writes): the model reads it with the next input. Only while the
+        conversation is idle (the typed `Busy` otherwise, nothing written: a run keeps
+        its own list of entries, and a write in the middle of its turn would not reach
+        it)."""
+        self._check_open()
+        check_text(text)
+
+        def build(tx: Tx) -> Entry:
+            if tx.active_run() is not None or tx.queued_inbox():
+                raise Busy(
+                    "a run is going in this conversation (or input waits for one), so "
+                    "nothing was written",
+                    hint="write when the run ends, or send the text as a steer",
+                )
+            entry = Entry(
+                uuid7(), conversation_id, 0, EntryKind.USER, EntryStatus.COMPLETE, text,
+                now(), data={"written": True},
+            )  # fmt: skip
+            return tx.add_entry(entry)
+
+        return await self.store.transact(conversation_id, build, publish=self._publish)
 
     async def withdraw(self, conversation_id: str, item_id: str) -> bool:
         """Withdraw a queued (or held) steer or follow-up: false (nothing changed) if it

@@ -274,13 +274,19 @@ class HarnessClient:
         request_key: str | None = None,
         mode: InboxMode = InboxMode.PROMPT,
         create: Conversation | None = None,
+        when_busy: str = "queue",
     ) -> InboxItem:
         op = p.Submit(
             conversation=conversation_id, text=text, mode=mode, request_key=request_key,
-            create=create,
+            create=create, when_busy=when_busy,
         )  # fmt: skip
         item: InboxItem = await self.call(op)
         return item
+
+    async def write(self, conversation_id: str, text: str) -> Entry:
+        """A user entry appended without asking the model (Busy while a run goes)."""
+        entry: Entry = await self.call(p.Write(conversation=conversation_id, text=text))
+        return entry
 
     async def withdraw(self, conversation_id: str, item_id: str) -> bool:
         return bool(await self.call(p.Withdraw(conversation=conversation_id, item=item_id)))

@@ -272,8 +272,10 @@ async def apply(harness: Harness, op: p.Op) -> Any:
         case p.Submit():
             return await harness.submit(
                 op.conversation, op.text, request_key=op.request_key, mode=op.mode,
-                create=op.create,
+                create=op.create, when_busy=op.when_busy,
             )  # fmt: skip
+        case p.Write():
+            return await harness.write(op.conversation, op.text)
         case p.Withdraw():
             return await harness.withdraw(op.conversation, op.item)
         case p.SendHeld():

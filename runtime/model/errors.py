@@ -66,6 +66,13 @@ class ConversationBusy(BastionError):
         self.pid = pid
 
 
+class Busy(BastionError):
+    """Input sent with `when_busy="reject"` while a run goes or input waits: nothing
+    was admitted (seed 004's reject-when-busy)."""
+
+    code = "busy"
+
+
 class LeaseLost(BastionError):
     """This process's lease was taken over; its writes are refused by the fencing token."""
 

@@ -122,6 +122,17 @@ class Submit(Op):
     mode: InboxMode = InboxMode.PROMPT
     request_key: str | None = None
     create: Conversation | None = None
+    when_busy: str = "queue"  # "reject": the typed Busy while a run goes, nothing admitted
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Write(Op):
+    """Append a user entry without asking the model (the typed Busy while a run goes)."""
+
+    name = "write"
+    Reply = Entry
+    conversation: str
+    text: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -450,7 +461,7 @@ class Close(Op):
 OPS: dict[str, type[Op]] = {
     cls.name: cls
     for cls in (
-        Submit, Withdraw, SendHeld, Interrupt, Redirect, Respond, ProposedRules, Rules,
+        Submit, Write, Withdraw, SendHeld, Interrupt, Redirect, Respond, ProposedRules, Rules,
         Compact, CancelCompaction, Snapshot, Settings, SetApprovalMode, SetModel,
         SetReasoningEffort, SetDefaults, NewSession, SwitchSession, Fork, Rewind,
         PlanRestore, Restore, Export, Usage, McpServers, Search, Sessions, ResolveId,

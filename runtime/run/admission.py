@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from runtime.model.errors import ConfigError, EmptyInput, RequestKeyReused
+from runtime.model.errors import Busy, ConfigError, EmptyInput, RequestKeyReused
 from runtime.model.ids import uuid7
 from runtime.model.records import Conversation, InboxItem, InboxMode, InboxState
 from runtime.run.driver import new_run
@@ -92,9 +92,11 @@ def admit_first_tx(tx: Tx, text: str, request_key: str | None, mode: InboxMode) 
     return admit_tx(tx, text, request_key, mode)
 
 
-def admit_tx(tx: Tx, text: str, request_key: str | None, mode: InboxMode) -> InboxItem:
+def admit_tx(
+    tx: Tx, text: str, request_key: str | None, mode: InboxMode, *, reject_busy: bool = False
+) -> InboxItem:
     """Inside one transaction: the admission check, then the user entry and a queued run
-    (idle) or a queued inbox item (busy)."""
+    (idle) or a queued inbox item (busy; `reject_busy`: Busy instead, nothing written)."""
     digest = request_digest(text, mode)
     if request_key is not None and (found := admitted_item(tx, text, request_key, mode)):
         return found
@@ -108,6 +110,12 @@ def admit_tx(tx: Tx, text: str, request_key: str | None, mode: InboxMode) -> Inb
             (request_key, tx.conversation_id, item.id, digest, item.created_at),
         )
     if tx.active_run() is not None or tx.queued_inbox():
+        if reject_busy:  # (decided in the transaction that would admit it: no race)
+            raise Busy(
+                "a run is going in this conversation (or input waits for one), so this "
+                "input was not admitted",
+                hint="send it again when the run ends, or send it as a steer or follow-up",
+            )
         return tx.insert_inbox(item)
     # Idle: admitted straight into a new run (the item is placed as it is inserted).
     run = new_run(tx.conversation_id, item.id)
