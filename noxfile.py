@@ -73,11 +73,13 @@ def snapshots(session: nox.Session) -> None:
         "tests/tui/test_theme_snapshots.py",
         "tests/tui/test_picker_snapshots.py",
         "tests/tui/test_snapshots_app.py",
+        "tests/tui/test_trust_screen.py",
     ]
     session.run("python", "-m", "pytest", *files, *session.posargs)
     if "--snapshot-update" in session.posargs:
         session.run("python", "-m", "tests.tui.test_snapshots")
         session.run("python", "-m", "tests.tui.test_snapshots_approval")
+        # (tests/tui/test_screenshots_current.py fails while a screenshot is stale)
 
 
 @nox.session

@@ -218,6 +218,9 @@ PICKER_SCREENSHOTS = {
 }
 
 
+#: The trust question (tests/tui/test_trust_screen.py).
+TRUST_SCREENSHOTS = {"test_the_trust_question.svg": "app-trust.svg"}
+
 APP_SCREENSHOTS = {
     "test_empty_start[80x24].svg": "app-empty-80x24.svg",
     "test_help[140x45].svg": "app-help-140x45.svg",
@@ -237,6 +240,7 @@ def copy_screenshots(root: Path = HERE.parent.parent) -> list[Path]:
         ("test_theme_snapshots", THEME_SCREENSHOTS),
         ("test_picker_snapshots", PICKER_SCREENSHOTS),
         ("test_snapshots_app", APP_SCREENSHOTS),
+        ("test_trust_screen", TRUST_SCREENSHOTS),
     ):
         source = HERE / "__snapshots__" / module
         for name, public in names.items():
