@@ -1,8 +1,6 @@
 """The `bastion` command line's parsers (argparse): the main one and each subcommand's.
 
-Loaded by `tui.cli` only when a command line needs one: the session commands'
-usual forms are read by `tui.quickargs` without argparse (issue 28), and their
-help, errors and unusual forms come here.
+Loaded by `tui.cli` only when a command line needs one.
 """
 
 from __future__ import annotations
