@@ -50,7 +50,7 @@ def test_argument_names_are_the_contract():
         "glob": {"pattern", "path"},
         "search_files": {"pattern", "path", "literal", "include", "context", "max_results"},
         "run_command": {"command", "argv", "cwd", "timeout_ms"},
-        "read_output": {"id", "offset", "limit"},
+        "read_output": {"id", "offset", "limit", "pattern", "literal"},
     }
 
 

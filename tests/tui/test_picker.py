@@ -201,6 +201,8 @@ def test_resume_with_an_unknown_id_is_one_clear_line(plain, tmp_path, monkeypatc
     from tui import launch
     from tui import plain as plain_mode
 
+    monkeypatch.setattr(launch, "terminal_here", lambda: True)  # (as from a terminal)
+
     unknown = "0192f7a4-6c1e-7d2a-9b3e-000000000000"
     opts = argparse.Namespace(
         prompt=None,

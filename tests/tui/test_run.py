@@ -22,6 +22,13 @@ def opts(**changes) -> argparse.Namespace:
     return argparse.Namespace(**(base | changes))
 
 
+@pytest.fixture(autouse=True)
+def _a_terminal(monkeypatch):
+    """These run the app's start in-process, as from a terminal (without one it says
+    so and stops first: tests/tui/test_no_terminal.py)."""
+    monkeypatch.setattr(launch, "terminal_here", lambda: True)
+
+
 @pytest.mark.parametrize("front_end", [launch, plain])
 def test_a_bad_session_id_is_a_usage_error(front_end, capsys):
     assert front_end.run(opts(session_id="not-a-uuid")) == 2
