@@ -151,8 +151,14 @@ class BastionApp(App[int]):
         notes: Collection[str] = (),
         sandbox_notice: Callable[[], str | None] | None = None,
         catalog: Callable[[str], Any] | None = None,
+        notify: str = "auto",
     ) -> None:
         super().__init__()
+        from tui.notices import Notifier
+        from tui.textual_compat import write_raw
+
+        # a run's end and an approval, told when the terminal is behind other windows
+        self.notifier = Notifier(notify, lambda text: write_raw(self, text), self.bell)
         self._notes = notes  # said once the session is on screen (ignored settings; attach)
         self._sandbox_notice = sandbox_notice  # asked once the first view is drawn
         if (harness is None or conversation_id is None) and opener is None:
@@ -239,6 +245,12 @@ class BastionApp(App[int]):
             self._early_keys.append(event)
             return
         await super().on_event(event)
+
+    def on_app_blur(self, event: events.AppBlur) -> None:
+        self.notifier.focused = False  # (the terminal went behind another window)
+
+    def on_app_focus(self, event: events.AppFocus) -> None:
+        self.notifier.focused = True
 
     def on_mount(self) -> None:
         self.query_one(PromptInput).focus()
@@ -571,6 +583,7 @@ class BastionApp(App[int]):
             self.query("#welcome").remove()  # (not awaited: it goes with this frame)
         await self.query_one(Transcript).show(view)
         self.view = view
+        self.notifier.show(view)
         self.query_one(StatusBar).show(view, self.settings)
         prompt = self.query_one(PromptInput)
         prompt.placeholder = PLACEHOLDER_BUSY if view.active_run else PLACEHOLDER_IDLE

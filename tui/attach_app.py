@@ -54,6 +54,7 @@ def run_app(conversation_id: str, *, theme: str | None = None) -> int:
         opener=opener(conversation_id, said),
         theme=theme or config.theme,
         catalog=config.model_info,
+        notify=config.notify,
         notes=said,  # (read once the session is on screen: filled by then)
     )
     return app.run() or 0

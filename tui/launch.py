@@ -252,6 +252,7 @@ def _run_app(
         notes=config.notes,
         sandbox_notice=lambda: sandbox_notice_for(opts, config),
         catalog=config.model_info,
+        notify=config.notify,
     )
     error = None
     try:

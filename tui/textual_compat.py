@@ -19,6 +19,9 @@ test fails when it stops working:
   (`KeysFirst`). tests/tui/test_textual_compat.py (keys_first) and the prompt tests.
 - `Driver._app` and `Driver.process_message`: the moment a key is read, on the
   driver's thread (`noting_keys`). tests/tui/test_app.py (noting_keys).
+- `App._driver.write`: raw output to the terminal, as `App.bell` and
+  `App.copy_to_clipboard` use it, for a desktop notification (`write_raw`).
+  tests/tui/test_notices.py.
 
 ## Alt+Enter as ESC CR
 
@@ -184,3 +187,10 @@ def noting_keys(base: type[Driver]) -> type[Driver]:
 
     NotingKeys.__name__ = NotingKeys.__qualname__ = f"NotingKeys{base.__name__}"
     return NotingKeys
+
+
+def write_raw(app: App[Any], text: str) -> None:
+    """Write `text` (an escape sequence bastion made) to the terminal, as `App.bell`
+    does; nothing in a headless app (tests, `run_test`)."""
+    if not app.is_headless and app._driver is not None:
+        app._driver.write(text)

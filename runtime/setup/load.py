@@ -49,7 +49,10 @@ DEFAULT_MODEL = "openai/gpt-4.1"
 DEFAULT_APPROVAL_MODE = ApprovalMode.ASK
 _STRING_KEYS = (
     "model", "approval_mode", "theme", "instructions", "compact_model", "reasoning_effort",
+    "notify",
 )  # fmt: skip
+#: When the app tells the user a run ended or an approval waits (tui.notices).
+NOTIFY_MODES = ("auto", "always", "bell", "off")
 _TOKEN_KEYS = ("max_output_tokens", "compact_reserve_tokens")
 _KEYS = {
     *_STRING_KEYS, *_TOKEN_KEYS, *_SANDBOX_KEYS, *BUDGET_KEYS, "providers", "models",
@@ -64,6 +67,7 @@ _EXAMPLES = {
     "model": 'model = "openai/gpt-4.1"',
     "approval_mode": 'approval_mode = "ask"',
     "theme": 'theme = "bastion-dark"',
+    "notify": 'notify = "auto"  # or "always", "bell", "off"',
     "instructions": 'instructions = "..."',
     "base_url": 'base_url = "https://api.example.com/v1"',
     "api_key_env": 'api_key_env = "EXAMPLE_API_KEY"',
@@ -88,6 +92,7 @@ class Config:
     approval_mode: ApprovalMode = DEFAULT_APPROVAL_MODE
     theme: str = "bastion-dark"
     theme_source: str = ""  # the config file that set `theme` ("" when none did)
+    notify: str = "auto"  # a run's end and an approval, told when the terminal is behind
     model_source: str = ""  # the config file that set `model` ("" when none did)
     instructions: str = ""
     stream_idle_timeout: float | None = None
@@ -199,6 +204,12 @@ def _check(path: Path, data: dict[str, Any]) -> None:
             ApprovalMode.parse(data["approval_mode"])
         except ConfigError as exc:
             raise ConfigError(f"{path}: approval_mode: {exc.message}", hint=exc.hint) from None
+    if data.get("notify", "auto") not in NOTIFY_MODES:
+        raise ConfigError(
+            f"{path}: notify is {data['notify']!r}, not one of {', '.join(NOTIFY_MODES)}",
+            hint='notify = "auto" tells you when a run ends or waits while the terminal is '
+            "behind other windows",
+        )
     if "stream_idle_timeout" in data:
         _check_seconds(path, "", data["stream_idle_timeout"])
     if "reasoning_effort" in data:
@@ -416,6 +427,7 @@ def _merge(
         approval_mode=ApprovalMode.parse(merged.get("approval_mode", DEFAULT_APPROVAL_MODE.value)),
         theme=merged.get("theme", "bastion-dark"),
         theme_source=theme_source,
+        notify=merged.get("notify", "auto"),
         model_source=model_source,
         instructions=merged.get("instructions", ""),
         stream_idle_timeout=merged.get("stream_idle_timeout"),

@@ -1,0 +1,65 @@
+"""Telling the user, when the terminal is not in front, that work ended or needs them.
+
+When a run ends (completed, failed, interrupted) or a call waits for an approval
+while the terminal is not focused, the app rings the bell and sends a desktop
+notification (OSC 9, which iTerm2, WezTerm, kitty, Ghostty and Windows Terminal
+show; OSC 777 for rxvt-unicode and foot). The terminal says when it gains or loses
+focus (focus events; Textual asks for them): one that never says counts as focused,
+so `notify = "auto"` (the default) stays quiet there; `"always"` notifies whatever
+the focus, `"bell"` only rings, `"off"` never.
+
+The text is bastion's own ("bastion: the run ended", "bastion: write_file needs your
+approval"): nothing a model, command or repository wrote goes into an escape
+sequence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final
+
+from runtime import ConversationView
+
+__all__ = ["MODES", "Notifier"]
+
+MODES: Final = ("auto", "always", "bell", "off")
+_ENDED = {"completed": "the run is done", "failed": "the run failed",
+          "interrupted": "the run was interrupted", "cancelled": "the run was cancelled"}  # fmt: skip
+
+
+class Notifier:
+    """Watches the views the app shows and says, through `write` (raw terminal
+    output) and `bell`, what ended or waits, per `mode` (MODES)."""
+
+    def __init__(self, mode: str, write: Callable[[str], None], bell: Callable[[], None]) -> None:
+        self.mode = mode if mode in MODES else "auto"
+        self.write = write
+        self.bell = bell
+        self.focused = True  # until the terminal says otherwise
+        self._asked: set[str] = set()  # calls whose approval was told
+        self._running: str | None = None  # the run seen going
+
+    def show(self, view: ConversationView) -> None:
+        """A new view: tell what ended or now waits since the last one."""
+        active = view.active_run
+        if self._running is not None and (active is None or active.id != self._running):
+            ended = next((r for r in view.runs if r.id == self._running), None)
+            if ended is not None and ended.terminal:
+                self._tell(_ENDED.get(str(ended.state), "the run ended"))
+        self._running = active.id if active is not None else None
+        for call in view.tool_calls:
+            if (
+                call.approval == "pending"
+                and call.state == "pending"
+                and call.id not in self._asked
+            ):
+                self._asked.add(call.id)
+                self._tell(f"{call.name} needs your approval")
+
+    def _tell(self, what: str) -> None:
+        if self.mode == "off" or (self.mode == "auto" and self.focused):
+            return
+        self.bell()
+        if self.mode != "bell":
+            text = f"bastion: {what}"
+            self.write(f"\x1b]9;{text}\x07\x1b]777;notify;bastion;{what}\x07")
