@@ -30,6 +30,7 @@ from runtime.model.records import (
     ToolCallRecord,
     ToolCallState,
 )
+from runtime.model.todo import plan_text
 from runtime.model.views import ConversationView
 from runtime.store.sessions import History
 from runtime.store.surrogates import mend_tree
@@ -67,6 +68,7 @@ def export_document(view: ConversationView, events: list[DurableEvent]) -> dict[
         "entries": [_entry(e, through) for e in view.entries],
         "runs": [_drop(r.to_dict(), "conversation_id") for r in view.runs],
         "tool_calls": [_drop(c.to_dict(), "conversation_id", "process") for c in view.tool_calls],
+        "todos": [item.to_dict() for item in view.todos],  # the model's plan as it stands
         "ledger": [event_to_dict(e) for e in events],
     }
 
@@ -322,6 +324,9 @@ def export_markdown(view: ConversationView) -> str:
             lines += compacted_markdown(entry)
         else:
             lines += [f"## {entry.kind.title()}{status}", "", entry.text, ""]
+    if view.todos:  # the model's plan as it stands (runtime.plan)
+        lines += ["## Todo list", ""]
+        lines += [f"- {line}" for line in plan_text(view.todos).splitlines()] + [""]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -77,6 +77,13 @@ async def test_the_list_is_stored_shown_and_read_back(tmp_path):
     reopened = await open_at(tmp_path, ScriptedProvider([]))  # as after a restart
     assert (await reopened.snapshot(conv.id)).todos == expected
     assert view_from_wire(view_to_wire(view)).todos == expected  # the app's child process
+    # Issue 40: the plan is in the export, both kinds.
+    document = await reopened.export(conv.id)
+    assert document["todos"] == PLAN
+    from runtime.harness.transfer import export_markdown
+
+    text = export_markdown(await reopened.snapshot(conv.id))
+    assert "## Todo list\n\n- [x] Read the parser\n- [~] Add the --json flag\n" in text
     await reopened.close()
 
 
