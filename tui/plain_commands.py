@@ -116,5 +116,15 @@ class PlainHost:
     def set_draft(self, text: str) -> None:
         self.mode.draft = text  # the next prompt starts with it
 
+    def copy_to_clipboard(self, text: str) -> None:
+        """OSC 52, as the app does it: the terminal puts `text` on the clipboard (over
+        SSH and in tmux with set-clipboard on); nothing when output is not a terminal."""
+        import base64
+
+        out = self.mode.console.file
+        if getattr(out, "isatty", lambda: False)():
+            out.write(f"\x1b]52;c;{base64.b64encode(text.encode()).decode()}\x07")
+            out.flush()
+
     def exit(self, result: int | None = None) -> None:
         self.mode.quit_code = result or 0

@@ -87,6 +87,8 @@ class CommandHost(Protocol):
 
     def set_draft(self, text: str) -> None: ...
 
+    def copy_to_clipboard(self, text: str) -> None: ...
+
     def exit(self, result: int | None = None) -> None: ...
 
 
@@ -388,6 +390,32 @@ async def cost(host: CommandHost, arg: str) -> None:
     host.say("\n".join(lines))
 
 
+_FENCE = re.compile(r"^(```|~~~)[^\n]*\n(.*?)^\1[ \t]*$", re.DOTALL | re.MULTILINE)
+
+
+async def copy(host: CommandHost, arg: str) -> None:
+    """`/copy`: the last answer to the clipboard (OSC 52: over SSH and in tmux too);
+    `/copy N`: its Nth code block."""
+    view = host.view
+    answers = [e for e in view.settled if e.kind == EntryKind.ASSISTANT] if view else []
+    text = str(view.text_of(answers[-1])) if view is not None and answers else ""
+    if not text.strip():
+        host.say("nothing to copy yet: no answer in this conversation")
+        return
+    what = "the last answer"
+    if arg.strip():
+        blocks = [m.group(2) for m in _FENCE.finditer(text)]
+        if not arg.strip().isdigit() or not 1 <= int(arg) <= len(blocks):
+            count = f"{len(blocks)} code block{'s' if len(blocks) != 1 else ''}"
+            host.say(f"the last answer has {count}: /copy 1 to /copy {len(blocks)}"
+                     if blocks else "the last answer has no code block: /copy copies it all",
+                     error=True)  # fmt: skip
+            return
+        text, what = blocks[int(arg) - 1], f"code block {int(arg)} of the last answer"
+    host.copy_to_clipboard(text)
+    host.say(f"copied {what} ({len(text):,} characters) to the clipboard")
+
+
 async def fork(host: CommandHost, arg: str) -> None:
     """`/fork`: go on in a copy of this conversation (the original stays as it is)."""
     source = host.conversation_id
@@ -515,6 +543,7 @@ COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand("restore", "put files back as the last /rewind says", restore),
     SlashCommand("compact", "summarize the conversation so far", compact, "[INSTRUCTIONS]"),
     SlashCommand("export", "write the conversation to a new file", export, "[markdown|json]"),
+    SlashCommand("copy", "copy the last answer (or its Nth code block)", copy, "[N]"),
     SlashCommand("theme", "show or switch the theme", theme, "[NAME]", fronts=frozenset({"app"})),
     SlashCommand("cost", "tokens and cost of this conversation", cost),
     SlashCommand("send", "send the input held behind a failed run", send_held),
