@@ -582,8 +582,12 @@ class BastionApp(App[int]):
             self._welcome_gone = True
             self.query("#welcome").remove()  # (not awaited: it goes with this frame)
         await self.query_one(Transcript).show(view)
+        ended = self.view is not None and self.view.active_run and not view.active_run
         self.view = view
         self.notifier.show(view)
+        if ended and view.todos and self.settings and self.settings.approval_mode == "plan":
+            self.say("the plan is ready: [b]/approve[/] carries it out (leaving plan mode), "
+                     "or say what to change")  # fmt: skip
         self.query_one(StatusBar).show(view, self.settings)
         prompt = self.query_one(PromptInput)
         prompt.placeholder = PLACEHOLDER_BUSY if view.active_run else PLACEHOLDER_IDLE

@@ -123,7 +123,9 @@ def _model_and_safety_flags(p: argparse.ArgumentParser) -> None:
         help="PROVIDER/NAME: openai/, openai-responses/, anthropic/, ollama/, llamacpp/ or a "
         "[providers.NAME] table, e.g. openai/gpt-4.1, ollama/llama3.2",
     )
-    p.add_argument("--approval-mode", choices=("read-only", "ask", "auto-edit", "full-auto"))
+    p.add_argument(
+        "--approval-mode", choices=("read-only", "ask", "auto-edit", "full-auto", "plan")
+    )
     p.add_argument(
         "--sandbox",
         choices=("read-only", "workspace-write", "danger-full-access"),

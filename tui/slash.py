@@ -41,7 +41,7 @@ __all__ = [
     "parse",
 ]
 
-MODES = ("read-only", "ask", "auto-edit", "full-auto")
+MODES = ("read-only", "ask", "auto-edit", "full-auto", "plan")  # Shift+Tab's order
 _COMMAND = re.compile(r"/([a-z][a-z-]*)(?:\s+(.*))?", re.DOTALL)
 
 
@@ -274,6 +274,32 @@ async def mode(host: CommandHost, arg: str) -> None:
         return
     host.use_settings(settings)
     host.say(f"approval mode: {_cmd(settings.approval_mode)}")
+
+
+APPROVED = "The plan is approved: carry it out, keeping the todo list current as you go."
+
+
+async def approve(host: CommandHost, arg: str) -> None:
+    """`/approve [MODE]`: in plan mode, approve the plan: leave plan mode (for `ask`, or
+    MODE) and tell the model to carry the plan out."""
+    current = host.settings.approval_mode if host.settings else ""
+    if current != "plan":
+        host.say("nothing to approve: /approve leaves plan mode (Shift+Tab or /mode plan "
+                 "enters it)", error=True)  # fmt: skip
+        return
+    target = arg.strip() or "ask"
+    if target not in MODES or target == "plan":
+        host.say(f"approve into one of: {', '.join(m for m in MODES if m != 'plan')}", error=True)
+        return
+    harness = _harness(host)
+    try:
+        settings = await harness.set_approval_mode(host.conversation_id, target)
+        host.use_settings(settings)
+        await harness.submit(host.conversation_id, APPROVED)
+    except BastionError as exc:
+        host.say(escape(_message(exc)), error=True)
+        return
+    host.say(f"plan approved: approval mode {_cmd(target)}; the model carries it out")
 
 
 async def new(host: CommandHost, arg: str) -> None:
@@ -535,6 +561,7 @@ COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand("help", "list the commands and keys", show_help),
     SlashCommand("model", "show or switch the model", model, "[NAME]"),
     SlashCommand("mode", "show or switch the approval mode", mode, "[MODE]"),
+    SlashCommand("approve", "approve the plan and leave plan mode", approve, "[MODE]"),
     SlashCommand("effort", "show or set how hard the model reasons", effort, "[LEVEL]"),
     SlashCommand("new", "start a new conversation", new, aliases=("clear",)),
     SlashCommand("resume", "continue another session (picker, or ID)", resume, "[ID]"),

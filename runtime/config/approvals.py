@@ -9,6 +9,7 @@ from runtime.model.errors import ConfigError
 
 class ApprovalMode(StrEnum):
     READ_ONLY = "read-only"  # only reading tools
+    PLAN = "plan"  # only reading tools and the todo list: the model plans, the user approves
     ASK = "ask"  # reads run; writes and commands ask
     AUTO_EDIT = "auto-edit"  # reads and workspace writes run; commands ask
     FULL_AUTO = "full-auto"  # everything runs; path rules still hold
@@ -36,7 +37,7 @@ WRITE_TOOLS = frozenset({"write_file", "edit_file"})
 def decide(mode: ApprovalMode, tool: str, read_only: bool) -> Decision:
     if read_only or mode is ApprovalMode.FULL_AUTO:
         return Decision.RUN
-    if mode is ApprovalMode.READ_ONLY:
+    if mode in (ApprovalMode.READ_ONLY, ApprovalMode.PLAN):
         return Decision.REFUSE
     if mode is ApprovalMode.AUTO_EDIT and tool in WRITE_TOOLS:
         return Decision.RUN
@@ -47,6 +48,13 @@ def refusal_text(
     mode: ApprovalMode, tool: str, *, interactive: bool, message: str | None = None
 ) -> str:
     """What the model is told when a call does not run."""
+    if mode is ApprovalMode.PLAN:
+        return (
+            f"REFUSED FORBIDDEN: {tool} is not allowed in plan mode: nothing is changed "
+            "until the user approves a plan.\n"
+            "hint: read what you need, write the plan with the todo tool, and end your "
+            "turn; the user approves it to leave plan mode."
+        )
     if mode is ApprovalMode.READ_ONLY:
         return (
             f"REFUSED FORBIDDEN: {tool} is not allowed in read-only mode.\n"

@@ -45,7 +45,17 @@ tool refuses, read its code and hint and take the next move it names. Keep answe
 short; use Markdown for code."""
 
 
-def system_prompt(conversation: Conversation, tools: Sequence[ToolSpec], project: str = "") -> str:
+PLAN_MODE = (
+    "Plan mode: the user wants a plan before any change. Only the reading tools and the "
+    "todo tool run; writes and commands are refused. Investigate what you need, write the "
+    "plan as a todo list with the todo tool, say what you would do in a few lines, and end "
+    "your turn. The user approves the plan to leave plan mode."
+)
+
+
+def system_prompt(
+    conversation: Conversation, tools: Sequence[ToolSpec], project: str = "", mode: str = ""
+) -> str:
     """The system prompt, most stable part first so providers' prompt caches hit:
     the base prompt, tools and workspace, then the project's instruction files
     (`project`, see runtime.context.instructions), the user's configured instructions,
@@ -67,6 +77,8 @@ def system_prompt(conversation: Conversation, tools: Sequence[ToolSpec], project
     instructions = conversation.agent.instructions.strip()
     if instructions:
         parts.append("Instructions from the user:\n" + instructions)
+    if mode == "plan":  # (the harness enforces it: runtime.config.approvals.decide)
+        parts.append(PLAN_MODE)
     parts.append(f"Today: {time.strftime('%Y-%m-%d')}")
     return "\n\n".join(parts)
 
@@ -115,6 +127,7 @@ def build_messages(
     tools: Sequence[ToolSpec] = (),
     project: str = "",
     policy: ImagePolicy | None = None,
+    mode: str = "",
 ) -> tuple[Message, ...]:
     """The request's messages. Each assistant message with tool calls is followed by
     exactly one tool message per call, whatever order the entries are in; ids on
@@ -122,7 +135,7 @@ def build_messages(
     policy = policy or ImagePolicy()
     active = _active_entries(entries)
     results = {e.data.get("tool_call_id"): e for e in active if e.kind == EntryKind.TOOL_RESULT}
-    messages = [Message("system", system_prompt(conversation, tools, project))]
+    messages = [Message("system", system_prompt(conversation, tools, project, mode))]
     used: set[str] = set()
     last = {e.run_id: i for i, e in enumerate(active) if e.kind == EntryKind.ASSISTANT}
     # A prompt a UserPromptSubmit hook blocked never reaches the model (runtime.hooks).

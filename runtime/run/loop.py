@@ -342,6 +342,7 @@ class RunExecutor:
             specs,
             project=self.project_instructions,
             policy=policy,
+            mode=self.deps.approval_mode.value,
         )
         effort = self.conversation.agent.reasoning_effort or self.deps.settings.reasoning_effort
         return ModelRequest(

@@ -100,7 +100,7 @@ def choose_sandbox(
 
     if mode is not None and mode not in MODES:
         raise ConfigError(f"unknown sandbox mode {mode!r}", hint=f"use one of: {', '.join(MODES)}")
-    default = "read-only" if approval_mode == "read-only" else "workspace-write"
+    default = "read-only" if approval_mode in ("read-only", "plan") else "workspace-write"
     chosen = mode or getattr(config, "sandbox_mode", None) or default
     return SandboxPolicy(
         mode=SandboxMode(chosen),

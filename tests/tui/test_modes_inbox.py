@@ -27,19 +27,19 @@ async def test_shift_tab_cycles_the_mode_and_keeps_the_draft_and_the_focus(tmp_p
             prompt = app.query_one(PromptInput)
             await pilot.press(*"half a thought", "ctrl+j", *"more")
             seen = []
-            for _ in range(4):
+            for _ in range(5):
                 await pilot.press("shift+tab")
                 await wait_for(lambda: app.settings.approval_mode not in seen[-1:], pilot)
                 seen.append(app.settings.approval_mode)
                 assert f"{app.settings.approval_mode}  ·" in status(app)
                 assert app.focused is prompt
                 assert harness.driver(conv_id).config.approval_mode == seen[-1]
-            assert seen == ["auto-edit", "full-auto", "read-only", "ask"]
+            assert seen == ["auto-edit", "full-auto", "plan", "read-only", "ask"]
             await pilot.press(*" typed on")
             assert prompt.text == "half a thought\nmore typed on"
             assert not app.query_one(CommandOutput).shown  # the status line says it
             await pilot.press("shift+tab", "shift+tab", "shift+tab")  # one step each
-            await wait_for(lambda: app.settings.approval_mode == "read-only", pilot)
+            await wait_for(lambda: app.settings.approval_mode == "plan", pilot)
     finally:
         await harness.close()
 

@@ -31,7 +31,9 @@ _STATE = {
     RunState.FAILED: ("$error", "failed"),
     RunState.CANCELLED: ("$warning", "cancelled"),
 }
-_MODE_TONE = {"read-only": "$success", "ask": "$primary", "auto-edit": "$warning"}
+_MODE_TONE = {
+    "read-only": "$success", "plan": "$success", "ask": "$primary", "auto-edit": "$warning",
+}  # fmt: skip
 
 
 def _activity(view: ConversationView, run: Run) -> str:
