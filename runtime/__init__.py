@@ -30,6 +30,8 @@ _EXPORTS = {
     "CompactionFailed": "runtime.model.errors",
     "compacted_through": "runtime.context.compaction",
     "ConversationBusy": "runtime.model.errors",
+    "CommandFile": "runtime.setup.commands",
+    "expand_command": "runtime.setup.commands",
     "Busy": "runtime.model.errors",
     "LeaseLost": "runtime.model.errors",
     "SchemaTooNew": "runtime.model.errors",
@@ -158,6 +160,7 @@ __all__ = [
     "BastionError",
     "Budget",
     "Busy",
+    "CommandFile",
     "CompactionFailed",
     "Config",
     "ConfigChange",
@@ -225,6 +228,7 @@ __all__ = [
     "default_targets",
     "encode_error",
     "end_pair",
+    "expand_command",
     "expand_mentions",
     "export_markdown",
     "first_run_report",
@@ -364,6 +368,7 @@ if TYPE_CHECKING:
         sandbox_report,
     )
     from runtime.run.toolbox import WorkspaceToolbox
+    from runtime.setup.commands import CommandFile, expand_command
     from runtime.setup.firstrun import (
         PROBE_TIMEOUT,
         LocalServer,

@@ -28,7 +28,7 @@ import asyncio
 import contextlib
 import gc
 import time
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import replace
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -152,8 +152,10 @@ class BastionApp(App[int]):
         sandbox_notice: Callable[[], str | None] | None = None,
         catalog: Callable[[str], Any] | None = None,
         notify: str = "auto",
+        commands: Sequence[Any] = (),
     ) -> None:
         super().__init__()
+        self._command_files = commands  # /name commands of the user's and a project's files
         from tui.notices import Notifier
         from tui.textual_compat import write_raw
 
@@ -437,7 +439,12 @@ class BastionApp(App[int]):
 
     def _after_first_view(self) -> None:
         """Once the first view is drawn, what could wait for it: following config and
-        theme edits (watchfiles and anyio load then, ~80 ms) and settling."""
+        theme edits (watchfiles and anyio load then, ~80 ms) and settling; the command
+        files become commands (tui.slash loads after the first frame)."""
+        from tui.slash import install_files
+
+        for note in install_files(self._command_files):
+            self.notify(note, title="command files", severity="warning", timeout=12)
         self._start_live_config()
         self.run_worker(self._settle(), group="settle")
         self._watch_themes()
@@ -646,6 +653,10 @@ class BastionApp(App[int]):
         (approval if approval.call is not None else self.query_one(PromptInput)).focus()
 
     # --- input --------------------------------------------------------------
+
+    async def send_prompt(self, text: str) -> None:
+        """A command file's prompt, sent as if typed (runtime.setup.commands)."""
+        await self.send(text)
 
     async def send(self, text: str, *, follow_up: bool = False, redirect: bool = False) -> None:
         """Submit `text`: a new run when idle, a steer while a run is going; a follow-up

@@ -55,6 +55,7 @@ def run_app(conversation_id: str, *, theme: str | None = None) -> int:
         theme=theme or config.theme,
         catalog=config.model_info,
         notify=config.notify,
+        commands=config.commands,
         notes=said,  # (read once the session is on screen: filled by then)
     )
     return app.run() or 0

@@ -253,6 +253,7 @@ def _run_app(
         sandbox_notice=lambda: sandbox_notice_for(opts, config),
         catalog=config.model_info,
         notify=config.notify,
+        commands=config.commands,
     )
     error = None
     try:

@@ -635,7 +635,9 @@ async def _main(opts: Any) -> int:
     except BastionError as exc:
         error_line(str(exc))
         return EXIT_USAGE
-    for note in session.config.notes:  # project settings ignored (an untrusted folder)
+    from tui.slash import install_files
+
+    for note in (*session.config.notes, *install_files(session.config.commands)):
         error_line(note)
     if notice := session.sandbox_notice():
         error_line(notice)

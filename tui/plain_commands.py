@@ -36,6 +36,8 @@ class LineHost(Protocol):
 
     async def switch(self, conversation_id: str, *, replay: bool) -> None: ...
 
+    async def send(self, text: str, *, typed: bool = True) -> None: ...
+
 
 __all__ = ["PlainHost", "rich_markup"]
 
@@ -115,6 +117,10 @@ class PlainHost:
 
     def set_draft(self, text: str) -> None:
         self.mode.draft = text  # the next prompt starts with it
+
+    async def send_prompt(self, text: str) -> None:
+        """A command file's prompt, sent as if typed (runtime.setup.commands)."""
+        await self.mode.send(text)
 
     def copy_to_clipboard(self, text: str) -> None:
         """OSC 52, as the app does it: the terminal puts `text` on the clipboard (over

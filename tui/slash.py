@@ -15,7 +15,7 @@ through `host.harness`, its public methods only.
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -88,6 +88,9 @@ class CommandHost(Protocol):
     def set_draft(self, text: str) -> None: ...
 
     def copy_to_clipboard(self, text: str) -> None: ...
+
+    async def send_prompt(self, text: str) -> None:
+        """Send `text` as if typed (a command file's prompt)."""
 
     def exit(self, result: int | None = None) -> None: ...
 
@@ -166,8 +169,38 @@ def after_draft(text: str, kept: str | None) -> str | None:
     return typed if _COMMAND.fullmatch(typed) else None
 
 
+#: The user's and a trusted project's command files (runtime.setup.commands), as
+#: commands: installed once by the front end that runs (`install_files`).
+FILE_COMMANDS: list[SlashCommand] = []
+
+
+def install_files(files: Sequence[Any]) -> list[str]:
+    """Make each command file a `/name` command; one note per file whose name a built-in
+    command has (the built-in wins). Returns the notes."""
+    notes = []
+    FILE_COMMANDS.clear()
+    for file in files:
+        if find(file.name) is not None:
+            notes.append(f"{file.path}: ignored: /{file.name} is a built-in command")
+            continue
+        summary = file.description or f"the prompt in {file.source} {file.name}.md"
+        FILE_COMMANDS.append(
+            SlashCommand(file.name, summary, _file_command(file), file.argument_hint)
+        )
+    return notes
+
+
+def _file_command(file: Any) -> Run:
+    async def run(host: CommandHost, arg: str) -> None:
+        from runtime import expand_command
+
+        await host.send_prompt(expand_command(file, arg))
+
+    return run
+
+
 def find(name: str) -> SlashCommand | None:
-    for command in COMMANDS:
+    for command in (*COMMANDS, *FILE_COMMANDS):
         if name == command.name or name in command.aliases:
             return command
     return None
@@ -179,7 +212,8 @@ def completions(text: str) -> list[SlashCommand]:
     if not text.startswith("/") or text.startswith("//") or any(c.isspace() for c in text):
         return []
     typed = text[1:]
-    return [c for c in COMMANDS if any(n.startswith(typed) for n in (c.name, *c.aliases))]
+    every = (*COMMANDS, *FILE_COMMANDS)
+    return [c for c in every if any(n.startswith(typed) for n in (c.name, *c.aliases))]
 
 
 def _cmd(name: str) -> str:
@@ -190,7 +224,7 @@ def _cmd(name: str) -> str:
 
 
 async def show_help(host: CommandHost, arg: str) -> None:
-    width = max(len(c.usage) for c in COMMANDS)
+    width = max(len(c.usage) for c in (*COMMANDS, *FILE_COMMANDS))
     app = host.front_end == "app"
     about = "Tab completes; Ctrl+P searches them" if app else "//text sends /text"
     lines = [f"[b]commands[/]  [$foreground-muted]({about})[/]"]
@@ -198,6 +232,10 @@ async def show_help(host: CommandHost, arg: str) -> None:
         alias = f"  [$foreground-muted](also /{', /'.join(c.aliases)})[/]" if c.aliases else ""
         only = "" if host.front_end in c.fronts else "  [$foreground-muted](the app only)[/]"
         lines.append(f"  {_cmd(escape(c.usage.ljust(width)))}  {c.summary}{alias}{only}")
+    if FILE_COMMANDS:
+        lines.append("[b]your commands[/]  [$foreground-muted](command files)[/]")
+        for c in FILE_COMMANDS:
+            lines.append(f"  {_cmd(escape(c.usage.ljust(width)))}  {escape(c.summary)}")
     if app:  # three lines, each whole at 80 columns: never cut mid-phrase
         lines.append("[b]keys[/]  enter send · shift+enter/ctrl+j new line · tab follow-up")
         lines.append("\u00a0" * 6 + "shift+tab mode · esc interrupt · ctrl+c ctrl+c quit")

@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 #: The project files that apply only in a trusted folder (relative to the workspace).
-PROJECT_FILES = (".bastion/config.toml", ".bastion/settings.toml")
+PROJECT_FILES = (".bastion/config.toml", ".bastion/settings.toml", ".bastion/commands")
 
 _ONCE: set[str] = set()
 

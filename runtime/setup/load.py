@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ from runtime.run.budget import BUDGET_KEYS, Budget, check_budget_keys
 from runtime.run.sandboxing import KEYS as _SANDBOX_KEYS
 from runtime.run.sandboxing import check_keys as _check_sandbox
 from runtime.run.sandboxing import config_fields as _sandbox_fields
+from runtime.setup.commands import CommandFile, load_commands
 from runtime.setup.project import restrict_project
 from runtime.store.home import default_home as default_home
 from tools.denylist import DEFAULT_DENY
@@ -93,6 +94,8 @@ class Config:
     theme: str = "bastion-dark"
     theme_source: str = ""  # the config file that set `theme` ("" when none did)
     notify: str = "auto"  # a run's end and an approval, told when the terminal is behind
+    #: `/name` command files (runtime.setup.commands): the user's, a trusted project's.
+    commands: tuple[CommandFile, ...] = ()
     model_source: str = ""  # the config file that set `model` ("" when none did)
     instructions: str = ""
     stream_idle_timeout: float | None = None
@@ -343,7 +346,9 @@ def load_config(cwd: str, env: Mapping[str, str] | None = None) -> Config:
         notes.extend(_refused_rules(cwd))
     elif present := project_files(cwd):
         notes.append(untrusted_note(cwd, present))
-    return _merge(layers, env, trust, tuple(notes))
+    commands, skipped = load_commands(cwd, trust.trusted, env)
+    config = _merge(layers, env, trust, (*notes, *skipped))
+    return replace(config, commands=commands) if commands else config
 
 
 def _refused_rules(cwd: str) -> list[str]:
