@@ -751,6 +751,18 @@ class BastionApp(App[int]):
         if isinstance(event.text_area, PromptInput):
             self._offer_commands(event.text_area.text)
 
+    def on_prompt_input_edit_externally(self, event: PromptInput.EditExternally) -> None:
+        """Ctrl+G: the prompt's text in $VISUAL / $EDITOR (tui.editor); back in the prompt."""
+        from tui.editor import EditorFailed, edit
+
+        try:
+            text = edit(self, event.prompt.text)
+        except EditorFailed as exc:
+            self.notify(str(exc), title="editor", severity="warning")
+            return
+        event.prompt.set_value(text)
+        event.prompt.focus()
+
     def on_prompt_input_completion_key(self, event: PromptInput.CompletionKey) -> None:
         from tui import slash
 

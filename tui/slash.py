@@ -239,7 +239,8 @@ async def show_help(host: CommandHost, arg: str) -> None:
     if app:  # three lines, each whole at 80 columns: never cut mid-phrase
         lines.append("[b]keys[/]  enter send · shift+enter/ctrl+j new line · tab follow-up")
         lines.append("\u00a0" * 6 + "shift+tab mode · esc interrupt · ctrl+c ctrl+c quit")
-        lines.append("\u00a0" * 6 + "ctrl+g (ctrl+enter) cut the run's step, send this now")
+        lines.append("\u00a0" * 6 + "ctrl+s (ctrl+enter) cut the run's step, send this now")
+        lines.append("\u00a0" * 6 + "ctrl+g edit the prompt in $VISUAL / $EDITOR")
     else:
         lines.append(
             "[b]keys[/]  enter send · alt+enter/ctrl+j new line · ctrl+c interrupt · ctrl+d quit"

@@ -25,7 +25,7 @@ def command_running(app: BastionApp) -> bool:
     return bool(view and any(c.state == "running" for c in view.tool_calls))
 
 
-@pytest.mark.parametrize("key", ["ctrl+g", "ctrl+enter"])
+@pytest.mark.parametrize("key", ["ctrl+s", "ctrl+enter"])
 async def test_the_redirect_key_cuts_the_running_command_and_sends_the_text(tmp_path, key):
     turns = [ScriptedTurn(text="Running the tests.", tool_calls=(COMMAND,)),
              ScriptedTurn(text="Linting instead.")]  # fmt: skip
@@ -64,7 +64,7 @@ async def test_with_no_run_the_redirect_key_sends_like_enter(tmp_path):
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(lambda: app.view is not None, pilot)
-            await pilot.press(*"hi", "ctrl+g")
+            await pilot.press(*"hi", "ctrl+s")
             await wait_for(lambda: run_settled(app), pilot)
         snap = await harness.store.snapshot(conv_id)
         assert [r.state for r in snap.runs] == [RunState.COMPLETED]
@@ -87,7 +87,7 @@ async def test_the_redirect_key_in_the_attached_app_reaches_the_driving_process(
             assert "live from the process driving it" in notices(app)  # over its socket
             await pilot.press(*"run the tests", "enter")
             await wait_for(lambda: command_running(app), pilot)
-            await pilot.press(*"lint instead", "ctrl+g")
+            await pilot.press(*"lint instead", "ctrl+s")
             await wait_for(lambda: run_settled(app) and len(app.view.runs) == 2, pilot)
             assert app.view.entries[-1].text == "Linting instead."
             await pilot.press("ctrl+c", "ctrl+c")

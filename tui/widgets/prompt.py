@@ -28,9 +28,11 @@ __all__ = ["PromptInput"]
 NEWLINE_KEYS = frozenset({"shift+enter", "ctrl+j"})
 FOLLOW_UP_KEYS = frozenset({"tab", "alt+enter"})
 #: Interrupt and redirect: cut the run's current step and send the text as the next
-#: prompt. Ctrl+Enter where the terminal reports it (kitty keyboard protocol); Ctrl+G
-#: everywhere (elsewhere Ctrl+Enter arrives as Enter, which steers).
-REDIRECT_KEYS = frozenset({"ctrl+enter", "ctrl+g"})
+#: prompt. Ctrl+Enter where the terminal reports it (kitty keyboard protocol); Ctrl+S
+#: everywhere ("send now": elsewhere Ctrl+Enter arrives as Enter, which steers). Ctrl+G
+#: is the editor, as Claude Code users know it.
+REDIRECT_KEYS = frozenset({"ctrl+enter", "ctrl+s"})
+EDITOR_KEY = "ctrl+g"
 #: TextArea's editing and cursor actions, run as their key arrives. Left to its bindings,
 #: a key runs when it bubbles back up, after the keys read with it: `BSpace Q` in one
 #: read inserted Q, and then the backspace deleted it.
@@ -72,12 +74,18 @@ class PromptInput(KeysFirst):
     @dataclass
     class Sent(Message):
         """Enter (follow_up False) or Tab / Alt+Enter (follow_up True) with text to send;
-        `redirect`: Ctrl+Enter / Ctrl+G, cut the run's current step for it."""
+        `redirect`: Ctrl+Enter / Ctrl+S, cut the run's current step for it."""
 
         prompt: PromptInput
         text: str
         follow_up: bool
         redirect: bool = False
+
+    @dataclass
+    class EditExternally(Message):
+        """Ctrl+G: the app opens the prompt's text in the user's $VISUAL or $EDITOR."""
+
+        prompt: PromptInput
 
     @dataclass
     class PullQueued(Message):
@@ -137,6 +145,8 @@ class PromptInput(KeysFirst):
             self._send(follow_up=True)
         elif key in REDIRECT_KEYS:
             self._send(follow_up=False, redirect=True)
+        elif key == EDITOR_KEY:
+            self.post_message(self.EditExternally(self))
         elif key in NEWLINE_KEYS:
             self.insert("\n")
         elif key == "up" and self.cursor_at_first_line:
