@@ -6,7 +6,7 @@ the history, which is read from the view when a key asks for it (the user
 entries of the conversation), so the prompt keeps no list of its own. Up on an
 empty prompt first asks for the newest queued inbox item back (the app
 withdraws it). Tab (or Alt+Enter, where the terminal reports it) sends the text
-as a follow-up; Ctrl+Enter (where reported) or Ctrl+G cuts the run's current step
+as a follow-up; Ctrl+Enter (where reported) or Ctrl+S cuts the run's current step
 and sends the text as the next prompt. While a `/command` is being typed, the command hints above the
 prompt take Up/Down/Tab to choose and complete.
 """
