@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -33,6 +34,7 @@ from runtime.run.admission import new_conversation
 from runtime.run.driver import Driver, DriverConfig
 from runtime.run.reasoning import parse_effort
 from runtime.run.sandboxing import choose_sandbox
+from runtime.setup.skills import SkillToolbox, load_skills
 from runtime.store.sessions import descendants
 from runtime.store.tx import Tx
 
@@ -188,6 +190,9 @@ class DrivingOps(HarnessCore):
         if toolbox is not None:
             toolbox = PlanToolbox(toolbox)
         trusted = trust_of(conv.cwd).trusted
+        if toolbox is not None:  # the user's and a trusted project's skills (runtime.setup)
+            skills, _ = await asyncio.to_thread(load_skills, conv.cwd, trusted, os.environ)
+            toolbox = SkillToolbox(toolbox, skills) if skills else toolbox
         policy = getattr(toolbox, "sandbox", None) or choose_sandbox(self.config, mode.value)
         try:
             hooks = hooks_for(self.config, conv.cwd, trusted, policy)

@@ -29,7 +29,10 @@ from pathlib import Path
 from runtime.config.safe_read import read_project_file, read_user_file
 from runtime.model.errors import ConfigError
 
-__all__ = ["MAX_COMMAND_BYTES", "CommandFile", "expand", "expand_command", "load_commands"]
+__all__ = [
+    "MAX_COMMAND_BYTES", "CommandFile", "expand", "expand_command", "front_matter",
+    "load_commands",
+]  # fmt: skip
 
 MAX_COMMAND_BYTES = 64 * 1024
 MAX_COMMANDS = 200  # per folder: a folder of thousands is not read whole
@@ -139,15 +142,8 @@ def _read_project(cwd: str, name: str) -> CommandFile | None:
     return _parse(found.data if found else None, name, "project", f"{cwd}/{PROJECT_DIR}/{name}")
 
 
-def _parse(raw: bytes | None, name: str, source: str, path: str) -> CommandFile | None:
-    if raw is None:
-        return None
-    if len(raw) > MAX_COMMAND_BYTES:
-        raise ConfigError(f"{path} is over {MAX_COMMAND_BYTES // 1024} KiB")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path} is not UTF-8 text") from None
+def front_matter(text: str) -> tuple[dict[str, str], str]:
+    """(the `key: value` lines between a leading pair of `---` lines, the rest)."""
     meta: dict[str, str] = {}
     lines = text.splitlines()
     if lines and lines[0].strip() == "---":
@@ -158,6 +154,19 @@ def _parse(raw: bytes | None, name: str, source: str, path: str) -> CommandFile 
                 if sep:
                     meta[key.strip().lower()] = value.strip().strip("'\"")
             text = "\n".join(lines[end + 1 :]).strip("\n")
+    return meta, text
+
+
+def _parse(raw: bytes | None, name: str, source: str, path: str) -> CommandFile | None:
+    if raw is None:
+        return None
+    if len(raw) > MAX_COMMAND_BYTES:
+        raise ConfigError(f"{path} is over {MAX_COMMAND_BYTES // 1024} KiB")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path} is not UTF-8 text") from None
+    meta, text = front_matter(text)
     if not text.strip():
         raise ConfigError(f"{path} has no prompt after its front matter")
     return CommandFile(
