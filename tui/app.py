@@ -763,6 +763,18 @@ class BastionApp(App[int]):
         event.prompt.set_value(text)
         event.prompt.focus()
 
+    async def on_prompt_input_paste_image(self, event: PromptInput.PasteImage) -> None:
+        """Ctrl+V: the clipboard's image saved and named in the prompt as `@PATH`."""
+        from runtime import default_home
+        from tui.clipboard import ClipboardEmpty, paste_image
+
+        try:
+            path = await asyncio.to_thread(paste_image, default_home())
+        except ClipboardEmpty as exc:
+            self.notify(str(exc), title="paste an image", severity="warning")
+            return
+        event.prompt.insert(f"@{path} ")
+
     def on_prompt_input_completion_key(self, event: PromptInput.CompletionKey) -> None:
         from tui import slash
 

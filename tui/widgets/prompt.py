@@ -33,6 +33,7 @@ FOLLOW_UP_KEYS = frozenset({"tab", "alt+enter"})
 #: is the editor, as Claude Code users know it.
 REDIRECT_KEYS = frozenset({"ctrl+enter", "ctrl+s"})
 EDITOR_KEY = "ctrl+g"
+IMAGE_KEY = "ctrl+v"  # an image from the system clipboard (terminals paste only text)
 #: TextArea's editing and cursor actions, run as their key arrives. Left to its bindings,
 #: a key runs when it bubbles back up, after the keys read with it: `BSpace Q` in one
 #: read inserted Q, and then the backspace deleted it.
@@ -84,6 +85,12 @@ class PromptInput(KeysFirst):
     @dataclass
     class EditExternally(Message):
         """Ctrl+G: the app opens the prompt's text in the user's $VISUAL or $EDITOR."""
+
+        prompt: PromptInput
+
+    @dataclass
+    class PasteImage(Message):
+        """Ctrl+V: the app attaches the system clipboard's image (tui.clipboard)."""
 
         prompt: PromptInput
 
@@ -147,6 +154,8 @@ class PromptInput(KeysFirst):
             self._send(follow_up=False, redirect=True)
         elif key == EDITOR_KEY:
             self.post_message(self.EditExternally(self))
+        elif key == IMAGE_KEY:
+            self.post_message(self.PasteImage(self))
         elif key in NEWLINE_KEYS:
             self.insert("\n")
         elif key == "up" and self.cursor_at_first_line:
