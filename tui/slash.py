@@ -240,7 +240,7 @@ async def show_help(host: CommandHost, arg: str) -> None:
         lines.append("[b]keys[/]  enter send · shift+enter/ctrl+j new line · tab follow-up")
         lines.append("\u00a0" * 6 + "shift+tab mode · esc interrupt · ctrl+c ctrl+c quit")
         lines.append("\u00a0" * 6 + "ctrl+s (ctrl+enter) cut the run's step, send this now")
-        lines.append("\u00a0" * 6 + "ctrl+g edit the prompt in $VISUAL / $EDITOR")
+        lines.append("\u00a0" * 6 + "ctrl+g edit in $VISUAL/$EDITOR · ctrl+v paste an image")
     else:
         lines.append(
             "[b]keys[/]  enter send · alt+enter/ctrl+j new line · ctrl+c interrupt · ctrl+d quit"

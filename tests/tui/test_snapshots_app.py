@@ -47,7 +47,7 @@ def test_help(snap_compare, tmp_path, size):
     lists "commands" — /help, /model [NAME], /mode [MODE], /effort [LEVEL], /new (also /clear),
     /resume, /compact [INSTRUCTIONS], /export [markdown|json], /theme [NAME], /cost,
     /quit (also /exit) each with what it does — and a "keys" block, its last line
-    `ctrl+s (ctrl+enter) cut the run's step, send this now`, `ctrl+g edit the prompt in $VISUAL / $EDITOR`. The status line stays `idle · ask · …`: nothing was sent."""
+    `ctrl+s (ctrl+enter) cut the run's step, send this now`, `ctrl+g edit in $VISUAL/$EDITOR · ctrl+v paste an image`. The status line stays `idle · ask · …`: nothing was sent."""
     app = make_app(tmp_path, [])
 
     async def help_shown(pilot: Any) -> None:
