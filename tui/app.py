@@ -25,7 +25,6 @@ exits (its owner's close closes the harness too).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import time
 from collections.abc import Awaitable, Callable, Collection, Sequence
@@ -40,10 +39,11 @@ from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 from textual.widgets import Static
 
-from runtime.model.errors import BastionError, EmptyInput
+from runtime.model.errors import BastionError
 from themes import DEFAULT_THEME, check_theme_name
 from tui import theming
-from tui.markup import escape
+from tui.app_keys import KeyActions
+from tui.app_prompt import PromptActions
 from tui.pacing import GAP, MAX_HOLD, due, hold, pause, urgent
 from tui.textual_compat import begin_batch, end_batch
 from tui.widgets.prompt import PromptInput
@@ -64,14 +64,12 @@ if TYPE_CHECKING:  # loaded after the first frame (see tui.launch and `_mount_re
     from tui.widgets.approval import ApprovalPrompt
     from tui.widgets.command_panel import CommandHints, CommandOutput
     from tui.widgets.completion import FileCompletion
-    from tui.widgets.entries import ToolCallLine
     from tui.widgets.inbox import InboxStrip
 
 __all__ = ["BastionApp", "Opener", "preload"]
 
 Opener = Callable[[], Awaitable[tuple["HarnessClient", str]]]
 
-QUIT_WINDOW = 2.0  # seconds in which a second Ctrl+C quits
 WELCOME = "[b $primary]bastion[/]  [$foreground-muted]type a request and press Enter[/]"
 PLACEHOLDER_IDLE = "Ask Bastion to do something…"
 PLACEHOLDER_BUSY = "Enter steers the run after this step · Tab queues a follow-up…"
@@ -114,7 +112,7 @@ def preload() -> None:
     warm()
 
 
-class BastionApp(App[int]):
+class BastionApp(PromptActions, KeyActions, App[int]):
     """A transcript, a prompt, an approval line and a status bar over one conversation."""
 
     CSS_PATH: ClassVar[str] = "app.tcss"
@@ -654,159 +652,6 @@ class BastionApp(App[int]):
 
     # --- input --------------------------------------------------------------
 
-    async def send_prompt(self, text: str) -> None:
-        """A command file's prompt, sent as if typed (runtime.setup.commands)."""
-        await self.send(text)
-
-    async def send(self, text: str, *, follow_up: bool = False, redirect: bool = False) -> None:
-        """Submit `text`: a new run when idle, a steer while a run is going; a follow-up
-        (the next run once this one answers) when asked for; with `redirect`, the run's
-        current step is cut and `text` is the next prompt (Harness.redirect)."""
-        await self.ready.wait()  # sent before the session opened: it goes once it has
-        assert self.view is not None
-        if redirect and self.view.active_run is not None and self.harness is not None:
-            await self._redirect(text)
-            return
-        await self._submit(text, self.view, follow_up=follow_up)
-
-    async def _redirect(self, text: str) -> None:
-        """Interrupt and redirect in one action; queued inputs come back to the prompt,
-        as with Esc."""
-        from runtime import expand_mentions, split_attachments
-
-        assert self.harness is not None and self.view is not None
-        expansion = await asyncio.to_thread(expand_mentions, text, self.view.conversation.cwd)
-        try:
-            cut = await self.harness.redirect(self.conversation_id, expansion.text)
-        except BastionError as exc:
-            self.notify(str(exc), title="not sent", severity="error")
-            return
-        if cut.withdrawn:
-            prompt = self.query_one(PromptInput)
-            texts = [split_attachments(item.text)[0] for item in cut.withdrawn]
-            if prompt.text.strip():
-                texts.append(prompt.text)
-            prompt.set_value("\n".join(texts))
-
-    async def _submit(self, text: str, view: ConversationView, *, follow_up: bool = False) -> None:
-        """`send` with `view` the session as last seen."""
-        from runtime import expand_mentions
-        from runtime.model.records import InboxMode
-
-        assert self.harness is not None
-        mode = InboxMode.STEER if view.active_run is not None else InboxMode.PROMPT
-        if text.strip():  # @path mentions become attachments
-            expansion = await asyncio.to_thread(expand_mentions, text, view.conversation.cwd)
-            text = expansion.text
-        try:
-            await self.harness.submit(
-                self.conversation_id, text, mode=InboxMode.FOLLOW_UP if follow_up else mode
-            )
-        except EmptyInput:
-            pass
-        except BastionError as exc:
-            self.notify(str(exc), title="not sent", severity="error")
-
-    def _sent(self) -> list[str]:
-        """What the user sent in this conversation, oldest first (the prompt's history)."""
-        if self.view is None:
-            return []
-        from runtime import split_attachments
-        from runtime.model.records import EntryKind
-
-        return [split_attachments(e.text)[0] for e in self.view.settled if e.kind == EntryKind.USER]
-
-    def on_prompt_input_sent(self, event: PromptInput.Sent) -> None:
-        from tui import slash
-
-        self.typed_at = -MAX_HOLD  # sent: the user has stopped typing (see `hold`)
-        text, kept, self.kept_draft = event.text, self.kept_draft, None
-        typed = slash.after_draft(text, kept)
-        try:
-            command = slash.parse(typed or text)
-        except slash.UnknownCommand as exc:
-            self.say(f"{escape(exc.message)}  [$foreground-muted]{exc.hint}[/]", error=True)
-            if typed is not None:  # the draft comes back as it was
-                event.prompt.set_value(kept or "")
-                self.kept_draft = kept
-            else:
-                self.kept_draft = text  # it stays, to fix
-            return
-        event.prompt.clear()
-        event.prompt.forget_position()
-        if self.parts_ready.is_set():
-            self.command_output.close()
-        if command is not None:
-            if typed is not None and kept is not None and not slash.is_command(kept):
-                self.set_draft(kept)  # /rewind's message stays in the prompt to edit
-            self.run_slash(*command)
-            return
-        if text.startswith("//"):
-            text = text[1:]
-        self.run_worker(
-            self.send(text, follow_up=event.follow_up, redirect=event.redirect), group="input"
-        )
-
-    def on_text_area_changed(self, event: PromptInput.Changed) -> None:
-        if isinstance(event.text_area, PromptInput):
-            self._offer_commands(event.text_area.text)
-
-    def on_prompt_input_edit_externally(self, event: PromptInput.EditExternally) -> None:
-        """Ctrl+G: the prompt's text in $VISUAL / $EDITOR (tui.editor); back in the prompt."""
-        from tui.editor import EditorFailed, edit
-
-        try:
-            text = edit(self, event.prompt.text)
-        except EditorFailed as exc:
-            self.notify(str(exc), title="editor", severity="warning")
-            return
-        event.prompt.set_value(text)
-        event.prompt.focus()
-
-    async def on_prompt_input_paste_image(self, event: PromptInput.PasteImage) -> None:
-        """Ctrl+V: the clipboard's image saved and named in the prompt as `@PATH`."""
-        from runtime import default_home
-        from tui.clipboard import ClipboardEmpty, paste_image
-
-        try:
-            path = await asyncio.to_thread(paste_image, default_home())
-        except ClipboardEmpty as exc:
-            self.notify(str(exc), title="paste an image", severity="warning")
-            return
-        event.prompt.insert(f"@{path} ")
-
-    def on_prompt_input_completion_key(self, event: PromptInput.CompletionKey) -> None:
-        from tui import slash
-
-        hints = self.hints
-        chosen = hints.chosen
-        if event.key in ("up", "down"):
-            hints.move(-1 if event.key == "up" else 1)
-        elif chosen is not None:
-            if event.key == "enter" and slash.find(event.prompt.text.strip()[1:]):
-                hints.offer([])  # a whole command name: Enter runs it as typed
-                event.prompt.post_message(PromptInput.Sent(event.prompt, event.prompt.text, False))
-                return
-            event.prompt.set_value(f"/{chosen.name}" + (" " if chosen.args else ""))
-            if event.key == "enter" and not chosen.args:
-                event.prompt.post_message(PromptInput.Sent(event.prompt, event.prompt.text, False))
-
-    def on_prompt_input_pull_queued(self, event: PromptInput.PullQueued) -> None:
-        self.run_worker(self._pull_queued(event.prompt), group="input")
-
-    async def _pull_queued(self, prompt: PromptInput) -> None:
-        """The newest queued item back into the prompt, withdrawn from the queue."""
-        assert self.harness is not None
-        queued = self.view.queued_inbox if self.view else ()
-        if not queued:
-            return
-        item = queued[-1]
-        if await self.harness.withdraw(self.conversation_id, item.id):
-            if not prompt.text:
-                prompt.set_value(item.text)
-        else:
-            self.notify("that message was already taken by the run", title="not withdrawn")
-
     # --- commands -----------------------------------------------------------
 
     @work(group="command")
@@ -892,71 +737,6 @@ class BastionApp(App[int]):
         self.command_output.close()
         self.follow()
 
-    @work(group="mode", exclusive=False)
-    async def action_cycle_mode(self) -> None:
-        """Shift+Tab: the next approval mode, shown on the status line; the prompt keeps
-        its focus and its draft."""
-        async with self._mode_lock:  # presses in quick succession step one mode each
-            if self.harness is None or self.settings is None:
-                return  # (still opening)
-            from tui.slash import MODES as modes
-
-            current = self.settings.approval_mode if self.settings else ""
-            at = modes.index(current) if current in modes else -1
-            try:
-                settings = await self.harness.set_approval_mode(
-                    self.conversation_id, modes[(at + 1) % len(modes)]
-                )
-            except BastionError as exc:
-                self.notify(str(exc), title="approval mode", severity="error")
-                return
-            self.use_settings(settings)
-
-    def on_tool_call_line_open_subagent(self, event: ToolCallLine.OpenSubagent) -> None:
-        """A task row: its subagent's transcript, live, on a screen of its own."""
-        from tui.subagent import SubagentScreen
-
-        if self.harness is None:
-            return
-        self.push_screen(SubagentScreen(self.harness, event.conversation_id, event.label))
-
-    def on_approval_prompt_answered(self, event: ApprovalPrompt.Answered) -> None:
-        self.query_one(PromptInput).focus()
-        self.run_worker(self._respond(event), group="input")
-
-    async def _respond(self, answer: ApprovalPrompt.Answered) -> None:
-        assert self.harness is not None
-        try:
-            saved = await self.harness.respond(
-                self.conversation_id,
-                answer.tool_call_id,
-                answer.approve,
-                always=answer.always,
-                message=answer.message,
-                sandbox=answer.sandbox,
-            )
-        except BastionError as exc:
-            self.notify(str(exc), title="approval", severity="error")
-            return
-        if saved:
-            where = "this session" if answer.always == "session" else ".bastion/settings.toml"
-            names = ", ".join(rule.describe() for rule in saved)
-            self.notify(f"saved to {where}: {names}", title="always allowed")
-
-    def on_approval_prompt_shown(self, event: ApprovalPrompt.Shown) -> None:
-        self.run_worker(self._propose(event.tool_call_id), group="rules")
-
-    async def _propose(self, tool_call_id: str) -> None:
-        """Ask the runtime which rules `a` would save, and show them in the prompt."""
-        assert self.harness is not None
-        try:
-            rules = await self.harness.proposed_rules(self.conversation_id, tool_call_id)
-        except BastionError as exc:
-            self.notify(str(exc), title="approval", severity="error")
-            return
-        with contextlib.suppress(NoMatches):  # (the app closed meanwhile: nothing to show)
-            self.approval.set_rules(tool_call_id, rules)
-
     # --- actions ------------------------------------------------------------
 
     def action_completion(self, key: str) -> None:
@@ -973,65 +753,6 @@ class BastionApp(App[int]):
 
             return isinstance(self.screen, SubagentScreen)
         return True
-
-    def action_interrupt(self) -> None:
-        from tui.subagent import SubagentScreen
-
-        if isinstance(self.screen, SubagentScreen):  # Esc there is that subagent's
-            self.screen.escape_pressed()
-            return
-        if self.parts_ready.is_set() and (
-            self.completion.take_key("escape") or self.approval.back()
-        ):
-            return  # Esc closes the @file list, or leaves an approval's scope or message
-        view = self.view
-        if self.harness is not None and view is not None and view.active_run is not None:
-            if view.active_run.id in view.compacting:  # Esc stops the summary, not the run
-                self.run_worker(self._cancel_compaction(), group="input")
-            else:
-                self.run_worker(self._interrupt(), group="input")
-        elif self.parts_ready.is_set():
-            self.command_output.close()
-
-    async def _cancel_compaction(self) -> None:
-        assert self.harness is not None
-        if await self.harness.cancel_compaction(self.conversation_id):
-            self.notify("the run goes on uncompacted", title="compaction cancelled")
-
-    async def _interrupt(self) -> None:
-        """Interrupt the run; queued steers and follow-ups come back to the prompt."""
-        assert self.harness is not None
-        done = await self.harness.interrupt(self.conversation_id)
-        if done.withdrawn:
-            prompt = self.query_one(PromptInput)
-            from runtime import split_attachments
-
-            texts = [split_attachments(item.text)[0] for item in done.withdrawn]
-            if prompt.text.strip():
-                texts.append(prompt.text)
-            prompt.set_value("\n".join(texts))
-
-    async def action_quit_twice(self) -> None:
-        """First press warns; a second within QUIT_WINDOW interrupts any run and quits.
-
-        Quitting on purpose ends the run as interrupted (committed), so the next
-        `bastion -c` does not pick it up again; a crash, by contrast, leaves it to resume.
-        """
-        if self._quit_armed:
-            # attached to another process's session, leaving: the session goes on
-            attached = self.harness is not None and self.harness.guest
-            if (
-                self.harness is not None
-                and self.view is not None
-                and self.view.active_run
-                and not attached
-            ):
-                await self.harness.interrupt(self.conversation_id)
-            self.exit(0)
-            return
-        self._quit_armed = True
-        self.query_one(StatusBar).notice("[b $warning]press Ctrl+C again to quit[/]")
-        self.set_timer(QUIT_WINDOW, self._disarm_quit)
 
     def _disarm_quit(self) -> None:
         self._quit_armed = False

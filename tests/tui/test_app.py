@@ -240,7 +240,7 @@ async def test_ctrl_c_twice_quits_and_once_only_warns(tmp_path):
 
 
 async def test_the_quit_warning_expires(tmp_path, monkeypatch):
-    monkeypatch.setattr("tui.app.QUIT_WINDOW", 0.05)
+    monkeypatch.setattr("tui.app_keys.QUIT_WINDOW", 0.05)
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
     app = app_over(harness, conv_id)
     try:
