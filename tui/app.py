@@ -549,12 +549,29 @@ class BastionApp(PromptActions, KeyActions, App[int]):
             for event in batch:
                 if isinstance(event, SettingsChanged) and event.conversation_id == conv_id:
                     self.settings = SessionSettings(event.model, event.approval_mode)
+                elif (
+                    getattr(event, "phase", None) == "started" and event.conversation_id == conv_id
+                ):
+                    self._say_why_compacting(event)
                 view = reduce(view, event)
         else:  # RESYNC: the channel overflowed and dropped what it held
             view = replace(view, resync_required=True)
         if view.resync_required:
             view = await harness.snapshot(conv_id)
         return view
+
+    def _say_why_compacting(self, event: Any) -> None:
+        """A compaction starts (a long session resumed, a long run): why, and that Esc
+        declines it, once, where the user looks (issue 36)."""
+        from tui.run_words import compacting_label
+
+        self.notify(
+            f"{compacting_label(event.entries, event.tokens)}: the conversation no longer "
+            "fits the model's context window with room for an answer. Esc declines (the "
+            "run goes on uncompacted, and the provider may refuse it)",
+            title="compacting",
+            timeout=12,
+        )
 
     async def _not_opened(self, exc: BastionError) -> None:
         """The opener failed: the first-run screen when no model is configured, else end

@@ -37,11 +37,14 @@ def test_esc_cancels_the_compaction_and_the_run_goes_on(tmp_path, tmux):  # noqa
         tmux.send("Enter")
         screen = tmux.wait_for(lambda s: "compacting 2 entries" in s, "the compaction shown")
         assert "esc cancels" in screen and "thinking" not in screen
+        # Issue 36: why it compacts, where the user looks, and that Esc declines it.
+        tmux.wait_for(lambda s: "declines" in s and "window" in s, "the reason (a toast)")
         tmux.wait_for(lambda s: "written" in s, "the summary's progress")
         tmux.send("Escape")
         screen = tmux.wait_for(lambda s: "second answer" in s, "the answer, uncompacted")
         tmux.wait_for(lambda s: "● done" in s, "the run completed (not interrupted)")
-        assert "compacting" not in tmux.screen()
+        status = tmux.screen().rstrip().splitlines()[-1]  # (the reason's toast may linger)
+        assert "compacting" not in status
         requests = server.requests()
         tmux.send("C-c")
         tmux.send("C-c")
