@@ -73,7 +73,7 @@ Opener = Callable[[], Awaitable[tuple["HarnessClient", str]]]
 WELCOME = "[b $primary]bastion[/]  [$foreground-muted]type a request and press Enter[/]"
 PLACEHOLDER_IDLE = "Ask Bastion to do something…"
 PLACEHOLDER_BUSY = "Enter steers the run after this step · Tab queues a follow-up…"
-NEW_OUTPUT = "[$accent]↓ new output below[/]  [$foreground-muted]PageDown or End to follow[/]"
+NEW_OUTPUT = "[$accent]↓ new output below[/]  [$foreground-muted]Ctrl+End to follow[/]"
 
 
 def _slash_provider() -> type[Provider]:

@@ -59,6 +59,13 @@ class KeyActions(App[int]):
     def use_settings(self, settings: SessionSettings) -> None:
         raise NotImplementedError  # (BastionApp's)
 
+    async def on_prompt_input_jump(self, event: PromptInput.Jump) -> None:
+        """Ctrl+Home / Ctrl+End: the transcript's first turn, or its last (following)."""
+        from tui.widgets.transcript import Transcript
+
+        transcript = self.query_one(Transcript)
+        await (transcript.jump_home() if event.where == "home" else transcript.jump_end())
+
     def _disarm_quit(self) -> None:
         raise NotImplementedError  # (BastionApp's)
 

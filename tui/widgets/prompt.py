@@ -34,6 +34,8 @@ FOLLOW_UP_KEYS = frozenset({"tab", "alt+enter"})
 REDIRECT_KEYS = frozenset({"ctrl+enter", "ctrl+s"})
 EDITOR_KEY = "ctrl+g"
 IMAGE_KEY = "ctrl+v"  # an image from the system clipboard (terminals paste only text)
+#: The transcript's first or last turn (Home/End only while the prompt is empty).
+JUMP_KEYS = {"ctrl+home": "home", "ctrl+end": "end", "home": "home", "end": "end"}
 #: TextArea's editing and cursor actions, run as their key arrives. Left to its bindings,
 #: a key runs when it bubbles back up, after the keys read with it: `BSpace Q` in one
 #: read inserted Q, and then the backspace deleted it.
@@ -87,6 +89,14 @@ class PromptInput(KeysFirst):
         """Ctrl+G: the app opens the prompt's text in the user's $VISUAL or $EDITOR."""
 
         prompt: PromptInput
+
+    @dataclass
+    class Jump(Message):
+        """Ctrl+Home / Ctrl+End (Home / End on an empty prompt): the transcript's first
+        turn ("home") or its last, following it again ("end")."""
+
+        prompt: PromptInput
+        where: str
 
     @dataclass
     class PasteImage(Message):
@@ -156,6 +166,9 @@ class PromptInput(KeysFirst):
             self.post_message(self.EditExternally(self))
         elif key == IMAGE_KEY:
             self.post_message(self.PasteImage(self))
+        elif key in JUMP_KEYS and (key.startswith("ctrl+") or not self.text):
+            self.post_message(self.Jump(self, JUMP_KEYS[key]))  # (Home/End: the prompt's own
+            # cursor keys while it has text)
         elif key in NEWLINE_KEYS:
             self.insert("\n")
         elif key == "up" and self.cursor_at_first_line:

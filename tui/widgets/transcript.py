@@ -4,13 +4,17 @@
 entries whose value changed are visited (records are immutable and the reducer
 keeps unchanged ones as the same objects, so `is` finds what changed).
 
-Only a window of the transcript is mounted. Opening a long session mounts the
-entries that fill the last few screens, so its end shows at once; scrolling to
-the top of what is mounted mounts earlier entries (and earlier segments of a
-long answer) above, keeping what is on screen in place. While the transcript
-follows the bottom, entries and segments far above it are unmounted again, so
-a long stream lays out a bounded number of widgets per frame. When the user
-has scrolled up and new text arrives below, a "new output below" line says so.
+Only a window of the transcript is mounted, bounded above and below. Opening a
+long session mounts the entries that fill the last few screens, so its end shows
+at once; scrolling to the top of what is mounted mounts earlier entries (and
+earlier segments of a long answer) above, keeping what is on screen in place, and
+unmounts rows far below (`MOST_MOUNTED`); scrolling back down mounts them again
+and unmounts rows far above. So memory stays bounded at any place in any session.
+While the transcript follows the bottom, entries far above it are unmounted
+again, so a long stream lays out a bounded number of widgets per frame.
+`jump_home` and `jump_end` (Ctrl+Home / Ctrl+End) put the window at the first or
+the last turn at once; `jump_to` at any entry. When the user has scrolled up and
+new text arrives below, a "new output below" line says so.
 """
 
 from __future__ import annotations
@@ -45,6 +49,10 @@ REVEAL_BATCH = 8  # entries (or segments) mounted above at a time on the way up,
 # quarter of it, up to REVEAL_MOST): going up a 2,000-turn session is ~80 reveals,
 # not ~1,000 layouts of ever more rows.
 REVEAL_MOST = 128
+#: Rows mounted at most away from the bottom: past it, revealing rows above unmounts
+#: rows far below (and the other way), so memory does not grow with the scroll.
+MOST_MOUNTED = 160
+JUMP_ROWS = 24  # rows a jump mounts from the entry it goes to
 
 
 def _rough_lines(entry: Entry, width: int) -> int:
@@ -84,6 +92,8 @@ class Transcript(VerticalScroll, LaidOutOnce):
         self._order: list[str] = []  # ids of the entries that have a row, in order
         self._known: set[str] = set()  # every entry id seen (rows or not)
         self._first = 0  # index in _order of the first mounted row
+        self._last: int | None = None  # index past the last mounted row (None: the end)
+        self._home_wanted = False  # Ctrl+Home before the session's earlier entries came
         self._widgets: dict[str, EntryWidget] = {}  # mounted rows only
         self._seen: dict[str, object] = {}  # id -> the value last given to the widgets
         self._seen_output: dict[str, str] = {}  # call id -> the live output last drawn
@@ -150,6 +160,14 @@ class Transcript(VerticalScroll, LaidOutOnce):
         if new <= 1 and not self._revealing and not self.following and self._has_earlier():
             self._revealing = True
             self.call_after_refresh(self._reveal_earlier)
+        elif (
+            self._last is not None
+            and not self._revealing
+            and new >= self.max_scroll_y - 1
+            and new > old
+        ):
+            self._revealing = True
+            self.call_after_refresh(self._reveal_later)
         if self._new_below and self.following:
             self._new_below = False
             self.post_message(self.NewOutput(False))
@@ -191,13 +209,104 @@ class Transcript(VerticalScroll, LaidOutOnce):
                 made = self._make_rows(self._order[start : self._first], following=False)
                 self._first = start
                 await self.mount_all(made, before=top)
-                by_id = {e.id: e for e in self.view.settled}
-                for widget in made:
-                    await widget.show(by_id[widget.entry_id], self.view)
+                await self._show_rows(made)
+                await self._trim_below()
             self.call_after_refresh(self._keep_place, before)
         except Exception:
             self._revealing = False
             raise
+
+    async def _show_rows(self, made: list[EntryWidget]) -> None:
+        assert self.view is not None
+        by_id = {e.id: e for e in self.view.settled}
+        for widget in made:
+            await widget.show(by_id[widget.entry_id], self.view)
+
+    def _end(self) -> int:
+        return len(self._order) if self._last is None else self._last
+
+    async def _trim_below(self) -> None:
+        """Unmount the rows past MOST_MOUNTED from the top of the window (they are below
+        the screen: what is on screen stays where it is)."""
+        extra = self._end() - self._first - MOST_MOUNTED
+        if extra <= 0:
+            return
+        end = self._end()
+        ids = self._order[end - extra : end]
+        self._last = end - extra
+        dropped = [w for w in (self._widgets.pop(i, None) for i in ids) if w is not None]
+        await self.remove_children(dropped)
+
+    async def _reveal_later(self) -> None:
+        """Mount what is just below the window (scrolled down to its end), unmounting
+        rows far above it; at the transcript's end, it follows the bottom again."""
+        try:
+            if self._last is None or self.view is None:
+                return
+            stop = min(len(self._order), self._last + REVEAL_MOST)
+            made = self._make_rows(self._order[self._last : stop], following=False)
+            self._last = None if stop >= len(self._order) else stop
+            await self.mount_all(made)
+            await self._show_rows(made)
+            extra = self._end() - self._first - MOST_MOUNTED
+            if extra > 0:  # the rows far above go; the screen keeps its place
+                ids = self._order[self._first : self._first + extra]
+                self._first += extra
+                dropped = [w for w in (self._widgets.pop(i, None) for i in ids) if w is not None]
+                gone = sum(w.outer_size.height for w in dropped)
+                await self.remove_children(dropped)
+                self.scroll_to(y=max(0, self.scroll_y - gone), animate=False, immediate=True)
+        finally:
+            self._revealing = False
+
+    # --- jumps -------------------------------------------------------------------
+
+    async def jump_to(self, index: int) -> None:
+        """Put the window at `_order[index]` (an entry's row), its row at the top of
+        the screen; the rows around are mounted as the user scrolls from there."""
+        if not self._order or self.view is None:
+            return
+        index = max(0, min(index, len(self._order) - 1))
+        self.anchor(False)
+        self._scrolled_up = True
+        await self.remove_children(list(self._widgets.values()))
+        self._widgets.clear()
+        stop = min(len(self._order), index + JUMP_ROWS)
+        self._first, self._last = index, (None if stop >= len(self._order) else stop)
+        made = self._make_rows(self._order[index:stop], following=False)
+        await self.mount_all(made)
+        await self._show_rows(made)
+        self.call_after_refresh(self.scroll_home, animate=False, immediate=True)
+
+    async def jump_home(self) -> None:
+        """The first turn at the top of the screen (Ctrl+Home); pressed before a stored
+        session's earlier entries came (it opens on a view of its end), again when
+        they do."""
+        view = self.view
+        self._home_wanted = view is not None and bool(view.earlier)
+        await self.jump_to(0)
+
+    async def jump_end(self) -> None:
+        """The last turn, following the bottom again (Ctrl+End)."""
+        if self.view is None:
+            return
+        self._home_wanted = False
+        if self._last is not None:
+            await self.remove_children(list(self._widgets.values()))
+            self._widgets.clear()
+            self._first, self._last = self._opening_window(self.view), None
+            made = self._make_rows(self._order[self._first :], following=True)
+            await self.mount_all(made)
+            await self._show_rows(made)
+        self._scrolled_up = False
+        self.anchor()
+
+    def index_of(self, entry_id: str) -> int | None:
+        """Where entry `entry_id` is in the transcript's order (None: it has no row)."""
+        try:
+            return self._order.index(entry_id)
+        except ValueError:
+            return None
 
     def _keep_place(self, before: int) -> None:
         # Not if the user went back to the bottom meanwhile (End, a click on the
@@ -229,7 +338,7 @@ class Transcript(VerticalScroll, LaidOutOnce):
     async def _trim(self) -> None:
         """While following the bottom, unmount the rows above the last KEPT_ENTRIES."""
         extra = len(self._order) - self._first - KEPT_ENTRIES
-        if extra <= 0 or not self.following:
+        if extra <= 0 or not self.following or self._last is not None:
             return
         ids = self._order[self._first : self._first + extra]
         self._first += extra
@@ -417,7 +526,14 @@ class Transcript(VerticalScroll, LaidOutOnce):
         if earlier:  # a whole view after one of the session's end: they go above, unmounted
             self._order[:0] = earlier
             self._first += len(earlier)
+            if self._last is not None:
+                self._last += len(earlier)
+            if self._home_wanted:  # Ctrl+Home before they came: the first turn is theirs
+                self.call_after_refresh(self.jump_home)
         self._order.extend(fresh)
+        unseen = bool(fresh) and self._last is not None
+        if unseen:  # the window ends above the end: nothing new is mounted (said below)
+            fresh = []
         following = self.following
         if not self._opened:
             self._opened = True
@@ -437,7 +553,7 @@ class Transcript(VerticalScroll, LaidOutOnce):
             await widget.show(entry, view)
         # `following` again, not the one read before the awaits: the user may have gone
         # back to the bottom while the rows were shown, and the marker would then stick.
-        if grew and not self.following and not self._new_below:
+        if (grew or unseen) and not self.following and not self._new_below:
             self._new_below = True
             self.post_message(self.NewOutput(True))
         await self._trim()
