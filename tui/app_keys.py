@@ -59,6 +59,15 @@ class KeyActions(App[int]):
     def use_settings(self, settings: SessionSettings) -> None:
         raise NotImplementedError  # (BastionApp's)
 
+    async def jump_to_entry(self, entry_id: str) -> None:
+        """The transcript at entry `entry_id` (/goto)."""
+        from tui.widgets.transcript import Transcript
+
+        transcript = self.query_one(Transcript)
+        index = transcript.index_of(entry_id)
+        if index is not None:
+            await transcript.jump_to(index)
+
     async def on_prompt_input_jump(self, event: PromptInput.Jump) -> None:
         """Ctrl+Home / Ctrl+End: the transcript's first turn, or its last (following)."""
         from tui.widgets.transcript import Transcript

@@ -481,6 +481,22 @@ async def copy(host: CommandHost, arg: str) -> None:
     host.say(f"copied {what} ({len(text):,} characters) to the clipboard")
 
 
+async def goto(host: CommandHost, arg: str) -> None:
+    """`/goto N`: the transcript at your Nth message (1 is the first; -1 the last)."""
+    view = host.view
+    asked = [e for e in view.settled if e.kind == EntryKind.USER] if view else []
+    text = arg.strip()
+    if not asked or not text.lstrip("-").isdigit() or not 1 <= abs(int(text)) <= len(asked):
+        host.say(f"/goto N with N from 1 to {len(asked)} (your messages; -1 is the last)"
+                 if asked else "nothing to go to yet", error=True)  # fmt: skip
+        return
+    number = int(text) if int(text) > 0 else len(asked) + 1 + int(text)
+    jump = getattr(host, "jump_to_entry", None)
+    if jump is not None:
+        await jump(asked[number - 1].id)
+        host.say(f"message {number} of {len(asked)}: Ctrl+End goes back to the end")
+
+
 async def fork(host: CommandHost, arg: str) -> None:
     """`/fork`: go on in a copy of this conversation (the original stays as it is)."""
     source = host.conversation_id
@@ -610,6 +626,9 @@ COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand("compact", "summarize the conversation so far", compact, "[INSTRUCTIONS]"),
     SlashCommand("export", "write the conversation to a new file", export, "[markdown|json]"),
     SlashCommand("copy", "copy the last answer (or its Nth code block)", copy, "[N]"),
+    SlashCommand(
+        "goto", "show your Nth message in the transcript", goto, "N", fronts=frozenset({"app"})
+    ),
     SlashCommand("theme", "show or switch the theme", theme, "[NAME]", fronts=frozenset({"app"})),
     SlashCommand("cost", "tokens and cost of this conversation", cost),
     SlashCommand("send", "send the input held behind a failed run", send_held),

@@ -187,6 +187,7 @@ async def test_every_slash_command_in_the_attached_app_acts_and_the_first_termin
             await command("/theme", lambda: "theme" in said(second))
             await command("/copy", lambda: "copied the last answer" in said(second))
             await command("/approve", lambda: "nothing to approve" in said(second))
+            await command("/goto 1", lambda: "message 1 of" in said(second))
             assert second.clipboard == "Wrote it."
             await command("/help", lambda: "/model [NAME]" in said(second))
             # /compact: the summary entry shows in the first terminal too.

@@ -68,3 +68,27 @@ async def test_after_a_jump_a_typed_prompt_is_sent_exactly(tmp_path):
             assert asked[-1] == "needle0003/resume"
     finally:
         await harness.close()
+
+
+async def test_goto_shows_the_nth_message(tmp_path):
+    from tests.tui.test_slash import run_command, said
+
+    harness, conv_id = await open_long_session(tmp_path, 80)
+    app = app_over(harness, conv_id)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(app.ready.is_set, pilot)
+            await wait_for(lambda: len(app.query_one(Transcript)._order) == 160, pilot)
+            await run_command(app, pilot, "/goto 5")
+            await wait_for(lambda: "message 5 of 80" in said(app), pilot)
+            transcript = app.query_one(Transcript)
+            row = next(w for w in transcript.query(UserEntry) if w.entry.text == "question 4")
+
+            def at_the_top() -> bool:  # (rows above it may be mounted, the place kept)
+                return abs(row.region.y - transcript.region.y) <= 2
+
+            await wait_for(at_the_top, pilot)
+            await run_command(app, pilot, "/goto 81")
+            await wait_for(lambda: "from 1 to 80" in said(app), pilot)
+    finally:
+        await harness.close()
