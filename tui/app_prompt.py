@@ -68,6 +68,11 @@ class PromptActions(App[int]):
         current step is cut and `text` is the next prompt (Harness.redirect)."""
         await self.ready.wait()  # sent before the session opened: it goes once it has
         assert self.view is not None
+        from tui.widgets.transcript import Transcript
+
+        transcript = self.query_one(Transcript)
+        if not transcript.following:  # sent from up the transcript: back to its end
+            await transcript.jump_end()
         if redirect and self.view.active_run is not None and self.harness is not None:
             await self._redirect(text)
             return
