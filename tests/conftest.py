@@ -14,6 +14,9 @@ def _isolated_home(tmp_path, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     os.environ.setdefault("TZ", "UTC")
+    # The system prompt's date, pinned: token estimates (the status line's, in the
+    # snapshots) would otherwise change with the day the suite runs (issue 38).
+    monkeypatch.setattr("runtime.context.messages.today", lambda: "2026-01-15")
 
 
 @pytest.fixture

@@ -79,8 +79,13 @@ def system_prompt(
         parts.append("Instructions from the user:\n" + instructions)
     if mode == "plan":  # (the harness enforces it: runtime.config.approvals.decide)
         parts.append(PLAN_MODE)
-    parts.append(f"Today: {time.strftime('%Y-%m-%d')}")
+    parts.append(f"Today: {today()}")
     return "\n\n".join(parts)
+
+
+def today() -> str:
+    """The date the system prompt gives (the tests pin it: tests/conftest.py)."""
+    return time.strftime("%Y-%m-%d")
 
 
 def _active_entries(entries: Sequence[Entry]) -> Sequence[Entry]:
