@@ -10,10 +10,10 @@ the read's result, and a markdown answer with a code block.
 
 In the app (tmux, a fresh process each round), one after another:
 - open: `bastion -r ID` to a ready prompt with the last answer on screen;
-- top: PageUp held (a key every 30 ms) until the first question is on screen
-  (earlier entries are mounted as the transcript reaches the top of what is
-  mounted), for TOP_CAP seconds at most: past that the row says which turn it
-  reached and its time is a lower bound;
+- top: Ctrl+Home, until the first question is on screen (the transcript mounts a
+  window at the first turn and unmounts the rest: issue 36; this row held PageUp
+  before there was a key for it), for TOP_CAP seconds at most: past that the row
+  says which turn it reached and its time is a lower bound;
 - search: the app has no search inside the transcript; what it has is `/resume`'s
   picker, which searches every session's text as you type (`Harness.search`): a word
   from the session's third turn, to its snippet on screen;
@@ -145,16 +145,15 @@ def _step(term: object, pid: int, check: object, what: str, timeout: float) -> t
 
 
 def _to_top(term: object, pid: int) -> tuple[float, float, int]:
-    """PageUp held (a key every 30 ms, a keyboard's repeat) until the first question is
-    on screen, for TOP_CAP seconds at most: (seconds, RSS in MiB once idle, the turn
-    on screen when it stopped: 0 at the top)."""
+    """Ctrl+Home, until the first question is on screen, for TOP_CAP seconds at most:
+    (seconds, RSS in MiB once idle, the turn on screen when it stopped: 0 at the top)."""
     first = question(0)
     start = time.monotonic()
+    term.send("C-Home")  # type: ignore[attr-defined]
     while first not in (screen := term.screen()):  # type: ignore[attr-defined]
         if time.monotonic() - start > TOP_CAP:
             break
-        term.send("PPage")  # type: ignore[attr-defined]
-        time.sleep(0.03)
+        time.sleep(0.02)
     seen = time.monotonic()
     turns = [int(n) for n in re.findall(r"question (\d+):", screen)]
     wait_idle(pid, timeout=300)
