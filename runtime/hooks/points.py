@@ -215,6 +215,25 @@ class Hooks:
         _, ended = await ex.commit(build, after=lambda out: _track(ex, out[0]))
         return ended
 
+    async def steer(self, ex: RunContext, run: Run, entry: Entry) -> None:
+        """UserPromptSubmit for a steer placed into `run` (its user entry): as for a run's
+        prompt, but a block withdraws the steer alone (the model never sees it; the run
+        goes on) instead of failing the run."""
+        specs = self.hooks.matching("UserPromptSubmit")
+        prefix = f"UserPromptSubmit:{run.id}:{entry.id}:"
+        if not specs or await self._decided(ex, run.id, prefix):
+            return
+        payload = self._payload(ex, "UserPromptSubmit", prompt=entry.text)
+        results = await self._run_all(specs, payload, gate=True)
+        blocked = any(r.decision == "block" for r in results)
+
+        def build(tx: Tx) -> list[Entry]:
+            if not blocked:
+                return self._record(tx, run.id, prefix, results, "done", for_model=True)
+            return self._record(tx, run.id, prefix, results, "done", withdraws=entry.id)
+
+        await ex.commit(build, after=lambda out: _track(ex, out))
+
     async def _recover(self, ex: RunContext, run: Run) -> None:
         """At-most-once hooks of `run` that a crash cut off: marked interrupted, a line each."""
         rows = await ex.store.read(lambda db: _rows(db, ex.conversation_id, run.id, ""))

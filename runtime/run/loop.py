@@ -313,13 +313,20 @@ class RunExecutor:
     async def _place_steers(self, run: Run) -> None:
         """After a tool round: every queued steer joins this run, oldest first."""
 
-        def build(tx: Tx) -> None:
+        def build(tx: Tx) -> list[Entry]:
+            placed = []
             for item in tx.queued_inbox():
                 if item.mode == InboxMode.STEER:
-                    self.track(place_item(tx, item, run.id))
+                    entry = place_item(tx, item, run.id)
+                    self.track(entry)
+                    placed += [entry] if entry is not None else []
+            return placed
 
-        await self.commit(build)
+        steers = await self.commit(build)
         failpoints.hit("steers.placed")
+        if self.deps.hooks is not None:  # a steer is a prompt too: UserPromptSubmit
+            for entry in steers:
+                await self.deps.hooks.steer(self, run, entry)
 
     async def check_interrupt(self, run: Run) -> None:
         """Before each model request: an interrupt committed by any process stops the run
