@@ -84,7 +84,8 @@ async def test_the_redirect_key_in_the_attached_app_reaches_the_driving_process(
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(lambda: app.ready.is_set(), pilot)
-            assert "live from the process driving it" in notices(app)  # over its socket
+            # (said once the first view is drawn, just after `ready`)
+            await wait_for(lambda: "live from the process driving it" in notices(app), pilot)
             await pilot.press(*"run the tests", "enter")
             await wait_for(lambda: command_running(app), pilot)
             await pilot.press(*"lint instead", "ctrl+s")
