@@ -201,10 +201,14 @@ class DrivingOps(HarnessCore):
                 toolbox.close()
             raise
         if self.mcp is not None:
+            from runtime.mcp.catalog import loaded_tools
             from runtime.mcp.toolbox import McpToolbox
 
             spill = getattr(toolbox, "artifacts_dir", None) or self.home / "artifacts" / conv.id
-            toolbox = McpToolbox(toolbox, self.mcp, Path(spill))
+            toolbox = McpToolbox(
+                toolbox, self.mcp, Path(spill), tool_search=self.config.mcp_tool_search,
+                loaded=lambda: self.store.read(lambda db: loaded_tools(db, conv.id)),
+            )  # fmt: skip
         if toolbox is not None:
             catalog = await asyncio.to_thread(agents.load_agents, conv.cwd)
             # (the Harness this mixin is part of has the rest of ChildHost: `wait`)

@@ -11,7 +11,9 @@ What lives here, and what it may import:
             tools namespaced `NAME__tool`, calls and their results;
 - `client`  one server's connection (the only module that imports `mcp`);
 - `results` an MCP tool result as the model sees it (text, images, a spill);
-- `toolbox` `McpToolbox`: the built-in tools plus every server's, one `Toolbox`.
+- `toolbox` `McpToolbox`: the built-in tools plus every server's, one `Toolbox`;
+- `catalog` the deferred catalog: past `mcp_tool_search` tools (default 20), one search
+            tool instead of every schema; what it loaded is read from committed calls.
 
 The SDK is imported only when a server is configured: `bastion --version`, and
 any session without a server, never load it (tests/mcp/test_lazy_import.py).

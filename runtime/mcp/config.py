@@ -16,6 +16,12 @@ these tables (runtime.setup.project: a server is a command bastion runs).
 
 A server's tools are offered as `NAME__tool`, so NAME is letters, digits and
 dashes, with single underscores between them (never `__`), at most 32 long.
+
+    mcp_tool_search = 20                  # top level: more MCP tools than this, and a
+                                          # request offers a search tool instead of
+                                          # their schemas (runtime.mcp.catalog); 0:
+                                          # always; false: never. Default 20; a trusted
+                                          # project file may only lower it.
 """
 
 from __future__ import annotations
@@ -37,6 +43,11 @@ KEYS = frozenset(
 )
 DEFAULT_STARTUP = 30.0
 DEFAULT_TOOL_TIMEOUT = 600.0
+DEFAULT_TOOL_SEARCH = 20
+_TOOL_SEARCH_HINT = (
+    "mcp_tool_search = 20  (more MCP tools than this are found through a search tool; "
+    "0: always; false: every schema in every request)"
+)
 _EXAMPLE = '[mcp_servers.NAME] with command = "my-server" (stdio) or url = "http://…/mcp"'
 
 
@@ -140,3 +151,33 @@ def server_specs(tables: Mapping[str, Mapping[str, Any]]) -> tuple[ServerSpec, .
             )
         )
     return tuple(out)
+
+
+def check_tool_search(path: Path, value: Any) -> None:
+    """Refuse an `mcp_tool_search` that is neither a count of tools nor true/false."""
+    if isinstance(value, bool) or (type(value) is int and value >= 0):
+        return
+    shown = repr(value)[:60]
+    raise ConfigError(
+        f"{path}: mcp_tool_search must be a number of tools (0 or more) or false, not {shown}",
+        hint=_TOOL_SEARCH_HINT,
+    )
+
+
+def tool_search_threshold(value: Any) -> int | None:
+    """A checked `mcp_tool_search` as a count of tools (None: never defer)."""
+    if value is False:
+        return None
+    if value is True:
+        return DEFAULT_TOOL_SEARCH
+    return int(value)
+
+
+def lower_tool_search(value: Any, user: Mapping[str, Any]) -> str | None:
+    """None when a project's `mcp_tool_search` may stand over the user's (it defers at
+    least as soon), else the phrase saying why it is ignored."""
+    mine = tool_search_threshold(user.get("mcp_tool_search", True))
+    theirs = tool_search_threshold(value)
+    if mine is None or (theirs is not None and theirs <= mine):
+        return None
+    return f"mcp_tool_search {str(value).lower()} (above yours: a project may only lower it)"

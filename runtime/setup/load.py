@@ -16,7 +16,10 @@ cached_input_price (USD per million tokens), images and tools (booleans), and a
 run's budget: max_turns, max_cost (USD), time_limit (seconds) (runtime.run.budget; a
 trusted project file may only lower them), reasoning_effort (runtime.run.reasoning),
 [hooks] (runtime.hooks) and [mcp_servers.NAME] tables (runtime.mcp.config), both
-from the user's file only. BASTION_MODEL overrides the files; flags override all.
+from the user's file only, and mcp_tool_search (runtime.mcp.catalog: past this many MCP
+tools, default 20, a request offers a search tool instead of their schemas; false:
+never; a trusted project file may only lower it). BASTION_MODEL overrides the files;
+flags override all.
 
 A file that cannot be used is a ConfigError naming the file, the key and what it
 should hold: it is never half-applied, and nothing is stored before it is read.
@@ -57,7 +60,7 @@ NOTIFY_MODES = ("auto", "always", "bell", "off")
 _TOKEN_KEYS = ("max_output_tokens", "compact_reserve_tokens")
 _KEYS = {
     *_STRING_KEYS, *_TOKEN_KEYS, *_SANDBOX_KEYS, *BUDGET_KEYS, "providers", "models",
-    "stream_idle_timeout", "hooks", "mcp_servers",
+    "stream_idle_timeout", "hooks", "mcp_servers", "mcp_tool_search",
 }  # fmt: skip
 _PROVIDER_KEYS = {"base_url", "api_key_env", "headers", "stream_idle_timeout", "max_output_tokens"}
 _MODEL_INTS = ("context_window", "max_output_tokens")
@@ -138,6 +141,9 @@ class Config:
     hooks: HookSet = field(default_factory=HookSet)
     # [mcp_servers.NAME] tables (runtime.mcp.config), from the user's own file only.
     mcp_servers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # Past this many MCP tools, a search tool instead of their schemas (None: never):
+    # runtime.mcp.config.DEFAULT_TOOL_SEARCH (not imported here: the first frame's path).
+    mcp_tool_search: int | None = 20
 
 
 def user_config_path(env: Mapping[str, str]) -> Path:
@@ -228,6 +234,10 @@ def _check(path: Path, data: dict[str, Any]) -> None:
         from runtime.mcp.config import check_servers
 
         check_servers(path, data["mcp_servers"])
+    if "mcp_tool_search" in data:
+        from runtime.mcp.config import check_tool_search
+
+        check_tool_search(path, data["mcp_tool_search"])
     providers = data.get("providers", {})
     if not isinstance(providers, dict):
         raise ConfigError(
@@ -449,8 +459,15 @@ def _merge(
         reasoning_effort=_effort(merged.get("reasoning_effort", "")),
         hooks=hooks,
         mcp_servers=servers,
+        mcp_tool_search=_tool_search(merged.get("mcp_tool_search", True)),
         **_sandbox_fields(*sandbox),
     )
+
+
+def _tool_search(value: Any) -> int | None:
+    from runtime.mcp.config import tool_search_threshold
+
+    return tool_search_threshold(value)
 
 
 def _effort(value: str) -> str:

@@ -4,12 +4,12 @@ The user's config and flags outrank the repository. A trusted project file may
 choose the model and its reasoning effort, theme, instructions and token limits,
 describe models, and point a *keyless* provider somewhere; it may only lower the
 approval mode and the command sandbox, only lower a run's budget (max_turns,
-max_cost, time_limit), and only add to the deny-list. It never routes a user's
-credentials: `api_key_env` and `headers` are the user's config's alone, and so
-is the `base_url` of any provider that sends a key (the built-in `openai`,
-`openai-responses` and `anthropic`, and any provider the user's file gives a
-key or headers). Everything else a project file sets is ignored, each named in
-one note.
+max_cost, time_limit) and `mcp_tool_search`, and only add to the deny-list. It
+never routes a user's credentials: `api_key_env` and `headers` are the user's
+config's alone, and so is the `base_url` of any provider that sends a key (the
+built-in `openai`, `openai-responses` and `anthropic`, and any provider the user's
+file gives a key or headers). Everything else a project file sets is ignored, each
+named in one note.
 
 MCP servers (`[mcp_servers.NAME]`) are the user's config's alone, even in a
 trusted folder: a stdio server is an arbitrary command run outside the command
@@ -74,6 +74,13 @@ def restrict_project(
                 ignored.append(f"sandbox_mode {value!r} (a project may only narrow the sandbox)")
         elif key in BUDGET_KEYS:
             if (refused := lower_only(key, value, user)) is None:
+                kept[key] = value
+            else:
+                ignored.append(refused)
+        elif key == "mcp_tool_search":  # lower: the search tool sooner, less context
+            from runtime.mcp.config import lower_tool_search
+
+            if (refused := lower_tool_search(value, user)) is None:
                 kept[key] = value
             else:
                 ignored.append(refused)
