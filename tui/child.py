@@ -189,14 +189,39 @@ def main(argv: list[str]) -> int:
     import asyncio
 
     parent = os.getppid()
+    # The app killed (its terminal left raw): put the terminal back at once, whatever the
+    # session is doing (under load, opening it can take seconds more).
+    guard = threading.Thread(
+        target=_restore_when_orphaned, args=(parent, terminal), daemon=True, name="guard"
+    )
+    guard.start()
     code, closed = 0, False
     with contextlib.suppress(ConnectionError, OSError):  # (the app went away while opening)
         code, closed = asyncio.run(_serve(sock, opts, check_model))
     if not closed and _orphaned(parent):  # the app died (killed): it left its terminal raw
-        from tui.terminal_guard import restore
-
-        restore(terminal)
+        _restore_once(terminal)
     return code
+
+
+_RESTORED = threading.Event()
+
+
+def _restore_once(terminal: Any) -> None:
+    from tui.terminal_guard import restore
+
+    if not _RESTORED.is_set():
+        _RESTORED.set()
+        restore(terminal)
+
+
+def _restore_when_orphaned(parent: int, terminal: Any) -> None:
+    """Watch for the app's death (this process handed to another parent: only a kill,
+    since a quitting app waits for this process to exit) and restore its terminal."""
+    import time
+
+    while os.getppid() == parent:
+        time.sleep(0.05)  # (poll interval)
+    _restore_once(terminal)
 
 
 def _orphaned(parent: int, wait: float = 0.5) -> bool:
