@@ -15,6 +15,11 @@ again, so a long stream lays out a bounded number of widgets per frame.
 `jump_home` and `jump_end` (Ctrl+Home / Ctrl+End) put the window at the first or
 the last turn at once; `jump_to` at any entry. When the user has scrolled up and
 new text arrives below, a "new output below" line says so.
+
+A show, a jump and a reveal each make rows and await their mount, so they take
+turns (`_window_lock`); and a row is composed (an answer has its first text
+segment) only once its mount is done, so only then is it in `_widgets`, where a
+show and a render ahead find the rows to draw into.
 """
 
 from __future__ import annotations
@@ -94,7 +99,7 @@ class Transcript(VerticalScroll, LaidOutOnce):
         self._first = 0  # index in _order of the first mounted row
         self._last: int | None = None  # index past the last mounted row (None: the end)
         self._home_wanted = False  # Ctrl+Home before the session's earlier entries came
-        self._widgets: dict[str, EntryWidget] = {}  # mounted rows only
+        self._widgets: dict[str, EntryWidget] = {}  # mounted rows only (`_mount_rows`)
         self._seen: dict[str, object] = {}  # id -> the value last given to the widgets
         self._seen_output: dict[str, str] = {}  # call id -> the live output last drawn
         # The view's entries, tool calls and runs as last walked (see `_dirty`), and its
@@ -106,7 +111,7 @@ class Transcript(VerticalScroll, LaidOutOnce):
         self._live_seen: dict[str, LiveText] = {}
         self._ended: dict[str, tuple[Entry, LiveText]] = {}  # see `_settled_text`
         self._revealing = False
-        self._showing: asyncio.Lock | None = None  # (made on the app's loop, at first show)
+        self._lock: asyncio.Lock | None = None  # (made on the app's loop, at first use)
         self._new_below = False
         self._scrolled_up = False  # before anchoring: the user scrolled up
         self.view: ConversationView | None = None
@@ -195,23 +200,24 @@ class Transcript(VerticalScroll, LaidOutOnce):
         from tui.widgets.entries import AssistantEntry
 
         try:
-            top = self._first_mounted()
-            if top is None or self.view is None:
-                self._revealing = False
-                return
-            before = self.virtual_size.height
-            batch = min(REVEAL_MOST, max(REVEAL_BATCH, (len(self._order) - self._first) // 4))
-            if isinstance(top, AssistantEntry) and top.hidden_segments:
-                top.following = False
-                await top.reveal_earlier(REVEAL_BATCH)
-            elif self._first > 0:
-                start = max(0, self._first - batch)
-                made = self._make_rows(self._order[start : self._first], following=False)
-                self._first = start
-                await self.mount_all(made, before=top)
-                await self._show_rows(made)
-                await self._trim_below()
-            self.call_after_refresh(self._keep_place, before)
+            async with self._window_lock():
+                top = self._first_mounted()
+                if top is None or self.view is None:
+                    self._revealing = False
+                    return
+                before = self.virtual_size.height
+                batch = min(REVEAL_MOST, max(REVEAL_BATCH, (len(self._order) - self._first) // 4))
+                if isinstance(top, AssistantEntry) and top.hidden_segments:
+                    top.following = False
+                    await top.reveal_earlier(REVEAL_BATCH)
+                elif self._first > 0:
+                    start = max(0, self._first - batch)
+                    made = self._make_rows(self._order[start : self._first], following=False)
+                    self._first = start
+                    await self._mount_rows(made, before=top)
+                    await self._show_rows(made)
+                    await self._trim_below()
+                self.call_after_refresh(self._keep_place, before)
         except Exception:
             self._revealing = False
             raise
@@ -241,21 +247,22 @@ class Transcript(VerticalScroll, LaidOutOnce):
         """Mount what is just below the window (scrolled down to its end), unmounting
         rows far above it; at the transcript's end, it follows the bottom again."""
         try:
-            if self._last is None or self.view is None:
-                return
-            stop = min(len(self._order), self._last + REVEAL_MOST)
-            made = self._make_rows(self._order[self._last : stop], following=False)
-            self._last = None if stop >= len(self._order) else stop
-            await self.mount_all(made)
-            await self._show_rows(made)
-            extra = self._end() - self._first - MOST_MOUNTED
-            if extra > 0:  # the rows far above go; the screen keeps its place
-                ids = self._order[self._first : self._first + extra]
-                self._first += extra
-                dropped = [w for w in (self._widgets.pop(i, None) for i in ids) if w is not None]
-                gone = sum(w.outer_size.height for w in dropped)
-                await self.remove_children(dropped)
-                self.scroll_to(y=max(0, self.scroll_y - gone), animate=False, immediate=True)
+            async with self._window_lock():
+                if self._last is None or self.view is None:
+                    return
+                stop = min(len(self._order), self._last + REVEAL_MOST)
+                made = self._make_rows(self._order[self._last : stop], following=False)
+                self._last = None if stop >= len(self._order) else stop
+                await self._mount_rows(made)
+                await self._show_rows(made)
+                extra = self._end() - self._first - MOST_MOUNTED
+                if extra > 0:  # the rows far above go; the screen keeps its place
+                    ids = self._order[self._first : self._first + extra]
+                    self._first += extra
+                    dropped = [w for w in (self._widgets.pop(i, None) for i in ids) if w]
+                    gone = sum(w.outer_size.height for w in dropped)
+                    await self.remove_children(dropped)
+                    self.scroll_to(y=max(0, self.scroll_y - gone), animate=False, immediate=True)
         finally:
             self._revealing = False
 
@@ -264,6 +271,10 @@ class Transcript(VerticalScroll, LaidOutOnce):
     async def jump_to(self, index: int) -> None:
         """Put the window at `_order[index]` (an entry's row), its row at the top of
         the screen; the rows around are mounted as the user scrolls from there."""
+        async with self._window_lock():
+            await self._jump_to(index)
+
+    async def _jump_to(self, index: int) -> None:
         if not self._order or self.view is None:
             return
         index = max(0, min(index, len(self._order) - 1))
@@ -274,7 +285,7 @@ class Transcript(VerticalScroll, LaidOutOnce):
         stop = min(len(self._order), index + JUMP_ROWS)
         self._first, self._last = index, (None if stop >= len(self._order) else stop)
         made = self._make_rows(self._order[index:stop], following=False)
-        await self.mount_all(made)
+        await self._mount_rows(made)
         await self._show_rows(made)
         self.call_after_refresh(self.scroll_home, animate=False, immediate=True)
 
@@ -282,24 +293,26 @@ class Transcript(VerticalScroll, LaidOutOnce):
         """The first turn at the top of the screen (Ctrl+Home); pressed before a stored
         session's earlier entries came (it opens on a view of its end), again when
         they do."""
-        view = self.view
-        self._home_wanted = view is not None and bool(view.earlier)
-        await self.jump_to(0)
+        async with self._window_lock():
+            view = self.view
+            self._home_wanted = view is not None and bool(view.earlier)
+            await self._jump_to(0)
 
     async def jump_end(self) -> None:
         """The last turn, following the bottom again (Ctrl+End)."""
-        if self.view is None:
-            return
-        self._home_wanted = False
-        if self._last is not None:
-            await self.remove_children(list(self._widgets.values()))
-            self._widgets.clear()
-            self._first, self._last = self._opening_window(self.view), None
-            made = self._make_rows(self._order[self._first :], following=True)
-            await self.mount_all(made)
-            await self._show_rows(made)
-        self._scrolled_up = False
-        self.anchor()
+        async with self._window_lock():
+            if self.view is None:
+                return
+            self._home_wanted = False
+            if self._last is not None:
+                await self.remove_children(list(self._widgets.values()))
+                self._widgets.clear()
+                self._first, self._last = self._opening_window(self.view), None
+                made = self._make_rows(self._order[self._first :], following=True)
+                await self._mount_rows(made)
+                await self._show_rows(made)
+            self._scrolled_up = False
+            self.anchor()
 
     def index_of(self, entry_id: str) -> int | None:
         """Where entry `entry_id` is in the transcript's order (None: it has no row)."""
@@ -317,6 +330,7 @@ class Transcript(VerticalScroll, LaidOutOnce):
         self._revealing = False
 
     def _make_rows(self, ids: list[str], *, following: bool) -> list[EntryWidget]:
+        """The rows of entries `ids` (not mounted: see `_mount_rows`)."""
         from tui.widgets.entries import AssistantEntry, entry_widget
 
         assert self.view is not None
@@ -331,9 +345,24 @@ class Transcript(VerticalScroll, LaidOutOnce):
                 continue
             if isinstance(widget, AssistantEntry):
                 widget.following = following
-            self._widgets[entry_id] = widget
             made.append(widget)
         return made
+
+    async def _mount_rows(self, made: list[EntryWidget], before: Widget | None = None) -> None:
+        """Mount `made` (before row `before`, or at the end), and only then count them as
+        rows: until its mount is done a row is not composed (an answer has no text
+        segment yet), and a show or a render ahead must not find it meanwhile."""
+        if made:
+            await self.mount_all(made, before=before)
+            self._widgets.update((widget.entry_id, widget) for widget in made)
+
+    def _window_lock(self) -> asyncio.Lock:
+        """Held by each change to the window (a show, a jump, a reveal): each makes rows
+        and awaits their mount, and another change meanwhile would work on rows that
+        are half made or already gone."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        return self._lock
 
     async def _trim(self) -> None:
         """While following the bottom, unmount the rows above the last KEPT_ENTRIES."""
@@ -508,12 +537,9 @@ class Transcript(VerticalScroll, LaidOutOnce):
     async def show(self, view: ConversationView) -> None:
         """Bring the mounted rows up to date with `view`; mount new entries at the end.
 
-        One at a time: the session's first view and the follow loop's next one can
-        overlap, and a row made by one is not composed (it has no text segment yet)
-        until its mount is done, so the other must not show into it meanwhile."""
-        if self._showing is None:
-            self._showing = asyncio.Lock()
-        async with self._showing:
+        One change to the window at a time (`_window_lock`): the session's first view and
+        the follow loop's next one can overlap, and so can a jump or a reveal."""
+        async with self._window_lock():
             await self._show(view)
 
     async def _show(self, view: ConversationView) -> None:
@@ -542,8 +568,7 @@ class Transcript(VerticalScroll, LaidOutOnce):
             if self._first > 0 and following:  # over a screenful: the first frame shows its end
                 self.anchor()
         made = self._make_rows(fresh, following=following)
-        if made:
-            await self.mount_all(made)
+        await self._mount_rows(made)
         grew = bool(made)
         for entry in self._mounted(view, dirty):
             widget = self._widgets[entry.id]
