@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,7 +12,9 @@ from runtime import Harness
 from runtime.model.llm import ToolSpec
 from runtime.model.tools import ToolInfo, ToolOutcome
 from runtime.run.deps import LoopSettings
+from runtime.store.database import Store
 from runtime.testing.scripted import ScriptedProvider
+from runtime.testing.waiting import STEP, TIMEOUT
 
 
 @dataclass
@@ -76,11 +79,36 @@ async def open_harness(
     return harness
 
 
+async def until_stored(
+    store: Store,
+    conversation_id: str,
+    predicate: Callable[[Any], object],
+    what: str,
+    timeout: float = TIMEOUT,
+) -> Any:
+    """Read the conversation's snapshot from the store until `predicate` holds of it, and
+    return it; fail naming `what` after `timeout` seconds (an outer bound for a loaded
+    machine: a condition that holds returns at once)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate(snap := await store.snapshot(conversation_id)):
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        await asyncio.sleep(STEP)  # (poll interval)
+    return snap
+
+
+def streaming_text(snap: Any) -> str:
+    """The text committed so far of the newest answer still streaming ("" if none)."""
+    texts = [e.text for e in snap.entries if e.kind == "assistant" and e.status == "streaming"]
+    return texts[-1] if texts else ""
+
+
 async def until_awaiting_approval(harness: Harness, conversation_id: str) -> Any:
-    """Wait (up to ~4 s) for the newest run to ask for approval; returns the snapshot."""
-    for _ in range(200):
-        snap = await harness.store.snapshot(conversation_id)
-        if snap.runs and snap.runs[-1].state == "awaiting_approval":
-            return snap
-        await asyncio.sleep(0.02)
-    raise AssertionError("the run never asked for approval")
+    """Wait for the newest run to ask for approval; returns the snapshot."""
+    return await until_stored(
+        harness.store,
+        conversation_id,
+        lambda snap: snap.runs and snap.runs[-1].state == "awaiting_approval",
+        "the run to ask for approval",
+    )

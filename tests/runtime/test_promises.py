@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+import threading
 import time
 
 import pytest
@@ -23,7 +24,14 @@ from runtime.run.calls import interrupt_tx
 from runtime.store.database import Store
 from runtime.store.tx import Tx
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from tests.runtime.helpers import RecordingToolbox, open_harness, until_awaiting_approval
+from runtime.testing.waiting import TIMEOUT
+from tests.runtime.helpers import (
+    RecordingToolbox,
+    open_harness,
+    streaming_text,
+    until_awaiting_approval,
+    until_stored,
+)
 
 
 async def start(tmp_path, turns, toolbox=None, approval="full-auto", **settings):
@@ -93,14 +101,19 @@ async def test_two_turns_and_two_conversations_reusing_one_provider_id(tmp_path)
 # --- 2. compare-and-set transitions ----------------------------------------------
 
 
-async def _hold(store: Store, conversation_id: str, seconds: float, then) -> object:
-    """A transaction that sleeps inside (holding the write lock), then does `then(tx)`."""
+async def _holding(store: Store, conversation_id: str, then) -> asyncio.Task[object]:
+    """A transaction that holds the write lock a while, then does `then(tx)`: started,
+    and returned (a task) once it holds the lock."""
+    held = threading.Event()
 
     def body(tx: Tx):
-        time.sleep(seconds)
+        held.set()
+        time.sleep(0.3)  # (the thing under test: the other side goes for the row meanwhile)
         return then(tx)
 
-    return await store.transact(conversation_id, body)
+    task = asyncio.create_task(store.transact(conversation_id, body))
+    assert await asyncio.to_thread(held.wait, TIMEOUT), "the transaction never began"
+    return task
 
 
 @pytest.mark.parametrize("first", ["place", "withdraw"])
@@ -117,21 +130,14 @@ async def test_withdraw_racing_placement_has_one_winner(tmp_path, first):
             return tx.transition_inbox(item.id, "placed", run_id="r", entry_id="e")
 
         if first == "place":
-            placing = asyncio.create_task(_hold(other, conv.id, 0.3, place))
-            await asyncio.sleep(0.1)
+            placing = await _holding(other, conv.id, place)
             withdrawn = await harness.withdraw(conv.id, item.id)
             placed = await placing
             assert placed is not None and withdrawn is False
         else:
-            withdrawing = asyncio.create_task(
-                _hold(
-                    harness.store,
-                    conv.id,
-                    0.3,
-                    lambda tx: tx.transition_inbox(item.id, "withdrawn"),
-                )
+            withdrawing = await _holding(
+                harness.store, conv.id, lambda tx: tx.transition_inbox(item.id, "withdrawn")
             )
-            await asyncio.sleep(0.1)
             placed = await other.transact(conv.id, place)
             assert (await withdrawing) is not None and placed is None
         final = await harness.store.inbox_item(item.id)
@@ -153,18 +159,14 @@ async def test_respond_racing_interrupt_has_one_winner(tmp_path, first):
     try:
         if first == "interrupt":
             # Another process's interrupt (attach) commits while holding the lock.
-            settling = asyncio.create_task(_hold(other, conv.id, 0.3, interrupt_tx))
-            await asyncio.sleep(0.1)
+            settling = await _holding(other, conv.id, interrupt_tx)
             with pytest.raises(NotPending):
                 await harness.respond(conv.id, call_id, approve=True)
             assert (await settling) is not None
         else:
-            answering = asyncio.create_task(
-                _hold(other, conv.id, 0.3, lambda tx: tx.transition_tool_call(
-                    call_id, from_states=("pending",), from_approvals=("pending",),
-                    approval="approved"))
-            )  # fmt: skip
-            await asyncio.sleep(0.1)
+            answering = await _holding(other, conv.id, lambda tx: tx.transition_tool_call(
+                call_id, from_states=("pending",), from_approvals=("pending",),
+                approval="approved"))  # fmt: skip
             done = await harness.interrupt(conv.id)
             assert done.run_id == item.run_id
             assert (await answering) is not None
@@ -180,13 +182,21 @@ async def test_respond_racing_interrupt_has_one_winner(tmp_path, first):
 # --- 3. a cancelled write never wedges the store --------------------------------------
 
 
-async def test_write_cancelled_while_another_process_holds_the_lock(tmp_path):
+async def test_write_cancelled_while_another_process_holds_the_lock(tmp_path, monkeypatch):
     harness, conv, _ = await start(tmp_path, [])
+    waiting = threading.Event()  # the writer waits for the lock
+    real_begin = harness.store._begin
+
+    def begin(*args):
+        waiting.set()
+        return real_begin(*args)
+
+    monkeypatch.setattr(harness.store, "_begin", begin)
     blocker = sqlite3.connect(harness.store.path, isolation_level=None)
     blocker.execute("BEGIN IMMEDIATE")
     try:
         stuck = asyncio.create_task(harness.update_settings(conv.id, instructions="lost"))
-        await asyncio.sleep(0.3)
+        assert await asyncio.to_thread(waiting.wait, TIMEOUT)
         stuck.cancel()
         with pytest.raises(asyncio.CancelledError):
             await stuck
@@ -269,9 +279,8 @@ async def test_text_and_reasoning_shown_before_a_pause_are_committed_during_it(t
     conv = await harness.create_conversation(str(tmp_path), settings={"model": "s/m"})
     await harness.drive(conv.id)
     await harness.submit(conv.id, "hi")
-    await asyncio.sleep(0.4)
-    other = await Store.open(tmp_path / "bastion.sqlite")
-    snap = await other.snapshot(conv.id)
+    other = await Store.open(tmp_path / "bastion.sqlite")  # (another process's view)
+    snap = await until_stored(other, conv.id, streaming_text, "the words committed")
     assert snap.entries[-1].status == "streaming"
     assert snap.entries[-1].text == "first words"
     assert snap.entries[-1].data["reasoning"] == "a thought"
@@ -291,7 +300,7 @@ async def test_a_steer_during_the_final_answer_is_answered_before_a_later_follow
     ]
     harness, conv, provider = await start(tmp_path, turns)
     first = await harness.submit(conv.id, "question")
-    await asyncio.sleep(0.1)
+    await until_stored(harness.store, conv.id, streaming_text, "the answer to stream")
     steer = await harness.submit(conv.id, "shorter please", mode=InboxMode.STEER)
     follow = await harness.submit(conv.id, "next task", mode=InboxMode.FOLLOW_UP)
     run = await harness.wait(first.id, conv.id)
@@ -311,14 +320,14 @@ async def test_interrupt_withdraws_queued_inputs_and_hands_them_back(tmp_path):
     turns = [ScriptedTurn(text="slow " * 100, chunk_size=5, delay=0.02)]
     harness, conv, provider = await start(tmp_path, turns)
     item = await harness.submit(conv.id, "go")
-    await asyncio.sleep(0.1)
+    await until_stored(harness.store, conv.id, streaming_text, "the answer to stream")
     a = await harness.submit(conv.id, "steer", mode=InboxMode.STEER)
     b = await harness.submit(conv.id, "later", mode=InboxMode.FOLLOW_UP)
     done = await harness.interrupt(conv.id)
     assert done.run_id == item.run_id
     assert [i.id for i in done.withdrawn] == [a.id, b.id]
     assert (await harness.wait(item.id, conv.id)).state == "interrupted"
-    await asyncio.sleep(0.2)
+    await asyncio.sleep(0.2)  # (the thing under test: nothing starts by itself meanwhile)
     snap = await harness.store.snapshot(conv.id)
     assert len(snap.runs) == 1 and len(provider.requests) == 1  # nothing started by itself
     assert snap.runs[0].interrupt_requested
@@ -329,7 +338,7 @@ async def test_an_interrupt_committed_by_another_process_stops_the_run(tmp_path)
     turns = [ScriptedTurn(text="slow " * 200, chunk_size=5, delay=0.02)]
     harness, conv, _ = await start(tmp_path, turns)
     item = await harness.submit(conv.id, "go")
-    await asyncio.sleep(0.1)
+    await until_stored(harness.store, conv.id, streaming_text, "the answer to stream")
     attached = await Harness.open(tmp_path / "bastion.sqlite")  # drives nothing
     done = await attached.interrupt(conv.id)
     assert done.run_id == item.run_id
