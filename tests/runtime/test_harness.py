@@ -11,7 +11,14 @@ from runtime import EmptyInput
 from runtime.model.llm import ProviderError, ToolCall, Usage
 from runtime.model.records import InboxMode
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from tests.runtime.helpers import RecordingToolbox, open_harness, until_awaiting_approval
+from runtime.testing.waiting import until
+from tests.runtime.helpers import (
+    RecordingToolbox,
+    open_harness,
+    streaming_text,
+    until_awaiting_approval,
+    until_stored,
+)
 
 
 async def start(tmp_path, turns, toolbox=None, approval="ask", interactive=True, **settings):
@@ -93,8 +100,7 @@ async def test_partial_text_is_checkpointed_while_streaming(tmp_path):
     conv = await harness.create_conversation(str(tmp_path), settings={"model": "s/m"})
     await harness.drive(conv.id)
     item = await harness.submit(conv.id, "go")
-    await asyncio.sleep(0.4)
-    snap = await harness.store.snapshot(conv.id)
+    snap = await until_stored(harness.store, conv.id, streaming_text, "a partial committed")
     partial = next(e for e in snap.entries if e.kind == "assistant")
     assert partial.status == "streaming" and partial.text.startswith("abcde")
     gate.set()
@@ -207,8 +213,7 @@ async def test_busy_submit_is_a_follow_up_and_steers_join_after_the_tool_round(t
     ]
     harness, conv, provider = await start(tmp_path, turns, toolbox=toolbox)
     first = await harness.submit(conv.id, "start")
-    while not toolbox.calls:
-        await asyncio.sleep(0.01)
+    await until(lambda: toolbox.calls, "the tool call")
     follow = await harness.submit(conv.id, "and then this")
     steer = await harness.submit(conv.id, "use tabs", mode=InboxMode.STEER)
     assert follow.state == "queued" and steer.state == "queued"
@@ -230,13 +235,12 @@ async def test_withdraw_a_queued_follow_up(tmp_path):
         toolbox=toolbox,
     )
     first = await harness.submit(conv.id, "start")
-    while not toolbox.calls:
-        await asyncio.sleep(0.01)
+    await until(lambda: toolbox.calls, "the tool call")
     later = await harness.submit(conv.id, "never mind")
     assert await harness.withdraw(conv.id, later.id)
     toolbox.gate.set()
     await harness.wait(first.id, conv.id)
-    await asyncio.sleep(0.1)
+    await asyncio.sleep(0.1)  # (the thing under test: the withdrawn input starts no run)
     snap = await harness.store.snapshot(conv.id)
     assert len(snap.runs) == 1 and len(provider.requests) == 2
     await harness.close()
@@ -247,7 +251,7 @@ async def test_interrupt_keeps_the_partial_marked_interrupted(tmp_path):
         tmp_path, [ScriptedTurn(text="x" * 400, chunk_size=4, delay=0.01)]
     )
     item = await harness.submit(conv.id, "long")
-    await asyncio.sleep(0.3)
+    await until_stored(harness.store, conv.id, streaming_text, "a partial committed")
     assert await harness.interrupt(conv.id)
     run = await harness.wait(item.id, conv.id)
     assert run.state == "interrupted"
@@ -276,7 +280,7 @@ async def test_interrupt_during_a_slow_checkpoint_never_duplicates_text(tmp_path
     real_finish = Tx.finish
 
     def slow_finish(self):
-        time.sleep(0.03)  # on the writer thread, inside the transaction
+        time.sleep(0.03)  # (the thing under test: a slow commit, inside the transaction)
         real_finish(self)
 
     monkeypatch.setattr(Tx, "finish", slow_finish)
@@ -287,7 +291,7 @@ async def test_interrupt_during_a_slow_checkpoint_never_duplicates_text(tmp_path
             checkpoint_interval=0.01,
         )  # fmt: skip
         item = await harness.submit(conv.id, "long")
-        await asyncio.sleep(delay)
+        await asyncio.sleep(delay)  # (the thing under test: interrupts at many moments)
         await harness.interrupt(conv.id)
         run = await harness.wait(item.id, conv.id)
         assert run.state == "interrupted"
