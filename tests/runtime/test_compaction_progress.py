@@ -16,6 +16,7 @@ from runtime.providers.openai import OpenAIChatProvider
 from runtime.setup.load import Config
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from runtime.testing.server import LoopbackServer
+from runtime.testing.waiting import until
 from tests.runtime.test_compaction import OPENAI_OVERFLOW, ask, open_with
 
 TINY = Config(
@@ -89,7 +90,7 @@ async def test_cancelling_goes_on_uncompacted_and_compacts_no_more(tmp_path: Pat
     answers: list[bool] = []
 
     async def cancel() -> None:
-        await asyncio.sleep(0.2)
+        await until(lambda: summariser.requests, "the summary to be asked for")
         answers.append(await harness.cancel_compaction(conv.id))
 
     started = asyncio.get_running_loop().time()
@@ -132,8 +133,8 @@ async def test_cancelled_and_too_long_for_the_model_fails_with_one_line(tmp_path
         await ask(harness, conv.id, "FIRST PROMPT")
         await ask(harness, conv.id, "SECOND PROMPT")
 
-        async def cancel() -> None:
-            await asyncio.sleep(0.2)
+        async def cancel() -> None:  # once the summary is asked for (the fourth request)
+            await until(lambda: len(server.requests) >= 4, "the summary to be asked for")
             assert await harness.cancel_compaction(conv.id)
 
         third, seen = await ask_watching(harness, conv.id, "THIRD PROMPT", cancel)
@@ -156,7 +157,8 @@ async def test_attach_cancels_through_the_driving_process(tmp_path: Path) -> Non
     slow = ScriptedTurn(text="S" * 100, chunk_size=1, delay=0.1)
     from runtime.ipc.listen import Listeners
 
-    harness = await open_with(tmp_path, main, TINY, ScriptedProvider([slow]))
+    summariser = ScriptedProvider([slow])
+    harness = await open_with(tmp_path, main, TINY, summariser)
     harness.serving = Listeners(harness)  # (as every driving process serves its sessions)
     conv = await harness.create_conversation(str(tmp_path), settings={"model": "s/tiny"})
     await harness.drive(conv.id)
@@ -164,7 +166,7 @@ async def test_attach_cancels_through_the_driving_process(tmp_path: Path) -> Non
     replies: list[Any] = []
 
     async def cancel() -> None:
-        await asyncio.sleep(0.2)
+        await until(lambda: summariser.requests, "the summary to be asked for")
         replies.append(await client.cancel_compaction(conv.id))
 
     try:
