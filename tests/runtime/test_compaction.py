@@ -23,6 +23,7 @@ from runtime.run.deps import LoopSettings
 from runtime.setup.load import Config
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from runtime.testing.server import LoopbackServer
+from runtime.testing.waiting import until
 from tests.runtime.helpers import RecordingToolbox
 
 
@@ -194,8 +195,9 @@ class Bumper:
 
     async def run(self) -> None:
         for i in range(self.times):
-            while len(self.summariser.requests) <= i:
-                await asyncio.sleep(0.005)
+            await until(  # polled often: the write lands while the summary is written
+                lambda n=i + 1: len(self.summariser.requests) >= n, "a request", step=0.005
+            )
             await self.harness.update_settings(self.conv_id, note=i)
 
 
