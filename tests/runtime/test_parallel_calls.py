@@ -15,6 +15,7 @@ from runtime.model.tools import ToolInfo, ToolOutcome
 from runtime.run.toolbox import WorkspaceToolbox
 from runtime.schedule import groups, may_overlap, run_together
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
+from runtime.testing.waiting import until
 from tests.runtime.helpers import open_harness
 
 
@@ -118,10 +119,7 @@ async def test_results_go_back_in_the_asked_order(tmp_path):
         tmp_path, [ScriptedTurn(tool_calls=calls), ScriptedTurn(text="done")], toolbox
     )
     item = await harness.submit(conv.id, "read both")
-    for _ in range(500):  # b finishes while a is held
-        if "end read_file b.txt" in toolbox.log:
-            break
-        await asyncio.sleep(0.01)
+    await until(lambda: "end read_file b.txt" in toolbox.log, "b to finish while a is held")
     assert "end read_file a.txt" not in toolbox.log
     toolbox.hold["a.txt"].set()
     run = await harness.wait(item.id, conv.id)
@@ -143,8 +141,8 @@ async def test_at_most_four_reads_run_at_once():
         nonlocal running, most
         running += 1
         most = max(most, running)
-        await asyncio.sleep(0)
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # (yield to the loop twice: the calls that may run
+        await asyncio.sleep(0)  # at once do, and the most running is counted)
         running -= 1
 
     calls = [_record(i, "read_file") for i in range(9)]
@@ -160,7 +158,7 @@ async def test_a_failing_call_cancels_its_group_and_waits_for_it():
         if call.index == 0:
             raise OSError("disk gone")
         try:
-            await asyncio.sleep(10)
+            await asyncio.sleep(10)  # (the thing under test: a long call, cancelled)
         except asyncio.CancelledError:
             cancelled.append(call.index)
             raise
