@@ -10,17 +10,19 @@ import json
 from runtime.model.llm import ToolCall
 from runtime.model.records import InboxMode
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
+from runtime.testing.waiting import TIMEOUT
 from tests.runtime.helpers import RecordingToolbox, open_harness
 
 COMMAND = ToolCall("c1", "run_command", json.dumps({"command": "make test"}))
 
 
 async def until(predicate, harness, conv_id, what: str):
-    for _ in range(400):
+    deadline = asyncio.get_running_loop().time() + TIMEOUT
+    while asyncio.get_running_loop().time() < deadline:
         view = await harness.snapshot(conv_id)
         if predicate(view):
             return view
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)  # (poll interval)
     raise AssertionError(f"timed out waiting for {what}")
 
 
@@ -47,7 +49,9 @@ async def test_a_redirect_cuts_the_running_tool_and_becomes_the_next_prompt(tmp_
             lambda db: "".join(r[0] for r in db.execute("SELECT text FROM chunks"))
         ):
             break
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.02)  # (poll interval)
+    else:
+        raise AssertionError("the command's output was never checkpointed")
     steer = await harness.submit(conv_id, "also check the docs", mode=InboxMode.STEER)
 
     cut = await harness.redirect(conv_id, "stop, run the linter instead")
