@@ -27,7 +27,7 @@ class Seen:
                     return change
             if asyncio.get_running_loop().time() > deadline:
                 raise AssertionError(f"no such change; saw {self.changes}")
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(0.02)  # (poll interval)
 
 
 def write(path: Path, text: str) -> None:

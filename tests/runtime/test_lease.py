@@ -108,7 +108,7 @@ def _zombie() -> subprocess.Popen:
         stat = Path(f"/proc/{proc.pid}/stat").read_text()
         if stat.rpartition(")")[2].split()[0] == "Z":
             return proc
-        time.sleep(0.01)
+        time.sleep(0.01)  # (poll interval)
     raise AssertionError("the child never became a zombie")
 
 

@@ -249,7 +249,7 @@ def start_process(tmp_path: Path, turns: list[dict[str, Any]]) -> tuple[subproce
     while not port_file.exists():
         assert process.poll() is None, process.communicate()[1]
         assert time.monotonic() < deadline, "the server never wrote its port"
-        time.sleep(0.02)
+        time.sleep(0.02)  # (poll interval)
     port = int(port_file.read_text())
     return process, f"http://127.0.0.1:{port}/v1"
 

@@ -85,7 +85,7 @@ async def test_answers_are_the_harness_answers_and_nothing_is_written():
     for _ in range(200):  # the harness's connections finish closing (a last checkpoint)
         if not wal.exists():
             break
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)  # (poll interval)
     before = stored()
     with ReadOnlyStore.open() as store:  # type: ignore[union-attr]
         assert store.list_conversations(None) == expected["all"]

@@ -31,7 +31,7 @@ async def recorded_run(tmp_path):
     sub = harness.subscribe(conv.id)
     item = await harness.submit(conv.id, "go")
     await harness.wait(item.id, conv.id)
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # (yield to the loop: the run's last events reach `sub`)
     events = sub.pending()
     end = await harness.snapshot(conv.id)
     await harness.close()
@@ -268,7 +268,7 @@ async def test_a_retry_shows_in_the_view_until_the_next_attempt_streams(tmp_path
     view = await harness.snapshot(conv.id)
     sub = harness.subscribe(conv.id)
     run = await harness.wait((await harness.submit(conv.id, "go")).id, conv.id)
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # (yield to the loop: the run's last events reach `sub`)
     events = sub.pending()
     await harness.close()
     assert run.state == "completed"

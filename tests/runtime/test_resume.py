@@ -8,7 +8,13 @@ import json
 from runtime.context.messages import CONTINUE
 from runtime.model.llm import ToolCall
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from tests.runtime.helpers import RecordingToolbox, open_harness, until_awaiting_approval
+from runtime.testing.waiting import until
+from tests.runtime.helpers import (
+    RecordingToolbox,
+    open_harness,
+    until_awaiting_approval,
+    until_stored,
+)
 
 
 async def stopped_during_tool(tmp_path, tool: str):
@@ -23,8 +29,7 @@ async def stopped_during_tool(tmp_path, tool: str):
     )
     await a.drive(conv.id)
     item = await a.submit(conv.id, "go")
-    while not blocking.calls:
-        await asyncio.sleep(0.01)
+    await until(lambda: blocking.calls, "the tool call")
     await a.close()
     return conv, item
 
@@ -96,11 +101,12 @@ async def test_queued_follow_ups_run_in_order_after_restart(tmp_path):
     first = await a.submit(conv.id, "first")
     second = await a.submit(conv.id, "second")
     third = await a.submit(conv.id, "third")
-    for _ in range(400):  # until part of the first answer was checkpointed
-        snap = await a.store.snapshot(conv.id)
-        if any(e.kind == "assistant" and e.text for e in snap.entries):
-            break
-        await asyncio.sleep(0.01)
+    await until_stored(
+        a.store,
+        conv.id,
+        lambda snap: any(e.kind == "assistant" and e.text for e in snap.entries),
+        "part of the first answer committed",
+    )
     await a.close()
 
     provider_b = ScriptedProvider(

@@ -29,7 +29,7 @@ async def crashed_mid_answer(tmp_path) -> tuple[str, str]:
         kept = [e.text for e in snap.entries if e.kind == "assistant"]
         if kept and len(kept[0]) > 40:
             break
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)  # (poll interval)
     else:
         raise AssertionError("no partial was checkpointed")
     await a.close()

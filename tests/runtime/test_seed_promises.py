@@ -49,7 +49,7 @@ async def interrupted_mid_answer(harness: Harness, conv_id: str, prompt: str) ->
         texts = [e.text for e in snap.entries if e.kind == "assistant" and e.status == "streaming"]
         if texts and len(texts[-1]) > 20:
             break
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)  # (poll interval)
     else:
         raise AssertionError("no partial was checkpointed")
     await harness.interrupt(conv_id)

@@ -23,7 +23,7 @@ db = sqlite3.connect(sys.argv[1], isolation_level=None)
 db.execute("BEGIN IMMEDIATE")
 db.execute("CREATE TABLE IF NOT EXISTS held (x)")
 print("held", flush=True)
-time.sleep(60)
+time.sleep(60)  # (the thing under test: a process holding the lock; killed at the end)
 """
 
 
@@ -182,6 +182,7 @@ def test_without_proc_locks_a_live_lease_holder_is_named_as_the_suspect(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "bastion.sqlite"
+    # (a live process, killed at the end: the thing under test is that it is alive)
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()

@@ -61,7 +61,7 @@ async def stream(
             async for item in provider.stream(HELLO):
                 items.append(item)
                 if pause and len(items) == 1:
-                    await asyncio.sleep(pause)
+                    await asyncio.sleep(pause)  # (the thing under test: a reader stalled)
         except ProviderError as exc:
             return items, exc, time.monotonic() - started
         finally:
@@ -121,7 +121,7 @@ async def test_a_transport_without_timeouts_is_watched_as_well() -> None:
     class Silent(httpx.AsyncByteStream):
         async def __aiter__(self) -> AsyncIterator[bytes]:
             yield b'data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}\n\n'
-            await asyncio.sleep(3600)
+            await asyncio.sleep(3600)  # (the thing under test: a body that never ends)
 
     def handler(request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=Silent())

@@ -50,7 +50,7 @@ async def test_a_producer_thread_wakes_the_consumer_and_close_ends_it():
         channel.close()
 
     waiter = asyncio.ensure_future(channel.get())
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # (yield to the loop: the consumer waits before the thread puts)
     thread = threading.Thread(target=produce)
     thread.start()
     text, last = "", 0

@@ -60,7 +60,7 @@ def test_a_resume_finds_nothing_running_and_the_output_before_the_kill(tmp_path)
         deadline = time.monotonic() + 10
         while "line 3" not in (box.interrupted_output(record) or ""):
             assert time.monotonic() < deadline, "the output never reached the artifact"
-            time.sleep(0.02)
+            time.sleep(0.02)  # (poll interval)
         # (the command's PID namespace numbers it otherwise)
         [pid] = host_pids(int((root / "s.pid").read_text()), root)
         os.kill(record["supervisor_pid"], signal.SIGSTOP)  # leave the work to the resume
