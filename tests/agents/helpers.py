@@ -50,5 +50,5 @@ async def until(predicate: Any, what: str, tries: int = 400) -> Any:
         found = await predicate()
         if found:
             return found
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.02)  # (poll interval)
     raise AssertionError(f"never: {what}")

@@ -44,7 +44,7 @@ def child_of(home, parent_id: str, timeout: float = 20.0) -> str:
             ).fetchone()
         if row is not None:
             return str(row[0])
-        time.sleep(0.05)
+        time.sleep(0.05)  # (poll interval)
     raise AssertionError("no child was created")
 
 
@@ -59,7 +59,7 @@ def parent_answer(home, parent_id: str, timeout: float = 20.0) -> str:
             ).fetchall()
         if rows and rows[-1][0] == "PARENT-DONE":
             return "PARENT-DONE"
-        time.sleep(0.05)
+        time.sleep(0.05)  # (poll interval)
     raise AssertionError("the parent never answered")
 
 

@@ -3,7 +3,6 @@ process against the loopback model server."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 from runtime.agents import children_of
@@ -221,7 +220,6 @@ async def test_export_and_delete_take_the_children(tmp_path):
             assert await harness.was_deleted(link.conversation.id)
         finally:
             await harness.close()
-        await asyncio.sleep(0)
 
 
 async def test_a_fork_copies_the_children_of_the_calls_it_copies(tmp_path):

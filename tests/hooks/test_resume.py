@@ -22,7 +22,7 @@ async def wait_for(path: Path) -> None:
     for _ in range(3000):  # up to 30 s: the machine may be busy
         if path.exists():
             return
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)  # (poll interval)
     raise AssertionError(f"{path} never appeared")
 
 
