@@ -130,7 +130,7 @@ async def wait_for(predicate: Callable[[], bool], pilot: Any = None, timeout: fl
         if pilot is not None:
             await pilot.pause(0.02)
         else:
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(0.02)  # (poll interval)
 
 
 def run_settled(app: BastionApp) -> bool:

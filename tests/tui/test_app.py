@@ -540,7 +540,7 @@ class _GatedProvider(ScriptedProvider):
         await self.more.wait()
         for start in range(0, len(self.rest), 500):
             yield TextChunk(self.rest[start : start + 500])
-            await asyncio.sleep(0.001)
+            await asyncio.sleep(0.001)  # (a model's pace: the app draws between chunks)
         await self.end.wait()
 
 

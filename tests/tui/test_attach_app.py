@@ -276,6 +276,6 @@ async def test_every_key_of_the_app_in_the_attached_app_acts_as_in_the_first(tmp
 
 async def _close_after(client: Any, driver: Any) -> None:
     """Close the driving harness once the attached client has left (the app's close)."""
-    while client.gone is None:
-        await asyncio.sleep(0.05)
+    while client.gone is None:  # (as long as the app runs: the test's timeout bounds it)
+        await asyncio.sleep(0.05)  # (poll interval)
     await driver.close()

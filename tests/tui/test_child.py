@@ -108,7 +108,7 @@ def test_killing_the_app_ends_its_harness_and_the_session_resumes(tmp_path):
             os.kill(app, signal.SIGKILL)
             deadline = time.monotonic() + 10
             while not gone(harness) and time.monotonic() < deadline:
-                time.sleep(0.05)
+                time.sleep(0.05)  # (poll interval)
             assert gone(harness), "the harness process outlived the app"
         finally:
             term.kill()

@@ -24,7 +24,7 @@ APP = textwrap.dedent(
     child = Child.start(main_parser().parse_args(sys.argv[1:]), check_model=True)
     child.drive()
     print(child.process.pid, flush=True)
-    time.sleep(60)
+    time.sleep(60)  # (the thing under test: an app killed while it runs)
     """
 )
 # Killed at once, while opening, while driving, and after: each step's write to the app.
@@ -57,7 +57,7 @@ def test_stray_tracebacks_killing_the_app_during_start_up_logs_none(tmp_path, co
     app.stdout.close()
     deadline = time.monotonic() + 30
     while alive(harness) and time.monotonic() < deadline:
-        time.sleep(0.02)
+        time.sleep(0.02)  # (poll interval)
     assert not alive(harness), f"the harness process outlived the app (killed at {delay} s)"
     log = home / "harness.log"
     text = log.read_text() if log.exists() else ""

@@ -60,7 +60,7 @@ def test_kill_9_of_the_app_leaves_the_terminal_as_it_was(tmp_path, tmux, server,
     ):
         if time.monotonic() > deadline:
             pytest.fail(f"the terminal was left raw: {stty(tty)}")
-        time.sleep(0.1)
+        time.sleep(0.1)  # (poll interval)
     settings = stty(tty)
     assert "icanon" in settings and "echo" in settings
     assert tmux.tmux("display", "-p", "-t", "bastion", "#{mouse_any_flag}").strip() == "0"

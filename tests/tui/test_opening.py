@@ -124,7 +124,7 @@ async def test_an_approval_waiting_in_a_stored_session_is_asked_once_the_parts_a
 
         async def asked() -> None:
             while not any(c.approval == Approval.PENDING for c in await calls()):
-                await asyncio.sleep(0.02)
+                await asyncio.sleep(0.02)  # (poll interval: wait_for bounds it)
 
         async def calls() -> list[Any]:
             return list((await harness.snapshot(conv_id)).tool_calls)

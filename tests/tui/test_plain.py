@@ -13,6 +13,7 @@ from runtime.config.settings import add_project_rules
 from runtime.model.llm import ToolCall
 from runtime.model.records import Approval, EntryKind, EntryStatus, RunState
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
+from runtime.testing.waiting import until
 from tests.runtime.helpers import open_harness
 from tests.tui.conftest import HangingProvider, client_of, open_driven
 from tui.plain import LineMode
@@ -27,7 +28,7 @@ class Keyboard:
 
     async def __call__(self, prompt: str) -> str:
         self.asked.append(prompt)
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # (yield to the loop, as reading a terminal's line does)
         if not self.lines:
             raise EOFError
         line = self.lines.pop(0)
@@ -143,11 +144,11 @@ async def test_ctrl_c_during_a_run_interrupts_it(tmp_path):
     harness, conv_id = await open_driven(tmp_path, provider)
     con, out = console()
     try:
-        task = asyncio.create_task(
-            LineMode(await client_of(harness), conv_id, con, Keyboard("go")).loop()
-        )
-        await asyncio.wait_for(provider.streamed.wait(), 5)
-        await asyncio.sleep(0.05)
+        mode = LineMode(await client_of(harness), conv_id, con, Keyboard("go"))
+        task = asyncio.create_task(mode.loop())
+        await asyncio.wait_for(provider.streamed.wait(), 30)
+        # It follows the run (and so takes Ctrl+C) once its view has the run.
+        await until(lambda: mode.view is not None and mode.view.active_run, "the run followed")
         os.kill(os.getpid(), signal.SIGINT)
         assert await asyncio.wait_for(task, 5) == 0
         assert "interrupted" in out.getvalue()

@@ -12,7 +12,8 @@ from tui import textual_compat as compat
 def keys(data: str) -> list[str]:
     parser = XTermParser()
     found = [e.key for e in parser.feed(data) if hasattr(e, "key")]
-    time.sleep(0.15)  # past the escape delay: a lone ESC sequence is settled
+    # (the thing under test: past the escape delay, a lone ESC sequence is settled)
+    time.sleep(0.15)
     return found + [e.key for e in parser.tick() if hasattr(e, "key")]
 
 

@@ -79,7 +79,7 @@ class Tmux:
                 return screen
             if time.monotonic() > deadline:
                 pytest.fail(f"timed out waiting for {what}; the screen was:\n{screen}")
-            time.sleep(0.1)
+            time.sleep(0.1)  # (poll interval)
 
     def kill(self) -> None:
         self.tmux("kill-server")
@@ -120,7 +120,7 @@ def wait_exit(exit_file: Path, timeout: float = 15) -> int:
     while not (exit_file.exists() and exit_file.read_text().strip()):
         if time.monotonic() > deadline:
             pytest.fail("bastion did not exit")
-        time.sleep(0.1)
+        time.sleep(0.1)  # (poll interval)
     return int(exit_file.read_text().strip())
 
 
