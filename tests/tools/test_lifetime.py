@@ -145,7 +145,7 @@ async def test_a_cancel_at_any_moment_of_start_up_leaves_nothing(ctx):
         task = asyncio.ensure_future(
             run_tool("run_command", {"command": f"sleep {token} & sleep {token}"}, ctx)
         )
-        for _ in range(step):
+        for _ in range(step):  # (the thing under test: the moment of the cancel)
             await asyncio.sleep(0.002 if step % 2 else 0)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -187,19 +187,23 @@ async def test_nothing_survives_the_death_of_bastion(ctx, root, sig):
         record = json.loads(host.stdout.readline())
         pids = await wait_for_pids(root)
         counter = root / "counter.txt"
-        while not counter.exists() or counter.read_text().count("\n") < 3:
-            await asyncio.sleep(0.02)
-        await asyncio.sleep(0.05)  # let the host read what the command printed
+        await until(lambda: counter.exists() and counter.read_text().count("\n") >= 3, "ticks")
+
+        def kept() -> bool:  # what the command printed is in its output artifact
+            found = artifact_excerpt(ctx, record["output_id"])
+            return found is not None and found[0].startswith("tick 1\ntick 2\n")
+
+        await until(kept, "the first ticks in the output artifact")
         pids["foreground"] = record["pid"]
         pids["supervisor"] = record["supervisor_pid"]
         host.send_signal(sig)
         host.wait(10)
         deadline = time.monotonic() + 5
         while survivors(pids) and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(0.02)  # (poll interval)
         assert survivors(pids) == {}
         lines = (root / "counter.txt").read_text().count("\n")
-        await asyncio.sleep(0.4)
+        await asyncio.sleep(0.4)  # (the thing under test: nothing writes meanwhile)
         assert (root / "counter.txt").read_text().count("\n") == lines  # nothing still writes
         assert reap(record).killed == ()  # nothing left for the resume to do
         found = artifact_excerpt(ctx, record["output_id"])
@@ -220,8 +224,8 @@ async def test_reap_after_a_crash_finds_what_a_stuck_supervisor_holds(ctx, root)
         os.kill(record["supervisor_pid"], signal.SIGSTOP)
         host.kill()
         host.wait(10)
-        await asyncio.sleep(0.2)
-        assert survivors(pids) == pids  # the stopped supervisor did nothing
+        await asyncio.sleep(0.2)  # (the thing under test: the stopped supervisor does nothing)
+        assert survivors(pids) == pids
         result = await asyncio.to_thread(reap, record)
         assert survivors(pids) == {}
         assert gone(record["supervisor_pid"]) and gone(record["pid"])
@@ -238,7 +242,7 @@ async def test_on_start_gets_a_record_before_the_command_is_waited_for(ctx, root
     records: list[dict[str, object]] = []
 
     async def started(record: dict[str, object]) -> None:
-        await asyncio.sleep(0)  # an awaitable is awaited
+        await asyncio.sleep(0)  # (the thing under test: on_start may await)
         assert (root / "marker").exists() is False  # the command has not been waited for
         records.append(record)
 

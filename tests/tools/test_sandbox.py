@@ -364,7 +364,7 @@ async def test_the_temp_dir_goes_with_the_command_even_when_bastion_does_not_cle
         deadline = time.monotonic() + 10
         while not os.path.exists(os.path.join(tmp, "a", "b", "f")):
             assert time.monotonic() < deadline
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.01)  # (poll interval)
         sup.kill()  # the lifeline closes: what bastion's death does
         reaped = await sup.finished()
         assert reaped.clean and os.listdir(tmp) == []  # emptied (Landlock: not /tmp itself)
