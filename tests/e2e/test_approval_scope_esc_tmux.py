@@ -36,7 +36,7 @@ def test_esc_in_the_scope_choice_goes_back_without_interrupting(tmp_path, tmux, 
             tmux.wait_for(lambda s: "[s] this session" in s, "the scope choice")
             tmux.send("Escape")
         screen = tmux.wait_for(lambda s: "[a] always" in s, "back at the question")
-        time.sleep(0.5)  # an interrupt, had there been one, lands meanwhile
+        time.sleep(0.5)  # (the thing under test: an interrupt, had there been one, lands)
         screen = tmux.screen()
         assert "interrupted" not in screen and "Allow write_file docs/notes.md?" in screen
         tmux.send("y")

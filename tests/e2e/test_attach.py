@@ -61,7 +61,7 @@ class Proc:
                     f"{needle!r} not in {which} (exit {self.proc.poll()}):\n"
                     f"--- stdout\n{self.text('out')}\n--- stderr\n{self.text('err')}"
                 )
-            time.sleep(0.01)
+            time.sleep(0.01)  # (poll interval)
 
     def type(self, line: str) -> None:
         assert self.proc.stdin is not None

@@ -75,10 +75,10 @@ def kill_and_check(b, sig: int, after: int = 3) -> None:
         proc.wait(timeout=10)
         deadline = time.monotonic() + 5
         while any(alive(p) for p in found.values()) and time.monotonic() < deadline:
-            time.sleep(0.05)
+            time.sleep(0.05)  # (poll interval)
         assert {n: p for n, p in found.items() if alive(p)} == {}
         count = ticks(b.cwd)
-        time.sleep(0.5)
+        time.sleep(0.5)  # (the thing under test: nothing ticks meanwhile)
         assert ticks(b.cwd) == count  # nothing still runs the loop
     finally:
         proc.kill()
@@ -97,7 +97,7 @@ def test_nothing_of_a_command_survives_the_death_of_bastion(loopback, bastion, s
     assert out.returncode == 0, out.stderr
     assert out.stdout == "resumed\n"
     count = ticks(b.cwd)
-    time.sleep(0.3)
+    time.sleep(0.3)  # (the thing under test: nothing ticks meanwhile)
     assert ticks(b.cwd) == count  # the resume did not run it again either
 
 

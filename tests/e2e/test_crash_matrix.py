@@ -216,7 +216,9 @@ def test_sigkill_during_a_pause_keeps_everything_shown(loopback, bastion):
             shown += json.loads(line)["text"]
         if len(shown) >= 4 * 16:  # 8 reasoning and 4 text chunks, then a 400 ms pause
             break
-    time.sleep(0.25)  # inside the pause, past the 100 ms cadence
+    # (the thing under test: what was shown is committed within the 100 ms cadence:
+    # killed past it, inside the model's pause)
+    time.sleep(0.25)
     proc.send_signal(signal.SIGKILL)
     rest, _ = proc.communicate(timeout=10)
     before, _ = store_state(b.home, conv_id)
@@ -258,7 +260,7 @@ async def main(home, cwd, conv_id):
         for call in view.tool_calls:
             if call.approval == "pending" and call.state == "pending":
                 await harness.respond(conv_id, call.id, approve=True)
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)  # (poll interval)
     await harness.close()
 
 asyncio.run(main(*sys.argv[1:]))

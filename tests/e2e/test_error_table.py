@@ -30,7 +30,7 @@ db = sqlite3.connect(sys.argv[1], isolation_level=None)
 db.execute("BEGIN IMMEDIATE")
 db.execute("UPDATE meta SET value = value WHERE key = 'schema_version'")
 print("held", flush=True)
-time.sleep(120)
+time.sleep(120)  # (the thing under test: a process holding the lock; killed at the end)
 """
 
 

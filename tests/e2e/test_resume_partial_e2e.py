@@ -14,6 +14,8 @@ import pytest
 
 from runtime.context.compaction import CUT_OFF
 from runtime.context.messages import CONTINUE
+from runtime.testing.waiting import wait_for
+from tests.e2e.test_crash_matrix import store_state
 
 pytestmark = pytest.mark.e2e
 
@@ -27,11 +29,16 @@ def test_resume_partial_after_kill_is_continued_not_repeated(loopback, bastion):
     proc = b.popen("-p", "--output-format", "stream-json", "--session-id", sid, "count")
     deltas = 0
     deadline = time.monotonic() + 30
-    for line in proc.stdout:  # kill once a good part was shown (and so checkpointed)
+    for line in proc.stdout:  # kill once a good part was shown, and committed
         deltas += line.startswith('{"type": "text.delta"')
         if deltas >= 40 or time.monotonic() > deadline:
             break
-    time.sleep(0.3)  # past a checkpoint interval
+
+    def committed() -> bool:
+        entries, _ = store_state(b.home, sid)
+        return any(status == "streaming" and len(text) > 20 for status, text in entries.values())
+
+    wait_for(committed, "part of the answer committed")
     proc.kill()
     proc.wait()
     proc.stdout.close()

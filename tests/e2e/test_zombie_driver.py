@@ -8,11 +8,14 @@ it): its pid is a zombie, which used to count as a live driver, and `-c` exited 
 from __future__ import annotations
 
 import signal
+import sqlite3
 import sys
 import time
 from pathlib import Path
 
 import pytest
+
+from runtime.testing.waiting import wait_for
 
 pytestmark = [
     pytest.mark.e2e,
@@ -20,6 +23,24 @@ pytestmark = [
 ]
 
 SLOW = {"text": "a slow answer " * 40, "chunk_size": 4, "delay_ms": 30}
+
+
+def streaming(home: Path) -> bool:
+    """An answer is streaming, part of it committed (read straight from the file)."""
+    try:
+        db = sqlite3.connect(f"file:{home / 'bastion.sqlite'}?mode=ro", uri=True)
+    except sqlite3.OperationalError:  # not made yet
+        return False
+    try:
+        found = db.execute(
+            "SELECT 1 FROM entries JOIN chunks ON chunks.owner_id = entries.id "
+            "WHERE entries.kind = 'assistant' AND entries.status = 'streaming' LIMIT 1"
+        ).fetchone()
+    except sqlite3.OperationalError:  # not made yet
+        return False
+    finally:
+        db.close()
+    return found is not None
 
 
 def state(pid: int) -> str:
@@ -32,13 +53,10 @@ def test_zombie_driver_continue_right_after_kill_9_takes_the_session_over(loopba
     killed = b.popen("-p", "--output-format", "json", "go")
     try:
         deadline = time.monotonic() + 30
-        while not server.requests() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert server.requests(), "the first run never reached the model"
-        time.sleep(0.3)  # streaming, its lease held
+        wait_for(lambda: streaming(b.home), "the first answer to stream (its lease held)")
         killed.send_signal(signal.SIGKILL)
         while state(killed.pid) != "Z" and time.monotonic() < deadline:
-            time.sleep(0.01)
+            time.sleep(0.01)  # (poll interval)
         assert state(killed.pid) == "Z"  # not reaped: its pid still exists
         out = b.run("-p", "-c", "--output-format", "json", timeout=60)
         assert state(killed.pid) == "Z"

@@ -39,7 +39,7 @@ def _answer_raw(ctx: Context, text_json: bytes) -> None:
 async def _forever() -> None:
     import anyio
 
-    await anyio.sleep(3600)
+    await anyio.sleep(3600)  # (the thing under test: a tool that never answers)
 
 
 @app.tool()

@@ -105,7 +105,7 @@ def test_the_real_bastion_process_shows_no_key(bastion, tmp_path):
                 shown = fh.read()
             if started and KEY.encode() not in shown:
                 break
-            ctypes.CDLL(None).usleep(10_000)
+            ctypes.CDLL(None).usleep(10_000)  # (poll interval)
     finally:
         proc.communicate(b"")
     assert KEY.encode() not in shown

@@ -133,7 +133,7 @@ async def test_the_users_own_client_needs_the_token(tmp_path):
             for _ in range(1500):  # the orphan answers on its own time: wait for its line
                 if out.exists() and out.read_bytes().endswith(b"\n"):
                     break
-                await asyncio.sleep(0.02)
+                await asyncio.sleep(0.02)  # (poll interval)
             replies[name] = json.loads(out.read_text())
         assert replies["without"]["ok"] is False
         assert replies["without"]["error"]["code"] == "peer_refused"

@@ -53,7 +53,7 @@ def http_server(tmp_path):
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
             raise RuntimeError(f"the MCP test server did not start: {log.name}")
-        time.sleep(0.02)
+        time.sleep(0.02)  # (poll interval)
     yield f"http://127.0.0.1:{port_file.read_text().strip()}/mcp"
     proc.terminate()
     try:

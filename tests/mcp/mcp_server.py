@@ -36,7 +36,7 @@ async def slow(seconds: float, marker: str = "") -> str:
     if marker:
         Path(marker).write_text(str(os.getpid()))
     try:
-        await anyio.sleep(seconds)
+        await anyio.sleep(seconds)  # (the thing under test: a slow tool)
     except anyio.get_cancelled_exc_class():
         if marker:  # the client's notifications/cancelled reached the tool
             Path(marker + ".cancelled").write_text("cancelled")
@@ -108,7 +108,7 @@ def serve_http(port_file: Path) -> None:
 if __name__ == "__main__":
     mode = sys.argv[1] if len(sys.argv) > 1 else "stdio"
     if "--hang" in sys.argv:
-        time.sleep(3600)
+        time.sleep(3600)  # (the thing under test: a server that never starts)
     if mode == "http":
         serve_http(Path(sys.argv[sys.argv.index("--port-file") + 1]))
     else:

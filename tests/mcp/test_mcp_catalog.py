@@ -138,7 +138,7 @@ async def until_search_committed(harness: Harness, conv: str) -> None:
         snap = await harness.store.snapshot(conv)
         if any(c.name == SEARCH_TOOL and c.state == "done" for c in snap.tool_calls):
             return
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.02)  # (poll interval)
     raise AssertionError("the search was never committed")
 
 

@@ -155,7 +155,7 @@ def test_sigkill_mid_call_then_resume_reports_unknown_effects_and_never_replays(
         deadline = time.monotonic() + 120  # the server starts first (seconds when loaded)
         while not marker.exists():
             assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
-            time.sleep(0.02)
+            time.sleep(0.02)  # (poll interval)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
     finally:

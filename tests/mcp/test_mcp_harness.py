@@ -52,7 +52,7 @@ async def until_asked(harness: Harness, conversation_id: str, timeout: float = 6
         snap = await harness.store.snapshot(conversation_id)
         if snap.runs and snap.runs[-1].state == "awaiting_approval":
             return snap
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.02)  # (poll interval)
     raise AssertionError("the run never asked for approval")
 
 
@@ -60,7 +60,7 @@ async def appears(path: Path, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not path.exists():
         assert time.monotonic() < deadline, f"{path.name} never appeared"
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)  # (poll interval)
 
 
 def told(provider: ScriptedProvider, request: int = -1) -> str:
