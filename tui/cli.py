@@ -10,6 +10,8 @@
     bastion compact ID [INSTRUCTIONS]      summarise older turns now (originals kept)
     bastion doctor                         search path, process tracking, sandbox, store
     bastion trust [DIR] [--revoke|--list]  apply DIR's project files (.bastion/)
+    bastion acp [--approval-mode MODE] [--model SPEC]
+                                           serve an editor over the Agent Client Protocol
 
 Exit codes: 0 completed, 1 run failed, 2 bad usage or configuration, 3 (print mode) the
 run completed but tool calls it needed were refused (-p cannot ask), 4 (print mode) the
@@ -94,7 +96,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 SUBCOMMANDS = (
-    "sessions", "export", "import", "attach", "compact", "doctor", "fork", "trust",
+    "sessions", "export", "import", "attach", "compact", "doctor", "fork", "trust", "acp",
 )  # fmt: skip
 
 
@@ -248,11 +250,16 @@ def _subcommand(name: str, rest: list[str]) -> int:
     """A session subcommand, read by its argparse parser. (A second parser for their
     usual forms saved 10 ms a command, 32 against 43 ms for `bastion sessions`
     measured 25 times each: not worth a parser to keep equal to argparse.)"""
-    from tui import commands
     from tui.parsers import SUBCOMMAND_PARSERS
 
     opts: Any = SUBCOMMAND_PARSERS[name]().parse_args(rest)
     _check_text_options(opts)
+    if name == "acp":  # (its own module: it needs the ACP SDK, an optional extra)
+        from tui import acp
+
+        return acp.run(opts)
+    from tui import commands
+
     run: Any = getattr(commands, "import_" if name == "import" else name)
     return int(run(opts))
 

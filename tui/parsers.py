@@ -72,7 +72,8 @@ def main_parser() -> argparse.ArgumentParser:
         description="A terminal coding agent whose sessions survive a crash mid-turn.",
         epilog="Subcommands: bastion sessions [--json] | sessions search QUERY | sessions rm ID | "
         "export ID [--format json|markdown] [-o FILE] | import FILE | attach ID | "
-        "fork ID [--at ENTRY] | compact ID | doctor | trust [DIR] [--revoke|--list]. "
+        "fork ID [--at ENTRY] | compact ID | doctor | trust [DIR] [--revoke|--list] | "
+        "acp [--approval-mode MODE] [--model SPEC]. "
         "Exit codes: 0 completed, 1 the run failed, 2 bad usage or configuration, "
         "3 (-p) completed but tool calls it needed were refused (-p cannot ask: allow them "
         "with --approval-mode or --allow), 4 (-p) stopped by its budget (--max-turns, "
@@ -232,6 +233,25 @@ def attach_parser() -> argparse.ArgumentParser:
     return p
 
 
+def acp_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="bastion acp",
+        description="Serve an editor (Zed, JetBrains, Neovim) over the Agent Client Protocol "
+        "on stdin/stdout; each ACP session is a bastion session. Needs the acp extra: "
+        "pip install 'bastion[acp]'.",
+    )
+    p.add_argument(
+        "--model",
+        help="PROVIDER/NAME its sessions run on (default: a session's own, else the config's)",
+    )
+    p.add_argument(
+        "--approval-mode",
+        choices=("read-only", "ask", "auto-edit", "full-auto", "plan"),
+        help="what runs without asking the editor (default: the config's, else ask)",
+    )
+    return p
+
+
 def import_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="bastion import",
@@ -266,4 +286,5 @@ SUBCOMMAND_PARSERS = {
     "fork": fork_parser,
     "compact": compact_parser,
     "attach": attach_parser,
+    "acp": acp_parser,
 }
