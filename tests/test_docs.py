@@ -1,8 +1,9 @@
 """Issue 38: a README a newcomer reads in five minutes, and docs that say everything.
 
 The README stays under 300 lines and carries the exact test command `.ci/run` runs;
-every slash command, key, command-line option and setting the app knows appears in
-the README or a page under docs/; every relative link points to a file that exists."""
+every slash command, key (bound or named by /help), subcommand, command-line option
+and setting the app knows appears in the README or a page under docs/; every relative
+link points to a file that exists."""
 
 from __future__ import annotations
 
@@ -43,15 +44,53 @@ def _spelled(key: str) -> str:
                     for part in key.split("+"))  # fmt: skip
 
 
+def _help_keys(front_end: str) -> set[str]:
+    """The keys `/help` lists in `front_end` ("app" or "plain"), as it spells them."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from tui.slash import show_help
+
+    said: list[str] = []
+    host = SimpleNamespace(front_end=front_end, say=lambda text, **_: said.append(text))
+    asyncio.run(show_help(host, ""))  # type: ignore[arg-type]
+    lines = "\n".join(said).splitlines()
+    keys_at = next(i for i, line in enumerate(lines) if line.startswith("[b]keys[/]"))
+    text = "\n".join(lines[keys_at:]).replace("[b]keys[/]", "")
+    return set(re.findall(r"(?:(?:ctrl|shift|alt)\+)+[a-z]+|\b(?:enter|tab|esc)\b", text))
+
+
+def test_the_help_keys_are_found():
+    """The parser of /help's key lines finds what they say (else the next test is empty)."""
+    assert {"shift+tab", "ctrl+s", "ctrl+enter", "ctrl+g", "ctrl+v"} <= _help_keys("app")
+    assert {"alt+enter", "ctrl+j", "ctrl+d"} <= _help_keys("plain")
+
+
 def test_every_key_the_app_binds_is_documented():
     from tui.app import BastionApp
-    from tui.widgets.prompt import EDITOR_KEY, IMAGE_KEY, JUMP_KEYS, REDIRECT_KEYS
+    from tui.widgets.prompt import (
+        EDITOR_KEY,
+        FOLLOW_UP_KEYS,
+        IMAGE_KEY,
+        JUMP_KEYS,
+        NEWLINE_KEYS,
+        REDIRECT_KEYS,
+    )
 
     text = docs_text()
     keys = {b.key for b in BastionApp.BINDINGS} - {"up", "down", "tab", "enter"}
-    keys |= {EDITOR_KEY, IMAGE_KEY, *JUMP_KEYS, *REDIRECT_KEYS}
+    keys |= {EDITOR_KEY, IMAGE_KEY, *JUMP_KEYS, *REDIRECT_KEYS, *NEWLINE_KEYS, *FOLLOW_UP_KEYS}
+    keys |= _help_keys("app") | _help_keys("plain")
     missing = sorted(k for k in keys if _spelled(k) not in text)
     assert missing == [], f"not in the docs: {[_spelled(k) for k in missing]}"
+
+
+def test_every_subcommand_is_documented():
+    from tui.cli import SUBCOMMANDS
+
+    text = docs_text()
+    missing = [name for name in SUBCOMMANDS if f"bastion {name}" not in text]
+    assert missing == [], f"not in the docs: {missing}"
 
 
 def test_every_command_line_option_is_documented():
@@ -71,10 +110,18 @@ def test_every_command_line_option_is_documented():
 
 
 def test_every_setting_is_documented():
+    """Every key config.toml accepts: the top level, a provider's, a model's, a hook's
+    (and its events) and an MCP server's."""
+    from runtime.hooks import config as hooks
+    from runtime.mcp import config as mcp
     from runtime.setup import load
 
     text = docs_text()
-    missing = sorted(key for key in load._KEYS if not re.search(rf"\b{key}\b", text))
+    keys = {
+        *load._KEYS, *load._PROVIDER_KEYS, *load._MODEL_KEYS,
+        *hooks._ENTRY_KEYS, *hooks.EVENTS, *mcp.KEYS,
+    }  # fmt: skip
+    missing = sorted(key for key in keys if not re.search(rf"\b{key}\b", text))
     assert missing == [], f"not in the docs: {missing}"
 
 
