@@ -72,7 +72,14 @@ class Child:
         from tui.terminal_guard import capture
 
         # the terminal as it is before the app sets it raw: put back if the app dies
-        opening = {"opts": _plain(vars(opts)), "check_model": check_model, "terminal": capture()}
+        # and this process's id: the child may start only after the app was killed, when
+        # its own parent is already another (so it cannot learn the app's from getppid)
+        opening = {
+            "opts": _plain(vars(opts)),
+            "check_model": check_model,
+            "terminal": capture(),
+            "app": os.getpid(),
+        }
         send_blocking(ours, {"open": _plain(opening)})
         return cls(process, ours)
 
@@ -184,11 +191,11 @@ def main(argv: list[str]) -> int:
         asked = recv_blocking(sock)["open"]
         opts = argparse.Namespace(**asked["opts"])
         check_model, terminal = bool(asked["check_model"]), asked["terminal"]
-    except (EOFError, OSError, KeyError, TypeError, BastionError):
+        parent = int(asked["app"])
+    except (EOFError, OSError, KeyError, TypeError, ValueError, BastionError):
         return 0  # the app quit (or was killed) before asking
     import asyncio
 
-    parent = os.getppid()
     # The app killed (its terminal left raw): put the terminal back at once, whatever the
     # session is doing (under load, opening it can take seconds more).
     guard = threading.Thread(
@@ -196,10 +203,14 @@ def main(argv: list[str]) -> int:
     )
     guard.start()
     code, closed = 0, False
-    with contextlib.suppress(ConnectionError, OSError):  # (the app went away while opening)
-        code, closed = asyncio.run(_serve(sock, opts, check_model))
-    if not closed and _orphaned(parent):  # the app died (killed): it left its terminal raw
-        _restore_once(terminal)
+    try:
+        with contextlib.suppress(ConnectionError, OSError):  # (the app went while opening)
+            code, closed = asyncio.run(_serve(sock, opts, check_model))
+    finally:  # (whatever ended the session: the guard is a daemon, gone when this returns)
+        # the app died (killed): it left its terminal raw. (A kill before driving looks
+        # like a close here, so that case is checked too, briefly.)
+        if _orphaned(parent, wait=0.05 if closed else 0.5):
+            _restore_once(terminal)
     return code
 
 

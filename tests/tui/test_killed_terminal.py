@@ -59,7 +59,13 @@ def test_kill_9_of_the_app_leaves_the_terminal_as_it_was(tmp_path, tmux, server,
         or tmux.tmux("display", "-p", "-t", "bastion", "#{alternate_on}").strip() != "0"
     ):
         if time.monotonic() > deadline:
-            pytest.fail(f"the terminal was left raw: {stty(tty)}")
+            log = tmp_path / "home" / "harness.log"
+            said = log.read_text()[-3000:] if log.exists() else "(no harness log)"
+            children = subprocess.run(["pgrep", "-af", "tui.child"], capture_output=True)
+            pytest.fail(
+                f"the terminal was left raw: {stty(tty)}\nharness log: {said}\n"
+                f"harness processes: {children.stdout.decode()}"
+            )
         time.sleep(0.1)  # (poll interval)
     settings = stty(tty)
     assert "icanon" in settings and "echo" in settings
