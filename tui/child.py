@@ -222,7 +222,11 @@ def _restore_once(terminal: Any) -> None:
 
     if not _RESTORED.is_set():
         _RESTORED.set()
-        restore(terminal)
+        failed = restore(terminal)
+        if failed:
+            log.warning("the app died; its terminal could not be put back: %s", failed)
+        else:
+            log.warning("the app died; its terminal was put back as it was")
 
 
 def _restore_when_orphaned(parent: int, terminal: Any) -> None:

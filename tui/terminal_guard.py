@@ -42,17 +42,22 @@ def capture() -> Saved | None:
         return None
 
 
-def restore(saved: Saved | None) -> None:
-    """Set the terminal `capture()` noted back as it was, and end what the app turned on."""
+def restore(saved: Saved | None) -> str | None:
+    """Set the terminal `capture()` noted back as it was, and end what the app turned on:
+    None once done (or with nothing noted), else why it could not be."""
     if saved is None:
-        return
+        return None
     import termios
 
     path, attrs = saved
-    with contextlib.suppress(OSError, termios.error):
+    try:
         fd = os.open(path, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
         try:
             termios.tcsetattr(fd, termios.TCSANOW, attrs)
-            os.write(fd, RESET.encode())
+            with contextlib.suppress(BlockingIOError):  # (its output queue full: settings first)
+                os.write(fd, RESET.encode())
         finally:
             os.close(fd)
+    except (OSError, termios.error) as exc:  # the terminal may be gone too
+        return f"{path}: {exc}"
+    return None
