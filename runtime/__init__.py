@@ -139,6 +139,8 @@ _EXPORTS = {
     "Interruption": "runtime.model.results",
     "Redirection": "runtime.model.results",
     "TodoItem": "runtime.model.todo",
+    "JobRecord": "runtime.model.jobs",
+    "job_age": "runtime.model.jobs",
     "Conversation": "runtime.model.records",
     "Entry": "runtime.model.records",
     "InboxItem": "runtime.model.records",
@@ -181,6 +183,7 @@ __all__ = [
     "InboxItem",
     "InboxMode",
     "Interruption",
+    "JobRecord",
     "LeaseLost",
     "Listeners",
     "LocalServer",
@@ -236,6 +239,7 @@ __all__ = [
     "fuzzy_filter",
     "harden_process",
     "hooks_report",
+    "job_age",
     "kept_bytes",
     "load_config",
     "load_instructions",
@@ -332,6 +336,7 @@ if TYPE_CHECKING:
         UnknownEntry,
     )
     from runtime.model.ids import parse_uuid, uuid7
+    from runtime.model.jobs import JobRecord, job_age
     from runtime.model.protocol import decode_error, encode_error
     from runtime.model.records import (
         Conversation,

@@ -41,7 +41,11 @@ DESCRIPTION = (
     "program and its arguments (no shell). `cwd` is workspace-relative (default the "
     "root). Times out after `timeout_ms` (default 120000, max 600000), killing the "
     "whole process group. stdout and stderr are merged; long output shows its head "
-    "and tail and the rest can be paged with read_output using the returned `output_id`."
+    "and tail and the rest can be paged with read_output using the returned `output_id`. "
+    "With `background: true` (a dev server, a watcher) it returns after its first output "
+    "with a `job_id` and keeps running: read more with read_output (`id`: the job id, "
+    "`wait`: seconds to wait for new output), stop it with stop_job. A background job "
+    "ends when this session does; timeout_ms does not apply to it."
 )
 PARAMETERS: dict[str, Any] = {
     "type": "object",
@@ -55,6 +59,10 @@ PARAMETERS: dict[str, Any] = {
         },
         "cwd": {"type": "string", "description": "Workspace-relative directory."},
         "timeout_ms": {"type": "integer", "minimum": 1, "maximum": 600_000},
+        "background": {
+            "type": "boolean",
+            "description": "Keep it running as a job and return after its first output.",
+        },
     },
     "additionalProperties": False,
 }
@@ -82,6 +90,7 @@ class CommandArgs:
     shown: str
     cwd: str = "."
     timeout_ms: int = DEFAULT_TIMEOUT_MS
+    background: bool = False
 
     @classmethod
     def from_dict(cls, args: dict[str, Any]) -> CommandArgs:
@@ -107,7 +116,8 @@ class CommandArgs:
                 f"use 1..{MAX_TIMEOUT_MS}",
             )
         shown = command if command is not None else " ".join(parts)
-        return cls(parts, shown, args.get("cwd", "."), timeout)
+        background = bool(args.get("background", False))
+        return cls(parts, shown, args.get("cwd", "."), timeout, background)
 
 
 def default_env() -> dict[str, str]:
@@ -204,12 +214,12 @@ async def pump(stream: asyncio.StreamReader, sink: Sink) -> None:
                 spilling = False
                 sink.errors.append(f"saving the full output failed ({exc.strerror or exc})")
         if live is not None and decoder is not None and (text := decoder.decode(chunk)):
-            live = _deliver(live, text, sink)
+            live = deliver(live, text, sink)
     if live is not None and decoder is not None and (rest := decoder.decode(b"", final=True)):
-        _deliver(live, rest, sink)
+        deliver(live, rest, sink)
 
 
-def _deliver(live: Any, text: str, sink: Sink) -> Any:
+def deliver(live: Any, text: str, sink: Sink) -> Any:
     """``live(text)``; None (never called again) if it raised, noted in ``sink.errors``."""
     try:
         live(text)
@@ -248,9 +258,12 @@ async def supervise(sup: Supervised, sink: Sink, timeout_s: float) -> tuple[bool
     return timed_out, reaped
 
 
-async def execute(ctx: ToolContext, args: CommandArgs, dir_fd: int) -> ToolResult:
+def launch(ctx: ToolContext, args: CommandArgs, dir_fd: int) -> tuple[Supervised, Sink, Prepared]:
+    """Start the command's supervisor (synchronously: see tools/lifetime.py), its output
+    artifact and its sandbox; ``dir_fd`` is closed either way. The caller enters its
+    ``try`` at once, with nothing awaited in between."""
     from tools.lifetime import Supervised
-    from tools.sandbox_run import applied, prepare
+    from tools.sandbox_run import prepare
 
     env = dict(ctx.env) if ctx.env is not None else default_env()
     try:
@@ -265,13 +278,32 @@ async def execute(ctx: ToolContext, args: CommandArgs, dir_fd: int) -> ToolResul
         raise
     finally:
         os.close(dir_fd)
+    return sup, sink, prep
+
+
+async def begin(
+    ctx: ToolContext,
+    args: CommandArgs,
+    started: tuple[Supervised, Sink, Prepared],
+    extra: dict[str, Any] | None = None,
+) -> None:
+    """The command runs: its first report read, the sandbox checked, and its process
+    record (with ``extra``) handed to ``ctx.on_start``. Refused if it did not start."""
+    from tools.sandbox_run import applied
+
+    sup, sink, prep = started
+    await sup.connect()
+    first = await sup.started()
+    refuse_unstarted(args, first)
+    applied(prep, sup.sandbox)
+    await announce(ctx, sup.record(sink.artifact_id, prep.tmpdir) | (extra or {}))
+
+
+async def execute(ctx: ToolContext, args: CommandArgs, dir_fd: int) -> ToolResult:
+    sup, sink, prep = launch(ctx, args, dir_fd)
     started = time.monotonic()
     try:  # nothing awaited between the spawn and here: a cancel cannot orphan it
-        await sup.connect()
-        first = await sup.started()
-        refuse_unstarted(args, first)
-        applied(prep, sup.sandbox)
-        await announce(ctx, sup.record(sink.artifact_id, prep.tmpdir))
+        await begin(ctx, args, (sup, sink, prep))
         timed_out, reaped = await supervise(sup, sink, args.timeout_ms / 1000)
     except BaseException:
         sup.kill()
@@ -359,6 +391,14 @@ async def run_command(ctx: ToolContext, raw_args: dict[str, Any]) -> ToolResult:
         ws = ctx.workspace
         rel = ws.parse(args.cwd, field="cwd")
         ws.authorize(rel, Access.READ, ctx.authorize_path)
+        if args.background:
+            if ctx.jobs is None:
+                raise Refused(
+                    RefusalCode.FORBIDDEN,
+                    "background jobs run only in a bastion session",
+                    "run the command without background",
+                )
+            return await ctx.jobs.start(ctx, args, rel)
         dir_fd = await asyncio.to_thread(ws.open_dir, rel)
         return await execute(ctx, args, dir_fd)
     except Refused as exc:
@@ -376,6 +416,8 @@ async def run_command(ctx: ToolContext, raw_args: dict[str, Any]) -> ToolResult:
 
 
 def format_text(data: dict[str, Any]) -> str:
+    if data.get("background"):
+        return format_started(data)
     if data.get("signal"):
         status = f"killed by signal {data['signal']}"
     elif data.get("exit_code") is not None:
@@ -399,6 +441,32 @@ def format_text(data: dict[str, Any]) -> str:
 
     if extra := describe(data):
         text += f"\n{extra}"
+    return text
+
+
+def format_started(data: dict[str, Any]) -> str:
+    """The text for a background job it started (tools/jobs.py)."""
+    from tools.sandbox_run import describe
+
+    job = data["job_id"]
+    head = f"$ {data['command']}\n[background job {job}: {data['words']}"
+    if data["state"] == "running":
+        head += f"; {data['output_bytes']} bytes of output so far]"
+    else:
+        head += f" within {data['duration_ms']} ms]"
+    text = f"{head}\n{data['output']}".rstrip()
+    if data.get("unread_bytes"):
+        text += f"\n[{data['unread_bytes']} more bytes not shown yet]"
+    for note in data.get("notes") or ():
+        text += f"\n[{note}]"
+    if extra := describe({"sandbox": data.get("sandbox") or {}}):
+        text += f"\n{extra}"
+    if data["state"] == "running":
+        text += (
+            f'\n[it keeps running: read_output {{"id": "{job}"}} gives what it prints next '
+            f'(add "wait": seconds to wait for it), stop_job {{"id": "{job}"}} stops it; it '
+            "ends when this session does]"
+        )
     return text
 
 

@@ -3,18 +3,30 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from tools.access import Access, AuthorizePath
 from tools.limits import Limits
+from tools.result import ToolResult
 
-__all__ = ["Access", "AuthorizePath", "ToolContext"]
+__all__ = ["Access", "AuthorizePath", "JobHost", "ToolContext"]
 
 if TYPE_CHECKING:
     import pathlib
 
     from tools.sandbox import SandboxPolicy
     from tools.workspace import Workspace
+
+
+class JobHost(Protocol):
+    """A session's background jobs as the tools reach them (``tools.jobs.JobTable``):
+    run_command starts one, read_output reads one, stop_job stops one."""
+
+    async def start(self, ctx: ToolContext, args: Any, rel: Any) -> ToolResult: ...
+
+    async def read(self, ctx: ToolContext, args: dict[str, Any]) -> ToolResult: ...
+
+    async def stop(self, text: str, why: str) -> dict[str, Any] | None: ...
 
 
 class ToolContext(NamedTuple):
@@ -28,7 +40,9 @@ class ToolContext(NamedTuple):
     before the command is waited for. If it raises, the command is killed and the
     call fails (INTERNAL): a command that could not be recorded does not run on.
     ``sandbox``: the policy run_command applies (``tools/sandbox.py``); None runs
-    commands unsandboxed (the runtime always passes one)."""
+    commands unsandboxed (the runtime always passes one). ``jobs``: the session's
+    background jobs (``tools/jobs.py``); None refuses ``background: true`` (a one-shot
+    ``python -m tools`` run has no session for a job to belong to)."""
 
     workspace: Workspace
     limits: Limits = Limits()  # immutable: one shared default is safe
@@ -38,3 +52,4 @@ class ToolContext(NamedTuple):
     on_output: Callable[[str], None] | None = None
     on_start: Callable[[dict[str, Any]], object] | None = None
     sandbox: SandboxPolicy | None = None
+    jobs: JobHost | None = None

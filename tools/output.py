@@ -19,21 +19,34 @@ DESCRIPTION = (
     "Page through the full output of an earlier run_command whose output was too "
     "long to show (its result names the `id`). `offset` is the first line (1-based), "
     "`limit` the number of lines (default 2000). With `pattern` (an RE2 regex, or text "
-    "with `literal: true`) only the matching lines from `offset` on, with their numbers."
+    "with `literal: true`) only the matching lines from `offset` on, with their numbers. "
+    "For a background job (`id`: its job_id), without offset or pattern: what it printed "
+    "that you have not read yet, and whether it still runs or its exit code; `wait` "
+    "(seconds, at most 30) waits that long for new output or its end first."
 )
 PARAMETERS: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "id": {"type": "string", "description": "The output id from run_command."},
+        "id": {
+            "type": "string",
+            "description": "The output id from run_command, or a background job's job_id.",
+        },
         "offset": {"type": "integer", "minimum": 1, "description": "First line (1-based)."},
         "limit": {"type": "integer", "minimum": 1, "description": "Lines to return."},
         "pattern": {"type": "string", "description": "Only lines matching this regex."},
         "literal": {"type": "boolean", "description": "pattern is plain text."},
+        "wait": {
+            "type": "number",
+            "minimum": 0,
+            "description": "A job only: seconds to wait for new output or its end (max 30).",
+        },
     },
     "required": ["id"],
     "additionalProperties": False,
 }
 ID_PATTERN = re.compile(r"out_[0-9a-f]{32}\Z")
+JOB_PATTERN = re.compile(r"job_[1-9][0-9]{0,5}\Z")
+MAX_WAIT_S = 30.0  # `wait` (a job's) is capped here
 DEFAULT_LIMIT = 2000
 MAX_LINE = 8 * 1024
 
@@ -164,6 +177,15 @@ def unknown(artifact_id: str) -> Refused:
     )
 
 
+def unknown_job(text: str) -> Refused:
+    shown = text if JOB_PATTERN.match(text) else "(malformed id)"
+    return Refused(
+        RefusalCode.SPILL_REFERENCE_UNKNOWN,
+        f"no background job {shown} in this session",
+        "use the exact job_id a run_command with background: true returned in this session",
+    )
+
+
 def read_output(ctx: ToolContext, raw_args: dict[str, Any]) -> ToolResult:
     args = OutputArgs.from_dict(raw_args)
     if not ID_PATTERN.match(args.id):
@@ -215,7 +237,7 @@ def read_output(ctx: ToolContext, raw_args: dict[str, Any]) -> ToolResult:
     )
 
 
-def _open(ctx: ToolContext, artifact_id: str) -> Any:
+def open_artifact(ctx: ToolContext, artifact_id: str) -> Any:
     """The artifact, read-only (an id that names no regular file: `unknown`)."""
     try:
         fd = os.open(
@@ -241,7 +263,7 @@ def _search(ctx: ToolContext, args: OutputArgs) -> ToolResult:
     found: list[str] = []
     used = number = 0
     next_offset: int | None = None
-    with _open(ctx, args.id) as handle:
+    with open_artifact(ctx, args.id) as handle:
         total = os.fstat(handle.fileno()).st_size
         for number, raw in enumerate(handle, 1):
             if number < args.offset:
@@ -266,6 +288,21 @@ def _search(ctx: ToolContext, args: OutputArgs) -> ToolResult:
 
 
 def format_text(data: dict[str, Any]) -> str:
+    job = data.get("job")
+    text = _page_text(data) if "content" in data and "from_byte" not in data else data["content"]
+    if not isinstance(job, dict):
+        return text
+    footer = f"[{job['id']} (`{job['command']}`): {job['words']}"
+    if data.get("unread_bytes"):
+        footer += f"; {data['unread_bytes']} more bytes not read yet: read_output again"
+    elif job["state"] == "running" and "from_byte" in data:
+        footer += '; nothing more yet (add "wait": seconds to wait for it)'
+    footer += "]"
+    notes = "".join(f"\n[{note}]" for note in job.get("notes") or ())
+    return f"{text.rstrip()}\n{footer}{notes}" if text.strip() else f"{footer}{notes}"
+
+
+def _page_text(data: dict[str, Any]) -> str:
     if "pattern" in data:
         footer = f"[{data['id']}: {data['matches']} matching line(s) of {data['pattern']!r}"
         if data.get("next_offset"):
@@ -277,6 +314,28 @@ def format_text(data: dict[str, Any]) -> str:
     return f"{data['content']}\n{footer}]"
 
 
+def artifact_size(ctx: ToolContext, artifact_id: str) -> int:
+    with open_artifact(ctx, artifact_id) as handle:
+        return int(os.fstat(handle.fileno()).st_size)
+
+
+async def run(ctx: ToolContext, raw_args: dict[str, Any]) -> ToolResult:
+    """An `out_…` id pages in a worker thread; a job's id reads here (it may wait)."""
+    if not str(raw_args.get("id", "")).startswith("job_"):
+        return await offloaded(NAME, read_output)(ctx, raw_args)
+    try:
+        if ctx.jobs is None:
+            raise unknown_job(str(raw_args["id"]))
+        return await ctx.jobs.read(ctx, raw_args)
+    except Refused as exc:
+        return ToolResult.from_refused(NAME, exc)
+    except OSError as exc:
+        return ToolResult.refused(
+            NAME, RefusalCode.INTERNAL, f"read_output failed: {exc.strerror or exc}",
+            "retry once; if it fails again, try another approach",
+        )  # fmt: skip
+
+
 register_formatter(NAME, format_text)
 TOOL = ToolDef(
     NAME,
@@ -284,6 +343,6 @@ TOOL = ToolDef(
     PARAMETERS,
     read_only=True,
     replay_safe=True,
-    run=offloaded(NAME, read_output),
+    run=run,
     run_sync=read_output,
 )

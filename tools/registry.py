@@ -24,6 +24,7 @@ MODULES: Mapping[str, str] = MappingProxyType(
         "search_files": "tools.search",
         "run_command": "tools.command",
         "read_output": "tools.output",
+        "stop_job": "tools.stop_job",
     }
 )
 

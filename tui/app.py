@@ -167,6 +167,7 @@ class BastionApp(PromptActions, KeyActions, App[int]):
         self.conversation_id = conversation_id or ""
         self.view: ConversationView | None = None
         self.settings: SessionSettings | None = None  # this process's model and mode
+        self.jobs: dict[tuple[str, str], bool] = {}  # (conversation, job) -> running
         self._mode_lock = asyncio.Lock()
         self._first_prompt = first_prompt
         self._opener = opener
@@ -541,7 +542,7 @@ class BastionApp(PromptActions, KeyActions, App[int]):
         """`view` with `batch` (from `EventChannel.get`) applied: each event through the
         reducer, or a fresh snapshot after a resync. A client that switched the model or
         mode (this one, or another terminal on the session) changes the status line."""
-        from runtime.model.events import SettingsChanged
+        from runtime.model.events import JobUpdated, SettingsChanged
         from runtime.model.records import SessionSettings
         from runtime.model.views import reduce
 
@@ -549,6 +550,8 @@ class BastionApp(PromptActions, KeyActions, App[int]):
             for event in batch:
                 if isinstance(event, SettingsChanged) and event.conversation_id == conv_id:
                     self.settings = SessionSettings(event.model, event.approval_mode)
+                elif isinstance(event, JobUpdated) and event.conversation_id == conv_id:
+                    self.jobs[(conv_id, event.job.id)] = event.job.running
                 elif (
                     getattr(event, "phase", None) == "started" and event.conversation_id == conv_id
                 ):
@@ -559,6 +562,11 @@ class BastionApp(PromptActions, KeyActions, App[int]):
         if view.resync_required:
             view = await harness.snapshot(conv_id)
         return view
+
+    def _running_jobs(self, view: ConversationView | None) -> int:
+        """How many of the conversation's background jobs run (from their events)."""
+        conv = view.conversation.id if view is not None else ""
+        return sum(running for (of, _), running in self.jobs.items() if of == conv)
 
     def _say_why_compacting(self, event: Any) -> None:
         """A compaction starts (a long session resumed, a long run): why, and that Esc
@@ -610,7 +618,7 @@ class BastionApp(PromptActions, KeyActions, App[int]):
         if ended and view.todos and self.settings and self.settings.approval_mode == "plan":
             self.say("the plan is ready: [b]/approve[/] carries it out (leaving plan mode), "
                      "or say what to change")  # fmt: skip
-        self.query_one(StatusBar).show(view, self.settings)
+        self.query_one(StatusBar).show(view, self.settings, self._running_jobs(view))
         prompt = self.query_one(PromptInput)
         prompt.placeholder = PLACEHOLDER_BUSY if view.active_run else PLACEHOLDER_IDLE
         self._show_parts(view)
@@ -711,7 +719,7 @@ class BastionApp(PromptActions, KeyActions, App[int]):
     def use_settings(self, settings: SessionSettings) -> None:
         self.settings = settings
         if self.view is not None:
-            self.query_one(StatusBar).show(self.view, settings)
+            self.query_one(StatusBar).show(self.view, settings, self._running_jobs(self.view))
 
     async def new_session(self) -> None:
         """A new conversation in this directory, with this one's model and mode."""

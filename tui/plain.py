@@ -56,7 +56,7 @@ from runtime.model.records import (
     ToolCallRecord,
     ToolCallState,
 )
-from runtime.model.views import call_summary, child_label
+from runtime.model.views import background_note, call_summary, child_label
 from tui.diffs import call_diff, diff_lines, rules_text
 from tui.plan_lines import plan_header, plan_rows
 from tui.run_words import budget_stop, compaction_event_line, summary_label
@@ -341,7 +341,10 @@ class LineMode:
         keys += "]"
         child = child_label(self.view, call) if self.view is not None else ""
         who = f"subagent {child} asks: " if child else ""
-        question = f"{who}Allow {call.name} {call_summary(call.name, call.arguments)}? {keys} "
+        what = call_summary(call.name, call.arguments)
+        if note := background_note(call.name, call.arguments):
+            what += f" {note}"
+        question = f"{who}Allow {call.name} {what}? {keys} "
         question = visible(question)  # (prompt_toolkit shows C0 and C1, not bidi controls)
         try:
             while True:

@@ -9,6 +9,9 @@ Print mode cannot ask for approval: what would ask is refused and the model is
 told why. At the end, stderr names the refused calls and the flags that would
 allow them, the json result lists them under `refused`, and a run that
 completed with refusals exits EXIT_REFUSED (3): it could not do all it was asked.
+Background jobs still running when the answer is done are ended (each with its
+whole process tree): one line on stderr names them, and the json result lists them
+under `jobs` (id, command, state, exit code, reason, last output).
 A run its budget stopped (runtime.run.budget) ends interrupted: the json result's
 `stop_reason` names the limit (`max_turns`, `max_cost`, `time_limit`; `user` for
 a signal) and `error` says it in words; it exits EXIT_BUDGET (4).
@@ -32,6 +35,7 @@ from runtime import (
     EventChannel,
     HarnessClient,
     Interruption,
+    JobRecord,
     NoModelConfigured,
     TodoItem,
     expand_mentions,
@@ -158,7 +162,11 @@ async def _main(opts: Any, prompt: str | None) -> int:
             result["status"] = "interrupted"
         refused = await _refused(harness, conv.id, run)
         result["refused"] = [_refusal(call) for call in refused]
+        ended = await end_jobs(harness, run.conversation_id)
+        result["jobs"] = [_job(job) for job in ended]
         out.result(result)
+        if ended:
+            error_line(jobs_summary(ended))
         if refused:
             error_line(refusal_summary(refused, session.approval_mode))
         if refused and result["status"] == "completed":
@@ -220,6 +228,30 @@ async def _refused(harness: HarnessClient, conversation_id: str, run: Run) -> li
     """The calls of `run` that were refused without running (in order)."""
     calls = await harness.run_calls(run.conversation_id, run.id)
     return [c for c in calls if c.state == ToolCallState.DENIED]
+
+
+WHY_ENDED = "the answer was done, and -p ends the jobs it leaves running"
+
+
+async def end_jobs(harness: HarnessClient, conversation_id: str) -> list[JobRecord]:
+    """The background jobs still running when the answer is done: stopped (each with
+    its whole process tree, the model told in a note), as recorded once ended."""
+    running = [job for job in await harness.jobs(conversation_id) if job.running]
+    return [await harness.stop_job(conversation_id, job.id, why=WHY_ENDED) for job in running]
+
+
+def _job(job: JobRecord) -> dict[str, Any]:
+    return {
+        "id": job.id, "command": job.command, "state": job.state, "exit_code": job.exit_code,
+        "reason": job.end_reason, "last_output": job.last_output,
+    }  # fmt: skip
+
+
+def jobs_summary(jobs: list[JobRecord]) -> str:
+    """One line: the jobs -p ended because the answer was done."""
+    named = "; ".join(f"{job.id} {job.command}" for job in jobs)
+    few = "job" if len(jobs) == 1 else "jobs"
+    return f"ended {len(jobs)} background {few} still running when the answer was done: {named}"
 
 
 def _refusal(call: ToolCallRecord) -> dict[str, Any]:

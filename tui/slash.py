@@ -598,6 +598,52 @@ async def mcp(host: CommandHost, arg: str) -> None:
     host.say("\n".join(lines))
 
 
+async def jobs(host: CommandHost, arg: str) -> None:
+    """`/jobs`: the session's background jobs (command, age, state, last line);
+    `/jobs stop N` stops job N with its whole process tree."""
+    import time
+
+    from runtime import job_age
+
+    words = arg.split()
+    if words and words[0] == "stop":
+        if len(words) != 2:
+            host.say("usage: /jobs stop N  (N from /jobs)", error=True)
+            return
+        try:
+            job = await _harness(host).stop_job(host.conversation_id, words[1])
+        except BastionError as exc:
+            host.say(escape(_message(exc)), error=True)
+            return
+        host.say(f"{job.id} {escape(job.words())}: {escape(_first_line(job.command))}")
+        return
+    if words:
+        host.say("usage: /jobs, or /jobs stop N", error=True)
+        return
+    try:
+        found = await _harness(host).jobs(host.conversation_id)
+    except BastionError as exc:
+        host.say(escape(_message(exc)), error=True)
+        return
+    if not found:
+        host.say("no background jobs: the model starts one with run_command background: true")
+        return
+    now, lines = time.time(), []
+    for job in found:
+        state = job.words()
+        tone = "$success" if job.running else "$foreground-muted"
+        age = job_age((job.ended_at if job.ended_at else now) - job.started_at)
+        lines.append(
+            f"  [b]{job.number}[/] [{tone}]{escape(state)}[/] {age}  "
+            f"[b]{escape(_first_line(job.command, 50))}[/]"
+        )
+        if last := job.last_line(70):
+            lines.append(f"      [$foreground-muted]{escape(last)}[/]")
+    running = sum(job.running for job in found)
+    hint = "  [$foreground-muted](/jobs stop N stops one)[/]" if running else ""
+    host.say(f"[b]background jobs[/]{hint}\n" + "\n".join(lines))
+
+
 def _first_line(text: str, limit: int = 70) -> str:
     line = next((s.strip() for s in text.splitlines() if s.strip()), "")
     return line if len(line) <= limit else line[: limit - 1] + "…"
@@ -633,5 +679,6 @@ COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand("cost", "tokens and cost of this conversation", cost),
     SlashCommand("send", "send the input held behind a failed run", send_held),
     SlashCommand("mcp", "list the MCP servers, their state and tools", mcp),
+    SlashCommand("jobs", "list the background jobs; stop one", jobs, "[stop N]"),
     SlashCommand("quit", "leave bastion", quit_app, aliases=("exit",)),
 )

@@ -81,6 +81,8 @@ def _done_words(
         if "media_type" in data:
             return f"Read {path}  (image {data.get('width')}×{data.get('height')})"
         return f"Read {path}{_lines_read(data)}"
+    if name == "run_command" and data.get("background"):
+        return f"Started {data.get('job_id')} in the background: {call_summary(name, arguments, limit=80)}"
     if name == "run_command":
         return f"Ran {call_summary(name, arguments, limit=100)}"
     if name == "list_directory":

@@ -14,7 +14,8 @@ that the pure reducer (`runtime.model.views.reduce`) keeps current from events.
 The Harness is assembled from parts, each a module: runtime.harness.core (shared
 state, events, snapshots), runtime.harness.session_ops (search, fork, rewind,
 restore, export, import), runtime.harness.approving (approvals and rules),
-runtime.harness.driving (drivers, models, this process's settings) and
+runtime.harness.driving (drivers, models, this process's settings),
+runtime.harness.jobs (background jobs) and
 runtime.run.admission (the admission transaction). This module holds opening and
 closing, admission, interrupts and waiting.
 """
@@ -38,6 +39,7 @@ from runtime.harness.core import (
     ToolboxFactory,
 )
 from runtime.harness.driving import DrivingOps
+from runtime.harness.jobs import JobOps
 from runtime.harness.session_ops import SessionOps
 from runtime.model.errors import Busy, ConfigError, InputHeld, StoreError, UnknownRun
 from runtime.model.events import DurableEvent, InboxUpdated, RunUpdated
@@ -88,7 +90,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-class Harness(SessionOps, ApprovalOps, DrivingOps):
+class Harness(SessionOps, ApprovalOps, DrivingOps, JobOps):
     @classmethod
     async def open(
         cls,

@@ -32,6 +32,7 @@ from runtime.ipc.channel import DEFAULT_LIMIT, EventChannel
 from runtime.ipc.wire import Connection
 from runtime.model import protocol as p
 from runtime.model.errors import BastionError, HarnessGone, UnknownConversation
+from runtime.model.jobs import JobRecord
 from runtime.model.protocol import VERSION, ProtocolError
 from runtime.model.records import (
     Conversation,
@@ -399,6 +400,16 @@ class HarnessClient:
 
     async def mcp_servers(self, *, wait: bool = False) -> tuple[McpServerStatus, ...]:
         return tuple(await self.call(p.McpServers(wait=wait)))
+
+    async def jobs(self, conversation_id: str) -> tuple[JobRecord, ...]:
+        return tuple(await self.call(p.Jobs(conversation=conversation_id)))
+
+    async def stop_job(
+        self, conversation_id: str, job: str, *, why: str = "by the user"
+    ) -> JobRecord:
+        op = p.StopJob(conversation=conversation_id, job=job, why=why)
+        stopped: JobRecord = await self.call(op)
+        return stopped
 
     async def search(self, query: str, limit: int = 50) -> list[SearchHit]:
         return list(await self.call(p.Search(query=query, limit=limit)))

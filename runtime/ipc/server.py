@@ -335,6 +335,10 @@ async def _apply_sessions(harness: Harness, op: p.Op) -> Any:
             return await harness.usage(op.conversation)
         case p.McpServers():
             return await harness.mcp_servers(wait=op.wait)
+        case p.Jobs():
+            return await harness.jobs(op.conversation)
+        case p.StopJob():
+            return await harness.stop_job(op.conversation, op.job, why=op.why)
         case p.Search():
             return await harness.search(op.query, op.limit)
         case p.Sessions():

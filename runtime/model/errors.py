@@ -142,6 +142,12 @@ class UnknownEntry(BastionError):
     code = "unknown_entry"
 
 
+class UnknownJob(BastionError):
+    """No background job of that number in the conversation, or none this process runs."""
+
+    code = "unknown_job"
+
+
 class AmbiguousId(BastionError):
     """A typed id prefix that starts more than one session's id; `matches` are their ids."""
 

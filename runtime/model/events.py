@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from runtime.model.jobs import JobRecord
 from runtime.model.records import Conversation, Entry, InboxItem, Run, ToolCallRecord
 
 
@@ -171,6 +172,17 @@ class TodosUpdated:
     todos: list[dict[str, Any]]
 
 
+@dataclass(frozen=True, slots=True)
+class JobUpdated:
+    """A background job (runtime.model.jobs) started or ended. Its live output is not
+    an event: it goes to the job's artifact, which read_output and /jobs read."""
+
+    type: ClassVar[str] = "job.updated"
+    conversation_id: str
+    version: int
+    job: JobRecord
+
+
 DurableEvent = (
     ConversationCreated
     | ConversationUpdated
@@ -187,6 +199,7 @@ DurableEvent = (
     | RulesUpdated
     | HookRan
     | TodosUpdated
+    | JobUpdated
 )
 
 
@@ -286,6 +299,7 @@ _RECORD_FIELDS: dict[str, type[Any]] = {
     "run": Run,
     "tool_call": ToolCallRecord,
     "item": InboxItem,
+    "job": JobRecord,
 }
 
 EVENT_TYPES: dict[str, type[Any]] = {
@@ -306,6 +320,7 @@ EVENT_TYPES: dict[str, type[Any]] = {
         RulesUpdated,
         HookRan,
         TodosUpdated,
+        JobUpdated,
         TextDelta,
         ReasoningDelta,
         ToolOutputDelta,

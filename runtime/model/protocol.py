@@ -37,6 +37,7 @@ import msgspec
 
 from runtime.model.errors import BastionError
 from runtime.model.events import event_from_dict, event_to_dict
+from runtime.model.jobs import JobRecord
 from runtime.model.records import (
     Conversation,
     Entry,
@@ -338,6 +339,27 @@ class McpServers(Op):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Jobs(Op):
+    """The conversation's background jobs (runtime.model.jobs), oldest first."""
+
+    name = "jobs"
+    Reply = tuple[JobRecord, ...]
+    acts = False
+    conversation: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StopJob(Op):
+    """Stop a background job (`job_N` or `N`) of a conversation this process drives."""
+
+    name = "stop_job"
+    Reply = JobRecord
+    conversation: str
+    job: str
+    why: str = "by the user"  # what the record and the model's note say
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Search(Op):
     name = "search"
     Reply = list[SearchHit]
@@ -464,7 +486,7 @@ OPS: dict[str, type[Op]] = {
         Submit, Write, Withdraw, SendHeld, Interrupt, Redirect, Respond, ProposedRules, Rules,
         Compact, CancelCompaction, Snapshot, Settings, SetApprovalMode, SetModel,
         SetReasoningEffort, SetDefaults, NewSession, SwitchSession, Fork, Rewind,
-        PlanRestore, Restore, Export, Usage, McpServers, Search, Sessions, ResolveId,
+        PlanRestore, Restore, Export, Usage, McpServers, Jobs, StopJob, Search, Sessions, ResolveId,
         ShortIds, WaitRun, WaitIdle, GetConversation, Answer, RunCalls, Subscribe, Unsubscribe, Ping, Close,
     )
 }  # fmt: skip

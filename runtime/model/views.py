@@ -544,6 +544,20 @@ def view_from_snapshot(
     )
 
 
+KEEPS_RUNNING = "(keeps running in the background until stopped or the session ends)"
+
+
+def background_note(name: str, arguments: str) -> str:
+    """What an approval adds for a command that will keep running (KEEPS_RUNNING), else ""."""
+    if name != "run_command" or '"background"' not in arguments:
+        return ""
+    try:
+        args = json.loads(arguments or "{}")
+    except ValueError:
+        return ""
+    return KEEPS_RUNNING if isinstance(args, dict) and args.get("background") is True else ""
+
+
 def call_summary(name: str, arguments: str, limit: int = 160) -> str:
     """A tool call in a few words, as a person would say what it does: the command,
     the path (and lines), the pattern and where; other calls' arguments as JSON."""

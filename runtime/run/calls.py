@@ -43,6 +43,7 @@ from runtime.run.live import Buffer
 from runtime.run.sandboxing import ask_without_walls
 from runtime.schedule import groups, may_overlap, run_together
 from runtime.store import failpoints
+from runtime.store.jobs import insert_job
 from runtime.store.todos import record_todos
 from runtime.store.tx import TOOL_COLUMNS, Tx, joined_chunks, tool_call_row
 
@@ -251,12 +252,16 @@ class CallRunner:
 
         async def started(record: dict[str, Any]) -> None:
             """What the command started, committed before it is waited for: a resume
-            after a crash finds it there and makes sure it is gone."""
-            await self.ex.commit(
-                lambda tx: tx.transition_tool_call(
+            after a crash finds it there and makes sure it is gone (a background job's
+            row too: runtime.store.jobs)."""
+
+            def build(tx: Tx) -> None:
+                tx.transition_tool_call(
                     call.id, from_states=(ToolCallState.RUNNING,), process=record
                 )
-            )
+                insert_job(tx, call, record)
+
+            await self.ex.commit(build)
 
         ticker = asyncio.create_task(self._checkpoint_output(call.id, buffer))
         # "run outside the sandbox once" / "with network": the user's committed answer

@@ -37,6 +37,7 @@ from runtime.model.records import ACTIVE_RUN_STATES, EntryStatus, Run, RunState
 from runtime.model.tools import Toolbox
 from runtime.run.aio import wait_until
 from runtime.run.deps import LoopDeps, LoopSettings
+from runtime.run.jobs import JobKeeper
 from runtime.run.live import LiveStream
 from runtime.run.loop import RunExecutor, place_item
 from runtime.run.spend import count_crashed
@@ -129,6 +130,7 @@ class Driver:
         self._task: asyncio.Task[None] | None = None
         self._heartbeat: asyncio.Task[None] | None = None
         self._released = False
+        self.jobs: JobKeeper | None = None  # its background jobs (runtime.run.jobs)
 
     # --- lifecycle --------------------------------------------------------
 
@@ -155,6 +157,9 @@ class Driver:
         self._heartbeat = asyncio.create_task(self._beat(), name=f"lease-{self.conversation_id}")
         try:
             await self._recover()
+            jobs = JobKeeper(self.store, self.conversation_id, self._commit, self.config.toolbox)
+            await jobs.open()  # a dead driver's jobs settled, the model told
+            self.jobs = jobs
         except BaseException:
             await self.stop()
             raise
@@ -175,6 +180,11 @@ class Driver:
         if self._released or isinstance(self.failure, LeaseLost):
             return
         self._released = True
+        if self.jobs is not None:  # its jobs end with it, recorded while it holds the lease
+            try:
+                await self.jobs.close("bastion closed the session")
+            except Exception as exc:  # (the toolbox's close kills them all the same)
+                log.warning("could not end the jobs of %s: %s", self.conversation_id, exc)
         try:
             await self.store.release_lease(self.conversation_id, self.token, publish=self.publish)
         except (StoreError, OSError) as exc:
@@ -183,6 +193,12 @@ class Driver:
 
     def wake(self) -> None:
         self._wake.set()
+
+    async def _commit(self, build: Callable[[Tx], object]) -> object:
+        """`build` in one transaction fenced by this driver's token."""
+        return await self.store.transact(
+            self.conversation_id, build, token=self.token, publish=self.publish
+        )
 
     def decided(self, tool_call_id: str) -> None:
         flag = self._decisions.get(tool_call_id)

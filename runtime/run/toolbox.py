@@ -34,6 +34,7 @@ class WorkspaceToolbox:
         self, root: str, artifacts_dir: Path, sandbox: SandboxPolicy | None = None
     ) -> None:
         import tools  # deferred: print mode without tools never pays for it
+        from tools.jobs import JobTable
         from tools.sandbox import SandboxPolicy
 
         self._tools = tools
@@ -47,8 +48,14 @@ class WorkspaceToolbox:
             raise ConfigError(
                 str(exc), hint="run bastion from the project directory, or start a new session"
             ) from exc
+        # The session's background jobs (tools/jobs.py); its driver keeps their records
+        # (runtime.run.jobs) and ends them; closing this kills any left.
+        self.jobs = JobTable()
         self._ctx = tools.ToolContext(
-            workspace=self._workspace, artifacts_dir=artifacts_dir, sandbox=self.sandbox
+            workspace=self._workspace,
+            artifacts_dir=artifacts_dir,
+            sandbox=self.sandbox,
+            jobs=self.jobs,
         )
         self._specs = tuple(
             ToolSpec(d.name, d.description, d.parameters) for d in tools.TOOLS.values()
@@ -142,6 +149,7 @@ class WorkspaceToolbox:
         return None if found is None else found[0]
 
     def close(self) -> None:
+        self.jobs.kill_all()
         self._workspace.close()
 
 

@@ -437,6 +437,43 @@ def _checkpoint_marks(db: sqlite3.Connection) -> None:
     )
 
 
+@migration(11, "background jobs, each from its start to its end")
+def _jobs(db: sqlite3.Connection) -> None:
+    """A background job (tools/jobs.py; runtime.run.jobs): its command, sandbox and
+    supervisor record committed with the run_command call that started it, its end
+    (state, exit code, last output) when it ends. A row, not only ledger events: a
+    resume finds the jobs still marked running with one indexed query and settles
+    each by compare-and-set (running -> lost), and an ended job never changes."""
+    _run_script(
+        db,
+        """
+        CREATE TABLE jobs (
+            conversation_id TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+            number INTEGER NOT NULL,
+            tool_call_id TEXT NOT NULL,
+            command TEXT NOT NULL,
+            cwd TEXT NOT NULL DEFAULT '.',
+            sandbox TEXT NOT NULL DEFAULT '{}',
+            process TEXT,
+            output_id TEXT NOT NULL DEFAULT '',
+            state TEXT NOT NULL,
+            exit_code INTEGER,
+            end_reason TEXT NOT NULL DEFAULT '',
+            last_output TEXT NOT NULL DEFAULT '',
+            notes TEXT NOT NULL DEFAULT '[]',
+            started_at REAL NOT NULL,
+            ended_at REAL,
+            PRIMARY KEY (conversation_id, number)
+        );
+        CREATE INDEX jobs_running ON jobs (conversation_id) WHERE state = 'running';
+
+        CREATE TRIGGER jobs_settled BEFORE UPDATE ON jobs
+        WHEN OLD.state != 'running'
+        BEGIN SELECT RAISE(ABORT, 'an ended job does not change'); END;
+        """,
+    )
+
+
 def _run_script(db: sqlite3.Connection, script: str) -> None:
     """Run statements one by one: `executescript` would commit the open transaction."""
     pending = ""

@@ -117,11 +117,12 @@ async def test_a_childs_approval_is_asked_and_answered_from_the_parent(tmp_path)
             conv, item = await start(harness, work, "PARENT: go", mode="ask")
             sub = harness.subscribe(conv.id)
 
-            async def asking():
+            async def asking():  # (the child starts a moment before its task call names it)
                 view = await harness.snapshot(conv.id)
-                return view if view.child_calls else None
+                named = view.child_calls and child_label(view, view.child_calls[0]) != "subagent"
+                return view if named else None
 
-            view = await until(asking, "the child's approval in the parent's view")
+            view = await until(asking, "the child's approval, named, in the parent's view")
             (asked,) = view.child_calls
             assert asked.name == "write_file" and asked.conversation_id != conv.id
             assert child_label(view, asked) == "writer (make x)"

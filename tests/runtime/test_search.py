@@ -193,6 +193,7 @@ async def test_a_store_with_the_positional_index_is_rebuilt_without_positions(tm
     db.execute("DROP TABLE file_blobs")
     db.execute("DROP TABLE todos")  # and what 9 made (the todo list)
     db.execute("DROP TABLE ledger_marks")  # and 10 (checkpoints as marks on their chunks)
+    db.execute("DROP TABLE jobs")  # and 11 (background jobs; its index and trigger with it)
     for trigger in ("runs_settled", "inbox_settled", "entries_settled"):
         db.execute(f"DROP TRIGGER {trigger}")
     db.execute("ALTER TABLE chunks DROP COLUMN seq")

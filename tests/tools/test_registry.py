@@ -25,13 +25,17 @@ ORDER = [
     "search_files",
     "run_command",
     "read_output",
+    "stop_job",
 ]
 
 
 def test_tools_table_order_and_flags():
     assert list(TOOLS) == ORDER
     read_only = {name for name, tool in TOOLS.items() if tool.read_only}
-    assert read_only == {"read_file", "list_directory", "glob", "search_files", "read_output"}
+    # (stop_job changes nothing in the workspace and ends only this session's own jobs)
+    assert read_only == {
+        "read_file", "list_directory", "glob", "search_files", "read_output", "stop_job"
+    }  # fmt: skip
     for tool in TOOLS.values():
         assert tool.replay_safe == tool.read_only
         assert tool.parameters["type"] == "object"
@@ -49,8 +53,9 @@ def test_argument_names_are_the_contract():
         "list_directory": {"path"},
         "glob": {"pattern", "path"},
         "search_files": {"pattern", "path", "literal", "include", "context", "max_results"},
-        "run_command": {"command", "argv", "cwd", "timeout_ms"},
-        "read_output": {"id", "offset", "limit", "pattern", "literal"},
+        "run_command": {"command", "argv", "cwd", "timeout_ms", "background"},
+        "read_output": {"id", "offset", "limit", "pattern", "literal", "wait"},
+        "stop_job": {"id"},
     }
 
 

@@ -31,7 +31,7 @@ from textual.widgets import Input, Static
 
 from runtime import ConversationView, Rule
 from runtime.model.records import Approval, ToolCallRecord, ToolCallState
-from runtime.model.views import call_summary, child_label
+from runtime.model.views import background_note, call_summary, child_label
 from tui.diffs import call_diff
 from tui.markup import escape
 from tui.widgets.review import diff_markup
@@ -195,8 +195,12 @@ class ApprovalPrompt(Vertical, can_focus=True):
         self.remove_class("-message")
         what = escape(describe_call(call))
         who = f"[b]subagent {escape(child)}[/b] asks: " if child else ""
+        # (first, where the line's ellipsis cannot cut it off)
+        keeps = "[b $warning](in the background: it keeps running)[/] " if background_note(
+            call.name, call.arguments
+        ) else ""  # fmt: skip
         self.query_one("#approval-question", Static).update(
-            f"{who}[b $warning]Allow[/] [b]{escape(call.name)}[/b] {what}[b $warning]?[/]"
+            f"{who}[b $warning]Allow[/] [b]{escape(call.name)}[/b] {keeps}{what}[b $warning]?[/]"
         )
         diff, note = call_diff(call)
         box = self.query_one("#approval-diff", VerticalScroll)

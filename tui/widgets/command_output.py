@@ -19,6 +19,7 @@ from textual.content import Content
 
 from runtime import visible
 from runtime.model.records import ToolCallRecord
+from tui.markup import escape
 
 __all__ = ["MAX_CHARS", "MAX_LINES", "TAIL_LINES", "CommandOutput"]
 
@@ -60,6 +61,7 @@ class CommandOutput:
     signal: int | None
     timed_out: bool
     duration_ms: int | None
+    job: str = ""  # a background job's "job_1 running" (tools/jobs.py), as its call left it
 
     @classmethod
     def of(cls, record: ToolCallRecord | None) -> CommandOutput | None:
@@ -84,6 +86,7 @@ class CommandOutput:
             signal=_int(data.get("signal")),
             timed_out=bool(data.get("timed_out")),
             duration_ms=_int(data.get("duration_ms")),
+            job=f"{data['job_id']} {data.get('words', '')}" if data.get("background") else "",
         )
 
     @property
@@ -92,7 +95,9 @@ class CommandOutput:
 
     def status(self) -> str:
         """`exit 0 · 1.2 s · 34 lines`, the ending coloured by how it went."""
-        if self.timed_out:
+        if self.job:  # (its state when the call returned: /jobs has it now)
+            ending = f"[$warning]background {escape(self.job)}[/]"
+        elif self.timed_out:
             ending = "[$warning]timed out[/]"
         elif self.signal:
             ending = f"[$error]killed by signal {self.signal}[/]"

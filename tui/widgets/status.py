@@ -75,11 +75,14 @@ class StatusBar(Horizontal):
         ]
         self._draw()
 
-    def show(self, view: ConversationView, settings: SessionSettings | None = None) -> None:
+    def show(
+        self, view: ConversationView, settings: SessionSettings | None = None, jobs: int = 0
+    ) -> None:
+        """`jobs`: how many background jobs of the session run now."""
         from tui.widgets.status_fields import fields  # with the first view, not the first frame
 
         self._shown_view = (view, settings)
-        self._fields = fields(view, settings, self._retry_in(view), self.catalog)
+        self._fields = fields(view, settings, self._retry_in(view), self.catalog, jobs)
         self._draw()
 
     def _retry_in(self, view: ConversationView) -> float | None:

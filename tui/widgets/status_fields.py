@@ -82,6 +82,7 @@ def fields(
     settings: SessionSettings | None,
     retry_in: float | None,
     catalog: Catalog | None = None,
+    jobs: int = 0,
 ) -> list[Field]:
     model = settings.model if settings else view.conversation.agent.model
     mode = settings.approval_mode if settings else view.conversation.agent.approval_mode
@@ -90,6 +91,8 @@ def fields(
     queued = len(view.queued_inbox)
     if queued:
         fields.append(Field(2, f"[$accent]{queued} queued[/]"))
+    if jobs:  # background jobs running (/jobs lists them)
+        fields.append(Field(2, f"[$success]{jobs} job{'s' if jobs > 1 else ''}[/]"))
     effort = view.conversation.agent.reasoning_effort
     shown = f"[b $primary]{escape(model or 'no model')}[/]"
     fields.append(Field(3, shown + (f" [$primary]({escape(effort)})[/]" if effort else "")))
