@@ -21,6 +21,14 @@ def call(call_id: str, name: str, **arguments: object) -> dict:
     return {"tool_calls": [{"id": call_id, "name": name, "arguments": arguments}]}
 
 
+def type_line(tmux, line: str) -> None:  # noqa: F811
+    """Type `line`, and press Enter once the prompt shows it (not while the keys are
+    still arriving, when Enter may land in the command completions)."""
+    tmux.send(line, literal=True)
+    tmux.wait_for(lambda s: f"│ {line} " in s, f"{line!r} in the prompt")
+    tmux.send("Enter")
+
+
 def server_pids(cwd: Path) -> list[int]:
     """The web server's processes: told by the folder it serves (this test's own)."""
     out = subprocess.run(["pgrep", "-f", f"http.server .*{cwd}"], capture_output=True, text=True)
@@ -53,8 +61,7 @@ def test_the_model_starts_a_server_reads_it_later_and_the_user_stops_it(tmp_path
         with urllib.request.urlopen(f"http://127.0.0.1:{port[1]}/hello.txt", timeout=10) as r:
             assert r.read() == b"hi\n"  # (the job prints a line for it: read in a later turn)
 
-        tmux.send("/jobs", literal=True)
-        tmux.send("Enter")
+        type_line(tmux, "/jobs")
         screen = tmux.wait_for(lambda s: "background jobs" in s, "the jobs list")
         assert "running" in screen and "http.server" in screen
 
@@ -64,8 +71,8 @@ def test_the_model_starts_a_server_reads_it_later_and_the_user_stops_it(tmp_path
         [read] = [m for m in server.requests()[-1]["messages"] if m["role"] == "tool"][-1:]
         assert '"GET /hello.txt HTTP/1.1" 200' in read["content"]
 
-        tmux.send("/jobs stop 1", literal=True)
-        tmux.send("Enter")
+        tmux.wait_for(lambda s: "● done" in s, "the second run to end")
+        type_line(tmux, "/jobs stop 1")
         tmux.wait_for(lambda s: "stopped" in s and " 1 job  ·" not in s, "the job stopped")
         deadline = time.monotonic() + 10
         while server_pids(cwd):
