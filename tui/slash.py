@@ -28,6 +28,7 @@ from tui.usage import summary_label, totals_label
 
 if TYPE_CHECKING:  # the harness's modules load after the first frame (see tui.launch)
     from runtime import HarnessClient
+    from runtime.model.jobs import JobRecord
     from runtime.model.records import SessionSettings
     from runtime.model.views import ConversationView
 
@@ -600,7 +601,8 @@ async def mcp(host: CommandHost, arg: str) -> None:
 
 async def jobs(host: CommandHost, arg: str) -> None:
     """`/jobs`: the session's background jobs (command, age, state, last line);
-    `/jobs stop N` stops job N with its whole process tree."""
+    `/jobs N` shows job N's output so far; `/jobs stop N` stops job N with its whole
+    process tree."""
     import time
 
     from runtime import job_age
@@ -617,13 +619,16 @@ async def jobs(host: CommandHost, arg: str) -> None:
             return
         host.say(f"{job.id} {escape(job.words())}: {escape(_first_line(job.command))}")
         return
-    if words:
-        host.say("usage: /jobs, or /jobs stop N", error=True)
+    if len(words) > 1 or (words and parse_id(words[0]) is None):
+        host.say("usage: /jobs, /jobs N (its output), or /jobs stop N", error=True)
         return
     try:
         found = await _harness(host).jobs(host.conversation_id)
     except BastionError as exc:
         host.say(escape(_message(exc)), error=True)
+        return
+    if words:
+        _job_output(host, found, words[0])
         return
     if not found:
         host.say("no background jobs: the model starts one with run_command background: true")
@@ -642,6 +647,24 @@ async def jobs(host: CommandHost, arg: str) -> None:
     running = sum(job.running for job in found)
     hint = "  [$foreground-muted](/jobs stop N stops one)[/]" if running else ""
     host.say(f"[b]background jobs[/]{hint}\n" + "\n".join(lines))
+
+
+def parse_id(text: str) -> int | None:
+    """A job's number from `N` or `job_N` (as /jobs and the model name it), else None."""
+    found = re.fullmatch(r"(?:job_)?([1-9][0-9]{0,5})", text.strip())
+    return int(found[1]) if found else None
+
+
+def _job_output(host: CommandHost, found: Sequence[JobRecord], asked: str) -> None:
+    """`/jobs N`: job N's state and its last output (up to LAST_CHARS, as of now)."""
+    number = parse_id(asked)
+    job = next((j for j in found if j.number == number), None)
+    if job is None:
+        host.say(f"no job {escape(asked)} in this conversation: /jobs lists them", error=True)
+        return
+    tail = job.last_output.rstrip() or "(nothing printed yet)"
+    head = f"[b]{job.id}[/] {escape(job.words())}: [b]{escape(_first_line(job.command))}[/]"
+    host.say(f"{head}\n{escape(tail)}")
 
 
 def _first_line(text: str, limit: int = 70) -> str:
@@ -679,6 +702,6 @@ COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand("cost", "tokens and cost of this conversation", cost),
     SlashCommand("send", "send the input held behind a failed run", send_held),
     SlashCommand("mcp", "list the MCP servers, their state and tools", mcp),
-    SlashCommand("jobs", "list the background jobs; stop one", jobs, "[stop N]"),
+    SlashCommand("jobs", "list the background jobs; show or stop one", jobs, "[N | stop N]"),
     SlashCommand("quit", "leave bastion", quit_app, aliases=("exit",)),
 )

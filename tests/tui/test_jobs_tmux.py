@@ -72,6 +72,8 @@ def test_the_model_starts_a_server_reads_it_later_and_the_user_stops_it(tmp_path
         assert '"GET /hello.txt HTTP/1.1" 200' in read["content"]
 
         tmux.wait_for(lambda s: "● done" in s, "the second run to end")
+        type_line(tmux, "/jobs 1")  # its output so far
+        tmux.wait_for(lambda s: "job_1 running" in s and "Serving HTTP" in s, "job 1's output")
         type_line(tmux, "/jobs stop 1")
         tmux.wait_for(lambda s: "stopped" in s and " 1 job  ·" not in s, "the job stopped")
         deadline = time.monotonic() + 10
