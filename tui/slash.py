@@ -28,7 +28,7 @@ from tui.usage import summary_label, totals_label
 
 if TYPE_CHECKING:  # the harness's modules load after the first frame (see tui.launch)
     from runtime import HarnessClient
-    from runtime.model.jobs import JobRecord
+    from runtime import JobRecord
     from runtime.model.records import SessionSettings
     from runtime.model.views import ConversationView
 

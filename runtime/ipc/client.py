@@ -112,8 +112,11 @@ class HarnessClient:
         hello: dict[str, Any] = {"version": VERSION, "client": client}
         if token is not None:
             hello["token"] = token
-        await conn.send({"hello": hello})
-        answer = await conn.receive()
+        try:
+            await conn.send({"hello": hello})
+            answer = await conn.receive()
+        except (ConnectionError, OSError):  # (its process went as we came: a stale socket)
+            answer = None
         said = answer.get("hello") if isinstance(answer, dict) else None
         if not isinstance(said, dict):
             error = answer.get("error") if isinstance(answer, dict) else None
