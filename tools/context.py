@@ -13,6 +13,7 @@ __all__ = ["Access", "AuthorizePath", "ToolContext"]
 if TYPE_CHECKING:
     import pathlib
 
+    from tools.netproxy import NetProxy
     from tools.sandbox import SandboxPolicy
     from tools.workspace import Workspace
 
@@ -28,7 +29,9 @@ class ToolContext(NamedTuple):
     before the command is waited for. If it raises, the command is killed and the
     call fails (INTERNAL): a command that could not be recorded does not run on.
     ``sandbox``: the policy run_command applies (``tools/sandbox.py``); None runs
-    commands unsandboxed (the runtime always passes one)."""
+    commands unsandboxed (the runtime always passes one). ``proxy``: the network
+    allow-list's proxy (``tools/netproxy.py``) for a policy with ``hosts``; without
+    it such a policy keeps the network off."""
 
     workspace: Workspace
     limits: Limits = Limits()  # immutable: one shared default is safe
@@ -38,3 +41,4 @@ class ToolContext(NamedTuple):
     on_output: Callable[[str], None] | None = None
     on_start: Callable[[dict[str, Any]], object] | None = None
     sandbox: SandboxPolicy | None = None
+    proxy: NetProxy | None = None
