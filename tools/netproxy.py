@@ -402,3 +402,24 @@ async def answer(writer: asyncio.StreamWriter, status: int, why: str) -> None:
         writer.write(head.encode() + body)
         await asyncio.wait_for(writer.drain(), 5)
     writer.close()
+
+
+def self_check(rules: tuple[HostRule, ...], folder: str) -> str:
+    """Start a proxy for ``rules`` in ``folder``, ask it for a host it must refuse, and
+    stop it: '' when it listened and refused, else what went wrong (for doctor)."""
+    proxy = NetProxy(rules, folder)
+    try:
+        chan = proxy.channel()
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.settimeout(10)
+            sock.connect(chan.path)
+            sock.sendall(b"CONNECT bastion-doctor.invalid:443 HTTP/1.1\r\n\r\n")
+            got = sock.recv(64)
+        proxy.close_channel(chan)
+    except (OSError, TimeoutError) as exc:
+        return f"it could not start: {exc}"
+    finally:
+        proxy.close()
+    if not got.startswith(b"HTTP/1.1 403"):
+        return f"it answered {got[:40]!r} to a host it must refuse"
+    return ""

@@ -49,5 +49,3 @@ async def test_a_file_made_between_two_commands_is_not_removed(tmp_path):
         assert not (work / "one.txt").exists() and not (work / "two.txt").exists()
     finally:
         await harness.close()
-
-

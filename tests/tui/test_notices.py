@@ -34,8 +34,11 @@ async def test_behind_other_windows_the_end_and_an_approval_are_told(tmp_path, t
             await app.send("write it")
             prompt = app.query_one(ApprovalPrompt)
             await wait_for(lambda: prompt.has_class("-shown") and app.focused is prompt, pilot)
-            assert said == ["BELL", "\x1b]9;bastion: write_file needs your approval\x07"
-                            "\x1b]777;notify;bastion;write_file needs your approval\x07"]
+            assert said == [
+                "BELL",
+                "\x1b]9;bastion: write_file needs your approval\x07"
+                "\x1b]777;notify;bastion;write_file needs your approval\x07",
+            ]
             app.post_message(events.AppFocus())  # back in front: nothing more is told
             await pilot.pause()
             await pilot.press("y")
