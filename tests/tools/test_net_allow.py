@@ -21,7 +21,7 @@ import pytest
 from tools import ToolContext, run_tool
 from tools.netproxy import NetProxy
 from tools.netrules import parse_hosts
-from tools.sandbox import SandboxMode, SandboxPolicy, probe
+from tools.sandbox import PROBE_ENV, SandboxMode, SandboxPolicy, probe
 
 SUPPORT = probe()
 pytestmark = pytest.mark.skipif(
@@ -142,3 +142,21 @@ async def test_without_a_proxy_the_network_stays_off(ctx: ToolContext, stand_in:
     result = await run(use, f'{sys.executable} -I -c "{script}"')
     assert result.data["exit_code"] != 0
     assert "hosts" not in result.data["sandbox"]
+
+
+async def test_without_a_namespace_the_list_cannot_apply(
+    proxied: ToolContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No network namespace (simulated): no bridge can be made, so the network stays
+    off and the result says so in one note; the proxy is never asked."""
+    monkeypatch.setenv(PROBE_ENV, "no-namespace")
+    result = await run(
+        proxied, f"{sys.executable} -I -c 'import os; print(os.environ.get(\"HTTPS_PROXY\"))'"
+    )
+    assert result.data["output"].strip() == "None"
+    notes = result.data["sandbox"]["notes"]
+    assert [n for n in notes if "network_hosts" in n] == [
+        "network_hosts needs a network namespace, which this machine does not allow: "
+        "the network is off"
+    ]
+    assert proxied.proxy is not None and not proxied.proxy.running
