@@ -106,6 +106,7 @@ class NetProxy:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._limit: asyncio.Semaphore | None = None
+        self._open_channels: list[Channel] = []  # (on the proxy's thread only)
         self.connections = 0  # open now (read on the proxy's thread)
 
     @property
@@ -155,6 +156,7 @@ class NetProxy:
             chan.path = os.path.join(self.folder, f"p{secrets.token_hex(6)}.sock")
             chan._server = await asyncio.start_unix_server(handle, chan.path, limit=MAX_HEAD)
             os.chmod(chan.path, 0o600)
+        self._open_channels.append(chan)
         return chan
 
     def close_channel(self, chan: Channel) -> list[dict[str, object]]:
@@ -168,6 +170,8 @@ class NetProxy:
 
     async def _close_channel(self, chan: Channel) -> None:
         server, chan._server = chan._server, None
+        if chan in self._open_channels:
+            self._open_channels.remove(chan)
         if server is not None:
             server.close()
         for writer in list(chan._open):
@@ -185,6 +189,8 @@ class NetProxy:
             return
 
         async def stop() -> None:
+            for chan in list(self._open_channels):
+                await self._close_channel(chan)
             for task in asyncio.all_tasks():
                 if task is not asyncio.current_task():
                     task.cancel()

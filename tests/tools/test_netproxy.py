@@ -230,3 +230,16 @@ def test_the_refusal_record_is_bounded(proxy: NetProxy) -> None:
     assert len(refused) == netproxy.MAX_REFUSED + 1
     assert refused[0]["times"] == 2
     assert refused[-1] == {"host": "", "why": "10 more refusals", "times": 0}
+
+
+def test_closing_the_proxy_closes_its_channels(upstream: int) -> None:
+    folder = f"/tmp/bastion-test-proxy-{os.getpid()}-{time.monotonic_ns()}"
+    proxy = NetProxy(parse_hosts(["pypi.org"]), folder)
+    chans = [proxy.channel() for _ in range(3)]
+    assert len(os.listdir(folder)) == 3 and proxy.running
+    proxy.close()
+    assert os.listdir(folder) == [] and not proxy.running
+    for chan in chans:
+        with pytest.raises(OSError):
+            connect(chan)
+    os.rmdir(folder)
