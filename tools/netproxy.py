@@ -31,7 +31,15 @@ import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from tools.netrules import BadHost, HostRule, allowed, normalise_host, screen, split_port
+from tools.netrules import (
+    NOT_LISTED,
+    BadHost,
+    HostRule,
+    allowed,
+    normalise_host,
+    screen,
+    split_port,
+)
 
 MAX_HEAD = 16 * 1024
 HEAD_TIMEOUT = 30.0
@@ -41,7 +49,6 @@ MAX_CONNECTIONS = 256
 MAX_PER_CHANNEL = 64
 MAX_REFUSED = 64  # distinct host:port pairs remembered per channel
 CHUNK = 64 * 1024
-NOT_LISTED = "not in network_hosts"
 
 Resolver = Callable[[str, int], Awaitable[list[tuple[str, int]]]]
 

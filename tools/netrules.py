@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass
 
 DEFAULT_PORTS = (80, 443)
+NOT_LISTED = "not in network_hosts"  # why the proxy refuses a host not in the list
 MAX_ENTRIES = 256
 MAX_ENTRY = 300
 _LABEL = re.compile(r"^[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?$")

@@ -25,7 +25,7 @@ from typing import Any
 
 from tools.bridge import NO_PROXY_VARS, PROXY_VARS
 from tools.denylist import DenyList
-from tools.netproxy import NOT_LISTED
+from tools.netrules import NOT_LISTED
 from tools.sandbox import (
     PROTECTED,
     SandboxMode,

@@ -156,15 +156,16 @@ def proxy_folder() -> str:
     pid = os.getpid()
     preferred = os.path.join(home_dir(), "proxy", str(pid))
     base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
+    folder = preferred
     for folder in (
         preferred,
         os.path.join(base, f"bastion-{os.getuid()}", f"proxy-{pid}"),
-        os.path.join("/tmp", f"bastion-{os.getuid()}", f"proxy-{pid}"),
+        os.path.join("/tmp", f"bastion-{os.getuid()}", f"proxy-{pid}"),  # (short: the last)
     ):
-        if len(os.fsencode(folder)) <= 80 or folder.startswith("/tmp/"):
-            private_parent(os.path.dirname(folder))
-            return folder
-    raise AssertionError("unreachable")
+        if len(os.fsencode(folder)) <= 80:  # a socket's path is at most 107 bytes
+            break
+    private_parent(os.path.dirname(folder))
+    return folder
 
 
 def private_parent(path: str) -> None:
@@ -268,7 +269,6 @@ def network_report(config: Any, approval_mode: str) -> tuple[bool, str]:
     import shutil
     import tempfile
 
-    from tools.netproxy import self_check
     from tools.netrules import parse_hosts
     from tools.sandbox import probe
 
@@ -284,6 +284,8 @@ def network_report(config: Any, approval_mode: str) -> tuple[bool, str]:
             f"network_hosts ({shown}) needs a network namespace, which this machine does "
             "not allow: the network is off for commands"
         )
+    from tools.netproxy import self_check  # (asyncio: only when there is a proxy to check)
+
     folder = tempfile.mkdtemp(prefix="bastion-doctor-")
     try:
         problem = self_check(parse_hosts(list(policy.hosts)), folder)

@@ -88,6 +88,7 @@ async def test_a_refused_host_is_one_line_through_the_toolbox(tmp_path: Path) ->
         out = await box.run("run_command", '{"command": "curl -sS -m 10 https://example.com/"}')
         assert proxy.running
         lines = [ln for ln in out.model_text.splitlines() if "example.com" in ln]
+        assert lines, out.model_text
         assert lines[-1] == (
             "[network: bastion's proxy refused example.com:443 (not in network_hosts); "
             "only the user can add it to network_hosts]"
@@ -97,3 +98,18 @@ async def test_a_refused_host_is_one_line_through_the_toolbox(tmp_path: Path) ->
     finally:
         box.close()
     assert not proxy.running and not os.path.exists(proxy.folder)
+
+
+def test_the_proxy_folder_is_short_enough_for_a_socket(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runtime.run.sandboxing import proxy_folder
+
+    monkeypatch.setenv("BASTION_HOME", str(tmp_path / ("x" * 90)))
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    folder = proxy_folder()
+    assert len(folder) <= 80 and f"bastion-{os.getuid()}" in folder
+    assert os.stat(os.path.dirname(folder)).st_mode & 0o077 == 0
+    monkeypatch.setenv("BASTION_HOME", str(tmp_path / "h"))
+    if len(str(tmp_path / "h")) < 60:
+        assert proxy_folder().startswith(str(tmp_path / "h"))
