@@ -67,6 +67,7 @@ _EXPORTS = {
     "sandbox_notice": "runtime.run.sandboxing",
     "probe_sandbox_soon": "runtime.run.sandboxing",
     "sandbox_report": "runtime.run.sandboxing",
+    "network_report": "runtime.run.sandboxing",
     "hooks_report": "runtime.setup.preview",
     "LoopSettings": "runtime.run.deps",
     "ProjectInstructions": "runtime.context.instructions",
@@ -247,6 +248,7 @@ __all__ = [
     "lookup",
     "mention_at",
     "model_resolver",
+    "network_report",
     "new_conversation",
     "parse_uuid",
     "probe_local_servers",
@@ -368,6 +370,7 @@ if TYPE_CHECKING:
     from runtime.run.reasoning import EFFORTS
     from runtime.run.sandboxing import (
         choose_sandbox,
+        network_report,
         probe_sandbox_soon,
         sandbox_notice,
         sandbox_report,

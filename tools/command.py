@@ -268,7 +268,7 @@ def launch(ctx: ToolContext, args: CommandArgs, dir_fd: int) -> tuple[Supervised
     env = dict(ctx.env) if ctx.env is not None else default_env()
     try:
         sink = Sink(ctx)
-        prep = prepare(ctx.sandbox, ctx.workspace.root, args.argv, env)
+        prep = prepare(ctx.sandbox, ctx.workspace.root, args.argv, env, ctx.proxy)
         sup = Supervised.spawn(prep.argv, env, spawn_options(dir_fd), prep.entries)
     except BaseException:
         if "prep" in locals():

@@ -14,6 +14,7 @@ __all__ = ["Access", "AuthorizePath", "JobHost", "ToolContext"]
 if TYPE_CHECKING:
     import pathlib
 
+    from tools.netproxy import NetProxy
     from tools.sandbox import SandboxPolicy
     from tools.workspace import Workspace
 
@@ -42,7 +43,9 @@ class ToolContext(NamedTuple):
     ``sandbox``: the policy run_command applies (``tools/sandbox.py``); None runs
     commands unsandboxed (the runtime always passes one). ``jobs``: the session's
     background jobs (``tools/jobs.py``); None refuses ``background: true`` (a one-shot
-    ``python -m tools`` run has no session for a job to belong to)."""
+    ``python -m tools`` run has no session for a job to belong to). ``proxy``: the
+    network allow-list's proxy (``tools/netproxy.py``) for a policy with ``hosts``;
+    without it such a policy keeps the network off."""
 
     workspace: Workspace
     limits: Limits = Limits()  # immutable: one shared default is safe
@@ -53,3 +56,4 @@ class ToolContext(NamedTuple):
     on_start: Callable[[dict[str, Any]], object] | None = None
     sandbox: SandboxPolicy | None = None
     jobs: JobHost | None = None
+    proxy: NetProxy | None = None

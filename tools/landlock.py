@@ -30,7 +30,9 @@ The spec comes from bastion as ``key:value`` strings (see ``tools/sandbox.py``):
 read-only, ``pin:PATH`` kept where it is (bound over itself, still writable: a
 mount point cannot be renamed, replaced or removed, so what is protected inside
 it cannot be moved aside), ``hd:DIR``/``hf:FILE`` hidden (a file by binding the
-empty file ``empty:FILE`` over it), ``net:0|1``, ``ns:0|1`` (make a namespace).
+empty file ``empty:FILE`` over it), ``net:0|1``, ``ns:0|1`` (make a namespace),
+``proxy:SOCKET`` (network off but for the allow-list: a bridge in the command's
+network namespace to bastion's proxy at SOCKET, ``tools/bridge.py``).
 """
 
 from __future__ import annotations
@@ -109,6 +111,11 @@ class PathBeneathAttr(ctypes.Structure):
     _fields_ = (("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32))
 
 
+class NetPortAttr(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = (("allowed_access", ctypes.c_uint64), ("port", ctypes.c_uint64))
+
+
 _libc: Any = None
 
 
@@ -147,10 +154,16 @@ def write_rights(version: int) -> int:
 
 
 def restrict(
-    dirs: list[str], files: list[str], network: bool, version: int, pid_namespace: bool = False
+    dirs: list[str],
+    files: list[str],
+    network: bool,
+    version: int,
+    pid_namespace: bool = False,
+    proxy_port: int = 0,
 ) -> list[str]:
     """Landlock this process (and so all it starts): writes only beneath ``dirs``
-    and to ``files``; TCP bind/connect denied unless ``network`` (ABI >= 4); signals
+    and to ``files``; TCP bind/connect denied unless ``network`` (ABI >= 4), but
+    connect to ``proxy_port`` (the allow-list's bridge, ``tools/bridge.py``); signals
     and abstract Unix sockets scoped to the sandbox (ABI >= 6). Returns notes on
     what was not covered. Raises SandboxError."""
     if version < 1:
@@ -176,6 +189,10 @@ def restrict(
             add_path(ruleset, path, handled, notes)
         for path in files:
             add_path(ruleset, path, handled & FILE_RIGHTS, notes)
+        if proxy_port and attr.handled_access_net:
+            rule = NetPortAttr(NET_CONNECT_TCP, proxy_port)
+            if libc().syscall(SYS_ADD_RULE, ruleset, RULE_NET_PORT, ctypes.byref(rule), 0) != 0:
+                raise fail(f"landlock_add_rule(port {proxy_port})")
         if libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             raise fail("prctl(PR_SET_NO_NEW_PRIVS)")
         if libc().syscall(SYS_RESTRICT_SELF, ruleset, 0) != 0:
@@ -459,7 +476,8 @@ def parse(entries: list[str]) -> dict[str, list[str]]:
 def apply(entries: list[str]) -> dict[str, Any]:
     """Apply the sandbox of ``entries`` to this process; returns what was applied
     (``mode``, ``landlock`` ABI, ``namespace``, ``pid_namespace``, ``network``,
-    ``notes``; with a PID namespace also ``init``, its PID 1, and the descriptors
+    ``notes``; with the allow-list's bridge ``proxy_port``, ``bridge`` (its pid) and
+    ``bridge_hold`` (the descriptor whose closing ends it); with a PID namespace also ``init``, its PID 1, and the descriptors
     ``proc_fd``, the /proc this process saw before, and ``hold_fd``, which ends
     PID 1 when closed, for the supervisor to keep). Raises SandboxError when a
     required part cannot be applied."""
@@ -472,6 +490,7 @@ def apply(entries: list[str]) -> dict[str, Any]:
         return report
     notes: list[str] = report["notes"]
     pid_namespace = False
+    target = open_proxy(spec, network, notes)
     if spec.get("ns", ["0"])[0] == "1":
         sockets = listening_sockets() if "sockets" in spec else ([], 0)
         pid_namespace = private_mounts(spec, network, sockets, notes)
@@ -487,11 +506,53 @@ def apply(entries: list[str]) -> dict[str, Any]:
         if hidden:
             notes.append("no mount namespace: protected and deny-listed paths are not covered")
     report["pid_namespace"] = pid_namespace
+    port = start_bridge(target, report) if target is not None else 0
     version = abi()
     dirs = spec.get("w", []) if mode == "workspace-write" else []
-    notes += restrict(dirs, spec.get("f", []), network, version, pid_namespace)
+    notes += restrict(dirs, spec.get("f", []), network, version, pid_namespace, port)
     report["landlock"] = version
     return report
+
+
+def bridge_module() -> Any:
+    """``tools/bridge.py``, imported by path like this module (standard library only)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    import bridge
+
+    return bridge
+
+
+def open_proxy(spec: dict[str, list[str]], network: bool, notes: list[str]) -> int | None:
+    """The allow-list proxy's socket, opened before the walls hide it; None without
+    one (or without the network namespace its bridge needs)."""
+    if "proxy" not in spec or network:
+        return None
+    if spec.get("ns", ["0"])[0] != "1":
+        notes.append("the network allow-list needs a network namespace: the network is off")
+        return None
+    try:
+        target: int = bridge_module().open_target(spec["proxy"][0])
+    except OSError as exc:
+        notes.append(f"the network allow-list's proxy is gone ({exc.strerror}): the network is off")
+        return None
+    return target
+
+
+def start_bridge(target: int, report: dict[str, Any]) -> int:
+    """In the command's network namespace, the bridge to the proxy (``tools/bridge.py``);
+    its port (0, with a note, when it cannot start: the network is then off)."""
+    try:
+        pid, port, hold = bridge_module().start(target)
+    except OSError as exc:
+        os.close(target)
+        report["notes"].append(
+            f"the network allow-list's bridge could not start ({exc}): the network is off"
+        )
+        return 0
+    report.update(proxy_port=port, bridge=pid, bridge_hold=hold)
+    return int(port)
 
 
 def pid_namespace_init(notes: list[str]) -> dict[str, int]:

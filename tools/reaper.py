@@ -310,6 +310,10 @@ class Supervisor:
         # command's: never counted as killed, and ended by closing ``hold``.
         self.init = 0
         self.hold = -1
+        # The network allow-list's bridge (``tools/bridge.py``): not the command's either,
+        # ended after it by closing ``bridge_hold``.
+        self.bridge = 0
+        self.bridge_hold = -1
 
     def send(self, **message: Any) -> None:
         try:  # noqa: SIM105 (contextlib costs the supervisor's start-up time)
@@ -348,16 +352,49 @@ class Supervisor:
         return True
 
     def keep_init(self, applied: dict[str, Any]) -> None:
-        """Take the PID namespace's parts out of the report (descriptors are not news)."""
+        """Take the PID namespace's parts out of the report (descriptors are not news),
+        and the bridge's; the command's proxy variables name the bridge's port."""
         global PROC_FD
         if "init" in applied:
             self.init, self.hold = applied["init"], applied.pop("hold_fd")
             PROC_FD = applied.pop("proc_fd")
+        if "bridge" in applied:
+            self.bridge, self.bridge_hold = applied.pop("bridge"), applied.pop("bridge_hold")
+            proxy = f"http://127.0.0.1:{applied['proxy_port']}"
+            for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+                os.environ[name] = os.environ[name.lower()] = proxy
+            for name in ("NO_PROXY", "no_proxy"):
+                os.environ.pop(name, None)
 
     def command_tree(self, procs: dict[int, Proc]) -> list[Proc]:
         """Every process the command started (and the command): our descendants but
         the PID namespace's PID 1, whose children the command's orphans become."""
-        return [p for p in descendants(os.getpid(), procs) if p.pid != self.init]
+        return [p for p in descendants(os.getpid(), procs) if p.pid not in (self.init, self.bridge)]
+
+    def end_bridge(self) -> None:
+        """Close the bridge's lifeline and collect it (SIGKILL if it lingers)."""
+        if self.bridge_hold < 0:
+            return
+        os.close(self.bridge_hold)
+        self.bridge_hold = -1
+        deadline, killed = time.monotonic() + 1.0, False
+        delay = 0.001
+        while True:
+            try:
+                if os.waitpid(self.bridge, os.WNOHANG)[0] == self.bridge:
+                    return
+            except ChildProcessError:
+                return
+            if time.monotonic() > deadline:
+                if killed:
+                    return  # (the PID namespace's end takes it, where there is one)
+                try:  # noqa: SIM105
+                    os.kill(self.bridge, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                deadline, killed = time.monotonic() + KILL_BOUND_S, True
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
 
     def end_init(self) -> None:
         """Close PID 1's lifeline (it exits, and the kernel ends anything left in the
@@ -430,6 +467,7 @@ class Supervisor:
             killed, left = kill_tree([], self.command_tree, reaper=True)
         else:
             killed, left = kill_group(self.child)
+        self.end_bridge()
         self.end_init()
         reap_children()
         note = "" if self.tracked else UNTRACKED

@@ -10,7 +10,9 @@ Modes (as Codex names them):
   ``.bastion/`` and deny-listed paths stay read-only (or hidden);
 - ``danger-full-access``: no sandbox at all.
 
-Network is off in the sandboxed modes unless allowed. In every sandboxed mode the
+Network is off in the sandboxed modes unless allowed, but for the hosts of the
+allow-list (``hosts``), reached through bastion's proxy (``tools/netproxy.py``) by
+way of a bridge in the command's network namespace (``tools/bridge.py``). In every sandboxed mode the
 walls (``tools/walls.py``) keep bastion's own folders, the sockets that act for the
 user and, in a home-folder workspace, the user's start-up files out of reach, and
 the command runs in a PID namespace of its own. On Linux the supervisor applies it
@@ -71,6 +73,9 @@ class SandboxPolicy:
     writable: tuple[str, ...] = ()
     deny: tuple[str, ...] = DEFAULT_DENY
     private: tuple[str, ...] = ()
+    # With the network off, the hosts commands may still reach through bastion's proxy
+    # (tools/netrules.py entries, normalised; tools/netproxy.py, tools/bridge.py).
+    hosts: tuple[str, ...] = ()
 
     @property
     def sandboxed(self) -> bool:
@@ -87,7 +92,15 @@ class SandboxPolicy:
         if not self.sandboxed:
             return "danger-full-access (no sandbox)"
         net = "network allowed" if self.network else "network off"
+        if not self.network and self.hosts:
+            shown = ", ".join(self.hosts[:4]) + (", …" if len(self.hosts) > 4 else "")
+            net = f"network off but for {shown} (through bastion's proxy)"
         return f"{self.mode.value}, {net}"
+
+    @property
+    def proxied(self) -> bool:
+        """Whether commands reach the allow-list's hosts through bastion's proxy."""
+        return self.sandboxed and not self.network and bool(self.hosts)
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,11 +23,14 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
+from tools.bridge import NO_PROXY_VARS, PROXY_VARS
 from tools.denylist import DenyList
+from tools.netrules import NOT_LISTED
 from tools.sandbox import (
     PROTECTED,
     SandboxMode,
     SandboxPolicy,
+    SandboxSupport,
     plan,
     probe,
     unavailable_notice,
@@ -37,6 +40,7 @@ from tools.walls import SEALED_HINT, Walls, is_socket, why_walled
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from tools.gitguard import Scan
+    from tools.netproxy import Channel, NetProxy
 
 # EBUSY: renaming over a read-only bound file (how git writes .git/config)
 MARKERS = "Permission denied|Read-only file system|Operation not permitted|Device or resource busy"
@@ -64,6 +68,11 @@ WALLED = (
 HOW_TO_ALLOW_WRITE = (
     "if the task needs that path, the user can add its folder to writable_paths in their "
     "config.toml or approve this command outside the sandbox"
+)
+HOW_TO_USE_PROXY = (
+    "only the hosts of network_hosts are reachable, through the proxy the command's "
+    "HTTP_PROXY/HTTPS_PROXY name; the user can add a host to network_hosts in their "
+    "config.toml or approve this command with network"
 )
 HOW_TO_ALLOW_NETWORK = (
     "if the task needs the network, the user can allow it (--network, or network = true in "
@@ -111,10 +120,16 @@ class Prepared:
     before: dict[str, tuple[int, int] | None] = field(default_factory=dict)  # protected paths
     git: GitGuard | None = None
     walls: Walls | None = None  # (tools/walls.py) what else is walled, and why
+    proxy: NetProxy | None = None  # the allow-list's, with this command's channel
+    channel: Channel | None = None
+    refused: list[dict[str, object]] = field(default_factory=list)  # by the proxy
 
     def cleanup(self) -> None:
-        """After the command's process tree is gone: git's control files are judged,
-        the temp dir removed."""
+        """After the command's process tree is gone: its proxy channel closed (what it
+        refused kept), git's control files judged, the temp dir removed."""
+        if self.proxy is not None and self.channel is not None:
+            self.refused = self.proxy.close_channel(self.channel)
+            self.channel = None
         if self.git is not None:
             self.git.settle()
         if self.tmpdir is not None:
@@ -128,11 +143,16 @@ class Prepared:
 
 
 def prepare(
-    policy: SandboxPolicy | None, root: str, argv: tuple[str, ...], env: dict[str, str]
+    policy: SandboxPolicy | None,
+    root: str,
+    argv: tuple[str, ...],
+    env: dict[str, str],
+    proxy: NetProxy | None = None,
 ) -> Prepared:
     """The sandbox for one command; in workspace-write, sets ``TMPDIR`` in ``env`` to its
     temp dir (read-only gets one too, unwritable, for the empty file deny-listed files
-    are covered with)."""
+    are covered with). With the allow-list (``policy.hosts``) and ``proxy``, the command
+    gets a channel to it (see ``proxy_channel``)."""
     if policy is None:
         return Prepared(argv)
     info: dict[str, Any] = {"mode": policy.mode.value, "network": policy.network}
@@ -151,19 +171,59 @@ def prepare(
         made = plan(policy, root, tmpdir, support, None if guard is None else guard.before)
         if guard is not None:
             guard.writable = made.writable
+        notes = list(made.notes)
+        channel, entries = proxy_channel(policy, proxy, support, env, notes)
         if support.seatbelt:
             from tools.seatbelt import wrap
 
             hidden, _ = DenyList(root, policy.deny).targets()
-            argv = wrap(policy, argv, made.writable, hidden, root)
+            port = channel.port if channel is not None else 0
+            argv = wrap(policy, argv, made.writable, hidden, root, port)
     except BaseException:
         shutil.rmtree(tmpdir, ignore_errors=True)  # the error that got here is what counts
+        if "channel" in locals() and channel is not None and proxy is not None:
+            proxy.close_channel(channel)
         raise
     if policy.mode is SandboxMode.WORKSPACE_WRITE:  # read-only: no writes at all
         env["TMPDIR"] = tmpdir
-    info.update(applied=True, notes=list(made.notes))
-    entries = () if support.seatbelt else made.entries  # sandbox-exec, not the supervisor
-    return Prepared(argv, entries, tmpdir, made.writable, info, before, git=guard, walls=made.walls)
+    if channel is not None:
+        info["hosts"] = list(policy.hosts)
+    info.update(applied=True, notes=notes)
+    # sandbox-exec, not the supervisor
+    entries = () if support.seatbelt else (*made.entries, *entries)
+    return Prepared(
+        argv, entries, tmpdir, made.writable, info, before, guard, made.walls, proxy, channel
+    )
+
+
+def proxy_channel(
+    policy: SandboxPolicy,
+    proxy: NetProxy | None,
+    support: SandboxSupport,
+    env: dict[str, str],
+    notes: list[str],
+) -> tuple[Channel | None, tuple[str, ...]]:
+    """With the allow-list: a channel to the proxy and the supervisor's ``proxy:`` entry
+    (its bridge sets the proxy variables); on macOS a loopback port, named in ``env``
+    here. Where neither can be made, a note: the network stays off."""
+    if not policy.proxied or proxy is None:
+        return None, ()
+    if support.seatbelt:
+        channel = proxy.channel(tcp=True)
+        url = f"http://127.0.0.1:{channel.port}"
+        for name in PROXY_VARS:
+            env[name] = url
+        for name in NO_PROXY_VARS:
+            env.pop(name, None)
+        return channel, ()
+    if not support.namespace:
+        notes.append(
+            "network_hosts needs a network namespace, which this machine does not allow: "
+            "the network is off"
+        )
+        return None, ()
+    channel = proxy.channel()
+    return channel, (f"proxy:{channel.path}",)
 
 
 def protected_identities(root: str) -> dict[str, tuple[int, int] | None]:
@@ -214,8 +274,10 @@ def findings(
     denials = write_denials(output, policy, root, cwd, prep)
     walled, output = socket_denials(output, prep.walls)
     denials += walled
-    if not policy.network:
-        denials += network_denials(output, " ".join(prep.argv))
+    if prep.refused:
+        data["network_refused"] = prep.refused
+    elif not policy.network:
+        denials += network_denials(output, " ".join(prep.argv), policy.proxied)
     if changed := protected_changed(root, prep.before):
         data["protected_changed"] = changed
     if denials:
@@ -378,15 +440,18 @@ def walled_socket(path: str, walls: Walls) -> str:
     return ""
 
 
-def network_denials(output: str, command: str) -> list[dict[str, str]]:
+def network_denials(output: str, command: str, proxied: bool = False) -> list[dict[str, str]]:
     """With the network off, a failed connection or name lookup is the sandbox's
-    (TCP connect and bind are denied; with a namespace nothing else is reachable)."""
+    (TCP connect and bind are denied; with a namespace nothing else is reachable).
+    With the allow-list (``proxied``), what the proxy refused is said instead; this
+    is a connection that did not go through it."""
     denied = bool(DENIED.search(output))
     for line in output.splitlines():
         if NETWORK.search(line) and (FAILED.search(line) or denied):
             address = ADDRESS.search(output) or ADDRESS.search(command)
             shown = re.sub(r"['\"]?, ?", ":", address.group(0)) if address else line.strip()[:120]
-            return [{"connection": shown, "why": "network is off", "allow": HOW_TO_ALLOW_NETWORK}]
+            hint = HOW_TO_USE_PROXY if proxied else HOW_TO_ALLOW_NETWORK
+            return [{"connection": shown, "why": "network is off", "allow": hint}]
     return []
 
 
@@ -409,12 +474,24 @@ def describe(data: dict[str, Any]) -> str:
     failed = bool(data.get("timed_out")) or data.get("exit_code") != 0
     for denial in data.get("sandbox_denials") or ():
         lines.append(denial_line(denial, failed))
+    lines += [refused_line(r) for r in data.get("network_refused") or ()]
     for made in data.get("protected_changed") or ():
         lines.append(
             f"[the command created or replaced {made}, which bastion protects: tell the user]"
         )
     lines += [quarantine_line(moved) for moved in data.get("git_quarantined") or ()]
     return "\n".join(lines)
+
+
+def refused_line(refused: dict[str, Any]) -> str:
+    """One line for a host the allow-list's proxy refused (bastion knows it did)."""
+    if not refused.get("host"):
+        return f"[network: {refused.get('why')}]"
+    times = int(refused.get("times") or 1)
+    again = f", {times} times" if times > 1 else ""
+    why = str(refused.get("why"))
+    hint = "; only the user can add it to network_hosts" if why == NOT_LISTED else ""
+    return f"[network: bastion's proxy refused {refused['host']} ({why}{again}){hint}]"
 
 
 def quarantine_line(moved: dict[str, str]) -> str:

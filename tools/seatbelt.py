@@ -6,7 +6,8 @@ over an earlier one, so the profile reads top to bottom as: writes are denied,
 then allowed beneath the writable roots (and to ``/dev/null`` and the like),
 then denied again in the protected paths; deny-listed paths can be neither read
 nor written; with the network off, every socket but a local (unix) one is
-denied. ``sandbox-exec`` is deprecated by Apple but still shipped, and is what
+denied, but a connection to the allow-list proxy's port on 127.0.0.1 (written to
+Apple's documented SBPL, untested: bastion's CI has no Mac). ``sandbox-exec`` is deprecated by Apple but still shipped, and is what
 Codex CLI uses too.
 """
 
@@ -29,10 +30,17 @@ def matcher(path: str) -> str:
     return f"({kind} {quote(path)})"
 
 
-def profile(policy: SandboxPolicy, writable: tuple[str, ...], hidden: list[str], root: str) -> str:
+def profile(
+    policy: SandboxPolicy,
+    writable: tuple[str, ...],
+    hidden: list[str],
+    root: str,
+    proxy_port: int = 0,
+) -> str:
     """The SBPL profile for ``policy`` in workspace ``root``: ``writable`` are the
     writable roots (as ``tools.sandbox.plan`` made them), ``hidden`` the existing
-    deny-listed paths."""
+    deny-listed paths; ``proxy_port``, the allow-list proxy's port on 127.0.0.1
+    (``tools/netproxy.py``), the one TCP connection allowed with the network off."""
     lines = ["(version 1)", "(allow default)", "(deny file-write*)"]
     allowed = [f"(subpath {quote(p)})" for p in writable]
     allowed += [f"(literal {quote(p)})" for p in WRITABLE_FILES]
@@ -50,6 +58,8 @@ def profile(policy: SandboxPolicy, writable: tuple[str, ...], hidden: list[str],
     if not policy.network:
         lines.append("(deny network*)")
         lines.append("(allow network* (remote unix-socket))")
+        if proxy_port:
+            lines.append(f'(allow network-outbound (remote ip "localhost:{int(proxy_port)}"))')
     return "\n".join(lines) + "\n"
 
 
@@ -59,6 +69,7 @@ def wrap(
     writable: tuple[str, ...],
     hidden: list[str],
     root: str,
+    proxy_port: int = 0,
 ) -> tuple[str, ...]:
     """``argv`` run under ``sandbox-exec`` with the profile of ``policy``."""
-    return (SANDBOX_EXEC, "-p", profile(policy, writable, hidden, root), *argv)
+    return (SANDBOX_EXEC, "-p", profile(policy, writable, hidden, root, proxy_port), *argv)

@@ -60,6 +60,21 @@ def sandbox() -> Check:
     return Check("sandbox", ok, line)
 
 
+def network() -> Check:
+    """What commands may reach: nothing, everything, or the hosts of `network_hosts`
+    through bastion's proxy (started here once, and asked for a host it must refuse)."""
+    import os
+
+    from runtime import ConfigError, load_config, network_report
+
+    try:
+        config = load_config(os.getcwd())
+    except ConfigError as exc:
+        return Check("network", False, str(exc))
+    ok, line = network_report(config, config.approval_mode.value)
+    return Check("network", ok, line)
+
+
 def hooks() -> Check:
     """The hooks a session here would run: the user's and a trusted project's."""
     import os
@@ -200,7 +215,7 @@ def mcp_servers() -> Check:
 
 
 CHECKS: list[Callable[[], Check]] = [
-    search_path, commands, sandbox, hooks, store, privacy, trust, model, instructions, mcp_servers,
+    search_path, commands, sandbox, network, hooks, store, privacy, trust, model, instructions, mcp_servers,
 ]  # fmt: skip
 
 
@@ -211,6 +226,8 @@ Check what this machine and setup will use, one line per check, changing nothing
   search        the native search path (RE2) or the slower Python one, and why
   commands      how a command's processes are tracked and ended
   sandbox       the command sandbox (Landlock, namespaces; Seatbelt on macOS)
+  network       what commands may reach: nothing, everything, or network_hosts
+                through bastion's proxy (started once and checked)
   hooks         the hooks a session here would run
   store         the session store ($BASTION_HOME), read-only
   private       the store's files and folder: this user's alone (0600, 0700)

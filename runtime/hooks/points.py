@@ -325,7 +325,7 @@ class Hooks:
         mode = self.policy.mode
         if mode is SandboxMode.DANGER_FULL_ACCESS:
             mode = SandboxMode.WORKSPACE_WRITE
-        return replace(self.policy, mode=mode, network=False, writable=())
+        return replace(self.policy, mode=mode, network=False, writable=(), hosts=())
 
     def _record(
         self, tx: Tx, run_id: str, prefix: str, results: Sequence[HookResult], state: str,

@@ -7,11 +7,14 @@ Config keys (checked here, read by runtime/config/load.py):
     network = false                     # commands may open connections
     writable_paths = ["~/.cache/pip"]   # writable besides the workspace and temp
     deny_paths = ["~/.ssh", ".env"]     # replaces the default deny-list
+    network_hosts = ["pypi.org", "*.npmjs.org", "host:8443"]  # with network off, these
+                                        # only, through bastion's proxy (tools/netrules.py)
 
 Only the user's own config file may set `network` and `writable_paths`, and
 widen `sandbox_mode`; a trusted project's `.bastion/config.toml` may only narrow
-the sandbox and add `deny_paths` entries, never remove one (runtime.setup.project
-ignores anything else, with a note). Flags (`--sandbox MODE`, `--network`) win over the
+the sandbox, narrow `network_hosts` (its entries the user's list covers are kept)
+and add `deny_paths` entries, never remove one (runtime.setup.project ignores
+anything else, with a note). Flags (`--sandbox MODE`, `--network`) win over the
 user's file. Without either, commands run in `workspace-write`, or `read-only`
 under the read-only approval mode.
 
@@ -46,8 +49,9 @@ UNWALLED_REFUSAL = (
 )
 
 MODES = ("read-only", "workspace-write", "danger-full-access")
-KEYS = ("sandbox_mode", "network", "writable_paths", "deny_paths")
+KEYS = ("sandbox_mode", "network", "writable_paths", "deny_paths", "network_hosts")
 EXAMPLES = {
+    "network_hosts": 'network_hosts = ["pypi.org", "files.pythonhosted.org"]',
     "sandbox_mode": 'sandbox_mode = "workspace-write"',
     "network": "network = false",
     "writable_paths": 'writable_paths = ["~/.cache/pip"]',
@@ -73,6 +77,22 @@ def check_keys(path: Path, data: dict[str, Any]) -> None:
             raise ConfigError(
                 f"{path}: {key} must be an array of paths", hint=f"for example {EXAMPLES[key]}"
             )
+    if "network_hosts" in data:
+        host_rules(path, data["network_hosts"])
+
+
+def host_rules(path: Path, value: Any) -> tuple[Any, ...]:
+    """`network_hosts` parsed (tools.netrules.HostRule each); ConfigError naming the
+    file and the first bad entry."""
+    from tools.netrules import BadHost, parse_hosts
+
+    try:
+        return parse_hosts(value)
+    except BadHost as exc:
+        raise ConfigError(
+            f"{path}: network_hosts: {exc}",
+            hint=f"for example {EXAMPLES['network_hosts']} (a host, *.domain, an IP, :port)",
+        ) from None
 
 
 def config_fields(user: dict[str, Any], project: dict[str, Any]) -> dict[str, Any]:
@@ -88,7 +108,19 @@ def config_fields(user: dict[str, Any], project: dict[str, Any]) -> dict[str, An
         "network": bool(user.get("network", False)),
         "writable_paths": tuple(user.get("writable_paths", ())),
         "deny_paths": deny + tuple(p for p in project.get("deny_paths", ()) if p not in deny),
+        "network_hosts": network_hosts(user, project),
     }
+
+
+def network_hosts(user: dict[str, Any], project: dict[str, Any]) -> tuple[str, ...]:
+    """The allow-list: the user's entries, normalised; a project's list keeps only
+    what the user's covers (a project may only narrow it)."""
+    from tools.netrules import narrow
+
+    mine = host_rules(Path("config.toml"), user.get("network_hosts", []))
+    if "network_hosts" in project:
+        mine = narrow(mine, host_rules(Path(".bastion/config.toml"), project["network_hosts"]))
+    return tuple(str(rule) for rule in mine)
 
 
 def choose_sandbox(
@@ -108,7 +140,48 @@ def choose_sandbox(
         writable=tuple(getattr(config, "writable_paths", ())),
         deny=tuple(getattr(config, "deny_paths", SandboxPolicy().deny)),
         private=own_folders(),
+        hosts=tuple(getattr(config, "network_hosts", ())),
     )
+
+
+def proxy_folder() -> str:
+    """Where this process's allow-list proxy keeps its channels' sockets: in the
+    store's folder (`proxy/PID`), or, when that path is too long for a socket, in
+    the attach sockets' fallback (`bastion-UID/proxy-PID` in $XDG_RUNTIME_DIR or the
+    temp dir): bastion's own folders, which commands never see (`own_folders`)."""
+    import tempfile
+
+    from runtime.store.home import home_dir
+
+    pid = os.getpid()
+    preferred = os.path.join(home_dir(), "proxy", str(pid))
+    base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
+    folder = preferred
+    for folder in (
+        preferred,
+        os.path.join(base, f"bastion-{os.getuid()}", f"proxy-{pid}"),
+        os.path.join("/tmp", f"bastion-{os.getuid()}", f"proxy-{pid}"),  # (short: the last)
+    ):
+        if len(os.fsencode(folder)) <= 80:  # a socket's path is at most 107 bytes
+            break
+    private_parent(os.path.dirname(folder))
+    return folder
+
+
+def private_parent(path: str) -> None:
+    """Make `path` a folder only this user can enter (created 0700; an existing one
+    must be ours and not a link, and is tightened to 0700)."""
+    import stat
+
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise ConfigError(
+            f"{path} is not a folder of this user",
+            hint="remove it (or set XDG_RUNTIME_DIR to a private folder) and start again",
+        )
+    if stat.S_IMODE(info.st_mode) & 0o077:
+        os.chmod(path, 0o700)
 
 
 def own_folders() -> tuple[str, ...]:
@@ -188,3 +261,39 @@ def sandbox_report(config: Any, approval_mode: str) -> tuple[bool, str]:
     if policy.sandboxed and not support.walls:
         return False, f"commands ask before each run, whatever the approval mode: {line}"
     return True, line
+
+
+def network_report(config: Any, approval_mode: str) -> tuple[bool, str]:
+    """`bastion doctor`'s network line: what commands may reach, and, with
+    `network_hosts`, whether bastion's proxy starts and refuses an unlisted host."""
+    import shutil
+    import tempfile
+
+    from tools.netrules import parse_hosts
+    from tools.sandbox import probe
+
+    policy = choose_sandbox(config, approval_mode)
+    if not policy.sandboxed or policy.network:
+        return True, "commands may use the whole network"
+    if not policy.hosts:
+        return True, "off for commands (network_hosts lets listed hosts through a proxy)"
+    support = probe()
+    shown = ", ".join(policy.hosts)
+    if not (support.namespace or support.seatbelt):
+        return False, (
+            f"network_hosts ({shown}) needs a network namespace, which this machine does "
+            "not allow: the network is off for commands"
+        )
+    from tools.netproxy import self_check  # (asyncio: only when there is a proxy to check)
+
+    folder = tempfile.mkdtemp(prefix="bastion-doctor-")
+    try:
+        problem = self_check(parse_hosts(list(policy.hosts)), folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    if problem:
+        return False, f"bastion's proxy for network_hosts ({shown}) failed: {problem}"
+    return True, (
+        f"off for commands but for {shown}, through bastion's proxy (it starts with the "
+        "first command and refused an unlisted host just now)"
+    )

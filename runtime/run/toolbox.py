@@ -6,7 +6,9 @@ the reverse). Tests may pass any object with the same shape.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +24,7 @@ from runtime.model.tools import (
 )
 
 if TYPE_CHECKING:
+    from tools.netproxy import NetProxy
     from tools.sandbox import SandboxPolicy
 
 
@@ -51,11 +54,13 @@ class WorkspaceToolbox:
         # The session's background jobs (tools/jobs.py); its driver keeps their records
         # (runtime.run.jobs) and ends them; closing this kills any left.
         self.jobs = JobTable()
+        self._proxy = allow_list_proxy(self.sandbox)
         self._ctx = tools.ToolContext(
             workspace=self._workspace,
             artifacts_dir=artifacts_dir,
             sandbox=self.sandbox,
             jobs=self.jobs,
+            proxy=self._proxy,
         )
         self._specs = tuple(
             ToolSpec(d.name, d.description, d.parameters) for d in tools.TOOLS.values()
@@ -151,6 +156,22 @@ class WorkspaceToolbox:
     def close(self) -> None:
         self.jobs.kill_all()
         self._workspace.close()
+        if self._proxy is not None:
+            self._proxy.close()
+            with contextlib.suppress(OSError):
+                os.rmdir(self._proxy.folder)
+
+
+def allow_list_proxy(policy: SandboxPolicy) -> NetProxy | None:
+    """The proxy commands reach `network_hosts` through (tools/netproxy.py), when the
+    policy has hosts; it starts with the first command that uses it."""
+    if not policy.hosts:
+        return None
+    from runtime.run.sandboxing import proxy_folder
+    from tools.netproxy import NetProxy
+    from tools.netrules import parse_hosts
+
+    return NetProxy(parse_hosts(list(policy.hosts)), proxy_folder())
 
 
 def reap_processes(record: dict[str, Any]) -> dict[str, Any]:

@@ -133,6 +133,7 @@ class Config:
     network: bool = False
     writable_paths: tuple[str, ...] = ()
     deny_paths: tuple[str, ...] = DEFAULT_DENY
+    network_hosts: tuple[str, ...] = ()  # reached through bastion's proxy (network off)
     # Every run's limits (runtime.run.budget); the flags override them.
     budget: Budget = field(default_factory=Budget)
     reasoning_effort: str = ""  # a new conversation's (runtime.run.reasoning); "" the model's

@@ -87,3 +87,21 @@ def test_without_a_sandbox_the_user_is_told_once_and_doctor_says_it(loopback, ba
         "-p", "go", "--sandbox", "danger-full-access", env={"BASTION_SANDBOX_PROBE": "fail"}
     )
     assert "WITHOUT a sandbox" not in quiet.stderr
+
+
+@needs_landlock
+def test_doctor_shows_the_allow_list_proxy(loopback, bastion, tmp_path):
+    """With network_hosts, `bastion doctor` starts the proxy once and has it refuse a
+    host; without a network namespace it says the list cannot apply."""
+    b = bastion(loopback([{"text": "unused"}]))
+    config = tmp_path / "config" / "bastion"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "config.toml").write_text('network_hosts = ["pypi.org", "*.npmjs.org"]\n')
+    doctor = b.run("doctor")
+    [line] = [ln for ln in doctor.stdout.splitlines() if ln.split()[1:2] == ["network"]]
+    if SUPPORT.namespace:
+        assert line.startswith("ok"), doctor.stdout
+        assert "but for pypi.org, *.npmjs.org, through bastion's proxy" in line
+    no_ns = b.run("doctor", env={"BASTION_SANDBOX_PROBE": "no-namespace"})
+    [line] = [ln for ln in no_ns.stdout.splitlines() if ln.split()[1:2] == ["network"]]
+    assert line.startswith("FAIL") and "needs a network namespace" in line, line
