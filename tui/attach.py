@@ -61,7 +61,7 @@ __all__ = ["AttachLine", "attach"]
 
 HELP = (
     "type to steer (a prompt when idle) · /queue TEXT follow-up · /steer TEXT · "
-    "/interrupt · y/n answer an approval · /withdraw · /quit"
+    "/interrupt · y/n answer an approval · /withdraw · /jobs [stop N] · /quit"
 )
 _ENDED = {
     RunState.INTERRUPTED: "interrupted",
@@ -259,6 +259,26 @@ class AttachLine:
 
     # --- input --------------------------------------------------------------
 
+    async def _jobs(self, words: list[str]) -> None:
+        """`/jobs`: the session's background jobs, one line each; `/jobs stop N`."""
+        client, conv_id = self.follower.client, self.follower.conversation_id
+        if words[:1] == ["stop"] and len(words) == 2:
+            job = await client.stop_job(conv_id, words[1])
+            self.note(f"{job.id} {job.words()}: {visible(job.command)}")
+            return
+        if words:
+            self.note("usage: /jobs, or /jobs stop N")
+            return
+        found = await client.jobs(conv_id)
+        if not found:
+            self.note("no background jobs")
+        for job in found:
+            last = job.last_line(70)
+            self.note(
+                f"{job.number} {job.words()}  {visible(job.command)}"
+                + (f"  | {visible(last)}" if last else "")
+            )
+
     async def handle(self, line: str) -> bool:
         """Apply one typed line; False to leave. A refusal is one line on stderr."""
         text = line.strip()
@@ -291,6 +311,8 @@ class AttachLine:
                 self.note(f"withdrawn: {item.text}")
         elif command == "/withdraw":
             await self._withdraw(view)
+        elif command == "/jobs":
+            await self._jobs(rest.split())
         elif command in ("/queue", "/followup", "/steer"):
             mode = InboxMode.STEER if command == "/steer" else InboxMode.FOLLOW_UP
             self._queued(await follower.submit(rest, mode))
