@@ -44,6 +44,7 @@ from themes import DEFAULT_THEME, check_theme_name
 from tui import theming
 from tui.app_keys import KeyActions
 from tui.app_prompt import PromptActions
+from tui.app_status import StatusParts
 from tui.pacing import GAP, MAX_HOLD, due, hold, pause, urgent
 from tui.textual_compat import begin_batch, end_batch
 from tui.widgets.prompt import PromptInput
@@ -55,7 +56,7 @@ if TYPE_CHECKING:  # loaded after the first frame (see tui.launch and `_mount_re
     from textual.driver import Driver
     from textual.notifications import SeverityLevel
 
-    from runtime import ConfigWatcher, EventChannel, HarnessClient
+    from runtime import ConfigWatcher, EventChannel, HarnessClient, UsageTotals
     from runtime.model.records import SessionSettings
     from runtime.model.views import ConversationView
     from themes.user import ThemeFolder
@@ -67,6 +68,7 @@ if TYPE_CHECKING:  # loaded after the first frame (see tui.launch and `_mount_re
     from tui.widgets.inbox import InboxStrip
 
 __all__ = ["BastionApp", "Opener", "preload"]
+
 
 Opener = Callable[[], Awaitable[tuple["HarnessClient", str]]]
 
@@ -112,7 +114,7 @@ def preload() -> None:
     warm()
 
 
-class BastionApp(PromptActions, KeyActions, App[int]):
+class BastionApp(PromptActions, KeyActions, StatusParts, App[int]):
     """A transcript, a prompt, an approval line and a status bar over one conversation."""
 
     CSS_PATH: ClassVar[str] = "app.tcss"
@@ -168,6 +170,7 @@ class BastionApp(PromptActions, KeyActions, App[int]):
         self.view: ConversationView | None = None
         self.settings: SessionSettings | None = None  # this process's model and mode
         self.jobs: dict[tuple[str, str], bool] = {}  # (conversation, job) -> running
+        self.below: tuple[str, int, UsageTotals | None] = ("", 0, None)  # (tui.app_status)
         self._mode_lock = asyncio.Lock()
         self._first_prompt = first_prompt
         self._opener = opener
@@ -563,11 +566,6 @@ class BastionApp(PromptActions, KeyActions, App[int]):
             view = await harness.snapshot(conv_id)
         return view
 
-    def _running_jobs(self, view: ConversationView | None) -> int:
-        """How many of the conversation's background jobs run (from their events)."""
-        conv = view.conversation.id if view is not None else ""
-        return sum(running for (of, _), running in self.jobs.items() if of == conv)
-
     def _say_why_compacting(self, event: Any) -> None:
         """A compaction starts (a long session resumed, a long run): why, and that Esc
         declines it, once, where the user looks (issue 36)."""
@@ -618,7 +616,9 @@ class BastionApp(PromptActions, KeyActions, App[int]):
         if ended and view.todos and self.settings and self.settings.approval_mode == "plan":
             self.say("the plan is ready: [b]/approve[/] carries it out (leaving plan mode), "
                      "or say what to change")  # fmt: skip
-        self.query_one(StatusBar).show(view, self.settings, self._running_jobs(view))
+        self.query_one(StatusBar).show(
+            view, self.settings, self._running_jobs(view), self._below(view)
+        )
         prompt = self.query_one(PromptInput)
         prompt.placeholder = PLACEHOLDER_BUSY if view.active_run else PLACEHOLDER_IDLE
         self._show_parts(view)
@@ -719,7 +719,9 @@ class BastionApp(PromptActions, KeyActions, App[int]):
     def use_settings(self, settings: SessionSettings) -> None:
         self.settings = settings
         if self.view is not None:
-            self.query_one(StatusBar).show(self.view, settings, self._running_jobs(self.view))
+            self.query_one(StatusBar).show(
+                self.view, settings, self._running_jobs(self.view), self._below(self.view)
+            )
 
     async def new_session(self) -> None:
         """A new conversation in this directory, with this one's model and mode."""

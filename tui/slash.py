@@ -27,8 +27,7 @@ from tui.markup import escape
 from tui.usage import summary_label, totals_label
 
 if TYPE_CHECKING:  # the harness's modules load after the first frame (see tui.launch)
-    from runtime import HarnessClient
-    from runtime import JobRecord
+    from runtime import HarnessClient, JobRecord
     from runtime.model.records import SessionSettings
     from runtime.model.views import ConversationView
 

@@ -21,6 +21,7 @@ from tui.markup import escape
 from tui.widgets.field import Field, fit
 
 if TYPE_CHECKING:  # the harness's modules load after the first frame (see tui.launch)
+    from runtime import UsageTotals
     from runtime.model.records import SessionSettings
     from runtime.model.views import ConversationView
     from tui.usage import Catalog
@@ -76,13 +77,18 @@ class StatusBar(Horizontal):
         self._draw()
 
     def show(
-        self, view: ConversationView, settings: SessionSettings | None = None, jobs: int = 0
+        self,
+        view: ConversationView,
+        settings: SessionSettings | None = None,
+        jobs: int = 0,
+        below: UsageTotals | None = None,
     ) -> None:
-        """`jobs`: how many background jobs of the session run now."""
+        """`jobs`: how many background jobs of the session run now; `below`: what its
+        subagents spent (counted into the tokens and cost shown)."""
         from tui.widgets.status_fields import fields  # with the first view, not the first frame
 
         self._shown_view = (view, settings)
-        self._fields = fields(view, settings, self._retry_in(view), self.catalog, jobs)
+        self._fields = fields(view, settings, self._retry_in(view), self.catalog, jobs, below)
         self._draw()
 
     def _retry_in(self, view: ConversationView) -> float | None:

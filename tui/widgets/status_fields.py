@@ -13,10 +13,11 @@ from runtime.model.records import EntryKind, EntryStatus, Run, RunState, ToolCal
 from runtime.model.views import ConversationView
 from tui.markup import escape
 from tui.run_words import BUDGET_NAMES, compacting_label
-from tui.usage import Catalog, context_of, count, totals
+from tui.usage import Catalog, Totals, context_of, count, totals
 from tui.widgets.field import Field
 
 if TYPE_CHECKING:
+    from runtime import UsageTotals
     from runtime.model.records import SessionSettings
 
 __all__ = ["fields", "run_state_label"]
@@ -83,6 +84,7 @@ def fields(
     retry_in: float | None,
     catalog: Catalog | None = None,
     jobs: int = 0,
+    below: UsageTotals | None = None,
 ) -> list[Field]:
     model = settings.model if settings else view.conversation.agent.model
     mode = settings.approval_mode if settings else view.conversation.agent.approval_mode
@@ -101,6 +103,13 @@ def fields(
     window = f"/{count(ctx.window)} {ctx.percent}%" if ctx.window else ""
     fields.append(Field(4, f"[$foreground-muted]ctx {used}{window}[/]"))
     spent = totals(view)
+    if below is not None:  # the subagents' spend: the session's whole work
+        spent = Totals(
+            spent.input_tokens + below.input_tokens,
+            spent.output_tokens + below.output_tokens,
+            spent.cost if below.cost is None else (spent.cost or 0.0) + below.cost,
+            spent.estimated or str(below.quality) != "measured",
+        )
     if spent.tokens or spent.cost is not None:
         mark = "~" if spent.estimated else ""
         text = f"{mark}{count(spent.tokens)} tok"

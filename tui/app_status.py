@@ -1,0 +1,75 @@
+"""What the status line counts beside the view: the conversation's background jobs
+running (from their `job.updated` events) and what its subagents spent (asked of the
+harness each time one of its task calls ends), so the tokens and cost it shows are
+the session's whole work, not its top conversation's alone. A part of
+`tui.app.BastionApp` (a mixin, as `tui.app_keys` is).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from textual.app import App
+
+from runtime.model.errors import BastionError
+from tui.widgets.status import StatusBar
+
+if TYPE_CHECKING:
+    from runtime import HarnessClient, UsageTotals
+    from runtime.model.records import SessionSettings
+    from runtime.model.views import ConversationView
+
+__all__ = ["ENDED_CALLS", "StatusParts"]
+
+ENDED_CALLS = ("done", "denied", "interrupted")  # a tool call's states once it has ended
+
+
+class StatusParts(App[int]):
+    """The status line's counts (see the module); `BastionApp` defines the rest."""
+
+    harness: HarnessClient | None
+    view: ConversationView | None
+    settings: SessionSettings | None
+    #: (conversation, job) -> running
+    jobs: dict[tuple[str, str], bool]
+    #: (conversation, its task calls ended when last asked, its subagents' totals)
+    below: tuple[str, int, UsageTotals | None]
+
+    def say(self, markup: str, *, error: bool = False) -> None:
+        raise NotImplementedError  # (BastionApp's)
+
+    def _below(self, view: ConversationView) -> UsageTotals | None:
+        """The subagents' spend as last asked; asked again (on a worker) once another of
+        the conversation's task calls has ended, so the status line counts the session's
+        whole work, not its top conversation's alone."""
+        conv = view.conversation.id
+        ended = sum(c.name == "task" and c.state in ENDED_CALLS for c in view.tool_calls)
+        known_conv, known_ended, totals = self.below
+        if ended and (conv, ended) != (known_conv, known_ended) and self.harness is not None:
+            self.below = (conv, ended, totals if conv == known_conv else None)
+            self.run_worker(self._ask_below(conv), group="usage", exclusive=True)
+        return totals if conv == known_conv else None
+
+    async def _ask_below(self, conv: str) -> None:
+        assert self.harness is not None
+        try:
+            summary = await self.harness.usage(conv)
+        except BastionError as exc:  # (the status line keeps what it last knew)
+            from tui.markup import escape
+
+            self.say(f"the subagents' spend could not be read: {escape(str(exc))}", error=True)
+            return
+        totals = None
+        for part in summary.children.values():
+            totals = part if totals is None else totals.merge(part)
+        if self.below[0] == conv:
+            self.below = (conv, self.below[1], totals)
+            if self.view is not None and self.view.conversation.id == conv:
+                self.query_one(StatusBar).show(
+                    self.view, self.settings, self._running_jobs(self.view), totals
+                )
+
+    def _running_jobs(self, view: ConversationView | None) -> int:
+        """How many of the conversation's background jobs run (from their events)."""
+        conv = view.conversation.id if view is not None else ""
+        return sum(running for (of, _), running in self.jobs.items() if of == conv)
