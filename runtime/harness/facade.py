@@ -41,7 +41,14 @@ from runtime.harness.core import (
 from runtime.harness.driving import DrivingOps
 from runtime.harness.jobs import JobOps
 from runtime.harness.session_ops import SessionOps
-from runtime.model.errors import Busy, ConfigError, InputHeld, StoreError, UnknownRun
+from runtime.model.errors import (
+    Busy,
+    ConfigError,
+    ConversationBusy,
+    InputHeld,
+    StoreError,
+    UnknownRun,
+)
 from runtime.model.events import DurableEvent, InboxUpdated, RunUpdated
 from runtime.model.ids import now, uuid7
 from runtime.model.records import (
@@ -250,7 +257,13 @@ class Harness(SessionOps, ApprovalOps, DrivingOps, JobOps):
             failpoints.hit("admitted")
             options = self._deferred.pop(conversation_id, None)
             if options is not None:
-                await self._start_driver(conversation_id, **options)
+                try:
+                    await self._start_driver(conversation_id, **options)
+                except ConversationBusy as exc:
+                    # Between the commit and the lease, a process that found this request
+                    # key took the lease (`bastion -p --request-key` raced): it runs the
+                    # admitted item, and this one follows it in the store (`wait`).
+                    log.info("another process drives the admitted input: %s", exc)
             return item
         item = await self.store.transact(conversation_id, admit, publish=self._publish)
         failpoints.hit("admitted")

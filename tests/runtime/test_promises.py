@@ -388,6 +388,35 @@ async def test_parallel_request_key_a_prepared_conversation_that_loses_is_not_st
         await winner.close()
 
 
+async def test_a_key_racer_that_takes_the_lease_before_the_admitter_runs_it(tmp_path):
+    """Issue 25, item 4, the narrow window: a process finds the admitted request key and
+    takes the conversation's lease between the admitting process's commit and its
+    driver's start. The admitter's submit still returns the item (it follows the run in
+    the store) and the racer runs it: one model request, no failure."""
+    admitter = await open_harness(tmp_path, ScriptedProvider([]))
+    racer = await open_harness(tmp_path, ScriptedProvider([ScriptedTurn(text="once")]))
+    try:
+        conv = new_conversation(str(tmp_path), settings={"model": "s/m"})
+        admitter.prepare(conv)
+        assert await admitter.drive(conv.id, interactive=False) is None  # deferred
+        starting = admitter._start_driver
+
+        async def racer_first(conversation_id, **options):
+            found = await racer.admitted("race")
+            assert found is not None and found[0] == conversation_id
+            await racer.drive(conversation_id, interactive=False)
+            await starting(conversation_id, **options)  # ConversationBusy inside
+
+        admitter._start_driver = racer_first  # (the window, made to happen)
+        item = await admitter.submit(conv.id, "do it", request_key="race")
+        again = await racer.submit(conv.id, "do it", request_key="race")
+        assert again.id == item.id
+        assert (await admitter.wait(item.id, conv.id, poll=0.02)).state == "completed"
+    finally:
+        await racer.close()
+        await admitter.close()
+
+
 # --- 9. sessions that hold nothing -------------------------------------------------------------
 
 
