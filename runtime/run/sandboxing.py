@@ -28,6 +28,7 @@ reach outside it through them, or through other programs' sockets, so
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,6 +38,8 @@ from runtime.model.errors import ConfigError
 
 if TYPE_CHECKING:
     from tools.sandbox import SandboxPolicy
+
+log = logging.getLogger(__name__)
 
 COMMAND_TOOLS = frozenset({"run_command"})
 UNWALLED_REFUSAL = (
@@ -165,7 +168,41 @@ def proxy_folder() -> str:
         if len(os.fsencode(folder)) <= 80:  # a socket's path is at most 107 bytes
             break
     private_parent(os.path.dirname(folder))
+    sweep_stale(os.path.dirname(folder))
     return folder
+
+
+def sweep_stale(parent: str) -> list[str]:
+    """Remove the proxy folders (`PID`, `proxy-PID`) of bastion processes that are gone
+    (a crash or kill -9 leaves them; their sockets answer nobody); the names removed.
+    A folder whose pid is alive is kept, whoever that pid is now; links and anything
+    not named so are never touched."""
+    removed = []
+    with os.scandir(parent) as entries:
+        for entry in entries:
+            digits = entry.name.removeprefix("proxy-")
+            if not digits.isdigit() or not entry.is_dir(follow_symlinks=False):
+                continue
+            try:
+                os.kill(int(digits), 0)
+                continue  # alive (or not ours to signal): kept
+            except ProcessLookupError:
+                pass
+            except (PermissionError, OverflowError):
+                continue
+            try:
+                with os.scandir(entry.path) as inside:
+                    for item in inside:  # the channels' sockets
+                        if not item.is_dir(follow_symlinks=False):
+                            os.unlink(item.path)
+                os.rmdir(entry.path)
+            except FileNotFoundError:
+                continue  # another bastion swept it first
+            except OSError as exc:  # (something else in it: left for the user)
+                log.warning("a stale proxy folder was left: %s", exc)
+                continue
+            removed.append(entry.name)
+    return removed
 
 
 def private_parent(path: str) -> None:

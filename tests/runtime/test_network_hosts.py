@@ -113,3 +113,34 @@ def test_the_proxy_folder_is_short_enough_for_a_socket(
     monkeypatch.setenv("BASTION_HOME", str(tmp_path / "h"))
     if len(str(tmp_path / "h")) < 60:
         assert proxy_folder().startswith(str(tmp_path / "h"))
+
+
+def test_a_gone_processs_proxy_folder_is_swept_and_a_live_ones_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crash leaves `proxy/PID` with its sockets: the next proxy folder made removes
+    it; a live process's folder, links and other names stay."""
+    import socket
+    import tempfile
+
+    from runtime.run.sandboxing import proxy_folder
+
+    with tempfile.TemporaryDirectory(dir="/tmp", prefix="bh") as short:  # (socket paths)
+        monkeypatch.setenv("BASTION_HOME", short)
+        parent = Path(short) / "proxy"
+        gone = parent / "4194999"  # above any pid_max: no such process
+        gone.mkdir(parents=True)
+        listener = socket.socket(socket.AF_UNIX)
+        listener.bind(str(gone / "c1.sock"))
+        listener.close()
+        alive = parent / "1"  # init: always there
+        alive.mkdir()
+        (parent / "notes").mkdir()
+        outside = tmp_path / "outside"
+        outside.mkdir()
+        (outside / "keep").write_text("x")
+        (parent / "4194998").symlink_to(outside)
+        assert proxy_folder().startswith(str(parent))
+        assert not gone.exists()
+        assert alive.exists() and (parent / "notes").exists()
+        assert (outside / "keep").exists() and (parent / "4194998").is_symlink()
