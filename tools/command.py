@@ -137,7 +137,19 @@ class Sink:
         self.total = 0
         self.artifact_id, self.fd = output.new_artifact(ctx)
         self.written = 0
+        self.spilling = True  # the artifact is written (until a write fails: ENOSPC)
         self.errors: list[str] = []  # what failed while the output was read (pump)
+
+    def take(self, chunk: bytes) -> None:
+        """A chunk as the pump reads it: kept in memory, and in the artifact while that
+        can be written (a failed write stops the spilling and is noted in `errors`)."""
+        self.feed(chunk)
+        if self.spilling:
+            try:
+                self.write(chunk)
+            except OSError as exc:
+                self.spilling = False
+                self.errors.append(f"saving the full output failed ({exc.strerror or exc})")
 
     def feed(self, chunk: bytes) -> None:
         self.total += len(chunk)
@@ -204,15 +216,8 @@ async def pump(stream: asyncio.StreamReader, sink: Sink) -> None:
     command blocked on a full pipe until its timeout."""
     live = sink.ctx.on_output
     decoder = codecs.getincrementaldecoder("utf-8")("replace") if live else None
-    spilling = True
     while chunk := await stream.read(1 << 16):
-        sink.feed(chunk)
-        if spilling:
-            try:
-                sink.write(chunk)
-            except OSError as exc:
-                spilling = False
-                sink.errors.append(f"saving the full output failed ({exc.strerror or exc})")
+        sink.take(chunk)
         if live is not None and decoder is not None and (text := decoder.decode(chunk)):
             live = deliver(live, text, sink)
     if live is not None and decoder is not None and (rest := decoder.decode(b"", final=True)):

@@ -235,15 +235,8 @@ class Job:
         assert self.sup is not None and self.sink is not None
         sink, stream = self.sink, self.sup.output
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        spilling = True
         while chunk := await stream.read(1 << 16):
-            sink.feed(chunk)
-            if spilling:
-                try:
-                    sink.write(chunk)
-                except OSError as exc:
-                    spilling = False
-                    sink.errors.append(f"saving its output failed ({exc.strerror or exc})")
+            sink.take(chunk)
             if self.live is not None and (text := decoder.decode(chunk)):
                 self.live = deliver(self.live, text, sink)
             self._notify()

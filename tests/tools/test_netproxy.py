@@ -180,7 +180,7 @@ def test_many_connections_are_capped_and_released(proxy: NetProxy) -> None:
         sock.close()
     deadline = time.monotonic() + 10
     while proxy.connections and time.monotonic() < deadline:
-        time.sleep(0.01)
+        time.sleep(0.01)  # (poll interval)
     assert proxy.connections == 0
     assert exchange(chan, b"GET http://pypi.org/ HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 200")
     proxy.close_channel(chan)
