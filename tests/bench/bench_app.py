@@ -201,7 +201,7 @@ def echo_samples(term: Terminal, count: int, until: Callable[[str], bool] | None
         samples.append(seen - sent)
         if until is not None and until(screen):
             break
-        time.sleep(0.03)
+        time.sleep(0.03)  # the pace of the typed keys whose echo is timed
     return samples
 
 

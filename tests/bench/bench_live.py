@@ -91,7 +91,7 @@ def idle_cpu(base: Path, seconds: float) -> float:
         term.wait_for(lambda s: "Ask Bastion" in s and "ctx " in s, "the open session", 60)
         wait_idle(pid)
         before = cpu_seconds(pid)
-        time.sleep(seconds)
+        time.sleep(seconds)  # the idle span whose CPU is measured
         return cpu_seconds(pid) - before
 
 

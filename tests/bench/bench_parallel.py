@@ -62,7 +62,7 @@ class SlowReads:
     async def run(self, name: str, arguments: str, on_output: Any = None,
                   on_start: Any = None, sandbox: str | None = None) -> ToolOutcome:  # fmt: skip
         if name == "read_file":
-            await asyncio.sleep(self.latency)
+            await asyncio.sleep(self.latency)  # the simulated tool's latency, the thing measured
         return await self.inner.run(name, arguments, on_output, on_start)
 
     def close(self) -> None:

@@ -153,7 +153,7 @@ def _to_top(term: object, pid: int) -> tuple[float, float, int]:
     while first not in (screen := term.screen()):  # type: ignore[attr-defined]
         if time.monotonic() - start > TOP_CAP:
             break
-        time.sleep(0.02)
+        time.sleep(0.02)  # poll the screen until the first turn is drawn
     seen = time.monotonic()
     turns = [int(n) for n in re.findall(r"question (\d+):", screen)]
     wait_idle(pid, timeout=300)

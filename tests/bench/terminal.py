@@ -142,7 +142,7 @@ class Terminal:
                 return now, screen
             if now > deadline:
                 raise TimeoutError(f"timed out waiting for {what}; the screen was:\n{screen}")
-            time.sleep(poll)
+            time.sleep(poll)  # poll the screen: tmux has no change event
 
     def app_pid(self, timeout: float = 10) -> int:
         """The pid of the command started (the child of the pane's shell)."""
@@ -154,7 +154,7 @@ class Terminal:
                 return int(children[0])
             if time.monotonic() > deadline:
                 raise TimeoutError("the command did not start")
-            time.sleep(0.01)
+            time.sleep(0.01)  # poll: the pane's command starts asynchronously
 
     def exited(self) -> bool:
         return self.exit_file.exists() and bool(self.exit_file.read_text().strip())
@@ -204,7 +204,7 @@ def wait_idle(pid: int, window: float = 0.5, threshold: float = 0.02, timeout: f
     deadline = time.monotonic() + timeout
     last = cpu_seconds(pid)
     while time.monotonic() < deadline:
-        time.sleep(window)
+        time.sleep(window)  # the window the CPU use is measured over
         now = cpu_seconds(pid)
         if now - last < threshold * window:
             return time.monotonic() - window

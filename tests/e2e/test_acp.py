@@ -71,7 +71,7 @@ class Editor:
         deadline = time.monotonic() + timeout
         while not done():
             assert time.monotonic() < deadline, f"timed out; updates: {self.updates[-5:]}"
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.01)  # poll: the updates arrive on the reader task
 
 
 @contextlib.asynccontextmanager

@@ -34,7 +34,7 @@ while True:
     print(name, "tick", i, flush=True)
     with open(name + ".ticks", "a") as fh:
         fh.write("tick\\n")
-    time.sleep(0.1)
+    time.sleep(0.1)  # the job: a server ticking until it is killed
 """
 
 

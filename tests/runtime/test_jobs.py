@@ -26,8 +26,9 @@ SERVER = (
     "print('ready', flush=True)\n"
     "time.sleep(1.5)\n"  # (after run_command has returned with its first output)
     "print('serving', flush=True)\n"
-    "time.sleep(60)\n"
+    "time.sleep(60)\n"  # then serves until stopped
 )
+# The job under test: prints once, then runs until it is stopped.
 READY = "import time; print('ready', flush=True); time.sleep(60)"
 
 

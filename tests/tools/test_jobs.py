@@ -18,6 +18,7 @@ from .conftest import code
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux processes")
 
+# The job under test: prints once, then runs until it is stopped.
 READY = "import time; print('ready', flush=True); time.sleep(60)"
 
 
@@ -38,9 +39,9 @@ async def test_start_read_on_and_stop(call, jctx, table, root: Path):
         "import os, time\n"
         "open('me.pid', 'w').write(str(os.getpid()))\n"
         "print('ready', flush=True)\n"
-        "time.sleep(0.5)\n"
+        "time.sleep(0.5)\n"  # output that comes after run_command returned
         "print('later', flush=True)\n"
-        "time.sleep(60)\n"
+        "time.sleep(60)\n"  # then runs until stop_job
     )
     (root / "serve.py").write_text(script)
     started = await call(

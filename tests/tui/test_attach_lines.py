@@ -42,6 +42,7 @@ async def test_jobs_are_listed_and_stopped_from_the_attached_line(tmp_path):
         pytest.skip("Linux processes")
     work = tmp_path / "work"
     work.mkdir()
+    # A command that keeps running: the job /jobs lists and /jobs stop ends.
     ready = ["python3", "-c", "import time; print('ready', flush=True); time.sleep(60)"]
     arguments = json.dumps({"argv": ready, "background": True})
     provider = ScriptedProvider(
