@@ -611,6 +611,7 @@ class BastionApp(PromptActions, KeyActions, StatusParts, App[int]):
             self.query("#welcome").remove()  # (not awaited: it goes with this frame)
         await self.query_one(Transcript).show(view)
         ended = self.view is not None and self.view.active_run and not view.active_run
+        self._tell_budget_stop(view)
         self.view = view
         self.notifier.show(view)
         if ended and view.todos and self.settings and self.settings.approval_mode == "plan":

@@ -1,7 +1,9 @@
 """What the status line counts beside the view: the conversation's background jobs
 running (from their `job.updated` events) and what its subagents spent (asked of the
 harness each time one of its task calls ends), so the tokens and cost it shows are
-the session's whole work, not its top conversation's alone. A part of
+the session's whole work, not its top conversation's alone; and, once, the line a
+run's budget stopped it with (a session cost limit stops the next prompt before its
+first request, leaving no answer to mark, so this line is what says why). A part of
 `tui.app.BastionApp` (a mixin, as `tui.app_keys` is).
 """
 
@@ -34,6 +36,8 @@ class StatusParts(App[int]):
     jobs: dict[tuple[str, str], bool]
     #: (conversation, its task calls ended when last asked, its subagents' totals)
     below: tuple[str, int, UsageTotals | None]
+    #: the newest run whose budget stop was told (or that was there when it was opened)
+    told_stop: str | None = None
 
     def say(self, markup: str, *, error: bool = False) -> None:
         raise NotImplementedError  # (BastionApp's)
@@ -68,6 +72,21 @@ class StatusParts(App[int]):
                 self.query_one(StatusBar).show(
                     self.view, self.settings, self._running_jobs(self.view), totals
                 )
+
+    def _tell_budget_stop(self, view: ConversationView) -> None:
+        """Say once, above the prompt, why the newest run stopped when a budget did."""
+        from tui.markup import escape
+        from tui.run_words import budget_stop
+
+        run = view.runs[-1] if view.runs else None
+        if run is None or run.id == self.told_stop or not run.terminal:
+            return
+        before = self.view
+        first_seen = before is None or before.conversation.id != view.conversation.id
+        self.told_stop = run.id
+        stop = budget_stop(run)
+        if stop and not first_seen:
+            self.say(f"[$warning]◼ stopped: {escape(stop)}[/]")
 
     def _running_jobs(self, view: ConversationView | None) -> int:
         """How many of the conversation's background jobs run (from their events)."""

@@ -15,8 +15,8 @@
 
 Exit codes: 0 completed, 1 run failed, 2 bad usage or configuration, 3 (print mode) the
 run completed but tool calls it needed were refused (-p cannot ask), 4 (print mode) the
-run was stopped by its budget (--max-turns, --max-cost, --time-limit or the config's
-max_turns, max_cost, time_limit), 130 interrupted.
+run was stopped by its budget (--max-turns, --max-cost, --time-limit, --session-max-cost
+or the config's max_turns, max_cost, time_limit, session_max_cost), 130 interrupted.
 Imports stay light here: print mode never loads Textual.
 
 Text the user gives (the prompt, as an argument or on stdin, and the options

@@ -43,7 +43,8 @@ def _positive(kind: type, what: str) -> Any:
 
 def _budget_flags(p: argparse.ArgumentParser) -> None:
     """The run budget: each limit reached ends the run interrupted (exit 4 with -p).
-    They override the config's max_turns, max_cost and time_limit for this invocation."""
+    They override the config's max_turns, max_cost, time_limit and session_max_cost for
+    this invocation."""
     p.add_argument(
         "--max-turns",
         type=_positive(int, "a whole number"),
@@ -63,6 +64,13 @@ def _budget_flags(p: argparse.ArgumentParser) -> None:
         type=_positive(float, "a number of seconds"),
         metavar="SECONDS",
         help="stop a run after SECONDS of wall time (config: time_limit)",
+    )
+    p.add_argument(
+        "--session-max-cost",
+        type=_positive(float, "an amount in USD"),
+        metavar="USD",
+        help="stop work once the whole session (every run, subagents included) has cost "
+        "USD (config: session_max_cost)",
     )
 
 

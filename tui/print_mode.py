@@ -13,8 +13,8 @@ Background jobs still running when the answer is done are ended (each with its
 whole process tree): one line on stderr names them, and the json result lists them
 under `jobs` (id, command, state, exit code, reason, last output).
 A run its budget stopped (runtime.run.budget) ends interrupted: the json result's
-`stop_reason` names the limit (`max_turns`, `max_cost`, `time_limit`; `user` for
-a signal) and `error` says it in words; it exits EXIT_BUDGET (4).
+`stop_reason` names the limit (`max_turns`, `max_cost`, `time_limit`,
+`session_max_cost`; `user` for a signal) and `error` says it in words; it exits EXIT_BUDGET (4).
 """
 
 from __future__ import annotations

@@ -16,7 +16,12 @@ __all__ = [
     "summary_label",
 ]
 
-BUDGET_NAMES = {"max_turns": "turn limit", "max_cost": "cost limit", "time_limit": "time limit"}
+BUDGET_NAMES = {
+    "max_turns": "turn limit",
+    "max_cost": "cost limit",
+    "time_limit": "time limit",
+    "session_max_cost": "session cost limit",
+}
 
 
 def compacting_label(entries: int, tokens: int, written: int = 0) -> str:

@@ -87,6 +87,7 @@ def run_budget(config: Config, opts: Any) -> Budget:
         max_turns=getattr(opts, "max_turns", None),
         max_cost=getattr(opts, "max_cost", None),
         time_limit=getattr(opts, "time_limit", None),
+        session_max_cost=getattr(opts, "session_max_cost", None),
     )
 
 

@@ -1,16 +1,19 @@
 """A run's budget: how many model requests, how much money and how much time it may take.
 
-Three limits, each optional: `max_turns` (model requests in one run, counted from the
+Four limits, each optional: `max_turns` (model requests in one run, counted from the
 store, so a resumed run keeps its count), `max_cost` (USD: the provider's figure when
-it sends one, else the catalog's or the user's [models] prices) and `time_limit`
-(seconds of wall time, counted from when this process starts driving the run). They
-come from the user's config (`max_turns`, `max_cost`, `time_limit`), which a trusted
-project file may only lower, and from `-p`'s flags, which override both.
+it sends one, else the catalog's or the user's [models] prices), `time_limit`
+(seconds of wall time, counted from when this process starts driving the run) and
+`session_max_cost` (USD for the whole session: every run of its top conversation and
+of every subagent below it, whichever process drove them, so a session stays capped
+across resumes). They come from the user's config, which a trusted project file may
+only lower, and from `-p`'s flags, which override both.
 
 A run that reaches a limit ends *interrupted*, never failed: its partial answer and
 every committed call stay, and its `error` records which limit (`code` is the key's
-name) so every front end, and a later `--resume`, can say why. Turns and cost are
-checked before each model request; the time limit also cuts a request or a command
+name) so every front end, and a later `--resume`, can say why. Turns and costs are
+checked before each model request (a subagent's request counts against its
+session's cap too); the time limit also cuts a request or a command
 under way.
 
 When `max_cost` is set but the cost cannot be known (no prices for the model and the
@@ -38,18 +41,20 @@ __all__ = [
     "stop_before_request",
 ]  # fmt: skip
 
-BUDGET_KEYS = ("max_turns", "max_cost", "time_limit")
+BUDGET_KEYS = ("max_turns", "max_cost", "time_limit", "session_max_cost")
 #: The `error.code` an interrupted run carries when a budget stopped it.
 BUDGET_CODES = frozenset(BUDGET_KEYS)
 _EXAMPLES = {
     "max_turns": "max_turns = 20",
     "max_cost": "max_cost = 0.5",
     "time_limit": "time_limit = 600",
+    "session_max_cost": "session_max_cost = 5",
 }
 _WHAT = {
     "max_turns": "a whole number of model requests",
     "max_cost": "an amount in USD",
     "time_limit": "a number of seconds",
+    "session_max_cost": "an amount in USD",
 }
 
 
@@ -58,14 +63,16 @@ class Budget:
     max_turns: int | None = None
     max_cost: float | None = None
     time_limit: float | None = None
+    session_max_cost: float | None = None
 
     @classmethod
     def from_mapping(cls, data: Any) -> Budget:
-        turns, cost, time = (data.get(key) for key in BUDGET_KEYS)
+        turns, cost, time, session = (data.get(key) for key in BUDGET_KEYS)
         return cls(
             int(turns) if turns is not None else None,
             float(cost) if cost is not None else None,
             float(time) if time is not None else None,
+            float(session) if session is not None else None,
         )
 
     def but(self, **flags: Any) -> Budget:
@@ -101,6 +108,28 @@ class Budget:
             )
         return None
 
+    def over_session(self, cost: float | None, spent_tokens: int) -> dict[str, Any] | None:
+        """The error to stop with when the whole session's spend is at its cap."""
+        cap = self.session_max_cost
+        if cap is None or spent_tokens == 0:
+            return None
+        if cost is None:
+            return stop_error(
+                "session_max_cost",
+                f"the cost of this session is unknown (no prices for the model and the "
+                f"provider sent none), so its cost limit (${cap:g}) cannot be kept; set "
+                "input_price/output_price in a [models] table",
+                cap,
+            )
+        if cost >= cap:
+            return stop_error(
+                "session_max_cost",
+                f"the session reached its cost limit (${cost:.4f} of ${cap:g}); raise "
+                "session_max_cost in your config (or --session-max-cost) to go on",
+                cap,
+            )
+        return None
+
     def out_of_time(self) -> dict[str, Any]:
         assert self.time_limit is not None
         return stop_error(
@@ -113,12 +142,17 @@ def stop_before_request(
     entries: Sequence[Entry],
     run: Run,
     children: tuple[float | None, int] = (None, 0),
+    session: tuple[float | None, int] = (None, 0),
 ) -> dict[str, Any] | None:
     """The error a turn or cost limit stops `run` with before its next request (its
     turns counted from its answers in `entries`; its cost with what the subagents
-    it started spent, `children`: dollars or None, tokens), or None to go on."""
+    it started spent, `children`: dollars or None, tokens; the whole session's spend,
+    `session`, likewise), or None to go on."""
     if not budget:
         return None
+    stop = budget.over_session(*session)
+    if stop is not None:
+        return stop
     from runtime.model.llm import Usage
     from runtime.model.records import EntryKind
 

@@ -64,7 +64,7 @@ from runtime.run.deps import LoopDeps
 from runtime.run.spend import AttemptSpend, Spent
 from runtime.store import failpoints
 from runtime.store.database import Store
-from runtime.store.sessions import children_cost
+from runtime.store.sessions import children_cost, session_cost
 from runtime.store.surrogates import valid_stream
 from runtime.store.tx import Tx
 
@@ -239,12 +239,17 @@ class RunExecutor:
     async def _check_budget(self, run: Run) -> None:
         """Before each model request: a turn or cost limit reached stops the run here.
         The cost is the run's and its subagents' (runtime.store.sessions.children_cost):
-        a parent's cap holds what the children it started spent."""
+        a parent's cap holds what the children it started spent. A session cap counts
+        the whole session's runs, its subagents' included (session_cost)."""
         budget = self.deps.settings.budget
         children: tuple[float | None, int] = (None, 0)
+        session: tuple[float | None, int] = (None, 0)
         if budget.max_cost is not None:
             children = await self.deps.store.read(lambda db: children_cost(db, run.id))
-        error = stop_before_request(budget, self.entries, run, children)
+        if budget.session_max_cost is not None:
+            conversation_id = self.conversation_id
+            session = await self.deps.store.read(lambda db: session_cost(db, conversation_id))
+        error = stop_before_request(budget, self.entries, run, children, session)
         if error is not None:
             self.stop_error = error
             raise RunInterrupted(run.id)

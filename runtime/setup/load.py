@@ -13,8 +13,8 @@ tables with base_url, api_key_env, headers (a table of strings),
 stream_idle_timeout and max_output_tokens, and [models."PROVIDER/NAME"] tables
 with context_window, max_output_tokens, input_price, output_price,
 cached_input_price (USD per million tokens), images and tools (booleans), and a
-run's budget: max_turns, max_cost (USD), time_limit (seconds) (runtime.run.budget; a
-trusted project file may only lower them), reasoning_effort (runtime.run.reasoning),
+run's budget: max_turns, max_cost (USD), time_limit (seconds), and the session's,
+session_max_cost (USD) (runtime.run.budget; a trusted project file may only lower them), reasoning_effort (runtime.run.reasoning),
 [hooks] (runtime.hooks) and [mcp_servers.NAME] tables (runtime.mcp.config), both
 from the user's file only, and mcp_tool_search (runtime.mcp.catalog: past this many MCP
 tools, default 20, a request offers a search tool instead of their schemas; false:

@@ -3,8 +3,8 @@
 The user's config and flags outrank the repository. A trusted project file may
 choose the model and its reasoning effort, theme, instructions and token limits,
 describe models, and point a *keyless* provider somewhere; it may only lower the
-approval mode and the command sandbox, only lower a run's budget (max_turns,
-max_cost, time_limit) and `mcp_tool_search`, only narrow `network_hosts` (the
+approval mode and the command sandbox, only lower the budgets (max_turns,
+max_cost, time_limit, session_max_cost) and `mcp_tool_search`, only narrow `network_hosts` (the
 hosts commands reach through bastion's proxy), and only add to the deny-list. It
 never routes a user's credentials: `api_key_env` and `headers` are the user's
 config's alone, and so is the `base_url` of any provider that sends a key (the

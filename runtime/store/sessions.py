@@ -256,6 +256,36 @@ def descendants(db: sqlite3.Connection, conversation_id: str) -> list[str]:
     return [str(r[0]) for r in rows]
 
 
+def session_cost(db: sqlite3.Connection, conversation_id: str) -> tuple[float | None, int]:
+    """What the whole session `conversation_id` belongs to has cost: every run of its
+    top conversation and of every subagent below it (dollars, None when no part had
+    a known price; tokens in and out)."""
+    rows = db.execute(
+        "WITH RECURSIVE up(id, parent, depth) AS ("
+        " SELECT id, task_parent_id, 0 FROM conversations WHERE id = ?"
+        " UNION ALL SELECT c.id, c.task_parent_id, up.depth + 1 FROM conversations c"
+        " JOIN up ON c.id = up.parent WHERE up.depth < 64),"
+        " top(id) AS (SELECT id FROM up WHERE parent IS NULL),"
+        " below(id) AS (SELECT id FROM top"
+        " UNION SELECT c.id FROM conversations c JOIN below b ON c.task_parent_id = b.id)"
+        " SELECT r.usage FROM runs r JOIN below b ON r.conversation_id = b.id",
+        (conversation_id,),
+    ).fetchall()
+    return _spent(rows)
+
+
+def _spent(rows: list[Any]) -> tuple[float | None, int]:
+    """Dollars (None: no row had a known price) and tokens of runs' `usage` rows."""
+    cost: float | None = None
+    tokens = 0
+    for (raw,) in rows:
+        usage = json.loads(raw or "{}")
+        tokens += int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+        if isinstance(usage.get("cost"), int | float):
+            cost = (cost or 0.0) + float(usage["cost"])
+    return cost, tokens
+
+
 def children_cost(db: sqlite3.Connection, run_id: str) -> tuple[float | None, int]:
     """What the children started by `run_id`'s calls (and theirs) cost: (dollars, None
     when no part had a known price; tokens in and out)."""
@@ -267,11 +297,4 @@ def children_cost(db: sqlite3.Connection, run_id: str) -> tuple[float | None, in
         " SELECT r.usage FROM runs r JOIN below b ON r.conversation_id = b.id",
         (run_id,),
     ).fetchall()
-    cost: float | None = None
-    tokens = 0
-    for (raw,) in rows:
-        usage = json.loads(raw or "{}")
-        tokens += int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
-        if isinstance(usage.get("cost"), int | float):
-            cost = (cost or 0.0) + float(usage["cost"])
-    return cost, tokens
+    return _spent(rows)

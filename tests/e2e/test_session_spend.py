@@ -64,3 +64,61 @@ def test_max_cost_stops_a_parent_whose_child_spent_past_it(loopback, bastion):
     assert result["stop_reason"] == "max_cost"
     assert "cost limit" in result["error"]["message"]
     assert len(server.requests()) == 2  # the parent's first and the child's: no third
+
+
+def session_of(out) -> tuple[str, dict]:
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    return result["session_id"], result
+
+
+def test_the_session_cap_holds_across_runs_and_processes(loopback, bastion):
+    """The first run spends $0.60; a resumed run in a new process, under a session cap
+    of $0.50, stops before its first request, though its own run has spent nothing."""
+    server = loopback([
+        {"match": "ONE", "text": "First.", "usage": {"prompt_tokens": 600_000, "completion_tokens": 10}},
+        {"match": "TWO", "repeat": True, "text": "never sent"},
+    ])  # fmt: skip
+    b = priced(bastion, server)
+    first = b.run("-p", "ONE", "--session-max-cost", "1", "--output-format", "json")
+    assert first.returncode == 0, first.stderr
+    session_id, _ = session_of(first)
+    again = b.run(
+        "-r", session_id, "-p", "TWO", "--max-cost", "0.5", "--session-max-cost", "0.5",
+        "--output-format", "json",
+    )  # fmt: skip
+    assert again.returncode == 4, again.stderr
+    _, result = session_of(again)
+    assert result["stop_reason"] == "session_max_cost"
+    assert "the session reached its cost limit ($0.6000 of $0.5)" in result["error"]["message"]
+    assert len(server.requests()) == 1  # the second run sent nothing
+    text = b.run("-r", session_id, "-p", "TWO", "--session-max-cost", "0.5")
+    assert text.returncode == 4
+    stopped = [
+        line for line in text.stderr.splitlines() if "session reached its cost limit" in line
+    ]
+    assert len(stopped) == 1, text.stderr  # one line says it
+    assert len(server.requests()) == 1
+
+
+def test_the_session_cap_comes_from_the_config_and_stops_a_subagent(loopback, bastion):
+    """A child's second request is stopped by the session's cap: what the parent and
+    the child spent together reached it."""
+    listing = {"tool_calls": [{"id": "l1", "name": "list_directory", "arguments": {}}]}
+    server = loopback([
+        {"match": "PARENT", "unless": ["REPORT", "interrupted"], **task_call("CHILD: look"),
+         "usage": {"prompt_tokens": 300_000, "completion_tokens": 10}},  # $0.30
+        {"match": "CHILD", "unless": ["list_directory"], **listing,
+         "usage": {"prompt_tokens": 300_000, "completion_tokens": 10}},  # $0.30: $0.60 in all
+        {"match": "CHILD", "repeat": True, "text": "REPORT: never sent"},
+        {"match": "PARENT", "repeat": True, "text": "never sent"},
+    ])  # fmt: skip
+    b = priced(bastion, server)
+    config = b.home.parent / "config" / "bastion" / "config.toml"
+    config.write_text("session_max_cost = 0.5\n" + PRICED)
+    out = b.run("-p", "PARENT: go", "--approval-mode", "full-auto", "--output-format", "json")
+    assert out.returncode == 4, out.stderr
+    session_id, result = session_of(out)
+    assert result["stop_reason"] == "session_max_cost"
+    assert len(server.requests()) == 2  # the parent's first and the child's first
+    exported = json.loads(b.run("export", session_id).stdout)
+    assert exported["runs"][-1]["error"]["code"] == "session_max_cost"

@@ -32,3 +32,44 @@ async def test_plain_and_the_status_line_name_the_limit(tmp_path):
         assert "stopped: turn limit" in run_state_label(view)
     finally:
         await harness.close()
+
+
+def said_in(app) -> str:
+    from tests.tui.test_slash import said
+
+    return " ".join(said(app).split())
+
+
+async def test_the_session_cap_says_why_in_plain_and_in_the_app(tmp_path):
+    """A session over its cap: the next prompt stops before its first request, and
+    each front end says so in one line (the app above the prompt, as no answer is
+    there to mark, and in its status line)."""
+    from runtime.model.llm import Usage
+    from tests.tui.conftest import SIZE, app_over, wait_for
+
+    spent = Usage(input_tokens=1000, output_tokens=10, cost=0.75)
+    provider = ScriptedProvider([ScriptedTurn(text="First.", usage=spent)])
+    budget = Budget(session_max_cost=0.5)
+    harness = await open_harness(tmp_path, provider, RecordingToolbox(), budget=budget)
+    try:
+        conv = await harness.create_conversation(str(tmp_path), settings={"model": MODEL})
+        await harness.drive(conv.id, interactive=True)
+        con, out = console()
+        keyboard = Keyboard("one", "two")
+        assert await LineMode(await client_of(harness), conv.id, con, keyboard).loop() == 0
+        said = " ".join(out.getvalue().split())  # (the console wraps at its width)
+        assert said.count("◼ stopped: the session reached its cost limit ($0.7500 of $0.5); "
+                          "raise session_max_cost in your config (or --session-max-cost) to go on") == 1  # fmt: skip
+        assert len(provider.requests) == 1
+        app = app_over(harness, conv.id)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(app.ready.is_set, pilot)
+            runs = len(app.view.runs)
+            await pilot.press(*"three", "enter")
+            await wait_for(lambda: len(app.view.runs) > runs and app.view.runs[-1].terminal, pilot)
+            await wait_for(lambda: "session reached its cost limit" in said_in(app), pilot)
+            state = lambda: str(app.query_one("#status-left").render())  # noqa: E731
+            await wait_for(lambda: "stopped: session cost limit" in state(), pilot)
+        assert len(provider.requests) == 1
+    finally:
+        await harness.close()
