@@ -8,6 +8,15 @@ Calls are made from the caller's task on the open client; cancelling one (Esc)
 makes the SDK send `notifications/cancelled`. A server that does not start
 within its `startup_timeout`, or whose connection closes (it exited, it was
 killed), ends FAILED with one line saying why, and its tools are withdrawn.
+An idle server's tools are listed again every HEARTBEAT seconds, so one that dies
+or hangs between calls is noticed then. A server that had been ready and then failed (it
+crashed, its connection closed, it stopped answering)
+is started again after a backoff (RESTART_DELAYS: 2, 4, 8, 16, 30 s), each attempt
+bounded by its `startup_timeout`; its tools come back once it lists them. After
+the last attempt it stays FAILED, saying so. A server that stayed up for
+STABLE seconds before it failed starts the count afresh. A server that never
+started is not retried (a missing command would only fail again), nor is one with
+`restart = false`, nor any in `bastion doctor`'s probe.
 A stdio server's stderr goes to `<home>/mcp/NAME.log` (0600, capped:
 `runtime.mcp.errlog`), never the terminal; its last line is quoted when it fails.
 
@@ -24,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,6 +43,10 @@ from runtime.mcp.errlog import ErrLog, keep_sdk_log
 from runtime.model.results import McpServerStatus, ServerState
 
 log = logging.getLogger(__name__)
+#: Seconds before each restart of a server that failed after it had been ready.
+RESTART_DELAYS: tuple[float, ...] = (2.0, 4.0, 8.0, 16.0, 30.0)
+STABLE = 60.0  # up this long, a server's failure starts the restart count afresh
+HEARTBEAT = 10.0  # seconds between heartbeats (a tools listing) of an idle server
 _LIST_PAGES = 100  # a server that pages its tools forever cannot hang the start
 
 
@@ -49,7 +63,14 @@ class ServerGone(Exception):
 
 
 class Connection:
-    def __init__(self, spec: ServerSpec, log_dir: Path, on_change: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        spec: ServerSpec,
+        log_dir: Path,
+        on_change: Callable[[], None],
+        *,
+        restart: bool = False,
+    ) -> None:
         self.spec = spec
         self.state = ServerState.STARTING
         self.detail = ""
@@ -62,6 +83,11 @@ class Connection:
         self._wake: asyncio.Queue[str] = asyncio.Queue()
         self._errlog: ErrLog | None = None
         self._waiting: set[asyncio.Future[str]] = set()  # one per call: set to end it
+        self._restart = restart and spec.restart
+        self.restarts = 0  # attempts made since the server was last stable
+        self._ready_at: float | None = None  # when it was last READY (monotonic)
+        self._settled = asyncio.Event()  # this attempt is READY or FAILED
+        self._restarter: asyncio.Task[None] | None = None
 
     # --- lifetime --------------------------------------------------------------
 
@@ -84,6 +110,12 @@ class Connection:
     async def close(self) -> None:
         if self.state is not ServerState.FAILED:
             self.state = ServerState.STOPPED
+        self._restart = False
+        restarter, self._restarter = self._restarter, None
+        if restarter is not None:
+            restarter.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await restarter
         await self._stop_task()
         self._started.set()
 
@@ -110,8 +142,50 @@ class Connection:
         self.tools = {}
         self._client = None
         self._started.set()
-        log.warning("MCP server %s %s; the session goes on without it", self.spec.name, self.detail)
+        self._settled.set()
+        then = self._plan_restart()
+        log.warning("MCP server %s %s; %s", self.spec.name, self.detail, then)
         self._on_change()
+
+    def _plan_restart(self) -> str:
+        """Start the restart task when one is due; what happens next, in words."""
+        was_up, self._ready_at = self._ready_at, None
+        if not self._restart or (was_up is None and not self.restarts):
+            return "the session goes on without it"
+        if was_up is not None and time.monotonic() - was_up >= STABLE:
+            self.restarts = 0
+        if self.restarts >= len(RESTART_DELAYS):
+            self.detail += f"; gave up after {self.restarts} restarts"
+            return "the session goes on without it"
+        delay = RESTART_DELAYS[self.restarts]
+        self.restarts += 1
+        self.detail += f"; restarting in {delay:g} s ({self.restarts} of {len(RESTART_DELAYS)})"
+        self._restarter = asyncio.get_running_loop().create_task(
+            self._restart_after(delay), name=f"mcp {self.spec.name} restart"
+        )
+        return "its tools are withdrawn until it is back"
+
+    async def _restart_after(self, delay: float) -> None:
+        """After `delay`, start the server again; an attempt not ready within its
+        `startup_timeout` fails (and may plan the next)."""
+        await asyncio.sleep(delay)
+        await self._stop_task(graceful=False)  # (the failed attempt's, if it lingers)
+        if not self._restart:
+            return  # closed meanwhile
+        self.state, self.detail = (
+            ServerState.STARTING,
+            f"restarting ({self.restarts} of {len(RESTART_DELAYS)})",
+        )
+        self._settled = asyncio.Event()
+        self._wake = asyncio.Queue()
+        self._on_change()
+        self.start()
+        try:
+            await asyncio.wait_for(self._settled.wait(), self.spec.startup_timeout)
+        except TimeoutError:
+            await self._stop_task(graceful=False)
+            await self._log_drained()
+            self.fail(f"did not restart within {self.spec.startup_timeout:g} s (startup_timeout)")
 
     def status(self, namespaced: tuple[str, ...]) -> McpServerStatus:
         return McpServerStatus(
@@ -132,12 +206,12 @@ class Connection:
             async with self._open() as client:
                 await self._list(client)
                 self._client = client
-                self.state = ServerState.READY
+                self.state, self.detail = ServerState.READY, ""
+                self._ready_at = time.monotonic()
                 self._started.set()
+                self._settled.set()
                 self._on_change()
-                while (await self._wake.get()) != "stop":
-                    await self._list(client)  # tools/list_changed
-                    self._on_change()
+                await self._serve(client)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a server's failure is its own, never the session's
@@ -147,6 +221,44 @@ class Connection:
             self._client = None
             if self._errlog is not None:
                 self._errlog.close()
+
+    async def _serve(self, client: Any) -> None:
+        """Until asked to stop: list the tools again on `tools/list_changed`, and every
+        HEARTBEAT seconds while no call is under way, so a server that died or hung
+        between calls is noticed (and restarted) then, not when the model next needs it."""
+        while True:
+            try:
+                wake = await asyncio.wait_for(self._wake.get(), HEARTBEAT)
+            except TimeoutError:
+                if not self._waiting:  # (a server busy with a call may not answer)
+                    await self._ping(client)
+                continue
+            if wake == "stop":
+                return
+            await self._list(client)  # tools/list_changed
+            self._on_change()
+
+    async def _ping(self, client: Any) -> None:
+        """List the tools again, as a heartbeat every server answers (MCP's `ping` is
+        gone from its newer revisions). A closed connection or no answer within
+        `startup_timeout` ends the connection; an error the server sends does not."""
+        from mcp import MCPError
+
+        before = set(self.tools)
+        try:
+            async with asyncio.timeout(self.spec.startup_timeout):
+                await self._list(client)
+        except TimeoutError:
+            raise ServerGone(
+                f"did not answer within {self.spec.startup_timeout:g} s while idle"
+            ) from None
+        except MCPError as exc:
+            if _closed(exc):
+                raise
+            log.debug("MCP server %s: the heartbeat's listing failed: %s", self.spec.name, exc)
+            return
+        if set(self.tools) != before:
+            self._on_change()
 
     def _open(self) -> Any:
         from mcp import Client, StdioServerParameters
@@ -173,7 +285,8 @@ class Connection:
         )
 
     def _open_log(self) -> ErrLog:
-        self._errlog = ErrLog(self._log_dir / f"{self.spec.name}.log")
+        # A restart appends: the failed attempt's stderr (why it died) stays in the log.
+        self._errlog = ErrLog(self._log_dir / f"{self.spec.name}.log", append=self.restarts > 0)
         return self._errlog
 
     async def _log_drained(self) -> None:

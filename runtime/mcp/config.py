@@ -11,7 +11,8 @@
 
 Either may set `startup_timeout` (seconds to connect and list tools; default 30)
 and `tool_timeout` (seconds one call may take; default 600), and `enabled =
-false` to keep a table without starting it. Only the user's own config may hold
+false` to keep a table without starting it, and `restart = false` so that a server
+that fails after it was up is not started again (runtime.mcp.client). Only the user's own config may hold
 these tables (runtime.setup.project: a server is a command bastion runs).
 
 A server's tools are offered as `NAME__tool`, so NAME is letters, digits and
@@ -39,7 +40,17 @@ SEPARATOR = "__"
 NAME = re.compile(r"[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*")
 MAX_NAME = 32
 KEYS = frozenset(
-    {"command", "args", "env", "url", "headers", "startup_timeout", "tool_timeout", "enabled"}
+    [
+        "command",
+        "args",
+        "env",
+        "url",
+        "headers",
+        "startup_timeout",
+        "tool_timeout",
+        "enabled",
+        "restart",
+    ]
 )
 DEFAULT_STARTUP = 30.0
 DEFAULT_TOOL_TIMEOUT = 600.0
@@ -61,6 +72,7 @@ class ServerSpec:
     headers: Mapping[str, str] = field(default_factory=dict)
     startup_timeout: float = DEFAULT_STARTUP
     tool_timeout: float = DEFAULT_TOOL_TIMEOUT
+    restart: bool = True  # started again, with backoff, when it fails after it was up
 
     @property
     def transport(self) -> str:
@@ -128,8 +140,9 @@ def _check_table(path: Path, where: str, table: dict[str, Any]) -> None:
         if type(seconds) not in (int, float) or not math.isfinite(seconds) or seconds <= 0:
             raise _fail(path, where, f"{key} must be a number of seconds above 0",
                         hint=f"{key} = 30")  # fmt: skip
-    if not isinstance(table.get("enabled", True), bool):
-        raise _fail(path, where, "enabled must be true or false", hint="enabled = false")
+    for key in ("enabled", "restart"):
+        if not isinstance(table.get(key, True), bool):
+            raise _fail(path, where, f"{key} must be true or false", hint=f"{key} = false")
 
 
 def server_specs(tables: Mapping[str, Mapping[str, Any]]) -> tuple[ServerSpec, ...]:
@@ -148,6 +161,7 @@ def server_specs(tables: Mapping[str, Mapping[str, Any]]) -> tuple[ServerSpec, .
                 headers=dict(table.get("headers", {})),
                 startup_timeout=float(table.get("startup_timeout", DEFAULT_STARTUP)),
                 tool_timeout=float(table.get("tool_timeout", DEFAULT_TOOL_TIMEOUT)),
+                restart=bool(table.get("restart", True)),
             )
         )
     return tuple(out)

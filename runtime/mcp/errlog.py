@@ -34,9 +34,10 @@ class ErrLog:
     """A server's stderr: `fileno()` is the pipe end the server writes (stdio_client's
     `errlog`); `started()` once the process holds it; `last_line()` for a failure."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, append: bool = False) -> None:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+        keep = os.O_APPEND if append else os.O_TRUNC
+        flags = os.O_WRONLY | os.O_CREAT | keep | os.O_NOFOLLOW | os.O_CLOEXEC
         self._file = os.open(path, flags, 0o600)
         self._read, self._write = os.pipe()  # (not inherited: PEP 446)
         self._tail = b""

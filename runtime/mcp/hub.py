@@ -44,7 +44,7 @@ async def probe_mcp_servers(
     specs = server_specs(tables)
     if not specs:
         return ()
-    hub = McpHub(specs, home / "mcp")
+    hub = McpHub(specs, home / "mcp", restart=False)  # (a probe: each server once)
     hub.start()
     try:
         await hub.ready()
@@ -54,11 +54,15 @@ async def probe_mcp_servers(
 
 
 class McpHub:
-    def __init__(self, specs: Sequence[ServerSpec], log_dir: Path) -> None:
+    def __init__(self, specs: Sequence[ServerSpec], log_dir: Path, *, restart: bool = True) -> None:
+        """`restart`: a server that fails after it was up is started again with backoff
+        (runtime.mcp.client), unless its table says `restart = false`."""
         from runtime.mcp.client import Connection  # the SDK itself loads when one connects
 
         self.version = 0  # bumped whenever a server's tools or state change
-        self._servers = {s.name: Connection(s, log_dir, self._changed) for s in specs}
+        self._servers = {
+            s.name: Connection(s, log_dir, self._changed, restart=restart) for s in specs
+        }
 
     def _changed(self) -> None:
         self.version += 1

@@ -1,6 +1,6 @@
 """A real MCP server for the tests, written with the same SDK bastion's client uses.
 
-    python tests/mcp/mcp_server.py stdio [--hang]
+    python tests/mcp/mcp_server.py stdio [--hang] [--die-after SECONDS]
     python tests/mcp/mcp_server.py http --port-file FILE     (loopback, a port of its own)
 
 Tools: echo, slow (writes MARKER once it runs, then sleeps), image (a PNG),
@@ -109,6 +109,11 @@ if __name__ == "__main__":
     mode = sys.argv[1] if len(sys.argv) > 1 else "stdio"
     if "--hang" in sys.argv:
         time.sleep(3600)  # (the thing under test: a server that never starts)
+    if "--die-after" in sys.argv:  # a server that starts, then exits: again and again
+        import threading
+
+        seconds = float(sys.argv[sys.argv.index("--die-after") + 1])
+        threading.Timer(seconds, lambda: os._exit(4)).start()
     if mode == "http":
         serve_http(Path(sys.argv[sys.argv.index("--port-file") + 1]))
     else:

@@ -111,17 +111,32 @@ def test_a_server_crashing_mid_call_is_one_line_and_the_session_goes_on(
         [call("c1", "t__crash"), call("c2", "t__echo", text="again"), {"text": "carried on"}]
     )
     b = bastion(server)
-    write_config(tmp_path / "config", {"t": stdio_server()})
+    write_config(tmp_path / "config", {"t": stdio_server(restart=False)})
     out = b.run("-p", "go", "--allow", "t__*")
     assert out.returncode == 0, out.stderr
     assert out.stdout == "carried on\n"
     first, second = tool_messages(server.requests()[2])
     assert "REFUSED UNAVAILABLE" in first["content"] and "crashing on purpose" in first["content"]
-    assert "REFUSED UNAVAILABLE" in second["content"]  # it is down: not restarted behind the model
+    assert "REFUSED UNAVAILABLE" in second["content"]  # restart = false: it stays down
     assert "MCP server t is down (stopped mid-call" in second["content"]
     assert "t__echo" not in offered(server.requests()[2])  # its tools are withdrawn
     lines = [line for line in out.stderr.splitlines() if "MCP server t" in line]
     assert len(lines) == 1 and "goes on without it" in lines[0]
+
+
+def test_a_crashed_server_is_restarted_and_one_line_says_when(loopback, bastion, tmp_path):
+    """By default a server that crashes after it was up is started again with backoff
+    (tests/mcp/test_mcp_harness.py follows it back): the one line says so."""
+    server = loopback([call("c1", "t__crash"), {"text": "carried on"}])
+    b = bastion(server)
+    write_config(tmp_path / "config", {"t": stdio_server()})
+    out = b.run("-p", "go", "--allow", "t__*")
+    assert out.returncode == 0, out.stderr
+    (first,) = tool_messages(server.requests()[1])
+    assert "REFUSED UNAVAILABLE" in first["content"] and "crashing on purpose" in first["content"]
+    lines = [line for line in out.stderr.splitlines() if "MCP server t" in line]
+    assert len(lines) == 1, out.stderr
+    assert "restarting in 2 s (1 of 5); its tools are withdrawn until it is back" in lines[0]
 
 
 @pytest.mark.parametrize("how", ["missing", "hangs"])

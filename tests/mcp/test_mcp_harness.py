@@ -18,7 +18,7 @@ from runtime.run.deps import LoopSettings
 from runtime.run.toolbox import WorkspaceToolbox
 from runtime.setup.load import Config
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from tests.mcp.conftest import stdio_server
+from tests.mcp.conftest import SERVER, stdio_server
 
 
 def turn(tool: str, **arguments: object) -> ScriptedTurn:
@@ -196,5 +196,78 @@ async def test_a_call_over_tool_timeout_is_cancelled_and_the_server_stays(tmp_pa
         assert "REFUSED UNAVAILABLE: t__slow took longer than 1 s (tool_timeout)" in str(slow)
         assert told(provider) == "echo: after"
         assert [s.state for s in await harness.mcp_servers()] == [ServerState.READY]
+    finally:
+        await harness.close()
+
+
+async def _until_server(harness: Harness, check: Any, timeout: float = 60.0) -> Any:
+    """The server's status once `check(status)` holds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        (status,) = await harness.mcp_servers()
+        if check(status):
+            return status
+        await asyncio.sleep(0.02)  # (poll interval)
+    raise AssertionError(f"the server never got there: {status}")
+
+
+async def test_a_server_that_crashed_is_restarted_and_its_tools_come_back(tmp_path, monkeypatch):
+    import runtime.mcp.client as client
+
+    monkeypatch.setattr(client, "RESTART_DELAYS", (0.3, 0.3))
+    turns = [turn("t__crash"), ScriptedTurn(text="it crashed"),
+             turn("t__echo", text="back"), ScriptedTurn(text="done")]  # fmt: skip
+    harness, conv, provider = await start(tmp_path, turns, allow=("t__*",))
+    try:
+        await harness.mcp_servers(wait=True)
+        run = await harness.wait((await harness.submit(conv, "crash it")).id, conv)
+        assert run.state == "completed"
+        assert "REFUSED UNAVAILABLE" in told(provider, 1) and "crashing on purpose" in told(
+            provider, 1
+        )
+        status = await _until_server(harness, lambda s: s.state is ServerState.READY)
+        assert "t__echo" in status.tools and status.detail == ""
+        run = await harness.wait((await harness.submit(conv, "again")).id, conv)
+        assert run.state == "completed"
+        assert told(provider) == "echo: back"
+        assert "t__echo" in {t.name for t in provider.requests[-1].tools}
+        log = (tmp_path / "home" / "mcp" / "t.log").read_text()
+        assert "crashing on purpose" in log  # the restart appended: why it died is kept
+    finally:
+        await harness.close()
+
+
+async def test_a_server_that_keeps_dying_is_given_up_on(tmp_path, monkeypatch):
+    import runtime.mcp.client as client
+
+    monkeypatch.setattr(client, "RESTART_DELAYS", (0.1, 0.1))
+    monkeypatch.setattr(client, "HEARTBEAT", 0.2)  # (an idle server's death is noticed)
+    harness, _, _ = await start(
+        tmp_path, [], **{"args": [str(SERVER), "stdio", "--die-after", "1"]}
+    )
+    try:
+        status = await _until_server(harness, lambda s: "gave up" in s.detail)
+        assert status.state is ServerState.FAILED and status.tools == ()
+        assert "; gave up after 2 restarts" in status.detail
+        await asyncio.sleep(0.5)  # (the thing under test: no further attempt is made)
+        (after,) = await harness.mcp_servers()
+        assert after.state is ServerState.FAILED and after.detail == status.detail
+    finally:
+        await harness.close()
+
+
+async def test_restart_false_leaves_a_failed_server_down(tmp_path, monkeypatch):
+    import runtime.mcp.client as client
+
+    monkeypatch.setattr(client, "RESTART_DELAYS", (0.1,))
+    monkeypatch.setattr(client, "HEARTBEAT", 0.2)
+    harness, _, _ = await start(
+        tmp_path, [], restart=False, **{"args": [str(SERVER), "stdio", "--die-after", "1"]}
+    )
+    try:
+        status = await _until_server(harness, lambda s: s.state is ServerState.FAILED)
+        assert "restart" not in status.detail
+        await asyncio.sleep(0.5)  # (the thing under test: it is not started again)
+        assert [s.state for s in await harness.mcp_servers()] == [ServerState.FAILED]
     finally:
         await harness.close()
