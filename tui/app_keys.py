@@ -180,12 +180,34 @@ class KeyActions(App[int]):
                 texts.append(prompt.text)
             prompt.set_value("\n".join(texts))
 
+    def _copy_selection(self) -> bool:
+        """Ctrl+C with text selected (dragged with the mouse over the transcript, or
+        marked in the prompt) copies it, through OSC 52 as /copy does, instead of
+        arming the quit; False when nothing is selected."""
+        text = self.screen.get_selected_text()
+        if text:
+            self.screen.clear_selection()
+        else:
+            prompt = self.query(PromptInput)
+            text = prompt.first().selected_text if prompt and prompt.first().has_focus else ""
+        if not text:
+            return False
+        self.copy_to_clipboard(text)
+        lines = text.count("\n") + 1
+        what = f"{len(text):,} characters" + (f" ({lines} lines)" if lines > 1 else "")
+        self.query_one(StatusBar).notice(f"copied {what}")
+        return True
+
     async def action_quit_twice(self) -> None:
         """First press warns; a second within QUIT_WINDOW interrupts any run and quits.
+        With text selected, it copies that instead (`_copy_selection`).
 
         Quitting on purpose ends the run as interrupted (committed), so the next
         `bastion -c` does not pick it up again; a crash, by contrast, leaves it to resume.
         """
+        if self._copy_selection():
+            self._quit_armed = False
+            return
         if self._quit_armed:
             # attached to another process's session, leaving: the session goes on
             attached = self.harness is not None and self.harness.guest

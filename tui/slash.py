@@ -236,9 +236,10 @@ async def show_help(host: CommandHost, arg: str) -> None:
         lines.append("[b]your commands[/]  [$foreground-muted](command files)[/]")
         for c in FILE_COMMANDS:
             lines.append(f"  {_cmd(escape(c.usage.ljust(width)))}  {escape(c.summary)}")
-    if app:  # three lines, each whole at 80 columns: never cut mid-phrase
+    if app:  # lines each whole at 80 columns: never cut mid-phrase
         lines.append("[b]keys[/]  enter send · shift+enter/ctrl+j new line · tab follow-up")
         lines.append("\u00a0" * 6 + "shift+tab mode · esc interrupt · ctrl+c ctrl+c quit")
+        lines.append("\u00a0" * 6 + "drag the mouse to select, then ctrl+c copies · /copy")
         lines.append("\u00a0" * 6 + "ctrl+s (ctrl+enter) cut the run's step, send this now")
         lines.append("\u00a0" * 6 + "ctrl+g edit in $VISUAL/$EDITOR · ctrl+v paste an image")
     else:

@@ -443,7 +443,7 @@ async def test_export_never_replaces_a_file_and_names_never_collide(tmp_path):
 
 
 async def test_help_key_lines_fit_at_80_columns(tmp_path):
-    """/help's key lines (four) are each whole at 80x24: no phrase is cut by wrapping."""
+    """/help's key lines (five) are each whole at 80x24: no phrase is cut by wrapping."""
     harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
     app = app_over(harness, conv_id)
     try:
@@ -454,6 +454,6 @@ async def test_help_key_lines_fit_at_80_columns(tmp_path):
             room = app.query_one(CommandOutput).query_one("#command-text").content_region.width
             lines = said(app).splitlines()
             keys = [line for line in lines if line.startswith(("keys", "\u00a0"))]
-            assert len(keys) == 4 and all(len(line) <= room for line in keys), (room, keys)
+            assert len(keys) == 5 and all(len(line) <= room for line in keys), (room, keys)
     finally:
         await harness.close()

@@ -34,6 +34,7 @@ from tui.textual_compat import LaidOutOnce
 if TYPE_CHECKING:
     from textual.app import App
     from textual.css.styles import RulesMap
+    from textual.selection import Selection
     from textual.style import Style
     from textual.visual import RenderOptions
 
@@ -90,7 +91,39 @@ class _Themed(Visual):
                 for line in self._lines_at(width)
             ]
             kept = self._strips = (width, base, strips)
-        return kept[2][:height] if height is not None else kept[2]
+        strips = kept[2][:height] if height is not None else kept[2]
+        # Each cell's place in the text, as Textual's own text widgets mark theirs: the
+        # mouse selects by it (Strip caches the marked copy per strip).
+        strips = [strip.apply_offsets(0, y) for y, strip in enumerate(strips)]
+        if options.selection is not None and options.selection_style is not None:
+            strips = _highlight(strips, options.selection, options.selection_style)
+        return strips
+
+    def text(self, width: int) -> str:
+        """The lines as shown at `width`, without their trailing blanks: what a mouse
+        selection over them copies."""
+        return "\n".join(
+            "".join(text for text, _, _ in line).rstrip() for line in self._lines_at(width)
+        )
+
+
+def _highlight(strips: list[Strip], selection: Selection, style: Style) -> list[Strip]:
+    """`strips` with the selected cells in the selection's style."""
+    out = []
+    rich = style.rich_style
+    for y, strip in enumerate(strips):
+        span = selection.get_span(y)
+        if span is None:
+            out.append(strip)
+            continue
+        start, end = span
+        end = strip.cell_length if end == -1 else min(end, strip.cell_length)
+        if end <= start:
+            out.append(strip)
+            continue
+        before, chosen, after = strip.divide([start, end, strip.cell_length])
+        out.append(Strip.join([before, chosen.apply_style(rich), after]))
+    return out
 
 
 _THEMES: dict[tuple[str, int], RichTheme] = {}
@@ -270,6 +303,14 @@ class MarkdownText(Static, LaidOutOnce):
         if drawn is None or drawn[0] is not self.source or drawn[1] is not theme:
             drawn = self._drawn = (self.source, theme, _Themed(self.source, self.app))
         return drawn[2]
+
+    def get_selection(self, selection: Selection) -> tuple[str, str] | None:
+        """The text a mouse selection covers, as the lines are shown (Rich's Markdown:
+        emphasis markers gone, lists bulleted, wrapped at the widget's width)."""
+        drawn = self._drawn
+        if not self.source or drawn is None:
+            return None
+        return selection.extract(drawn[2].text(self.content_size.width)), "\n"
 
     def set_source(self, source: str) -> None:
         """Show `source` (re-rendered at the next refresh; the layout follows its height)."""

@@ -67,8 +67,12 @@ def _rough_lines(entry: Entry, width: int) -> int:
     return 2 + text.count("\n") + len(text) // max(20, width) + 2 * tools
 
 
-class Transcript(VerticalScroll, LaidOutOnce):
-    """The scrolling transcript. Sticks to the bottom while the user has not scrolled up."""
+class Transcript(VerticalScroll, LaidOutOnce, can_focus=False):
+    """The scrolling transcript. Sticks to the bottom while the user has not scrolled up.
+
+    It never takes the focus: a click or a mouse selection over it leaves the keys
+    going to the prompt (its scroll keys are the app's; the wheel needs no focus).
+    """
 
     DEFAULT_CSS = """
     Transcript {
