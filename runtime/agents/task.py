@@ -32,7 +32,7 @@ import contextlib
 import inspect
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from runtime.agents.children import final_text, find_child, link_tx, subagent_of
@@ -66,6 +66,14 @@ _OPEN = (ToolCallState.PENDING, ToolCallState.RUNNING)
 _STARTS = (Approval.NOT_REQUIRED, Approval.APPROVED)
 
 
+class EventFeed(Protocol):
+    """A subscription to the harness's events (runtime.harness.core.Subscription)."""
+
+    def __aiter__(self) -> AsyncIterator[Event]: ...
+
+    def close(self) -> None: ...
+
+
 class ChildHost(Protocol):
     """What the task tool needs of the Harness (runtime.harness)."""
 
@@ -93,7 +101,7 @@ class ChildHost(Protocol):
 
     async def interrupt(self, conversation_id: str) -> Any: ...
 
-    def subscribe(self, conversation_id: str | None = None) -> Any: ...
+    def subscribe(self, conversation_id: str | None = None) -> EventFeed: ...
 
 
 def equip(
@@ -201,16 +209,25 @@ class TaskToolbox(ToolboxLayer):
         if isinstance(request, ToolOutcome):
             return request
         agent, description, prompt = request
+        # Subscribed before the child starts, so none of its calls is missed however
+        # soon it makes them (its id is known only once it exists: `_relay` filters).
+        sub = self.host.subscribe() if on_output is not None else None
         try:
             child_id, item = await self._start(call, agent, description, prompt)
+            if on_start is not None:
+                record = {"child": child_id, "agent": agent.name, "description": description}
+                pending = on_start(record)
+                if inspect.isawaitable(pending):
+                    await pending
         except BastionError as exc:
+            if sub is not None:
+                sub.close()
             return _refused("INTERNAL", f"the subagent could not start: {exc.message}")
-        if on_start is not None:
-            record = {"child": child_id, "agent": agent.name, "description": description}
-            pending = on_start(record)
-            if inspect.isawaitable(pending):
-                await pending
-        return await self._finish(child_id, item, agent, on_output)
+        except BaseException:
+            if sub is not None:
+                sub.close()
+            raise
+        return await self._finish(child_id, item, agent, (sub, on_output))
 
     async def prepare_calls(self, calls: list[ToolCallRecord]) -> None:
         """Start the child of every task call of the round that will run, so they run
@@ -347,9 +364,10 @@ class TaskToolbox(ToolboxLayer):
         child_id: str,
         item: InboxItem,
         agent: AgentDefinition,
-        on_output: Callable[[str], None] | None,
+        relaying: tuple[EventFeed | None, Callable[[str], None] | None],
     ) -> ToolOutcome:
-        relay = asyncio.create_task(self._relay(child_id, on_output))
+        relay = asyncio.create_task(self._relay(child_id, *relaying))
+        stopping = False  # cancelled (an interrupt): the relay stops at once
         try:
             run = await self.host.wait(item.id, child_id, poll=0.5)
             answer = await self.host.store.read(lambda db: final_text(db, run.id))
@@ -360,10 +378,16 @@ class TaskToolbox(ToolboxLayer):
                 "its work so far is kept; try once more, or do the task yourself",
             )
         except asyncio.CancelledError:
+            stopping = True
             await self._end_with_parent(child_id)
             raise
         finally:
-            relay.cancel()
+            # Ended: what the subscription holds is relayed before it stops (cancelled
+            # at once, it could drop the child's last calls; tests/agents/test_task.py).
+            if relaying[0] is not None:
+                relaying[0].close()
+            if stopping:
+                relay.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await relay
             # Done with it (or this process is stopping: it stays resumable). An idle
@@ -379,14 +403,18 @@ class TaskToolbox(ToolboxLayer):
         text += "\nhint: use what it found, or start it again with a narrower task."
         return ToolOutcome(False, text, data | {"refusal": {"code": "INTERRUPTED"}})
 
-    async def _relay(self, child_id: str, on_output: Callable[[str], None] | None) -> None:
-        """One line per tool call the child makes, as this call's live output."""
-        if on_output is None:
+    async def _relay(
+        self, child_id: str, sub: EventFeed | None, on_output: Callable[[str], None] | None
+    ) -> None:
+        """One line per tool call the child makes, as this call's live output: from
+        `sub` (every event, subscribed before the child started) until it is closed."""
+        if sub is None or on_output is None:
             return
-        sub = self.host.subscribe(child_id)
         seen: set[str] = set()
         try:
             async for event in sub:
+                if getattr(event, "conversation_id", None) != child_id:
+                    continue
                 if isinstance(event, ToolCallUpdated) and event.tool_call.id not in seen:
                     seen.add(event.tool_call.id)
                     call = event.tool_call

@@ -19,8 +19,10 @@ def count(path: Path) -> list[str]:
 
 
 async def wait_for(path: Path) -> None:
+    """Until `path` holds a whole line: the shell creates the file (`>>`) before it
+    writes, and a hook killed in between would leave it empty."""
     for _ in range(3000):  # up to 30 s: the machine may be busy
-        if path.exists():
+        if path.exists() and path.read_text().endswith("\n"):
             return
         await asyncio.sleep(0.01)  # (poll interval)
     raise AssertionError(f"{path} never appeared")
