@@ -36,7 +36,7 @@ from runtime import (
     EventChannel,
     HarnessClient,
     UnknownConversation,
-    expand_mentions,
+    expand_prompt,
     local_client,
     reduce,
 )
@@ -245,7 +245,7 @@ class AcpSession:
         text, skipped = prompt_text(blocks, self.cwd)
         for note in skipped:
             error_line(note)
-        expansion = await asyncio.to_thread(expand_mentions, text, self.cwd)
+        expansion = await expand_prompt(text, self.cwd, self.harness)
         self._cancelled = False
         try:
             async with self._quiet:

@@ -476,10 +476,15 @@ class BastionApp(PromptActions, KeyActions, StatusParts, App[int]):
         harness = self.harness
         if harness is None:
             return
-        for server in await harness.mcp_servers(wait=True):
+        servers = await harness.mcp_servers(wait=True)
+        for server in servers:
             if server.state == "failed":
                 self.notify(server.line(), title="MCP server", severity="warning", timeout=20,
                             markup=False)  # fmt: skip
+        if servers:  # their prompts, for completion and /help (tui.slash_mcp)
+            from tui import slash_mcp
+
+            slash_mcp.remember(await harness.mcp_prompts())
 
     async def _render_ahead(self, view: ConversationView) -> None:
         """Render the Markdown that showing `view` draws, a segment at a time, in the

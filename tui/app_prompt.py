@@ -81,10 +81,10 @@ class PromptActions(App[int]):
     async def _redirect(self, text: str) -> None:
         """Interrupt and redirect in one action; queued inputs come back to the prompt,
         as with Esc."""
-        from runtime import expand_mentions, split_attachments
+        from runtime import expand_prompt, split_attachments
 
         assert self.harness is not None and self.view is not None
-        expansion = await asyncio.to_thread(expand_mentions, text, self.view.conversation.cwd)
+        expansion = await expand_prompt(text, self.view.conversation.cwd, self.harness)
         try:
             cut = await self.harness.redirect(self.conversation_id, expansion.text)
         except BastionError as exc:
@@ -99,13 +99,13 @@ class PromptActions(App[int]):
 
     async def _submit(self, text: str, view: ConversationView, *, follow_up: bool = False) -> None:
         """`send` with `view` the session as last seen."""
-        from runtime import expand_mentions
+        from runtime import expand_prompt
         from runtime.model.records import InboxMode
 
         assert self.harness is not None
         mode = InboxMode.STEER if view.active_run is not None else InboxMode.PROMPT
-        if text.strip():  # @path mentions become attachments
-            expansion = await asyncio.to_thread(expand_mentions, text, view.conversation.cwd)
+        if text.strip():  # @path and @SERVER:URI mentions become attachments
+            expansion = await expand_prompt(text, view.conversation.cwd, self.harness)
             text = expansion.text
         try:
             await self.harness.submit(

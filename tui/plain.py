@@ -39,7 +39,7 @@ from runtime import (
     NoModelConfigured,
     Rule,
     TodoItem,
-    expand_mentions,
+    expand_prompt,
     first_run_report,
     local_client,
     reduce,
@@ -241,7 +241,7 @@ class LineMode:
         if not text.strip():
             return
         cwd = self.view.conversation.cwd if self.view is not None else "."
-        expansion = await asyncio.to_thread(expand_mentions, text, cwd)
+        expansion = await expand_prompt(text, cwd, self.harness)
         try:
             item = await self.harness.submit(self.conversation_id, expansion.text)
         except EmptyInput:
@@ -661,7 +661,7 @@ async def _main(opts: Any) -> int:
         mode = LineMode(
             harness,
             conv.id,
-            Console(highlight=False),
+            line_console(),
             read_line=read_line,
             ask=questions.prompt_async,
         )
@@ -677,13 +677,19 @@ async def _main(opts: Any) -> int:
         await harness.close()
 
 
+def line_console(**options: Any) -> Console:
+    """The line mode's console: no `:name:` emoji codes (a resource's `t:notes://…`
+    or a model's `:smile:` is shown as written) and no highlighting guesses."""
+    return Console(highlight=False, emoji=False, **options)
+
+
 async def _choose(prompts: Any) -> str | None:
     """`--plain -r`: the numbered session list, read with `prompts` (a PromptSession)."""
     from tui.sessionlist import choose_numbered
 
     harness = await local_client(await Harness.open(), client="plain")
     try:
-        console = Console(highlight=False)
+        console = line_console()
         return await choose_numbered(
             harness, prompts.prompt_async, lambda line: console.print(Text(line))
         )

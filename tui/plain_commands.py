@@ -93,7 +93,7 @@ class PlainHost:
         self.mode.pending_restore = plan
 
     def say(self, markup: str, *, error: bool = False) -> None:
-        text = Text.from_markup(rich_markup(markup), style="red" if error else "")
+        text = Text.from_markup(rich_markup(markup), style="red" if error else "", emoji=False)
         self.mode.console.print(text, soft_wrap=True)
 
     def use_settings(self, settings: SessionSettings) -> None:

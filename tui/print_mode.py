@@ -38,7 +38,7 @@ from runtime import (
     JobRecord,
     NoModelConfigured,
     TodoItem,
-    expand_mentions,
+    expand_prompt,
     first_run_report,
     local_client,
     visible,
@@ -191,7 +191,7 @@ async def _work(
 ) -> Run | None:
     conv_id = session.conversation.id
     if prompt is not None:
-        expansion = await asyncio.to_thread(expand_mentions, prompt, session.conversation.cwd)
+        expansion = await expand_prompt(prompt, session.conversation.cwd, harness)
         for attachment in expansion.attachments:
             if attachment.note:
                 error_line(attachment.summary())

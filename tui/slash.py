@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from runtime import visible_json
 from runtime.model.errors import BastionError
 from runtime.model.records import EntryKind
+from tui import slash_mcp
 from tui.markup import escape
 from tui.usage import summary_label, totals_label
 
@@ -42,7 +43,7 @@ __all__ = [
 ]
 
 MODES = ("read-only", "ask", "auto-edit", "full-auto", "plan")  # Shift+Tab's order
-_COMMAND = re.compile(r"/([a-z][a-z-]*)(?:\s+(.*))?", re.DOTALL)
+_COMMAND = re.compile(r"/([a-z][A-Za-z0-9_.-]*)(?:\s+(.*))?", re.DOTALL)
 
 
 FRONT_ENDS = frozenset({"app", "plain"})
@@ -179,6 +180,7 @@ def install_files(files: Sequence[Any]) -> list[str]:
     command has (the built-in wins). Returns the notes."""
     notes = []
     FILE_COMMANDS.clear()
+    slash_mcp.remember(())  # (a new session's servers: listed once they have started)
     for file in files:
         if find(file.name) is not None:
             notes.append(f"{file.path}: ignored: /{file.name} is a built-in command")
@@ -203,7 +205,27 @@ def find(name: str) -> SlashCommand | None:
     for command in (*COMMANDS, *FILE_COMMANDS):
         if name == command.name or name in command.aliases:
             return command
+    named = slash_mcp.split_name(name)
+    if named is not None:  # an MCP server's prompt (tui.slash_mcp)
+        return _prompt_command(name, *named)
     return None
+
+
+def _prompt_command(name: str, server: str, prompt: str) -> SlashCommand:
+    known = next((p for p in slash_mcp.known() if p.command == name), None)
+    summary = (known.description if known else "") or f"the prompt {prompt} of MCP server {server}"
+    args = " ".join(f"<{a}>" if known and a in known.required else f"[{a}]"
+                    for a in (known.arguments if known else ()))  # fmt: skip
+
+    async def run(host: CommandHost, arg: str) -> None:
+        _harness(host)
+        await slash_mcp.run_prompt(host, server, prompt, arg)
+
+    return SlashCommand(name, summary, run, args)
+
+
+def _mcp_commands() -> list[SlashCommand]:
+    return [_prompt_command(p.command, p.server, p.name) for p in slash_mcp.known()]
 
 
 def completions(text: str) -> list[SlashCommand]:
@@ -212,7 +234,7 @@ def completions(text: str) -> list[SlashCommand]:
     if not text.startswith("/") or text.startswith("//") or any(c.isspace() for c in text):
         return []
     typed = text[1:]
-    every = (*COMMANDS, *FILE_COMMANDS)
+    every = (*COMMANDS, *FILE_COMMANDS, *_mcp_commands())
     return [c for c in every if any(n.startswith(typed) for n in (c.name, *c.aliases))]
 
 
@@ -224,7 +246,7 @@ def _cmd(name: str) -> str:
 
 
 async def show_help(host: CommandHost, arg: str) -> None:
-    width = max(len(c.usage) for c in (*COMMANDS, *FILE_COMMANDS))
+    width = max(len(c.usage) for c in (*COMMANDS, *FILE_COMMANDS, *_mcp_commands()))
     app = host.front_end == "app"
     about = "Tab completes; Ctrl+P searches them" if app else "//text sends /text"
     lines = [f"[b]commands[/]  [$foreground-muted]({about})[/]"]
@@ -235,6 +257,10 @@ async def show_help(host: CommandHost, arg: str) -> None:
     if FILE_COMMANDS:
         lines.append("[b]your commands[/]  [$foreground-muted](command files)[/]")
         for c in FILE_COMMANDS:
+            lines.append(f"  {_cmd(escape(c.usage.ljust(width)))}  {escape(c.summary)}")
+    if slash_mcp.known():
+        lines.append("[b]MCP prompts[/]  [$foreground-muted](sent as your message)[/]")
+        for c in _mcp_commands():
             lines.append(f"  {_cmd(escape(c.usage.ljust(width)))}  {escape(c.summary)}")
     if app:  # lines each whole at 80 columns: never cut mid-phrase
         lines.append("[b]keys[/]  enter send · shift+enter/ctrl+j new line · tab follow-up")
@@ -578,9 +604,13 @@ async def send_held(host: CommandHost, arg: str) -> None:
 
 
 async def mcp(host: CommandHost, arg: str) -> None:
-    """`/mcp`: each MCP server of the user's config, its state and its tools."""
+    """`/mcp`: each MCP server of the user's config, its state and its tools, and the
+    prompts (`/mcp__SERVER__NAME`) and resources (`@SERVER:URI`) it offers."""
     try:
-        servers = await _harness(host).mcp_servers()
+        harness = _harness(host)
+        servers = await harness.mcp_servers()
+        prompts, resources = await harness.mcp_prompts(), await harness.mcp_resources()
+        slash_mcp.remember(prompts)
     except BastionError as exc:
         host.say(escape(_message(exc)), error=True)
         return
@@ -596,6 +626,12 @@ async def mcp(host: CommandHost, arg: str) -> None:
         lines.append(f"[b]{escape(server.name)}[/] {escape(server.line().split(' ', 1)[1])}")
         if server.tools:
             lines.append("  " + escape(", ".join(server.tools)))
+        named = [f"/{p.command}" for p in prompts if p.server == server.name]
+        if named:
+            lines.append("  prompts: " + escape(", ".join(named)))
+        for res in (r for r in resources if r.server == server.name):
+            about = " — ".join(x for x in (res.name, res.description) if x)
+            lines.append(f"  @{escape(res.mention)}" + (f"  {escape(about)}" if about else ""))
     host.say("\n".join(lines))
 
 

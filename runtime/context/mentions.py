@@ -31,17 +31,21 @@ import threading
 import time
 from dataclasses import dataclass
 from html import escape, unescape
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from runtime.model.results import McpResource
     from tools import Workspace
 
 __all__ = [
     "MAX_FILE_BYTES",
     "Attachment",
     "Expansion",
+    "ResourceSource",
     "WorkspaceFiles",
+    "attach_resources",
     "expand_mentions",
+    "expand_prompt",
     "fuzzy_filter",
     "mention_at",
     "split_attachments",
@@ -57,6 +61,8 @@ STALE_AFTER = 5.0  # seconds after which a listing is refreshed when asked for
 # `@path` or `@"path with spaces"`, at the start or after whitespace.
 _MENTION = re.compile(r'(?:(?<=\s)|^)@(?:"([^"\n]+)"|(\S+))')
 _TRAILING = ".,;:!?)]}'\""
+# `@SERVER:scheme:…`: an MCP resource (runtime.mcp.extras), never a workspace path.
+_RESOURCE = re.compile(r"[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*:[A-Za-z][A-Za-z0-9+.-]*:\S+")
 _HEADER = re.compile(r'<file path="([^"]*)"(?: note="([^"]*)")?(?: length="(\d+)")?(/?)>\n')
 
 
@@ -93,7 +99,7 @@ def expand_mentions(text: str, root: str) -> Expansion:
     Blocking (it reads files): call it off the event loop."""
     from tools import Workspace, WorkspaceError
 
-    mentions = _mentions(text)
+    mentions = [c for c in _mentions(text) if not _RESOURCE.fullmatch(c[0])]
     if not mentions:
         return Expansion(text)
     try:
@@ -118,6 +124,62 @@ def expand_mentions(text: str, root: str) -> Expansion:
     if not found:
         return Expansion(text)
     return Expansion(text.rstrip("\n") + "\n\n" + "\n".join(blocks), tuple(found))
+
+
+class ResourceSource(Protocol):
+    """Where `@SERVER:URI` mentions are read from (the harness, or its client)."""
+
+    async def mcp_resources(self) -> tuple[McpResource, ...]: ...
+
+    async def mcp_resource(self, server: str, uri: str) -> tuple[str, str]: ...
+
+
+async def expand_prompt(text: str, root: str, source: ResourceSource | None) -> Expansion:
+    """What every front end sends for typed `text`: its `@path` files attached
+    (`expand_mentions`, off the event loop), then its `@SERVER:URI` resources."""
+    import asyncio
+
+    expansion = await asyncio.to_thread(expand_mentions, text, root)
+    return expansion if source is None else await attach_resources(expansion, source)
+
+
+async def attach_resources(expansion: Expansion, source: ResourceSource) -> Expansion:
+    """`expansion` with each `@SERVER:URI` naming a resource an MCP server lists
+    attached after it, as a file is (`<file path="SERVER:URI" ...>`): read through
+    the server, cut at 256 KiB, a binary or unreadable one noted instead. A mention
+    of a URI no server lists is left as it was: nothing is asked of a server for it."""
+    wanted = [c for c in _mentions(expansion.text) if _RESOURCE.fullmatch(c[0])]
+    if not wanted:
+        return expansion
+    listed = {r.mention: r for r in await source.mcp_resources()}
+    found = list(expansion.attachments)
+    blocks: list[str] = []
+    for candidates in wanted:
+        mention = next((c for c in candidates if c in listed), None)
+        if mention is None or any(a.path == mention for a in found):
+            continue
+        if len(found) >= MAX_ATTACHMENTS:
+            attachment, body = _refused(mention, "too many files mentioned"), ""
+        else:
+            attachment, body = await _resource(source, listed[mention])
+        found.append(attachment)
+        blocks.append(_block(attachment, body))
+    if not blocks:
+        return expansion
+    joint = "\n" if expansion.attachments else "\n\n"
+    text = expansion.text.rstrip("\n") + joint + "\n".join(blocks)
+    return Expansion(text, tuple(found))
+
+
+async def _resource(source: ResourceSource, resource: McpResource) -> tuple[Attachment, str]:
+    from runtime.model.errors import BastionError
+
+    try:
+        body, note = await source.mcp_resource(resource.server, resource.uri)
+    except BastionError as exc:
+        return _refused(resource.mention, exc.message), ""
+    size = len(body.encode("utf-8"))
+    return Attachment(resource.mention, len(body), size, note), body
 
 
 def _mentions(text: str) -> list[list[str]]:

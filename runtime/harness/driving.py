@@ -23,11 +23,17 @@ from runtime.context.compaction import DEFAULT_RESERVE, CompactionSettings, Comp
 from runtime.context.usage import usage_summary
 from runtime.harness.core import HarnessCore
 from runtime.hooks import hooks_for
-from runtime.model.errors import BastionError, UnfinishedWork
+from runtime.model.errors import BastionError, McpUnavailable, UnfinishedWork
 from runtime.model.events import SettingsChanged
 from runtime.model.llm import Provider
 from runtime.model.records import Conversation, Entry, SessionSettings
-from runtime.model.results import McpServerStatus, UsageSummary, UsageTotals
+from runtime.model.results import (
+    McpPrompt,
+    McpResource,
+    McpServerStatus,
+    UsageSummary,
+    UsageTotals,
+)
 from runtime.model.rules import Rule, Scope
 from runtime.plan.todo import PlanToolbox
 from runtime.run.admission import new_conversation
@@ -61,6 +67,38 @@ class DrivingOps(HarnessCore):
         if wait:
             await self.mcp.ready()
         return self.mcp.status()
+
+    async def mcp_prompts(self) -> tuple[McpPrompt, ...]:
+        """The prompts the MCP servers offer (the `/mcp__SERVER__NAME` commands)."""
+        from runtime.mcp.extras import prompts
+
+        return prompts(self.mcp) if self.mcp is not None else ()
+
+    async def mcp_resources(self) -> tuple[McpResource, ...]:
+        """The resources the MCP servers list (what `@SERVER:URI` can attach), once each
+        server has started or failed (a prompt sent as the session opens finds them)."""
+        from runtime.mcp.extras import resources
+
+        if self.mcp is None:
+            return ()
+        await self.mcp.ready()
+        return resources(self.mcp)
+
+    async def mcp_prompt(self, server: str, name: str, arguments: dict[str, str]) -> str:
+        """A server's prompt as the text of a user message; McpUnavailable if it cannot."""
+        from runtime.mcp.extras import prompt_text
+
+        if self.mcp is None:
+            raise McpUnavailable("no MCP server is configured", hint="see [mcp_servers]")
+        return await prompt_text(self.mcp, server, name, arguments)
+
+    async def mcp_resource(self, server: str, uri: str) -> tuple[str, str]:
+        """A listed resource's text and a note (why it was cut, or empty)."""
+        from runtime.mcp.extras import resource_text
+
+        if self.mcp is None:
+            raise McpUnavailable("no MCP server is configured", hint="see [mcp_servers]")
+        return await resource_text(self.mcp, server, uri)
 
     def resolve_model(self, spec: str) -> tuple[Provider, str]:
         """Provider and model name for `spec` (cached); raises ConfigError."""

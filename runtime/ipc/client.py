@@ -46,6 +46,8 @@ from runtime.model.records import (
 )
 from runtime.model.results import (
     Interruption,
+    McpPrompt,
+    McpResource,
     McpServerStatus,
     Redirection,
     RestorePlan,
@@ -403,6 +405,20 @@ class HarnessClient:
 
     async def mcp_servers(self, *, wait: bool = False) -> tuple[McpServerStatus, ...]:
         return tuple(await self.call(p.McpServers(wait=wait)))
+
+    async def mcp_prompts(self) -> tuple[McpPrompt, ...]:
+        return tuple(await self.call(p.McpPrompts()))
+
+    async def mcp_resources(self) -> tuple[McpResource, ...]:
+        return tuple(await self.call(p.McpResources()))
+
+    async def mcp_prompt(self, server: str, name: str, arguments: dict[str, str]) -> str:
+        text: str = await self.call(p.GetMcpPrompt(server=server, prompt=name, arguments=arguments))
+        return text
+
+    async def mcp_resource(self, server: str, uri: str) -> tuple[str, str]:
+        text, note = await self.call(p.ReadMcpResource(server=server, uri=uri))
+        return str(text), str(note)
 
     async def jobs(self, conversation_id: str) -> tuple[JobRecord, ...]:
         return tuple(await self.call(p.Jobs(conversation=conversation_id)))

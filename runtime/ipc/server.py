@@ -335,6 +335,14 @@ async def _apply_sessions(harness: Harness, op: p.Op) -> Any:
             return await harness.usage(op.conversation)
         case p.McpServers():
             return await harness.mcp_servers(wait=op.wait)
+        case p.McpPrompts():
+            return await harness.mcp_prompts()
+        case p.McpResources():
+            return await harness.mcp_resources()
+        case p.GetMcpPrompt():
+            return await harness.mcp_prompt(op.server, op.prompt, dict(op.arguments))
+        case p.ReadMcpResource():
+            return await harness.mcp_resource(op.server, op.uri)
         case p.Jobs():
             return await harness.jobs(op.conversation)
         case p.StopJob():

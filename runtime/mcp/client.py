@@ -75,6 +75,8 @@ class Connection:
         self.state = ServerState.STARTING
         self.detail = ""
         self.tools: dict[str, Any] = {}  # the server's own tool name -> its mcp Tool
+        self.prompts: dict[str, Any] = {}  # name -> its mcp Prompt (when it offers any)
+        self.resources: dict[str, Any] = {}  # uri -> its mcp Resource
         self._log_dir = log_dir
         self._on_change = on_change
         self._client: Any = None
@@ -139,7 +141,7 @@ class Connection:
             return
         tail = self._stderr_tail()
         self.state, self.detail = ServerState.FAILED, why + (f" (stderr: {tail})" if tail else "")
-        self.tools = {}
+        self.tools, self.prompts, self.resources = {}, {}, {}
         self._client = None
         self._started.set()
         self._settled.set()
@@ -244,7 +246,7 @@ class Connection:
         `startup_timeout` ends the connection; an error the server sends does not."""
         from mcp import MCPError
 
-        before = set(self.tools)
+        before = self._offered()
         try:
             async with asyncio.timeout(self.spec.startup_timeout):
                 await self._list(client)
@@ -257,8 +259,11 @@ class Connection:
                 raise
             log.debug("MCP server %s: the heartbeat's listing failed: %s", self.spec.name, exc)
             return
-        if set(self.tools) != before:
+        if self._offered() != before:
             self._on_change()
+
+    def _offered(self) -> tuple[set[str], ...]:
+        return set(self.tools), set(self.prompts), set(self.resources)
 
     def _open(self) -> Any:
         from mcp import Client, StdioServerParameters
@@ -306,19 +311,50 @@ class Connection:
             for waiting in list(self._waiting):
                 if not waiting.done():
                     waiting.set_result(f"{line} ({why}); the call was ended")
-        elif getattr(message, "method", None) == "notifications/tools/list_changed":
+        elif getattr(message, "method", None) in _LIST_CHANGED:
             self._wake.put_nowait("list")
 
     async def _list(self, client: Any) -> None:
-        tools: dict[str, Any] = {}
-        cursor = None
-        for _ in range(_LIST_PAGES):
-            page = await client.list_tools(cursor=cursor)
-            tools.update((tool.name, tool) for tool in page.tools)
-            cursor = page.next_cursor
-            if cursor is None:
-                break
-        self.tools = tools
+        """The server's tools, and its prompts and resources when it offers them (a
+        server that says it does but fails to list them just offers none)."""
+        self.tools = await _pages(client.list_tools, "tools", "name")
+        offers = client.server_capabilities
+        if getattr(offers, "prompts", None) is not None:
+            self.prompts = await self._optional(client.list_prompts, "prompts", "name")
+        if getattr(offers, "resources", None) is not None:
+            self.resources = await self._optional(client.list_resources, "resources", "uri")
+
+    async def _optional(self, list_page: Any, field: str, key: str) -> dict[str, Any]:
+        from mcp import MCPError
+
+        try:
+            return await _pages(list_page, field, key)
+        except MCPError as exc:
+            if _closed(exc):
+                raise
+            log.info("MCP server %s did not list its %s: %s", self.spec.name, field, exc)
+            return {}
+
+    async def get_prompt(self, name: str, arguments: dict[str, str]) -> Any:
+        """The server's GetPromptResult; ServerGone as `call` says."""
+        return await self._request(f"prompt {name}", lambda c: c.get_prompt(name, arguments))
+
+    async def read_resource(self, uri: str) -> Any:
+        """The server's ReadResourceResult; ServerGone as `call` says."""
+        return await self._request(f"resource {uri}", lambda c: c.read_resource(uri))
+
+    async def _request(self, what: str, make: Callable[[Any], Any]) -> Any:
+        client = self._client
+        if client is None or self.state is not ServerState.READY:
+            raise ServerGone(f"MCP server {self.spec.name} is " + _WHY[self.state])
+        try:
+            async with asyncio.timeout(self.spec.tool_timeout):
+                return await make(client)
+        except TimeoutError:
+            raise ServerGone(
+                f"MCP server {self.spec.name} did not send {what} within "
+                f"{self.spec.tool_timeout:g} s (tool_timeout)"
+            ) from None
 
     # --- calls ---------------------------------------------------------------------
 
@@ -406,6 +442,26 @@ class _HttpWithClient:
             return await self._cm.__aexit__(*exc)
         finally:
             await self._http.__aexit__(None, None, None)
+
+
+_LIST_CHANGED = (
+    "notifications/tools/list_changed",
+    "notifications/prompts/list_changed",
+    "notifications/resources/list_changed",
+)
+
+
+async def _pages(list_page: Any, field: str, key: str) -> dict[str, Any]:
+    """Every item of a paged MCP listing (`tools`, `prompts`, `resources`) by `key`."""
+    found: dict[str, Any] = {}
+    cursor = None
+    for _ in range(_LIST_PAGES):
+        page = await list_page(cursor=cursor)
+        found.update((getattr(item, key), item) for item in getattr(page, field))
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    return found
 
 
 _SDK = ("mcp", "mcp.client.stdio", "mcp.client.streamable_http", "mcp.shared._httpx_utils")

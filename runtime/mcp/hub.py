@@ -93,6 +93,10 @@ class McpHub:
                 out.append(ToolSpec(full, about, schema))
         return tuple(out)
 
+    def connections(self) -> list[tuple[str, Any]]:
+        """(name, Connection) of each configured server (runtime.mcp.extras reads them)."""
+        return list(self._servers.items())
+
     def owner(self, name: str) -> tuple[str, str] | None:
         """(server, tool) when `name` is NAME__tool of a configured server (up or not)."""
         server, sep, tool = name.partition(SEPARATOR)

@@ -148,6 +148,13 @@ class UnknownJob(BastionError):
     code = "unknown_job"
 
 
+class McpUnavailable(BastionError):
+    """An MCP prompt or resource that cannot be had: no such server, prompt or listed
+    resource, missing arguments, or the server is down or failed to answer."""
+
+    code = "mcp_unavailable"
+
+
 class AmbiguousId(BastionError):
     """A typed id prefix that starts more than one session's id; `matches` are their ids."""
 

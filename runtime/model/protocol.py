@@ -50,6 +50,8 @@ from runtime.model.records import (
 )
 from runtime.model.results import (
     Interruption,
+    McpPrompt,
+    McpResource,
     McpServerStatus,
     Redirection,
     RestorePlan,
@@ -339,6 +341,43 @@ class McpServers(Op):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class McpPrompts(Op):
+    name = "mcp_prompts"
+    Reply = tuple[McpPrompt, ...]
+    acts = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class McpResources(Op):
+    name = "mcp_resources"
+    Reply = tuple[McpResource, ...]
+    acts = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GetMcpPrompt(Op):
+    """A server's prompt as the text of a user message (nothing is sent or stored)."""
+
+    name = "mcp_prompt"
+    Reply = str
+    acts = False
+    server: str
+    prompt: str
+    arguments: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReadMcpResource(Op):
+    """A listed resource's text and a note (nothing is sent or stored)."""
+
+    name = "mcp_resource"
+    Reply = tuple[str, str]
+    acts = False
+    server: str
+    uri: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Jobs(Op):
     """The conversation's background jobs (runtime.model.jobs), oldest first."""
 
@@ -486,7 +525,8 @@ OPS: dict[str, type[Op]] = {
         Submit, Write, Withdraw, SendHeld, Interrupt, Redirect, Respond, ProposedRules, Rules,
         Compact, CancelCompaction, Snapshot, Settings, SetApprovalMode, SetModel,
         SetReasoningEffort, SetDefaults, NewSession, SwitchSession, Fork, Rewind,
-        PlanRestore, Restore, Export, Usage, McpServers, Jobs, StopJob, Search, Sessions, ResolveId,
+        PlanRestore, Restore, Export, Usage, McpServers, McpPrompts, McpResources, GetMcpPrompt,
+        ReadMcpResource, Jobs, StopJob, Search, Sessions, ResolveId,
         ShortIds, WaitRun, WaitIdle, GetConversation, Answer, RunCalls, Subscribe, Unsubscribe, Ping, Close,
     )
 }  # fmt: skip

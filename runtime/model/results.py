@@ -135,6 +135,36 @@ class McpServerStatus:
 
 
 @dataclass(frozen=True, slots=True)
+class McpPrompt:
+    """A prompt an MCP server offers: the app's `/mcp__SERVER__NAME` command."""
+
+    server: str
+    name: str
+    description: str = ""
+    arguments: tuple[str, ...] = ()  # in the server's order
+    required: tuple[str, ...] = ()
+
+    @property
+    def command(self) -> str:
+        return f"mcp__{self.server}__{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class McpResource:
+    """A resource an MCP server lists: attached to a prompt by `@SERVER:URI`."""
+
+    server: str
+    uri: str
+    name: str = ""
+    description: str = ""
+    mime_type: str = ""
+
+    @property
+    def mention(self) -> str:
+        return f"{self.server}:{self.uri}"
+
+
+@dataclass(frozen=True, slots=True)
 class SearchHit:
     """A conversation that matched, with its best-ranked entry and a snippet of it.
 

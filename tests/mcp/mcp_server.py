@@ -5,7 +5,9 @@
 
 Tools: echo, slow (writes MARKER once it runs, then sleeps), image (a PNG),
 crash (the server exits mid-call), big (a long text), env (one variable of its
-environment), grow (adds the tool `late` and says tools/list_changed).
+environment), grow (adds the tool `late` and says tools/list_changed). A prompt,
+review(file, focus?), and resources notes://team/guide (text), notes://team/huge
+(300 KiB) and notes://team/logo (binary).
 """
 
 from __future__ import annotations
@@ -90,6 +92,29 @@ async def grow(ctx: Context) -> str:
     app.add_tool(late)
     await ctx.session.send_tool_list_changed()
     return "grew"
+
+
+@app.prompt()
+def review(file: str, focus: str = "") -> str:
+    """Review a file."""
+    return f"Please review {file}" + (f", looking for {focus}." if focus else ".")
+
+
+@app.resource(
+    "notes://team/guide", name="guide", description="The team guide", mime_type="text/plain"
+)
+def guide() -> str:
+    return "GUIDE: tabs, never spaces.\n"
+
+
+@app.resource("notes://team/huge", name="huge", mime_type="text/plain")
+def huge() -> str:
+    return "h" * (300 * 1024)
+
+
+@app.resource("notes://team/logo", name="logo", mime_type="image/png")
+def logo() -> bytes:
+    return b"\x89PNG\r\n\x1a\n"
 
 
 def serve_http(port_file: Path) -> None:

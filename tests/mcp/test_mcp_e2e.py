@@ -214,3 +214,36 @@ def test_the_schema_reaches_every_wire_format_and_the_call_round_trips(
         told = json.dumps([i for i in second["input"] if i.get("type") == "function_call_output"])
     assert schema["properties"]["text"]["type"] == "string" and schema["required"] == ["text"]
     assert "echo: wired" in told
+
+
+def user_text(request: dict) -> str:
+    return [m for m in request["messages"] if m["role"] == "user"][-1]["content"]
+
+
+def test_a_resource_mention_is_attached_and_an_unlisted_one_is_not_read(
+    loopback, bastion, tmp_path
+):
+    """`@t:notes://team/guide` attaches what the server lists under that URI; a URI it
+    does not list (`..` in it) is left as typed, never asked of the server; a binary
+    one is one line on stderr. Print mode, the real command."""
+    server = loopback([{"text": "read it"}])
+    b = bastion(server)
+    write_config(tmp_path / "config", {"t": stdio_server()})
+    prompt = (
+        "follow @t:notes://team/guide and @t:notes://team/../../etc/passwd and @t:notes://team/logo"
+    )
+    out = b.run("-p", prompt)
+    assert out.returncode == 0, out.stderr
+    sent = user_text(server.requests()[0])
+    assert sent.startswith(prompt + "\n\n")
+    assert (
+        '<file path="t:notes://team/guide" length="27">\nGUIDE: tabs, never spaces.\n</file>'
+        in sent
+    )
+    assert "etc/passwd" not in sent.split("\n\n", 1)[1]  # only as typed
+    assert (
+        '<file path="t:notes://team/logo" note="not attached: t:notes://team/logo is not text'
+        in sent
+    )
+    lines = [line for line in out.stderr.splitlines() if "notes://team/logo" in line]
+    assert len(lines) == 1 and "a binary resource is not attached" in lines[0]

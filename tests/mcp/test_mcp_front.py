@@ -164,3 +164,52 @@ def test_the_trust_screen_names_tool_rules_and_the_servers_a_project_cannot_add(
     lines = project_preview(str(project))
     assert "runs without asking: every tool of MCP server gh" in lines
     assert any(line.startswith("ignored even if trusted: mcp_servers (evil)") for line in lines)
+
+
+async def test_a_servers_prompt_is_a_slash_command_in_the_line_mode(tmp_path):
+    from runtime.testing.scripted import ScriptedTurn
+
+    harness, conv, provider = await start(tmp_path, [ScriptedTurn(text="reviewed")])
+    con, out = console()
+    try:
+        await harness.mcp_servers(wait=True)
+        keyboard = Keyboard(
+            "/mcp", "/mcp__t__review", "/mcp__t__nope x", "/mcp__t__review src/app.py memory leaks"
+        )
+        assert await LineMode(await client_of(harness), conv, con, keyboard).loop() == 0
+        text = " ".join(out.getvalue().split())
+        assert (
+            "prompts: /mcp__t__review" in text
+            and "@t:notes://team/guide guide — The team guide" in text
+        )
+        assert "/mcp__t__review needs file — /mcp__t__review <file> <focus>" in text
+        assert "MCP server t offers no prompt 'nope'" in text
+        (request,) = provider.requests  # only the last line reached the model
+        assert request.messages[-1].content == "Please review src/app.py, looking for memory leaks."
+    finally:
+        await harness.close()
+
+
+async def test_the_app_offers_the_servers_prompts_and_attaches_a_resource(tmp_path):
+    from runtime.testing.scripted import ScriptedTurn
+    from tests.tui.conftest import SIZE, wait_for
+    from tests.tui.test_slash import said
+    from tui import slash
+
+    harness, conv, provider = await start(tmp_path, [ScriptedTurn(text="ok")])
+    app = app_over(harness, conv)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(app.ready.is_set, pilot)
+            await wait_for(lambda: bool(slash.completions("/mcp__")), pilot)
+            assert [c.usage for c in slash.completions("/mcp__")] == [
+                "/mcp__t__review <file> [focus]"
+            ]
+            await pilot.press(*"/help", "enter")
+            await wait_for(lambda: "MCP prompts" in said(app), pilot)
+            await pilot.press(*"see @t:notes://team/guide", "enter")
+            await wait_for(lambda: len(provider.requests) == 1, pilot)
+        sent = provider.requests[0].messages[-1].content
+        assert "GUIDE: tabs, never spaces." in str(sent)
+    finally:
+        await harness.close()

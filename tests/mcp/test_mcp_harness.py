@@ -271,3 +271,44 @@ async def test_restart_false_leaves_a_failed_server_down(tmp_path, monkeypatch):
         assert [s.state for s in await harness.mcp_servers()] == [ServerState.FAILED]
     finally:
         await harness.close()
+
+
+async def test_prompts_and_resources_are_listed_and_fetched(tmp_path):
+    from runtime.model.errors import McpUnavailable
+
+    harness, _, _ = await start(tmp_path, [])
+    try:
+        await harness.mcp_servers(wait=True)
+        (review,) = await harness.mcp_prompts()
+        assert (review.command, review.arguments, review.required) == (
+            "mcp__t__review", ("file", "focus"), ("file",))  # fmt: skip
+        assert review.description == "Review a file."
+        assert await harness.mcp_prompt("t", "review", {"file": "x.py"}) == "Please review x.py."
+        listed = {r.uri: r for r in await harness.mcp_resources()}
+        assert set(listed) == {"notes://team/guide", "notes://team/huge", "notes://team/logo"}
+        assert listed["notes://team/guide"].mention == "t:notes://team/guide"
+        assert await harness.mcp_resource("t", "notes://team/guide") == (
+            "GUIDE: tabs, never spaces.\n", "")  # fmt: skip
+        text, note = await harness.mcp_resource("t", "notes://team/huge")
+        assert len(text) == 256 * 1024 and note == "cut at 256 KiB of 300 KiB"
+        refused = [
+            ("t", "notes://team/../../etc/passwd", "lists no resource"),  # never asked for
+            ("t", "notes://team/logo", "not text"),
+            ("nope", "notes://team/guide", "no MCP server 'nope'"),
+        ]
+        for server, uri, said in refused:
+            try:
+                await harness.mcp_resource(server, uri)
+            except McpUnavailable as exc:
+                assert said in exc.message and "\n" not in exc.message
+            else:
+                raise AssertionError(f"{uri} was read")
+        try:
+            await harness.mcp_prompt("t", "review", {})
+        except McpUnavailable as exc:
+            assert exc.message == "/mcp__t__review needs file"
+            assert exc.hint == "/mcp__t__review <file> <focus>"
+        else:
+            raise AssertionError("a prompt without its required argument was fetched")
+    finally:
+        await harness.close()

@@ -43,6 +43,8 @@ def sample(op_type: type[p.Op]) -> p.Op:
             )
         elif f.name == "create":
             values[f.name] = Conversation("c", "t", "/w", {"model": "m"}, 1.0, 2.0)
+        elif f.name == "arguments":
+            values[f.name] = {"file": "x.py"}
         elif f.name == "ids":
             values[f.name] = ("a", "b")
         elif kind.startswith("InboxMode"):

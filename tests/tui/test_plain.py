@@ -39,7 +39,9 @@ class Keyboard:
 
 def console() -> tuple[Console, io.StringIO]:
     out = io.StringIO()
-    return Console(file=out, width=80, force_terminal=False, color_system=None), out
+    from tui.plain import line_console
+
+    return line_console(file=out, width=80, force_terminal=False, color_system=None), out
 
 
 async def test_a_line_is_sent_and_the_answer_printed_as_markdown(tmp_path):
