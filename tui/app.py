@@ -481,10 +481,12 @@ class BastionApp(PromptActions, KeyActions, StatusParts, App[int]):
             if server.state == "failed":
                 self.notify(server.line(), title="MCP server", severity="warning", timeout=20,
                             markup=False)  # fmt: skip
-        if servers:  # their prompts, for completion and /help (tui.slash_mcp)
+        if servers:  # their prompts and resources, for completion and /help
             from tui import slash_mcp
 
             slash_mcp.remember(await harness.mcp_prompts())
+            resources = await harness.mcp_resources()
+            self.completion.resources = tuple(r.mention for r in resources)
 
     async def _render_ahead(self, view: ConversationView) -> None:
         """Render the Markdown that showing `view` draws, a segment at a time, in the

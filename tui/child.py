@@ -207,9 +207,12 @@ def main(argv: list[str]) -> int:
         with contextlib.suppress(ConnectionError, OSError):  # (the app went while opening)
             code, closed = asyncio.run(_serve(sock, opts, check_model))
     finally:  # (whatever ended the session: the guard is a daemon, gone when this returns)
-        # the app died (killed): it left its terminal raw. (A kill before driving looks
-        # like a close here, so that case is checked too, briefly.)
-        if _orphaned(parent, wait=0.05 if closed else 0.5):
+        # the app died (killed): it left its terminal raw. Its socket closes as its
+        # files do, a moment before it is reaped and this process handed on; on a
+        # loaded machine that moment has taken over half a second, so a connection
+        # that ended without a close waits up to 5 s for it. (A kill before driving
+        # looks like a close here, so that case is checked too, briefly.)
+        if _orphaned(parent, wait=0.05 if closed else 5.0):
             _restore_once(terminal)
     return code
 

@@ -207,7 +207,15 @@ async def test_the_app_offers_the_servers_prompts_and_attaches_a_resource(tmp_pa
             ]
             await pilot.press(*"/help", "enter")
             await wait_for(lambda: "MCP prompts" in said(app), pilot)
-            await pilot.press(*"see @t:notes://team/guide", "enter")
+            await wait_for(lambda: bool(app.completion.resources), pilot)
+            await pilot.press(*"see @guide")  # `@` is the resource picker too
+            options = app.completion
+            await wait_for(lambda: options.is_open and options.option_count > 0, pilot)
+            assert options.get_option_at_index(0).id == "t:notes://team/guide"
+            await pilot.press("tab")
+            prompt = app.query_one("#prompt")
+            await wait_for(lambda: "see @t:notes://team/guide" in prompt.text, pilot)
+            await pilot.press("enter")
             await wait_for(lambda: len(provider.requests) == 1, pilot)
         sent = provider.requests[0].messages[-1].content
         assert "GUIDE: tabs, never spaces." in str(sent)

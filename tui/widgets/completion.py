@@ -10,7 +10,9 @@ otherwise they go on to the prompt.
 The files come from `runtime.WorkspaceFiles` (the glob tool: workspace path
 rules, ignores honoured, bounded) listed on a thread and cached; a listing older
 than a few seconds is refreshed in the background when `@` is typed again.
-Filtering runs on a thread too, so a big tree never delays a key.
+Filtering runs on a thread too, so a big tree never delays a key. The resources
+the MCP servers list (`SERVER:URI`, set in `resources` once they have started) are
+offered first among the candidates, so `@` is also the resource picker.
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ class FileCompletion(OptionList):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.files: WorkspaceFiles | None = None
+        self.resources: tuple[str, ...] = ()  # `SERVER:URI` of the MCP servers' resources
         self.prompt: PromptText | None = None
         self._span: tuple[int, int] | None = None  # the @word being completed
         self._dismissed: int | None = None  # the @ whose list Esc closed
@@ -124,7 +127,7 @@ class FileCompletion(OptionList):
         assert files is not None
         if not files.paths() or files.stale:
             files.refresh()
-        matches = fuzzy_filter(query, files.paths(), SHOWN)
+        matches = fuzzy_filter(query, [*self.resources, *files.paths()], SHOWN)
         self.app.call_from_thread(self._show, query, matches, files.complete)
 
     def _show(self, query: str, matches: list[str], complete: bool) -> None:
