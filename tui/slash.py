@@ -458,7 +458,7 @@ async def theme(host: CommandHost, arg: str) -> None:
 
 async def cost(host: CommandHost, arg: str) -> None:
     """`/cost`: the session's tokens and cost (its subagents' too), and the parts:
-    this conversation's runs, each subagent, each model."""
+    this conversation and its runs (the newest SHOWN_RUNS), each subagent, each model."""
     view = host.view
     runs = len(view.runs) if view else 0
     if view is None or not runs:
@@ -469,17 +469,22 @@ async def cost(host: CommandHost, arg: str) -> None:
     except BastionError as exc:
         host.say(escape(_message(exc)), error=True)
         return
-    if not summary.children:
-        host.say(f"this conversation: {totals_label(view, long=True)} over {runs} run(s)")
-        return
     lines = [f"this session: {summary_label(summary.total)}",
              f"  this conversation: {totals_label(view, long=True)} over {runs} run(s)"]  # fmt: skip
-    short = await _harness(host).short_ids(list(summary.children))
-    for child_id, part in summary.children.items():
-        lines.append(f"  subagent {short.get(child_id, child_id[:8])}: {summary_label(part)}")
-    if len(summary.per_model) > 1:
-        lines += [f"  {escape(m)}: {summary_label(t)}" for m, t in summary.per_model.items()]
+    per_run = list(summary.per_run.values())
+    first = max(0, len(per_run) - SHOWN_RUNS)
+    if first:
+        lines.append(f"    (runs 1-{first} not shown)")
+    lines += [f"    run {i}: {summary_label(t)}" for i, t in enumerate(per_run[first:], first + 1)]
+    if summary.children:
+        short = await _harness(host).short_ids(list(summary.children))
+        for child_id, part in summary.children.items():
+            lines.append(f"  subagent {short.get(child_id, child_id[:8])}: {summary_label(part)}")
+    lines += [f"  {escape(m)}: {summary_label(t)}" for m, t in summary.per_model.items()]
     host.say("\n".join(lines))
+
+
+SHOWN_RUNS = 10  # /cost's runs, the newest
 
 
 _FENCE = re.compile(r"^(```|~~~)[^\n]*\n(.*?)^\1[ \t]*$", re.DOTALL | re.MULTILINE)

@@ -37,3 +37,6 @@ async def test_cost_counts_the_subagents_in_the_sessions_total(tmp_path):
     assert "this session: 7.0k in, 70 out" in text
     assert "this conversation: 2.0k in, 20 out" in text
     assert "subagent " in text and ": 5.0k in, 50 out" in text
+    # broken down by run (the parent's one) and by model (one model here)
+    assert "run 1: 2.0k in, 20 out" in text
+    assert "openai/loopback: 7.0k in, 70 out" in text
