@@ -103,6 +103,9 @@ _EXPORTS = {
     "McpResource": "runtime.model.results",
     "McpUnavailable": "runtime.model.errors",
     "probe_mcp_servers": "runtime.mcp.hub",
+    "mcp_login": "runtime.mcp.oauth",
+    "mcp_logout": "runtime.mcp.oauth",
+    "LoginFailed": "runtime.mcp.oauth",
     "WorkspaceFiles": "runtime.context.mentions",
     "expand_mentions": "runtime.context.mentions",
     "attach_resources": "runtime.context.mentions",
@@ -193,6 +196,7 @@ __all__ = [
     "LeaseLost",
     "Listeners",
     "LocalServer",
+    "LoginFailed",
     "LoopSettings",
     "McpPrompt",
     "McpResource",
@@ -256,6 +260,8 @@ __all__ = [
     "load_instructions",
     "local_client",
     "lookup",
+    "mcp_login",
+    "mcp_logout",
     "mention_at",
     "model_resolver",
     "network_report",
@@ -336,6 +342,7 @@ if TYPE_CHECKING:
     from runtime.ipc.spawn import end_pair, recv_blocking, send_blocking, start_pair
     from runtime.ipc.wire import Connection
     from runtime.mcp.hub import probe_mcp_servers
+    from runtime.mcp.oauth import LoginFailed, mcp_login, mcp_logout
     from runtime.model.errors import (
         AmbiguousId,
         BastionError,

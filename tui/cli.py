@@ -97,6 +97,7 @@ if TYPE_CHECKING:
 
 SUBCOMMANDS = (
     "sessions", "export", "import", "attach", "compact", "doctor", "fork", "trust", "acp",
+    "mcp",
 )  # fmt: skip
 
 

@@ -19,7 +19,7 @@ from runtime import (
     visible,
     visible_json,
 )
-from tui.exits import EXIT_OK, EXIT_USAGE, UsageError, error_line
+from tui.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, error_line
 
 TYPE_CHECKING = False  # (typing costs the session commands ~5 ms to import)
 if TYPE_CHECKING:
@@ -502,3 +502,35 @@ def _run_sync(call: Any) -> int:
     except BastionError as exc:
         error_line(str(exc))
         return EXIT_USAGE
+
+
+def mcp(opts: Any) -> int:
+    """`bastion mcp login NAME` / `bastion mcp logout NAME` (runtime.mcp.oauth)."""
+    import asyncio
+    import os
+    import webbrowser
+
+    from runtime import LoginFailed, default_home, load_config, mcp_login, mcp_logout
+
+    try:
+        config = load_config(os.getcwd())
+        if opts.action == "logout":
+            gone = mcp_logout(opts.name, default_home())
+            said = "its sign-in was deleted" if gone else "it had no stored sign-in"
+            print(f"MCP server {opts.name}: {said}", file=sys.stderr)
+            return EXIT_OK
+
+        def say(line: str) -> None:
+            print(visible(line, lines=False), file=sys.stderr, flush=True)
+
+        tools = asyncio.run(
+            mcp_login(config.mcp_servers, opts.name, default_home(), webbrowser.open, say)
+        )
+    except LoginFailed as exc:
+        error_line(str(exc))
+        return EXIT_FAILED
+    except BastionError as exc:
+        error_line(str(exc))
+        return EXIT_USAGE
+    print(f"signed in to MCP server {opts.name}: {tools} tools", file=sys.stderr)
+    return EXIT_OK

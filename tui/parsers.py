@@ -81,7 +81,7 @@ def main_parser() -> argparse.ArgumentParser:
         epilog="Subcommands: bastion sessions [--json] | sessions search QUERY | sessions rm ID | "
         "export ID [--format json|markdown] [-o FILE] | import FILE | attach ID | "
         "fork ID [--at ENTRY] | compact ID | doctor | trust [DIR] [--revoke|--list] | "
-        "acp [--approval-mode MODE] [--model SPEC]. "
+        "acp [--approval-mode MODE] [--model SPEC] | mcp login NAME | mcp logout NAME. "
         "Exit codes: 0 completed, 1 the run failed, 2 bad usage or configuration, "
         "3 (-p) completed but tool calls it needed were refused (-p cannot ask: allow them "
         "with --approval-mode or --allow), 4 (-p) stopped by its budget (--max-turns, "
@@ -286,6 +286,20 @@ def fork_parser() -> argparse.ArgumentParser:
 
 
 #: Each subcommand's parser, by name (`tui.cli` looks them up here).
+def mcp_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="bastion mcp",
+        description="Sign in to an MCP server that uses OAuth (oauth = true in its "
+        "[mcp_servers.NAME] table), or forget its sign-in.",
+    )
+    sub = p.add_subparsers(dest="action", required=True)
+    login = sub.add_parser("login", help="sign in in the browser; the tokens are kept 0600")
+    login.add_argument("name", help="the server's NAME in your config")
+    logout = sub.add_parser("logout", help="delete the server's stored tokens")
+    logout.add_argument("name", help="the server's NAME in your config")
+    return p
+
+
 SUBCOMMAND_PARSERS = {
     "sessions": sessions_parser,
     "export": export_parser,
@@ -295,4 +309,5 @@ SUBCOMMAND_PARSERS = {
     "compact": compact_parser,
     "attach": attach_parser,
     "acp": acp_parser,
+    "mcp": mcp_parser,
 }

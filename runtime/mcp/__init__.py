@@ -12,6 +12,8 @@ What lives here, and what it may import:
 - `client`  one server's connection (the only module that imports `mcp`);
 - `results` an MCP tool result as the model sees it (text, images, a spill);
 - `toolbox` `McpToolbox`: the built-in tools plus every server's, one `Toolbox`;
+- `extras`  the servers' prompts and resources, for the front ends;
+- `oauth`   signing in to an HTTP server (`bastion mcp login NAME`), its stored tokens;
 - `catalog` the deferred catalog: past `mcp_tool_search` tools (default 20), one search
             tool instead of every schema; what it loaded is read from committed calls.
 

@@ -40,6 +40,7 @@ from typing import Any
 
 from runtime.mcp.config import ServerSpec
 from runtime.mcp.errlog import ErrLog, keep_sdk_log
+from runtime.model.errors import BastionError
 from runtime.model.results import McpServerStatus, ServerState
 
 log = logging.getLogger(__name__)
@@ -280,7 +281,12 @@ class Connection:
             )
             target = _StdioWithLog(target, self._open_log())
         else:
-            target = _http(str(spec.url), dict(spec.headers))
+            auth = None
+            if spec.oauth:
+                from runtime.mcp.oauth import session_auth
+
+                auth = session_auth(spec, self._log_dir.parent)
+            target = _http(str(spec.url), dict(spec.headers), auth)
         return Client(
             target,
             mode="legacy",  # the initialize handshake: every server speaks it
@@ -414,11 +420,12 @@ class _StdioWithLog:
         return await self._cm.__aexit__(*exc)
 
 
-def _http(url: str, headers: dict[str, str]) -> Any:
+def _http(url: str, headers: dict[str, str], auth: Any = None) -> Any:
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
 
-    return _HttpWithClient(streamable_http_client, url, create_mcp_http_client(headers=headers))
+    http = create_mcp_http_client(headers=headers, auth=auth)
+    return _HttpWithClient(streamable_http_client, url, http)
 
 
 class _HttpWithClient:
@@ -493,6 +500,8 @@ def describe(exc: BaseException, *, starting: bool) -> str:
     """One line for a server's failure (an ExceptionGroup by its first leaf)."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
+    if isinstance(exc, BastionError):  # (runtime.mcp.oauth: a sign-in it needs)
+        return exc.message + (f": {exc.hint}" if exc.hint else "")
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if isinstance(exc, ModuleNotFoundError) and (exc.name or "").split(".")[0] in (
         "mcp",

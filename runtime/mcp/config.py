@@ -12,7 +12,8 @@
 Either may set `startup_timeout` (seconds to connect and list tools; default 30)
 and `tool_timeout` (seconds one call may take; default 600), and `enabled =
 false` to keep a table without starting it, and `restart = false` so that a server
-that fails after it was up is not started again (runtime.mcp.client). Only the user's own config may hold
+that fails after it was up is not started again (runtime.mcp.client). An HTTP
+server may say `oauth = true`: `bastion mcp login NAME` signs in (runtime.mcp.oauth). Only the user's own config may hold
 these tables (runtime.setup.project: a server is a command bastion runs).
 
 A server's tools are offered as `NAME__tool`, so NAME is letters, digits and
@@ -50,6 +51,7 @@ KEYS = frozenset(
         "tool_timeout",
         "enabled",
         "restart",
+        "oauth",
     ]
 )
 DEFAULT_STARTUP = 30.0
@@ -73,6 +75,7 @@ class ServerSpec:
     startup_timeout: float = DEFAULT_STARTUP
     tool_timeout: float = DEFAULT_TOOL_TIMEOUT
     restart: bool = True  # started again, with backoff, when it fails after it was up
+    oauth: bool = False  # an HTTP server signed in to with OAuth (runtime.mcp.oauth)
 
     @property
     def transport(self) -> str:
@@ -140,7 +143,9 @@ def _check_table(path: Path, where: str, table: dict[str, Any]) -> None:
         if type(seconds) not in (int, float) or not math.isfinite(seconds) or seconds <= 0:
             raise _fail(path, where, f"{key} must be a number of seconds above 0",
                         hint=f"{key} = 30")  # fmt: skip
-    for key in ("enabled", "restart"):
+    if "oauth" in table and "url" not in table:
+        raise _fail(path, where, "oauth goes with url (an HTTP server)")
+    for key in ("enabled", "restart", "oauth"):
         if not isinstance(table.get(key, True), bool):
             raise _fail(path, where, f"{key} must be true or false", hint=f"{key} = false")
 
@@ -162,6 +167,7 @@ def server_specs(tables: Mapping[str, Mapping[str, Any]]) -> tuple[ServerSpec, .
                 startup_timeout=float(table.get("startup_timeout", DEFAULT_STARTUP)),
                 tool_timeout=float(table.get("tool_timeout", DEFAULT_TOOL_TIMEOUT)),
                 restart=bool(table.get("restart", True)),
+                oauth=bool(table.get("oauth", False)),
             )
         )
     return tuple(out)

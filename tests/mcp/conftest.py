@@ -42,10 +42,20 @@ def stdio_server(*args: str, **table: object) -> dict[str, object]:
 @pytest.fixture
 def http_server(tmp_path):
     """The test server on loopback (streamable HTTP): yields its URL."""
+    yield from _serve(tmp_path, [str(SERVER), "http"])
+
+
+@pytest.fixture
+def oauth_server(tmp_path):
+    """tests/mcp/oauth_server.py on loopback (OAuth in front): yields its URL."""
+    yield from _serve(tmp_path, [str(Path(__file__).with_name("oauth_server.py"))])
+
+
+def _serve(tmp_path: Path, argv: list[str]):
     port_file = tmp_path / "mcp-port"
     log = (tmp_path / "mcp-http.log").open("w")
     proc = subprocess.Popen(
-        [sys.executable, str(SERVER), "http", "--port-file", str(port_file)],
+        [sys.executable, *argv, "--port-file", str(port_file)],
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     deadline = time.monotonic() + 20
