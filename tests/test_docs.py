@@ -134,3 +134,45 @@ def test_every_relative_link_points_to_a_file_that_exists():
             if not (page.parent / target).exists():
                 broken.append(f"{page.relative_to(ROOT)} -> {target}")
     assert broken == [], broken
+
+
+def _readme_table(heading: str) -> list[str]:
+    """The first column of the table under `## heading` in the README."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split(f"## {heading}\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ")]
+    return [re.split(r"(?<!\\)\|", row)[1].strip() for row in rows[2:]]
+
+
+def test_the_readme_command_table_is_the_apps_command_list():
+    """Issue 40: the README's commands are exactly what /help lists, usage and all."""
+    from tui.slash import COMMANDS
+
+    shown = [cell.strip("`").replace("\\|", "|") for cell in _readme_table("Commands")]
+    assert shown == [c.usage for c in COMMANDS]
+
+
+def test_the_readme_key_table_names_every_key_the_app_binds_and_help_lists():
+    """Issue 40: every key /help names in the app, and every key the app binds, has a
+    row in the README's key table (and each row names a key the app knows)."""
+    from tui.app import BastionApp
+    from tui.widgets.prompt import (
+        EDITOR_KEY,
+        FOLLOW_UP_KEYS,
+        IMAGE_KEY,
+        JUMP_KEYS,
+        NEWLINE_KEYS,
+        REDIRECT_KEYS,
+    )
+
+    table = "\n".join(_readme_table("Keys"))
+    keys = _help_keys("app") | {b.key for b in BastionApp.BINDINGS} - {"up", "down", "enter"}
+    keys |= {BastionApp.COMMAND_PALETTE_BINDING, EDITOR_KEY, IMAGE_KEY, *REDIRECT_KEYS}
+    keys |= {*JUMP_KEYS, *NEWLINE_KEYS, *FOLLOW_UP_KEYS}
+    missing = sorted(_spelled(k) for k in keys if _spelled(k) not in table)
+    assert missing == [], f"not in the README's key table: {missing}"
+    known = {_spelled(k) for k in keys} | {"y", "a", "n", "e", "Up", "Down", "Tab", "Enter",
+                                           "Alt+Enter", "Home", "End", "PageDown", "drag"}  # fmt: skip
+    for row in _readme_table("Keys"):
+        named = [k.strip() for k in re.split(r" / |\(|\)| twice|, then ", row) if k.strip()]
+        assert all(k in known for k in named), (row, [k for k in named if k not in known])

@@ -740,9 +740,9 @@ COMMANDS: tuple[SlashCommand, ...] = (
         "goto", "show your Nth message in the transcript", goto, "N", fronts=frozenset({"app"})
     ),
     SlashCommand("theme", "show or switch the theme", theme, "[NAME]", fronts=frozenset({"app"})),
-    SlashCommand("cost", "tokens and cost of this conversation", cost),
+    SlashCommand("cost", "the session's tokens and cost: by run, subagent, model", cost),
     SlashCommand("send", "send the input held behind a failed run", send_held),
-    SlashCommand("mcp", "list the MCP servers, their state and tools", mcp),
+    SlashCommand("mcp", "the MCP servers: state, tools, prompts, resources", mcp),
     SlashCommand("jobs", "list the background jobs; show or stop one", jobs, "[N | stop N]"),
     SlashCommand("quit", "leave bastion", quit_app, aliases=("exit",)),
 )
