@@ -182,7 +182,12 @@ class PromptActions(App[int]):
         except ClipboardEmpty as exc:
             self.notify(str(exc), title="paste an image", severity="warning")
             return
-        event.prompt.insert(f"@{path} ")
+        row, column = event.prompt.cursor_location
+        before = event.prompt.document.get_line(row)[:column]
+        # A mention only counts after whitespace (runtime.context.mentions): keep it apart
+        # from a word the cursor is at the end of.
+        space = " " if before and not before[-1].isspace() else ""
+        event.prompt.insert(f"{space}@{path} ")
 
     def on_prompt_input_completion_key(self, event: PromptInput.CompletionKey) -> None:
         from tui import slash

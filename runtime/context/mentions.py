@@ -97,9 +97,16 @@ def expand_mentions(text: str, root: str) -> Expansion:
     """`text` with each `@path` naming a file under `root` attached after it.
 
     Blocking (it reads files): call it off the event loop."""
+    from runtime.context.images import IMAGE_SUFFIXES
     from tools import Workspace, WorkspaceError
 
-    mentions = [c for c in _mentions(text) if not _RESOURCE.fullmatch(c[0])]
+    # An image (`@shot.png`, a pasted clip's path) goes to the model as an image part
+    # (runtime.context.images.prompt_images), not as text here; a resource likewise.
+    mentions = [
+        c
+        for c in _mentions(text)
+        if not _RESOURCE.fullmatch(c[0]) and not c[-1].lower().endswith(tuple(IMAGE_SUFFIXES))
+    ]
     if not mentions:
         return Expansion(text)
     try:
