@@ -13,8 +13,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from runtime.model.errors import BastionError
-from runtime.model.results import McpPrompt
+from runtime import BastionError, McpPrompt
 
 __all__ = ["PREFIX", "arguments_of", "known", "remember", "run_prompt", "split_name"]
 

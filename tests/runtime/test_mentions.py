@@ -58,10 +58,15 @@ def test_a_big_file_is_cut_with_a_note(workspace: Path) -> None:
 
 
 def test_binary_and_refused_paths_get_a_note_and_no_contents(workspace: Path, tmp_path) -> None:
-    text = f"@logo.png @latin1.txt @link.txt @../secret.txt @{tmp_path}/secret.txt @notes.md"
+    (workspace / "blob.bin").write_bytes(b"\x00\x01binary")
+    text = (
+        f"@logo.png @blob.bin @latin1.txt @link.txt @../secret.txt @{tmp_path}/secret.txt @notes.md"
+    )
     expansion = expand_mentions(text, str(workspace))
     notes = {a.path: a.note for a in expansion.attachments}
-    assert notes["logo.png"] == "not attached: a binary file (it contains NUL bytes)"
+    # an image goes to the model as an image part (runtime.context.images), not as text
+    assert "logo.png" not in notes
+    assert notes["blob.bin"] == "not attached: a binary file (it contains NUL bytes)"
     assert notes["latin1.txt"] == "not attached: not UTF-8 text"
     assert "symbolic link" in notes["link.txt"]
     assert "'..'" in notes["../secret.txt"]
@@ -71,7 +76,7 @@ def test_binary_and_refused_paths_get_a_note_and_no_contents(workspace: Path, tm
     prompt, found = split_attachments(expansion.text)
     assert prompt == text
     assert [(a.path, a.attached) for a in found] == [
-        ("logo.png", False),
+        ("blob.bin", False),
         ("latin1.txt", False),
         ("link.txt", False),
         ("../secret.txt", False),
