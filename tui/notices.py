@@ -37,16 +37,20 @@ class Notifier:
         self.bell = bell
         self.focused = True  # until the terminal says otherwise
         self._asked: set[str] = set()  # calls whose approval was told
-        self._running: str | None = None  # the run seen going
+        self._ended: set[str] | None = None  # runs over (told, or over when first seen)
+        self._conversation = ""  # whose runs those are (another session starts afresh)
 
     def show(self, view: ConversationView) -> None:
-        """A new view: tell what ended or now waits since the last one."""
-        active = view.active_run
-        if self._running is not None and (active is None or active.id != self._running):
-            ended = next((r for r in view.runs if r.id == self._running), None)
-            if ended is not None and ended.terminal:
-                self._tell(_ENDED.get(str(ended.state), "the run ended"))
-        self._running = active.id if active is not None else None
+        """A new view: tell what ended or now waits since the last one. A run that
+        started and ended between two views (a quick answer) is told too; the runs
+        already over in the first view (a resumed session's) are not."""
+        over = {r.id: r for r in view.runs if r.terminal}
+        if self._ended is None or view.conversation.id != self._conversation:
+            self._conversation, self._ended = view.conversation.id, set(over)
+        for run_id, run in over.items():
+            if run_id not in self._ended:
+                self._ended.add(run_id)
+                self._tell(_ENDED.get(str(run.state), "the run ended"))
         for call in view.tool_calls:
             if (
                 call.approval == "pending"

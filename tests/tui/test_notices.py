@@ -76,3 +76,29 @@ def test_the_modes():
         notifier.focused = focused
         notifier._tell("the run is done")
         assert said == expect, (mode, focused)
+
+
+def test_a_run_that_began_and_ended_between_two_views_is_told():
+    """A quick answer: no view ever showed the run going. The runs already over when
+    the session was first shown (a resumed one's) are not told; nor, after a switch,
+    those of the session switched to."""
+    from types import SimpleNamespace as NS
+
+    from tui.notices import Notifier
+
+    said: list[str] = []
+    notifier = Notifier("always", said.append, lambda: None)
+
+    def view(conv: str, *runs: str):
+        done = [NS(id=r, terminal=True, state="completed") for r in runs]
+        return NS(conversation=NS(id=conv), runs=done, tool_calls=[])
+
+    notifier.show(view("c1", "old"))
+    assert said == []
+    notifier.show(view("c1", "old", "quick"))
+    assert said == [
+        "\x1b]9;bastion: the run is done\x07\x1b]777;notify;bastion;the run is done\x07"
+    ]
+    notifier.show(view("c2", "theirs"))
+    notifier.show(view("c1", "old", "quick"))
+    assert len(said) == 1
