@@ -66,7 +66,9 @@ def test_the_help_keys_are_found():
     assert {"alt+enter", "ctrl+j", "ctrl+d"} <= _help_keys("plain")
 
 
-def test_every_key_the_app_binds_is_documented():
+def _app_keys() -> set[str]:
+    """The keys the app binds and its prompt handles (Up/Down/Enter aside: everyone
+    knows them)."""
     from tui.app import BastionApp
     from tui.widgets.prompt import (
         EDITOR_KEY,
@@ -77,9 +79,20 @@ def test_every_key_the_app_binds_is_documented():
         REDIRECT_KEYS,
     )
 
+    keys = {b.key for b in BastionApp.BINDINGS} - {"up", "down", "enter"}
+    return keys | {
+        EDITOR_KEY,
+        IMAGE_KEY,
+        *JUMP_KEYS,
+        *REDIRECT_KEYS,
+        *NEWLINE_KEYS,
+        *FOLLOW_UP_KEYS,
+    }
+
+
+def test_every_key_the_app_binds_is_documented():
     text = docs_text()
-    keys = {b.key for b in BastionApp.BINDINGS} - {"up", "down", "tab", "enter"}
-    keys |= {EDITOR_KEY, IMAGE_KEY, *JUMP_KEYS, *REDIRECT_KEYS, *NEWLINE_KEYS, *FOLLOW_UP_KEYS}
+    keys = _app_keys()
     keys |= _help_keys("app") | _help_keys("plain")
     missing = sorted(k for k in keys if _spelled(k) not in text)
     assert missing == [], f"not in the docs: {[_spelled(k) for k in missing]}"
@@ -156,19 +169,9 @@ def test_the_readme_key_table_names_every_key_the_app_binds_and_help_lists():
     """Issue 40: every key /help names in the app, and every key the app binds, has a
     row in the README's key table (and each row names a key the app knows)."""
     from tui.app import BastionApp
-    from tui.widgets.prompt import (
-        EDITOR_KEY,
-        FOLLOW_UP_KEYS,
-        IMAGE_KEY,
-        JUMP_KEYS,
-        NEWLINE_KEYS,
-        REDIRECT_KEYS,
-    )
 
     table = "\n".join(_readme_table("Keys"))
-    keys = _help_keys("app") | {b.key for b in BastionApp.BINDINGS} - {"up", "down", "enter"}
-    keys |= {BastionApp.COMMAND_PALETTE_BINDING, EDITOR_KEY, IMAGE_KEY, *REDIRECT_KEYS}
-    keys |= {*JUMP_KEYS, *NEWLINE_KEYS, *FOLLOW_UP_KEYS}
+    keys = _help_keys("app") | _app_keys() | {BastionApp.COMMAND_PALETTE_BINDING}
     missing = sorted(_spelled(k) for k in keys if _spelled(k) not in table)
     assert missing == [], f"not in the README's key table: {missing}"
     known = {_spelled(k) for k in keys} | {"y", "a", "n", "e", "Up", "Down", "Tab", "Enter",

@@ -83,17 +83,15 @@ def test_the_notice_reaches_the_installing_terminal(tmp_path: Path) -> None:
     assert not list((tmp_path / "lib").rglob("_native*"))
 
 
+def build_without_a_terminal(out: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        build_argv(out), cwd=ROOT, env=env, stdin=subprocess.DEVNULL, capture_output=True,
+        text=True, start_new_session=True, timeout=300,
+    )  # fmt: skip
+
+
 def test_without_a_terminal_the_notice_goes_to_stderr(tmp_path: Path) -> None:
-    done = subprocess.run(
-        build_argv(tmp_path),
-        cwd=ROOT,
-        env=failing_compiler_env(),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        start_new_session=True,
-        timeout=120,
-    )
+    done = build_without_a_terminal(tmp_path, failing_compiler_env())
     assert done.returncode == 0, done.stderr
     assert done.stderr.count(NOTICE) == 1
     assert NOTICE not in done.stdout
@@ -103,15 +101,7 @@ def test_without_a_terminal_the_notice_goes_to_stderr(tmp_path: Path) -> None:
     not Path("/usr/include/re2/re2.h").exists(), reason="RE2's headers are not installed"
 )
 def test_a_build_that_works_says_nothing(tmp_path: Path) -> None:
-    done = subprocess.run(
-        build_argv(tmp_path),
-        cwd=ROOT,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        start_new_session=True,
-        timeout=300,
-    )
+    done = build_without_a_terminal(tmp_path, dict(os.environ))
     assert done.returncode == 0, done.stderr
     assert NOTICE not in done.stderr
     assert list((tmp_path / "lib").rglob("_native*"))

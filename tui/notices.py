@@ -44,12 +44,14 @@ class Notifier:
         """A new view: tell what ended or now waits since the last one. A run that
         started and ended between two views (a quick answer) is told too; the runs
         already over in the first view (a resumed session's) are not."""
-        over = {r.id: r for r in view.runs if r.terminal}
         if self._ended is None or view.conversation.id != self._conversation:
-            self._conversation, self._ended = view.conversation.id, set(over)
-        for run_id, run in over.items():
-            if run_id not in self._ended:
-                self._ended.add(run_id)
+            self._conversation = view.conversation.id
+            self._ended = {r.id for r in view.runs if r.terminal}
+        for run in reversed(view.runs):  # the newest first: a view's new runs are last
+            if run.id in self._ended:
+                break  # (so a long session's every view costs only its newest runs)
+            if run.terminal:
+                self._ended.add(run.id)
                 self._tell(_ENDED.get(str(run.state), "the run ended"))
         for call in view.tool_calls:
             if (

@@ -21,7 +21,6 @@ import hashlib
 import logging
 import os
 import socket
-import stat
 import tempfile
 from pathlib import Path
 from typing import Any, Final
@@ -75,16 +74,13 @@ def socket_path(home: Path, conversation_id: str) -> Path:
 def private_dir(path: Path) -> None:
     """Make `path` (and missing parents) a directory only this user can enter: created
     0700, or an existing one checked (ours, not a symlink) and tightened to 0700."""
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    for directory in (path, path.parent) if path.parent.name.startswith("bastion-") else (path,):
-        info = os.lstat(directory)
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
-            raise SocketUnsafe(
-                f"{directory} is not a directory of this user",
-                hint="remove it (or set XDG_RUNTIME_DIR to a private directory) and start again",
-            )
-        if stat.S_IMODE(info.st_mode) & 0o077:
-            os.chmod(directory, 0o700)
+    from runtime.store.home import private_folder
+
+    hint = "remove it (or set XDG_RUNTIME_DIR to a private directory) and start again"
+    # The `bastion-UID` parent first: a link planted there is refused before anything
+    # is made through it.
+    for directory in (path.parent, path) if path.parent.name.startswith("bastion-") else (path,):
+        private_folder(str(directory), lambda message: SocketUnsafe(message, hint=hint))
 
 
 # --- who is on the other end -----------------------------------------------------

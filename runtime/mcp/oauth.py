@@ -78,8 +78,10 @@ class TokenFile:
 
     def _write(self, key: str, value: dict[str, Any]) -> None:
         data = {**self._read(), key: value}
-        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.chmod(self.path.parent, 0o700)
+        from runtime.store.home import private_folder
+
+        # (a planted link or another user's folder here is refused, as for the sockets)
+        private_folder(str(self.path.parent), LoginFailed)
         temp = self.path.with_suffix(".tmp")
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = os.open(temp, flags, 0o600)
@@ -156,6 +158,9 @@ async def login(spec: ServerSpec, home: Path, open_url: Any, say: Any) -> int:
     tools once to show the sign-in works. Returns how many tools it lists."""
     if spec.url is None or not spec.oauth:
         raise LoginFailed(f"MCP server {spec.name} does not use OAuth (set oauth = true)")
+    from runtime.store.home import private_folder
+
+    private_folder(str(token_path(home, spec.name).parent), LoginFailed)  # before any unlink
     token_path(home, spec.name).unlink(missing_ok=True)  # a fresh registration and tokens
     arrived: asyncio.Future[tuple[str, str | None]] = asyncio.get_running_loop().create_future()
     server = await asyncio.start_server(lambda r, w: _callback(r, w, arrived), "127.0.0.1", 0)

@@ -208,17 +208,10 @@ def sweep_stale(parent: str) -> list[str]:
 def private_parent(path: str) -> None:
     """Make `path` a folder only this user can enter (created 0700; an existing one
     must be ours and not a link, and is tightened to 0700)."""
-    import stat
+    from runtime.store.home import private_folder
 
-    os.makedirs(path, mode=0o700, exist_ok=True)
-    info = os.lstat(path)
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
-        raise ConfigError(
-            f"{path} is not a folder of this user",
-            hint="remove it (or set XDG_RUNTIME_DIR to a private folder) and start again",
-        )
-    if stat.S_IMODE(info.st_mode) & 0o077:
-        os.chmod(path, 0o700)
+    hint = "remove it (or set XDG_RUNTIME_DIR to a private folder) and start again"
+    private_folder(path, lambda message: ConfigError(message, hint=hint))
 
 
 def own_folders() -> tuple[str, ...]:

@@ -9,9 +9,10 @@ import os
 TYPE_CHECKING = False  # (typing costs the session commands ~5 ms to import)
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
-__all__ = ["STORE_NAME", "default_home", "home_dir"]
+__all__ = ["STORE_NAME", "default_home", "home_dir", "private_folder"]
 
 STORE_NAME = "bastion.sqlite"
 
@@ -33,3 +34,17 @@ def default_home() -> Path:
     from pathlib import Path
 
     return Path(home_dir())
+
+
+def private_folder(path: str, unsafe: Callable[[str], Exception]) -> None:
+    """Make `path` (and missing parents) a folder only this user can enter: created
+    0700, or an existing one checked (a folder, not a link, ours) and tightened to
+    0700. `unsafe(message)` is the error raised when it is not ours."""
+    import stat
+
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise unsafe(f"{path} is not a folder of this user")
+    if stat.S_IMODE(info.st_mode) & 0o077:
+        os.chmod(path, 0o700)

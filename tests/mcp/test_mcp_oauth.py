@@ -95,3 +95,19 @@ def test_oauth_on_a_stdio_server_is_a_config_error(bastion, loopback, tmp_path):
     write_config(tmp_path / "config", {"t": {"command": "x", "oauth": True}})
     out = b.run("-p", "hi")
     assert out.returncode == 2 and "oauth goes with url" in out.stderr
+
+
+def test_a_planted_link_for_the_token_folder_is_refused(bastion, loopback, tmp_path, oauth_server):
+    """The tokens' folder replaced by a link elsewhere: login refuses in one line and
+    neither writes nor deletes anything where the link points."""
+    b = bastion(loopback([]))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "t.json").write_text("keep me")
+    (b.home / "mcp").mkdir(parents=True, exist_ok=True)
+    (b.home / "mcp" / "oauth").symlink_to(elsewhere)
+    out = signed_in(b, tmp_path, oauth_server)
+    assert out.returncode == 1 and "is not a folder of this user" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert [p.name for p in elsewhere.iterdir()] == ["t.json"]
+    assert (elsewhere / "t.json").read_text() == "keep me"

@@ -86,8 +86,9 @@ def test_a_symlink_in_place_of_the_directory_is_refused(tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (tmp_path / "bastion-1").symlink_to(elsewhere)
-    with pytest.raises(SocketUnsafe, match="not a directory of this user"):
+    with pytest.raises(SocketUnsafe, match="not a folder of this user"):
         private_dir(tmp_path / "bastion-1" / "abc")
+    assert list(elsewhere.iterdir()) == []  # nothing was made through the link
 
 
 def test_a_peer_of_another_uid_is_refused():
