@@ -193,7 +193,7 @@ async def test_a_servers_prompt_is_a_slash_command_in_the_line_mode(tmp_path):
 async def test_the_app_offers_the_servers_prompts_and_attaches_a_resource(tmp_path):
     from runtime.testing.scripted import ScriptedTurn
     from tests.tui.conftest import SIZE, wait_for
-    from tests.tui.test_slash import said
+    from tests.tui.test_slash import run_command, said
     from tui import slash
 
     harness, conv, provider = await start(tmp_path, [ScriptedTurn(text="ok")])
@@ -201,13 +201,13 @@ async def test_the_app_offers_the_servers_prompts_and_attaches_a_resource(tmp_pa
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(app.ready.is_set, pilot)
-            await wait_for(lambda: bool(slash.completions("/mcp__")), pilot)
+            # (this app's own: the prompts are remembered per process, before these)
+            await wait_for(lambda: bool(app.completion.resources), pilot)
             assert [c.usage for c in slash.completions("/mcp__")] == [
                 "/mcp__t__review <file> [focus]"
             ]
-            await pilot.press(*"/help", "enter")
+            await run_command(app, pilot, "/help")
             await wait_for(lambda: "MCP prompts" in said(app), pilot)
-            await wait_for(lambda: bool(app.completion.resources), pilot)
             await pilot.press(*"see @guide")  # `@` is the resource picker too
             options = app.completion
             await wait_for(lambda: options.is_open and options.option_count > 0, pilot)
