@@ -19,12 +19,15 @@ __all__ = [
 ]
 
 # The view is shown at most this often; events in between are folded together. Streamed
-# text is what mostly arrives between frames: at 400 chars/s a frame adds about 40
-# characters (half a line), and each frame lays out and repaints the transcript, so
-# drawing every delta (20 a second) costs the cores twice the CPU for no more reading.
-# Urgent events (a run ending, an approval) wake the loop at once (`EventChannel.rest`),
-# and a key's echo is drawn by Textual on its own, never waiting for this.
-FRAME = 1 / 10
+# text is what mostly arrives between frames: at 400 chars/s a frame adds about 80
+# characters (a line or two), and each frame lays out and repaints the transcript.
+# Measured with `python tests/bench/bench_live.py --only cpu` (the app and its harness
+# process, CPU per 15 s of a 400 chars/s answer): 10 frames a second cost 1.9-2.0 s,
+# 6 a second 1.7 s, 5 a second 1.5 s (with the streaming segment's headroom,
+# `tui.widgets.markdown.HEADROOM`); the budget is 1.5 s. Urgent events (a run
+# ending, an approval) wake the loop at once (`EventChannel.rest`), and a key's echo is
+# drawn by Textual on its own, never waiting for this.
+FRAME = 1 / 5
 REST = 3.0  # between frames, this thread rests at least REST times the CPU it used
 KEY_QUIET = 0.1  # new output waits until no key came for this long (seconds)...
 MAX_HOLD = 1.0  # ...and after this long, for the gap after the next key's echo:

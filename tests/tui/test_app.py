@@ -46,7 +46,8 @@ def label_text(app: BastionApp, selector: str) -> str:
 
 
 async def test_enter_sends_the_prompt_and_the_answer_streams_in(tmp_path, monkeypatch):
-    provider = ScriptedProvider([ScriptedTurn(text=ANSWER, chunk_size=3, delay=0.02)])
+    # (~1.2 s of stream: frames come 5 a second)
+    provider = ScriptedProvider([ScriptedTurn(text=ANSWER, chunk_size=3, delay=0.05)])
     harness, conv_id = await open_driven(tmp_path, provider)
     app = app_over(harness, conv_id)
     partial_seen: list[str] = []

@@ -38,7 +38,7 @@ from tui.markup import escape
 from tui.textual_compat import LaidOutOnce
 from tui.toolrows import row_words
 from tui.widgets.command_output import CommandOutput
-from tui.widgets.markdown import MarkdownText, is_rendered
+from tui.widgets.markdown import MarkdownText, headroom_for, is_rendered
 from tui.widgets.review import row_diff_markup
 from tui.widgets.segments import Splitter
 
@@ -381,6 +381,9 @@ class AssistantEntry(Vertical, LaidOutOnce):
         self._segments[0].set_class(not len(text), "-empty")
         self.set_class(bool(len(text)), "-text")
         self._space_segments()
+        headroom = headroom_for(len(text)) if entry.status == EntryStatus.STREAMING else 1
+        for segment in self._segments:
+            segment.grow(headroom if segment is self._segments[-1] else 1)
         if self.following:
             await self._drop_above(self._segments_to_keep())
 
