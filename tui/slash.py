@@ -272,6 +272,7 @@ async def show_help(host: CommandHost, arg: str) -> None:
         lines.append(
             "[b]keys[/]  enter send · alt+enter/ctrl+j new line · ctrl+c interrupt · ctrl+d quit"
         )
+        lines.append("\u00a0" * 6 + "ctrl+\\ supersede (a run going ends, its answer left out)")
     host.say("\n".join(lines))
 
 
