@@ -374,6 +374,7 @@ class Harness(SessionOps, ApprovalOps, ResetOps, JobOps):
             lambda tx: supersede_tx(tx, text, request_key),
             publish=self._publish,
         )
+        failpoints.hit("superseded")  # decided, nothing cancelled yet (the crash tests)
         await self._stop(conversation_id, await self.store.run(done.run_id))
         driver = self._drivers.get(conversation_id)
         if driver is not None:

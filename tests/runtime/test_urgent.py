@@ -119,8 +119,8 @@ async def test_urgent_items_are_fifo_and_never_cut_an_urgent_run(tmp_path):
 
 async def test_urgent_racing_the_runs_own_end_runs_once_and_loses_nothing(tmp_path):
     """However the urgent input and the run's answer interleave: the run either answers
-    or gives way, the urgent item runs exactly once under its own id, nothing is left
-    queued. (Random offsets over 20 rounds: each round a different interleaving.)"""
+    or gives way (even before its first request, when the urgent input came first), the
+    urgent item runs exactly once under its own id, nothing is left queued. (Random offsets over 20 rounds: each round a different interleaving.)"""
     rounds = 20
     turns = [ScriptedTurn(text="answer " * 20, chunk_size=10, delay=0.001)] * (2 * rounds)
     harness, conv_id, provider, _ = await start(tmp_path, turns)
@@ -139,7 +139,8 @@ async def test_urgent_racing_the_runs_own_end_runs_once_and_loses_nothing(tmp_pa
         view = await harness.snapshot(conv_id)
         assert not view.queued_inbox and view.active_run is None
         assert [r.inbox_id for r in view.runs].count(c.id) == 1
-    assert len(provider.requests) == 2 * rounds
+    # Each urgent run asked once; each question once, unless it gave way before asking.
+    assert rounds <= len(provider.requests) <= 2 * rounds
     await harness.close()
 
 
