@@ -46,7 +46,6 @@ from runtime.model.llm import (
 )
 from runtime.model.records import (
     ACTIVE_RUN_STATES,
-    SUPERSEDED,
     Conversation,
     Entry,
     EntryKind,
@@ -63,7 +62,7 @@ from runtime.run.budget import start_deadline, stop_before_request
 from runtime.run.compacting import RunCompaction
 from runtime.run.deps import LoopDeps
 from runtime.run.spend import AttemptSpend, Spent
-from runtime.run.urgent import URGENT_REASON, urgent_waiting
+from runtime.run.urgent import BY_USER, URGENT_REASON, ending_reason, urgent_waiting
 from runtime.store import failpoints
 from runtime.store.database import Store
 from runtime.store.sessions import children_cost, session_cost
@@ -687,8 +686,9 @@ class RunExecutor:
         recorded as the run's error so every front end and a later resume can say why)."""
         await self._close_streaming(EntryStatus.INTERRUPTED)
         stop = self.stop_error
-        reason = stop["message"] if stop else await self._interrupt_reason(run)
-        user = reason == _BY_USER
+        stored = await self.deps.store.run(run.id)
+        reason = stop["message"] if stop else ending_reason(stored, self.stop_reason)
+        user = reason == BY_USER
         await self.calls.settle(run, "the user interrupted the run" if user else reason)
         changes: dict[str, Any] = {"error": stop} if stop else {}
         cut, self.cut = self.cut, None
@@ -704,16 +704,6 @@ class RunExecutor:
         except RunLost:  # it ended meanwhile (answered as the time ran out): as stored
             return await self.deps.store.run(run.id) or run
 
-    async def _interrupt_reason(self, run: Run) -> str:
-        """Superseded (the user discarded it: runtime.run.redirect), interrupted by the
-        user, or stopped for an urgent input: as the store says, the user's word first."""
-        current = await self.deps.store.run(run.id)
-        if current is not None and current.reason == SUPERSEDED:
-            return SUPERSEDED
-        if self.stop_reason and not (current is not None and current.interrupt_requested):
-            return self.stop_reason
-        return _BY_USER
-
     async def _fail(
         self, run: Run, error: dict[str, Any], usage: dict[str, Any] | None = None
     ) -> Run:
@@ -723,9 +713,6 @@ class RunExecutor:
         return await self.transition(
             run, state=RunState.FAILED, reason=error.get("message"), error=error, **changes
         )
-
-
-_BY_USER = "interrupted by the user"
 
 
 def _run_error(

@@ -23,12 +23,24 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable
 
-from runtime.model.records import InboxItem, InboxMode
+from runtime.model.records import SUPERSEDED, InboxItem, InboxMode, Run
 
-__all__ = ["URGENT_REASON", "urgent_first", "urgent_waiting"]
+__all__ = ["BY_USER", "URGENT_REASON", "ending_reason", "urgent_first", "urgent_waiting"]
 
 #: The reason a run stopped for an urgent input ends with.
 URGENT_REASON = "stopped for an urgent input, which runs next"
+BY_USER = "interrupted by the user"
+
+
+def ending_reason(stored: Run | None, stop_reason: str | None) -> str:
+    """Why an interrupted run ended, as the store says, the user's word first: superseded
+    (runtime.run.redirect), interrupted by the user, else the loop's own `stop_reason`
+    (an urgent input)."""
+    if stored is not None and stored.reason == SUPERSEDED:
+        return SUPERSEDED
+    if stop_reason and not (stored is not None and stored.interrupt_requested):
+        return stop_reason
+    return BY_USER
 
 
 def urgent_waiting(db: sqlite3.Connection, conversation_id: str, run_inbox_id: str) -> bool:
