@@ -254,7 +254,11 @@ class AcpSession:
         try:
             if command is not None:
                 command = replace(command, arg=expansion.text if expansion else "")
-                found, line = await acp_commands.apply(self.harness, self.id, command)
+                # (a reset's note takes a while: the editor's updates are not held for it)
+                async with contextlib.nullcontext() if command.name == "reset" else self._quiet:
+                    found, line = await acp_commands.apply(self.harness, self.id, command)
+                    if found is not None:
+                        self.mirror.typed.add(found.id)  # the editor shows what was typed
                 await self._send([line])
                 if found is None:
                     return PromptResponse(stop_reason="end_turn")
