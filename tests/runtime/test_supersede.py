@@ -155,3 +155,29 @@ class ForgingToolbox(RecordingToolbox):
 
     async def run(self, name, arguments, on_output=None, on_start=None, sandbox=None):
         return ToolOutcome(True, self.text, {"name": name})
+
+
+async def test_a_compaction_does_not_summarise_what_was_superseded(tmp_path):
+    """Seed 000: "a turn whose answer is never spoken is not a turn that may be
+    summarised into one": the summariser never reads a superseded run's work."""
+    from runtime.testing.scripted import ScriptedProvider as Scripted
+    from tests.runtime.test_seed_promises import open_with
+
+    main = Scripted([ScriptedTurn(text=SLOW, chunk_size=8, delay=0.01),
+                     ScriptedTurn(text="Second answer."), ScriptedTurn(text="Third.")])  # fmt: skip
+    summariser = Scripted([ScriptedTurn(text="SUMMARY.")])
+    harness = await open_with(tmp_path, main, summariser)
+    conv = await harness.create_conversation(str(tmp_path), settings={"model": "s/gpt-4o"})
+    await harness.drive(conv.id)
+    await harness.submit(conv.id, "count slowly")
+    await until(lambda v: any(e.kind == "assistant" and len(v.text_of(e)) > 40
+                              for e in v.entries), harness, conv.id, "a partial")  # fmt: skip
+    done = await harness.supersede(conv.id, "something else")
+    assert done.item is not None
+    await harness.wait(done.item.id, conv.id)
+    item = await harness.submit(conv.id, "and then?")
+    await harness.wait(item.id, conv.id)
+    assert await harness.compact(conv.id) is not None
+    read = str(summariser.requests[0].messages[-1].content)
+    assert "count slowly" in read and "000 001" not in read
+    await harness.close()
