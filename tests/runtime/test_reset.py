@@ -184,3 +184,39 @@ async def test_a_command_cannot_reset_the_context_by_what_it_prints(tmp_path):
     assert users == ["read it", "go on"]  # the older context is all still there
     assert not any(e.kind == EntryKind.RESET for e in (await harness.snapshot(conv.id)).entries)
     await harness.close()
+
+
+class NoteWaits(ScriptedProvider):
+    """Its scripted turns; then the note's request waits for `release`, then writes NOTE."""
+
+    def __init__(self, turns):
+        super().__init__(turns)
+        self.asked, self.release = asyncio.Event(), asyncio.Event()
+
+    async def stream(self, request):
+        if self.remaining:
+            async for item in super().stream(request):
+                yield item
+            return
+        self.requests.append(request)
+        self.asked.set()
+        await self.release.wait()
+        yield TextChunk(NOTE)
+
+
+async def test_a_change_while_the_note_is_written_resets_nothing(tmp_path):
+    """Compare-and-set on the version: a write that lands while the model writes the
+    note (the note would miss it) leaves the context as it is, in one line."""
+    provider = NoteWaits([ScriptedTurn(text="First.")])
+    harness, conv_id = await driven(tmp_path, provider)
+    await asked(harness, conv_id, "one")
+    writing = asyncio.create_task(harness.reset(conv_id))
+    await asyncio.wait_for(provider.asked.wait(), 30)
+    await harness.write(conv_id, "FYI: the tests live in spec/.")
+    provider.release.set()
+    with pytest.raises(ResetFailed, match="changed while the handoff note was written"):
+        await writing
+    entries = (await harness.store.snapshot(conv_id)).entries
+    assert not any(e.kind == EntryKind.RESET for e in entries)
+    assert entries[-1].text == "FYI: the tests live in spec/."
+    await harness.close()
