@@ -44,6 +44,7 @@ from runtime.model.errors import UnknownRun
 from runtime.model.events import AttemptReset
 from runtime.model.records import Run, RunState, ToolCallRecord
 from runtime.model.views import child_label
+from tui import acp_commands
 from tui.acp_updates import Mirror, PromptBlock, Update, permission_call, prompt_text
 from tui.exits import error_line
 from tui.session import Session, drive_session, open_session
@@ -141,7 +142,7 @@ class AcpSession:
         done before `session/load` is answered), then follow it."""
         self._events = self.harness.subscribe(self.id)  # (before the snapshot: none missed)
         self.view = await self.harness.snapshot(self.id)
-        await self._send(self.mirror.updates(self.view))
+        await self._send([*self.mirror.updates(self.view), acp_commands.advertised()])
         self._consider(self.view)
         self._follower = asyncio.get_running_loop().create_task(self._follow())
 
@@ -245,12 +246,27 @@ class AcpSession:
         text, skipped = prompt_text(blocks, self.cwd)
         for note in skipped:
             error_line(note)
-        expansion = await expand_prompt(text, self.cwd, self.harness)
+        command = acp_commands.parse(text)
+        if command is not None:  # /supersede, /urgent, /reset (tui.acp_commands)
+            text = command.arg
+        expansion = await expand_prompt(text, self.cwd, self.harness) if text else None
         self._cancelled = False
         try:
-            async with self._quiet:
-                item = await self.harness.submit(self.id, expansion.text)
-                self.mirror.typed.add(item.id)
+            if command is not None:
+                command = replace(command, arg=expansion.text if expansion else "")
+                # (a reset's note takes a while: the editor's updates are not held for it)
+                async with contextlib.nullcontext() if command.name == "reset" else self._quiet:
+                    found, line = await acp_commands.apply(self.harness, self.id, command)
+                    if found is not None:
+                        self.mirror.typed.add(found.id)  # the editor shows what was typed
+                await self._send([line])
+                if found is None:
+                    return PromptResponse(stop_reason="end_turn")
+                item = found
+            else:
+                async with self._quiet:
+                    item = await self.harness.submit(self.id, expansion.text if expansion else "")
+                    self.mirror.typed.add(item.id)
         except EmptyInput as exc:
             raise RequestError(INVALID_PARAMS, str(exc), {"code": exc.code}) from None
         except BastionError as exc:

@@ -50,6 +50,7 @@ from acp.schema import (
     AgentPlanUpdate,
     AgentThoughtChunk,
     AudioContentBlock,
+    AvailableCommandsUpdate,
     ContentToolCallContent,
     EmbeddedResourceContentBlock,
     FileEditToolCallContent,
@@ -81,6 +82,7 @@ Update = (
     | ToolCallStart
     | ToolCallProgress
     | AgentPlanUpdate
+    | AvailableCommandsUpdate
 )
 PromptBlock = (
     TextContentBlock

@@ -9,6 +9,9 @@ stdin act on the session:
     /queue TEXT     a follow-up: starts the next run when this one answers
     /steer TEXT     a steer (joins after the current tool round)
     /interrupt      interrupt the run (queued inputs are withdrawn and listed)
+    /supersede [TEXT]  end the run; its unfinished answer leaves the model's context
+    /urgent TEXT    stop the run after its current step and run TEXT next
+    /reset [TEXT]   a new context from the model's handoff note (TEXT: what to stress)
     y | n           allow or deny the pending approval
     /withdraw       withdraw the newest queued input
     /quit           leave (so do Ctrl+C, and Ctrl+D at a terminal); the session goes on
@@ -61,7 +64,8 @@ __all__ = ["AttachLine", "attach"]
 
 HELP = (
     "type to steer (a prompt when idle) · /queue TEXT follow-up · /steer TEXT · "
-    "/interrupt · y/n answer an approval · /withdraw · /jobs [stop N] · /quit"
+    "/interrupt · /supersede [TEXT] · /urgent TEXT · /reset · y/n answer an approval · "
+    "/withdraw · /jobs [stop N] · /quit"
 )
 _ENDED = {
     RunState.INTERRUPTED: "interrupted",
@@ -309,6 +313,8 @@ class AttachLine:
             self.note("interrupted" if done else "no run to interrupt")
             for item in done.withdrawn:
                 self.note(f"withdrawn: {item.text}")
+        elif command in ("/supersede", "/urgent", "/reset"):
+            await self._context(command, rest.strip())
         elif command == "/withdraw":
             await self._withdraw(view)
         elif command == "/jobs":
@@ -334,6 +340,26 @@ class AttachLine:
             busy = view is not None and view.active_run is not None
             self._queued(await follower.submit(text, InboxMode.STEER if busy else InboxMode.PROMPT))
         return True
+
+    async def _context(self, command: str, rest: str) -> None:
+        """/supersede, /urgent, /reset (tui.slash_context has the app's): one line each."""
+        client, conv = self.follower.client, self.follower.conversation_id
+        if command == "/supersede":
+            done = await client.supersede(conv, rest or None)
+            self.note("superseded: the unfinished answer and its work are left out of the context")
+            for item in done.withdrawn:
+                self.note(f"withdrawn: {item.text}")
+        elif command == "/urgent":
+            if not rest:
+                self.note("usage: /urgent TEXT (runs next, before queued input)")
+                return
+            item = await client.submit(conv, rest, mode=InboxMode.INTERRUPT_NEXT)
+            self.note("urgent: the run stops after its current step; this runs next"
+                      if item.state == "queued" else "sent: nothing was running")  # fmt: skip
+        else:
+            entry = await client.reset(conv, rest or None)
+            words = len(entry.text.split())
+            self.note(f"reset: a new context starts from the model's handoff note ({words} words)")
 
     def _queued(self, item: InboxItem) -> None:
         if item.state == "queued":

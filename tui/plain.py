@@ -4,7 +4,7 @@ prompt_toolkit reads a line (with history); a `/command` runs from the registry 
 app uses (`tui.slash`, through `tui.plain_commands`); the harness runs the rest; the answer is
 drawn as it streams (rich Markdown, live while it grows, final when it ends);
 tool calls are dim lines with the first line of their result; an approval is a
-`[y/a/n/e]` question (after the diff of a write or edit). Ctrl+C interrupts a run, and at the prompt exits; Ctrl+D exits.
+`[y/a/n/e]` question (after the diff of a write or edit). Ctrl+C interrupts a run, and at the prompt exits; Ctrl+\\ supersedes a run going (`/supersede`); Ctrl+D exits.
 
 Like the app, it renders only from the view the runtime's reducer keeps; what
 it already printed is remembered by entry id, not by copying the transcript.
@@ -311,16 +311,36 @@ class LineMode:
             tasks.add(task)
             task.add_done_callback(tasks.discard)
 
-        try:
-            loop.add_signal_handler(signal.SIGINT, interrupt)
-            installed = True
-        except (NotImplementedError, RuntimeError, ValueError):
-            installed = False
+        def supersede() -> None:  # Ctrl+\: end the run, its answer out of the context
+            self._stop_live()
+            task = loop.create_task(self._supersede())
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+
+        installed = []
+        for signum, handler in ((signal.SIGINT, interrupt), (signal.SIGQUIT, supersede)):
+            try:
+                loop.add_signal_handler(signum, handler)
+                installed.append(signum)
+            except (NotImplementedError, RuntimeError, ValueError, AttributeError):
+                pass
         try:
             yield
         finally:
-            if installed:
-                loop.remove_signal_handler(signal.SIGINT)
+            for signum in installed:
+                loop.remove_signal_handler(signum)
+
+    async def _supersede(self) -> None:
+        """Ctrl+\\ while a run goes (`/supersede` in the app): one line either way."""
+        try:
+            await self.harness.supersede(self.conversation_id)
+        except BastionError as exc:
+            self.console.print(shown(str(exc), "red"), soft_wrap=True)
+            return
+        self.console.print(
+            "[yellow]superseded: the unfinished answer and its work are left out of the "
+            "model's context (kept in the transcript)[/]"
+        )
 
     async def _approve(self, call: ToolCallRecord) -> None:
         """y once, a always (the rule shown, then the scope asked), n deny, e deny with a
@@ -444,6 +464,11 @@ class LineMode:
             case EntryKind.SUMMARY:
                 self._printed.add(entry.id)
                 self.console.print(shown(summary_label(entry), "dim italic"))
+            case EntryKind.RESET if entry.data.get("handoff"):  # not the note: its size
+                self._printed.add(entry.id)
+                words = len(entry.text.split())
+                line = f"— context reset: the model goes on from its handoff note ({words} words) —"
+                self.console.print(shown(line, "dim italic"))
             case _:  # a note (a hook's block or failure, a denial): its line, whole
                 self._printed.add(entry.id)
                 line = _first_line(entry.text, 1000) or entry.kind

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from runtime import visible_json
 from runtime.model.errors import BastionError
 from runtime.model.records import EntryKind
-from tui import slash_mcp
+from tui import slash_context, slash_mcp
 from tui.markup import escape
 from tui.usage import summary_label, totals_label
 
@@ -272,6 +272,7 @@ async def show_help(host: CommandHost, arg: str) -> None:
         lines.append(
             "[b]keys[/]  enter send · alt+enter/ctrl+j new line · ctrl+c interrupt · ctrl+d quit"
         )
+        lines.append("\u00a0" * 6 + "ctrl+\\ supersede (a run going ends, its answer left out)")
     host.say("\n".join(lines))
 
 
@@ -728,12 +729,32 @@ COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand("mode", "show or switch the approval mode", mode, "[MODE]"),
     SlashCommand("approve", "approve the plan and leave plan mode", approve, "[MODE]"),
     SlashCommand("effort", "show or set how hard the model reasons", effort, "[LEVEL]"),
-    SlashCommand("new", "start a new conversation", new, aliases=("clear",)),
+    SlashCommand("new", "start a new, empty conversation", new, aliases=("clear",)),
     SlashCommand("resume", "continue another session (picker, or ID)", resume, "[ID]"),
     SlashCommand("fork", "go on in a copy of this conversation", fork),
     SlashCommand("rewind", "go back to before one of your messages", rewind, "[N]"),
     SlashCommand("restore", "put files back as the last /rewind says", restore),
-    SlashCommand("compact", "summarize the conversation so far", compact, "[INSTRUCTIONS]"),
+    SlashCommand(
+        "compact", "summarize older turns; recent ones stay as they are", compact, "[INSTRUCTIONS]"
+    ),
+    SlashCommand(
+        "reset",
+        "new context from the model's handoff note (same session)",
+        slash_context.reset,
+        "[INSTRUCTIONS]",
+    ),
+    SlashCommand(
+        "supersede",
+        "end the run, drop its unfinished answer from the context",
+        slash_context.supersede,
+        "[MESSAGE]",
+    ),
+    SlashCommand(
+        "urgent",
+        "stop the run after this step and run MESSAGE next",
+        slash_context.urgent,
+        "MESSAGE",
+    ),
     SlashCommand("export", "write the conversation to a new file", export, "[markdown|json]"),
     SlashCommand("copy", "copy the last answer (or its Nth code block)", copy, "[N]"),
     SlashCommand(

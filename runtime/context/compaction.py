@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from runtime.context.catalog import ModelInfo, cost_of
+from runtime.context.superseded import without_superseded
 from runtime.context.tokens import count_text, estimate_usage
 from runtime.model.errors import CompactionFailed
 from runtime.model.ids import uuid7
@@ -210,7 +211,7 @@ def transcript(plan: Plan, char_budget: int) -> str:
     """The compacted turns as plain text for the summariser, the oldest dropped first
     when it would not fit (the previous summary always stays)."""
     blocks: list[str] = []
-    for entry in plan.compact:
+    for entry in without_superseded(plan.compact):  # what was discarded is not summarised
         match entry.kind:
             case EntryKind.USER:
                 blocks.append(f"[user]\n{entry.text}")

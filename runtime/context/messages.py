@@ -15,7 +15,10 @@ the model knows what was already said:
   no text appears twice (before this the partial was left out, the model began
   again and the answer was shown twice);
 - a failed attempt of the run in progress (its stream is retried under the same
-  entry) and a still-streaming entry are left out: the run is asking again.
+  entry) and a still-streaming entry are left out: the run is asking again;
+- a superseded run's work (its answers, calls and results; runtime.run.redirect) is
+  left out, kept in the record. The user's words stay, and where tools were called a
+  line says which (DISCARDED): what they changed in the workspace is still changed.
 """
 
 from __future__ import annotations
@@ -28,8 +31,14 @@ from typing import Any
 
 from runtime.context.compaction import CUT_OFF, covered_through, newest_summary
 from runtime.context.images import adapt_content
+from runtime.context.superseded import without_superseded
 from runtime.model.llm import ImagePart, Message, TextPart, ToolCall, ToolSpec
 from runtime.model.records import Conversation, Entry, EntryKind, EntryStatus
+
+HANDOFF_HEAD = (
+    "[A new context starts here. This is the handoff note you wrote at the end of the "
+    "previous one; the conversation before it is not shown to you.]\n\n"
+)
 
 CONTINUE = (
     "[Your answer above was cut off when bastion stopped; the user has seen it. "
@@ -90,13 +99,14 @@ def today() -> str:
 
 def _active_entries(entries: Sequence[Entry]) -> Sequence[Entry]:
     """What a request is built from: after the newest reset, the summary in force first,
-    then every entry after the last position it covers (runtime.context.compaction)."""
+    then every entry after the last position it covers (runtime.context.compaction);
+    a superseded run's work left out."""
     start = 0
     for i in range(len(entries) - 1, -1, -1):
         if entries[i].kind == EntryKind.RESET:
             start = i
             break
-    active = entries[start:]
+    active = without_superseded(entries[start:])
     summary = newest_summary(active)
     if summary is None:
         return active
@@ -161,6 +171,8 @@ def build_messages(
                 messages.append(
                     Message("user", "Summary of the conversation so far:\n" + entry.text)
                 )
+            case EntryKind.RESET if entry.data.get("handoff"):  # runtime.context.handoff
+                messages.append(Message("user", HANDOFF_HEAD + entry.text))
             case EntryKind.RESET:
                 if entry.text:
                     messages.append(Message("user", entry.text))

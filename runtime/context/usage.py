@@ -13,8 +13,8 @@ every request the run made, failed attempts included, with:
     context_tokens  input + output tokens of its newest request: how full the
                     window was at that point (same quality as the run)
 
-Compaction summaries carry their own usage in the summary entry's data and
-count towards the conversation and the model that wrote them.
+Compaction summaries and reset handoff notes carry their own usage in their
+entry's data and count towards the conversation and the model that wrote them.
 
 `usage_summary(view)` is pure: the status line, `/cost` and print mode's JSON
 read it from the view they already hold; `Harness.usage(id)` reads it fresh.
@@ -32,6 +32,9 @@ from runtime.model.views import ConversationView
 __all__ = ["UsageSummary", "UsageTotals", "usage_summary", "worse_quality"]
 
 
+_NOTED = (EntryKind.SUMMARY, EntryKind.RESET)  # a summary's and a handoff note's own spend
+
+
 def _records(view: ConversationView) -> Iterable[tuple[str | None, str, Mapping[str, Any]]]:
     """(run id or None, model, usage) of every run and every summary, oldest first."""
     default = view.conversation.agent.model
@@ -39,7 +42,7 @@ def _records(view: ConversationView) -> Iterable[tuple[str | None, str, Mapping[
         if run.usage:
             yield run.id, str(run.usage.get("model") or default), run.usage
     for entry in view.settled:
-        usage = entry.data.get("usage") if entry.kind == EntryKind.SUMMARY else None
+        usage = entry.data.get("usage") if entry.kind in _NOTED else None
         if usage:
             yield None, str(usage.get("model") or default), usage
 

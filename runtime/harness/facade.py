@@ -38,8 +38,8 @@ from runtime.harness.core import (
     Subscription,
     ToolboxFactory,
 )
-from runtime.harness.driving import DrivingOps
 from runtime.harness.jobs import JobOps
+from runtime.harness.resetting import ResetOps
 from runtime.harness.session_ops import SessionOps
 from runtime.model.errors import (
     Busy,
@@ -64,7 +64,7 @@ from runtime.model.records import (
     SessionSettings,
     ToolCallRecord,
 )
-from runtime.model.results import Interruption, Redirection
+from runtime.model.results import Interruption, Redirection, Supersession
 from runtime.run.admission import (
     AdmittedBefore,
     admit_first_tx,
@@ -76,7 +76,7 @@ from runtime.run.admission import (
 from runtime.run.aio import wait_until
 from runtime.run.calls import interrupt_tx
 from runtime.run.deps import LoopSettings
-from runtime.run.redirect import redirect_tx
+from runtime.run.redirect import redirect_tx, supersede_tx
 from runtime.setup.load import Config, default_home
 from runtime.store import failpoints
 from runtime.store.database import Store
@@ -97,7 +97,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-class Harness(SessionOps, ApprovalOps, DrivingOps, JobOps):
+class Harness(SessionOps, ApprovalOps, ResetOps, JobOps):
     @classmethod
     async def open(
         cls,
@@ -270,6 +270,8 @@ class Harness(SessionOps, ApprovalOps, DrivingOps, JobOps):
         driver = self._drivers.get(item.conversation_id)
         if driver is not None:
             driver.wake()
+            if item.mode == InboxMode.INTERRUPT_NEXT and item.state == InboxState.QUEUED:
+                await driver.urge()  # the run going gives way (runtime.run.urgent)
         return item
 
     async def write(self, conversation_id: str, text: str) -> Entry:
@@ -356,6 +358,28 @@ class Harness(SessionOps, ApprovalOps, DrivingOps, JobOps):
         if driver is not None:
             driver.wake()  # the new prompt is queued: its run starts now
         return Redirection(run.id if run is not None else None, tuple(withdrawn), item)
+
+    async def supersede(
+        self, conversation_id: str, text: str | None = None, *, request_key: str | None = None
+    ) -> Supersession:
+        """End the run going and discard its unfinished work from the model's context,
+        kept in the record (seed 000's supersede; runtime.run.redirect): committed in one
+        transaction before anything is cancelled, with `text` (if any) as the next
+        prompt. NotRunning, nothing changed, when no run is going."""
+        self._check_open()
+        if text is not None:
+            check_text(text)
+        done = await self.store.transact(
+            conversation_id,
+            lambda tx: supersede_tx(tx, text, request_key),
+            publish=self._publish,
+        )
+        failpoints.hit("superseded")  # decided, nothing cancelled yet (the crash tests)
+        await self._stop(conversation_id, await self.store.run(done.run_id))
+        driver = self._drivers.get(conversation_id)
+        if driver is not None:
+            driver.wake()
+        return done
 
     async def _stop(self, conversation_id: str, run: Run | None) -> None:
         """After an interrupt was committed: the subagents it is waiting for stop with it

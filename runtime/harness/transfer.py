@@ -29,6 +29,7 @@ from runtime.model.records import (
     RunState,
     ToolCallRecord,
     ToolCallState,
+    superseded_runs,
 )
 from runtime.model.todo import plan_text
 from runtime.model.views import ConversationView
@@ -51,6 +52,7 @@ class ImportRefused(BastionError):
 def export_document(view: ConversationView, events: list[DurableEvent]) -> dict[str, Any]:
     conv = view.conversation
     through = compacted_through(view.entries)
+    gone = superseded_runs(view.entries)
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -65,7 +67,7 @@ def export_document(view: ConversationView, events: list[DurableEvent]) -> dict[
             "parent_id": conv.parent_id,
             "fork_seq": conv.fork_seq,
         },
-        "entries": [_entry(e, through) for e in view.entries],
+        "entries": [_entry(e, through, gone) for e in view.entries],
         "runs": [_drop(r.to_dict(), "conversation_id") for r in view.runs],
         "tool_calls": [_drop(c.to_dict(), "conversation_id", "process") for c in view.tool_calls],
         "todos": [item.to_dict() for item in view.todos],  # the model's plan as it stands
@@ -120,10 +122,12 @@ def _drop(data: dict[str, Any], *keys: str) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k not in keys}
 
 
-def _entry(entry: Entry, through: int = 0) -> dict[str, Any]:
+def _entry(entry: Entry, through: int = 0, gone: frozenset[str] = frozenset()) -> dict[str, Any]:
     out = _drop(entry.to_dict(), "conversation_id")
     # Summarised by a compaction: kept here, sent to the model as the summary.
     out["compacted"] = entry.position <= through and entry.kind != EntryKind.SUMMARY
+    # The work of a superseded run: kept here, never sent to the model again.
+    out["superseded"] = entry.run_id in gone and entry.kind in _WORK
     # Convenience fields that earlier exports had at the top level.
     if entry.kind == EntryKind.ASSISTANT:
         out["tool_calls"] = entry.data.get("tool_calls", [])
@@ -300,6 +304,9 @@ def _check_references(
 # --- Markdown -------------------------------------------------------------------------
 
 
+_WORK = (EntryKind.ASSISTANT, EntryKind.TOOL_RESULT)  # what a supersede leaves out
+
+
 def export_markdown(view: ConversationView) -> str:
     conv = view.conversation
     lines = [f"# {conv.title or 'Conversation'}", ""]
@@ -310,10 +317,13 @@ def export_markdown(view: ConversationView) -> str:
     lines.append("")
     calls = {c.id: c for c in view.tool_calls}
     through = compacted_through(view.entries)
+    gone = superseded_runs(view.entries)
     for entry in view.entries:
         status = "" if entry.status == EntryStatus.COMPLETE else f" *({entry.status})*"
         if entry.position <= through and entry.kind != EntryKind.SUMMARY:
             status += " *(compacted)*"
+        if entry.run_id in gone and entry.kind in _WORK:
+            status += " *(superseded: not in the model's context)*"
         if entry.kind == EntryKind.USER:
             lines += [f"## User{status}", "", entry.text, ""]
         elif entry.kind == EntryKind.ASSISTANT:

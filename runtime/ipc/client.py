@@ -54,6 +54,7 @@ from runtime.model.results import (
     RestoreReport,
     Rewound,
     SearchHit,
+    Supersession,
     UsageSummary,
 )
 from runtime.model.rules import Rule
@@ -310,6 +311,23 @@ class HarnessClient:
         op = p.Redirect(conversation=conversation_id, text=text, request_key=request_key)
         done: Redirection = await self.call(op)
         return done
+
+    async def supersede(
+        self,
+        conversation_id: str,
+        text: str | None = None,
+        *,
+        request_key: str | None = None,
+    ) -> Supersession:
+        op = p.Supersede(conversation=conversation_id, text=text, request_key=request_key)
+        done: Supersession = await self.call(op)
+        return done
+
+    async def reset(self, conversation_id: str, instructions: str | None = None) -> Entry:
+        entry: Entry = await self.call(
+            p.Reset(conversation=conversation_id, instructions=instructions)
+        )
+        return entry
 
     async def respond(
         self,

@@ -284,6 +284,10 @@ async def apply(harness: Harness, op: p.Op) -> Any:
             return await harness.interrupt(op.conversation)
         case p.Redirect():
             return await harness.redirect(op.conversation, op.text, request_key=op.request_key)
+        case p.Supersede():
+            return await harness.supersede(op.conversation, op.text, request_key=op.request_key)
+        case p.Reset():
+            return await harness.reset(op.conversation, op.instructions)
         case p.Respond():
             return await harness.respond(
                 op.conversation, op.tool_call, op.approve, always=op.always, message=op.message,

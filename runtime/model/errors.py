@@ -73,6 +73,19 @@ class Busy(BastionError):
     code = "busy"
 
 
+class NotRunning(BastionError):
+    """An action on the run going (supersede) with no run going: nothing changed."""
+
+    code = "not_running"
+
+
+class ResetFailed(BastionError):
+    """A reset's handoff note could not be written or kept (the model failed, wrote
+    nothing, or the conversation changed meanwhile): the context is as it was."""
+
+    code = "reset_failed"
+
+
 class LeaseLost(BastionError):
     """This process's lease was taken over; its writes are refused by the fencing token."""
 

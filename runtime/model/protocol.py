@@ -58,6 +58,7 @@ from runtime.model.results import (
     RestoreReport,
     Rewound,
     SearchHit,
+    Supersession,
     UsageSummary,
 )
 from runtime.model.rules import Rule
@@ -167,6 +168,28 @@ class Redirect(Op):
     conversation: str
     text: str
     request_key: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Supersede(Op):
+    """End the run going; its unfinished work leaves the model's context, kept in the
+    record (runtime.run.redirect); `text`, if any, is the next prompt."""
+
+    name = "supersede"
+    Reply = Supersession
+    conversation: str
+    text: str | None = None
+    request_key: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reset(Op):
+    """A new context from a handoff note the model writes (runtime.context.handoff)."""
+
+    name = "reset"
+    Reply = Entry
+    conversation: str
+    instructions: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -522,7 +545,8 @@ class Close(Op):
 OPS: dict[str, type[Op]] = {
     cls.name: cls
     for cls in (
-        Submit, Write, Withdraw, SendHeld, Interrupt, Redirect, Respond, ProposedRules, Rules,
+        Submit, Write, Withdraw, SendHeld, Interrupt, Redirect, Supersede, Reset, Respond,
+        ProposedRules, Rules,
         Compact, CancelCompaction, Snapshot, Settings, SetApprovalMode, SetModel,
         SetReasoningEffort, SetDefaults, NewSession, SwitchSession, Fork, Rewind,
         PlanRestore, Restore, Export, Usage, McpServers, McpPrompts, McpResources, GetMcpPrompt,

@@ -6,6 +6,7 @@ travels inside a ledger event and in the protocol's messages (`runtime.model.pro
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields, replace
 from enum import StrEnum
 from typing import Any, Self
@@ -48,6 +49,10 @@ class InboxMode(StrEnum):
     PROMPT = "prompt"  # starts a run now if the conversation is idle, else queues as follow-up
     STEER = "steer"  # joins the running work after the current tool round
     FOLLOW_UP = "follow_up"  # starts the next run when this one answers
+    # Urgent: the running run stops at its next safe point (after the tool calls of its
+    # current step; a stream is cut) and this runs before ordinary queued work, FIFO
+    # among urgent items (seed 000's interrupt-next; runtime.run.urgent).
+    INTERRUPT_NEXT = "interrupt_next"
 
 
 class InboxState(StrEnum):
@@ -75,6 +80,23 @@ class Approval(StrEnum):
     PENDING = "pending"
     APPROVED = "approved"
     DENIED = "denied"
+
+
+#: The reason a superseded run ends with (seed 000: terminal reason `superseded`).
+SUPERSEDED = "superseded"
+#: The data key of the note entry that supersedes a run: the run's id.
+SUPERSEDES = "supersedes"
+
+
+def superseded_runs(entries: Iterable[Entry]) -> frozenset[str]:
+    """The runs whose work is discarded from the model's context (kept in the record):
+    each named by a note entry bastion wrote when the user superseded it. Only a note's
+    data counts, never text (a tool result or a prompt saying so changes nothing)."""
+    return frozenset(
+        str(e.data[SUPERSEDES])
+        for e in entries
+        if e.kind == EntryKind.NOTE and isinstance(e.data.get(SUPERSEDES), str)
+    )
 
 
 class _Record:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from runtime.model.records import Conversation, InboxItem
+from runtime.model.records import Conversation, Entry, InboxItem
 
 
 class Quality(StrEnum):
@@ -212,6 +212,19 @@ class Redirection:
     run_id: str | None
     withdrawn: tuple[InboxItem, ...]
     item: InboxItem
+
+
+@dataclass(frozen=True, slots=True)
+class Supersession:
+    """What `Harness.supersede` did: the run it ended (its unfinished work discarded
+    from the model's context, kept in the record), the note entry that says so, the
+    queued inputs it withdrew for the prompt to take back, and the new prompt's item
+    when one was given."""
+
+    run_id: str
+    note: Entry
+    withdrawn: tuple[InboxItem, ...] = ()
+    item: InboxItem | None = None
 
 
 @dataclass(frozen=True, slots=True)

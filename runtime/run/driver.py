@@ -41,6 +41,7 @@ from runtime.run.jobs import JobKeeper
 from runtime.run.live import LiveStream
 from runtime.run.loop import RunExecutor, place_item
 from runtime.run.spend import count_crashed
+from runtime.run.urgent import URGENT_REASON, urgent_first, urgent_waiting
 from runtime.store import failpoints
 from runtime.store.database import LeaseInfo, Store
 from runtime.store.storefile import pid_alive, process_started
@@ -215,6 +216,30 @@ class Driver:
             task.cancel()
         return True
 
+    def give_way(self, run_id: str) -> bool:
+        """Cut the stream of run `run_id` for an urgent input (runtime.run.urgent): only
+        while it streams (a stream has no effect); a tool call is never cut, the loop
+        stops after its step instead. True if the run task was cancelled."""
+        task, executor, run = self._run_task, self._executor, self._run
+        if task is None or task.done() or executor is None or run is None or run.id != run_id:
+            return False
+        if executor.interrupting or executor.deps.live.entry_id is None:
+            return False
+        executor.interrupting = True
+        executor.stop_reason = URGENT_REASON
+        task.cancel()
+        return True
+
+    async def urge(self) -> None:
+        """An urgent input was queued: the run going gives way now if it streams."""
+        run = self._run
+        if run is not None and await self._urgent_for(run):
+            self.give_way(run.id)
+
+    async def _urgent_for(self, run: Run) -> bool:
+        conv, inbox_id = self.conversation_id, run.inbox_id
+        return await self.store.read(lambda db: urgent_waiting(db, conv, inbox_id))
+
     def cancel_compaction(self) -> bool:
         """Stop the run's compaction under way, not the run; False if there is none."""
         executor = self._executor
@@ -275,7 +300,7 @@ class Driver:
             active = tx.active_run()
             if active is not None:
                 return active
-            for item in tx.queued_inbox():
+            for item in urgent_first(tx.queued_inbox()):
                 run = new_run(item.conversation_id, item.id)
                 if place_item(tx, item, run.id) is not None:
                     return tx.insert_run(run)
@@ -393,7 +418,8 @@ class Driver:
             self._run = None
 
     async def _watch(self, run_id: str) -> None:
-        """Follow the store for an interrupt another process committed for this run."""
+        """Follow the store for an interrupt (or an urgent input) another process
+        committed for this run."""
         seen = -1
         while True:
             await asyncio.sleep(WATCH_POLL)
@@ -405,6 +431,8 @@ class Driver:
             if run is not None and run.interrupt_requested:
                 self.cancel_run(run_id)
                 return
+            if run is not None and await self._urgent_for(run) and self.give_way(run_id):
+                return  # an urgent input another client queued (runtime.run.urgent)
 
     def _wait_decision(self, tool_call_id: str) -> Awaitable[None]:
         flag = self._decisions.setdefault(tool_call_id, asyncio.Event())

@@ -62,6 +62,7 @@ from runtime.run.budget import start_deadline, stop_before_request
 from runtime.run.compacting import RunCompaction
 from runtime.run.deps import LoopDeps
 from runtime.run.spend import AttemptSpend, Spent
+from runtime.run.urgent import BY_USER, URGENT_REASON, ending_reason, urgent_waiting
 from runtime.store import failpoints
 from runtime.store.database import Store
 from runtime.store.sessions import children_cost, session_cost
@@ -98,6 +99,7 @@ class RunExecutor:
         self.interrupting = False
         self.cut: tuple[ModelRequest, _TurnState, Spent, int] | None = None  # see _spend
         self.stop_error: dict[str, Any] | None = None  # the budget limit that stops the run
+        self.stop_reason: str | None = None  # why else it stops early (runtime.run.urgent)
         self.conversation: Conversation | None = None
         self.project_instructions = ""
         self.entries: list[Entry] = []
@@ -295,7 +297,8 @@ class RunExecutor:
 
         def build(tx: Tx) -> Run | None:
             steers = []
-            for item in tx.queued_inbox():
+            urgent = urgent_waiting(tx.db, self.conversation_id, run.inbox_id)
+            for item in () if urgent else tx.queued_inbox():  # urgent: steers wait
                 if item.mode != InboxMode.STEER:
                     break
                 steers.append(item)
@@ -319,7 +322,9 @@ class RunExecutor:
         """After a tool round: every queued steer joins this run, oldest first."""
 
         def build(tx: Tx) -> list[Entry]:
-            placed = []
+            placed: list[Entry] = []
+            if urgent_waiting(tx.db, self.conversation_id, run.inbox_id):
+                return placed  # the run stops next: steers wait (runtime.run.urgent)
             for item in tx.queued_inbox():
                 if item.mode == InboxMode.STEER:
                     entry = place_item(tx, item, run.id)
@@ -335,9 +340,14 @@ class RunExecutor:
 
     async def check_interrupt(self, run: Run) -> None:
         """Before each model request: an interrupt committed by any process stops the run
-        here, even if the watcher that cancels it has not seen it yet."""
+        here, even if the watcher that cancels it has not seen it yet; so does an urgent
+        input waiting (runtime.run.urgent): this is the safe point it waits for."""
         fresh = await self.deps.store.run(run.id)
         if fresh is not None and fresh.interrupt_requested:
+            raise RunInterrupted(run.id)
+        conv, inbox_id = self.conversation_id, run.inbox_id
+        if await self.deps.store.read(lambda db: urgent_waiting(db, conv, inbox_id)):
+            self.stop_reason = URGENT_REASON
             raise RunInterrupted(run.id)
 
     # --- one model request ------------------------------------------------
@@ -676,8 +686,10 @@ class RunExecutor:
         recorded as the run's error so every front end and a later resume can say why)."""
         await self._close_streaming(EntryStatus.INTERRUPTED)
         stop = self.stop_error
-        reason = stop["message"] if stop else "interrupted by the user"
-        await self.calls.settle(run, reason if stop else "the user interrupted the run")
+        stored = await self.deps.store.run(run.id)
+        reason = stop["message"] if stop else ending_reason(stored, self.stop_reason)
+        user = reason == BY_USER
+        await self.calls.settle(run, "the user interrupted the run" if user else reason)
         changes: dict[str, Any] = {"error": stop} if stop else {}
         cut, self.cut = self.cut, None
         if cut is not None:  # cut off mid-stream: what that attempt used counts too

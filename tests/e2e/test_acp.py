@@ -322,3 +322,40 @@ def test_without_the_sdk_acp_says_how_to_install_it():
     assert out.stderr.strip().splitlines() == [
         "bastion: bastion acp needs the Agent Client Protocol SDK: pip install 'bastion[acp]'"
     ]
+
+
+async def test_the_context_commands_reach_an_editor_supersede_urgent_and_reset(loopback, bastion):
+    """Issue 37 items 6 and 10 through ACP: the session advertises /supersede, /urgent
+    and /reset; /supersede during a stream ends that prompt and its partial never
+    reaches the model again; /reset asks for a note and starts the context from it."""
+    server = loopback(
+        [
+            {"text": SLOW, "chunk_size": 2, "delay_ms": 30},
+            {"text": "DONE INSTEAD"},
+            {"text": "HANDOFF NOTE: carry on with the instead part"},
+            {"text": "AFTER RESET"},
+        ]
+    )
+    b = bastion(server)
+    editor = Editor()
+    async with acp_process(b, editor) as (conn, _):
+        new = await conn.new_session(cwd=str(b.cwd), mcp_servers=[])
+        sid = new.session_id
+        [advert] = editor.of("available_commands_update")
+        names = {c.name for c in advert.available_commands}
+        assert names == {"supersede", "urgent", "reset"}
+        first = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=[text_block("slowly")]))
+        await editor.wait_for(lambda: len(editor.text()) > 0)
+        second = await conn.prompt(session_id=sid, prompt=[text_block("/supersede do X instead")])
+        assert (await asyncio.wait_for(first, 30)).stop_reason == "cancelled"
+        assert second.stop_reason == "end_turn", stderr_of(b)
+        reset = await conn.prompt(session_id=sid, prompt=[text_block("/reset")])
+        assert reset.stop_reason == "end_turn"
+        after = await conn.prompt(session_id=sid, prompt=[text_block("go on")])
+        assert after.stop_reason == "end_turn"
+    text = editor.text()
+    assert "superseded:" in text and "reset: a new context starts" in text
+    sent = [json.dumps(r["messages"]) for r in server.requests()]
+    assert len(sent) == 4
+    assert "streamed to the editor" not in sent[1] and "do X instead" in sent[1]
+    assert "HANDOFF NOTE" in sent[3] and "slowly" not in sent[3]

@@ -142,7 +142,7 @@ async def test_every_slash_command_in_the_attached_app_acts_and_the_first_termin
     provider = ScriptedProvider(
         [ScriptedTurn(text="Writing.", tool_calls=(write,)), ScriptedTurn(text="Wrote it."),
          ScriptedTurn(text="Second answer."), ScriptedTurn(text="Summary of it all."),
-         ScriptedTurn(text="In the new one.")]
+         ScriptedTurn(text="Handoff note."), ScriptedTurn(text="In the new one.")]
     )  # fmt: skip
     from runtime.run.toolbox import WorkspaceToolbox
 
@@ -196,6 +196,12 @@ async def test_every_slash_command_in_the_attached_app_acts_and_the_first_termin
             await wait_for(lambda: "Second answer." in transcript_text(first), p1)
             await command("/compact", lambda: "compacted" in said(second))
             await wait_for(lambda: any(e.kind == "summary" for e in first.view.entries), p1)
+            # /reset: the reset entry shows in the first terminal; /supersede and /urgent
+            # with no run going each say so in one line (issue 37).
+            await command("/reset", lambda: "reset: a new context" in said(second))
+            await wait_for(lambda: any(e.kind == "reset" for e in first.view.entries), p1)
+            await command("/supersede", lambda: "nothing to supersede" in said(second))
+            await command("/urgent", lambda: "usage: /urgent MESSAGE" in said(second))
             # /fork and /rewind move the second terminal on; the first stays, driven.
             await command("/fork", lambda: second.conversation_id != conv_id)
             forked = second.conversation_id

@@ -71,3 +71,57 @@ async def test_jobs_are_listed_and_stopped_from_the_attached_line(tmp_path):
         await client.close()
     finally:
         await harness.close()
+
+
+async def test_a_second_terminal_supersedes_sends_urgent_input_and_resets(tmp_path):
+    """Issue 37: `bastion attach --plain` reads lines while a run goes (unlike --plain),
+    so /urgent and /supersede reach a run from there; /reset when it is idle."""
+    import asyncio
+
+    from runtime.model.records import SUPERSEDED, InboxMode
+    from tests.runtime.helpers import RecordingToolbox
+    from tests.runtime.test_redirect import COMMAND, until
+    from tests.tui.conftest import HangingProvider
+
+    turns = [ScriptedTurn(tool_calls=(COMMAND,)), ScriptedTurn(text="urgent done"),
+             ScriptedTurn(text="Note: go on.")]  # fmt: skip
+    toolbox = RecordingToolbox(gate=asyncio.Event())
+    harness, conv_id = await open_driven(
+        tmp_path, ScriptedProvider(turns), toolbox, approval_mode="full-auto"
+    )
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        client = await client_of(harness)
+        line = AttachLine(Following(client, conv_id, "live"), out, err)
+        first = await harness.submit(conv_id, "run the tests")
+        await until(lambda v: any(c.state == "running" for c in v.tool_calls), harness,
+                    conv_id, "the command")  # fmt: skip
+        assert await line.handle("/urgent fix prod")
+        assert "urgent: the run stops after its current step" in err.getvalue()
+        assert toolbox.gate is not None
+        toolbox.gate.set()
+        [urgent] = [i for i in (await harness.snapshot(conv_id)).inbox if i.text == "fix prod"]
+        assert urgent.mode == InboxMode.INTERRUPT_NEXT
+        assert (await harness.wait(urgent.id, conv_id)).state == "completed"
+        assert (await harness.wait(first.id, conv_id)).state == "interrupted"
+        assert await line.handle("/reset")
+        assert (
+            "reset: a new context starts from the model's handoff note (3 words)" in err.getvalue()
+        )
+        assert await line.handle("/supersede")
+        assert "nothing to supersede" in err.getvalue()
+        await client.close()
+    finally:
+        await harness.close()
+    hanging = HangingProvider("half an answer")
+    harness, conv_id = await open_driven(tmp_path / "b", hanging)
+    try:
+        client = await client_of(harness)
+        line = AttachLine(Following(client, conv_id, "live"), out, err)
+        item = await harness.submit(conv_id, "go")
+        await asyncio.wait_for(hanging.streamed.wait(), 30)
+        assert await line.handle("/supersede")
+        assert (await harness.wait(item.id, conv_id)).reason == SUPERSEDED
+        await client.close()
+    finally:
+        await harness.close()

@@ -45,7 +45,8 @@ def test_empty_start(snap_compare, tmp_path, size):
 def test_help(snap_compare, tmp_path, size):
     """`/help` was run: above the empty prompt, a panel with an accent bar on its left
     lists "commands" — /help, /model [NAME], /mode [MODE], /effort [LEVEL], /new (also /clear),
-    /resume, /compact [INSTRUCTIONS], /export [markdown|json], /theme [NAME], /cost,
+    /resume, /compact [INSTRUCTIONS], /reset [INSTRUCTIONS], /supersede [MESSAGE],
+    /urgent MESSAGE, /export [markdown|json], /theme [NAME], /cost,
     /quit (also /exit) each with what it does — and a "keys" block, its last line
     `ctrl+s (ctrl+enter) cut the run's step, send this now`, `ctrl+g edit in $VISUAL/$EDITOR · ctrl+v paste an image`. The status line stays `idle · ask · …`: nothing was sent."""
     app = make_app(tmp_path, [])

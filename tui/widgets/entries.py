@@ -26,6 +26,7 @@ from textual.widgets import Static
 
 from runtime import ConversationView, split_attachments
 from runtime.model.records import (
+    SUPERSEDED,
     Approval,
     Entry,
     EntryKind,
@@ -120,6 +121,9 @@ class NoteEntry(Static, LaidOutOnce):
                 from tui.run_words import summary_label
 
                 return escape(summary_label(entry))
+            case EntryKind.RESET if entry.data.get("handoff"):
+                words = len(entry.text.split())
+                return f"— context reset: the model goes on from its handoff note ({words} words) —"
             case EntryKind.RESET:
                 return "— context reset —"
         return escape(first_line(entry.text))
@@ -322,7 +326,7 @@ class AssistantEntry(Vertical, LaidOutOnce):
         self._segments: list[MarkdownText] = []  # mounted, in order; the last may grow
         self._hidden = 0  # segments before the first mounted one (dropped above)
         self._calls: dict[str, ToolCallLine] = {}
-        self._marker_key: tuple[str, str, bool] | None = None
+        self._marker_key: tuple[str, str, bool, bool] | None = None
         self._thinking = False  # reasoning is shown (its fold)
 
     def compose(self) -> ComposeResult:
@@ -546,23 +550,27 @@ class AssistantEntry(Vertical, LaidOutOnce):
         waiting = entry.status == EntryStatus.STREAMING and not len(self._live)
         waiting = waiting and not self._thinking
         message = ""
-        if entry.status == EntryStatus.FAILED and entry.run_id:
-            run = view.run(entry.run_id)
+        run = view.run(entry.run_id) if entry.run_id else None
+        if entry.status == EntryStatus.FAILED:
             message = (run.error or {}).get("message", "") if run and run.error else ""
-        key = (entry.status, message, waiting)
+        # The user superseded its run: kept here, left out of the model's context.
+        gone = run is not None and run.reason == SUPERSEDED and not waiting
+        key = (entry.status, message, waiting, gone)
         if key == self._marker_key:
             return
         self._marker_key = key
         marker = self.query_one(".marker", Static)
         if waiting:
             marker.update("[$foreground-muted]thinking…[/]")
+        elif gone:
+            marker.update("[$warning]◼ superseded: left out of the model's context[/]")
         elif entry.status == EntryStatus.INTERRUPTED:
             marker.update("[$warning]◼ interrupted[/]")
         elif entry.status == EntryStatus.FAILED:
             reason = f": {escape(first_line(message))}" if message else ""
             marker.update(f"[$error]✗ failed{reason}[/]")
         ended_badly = entry.status in (EntryStatus.INTERRUPTED, EntryStatus.FAILED)
-        marker.set_class(waiting or ended_badly, "-shown")
+        marker.set_class(waiting or ended_badly or gone, "-shown")
 
 
 def _markdown(classes: str | None = None) -> MarkdownText:

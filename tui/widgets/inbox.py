@@ -11,7 +11,12 @@ from tui.markup import escape
 
 __all__ = ["InboxStrip"]
 
-KINDS = {InboxMode.STEER: "steer", InboxMode.FOLLOW_UP: "follow-up", InboxMode.PROMPT: "next"}
+KINDS = {
+    InboxMode.STEER: "steer",
+    InboxMode.FOLLOW_UP: "follow-up",
+    InboxMode.PROMPT: "next",
+    InboxMode.INTERRUPT_NEXT: "urgent",
+}
 MAX_TEXT = 90
 
 
