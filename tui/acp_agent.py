@@ -5,9 +5,10 @@
     session/load    a stored conversation driven here, its transcript replayed first
     session/prompt  submit, stream, answer with the stop reason
     session/cancel  interrupt the run
+    session/set_mode  the approval mode (tui.acp_modes), as Shift+Tab switches it
 
-A method ACP has and this class has not (session modes, config options, listing,
-authentication) is answered "method not found" by the SDK's router.
+A method ACP has and this class has not (config options, listing, authentication) is
+answered "method not found" by the SDK's router.
 """
 
 from __future__ import annotations
@@ -27,9 +28,11 @@ from acp.schema import (
     NewSessionResponse,
     PromptCapabilities,
     PromptResponse,
+    SetSessionModeResponse,
 )
 
 from runtime import BastionError, parse_uuid
+from tui.acp_modes import mode_state
 from tui.acp_session import (
     INVALID_PARAMS,
     NOT_FOUND,
@@ -75,7 +78,7 @@ class BastionAgent:
         self, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any
     ) -> NewSessionResponse:
         session = await self._open(cwd, mcp_servers)
-        return NewSessionResponse(session_id=session.id)
+        return NewSessionResponse(session_id=session.id, modes=mode_state(session.mode))
 
     async def load_session(
         self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **kwargs: Any
@@ -92,13 +95,19 @@ class BastionAgent:
         loaded = self.sessions.pop(conversation_id, None)
         if loaded is not None:  # loaded again: from its store, as a new process would
             await loaded.close()
-        await self._open(cwd, mcp_servers, resume=conversation_id)
-        return LoadSessionResponse()
+        session = await self._open(cwd, mcp_servers, resume=conversation_id)
+        return LoadSessionResponse(modes=mode_state(session.mode))
 
     async def prompt(
         self, prompt: list[PromptBlock], session_id: str, **kwargs: Any
     ) -> PromptResponse:
         return await self._session(session_id).prompt(prompt)
+
+    async def set_session_mode(
+        self, session_id: str, mode_id: str, **kwargs: Any
+    ) -> SetSessionModeResponse:
+        await self._session(session_id).set_mode(mode_id)
+        return SetSessionModeResponse()
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         session = self.sessions.get(session_id)

@@ -41,10 +41,11 @@ from runtime import (
     reduce,
 )
 from runtime.model.errors import UnknownRun
-from runtime.model.events import AttemptReset
+from runtime.model.events import AttemptReset, SettingsChanged
 from runtime.model.records import Run, RunState, ToolCallRecord
 from runtime.model.views import child_label
 from tui import acp_commands
+from tui.acp_modes import check_mode, mode_update
 from tui.acp_updates import Mirror, PromptBlock, Update, permission_call, prompt_text
 from tui.exits import error_line
 from tui.session import Session, drive_session, open_session
@@ -132,6 +133,7 @@ class AcpSession:
         self._asked: set[str] = set()  # calls asked about once (never asked again)
         self._cancelled = False
         self._ended = False
+        self.mode = ""  # the approval mode the editor was told (`start`, `set_mode`)
 
     @property
     def cwd(self) -> str:
@@ -142,6 +144,7 @@ class AcpSession:
         done before `session/load` is answered), then follow it."""
         self._events = self.harness.subscribe(self.id)  # (before the snapshot: none missed)
         self.view = await self.harness.snapshot(self.id)
+        self.mode = (await self.harness.session_settings(self.id)).approval_mode
         await self._send([*self.mirror.updates(self.view), acp_commands.advertised()])
         self._consider(self.view)
         self._follower = asyncio.get_running_loop().create_task(self._follow())
@@ -154,6 +157,25 @@ class AcpSession:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await self.harness.close()
+
+    async def set_mode(self, mode_id: object) -> None:
+        """`session/set_mode`: the approval mode, switched as Shift+Tab switches it (an
+        unknown mode is the request's one error line, nothing changed)."""
+        mode = check_mode(mode_id)
+        try:
+            settings = await self.harness.set_approval_mode(self.id, mode)
+        except BastionError as exc:
+            raise rpc_error(exc) from None
+        self.mode = settings.approval_mode  # (the editor asked for it: not told back)
+
+    def _mode_updates(self, batch: list[object]) -> list[Update]:
+        """A switch of the approval mode made elsewhere (an attached terminal), told."""
+        told = []
+        for event in batch:
+            if isinstance(event, SettingsChanged) and event.approval_mode != self.mode:
+                self.mode = event.approval_mode
+                told.append(mode_update(self.mode))
+        return told[-1:]
 
     # --- following -------------------------------------------------------------------
 
@@ -174,10 +196,11 @@ class AcpSession:
     async def _fold(self, batch: object) -> None:
         """Reduce a batch of events into the view and tell the editor what changed."""
         assert self.view is not None
-        view, restarted = self.view, []
+        view, restarted, modes = self.view, [], []
         if batch is RESYNC:
             view = replace(view, resync_required=True)
         elif isinstance(batch, list):
+            modes = self._mode_updates(batch)
             for event in batch:
                 if isinstance(event, AttemptReset):
                     restarted.append(event.entry_id)
@@ -187,7 +210,7 @@ class AcpSession:
             self.mirror.rewind()
         self.view = view
         async with self._quiet:
-            await self._send(self.mirror.restart(restarted) + self.mirror.updates(view))
+            await self._send(modes + self.mirror.restart(restarted) + self.mirror.updates(view))
         self._consider(view)
         async with self._changed:
             self._changed.notify_all()

@@ -52,6 +52,7 @@ from acp.schema import (
     AudioContentBlock,
     AvailableCommandsUpdate,
     ContentToolCallContent,
+    CurrentModeUpdate,
     EmbeddedResourceContentBlock,
     FileEditToolCallContent,
     ImageContentBlock,
@@ -82,6 +83,7 @@ Update = (
     | ToolCallStart
     | ToolCallProgress
     | AgentPlanUpdate
+    | CurrentModeUpdate
     | AvailableCommandsUpdate
 )
 PromptBlock = (

@@ -359,3 +359,39 @@ async def test_the_context_commands_reach_an_editor_supersede_urgent_and_reset(l
     assert len(sent) == 4
     assert "streamed to the editor" not in sent[1] and "do X instead" in sent[1]
     assert "HANDOFF NOTE" in sent[3] and "slowly" not in sent[3]
+
+
+async def test_the_editor_sees_the_modes_and_switches_the_approval_mode(loopback, bastion):
+    """session/new offers bastion's approval modes with the one in force; set_mode
+    switches it as Shift+Tab does (full-auto: the write runs without asking); an
+    unknown mode is one error line and changes nothing."""
+    b = bastion(loopback(write_turns()))
+    editor = Editor("reject_once")  # (were it asked, the write would be refused)
+    async with acp_process(b, editor) as (conn, _):
+        new = await conn.new_session(cwd=str(b.cwd), mcp_servers=[])
+        assert new.modes is not None and new.modes.current_mode_id == "ask"
+        offered = [m.id for m in new.modes.available_modes]
+        assert offered == ["read-only", "ask", "auto-edit", "full-auto", "plan"]
+        with pytest.raises(RequestError) as raised:
+            await conn.set_session_mode(session_id=new.session_id, mode_id="yolo")
+        assert raised.value.code == -32602 and "no mode 'yolo'" in str(raised.value)
+        await conn.set_session_mode(session_id=new.session_id, mode_id="full-auto")
+        response = await asyncio.wait_for(
+            conn.prompt(session_id=new.session_id, prompt=[text_block("please write the note")]),
+            60,
+        )
+        assert editor.of("current_mode_update") == []  # (it asked for it: not told back)
+        # A second terminal attached to the session switches the mode: the editor is told.
+        from tui.attached import connect
+
+        other, source = await connect(new.session_id, b.home)
+        try:
+            assert source == "live"
+            await other.set_approval_mode(new.session_id, "auto-edit")
+            await editor.wait_for(lambda: bool(editor.of("current_mode_update")))
+        finally:
+            await other.close()
+    assert response.stop_reason == "end_turn", stderr_of(b)
+    assert editor.asked == []
+    assert (b.cwd / "note.txt").read_text() == "from the editor\n"
+    assert [u.current_mode_id for u in editor.of("current_mode_update")] == ["auto-edit"]
