@@ -170,7 +170,7 @@ class AcpSession:
 
     def _mode_updates(self, batch: list[object]) -> list[Update]:
         """A switch of the approval mode made elsewhere (an attached terminal), told."""
-        told = []
+        told: list[Update] = []
         for event in batch:
             if isinstance(event, SettingsChanged) and event.approval_mode != self.mode:
                 self.mode = event.approval_mode
