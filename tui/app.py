@@ -576,15 +576,9 @@ class BastionApp(PromptActions, KeyActions, StatusParts, App[int]):
     def _say_why_compacting(self, event: Any) -> None:
         """A compaction starts (a long session resumed, a long run): why, and that Esc
         declines it, once, where the user looks (issue 36)."""
-        from tui.run_words import compacting_label
+        from tui.run_words import compacting_notice
 
-        self.notify(
-            f"{compacting_label(event.entries, event.tokens)}: the conversation no longer "
-            "fits the model's context window with room for an answer. Esc declines (the "
-            "run goes on uncompacted, and the provider may refuse it)",
-            title="compacting",
-            timeout=12,
-        )
+        self.notify(compacting_notice(event), title="compacting", timeout=12)
 
     async def _not_opened(self, exc: BastionError) -> None:
         """The opener failed: the first-run screen when no model is configured, else end

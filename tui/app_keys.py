@@ -155,7 +155,8 @@ class KeyActions(App[int]):
             return  # Esc closes the @file list, or leaves an approval's scope or message
         view = self.view
         if self.harness is not None and view is not None and view.active_run is not None:
-            if view.active_run.id in view.compacting:  # Esc stops the summary, not the run
+            compacting = view.compacting.get(view.active_run.id)
+            if compacting is not None and not compacting.background:  # the summary, not the run
                 self.run_worker(self._cancel_compaction(), group="input")
             else:
                 self.run_worker(self._interrupt(), group="input")

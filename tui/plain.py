@@ -301,7 +301,10 @@ class LineMode:
             self._stop_live()
             view = self.view
             job: Awaitable[Any]
-            if view is not None and view.active_run and view.active_run.id in view.compacting:
+            compacting = (
+                view.compacting.get(view.active_run.id) if view and view.active_run else None
+            )
+            if compacting is not None and not compacting.background:
                 self.console.print("[yellow]cancelling the compaction…[/]")  # not the run
                 job = self.harness.cancel_compaction(self.conversation_id)
             else:
@@ -595,7 +598,8 @@ class LineMode:
         line = compaction_event_line(event)
         if line is not None:
             self._stop_live()
-            hint = " (Ctrl+C cancels it, not the run)" if event.phase == "started" else ""
+            cancels = event.phase == "started" and not event.background
+            hint = " (Ctrl+C cancels it, not the run)" if cancels else ""
             self.console.print(shown(line + hint, "dim italic"))
 
     def _stop_live(self) -> None:

@@ -40,9 +40,26 @@ def summary_label(entry: Entry) -> str:
     return f"— compacted {what}{gain} (still shown above; the model gets a summary) —"
 
 
+def compacting_notice(event: Any) -> str:
+    """Why a compaction that starts does (the app says it once, as a notice)."""
+    label = compacting_label(event.entries, event.tokens)
+    if getattr(event, "background", False):
+        return (
+            f"{label} in the background: the conversation nears the model's context "
+            "window; the run goes on meanwhile"
+        )
+    return (
+        f"{label}: the conversation no longer fits the model's context window with room "
+        "for an answer. Esc declines (the run goes on uncompacted, and the provider may "
+        "refuse it)"
+    )
+
+
 def compaction_event_line(event: Any) -> str | None:
     """One line for a CompactionProgress event a line front end prints (None: nothing)."""
     match event.phase:
+        case "started" if getattr(event, "background", False):
+            return compacting_label(event.entries, event.tokens) + " in the background…"
         case "started":
             return compacting_label(event.entries, event.tokens) + " to fit the window…"
         case "cancelled" | "failed":

@@ -20,7 +20,9 @@ stale: it is thrown away and recomputed from a fresh snapshot, up to
 commit leaves the conversation as it was; after it, the summary's EntryAdded
 event replays through the reducer like any other entry.
 
-When: automatically before a model request whose estimate exceeds the window
+When: in the background once a request's estimate passes BACKGROUND_AT of the budget
+(runtime.run.compacting: the run goes on and uses the summary from the request after
+it lands); automatically before a model request whose estimate exceeds the window
 minus the reserve (`compact_reserve_tokens`, default 16,384, at most a quarter
 of the window), once after a provider's context-overflow error (then the
 request is retried once), and on demand (`Harness.compact`, `bastion compact
@@ -351,8 +353,13 @@ class Compactor:
         active_run_id: str | None = None,
         reason: str = "manual",
         progress: Progress | None = None,
+        background: bool = False,
     ) -> Entry | None:
-        """Commit one summary; None when there is no whole turn to compact."""
+        """Commit one summary; None when there is no whole turn to compact.
+
+        `background`: the run goes on while it is made, adding entries after what it
+        summarises, so it commits unless the conversation gained another summary or a
+        reset meanwhile (`Tx.context_changed_since`), not only at its snapshot's version."""
         progress = progress or Progress()
         for attempt in range(1, ATTEMPTS + 1):
             snap = await self.store.snapshot(self.conversation_id)
@@ -370,7 +377,9 @@ class Compactor:
             entry = self._entry(plan, text, usage, version, active_run_id, reason, instructions)
 
             def build(tx: Tx, entry: Entry = entry, version: int = version) -> Entry | None:
-                if tx.version != version:  # the snapshot is stale: so is its summary
+                if tx.version != version and (  # the snapshot is stale: so is its summary
+                    not background or tx.context_changed_since(version)
+                ):
                     return None
                 return tx.add_entry(entry)
 

@@ -259,7 +259,8 @@ class CompactionProgress:
     `phase`: started (with what is summarised: `entries`, about `tokens`), writing
     (`written` characters of summary so far), then done (`freed` tokens: what the
     summarised entries took less the summary), cancelled (Esc: the run goes on
-    uncompacted) or failed (`message`). The summary itself is a durable entry."""
+    uncompacted) or failed (`message`). The summary itself is a durable entry.
+    `background`: made while the run goes on (runtime.run.compacting)."""
 
     type: ClassVar[str] = "compaction.progress"
     conversation_id: str
@@ -272,6 +273,7 @@ class CompactionProgress:
     written: int = 0
     freed: int = 0
     message: str = ""
+    background: bool = False
 
 
 @dataclass(frozen=True, slots=True)

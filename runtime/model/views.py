@@ -67,11 +67,13 @@ class Retry:
 @dataclass(frozen=True, slots=True)
 class Compacting:
     """A compaction under way in a run: how many entries (about how many tokens) are
-    being summarised, and how much of the summary is written."""
+    being summarised, and how much of the summary is written; `background`: while the
+    run goes on (it does not wait for it)."""
 
     entries: int
     tokens: int
     written: int = 0
+    background: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -497,7 +499,7 @@ def _reduce_transient(view: ConversationView, event: Any) -> ConversationView:
             grown = view.reasoning.get(entry_id, _NO_TEXT).append(text)  # O(len(text))
             return replace(view, reasoning=_with(view.reasoning, entry_id, grown))
         case CompactionProgress(run_id=run_id, phase="started" | "writing"):
-            state = Compacting(event.entries, event.tokens, event.written)
+            state = Compacting(event.entries, event.tokens, event.written, event.background)
             return replace(view, compacting=_with(view.compacting, run_id, state))
         case CompactionProgress(run_id=run_id):
             return replace(view, compacting=_without(view.compacting, run_id))

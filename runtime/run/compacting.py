@@ -7,6 +7,15 @@ once after a context overflow (runtime.run.loop). While it does, the run publish
 `PROGRESS_INTERVAL`), then done (the tokens freed), cancelled or failed. The summary
 itself is a durable entry whose data keeps `freed_tokens`.
 
+In the background: once a request's estimate passes BACKGROUND_AT of the budget, the
+summary is started without waiting for it (`start_background`): the run sends that
+request as it is and goes on, and the request after the summary lands is built with
+it (`take_background`). A request that would pass the budget itself waits for the one
+under way (`run`) rather than starting another. A background summary that fails is
+said once (its `failed` event) and not tried again this run; the run's end stops one
+still being written (`close`), and nothing of it was committed. A crash loses only
+the summary's work: the next request past the threshold starts it again.
+
 `cancel()` (Esc in the app, Ctrl+C in `--plain`, through `Harness.cancel_compaction`)
 stops the summary request, not the run: nothing is committed, the run sends its
 request uncompacted, and compacts no more this run. If that request is too long for
@@ -29,17 +38,20 @@ from runtime.model.records import Entry
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PROGRESS_INTERVAL", "RunCompaction"]
+__all__ = ["BACKGROUND_AT", "PROGRESS_INTERVAL", "RunCompaction"]
 
 PROGRESS_INTERVAL = 0.25  # seconds between `writing` events
+#: A request estimated past this share of the budget starts a summary in the background.
+BACKGROUND_AT = 0.8
 
 
 class _Published(Progress):
     """Progress as events of one run, in its transient seq."""
 
-    def __init__(self, owner: RunCompaction, run_id: str) -> None:
+    def __init__(self, owner: RunCompaction, run_id: str, background: bool = False) -> None:
         self.owner = owner
         self.run_id = run_id
+        self.background = background
         self.shown = False
         self.plan: Plan | None = None
         self._last = 0.0
@@ -61,7 +73,7 @@ class _Published(Progress):
         owner.publish(
             CompactionProgress(
                 owner.conversation_id, self.run_id, owner.epoch, owner.next_seq(), phase,
-                entries, tokens, **fields,
+                entries, tokens, **fields, background=self.background,
             )
         )  # fmt: skip
 
@@ -86,6 +98,37 @@ class RunCompaction:
         self.settle = settle  # lets a commit under way land after a cancellation
         self.cancelled = False  # the user cancelled one: this run compacts no more
         self._task: asyncio.Future[Entry | None] | None = None
+        self._background: asyncio.Task[Entry | None] | None = None
+        self._background_failed = False  # said once: not tried again this run
+
+    def start_background(self, run_id: str) -> bool:
+        """Start a summary that the run does not wait for; False if one is under way,
+        or landed and not taken yet, or this run will not compact (cancelled, failed)."""
+        if self._background is not None or self.cancelled or self._background_failed:
+            return False
+        self._background = asyncio.ensure_future(self._run(run_id, "background", True))
+        return True
+
+    def take_background(self) -> Entry | None:
+        """The summary made in the background, once it has landed (then it is the
+        caller's: the next one may start); None while it is written, or if none was."""
+        task = self._background
+        if task is None or not task.done():
+            return None
+        self._background = None
+        entry = None if task.cancelled() else task.result()
+        if entry is None and not self.cancelled:
+            self._background_failed = True
+        return entry
+
+    async def close(self) -> None:
+        """The run ends: a summary still being written in the background is stopped
+        (nothing of it is committed: its commit is the run's, fenced by its lease)."""
+        task, self._background = self._background, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     def cancel(self) -> bool:
         """Stop the compaction under way (the run goes on); False if there is none."""
@@ -96,12 +139,22 @@ class RunCompaction:
         return True
 
     async def run(self, run_id: str, reason: str) -> Entry | None:
-        """Compact now; None when it was cancelled, failed or had nothing whole to compact."""
+        """Compact now; None when it was cancelled, failed or had nothing whole to compact.
+        A summary under way in the background is waited for instead of a second one."""
+        if self._background is not None:
+            await asyncio.wait([self._background])
+            if (entry := self.take_background()) is not None:
+                return entry
         if self.cancelled:
             return None
-        progress = _Published(self, run_id)
+        return await self._run(run_id, reason, False)
+
+    async def _run(self, run_id: str, reason: str, background: bool) -> Entry | None:
+        progress = _Published(self, run_id, background)
         task = asyncio.ensure_future(
-            self.compactor.compact(active_run_id=run_id, reason=reason, progress=progress)
+            self.compactor.compact(
+                active_run_id=run_id, reason=reason, progress=progress, background=background
+            )
         )
         self._task = task
         try:

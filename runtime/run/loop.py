@@ -59,7 +59,7 @@ from runtime.model.records import (
 )
 from runtime.model.results import Quality
 from runtime.run.budget import start_deadline, stop_before_request
-from runtime.run.compacting import RunCompaction
+from runtime.run.compacting import BACKGROUND_AT, RunCompaction
 from runtime.run.deps import LoopDeps
 from runtime.run.spend import AttemptSpend, Spent
 from runtime.run.urgent import BY_USER, URGENT_REASON, ending_reason, urgent_waiting
@@ -224,6 +224,7 @@ class RunExecutor:
             error = {"code": "internal", "message": f"{type(exc).__name__}: {exc}"}
             return await self._fail(run, error)
         finally:
+            await self.compaction.close()  # (a summary still being made in the background)
             if deadline is not None:
                 deadline.cancel()
 
@@ -393,13 +394,19 @@ class RunExecutor:
             self._prompt_images[entry.id] = tuple(images)
 
     async def _fit(self, run: Run) -> ModelRequest:
-        """The next request, compacting first when it would not leave the reserve free."""
+        """The next request, compacting first when it would not leave the reserve free
+        (and in the background once it nears that: runtime.run.compacting)."""
         await self._load_prompt_images()
         ready = getattr(self.deps.toolbox, "ready", None)
         if ready is not None:  # MCP servers (runtime.mcp): their tools, or their failure
             await ready()
-        request = self._request(run)
-        if not await asyncio.to_thread(exceeds, request, self.compactor.budget):
+        self.track(self.compaction.take_background())
+        request, budget = self._request(run), self.compactor.budget
+        if not await asyncio.to_thread(exceeds, request, int(budget * BACKGROUND_AT)):
+            return request
+        if not await asyncio.to_thread(exceeds, request, budget):
+            if self._turns_streamed:  # a run of several requests (a run of one would end
+                self.compaction.start_background(run.id)  # before its summary, and stop it)
             return request
         if await self.compact(run, "auto") is None:
             return request  # nothing whole to compact: an overflow will say so

@@ -205,6 +205,17 @@ class Tx:
 
     # --- entries ------------------------------------------------------------
 
+    def context_changed_since(self, version: int) -> bool:
+        """Whether an entry added after `version` changes what a summary planned then
+        would stand for: another summary or a reset. (Settled entries never change, a
+        rewind forks, and what the run adds meanwhile comes after what it summarises.)"""
+        row = self.db.execute(
+            "SELECT 1 FROM entries WHERE conversation_id = ? AND position > ?"
+            " AND kind IN ('summary', 'reset') LIMIT 1",
+            (self.conversation_id, version),
+        ).fetchone()
+        return row is not None
+
     def add_entry(self, entry: Entry) -> Entry:
         """Insert `entry`; its position becomes the version of its EntryAdded event."""
         placed = entry.but(position=self.version + 1)

@@ -122,3 +122,48 @@ def test_sigkill_mid_automatic_compaction_then_resume(loopback, bastion) -> None
     assert [e[2] for e in entries if e[1] == "summary"] == ["SUMMARY KEPT"]
     sent = json.dumps(server.requests()[-1]["messages"])
     assert "SUMMARY KEPT" in sent and "FIRST" not in sent and "SECOND" in sent
+
+
+WORDS = 3000  # the next run's requests pass BACKGROUND_AT of an 8,000-token window, not all of it
+SUMMARY_ASK = "Write the summary of the session above."  # (the summary request's last line)
+
+
+def test_sigkill_mid_background_compaction_then_resume(loopback, bastion) -> None:
+    """A run past BACKGROUND_AT of the budget summarises in the background while it goes
+    on; killed after the summary was written and before it was committed, it leaves no
+    summary, and the resumed run answers without running its tool again."""
+    server = loopback(
+        [
+            {"text": "first answer"},
+            {"text": "Reading.", "tool_calls": [
+                {"id": "call_1", "name": "read_file", "arguments": {"path": "a.txt"}}]},
+            {"match": SUMMARY_ASK, "text": "SUMMARY LOST"},  # written, never committed
+            # the run's next request, streamed slowly while the summary is written (or,
+            # if the kill came first, the resumed run's): either way the answer
+            {"text": "second answer", "chunk_size": 2, "delay_ms": 100},
+            {"text": "second answer"},
+        ]
+    )  # fmt: skip
+    b = bastion(server)
+    (b.cwd / "a.txt").write_text("hello\n")
+    config = Path(b.env["XDG_CONFIG_HOME"]) / "bastion" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text('[models."openai/test-model"]\ncontext_window = 8000\n')
+    first = b.json("-p", "FIRST " + "word " * WORDS, "--output-format", "json")
+    conv_id = first["session_id"]
+    killed = run_bastion(b, "-p", "-c", "SECOND", failpoint="compact.summarised")
+    assert killed.returncode == -9, killed.stderr
+    asked = [SUMMARY_ASK in json.dumps(r["messages"]) for r in server.requests()]
+    assert asked.count(True) == 1
+    # in the background: after the run's first request (a summary that must come first
+    # would have been asked for before it)
+    assert asked.index(True) >= 2, asked
+    _, entries, _ = state(b.home, conv_id)
+    assert not [e for e in entries if e[1] == "summary"]
+    resumed = run_bastion(b, "-p", "--resume", conv_id, "--output-format", "json", failpoint=None)
+    assert resumed.returncode == 0, resumed.stderr
+    result = json.loads(resumed.stdout.strip().splitlines()[-1])["result"]
+    assert result == "second answer"
+    _, entries, _ = state(b.home, conv_id)
+    assert not [e for e in entries if e[1] == "summary"]
+    assert len([e for e in entries if e[1] == "tool_result"]) == 1  # the read ran once

@@ -42,7 +42,14 @@ def _activity(view: ConversationView, run: Run) -> str:
     compacting = view.compacting.get(run.id)
     if compacting is not None:
         label = compacting_label(compacting.entries, compacting.tokens, compacting.written)
+        if compacting.background:  # the run goes on: what it does, then the summary
+            return f"{_working(view, run)} · {label} in the background"
         return f"{label} · esc cancels"
+    return _working(view, run)
+
+
+def _working(view: ConversationView, run: Run) -> str:
+    """What a running run is doing besides compacting: a tool, writing, or thinking."""
     running = [
         c.name[:MAX_TOOL_NAME]
         for c in view.tool_calls

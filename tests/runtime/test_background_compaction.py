@@ -1,0 +1,197 @@
+"""Issue 37 item 5 (seed 004: "the conversation keeps working while the summary is
+made"): a request past BACKGROUND_AT of the budget starts the summary in the background;
+the run sends its requests meanwhile and uses the summary from the request after it
+lands. A summary still being written when the run ends is stopped, nothing of it
+committed; one that fails is said once and not asked for again in that run."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from runtime import Harness
+from runtime.context.compaction import exceeds
+from runtime.model.events import CompactionProgress
+from runtime.model.llm import ProviderError, ToolCall
+from runtime.model.records import EntryKind
+from runtime.run.compacting import BACKGROUND_AT
+from runtime.run.deps import LoopSettings
+from runtime.setup.load import Config
+from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
+from runtime.testing.waiting import until
+from tests.runtime.helpers import RecordingToolbox
+
+TINY = Config(
+    compact_model="sum/small",
+    models={"s/tiny": {"context_window": 4000, "max_output_tokens": 500}},
+)
+SUMMARY = "S" * 200
+
+
+class Held(RecordingToolbox):
+    """Reads a path `wait` only once `landed` is set (the test sets it when it sees the
+    summary committed): the run's next request is then sent after it landed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.landed = asyncio.Event()
+
+    async def run(self, name: str, arguments: str, *args: Any, **kwargs: Any) -> Any:
+        if json.loads(arguments).get("path") == "wait":
+            await self.landed.wait()
+        return await super().run(name, arguments, *args, **kwargs)
+
+
+async def open_tiny(tmp_path: Path, main: Any, summariser: Any, toolbox: Any) -> Harness:
+    def resolve(spec: str) -> tuple[Any, str]:
+        return (summariser if spec.startswith("sum/") else main), spec.split("/", 1)[1]
+
+    return await Harness.open(
+        tmp_path / "b.sqlite",
+        resolve_model=resolve,
+        toolbox_factory=lambda conv: toolbox,
+        loop_settings=LoopSettings(checkpoint_interval=0.02, backoff_base=0.01),
+        config=TINY,
+    )
+
+
+async def ask(harness: Harness, conv_id: str, text: str) -> Any:
+    item = await harness.submit(conv_id, text)
+    return await harness.wait(item.id, conv_id)
+
+
+async def near_the_window(harness: Harness, conv_id: str, main: ScriptedProvider) -> None:
+    """Quick turns until a request passes BACKGROUND_AT of the budget (each run has one
+    request: none starts a summary, which only a run's later requests do)."""
+    budget = 4000 - 1000  # the window less its reserve (a quarter of a small window)
+    for i in range(20):
+        main.add(ScriptedTurn(text=f"answer {i}"))
+        await ask(harness, conv_id, f"prompt {i} " + "word " * 200)
+        if exceeds(main.requests[-1], int(budget * BACKGROUND_AT)):
+            assert not exceeds(main.requests[-1], budget)
+            return
+    raise AssertionError("the conversation never neared the window")
+
+
+def calls(*paths: str) -> tuple[ToolCall, ...]:
+    return tuple(ToolCall(f"c{p}", "read_file", json.dumps({"path": p})) for p in paths)
+
+
+async def watched(harness: Harness, conv_id: str, text: str) -> tuple[Any, list[Any]]:
+    sub = harness.subscribe(conv_id)
+    seen: list[CompactionProgress] = []
+
+    async def watch() -> None:
+        async for event in sub:
+            if isinstance(event, CompactionProgress):
+                seen.append(event)
+
+    watcher = asyncio.create_task(watch())
+    try:
+        run = await ask(harness, conv_id, text)
+    finally:
+        sub.close()
+        await watcher
+    return run, seen
+
+
+async def test_the_run_goes_on_while_the_summary_is_made_and_uses_it_once_landed(
+    tmp_path: Path,
+) -> None:
+    main, toolbox = ScriptedProvider(), Held()
+    summariser = ScriptedProvider([ScriptedTurn(text=SUMMARY, chunk_size=20, delay=0.05)])
+    harness = await open_tiny(tmp_path, main, summariser, toolbox)
+    conv = await harness.create_conversation(
+        str(tmp_path), settings={"model": "s/tiny", "approval_mode": "full-auto"}
+    )
+    await harness.drive(conv.id)
+    await near_the_window(harness, conv.id, main)
+    assert summariser.requests == []  # (a run's first request starts no summary)
+    before = len(main.requests)
+    main.add(
+        ScriptedTurn(text="Reading.", tool_calls=calls("a")),
+        ScriptedTurn(text="And the other.", tool_calls=calls("wait")),
+        ScriptedTurn(text="Done."),
+    )
+    sent_when_landed: list[int] = []
+
+    async def land() -> None:
+        while True:
+            snap = await harness.snapshot(conv.id)
+            if any(e.kind == EntryKind.SUMMARY for e in snap.entries):
+                sent_when_landed.append(len(main.requests) - before)
+                toolbox.landed.set()
+                return
+            await asyncio.sleep(0.02)  # (poll interval)
+
+    lander = asyncio.create_task(land())
+    run, seen = await watched(harness, conv.id, "go")
+    await lander
+    snap = await harness.snapshot(conv.id)
+    await harness.close()
+    assert run.state == "completed", run.error
+    (summary,) = [e for e in snap.entries if e.kind == EntryKind.SUMMARY]
+    assert summary.run_id == run.id and summary.data["reason"] == "background"
+    # the run sent its second request without waiting, while the summary was written
+    assert sent_when_landed and sent_when_landed[0] >= 2
+    requests = main.requests[before:]
+    assert len(requests) == 3 and len(summariser.requests) == 1
+    texts = [json.dumps([str(m.content) for m in r.messages]) for r in requests]
+    assert SUMMARY not in texts[0] and SUMMARY not in texts[1]
+    assert SUMMARY in texts[2]  # the request after it landed is built with it
+    assert all(e.background for e in seen)
+    phases = [e.phase for e in seen]
+    assert phases[0] == "started" and phases[-1] == "done", phases
+    assert summary.data["usage"]["output_tokens"] > 0  # its spend, kept with it
+
+
+async def test_a_summary_still_written_when_the_run_ends_is_stopped_and_not_kept(
+    tmp_path: Path,
+) -> None:
+    main, toolbox = ScriptedProvider(), Held()
+    toolbox.landed.set()
+    slow = ScriptedTurn(text=SUMMARY, chunk_size=1, delay=0.5)  # 100 s unless stopped
+    summariser = ScriptedProvider([slow])
+    harness = await open_tiny(tmp_path, main, summariser, toolbox)
+    conv = await harness.create_conversation(
+        str(tmp_path), settings={"model": "s/tiny", "approval_mode": "full-auto"}
+    )
+    await harness.drive(conv.id)
+    await near_the_window(harness, conv.id, main)
+    main.add(ScriptedTurn(text="Reading.", tool_calls=calls("a")), ScriptedTurn(text="Done."))
+    run, seen = await watched(harness, conv.id, "go")
+    snap = await harness.snapshot(conv.id)
+    await harness.close()
+    assert run.state == "completed", run.error
+    assert len(summariser.requests) == 1 and seen and seen[0].background
+    assert not [e for e in snap.entries if e.kind == EntryKind.SUMMARY]
+
+
+async def test_a_failed_background_summary_is_said_once_and_the_run_goes_on(
+    tmp_path: Path,
+) -> None:
+    main, toolbox = ScriptedProvider(), Held()
+    toolbox.landed.set()
+    failing = ScriptedTurn(error=ProviderError("the summary model is down", provider="sum"))
+    summariser = ScriptedProvider([failing, failing, failing])
+    harness = await open_tiny(tmp_path, main, summariser, toolbox)
+    conv = await harness.create_conversation(
+        str(tmp_path), settings={"model": "s/tiny", "approval_mode": "full-auto"}
+    )
+    await harness.drive(conv.id)
+    await near_the_window(harness, conv.id, main)
+    main.add(
+        ScriptedTurn(text="Reading.", tool_calls=calls("a")),
+        ScriptedTurn(text="More.", tool_calls=calls("b")),
+        ScriptedTurn(text="And more.", tool_calls=calls("c")),
+        ScriptedTurn(text="Done."),
+    )
+    run, seen = await watched(harness, conv.id, "go")
+    await until(lambda: bool(seen) and seen[-1].phase == "failed", "the failure said")
+    await harness.close()
+    assert run.state == "completed", run.error
+    assert [e.phase for e in seen if e.phase != "writing"] == ["started", "failed"]
+    assert "the summary model is down" in seen[-1].message
+    assert len(summariser.requests) == 1  # not asked again in this run
