@@ -44,6 +44,7 @@ _EXPORTS = {
     "UnknownEntry": "runtime.model.errors",
     "RestorePlan": "runtime.model.results",
     "RestoreReport": "runtime.model.results",
+    "CloseReport": "runtime.model.results",
     "SearchHit": "runtime.model.results",
     "SearchQueryError": "runtime.store.fulltext",
     "Rewound": "runtime.model.results",
@@ -175,6 +176,7 @@ __all__ = [
     "BastionError",
     "Budget",
     "Busy",
+    "CloseReport",
     "CommandFile",
     "CompactionFailed",
     "Config",
@@ -380,6 +382,7 @@ if TYPE_CHECKING:
         superseded_runs,
     )
     from runtime.model.results import (
+        CloseReport,
         Interruption,
         McpPrompt,
         McpResource,

@@ -183,6 +183,7 @@ class BastionApp(PromptActions, KeyActions, StatusParts, App[int]):
         # fix): a command typed after it runs, and is not glued onto it and sent.
         self.kept_draft: str | None = None
         self.open_error: BastionError | None = None  # why the opener failed, if it did
+        self.close_line: str | None = None  # a session that did not settle as it closed
         # The user's theme files (read now unless given); an unknown name is a ConfigError.
         self.theme_folder = theme_folder or theming.user_folder()
         check_theme_name(theme, "", self.theme_folder.themes, self.theme_folder.problems)
@@ -366,7 +367,8 @@ class BastionApp(PromptActions, KeyActions, StatusParts, App[int]):
 
     async def on_unmount(self) -> None:
         if self._opener is not None and self.harness is not None:
-            await self.harness.close()
+            report = await self.harness.close()  # (said once the terminal is back)
+            self.close_line = report.line() if report is not None else None
 
     # --- events → view → widgets -----------------------------------------
 

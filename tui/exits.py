@@ -6,6 +6,7 @@ of them imports the command line back."""
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 __all__ = [
     "EXIT_BUDGET",
@@ -15,6 +16,7 @@ __all__ = [
     "EXIT_REFUSED",
     "EXIT_USAGE",
     "UsageError",
+    "close_and_say",
     "error_line",
 ]
 
@@ -24,6 +26,14 @@ EXIT_BUDGET = 4  # stopped by --max-turns, --max-cost or --time-limit (or the co
 
 class UsageError(Exception):
     """Bad command-line usage; the message says what to do instead."""
+
+
+async def close_and_say(harness: Any) -> None:
+    """Close `harness` (a HarnessClient, its owner) and say on stderr, in one line, if a
+    session did not settle within the close's bound (runtime's CloseReport)."""
+    report = await harness.close()
+    if report is not None and (line := report.line()) is not None:
+        error_line(line)
 
 
 def error_line(message: str) -> None:

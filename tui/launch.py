@@ -258,6 +258,8 @@ def _run_app(
     error = None
     try:
         app.run()
+        if app.close_line is not None:  # a session that did not settle as it closed
+            error_line(app.close_line)
         if app.resumable is not None:
             print(resume_hint(app.resumable))
     finally:

@@ -649,7 +649,7 @@ async def _main(opts: Any) -> int:
     from prompt_toolkit import PromptSession
     from prompt_toolkit.history import FileHistory, InMemoryHistory
 
-    from tui.exits import EXIT_OK, EXIT_USAGE, error_line
+    from tui.exits import EXIT_OK, EXIT_USAGE, close_and_say, error_line
     from tui.launch import resume_hint
     from tui.session import start_session
     from tui.sessionlist import wants_picker
@@ -703,7 +703,7 @@ async def _main(opts: Any) -> int:
             print(resume_hint(mode.left_stored))
         return code or EXIT_OK
     finally:
-        await harness.close()
+        await close_and_say(harness)
 
 
 def line_console(**options: Any) -> Console:

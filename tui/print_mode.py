@@ -70,6 +70,7 @@ from tui.exits import (
     EXIT_REFUSED,
     EXIT_USAGE,
     UsageError,
+    close_and_say,
     error_line,
 )
 from tui.plan_lines import plan_block
@@ -183,7 +184,7 @@ async def _main(opts: Any, prompt: str | None) -> int:
         out.result(_failure(conv.id, run, exc, started))
         return EXIT_FAILED
     finally:
-        await harness.close()
+        await close_and_say(harness)
 
 
 async def _work(

@@ -64,7 +64,7 @@ from runtime.model.records import (
     SessionSettings,
     ToolCallRecord,
 )
-from runtime.model.results import Interruption, Redirection, Supersession
+from runtime.model.results import CloseReport, Interruption, Redirection, Supersession
 from runtime.run.admission import (
     AdmittedBefore,
     admit_first_tx,
@@ -95,6 +95,10 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+#: Seconds a closing harness gives its drivers to settle before it abandons them (the
+#: app's harness process is itself given 10 s to close: runtime.ipc.client).
+CLOSE_GRACE = 5.0
 
 
 class Harness(SessionOps, ApprovalOps, ResetOps, JobOps):
@@ -127,19 +131,36 @@ class Harness(SessionOps, ApprovalOps, ResetOps, JobOps):
             harness.start_mcp()
         return harness
 
-    async def close(self) -> None:
-        """Stop every driver (their leases released), close providers and the store.
-        A failing store (locked, corrupt) is reported in the log, never a hang."""
+    async def close(self, grace: float = CLOSE_GRACE) -> CloseReport:
+        """Close in two phases (seed 000): every driver is asked to settle (what was
+        streamed committed, its run left resumable, its lease released) and given
+        `grace` seconds together; one that has not settled by then is abandoned (its
+        lease expires by itself, its run resumes when opened again). Then providers
+        and the store close. The report says which settled and which did not. A
+        failing store (locked, corrupt) is reported in the log, never a hang."""
         if self._closed:
-            return
+            return CloseReport(grace=grace)
         self._closed = True
-        for driver in list(self._drivers.values()):
-            try:
-                await driver.stop()
-            finally:
-                if driver.config.toolbox is not None:
-                    driver.config.toolbox.close()
+        drivers = dict(self._drivers)
+        stops = {cid: asyncio.ensure_future(d.stop()) for cid, d in drivers.items()}
+        if stops:
+            await asyncio.wait(stops.values(), timeout=grace)
         self._drivers.clear()
+        remaining = tuple(cid for cid, task in stops.items() if not task.done())
+        for cid, task in stops.items():
+            if not task.done():
+                task.cancel()  # the second phase: forced
+                log.warning("the driver of %s did not settle within %g s", cid, grace)
+            elif not task.cancelled() and (exc := task.exception()) is not None:
+                log.warning("stopping the driver of %s: %s", cid, exc)
+            toolbox = drivers[cid].config.toolbox
+            if toolbox is not None:
+                toolbox.close()
+        settled = tuple(cid for cid in stops if cid not in remaining)
+        await self._close_rest()
+        return CloseReport(settled=settled, remaining=remaining, grace=grace)
+
+    async def _close_rest(self) -> None:
         if self.mcp is not None:
             await self.mcp.close()
         if self.serving is not None:

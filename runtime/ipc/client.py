@@ -45,6 +45,7 @@ from runtime.model.records import (
     ToolCallRecord,
 )
 from runtime.model.results import (
+    CloseReport,
     Interruption,
     McpPrompt,
     McpResource,
@@ -216,12 +217,15 @@ class HarnessClient:
         self._channels.clear()
         return self.gone
 
-    async def close(self) -> None:
+    async def close(self) -> CloseReport | None:
         """Leave: the owner closes the harness first (leases released) and reaps its
-        process; anyone else only disconnects (the session goes on)."""
+        process; anyone else only disconnects (the session goes on). The owner gets
+        the harness's `CloseReport` (None if it could not be had: the process was gone
+        or did not answer in time)."""
+        report: CloseReport | None = None
         if self.owner and self.gone is None:
             with contextlib.suppress(BastionError, TimeoutError):
-                await asyncio.wait_for(self.call(p.Close()), CLOSE_TIMEOUT)
+                report = await asyncio.wait_for(self.call(p.Close()), CLOSE_TIMEOUT)
         await self.conn.close()
         if self.process is not None:
             await asyncio.to_thread(_reap, self.process)
@@ -232,6 +236,7 @@ class HarnessClient:
         if self.serving is not None:
             with contextlib.suppress(Exception):
                 await self.serving
+        return report
 
     # --- events ----------------------------------------------------------------------
 

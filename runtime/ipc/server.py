@@ -67,7 +67,9 @@ async def serve(
         return False
     await conn.send({"hello": {"version": VERSION, "pid": os.getpid()}})
     session = _Session(harness, conn, owner, limit)
-    session.start(_end_with(harness, conn))  # a harness closed elsewhere ends the connection
+    # A harness closed elsewhere ends the connection (the one that closes it ends itself,
+    # once the close's reply is sent).
+    session.ender = session.start(_end_with(harness, conn))
     for sub, taken in (subscriptions or {}).items():
         session.forward(sub, taken)
     try:
@@ -117,6 +119,7 @@ class _Session:
         self.conn = conn
         self.owner = owner
         self.tasks: set[asyncio.Task[None]] = set()
+        self.ender: asyncio.Task[None] | None = None
         self.subs: dict[int, tuple[Any, EventChannel]] = {}
         self.out: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self.room = asyncio.Event()
@@ -151,8 +154,10 @@ class _Session:
                 self.reply(request_id, op, None)
             elif isinstance(op, p.Close):
                 if self.owner:
-                    await self.harness.close()
-                    self.reply(request_id, op, None)
+                    if self.ender is not None:  # (this connection ends after the reply)
+                        self.ender.cancel()
+                    report = await self.harness.close()
+                    self.reply(request_id, op, report)
                     await self.flush()
                     return True
                 self.reply_error(

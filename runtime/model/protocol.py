@@ -49,6 +49,7 @@ from runtime.model.records import (
     ToolCallRecord,
 )
 from runtime.model.results import (
+    CloseReport,
     Interruption,
     McpPrompt,
     McpResource,
@@ -536,10 +537,11 @@ class Ping(Op):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Close(Op):
-    """Close the harness (drivers stopped, leases released): the owner's alone."""
+    """Close the harness (drivers stopped, leases released): the owner's alone. The
+    reply says which conversations settled and which were abandoned (`CloseReport`)."""
 
     name = "close"
-    Reply = None
+    Reply = CloseReport
 
 
 OPS: dict[str, type[Op]] = {

@@ -268,3 +268,31 @@ class RestoreReport:
     failed: tuple[tuple[str, str], ...] = ()
     cannot_undo: tuple[str, ...] = field(default_factory=tuple)
     left_alone: tuple[tuple[str, str], ...] = ()  # (path, why): changed since the plan
+
+
+@dataclass(frozen=True, slots=True)
+class CloseReport:
+    """How a harness closed (seed 000's two-phase close): the conversations whose driver
+    settled within the bound (what was streamed committed, runs left resumable, lease
+    released), and those that did not (`remaining`: abandoned, their lease expires by
+    itself and their runs resume when opened again)."""
+
+    settled: tuple[str, ...] = ()
+    remaining: tuple[str, ...] = ()
+    grace: float = 0.0
+
+    @property
+    def timed_out(self) -> bool:
+        return bool(self.remaining)
+
+    def line(self) -> str | None:
+        """One line for a front end when something did not settle; None when all did."""
+        if not self.remaining:
+            return None
+        n = len(self.remaining)
+        which = ", ".join(r[-8:] for r in self.remaining)
+        return (
+            f"{n} session{'s' if n > 1 else ''} ({which}) did not settle within "
+            f"{self.grace:g} s of closing: their runs resume when opened again "
+            "(bastion -r ID), after their lease expires"
+        )
