@@ -5,6 +5,9 @@
   `{"hookSpecificOutput": {"permissionDecision": "allow" | "deny" | "ask",
   "permissionDecisionReason": "...", "additionalContext": "..."}}`. For
   UserPromptSubmit and SessionStart plain text on stdout is context for the model.
+  A PreToolUse hook may rewrite the call: `hookSpecificOutput.updatedInput`, a JSON
+  object, becomes the call's arguments (what is asked about and run); one that is not
+  an object is a failure (so the call is blocked, as below).
 - exit 2: block; stderr is the reason.
 - any other exit: the hook failed; one line says so.
 
@@ -46,13 +49,14 @@ class HookResult:
     line: str = ""
     exit_code: int | None = None
     duration_ms: int = 0
+    updated_input: dict[str, Any] | None = None  # PreToolUse: the call's new arguments
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "event": self.spec.event, "command": self.spec.command, "source": self.spec.source,
             "outcome": self.outcome, "decision": self.decision, "reason": self.reason,
             "context": self.context, "exit_code": self.exit_code,
-            "duration_ms": self.duration_ms,
+            "duration_ms": self.duration_ms, "updated_input": self.updated_input,
         }  # fmt: skip
 
 
@@ -134,6 +138,13 @@ def _answer(spec: HookSpec, name: str, answer: dict[str, Any], base: dict[str, A
         decision = _PERMISSION[permission] or None
     reason = answer.get("reason", specific.get("permissionDecisionReason", ""))
     context = specific.get("additionalContext", "")
+    updated = specific.get("updatedInput") if spec.event == "PreToolUse" else None
+    if updated is not None and not isinstance(updated, dict):
+        line = (
+            f'{name} answered with an "updatedInput" that is not a JSON object of the '
+            "call's arguments; ignored (no decision)"
+        )
+        return HookResult(spec, "garbage", line=line, **base)
     if (
         decision not in (None, "block", "approve")
         or not isinstance(reason, str)
@@ -151,8 +162,10 @@ def _answer(spec: HookSpec, name: str, answer: dict[str, Any], base: dict[str, A
             spec, "block", "block", reason, context, f"{name} blocked: {_first(reason)}", **base
         )
     if decision == "approve":
-        return HookResult(spec, "approve", "approve", reason, context, **base)
-    return HookResult(spec, "ok", reason=reason, context=context, **base)
+        return HookResult(
+            spec, "approve", "approve", reason, context, updated_input=updated, **base
+        )
+    return HookResult(spec, "ok", reason=reason, context=context, updated_input=updated, **base)
 
 
 def _text(data: bytes) -> str:

@@ -130,6 +130,8 @@ class Hooks:
                 "approval": Approval.DENIED,
                 "review": {**(call.review or {}), "refusal": text},
             }
+        else:
+            changes = _rewritten(call, results)
 
         def build(tx: Tx) -> tuple[list[Entry], ToolCallRecord | None]:
             entries = self._record(tx, call.run_id, prefix, results, "done")
@@ -454,6 +456,20 @@ def redact_result(result: HookResult) -> HookResult:
         context=redact.text(result.context),
         line=redact.text(result.line),
     )
+
+
+def _rewritten(call: ToolCallRecord, results: Sequence[HookResult]) -> dict[str, Any]:
+    """The call's changes when a hook rewrote its arguments (the last such hook wins, as
+    the last to run): the new arguments, and in its review who rewrote it and the
+    arguments the model gave (kept in the record; the result tells the model)."""
+    rewrite = next((r for r in reversed(results) if r.updated_input is not None), None)
+    if rewrite is None:
+        return {}
+    arguments = json.dumps(rewrite.updated_input, ensure_ascii=False)
+    if arguments == call.arguments:
+        return {}
+    rewritten = {"by": rewrite.spec.shown, "original": call.arguments}
+    return {"arguments": arguments, "review": {**(call.review or {}), "rewritten": rewritten}}
 
 
 def _not_an_approval(result: HookResult) -> HookResult:

@@ -392,6 +392,21 @@ def redact_outcome(outcome: ToolOutcome) -> ToolOutcome:
     return replace(outcome, model_text=redact.text(outcome.model_text), data=data)
 
 
+REWRITE_SHOWN = 2_000  # characters of rewritten arguments the model is shown
+
+
+def rewrite_note(call: ToolCallRecord) -> str:
+    """For a call a PreToolUse hook rewrote: a line telling the model the arguments it
+    ran with (its own call, in the conversation, stays as it gave it)."""
+    rewritten = (call.review or {}).get("rewritten")
+    if not isinstance(rewritten, dict):
+        return ""
+    shown = call.arguments
+    if len(shown) > REWRITE_SHOWN:
+        shown = shown[:REWRITE_SHOWN] + f"… ({len(call.arguments)} characters)"
+    return f"note: a PreToolUse hook rewrote this call's arguments; it ran with {shown}\n"
+
+
 def settle_call(
     tx: Tx, call: ToolCallRecord, state: ToolCallState, outcome: ToolOutcome
 ) -> Entry | None:
@@ -401,7 +416,7 @@ def settle_call(
     outcome = redact_outcome(outcome)
     entry = Entry(
         uuid7(), call.conversation_id, 0, EntryKind.TOOL_RESULT, EntryStatus.COMPLETE,
-        outcome.model_text, now(), run_id=call.run_id,
+        rewrite_note(call) + outcome.model_text, now(), run_id=call.run_id,
         data={
             "tool_call_id": call.id,
             "provider_id": call.wire_id,

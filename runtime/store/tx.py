@@ -496,7 +496,7 @@ class Tx:
         updated = current.but(updated_at=time.time(), **changes)
         changed = self.execute(
             "UPDATE tool_calls SET approval = ?, state = ?, updated_at = ?, result = ?, "
-            "result_entry_id = ?, process = ?, review = ? "
+            "result_entry_id = ?, process = ?, review = ?, arguments = ? "
             "WHERE id = ? AND conversation_id = ? AND state = ? AND approval = ?",
             (
                 updated.approval,
@@ -506,6 +506,7 @@ class Tx:
                 updated.result_entry_id,
                 json.dumps(updated.process) if updated.process is not None else None,
                 _json_or_none(updated.review),
+                updated.arguments,
                 call_id,
                 self.conversation_id,
                 current.state,
