@@ -61,6 +61,7 @@ from runtime.model.results import Quality
 from runtime.run.budget import start_deadline, stop_before_request
 from runtime.run.compacting import BACKGROUND_AT, RunCompaction
 from runtime.run.deps import LoopDeps
+from runtime.run.resumed import answered_already
 from runtime.run.spend import AttemptSpend, Spent
 from runtime.run.urgent import BY_USER, URGENT_REASON, ending_reason, urgent_waiting
 from runtime.store import failpoints
@@ -275,6 +276,10 @@ class RunExecutor:
         if unfinished:
             run = await self.calls.run_all(run, unfinished)
             await self._place_steers(run)
+        elif (answer := answered_already(self.entries, run.id)) is not None and (
+            done := await self._answer_or_steer(run, answer)  # (a resume after the answer)
+        ) is not None:
+            return done
         settings = self.deps.settings
         for _ in range(max(settings.max_turns, settings.budget.max_turns or 0)):
             await self.check_interrupt(run)
@@ -405,8 +410,8 @@ class RunExecutor:
         if not await asyncio.to_thread(exceeds, request, int(budget * BACKGROUND_AT)):
             return request
         if not await asyncio.to_thread(exceeds, request, budget):
-            if self._turns_streamed:  # a run of several requests (a run of one would end
-                self.compaction.start_background(run.id)  # before its summary, and stop it)
+            if self._turns_streamed:  # (a run of one request would end before its summary)
+                self.compaction.start_background(run.id)
             return request
         if await self.compact(run, "auto") is None:
             return request  # nothing whole to compact: an overflow will say so

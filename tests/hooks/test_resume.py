@@ -126,3 +126,26 @@ async def test_an_effect_hook_an_interrupt_cuts_off_is_one_line_at_once(tmp_path
     assert not alive(s.workspace / "hook.pid")
     assert [r["state"] for r in rows] == ["started", "interrupted"]
     assert len(notes) == 1 and "was cut off by an interrupt; it is not run again" in notes[0]
+
+
+async def test_a_stop_hook_cut_off_by_a_stop_is_reported_and_not_run_again(tmp_path):
+    """Issue 37 item 3: the Stop hook too (it runs when the model has answered, before
+    the run is committed as answered): on resume one line says it was cut off, it is
+    not run again, and the run ends answered."""
+    hooks = {"Stop": [{"command": "echo $$ > hook.pid; echo stop >> stop.log; sleep 30"}]}
+    a, item_id = await stopped_during_hook(tmp_path, hooks, "stop.log")
+    assert not alive(a.workspace / "hook.pid")
+    try:
+        b = await open_session(tmp_path, a.server, hooks, conversation_id=a.conversation_id)
+        try:
+            run = await b.harness.wait(item_id, b.conversation_id, poll=0.05)
+            notes = await b.notes()
+            rows = await b.hook_rows()
+        finally:
+            await b.harness.close()
+    finally:
+        await a.server.__aexit__(None, None, None)
+    assert run.state == "completed", run.error
+    assert count(b.workspace / "stop.log") == ["stop"]  # at most once
+    assert any("Stop hook" in n and "cut off" in n for n in notes), notes
+    assert [r["state"] for r in rows if r["hook_event"] == "Stop"] == ["started", "interrupted"]
