@@ -145,6 +145,7 @@ _EXPORTS = {
     "typed_prefix": "runtime.store.shortids",
     "user_config_path": "runtime.setup.load",
     "uuid7": "runtime.model.ids",
+    "AgentRecord": "runtime.model.results",
     "Interruption": "runtime.model.results",
     "Redirection": "runtime.model.results",
     "TodoItem": "runtime.model.todo",
@@ -165,6 +166,7 @@ __all__ = [
     "PROBE_TIMEOUT",
     "RESYNC",
     "URGENT",
+    "AgentRecord",
     "AmbiguousId",
     "Attachment",
     "BadRule",
@@ -369,6 +371,7 @@ if TYPE_CHECKING:
         SessionSummary,
     )
     from runtime.model.results import (
+        AgentRecord,
         Interruption,
         McpPrompt,
         McpResource,

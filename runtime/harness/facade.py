@@ -31,6 +31,7 @@ from typing import Any
 
 from runtime.agents import unfinished_children
 from runtime.context.instructions import ProjectInstructions, load_instructions
+from runtime.harness.agent_ops import AgentOps
 from runtime.harness.approving import ApprovalOps
 from runtime.harness.core import (
     HarnessCore,
@@ -97,7 +98,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-class Harness(SessionOps, ApprovalOps, DrivingOps, JobOps):
+class Harness(SessionOps, ApprovalOps, DrivingOps, JobOps, AgentOps):
     @classmethod
     async def open(
         cls,
