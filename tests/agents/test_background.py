@@ -135,3 +135,35 @@ async def test_another_sessions_agent_and_a_grandchild_are_refused(tmp_path):
             assert (await harness.store.latest_run(link.conversation.id)).state == "completed"
         finally:
             await harness.close()
+
+
+async def test_the_user_lists_and_stops_a_background_agent_in_the_app(tmp_path):
+    from tests.tui.conftest import SIZE, app_over, wait_for
+    from tests.tui.test_slash import run_command, said
+
+    work = tmp_path / "work"
+    work.mkdir()
+    turns = [
+        {"match": "PARENT", "tool_calls": [call("task", background("CHILD-S: work long", "sleeper"))]},
+        {"match": "CHILD-S", "text": "Working", "fault": HANG},
+        {"match": "PARENT", "repeat": True, "text": "Left it working."},
+    ]  # fmt: skip
+    with LoopbackServer(turns) as server:
+        harness = await open_harness(tmp_path, server.base_url)
+        conv, item = await start(harness, work, "PARENT: go")
+        await harness.wait(item.id, conv.id)
+        app = app_over(harness, conv.id)
+        try:
+            async with app.run_test(size=SIZE) as pilot:
+                await wait_for(app.ready.is_set, pilot)
+                await run_command(app, pilot, "/agents")
+                await wait_for(lambda: "background agents" in said(app), pilot)
+                assert "general: sleeper running" in said(app), said(app)
+                await run_command(app, pilot, "/agents stop sleeper")
+                await wait_for(lambda: "sleeper: interrupted" in said(app), pilot)
+                await run_command(app, pilot, "/agents stop nobody")
+                await wait_for(lambda: "no such agent in this session: nobody" in said(app), pilot)
+                (record,) = await harness.agents(conv.id)
+                assert record.state == "interrupted"
+        finally:
+            await harness.close()
