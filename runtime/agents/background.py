@@ -82,6 +82,8 @@ class AgentHost(Protocol):
 
     async def usage(self, conversation_id: str) -> Any: ...
 
+    async def release(self, conversation_id: str) -> None: ...
+
 
 class AgentEnded(BastionError):
     """A message for a background agent whose run has ended: nothing was admitted."""
@@ -252,6 +254,8 @@ class BackgroundAgents:
         agents = [await self.describe(link) for link in links]
         for agent in agents:
             agent["ended"] = agent["id"] in ended
+            if agent["ended"]:  # done: an idle driver would hold its lease for nothing
+                await self.host.release(agent["id"])
         done = sum(1 for a in agents if a["ended"])
         head = f"{done} of {len(agents)} ended" + ("" if done == len(agents) else " (timed out)")
         return ToolOutcome(True, head + "\n" + json.dumps(agents, indent=1), {"agents": agents})
