@@ -167,3 +167,35 @@ async def test_the_user_lists_and_stops_a_background_agent_in_the_app(tmp_path):
                 assert record.state == "interrupted"
         finally:
             await harness.close()
+
+
+async def test_a_message_replayed_after_a_crash_is_delivered_once(tmp_path):
+    """A message_agent call run again (its result was not committed when the process
+    died) finds the message its first run admitted under the call's key: one steer."""
+    work = tmp_path / "work"
+    work.mkdir()
+    turns = [
+        {"match": "PARENT", "tool_calls": [call("task", background("CHILD-S: work long", "sleeper"))]},
+        {"match": "CHILD-S", "text": "Working", "fault": HANG},
+        {"match": "PARENT", "repeat": True, "text": "Left it working."},
+    ]  # fmt: skip
+    with LoopbackServer(turns) as server:
+        harness = await open_harness(tmp_path, server.base_url)
+        try:
+            conv, item = await start(harness, work, "PARENT: go")
+            await harness.wait(item.id, conv.id)
+            (link,) = await harness.store.read(lambda db: children_of(db, conv.id))
+            toolbox = harness.driver(conv.id).config.toolbox
+            first = await toolbox.agents.message(link, "MSG", "agent-message:call-1")
+            again = await toolbox.agents.message(link, "MSG", "agent-message:call-1")
+            assert first.ok and again.ok and first.data["item"] == again.data["item"]
+            inbox = (await harness.store.snapshot(link.conversation.id)).inbox
+            assert [i.text for i in inbox].count("MSG") == 1
+            await harness.stop_agent(conv.id, "sleeper")
+            # Ended: a replay still finds its own message; a new one is refused.
+            replay = await toolbox.agents.message(link, "MSG", "agent-message:call-1")
+            late = await toolbox.agents.message(link, "MSG", "agent-message:call-2")
+            assert replay.ok and replay.data["item"] == first.data["item"]
+            assert not late.ok and late.model_text.startswith("REFUSED ENDED")
+        finally:
+            await harness.close()
