@@ -146,6 +146,7 @@ _EXPORTS = {
     "typed_prefix": "runtime.store.shortids",
     "user_config_path": "runtime.setup.load",
     "uuid7": "runtime.model.ids",
+    "AgentRecord": "runtime.model.results",
     "Interruption": "runtime.model.results",
     "Redirection": "runtime.model.results",
     "Supersession": "runtime.model.results",
@@ -170,6 +171,7 @@ __all__ = [
     "PROBE_TIMEOUT",
     "RESYNC",
     "URGENT",
+    "AgentRecord",
     "AmbiguousId",
     "Attachment",
     "BadRule",
@@ -382,6 +384,7 @@ if TYPE_CHECKING:
         superseded_runs,
     )
     from runtime.model.results import (
+        AgentRecord,
         CloseReport,
         Interruption,
         McpPrompt,

@@ -30,6 +30,7 @@ from typing import Any, TextIO
 
 from runtime import (
     BUDGET_CODES,
+    AgentRecord,
     BastionError,
     EmptyInput,
     EventChannel,
@@ -165,9 +166,13 @@ async def _main(opts: Any, prompt: str | None) -> int:
         result["refused"] = [_refusal(call) for call in refused]
         ended = await end_jobs(harness, run.conversation_id)
         result["jobs"] = [_job(job) for job in ended]
+        stopped = await end_agents(harness, run.conversation_id)
+        result["agents"] = [_agent(agent) for agent in stopped]
         out.result(result)
         if ended:
             error_line(jobs_summary(ended))
+        if stopped:
+            error_line(agents_summary(stopped))
         if refused:
             error_line(refusal_summary(refused, session.approval_mode))
         if refused and result["status"] == "completed":
@@ -239,6 +244,28 @@ async def end_jobs(harness: HarnessClient, conversation_id: str) -> list[JobReco
     its whole process tree, the model told in a note), as recorded once ended."""
     running = [job for job in await harness.jobs(conversation_id) if job.running]
     return [await harness.stop_job(conversation_id, job.id, why=WHY_ENDED) for job in running]
+
+
+async def end_agents(harness: HarnessClient, conversation_id: str) -> list[AgentRecord]:
+    """The background subagents still running when the answer is done: stopped (their
+    runs interrupted, what they did kept; `bastion --resume` shows them), as recorded
+    once stopped. -p ends with its answer: nothing is left running unseen."""
+    running = [agent for agent in await harness.agents(conversation_id) if agent.running]
+    return [await harness.stop_agent(conversation_id, agent.id) for agent in running]
+
+
+def _agent(agent: AgentRecord) -> dict[str, Any]:
+    return {
+        "id": agent.id, "agent": agent.agent, "description": agent.description,
+        "state": agent.state, "last_words": agent.last_words,
+    }  # fmt: skip
+
+
+def agents_summary(agents: list[AgentRecord]) -> str:
+    """One line: the background subagents -p stopped because the answer was done."""
+    named = "; ".join(f"{agent.id} {agent.description}" for agent in agents)
+    few = "subagent" if len(agents) == 1 else "subagents"
+    return f"stopped {len(agents)} background {few} still running when the answer was done: {named}"
 
 
 def _job(job: JobRecord) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from runtime.model.errors import BastionError
 from runtime.model.records import EntryKind
 from tui import slash_context, slash_mcp
 from tui.markup import escape
+from tui.slash_agents import agents
 from tui.usage import summary_label, totals_label
 
 if TYPE_CHECKING:  # the harness's modules load after the first frame (see tui.launch)
@@ -765,5 +766,6 @@ COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand("send", "send the input held behind a failed run", send_held),
     SlashCommand("mcp", "the MCP servers: state, tools, prompts, resources", mcp),
     SlashCommand("jobs", "list the background jobs; show or stop one", jobs, "[N | stop N]"),
+    SlashCommand("agents", "list the background subagents; stop one", agents, "[stop ID]"),
     SlashCommand("quit", "leave bastion", quit_app, aliases=("exit",)),
 )

@@ -35,6 +35,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from runtime.agents.background import AGENT_TOOLS, BackgroundAgents, agent_specs
 from runtime.agents.children import final_text, find_child, link_tx, subagent_of
 from runtime.agents.definitions import AgentCatalog, AgentDefinition
 from runtime.model.errors import BastionError, ConversationBusy
@@ -96,6 +97,10 @@ class ChildHost(Protocol):
     ) -> Driver | None: ...
 
     async def wait(self, item_id: str, conversation_id: str, *, poll: float = 1.0) -> Run: ...
+
+    async def wait_run(self, run_id: str, conversation_id: str, *, poll: float = 1.0) -> Run: ...
+
+    async def usage(self, conversation_id: str) -> Any: ...
 
     async def release(self, conversation_id: str) -> None: ...
 
@@ -176,12 +181,18 @@ class TaskToolbox(ToolboxLayer):
         self.parent = parent
         self.catalog = catalog
         self._task = task_spec(catalog)
+        self.agents = BackgroundAgents(host, parent.id, self._drive)
 
     def specs(self) -> tuple[ToolSpec, ...]:
         # Asked each time: the inner toolbox's tools change (MCP servers start, list anew).
-        return (*self.inner.specs(), self._task)
+        return (*self.inner.specs(), self._task, *agent_specs())
 
     def info(self, name: str) -> ToolInfo | None:
+        if name in AGENT_TOOLS:
+            # They act on this session's own children only (whose tools ask for
+            # themselves); replay-safe: a message is admitted once under its call's key,
+            # a stop or a wait done twice changes nothing more.
+            return ToolInfo(read_only=True, replay_safe=True, concurrent=False)
         if name == TASK_TOOL:
             # Starting a child changes nothing; what the child does asks (or is refused)
             # under the parent's own mode. Replay-safe: a rerun finds the same child.
@@ -199,16 +210,20 @@ class TaskToolbox(ToolboxLayer):
         *,
         sandbox: str | None = None,
     ) -> ToolOutcome:
-        if name != TASK_TOOL:
+        if name != TASK_TOOL and name not in AGENT_TOOLS:
             extra: dict[str, Any] = {"sandbox": sandbox} if sandbox else {}
             return await self.inner.run(name, arguments, on_output, on_start, **extra)
         call = CURRENT_CALL.get()
-        if call is None or call.name != TASK_TOOL:
-            return _refused("INTERNAL", "task was run outside a recorded tool call")
+        if call is None or call.name != name:
+            return _refused("INTERNAL", f"{name} was run outside a recorded tool call")
+        if name in AGENT_TOOLS:
+            return await self.agents.run(name, call, arguments)
         request = await self._resolve(call, arguments)
         if isinstance(request, ToolOutcome):
             return request
         agent, description, prompt = request
+        if _background(arguments):
+            return await self._start_background(call, request, on_start)
         # Subscribed before the child starts, so none of its calls is missed however
         # soon it makes them (its id is known only once it exists: `_relay` filters).
         sub = self.host.subscribe() if on_output is not None else None
@@ -239,7 +254,7 @@ class TaskToolbox(ToolboxLayer):
             if isinstance(request, ToolOutcome):
                 continue  # refused when the call runs
             try:
-                await self._start(call, *request)
+                await self._start(call, *request, background=_background(call.arguments))
             except BastionError as exc:  # the call itself starts it again and reports this
                 log.info("subagent of call %s did not start ahead: %s", call.id, exc)
 
@@ -281,8 +296,39 @@ class TaskToolbox(ToolboxLayer):
             return _refused("INVALID_ARGUMENT", f"there is no agent {name!r}; agents: {names}")
         return agent, " ".join(description.split())[:80] or agent.name, prompt
 
+    async def _start_background(
+        self,
+        call: ToolCallRecord,
+        request: tuple[AgentDefinition, str, str],
+        on_start: OnStart | None,
+    ) -> ToolOutcome:
+        """Start the child and return its id at once; its driver goes on here."""
+        agent, description, _ = request
+        try:
+            child_id, _item = await self._start(call, *request, background=True)
+            if on_start is not None:
+                record = {"child": child_id, "agent": agent.name, "description": description}
+                pending = on_start(record | {"background": True})
+                if inspect.isawaitable(pending):
+                    await pending
+        except BastionError as exc:
+            return _refused("INTERNAL", f"the subagent could not start: {exc.message}")
+        text = (
+            f"started background agent {child_id} ({agent.name}: {description}). It works "
+            "while you go on; wait_agents returns its answer, message_agent tells it more, "
+            "stop_agent stops it."
+        )
+        data = {"child": child_id, "agent": agent.name, "background": True}
+        return ToolOutcome(True, text, data)
+
     async def _start(
-        self, call: ToolCallRecord, agent: AgentDefinition, description: str, prompt: str
+        self,
+        call: ToolCallRecord,
+        agent: AgentDefinition,
+        description: str,
+        prompt: str,
+        *,
+        background: bool = False,
     ) -> tuple[str, InboxItem]:
         """The child of `call` and its first input, created once; then driven here."""
         store = self.host.store
@@ -291,7 +337,7 @@ class TaskToolbox(ToolboxLayer):
         if child_id is None:
             child = new_conversation(
                 self.parent.cwd,
-                settings=self._child_settings(call, agent),
+                settings=self._child_settings(call, agent, background),
                 title=f"{agent.name}: {description}",
             )
 
@@ -316,7 +362,9 @@ class TaskToolbox(ToolboxLayer):
         await self._drive(child_id)
         return child_id, item
 
-    def _child_settings(self, call: ToolCallRecord, agent: AgentDefinition) -> dict[str, Any]:
+    def _child_settings(
+        self, call: ToolCallRecord, agent: AgentDefinition, background: bool
+    ) -> dict[str, Any]:
         model = agent.model or self.parent.agent.model
         if agent.model:
             try:
@@ -335,6 +383,7 @@ class TaskToolbox(ToolboxLayer):
                 "parent": self.parent.id,
                 "call": call.id,
                 "source": agent.source,
+                **({"background": True} if background else {}),
             },
         }
 
@@ -447,10 +496,23 @@ def task_spec(catalog: AgentCatalog) -> ToolSpec:
                     "enum": list(catalog.agents),
                     "description": "Which agent does it (default: general).",
                 },
+                "background": {
+                    "type": "boolean",
+                    "description": "Run it in the background: this call returns its id at "
+                    "once and you go on; get its answer with wait_agents.",
+                },
             },
             "required": ["description", "prompt"],
         },
     )
+
+
+def _background(arguments: str) -> bool:
+    try:
+        args = json.loads(arguments or "{}")
+    except ValueError:
+        return False
+    return isinstance(args, dict) and args.get("background") is True
 
 
 def _refused(

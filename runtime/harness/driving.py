@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -43,6 +44,8 @@ from runtime.run.sandboxing import choose_sandbox
 from runtime.setup.skills import SkillToolbox, load_skills
 from runtime.store.sessions import descendants
 from runtime.store.tx import Tx
+
+log = logging.getLogger(__name__)
 
 
 class DrivingOps(HarnessCore):
@@ -305,6 +308,12 @@ class DrivingOps(HarnessCore):
         if self.serving is not None:
             await self.serving.start(conversation_id)
         self._settings[conversation_id] = SessionSettings(spec, mode.value)
+        if isinstance(toolbox, agents.TaskToolbox):
+            # Background children a crash left running go on with their parent.
+            try:
+                await toolbox.agents.resume()
+            except BastionError as exc:
+                log.warning("background agents of %s not resumed: %s", conversation_id, exc)
         return driver
 
     # --- this process's settings ------------------------------------------

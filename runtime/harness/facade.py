@@ -31,6 +31,7 @@ from typing import Any
 
 from runtime.agents import unfinished_children
 from runtime.context.instructions import ProjectInstructions, load_instructions
+from runtime.harness.agent_ops import AgentOps
 from runtime.harness.approving import ApprovalOps
 from runtime.harness.core import (
     HarnessCore,
@@ -101,7 +102,7 @@ log = logging.getLogger(__name__)
 CLOSE_GRACE = 5.0
 
 
-class Harness(SessionOps, ApprovalOps, ResetOps, JobOps):
+class Harness(SessionOps, ApprovalOps, ResetOps, JobOps, AgentOps):
     @classmethod
     async def open(
         cls,

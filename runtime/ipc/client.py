@@ -45,6 +45,7 @@ from runtime.model.records import (
     ToolCallRecord,
 )
 from runtime.model.results import (
+    AgentRecord,
     CloseReport,
     Interruption,
     McpPrompt,
@@ -451,6 +452,15 @@ class HarnessClient:
     ) -> JobRecord:
         op = p.StopJob(conversation=conversation_id, job=job, why=why)
         stopped: JobRecord = await self.call(op)
+        return stopped
+
+    async def agents(self, conversation_id: str) -> tuple[AgentRecord, ...]:
+        return tuple(await self.call(p.Agents(conversation=conversation_id)))
+
+    async def stop_agent(self, conversation_id: str, agent: str) -> AgentRecord:
+        stopped: AgentRecord = await self.call(
+            p.StopAgent(conversation=conversation_id, agent=agent)
+        )
         return stopped
 
     async def search(self, query: str, limit: int = 50) -> list[SearchHit]:

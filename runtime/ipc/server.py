@@ -356,6 +356,10 @@ async def _apply_sessions(harness: Harness, op: p.Op) -> Any:
             return await harness.jobs(op.conversation)
         case p.StopJob():
             return await harness.stop_job(op.conversation, op.job, why=op.why)
+        case p.Agents():
+            return await harness.agents(op.conversation)
+        case p.StopAgent():
+            return await harness.stop_agent(op.conversation, op.agent)
         case p.Search():
             return await harness.search(op.query, op.limit)
         case p.Sessions():

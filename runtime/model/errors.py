@@ -155,6 +155,12 @@ class UnknownEntry(BastionError):
     code = "unknown_entry"
 
 
+class UnknownAgent(BastionError):
+    """No background agent of that id (or description) in the session."""
+
+    code = "unknown_agent"
+
+
 class UnknownJob(BastionError):
     """No background job of that number in the conversation, or none this process runs."""
 

@@ -49,6 +49,7 @@ from runtime.model.records import (
     ToolCallRecord,
 )
 from runtime.model.results import (
+    AgentRecord,
     CloseReport,
     Interruption,
     McpPrompt,
@@ -402,6 +403,26 @@ class ReadMcpResource(Op):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Agents(Op):
+    """The conversation's background subagents (runtime.agents.background), oldest first."""
+
+    name = "agents"
+    Reply = tuple[AgentRecord, ...]
+    acts = False
+    conversation: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StopAgent(Op):
+    """Stop a background subagent (its id or description) of a conversation."""
+
+    name = "stop_agent"
+    Reply = AgentRecord
+    conversation: str
+    agent: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Jobs(Op):
     """The conversation's background jobs (runtime.model.jobs), oldest first."""
 
@@ -552,7 +573,7 @@ OPS: dict[str, type[Op]] = {
         Compact, CancelCompaction, Snapshot, Settings, SetApprovalMode, SetModel,
         SetReasoningEffort, SetDefaults, NewSession, SwitchSession, Fork, Rewind,
         PlanRestore, Restore, Export, Usage, McpServers, McpPrompts, McpResources, GetMcpPrompt,
-        ReadMcpResource, Jobs, StopJob, Search, Sessions, ResolveId,
+        ReadMcpResource, Jobs, StopJob, Agents, StopAgent, Search, Sessions, ResolveId,
         ShortIds, WaitRun, WaitIdle, GetConversation, Answer, RunCalls, Subscribe, Unsubscribe, Ping, Close,
     )
 }  # fmt: skip

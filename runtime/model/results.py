@@ -193,6 +193,26 @@ class Rewound:
 
 
 @dataclass(frozen=True, slots=True)
+class AgentRecord:
+    """A background subagent of a session (runtime.agents.background): its id, kind and
+    description, its newest run's state, its last words (the end of its newest answer)
+    and its spend."""
+
+    id: str
+    agent: str
+    description: str
+    state: str
+    last_words: str
+    input_tokens: int
+    output_tokens: int
+    cost: float | None
+
+    @property
+    def running(self) -> bool:
+        return self.state in ("queued", "running", "awaiting_approval")
+
+
+@dataclass(frozen=True, slots=True)
 class Interruption:
     """What `Harness.interrupt` did: the run it asked to stop (None if none was active)
     and the queued inputs it withdrew, oldest first, for the prompt to take back."""

@@ -7,6 +7,11 @@
 - an interrupted or failed attempt's spend is recorded per attempt, estimated
   when the provider sent none, and the totals over it say estimated (it used to
   vanish, and the total still read as measured).
+
+Issue 37, item 9 (seeds 000 and 004: spawn, list, wait for, stop a subagent): a
+background subagent returns its id at once, is listed, waited for and refused a
+second stop (the whole surface: tests/agents/test_background.py and, through real
+processes killed and resumed, tests/agents/test_background_crash.py).
 """
 
 from __future__ import annotations
@@ -206,3 +211,40 @@ async def test_seed_spend_of_an_attempt_a_crash_cut_off_is_counted_on_resume(
     assert run.usage["output_tokens"] == 3 + attempt["output_tokens"]
     assert run.usage["quality"] == "estimated"
     await harness.close()
+
+
+async def test_seed_persistent_subagent_spawned_listed_waited_for_and_stopped(
+    tmp_path: Path,
+) -> None:
+    import json
+
+    from runtime.testing.server import LoopbackServer
+    from tests.agents.helpers import call, start
+    from tests.agents.helpers import open_harness as open_loopback
+
+    spawn = {"description": "w", "prompt": "CHILD-W: answer slowly", "background": True}
+    turns = [
+        {"match": "PARENT", "tool_calls": [call("task", spawn)]},
+        {"match": "CHILD-W", "repeat": True, "text": "W-DONE", "chunk_size": 2, "delay_ms": 100},
+        {"match": "PARENT", "tool_calls": [call("list_agents", {})]},
+        {"match": "PARENT", "tool_calls": [call("wait_agents", {"ids": ["w"], "timeout": 60})]},
+        {"match": "PARENT", "tool_calls": [call("stop_agent", {"id": "w"})]},
+        {"match": "PARENT", "repeat": True, "text": "done"},
+    ]  # fmt: skip
+    work = tmp_path / "work"
+    work.mkdir()
+    with LoopbackServer(turns) as server:
+        harness = await open_loopback(tmp_path, server.base_url)
+        try:
+            conv, item = await start(harness, work, "PARENT: go")
+            await harness.wait(item.id, conv.id)
+            snap = await harness.store.snapshot(conv.id)
+            spawned, listed, waited, stopped = [
+                e.text for e in snap.entries if e.kind == "tool_result"
+            ]
+            assert spawned.startswith("started background agent")
+            assert json.loads(listed)[0]["description"] == "w"
+            assert json.loads(waited.partition("\n")[2])[0]["last_words"] == "W-DONE"
+            assert stopped.startswith("REFUSED ENDED:")
+        finally:
+            await harness.close()

@@ -183,6 +183,7 @@ async def test_every_slash_command_in_the_attached_app_acts_and_the_first_termin
             await command("/cost", lambda: "over 1 run" in said(second))
             await command("/mcp", lambda: "MCP" in said(second) or "mcp" in said(second))
             await command("/jobs", lambda: "no background jobs" in said(second))
+            await command("/agents", lambda: "no background agents" in said(second))
             await command("/send", lambda: "nothing" in said(second))
             await command("/export json", lambda: (work / f"bastion-{conv_id[:8]}.json").exists())
             await command("/theme", lambda: "theme" in said(second))
