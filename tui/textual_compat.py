@@ -177,16 +177,49 @@ class LaidOutOnce(Widget):
 @functools.cache
 def noting_keys(base: type[Driver]) -> type[Driver]:
     """`base` (a Textual driver class), setting its app's `typed_at` as each key or
-    paste is read."""
+    paste is read, and reading an Enter typed before the app took the terminal as
+    Enter.
+
+    Keys typed while bastion starts wait in the terminal, which (not yet raw) turns
+    each Enter into a line feed as it takes it (ICRNL): read later they would be
+    Ctrl+J, a new line in the prompt. The bytes already waiting when the app takes
+    the terminal (FIONREAD) were typed before: a line feed among them is an Enter.
+    (The app also keeps keys typed before its prompt has the focus: `BastionApp`.)"""
 
     class NotingKeys(base):  # type: ignore[valid-type,misc]
+        _typed_ahead = 0  # bytes waiting in the terminal when the app took it
+
+        def start_application_mode(self) -> None:
+            self._typed_ahead = waiting_bytes(getattr(self, "fileno", None))
+            super().start_application_mode()
+
         def process_message(self, message: Any) -> None:
             if isinstance(message, (events.Key, events.Paste)):
                 self._app.typed_at = time.monotonic()
+            if isinstance(message, events.Key) and self._typed_ahead > 0:
+                self._typed_ahead -= len((message.character or " ").encode())
+                if message.key == "ctrl+j":  # an Enter the terminal turned into \n
+                    message = events.Key("enter", "\r")
             super().process_message(message)
 
     NotingKeys.__name__ = NotingKeys.__qualname__ = f"NotingKeys{base.__name__}"
     return NotingKeys
+
+
+def waiting_bytes(fileno: int | None) -> int:
+    """How many bytes wait to be read on the terminal `fileno` (0 if it is not one)."""
+    if fileno is None:
+        return 0
+    import array
+    import fcntl
+    import termios
+
+    count = array.array("i", [0])
+    try:
+        fcntl.ioctl(fileno, termios.FIONREAD, count)
+    except OSError:
+        return 0
+    return count[0]
 
 
 def write_raw(app: App[Any], text: str) -> None:

@@ -155,3 +155,42 @@ async def test_keys_first_sees_a_key_before_the_text_area():
         await pilot.pause()
         assert taken == ["a", "x", "b"]
         assert prompt.text == "ab"  # x was taken; a and b reached the text area
+
+
+def test_an_enter_typed_before_the_app_took_the_terminal_is_an_enter():
+    """A terminal not yet raw turns Enter into a line feed (ICRNL) as it takes it: the
+    bytes waiting when the app takes it were typed before, and a line feed among them
+    is read as Enter; one typed after is Ctrl+J (a new line in the prompt) as ever.
+    (Under load the app read such a line feed after its prompt had the focus, and
+    the typed-ahead request stayed in the prompt: the CI run of 8ae5153.)"""
+    import os
+    import pty
+    from types import SimpleNamespace
+
+    from textual import events
+
+    class Reading:  # the part of a Textual driver the wrapper sits on
+        def __init__(self) -> None:
+            self.got: list[events.Key] = []
+
+        def start_application_mode(self) -> None:
+            pass
+
+        def process_message(self, message: events.Key) -> None:
+            self.got.append(message)
+
+    master, slave = pty.openpty()
+    try:
+        os.write(master, b"hi\r")  # typed while bastion starts: the slave holds "hi\n"
+        assert compat.waiting_bytes(slave) == 3
+        driver = compat.noting_keys(Reading)()  # type: ignore[arg-type]
+        driver._app = SimpleNamespace(typed_at=0.0)
+        driver.fileno = slave
+        driver.start_application_mode()
+        for key, char in (("h", "h"), ("i", "i"), ("ctrl+j", "\n"), ("ctrl+j", "\n")):
+            driver.process_message(events.Key(key, char))
+        assert [k.key for k in driver.got] == ["h", "i", "enter", "ctrl+j"]
+        assert driver._app.typed_at > 0
+    finally:
+        os.close(master)
+        os.close(slave)
