@@ -151,7 +151,6 @@ async def test_a_summary_still_written_when_the_run_ends_is_stopped_and_not_kept
     tmp_path: Path,
 ) -> None:
     main, toolbox = ScriptedProvider(), Held()
-    toolbox.landed.set()
     slow = ScriptedTurn(text=SUMMARY, chunk_size=1, delay=0.5)  # 100 s unless stopped
     summariser = ScriptedProvider([slow])
     harness = await open_tiny(tmp_path, main, summariser, toolbox)
@@ -160,8 +159,19 @@ async def test_a_summary_still_written_when_the_run_ends_is_stopped_and_not_kept
     )
     await harness.drive(conv.id)
     await near_the_window(harness, conv.id, main)
-    main.add(ScriptedTurn(text="Reading.", tool_calls=calls("a")), ScriptedTurn(text="Done."))
+    main.add(
+        ScriptedTurn(text="Reading.", tool_calls=calls("a")),
+        ScriptedTurn(text="And the other.", tool_calls=calls("wait")),
+        ScriptedTurn(text="Done."),
+    )
+
+    async def asked() -> None:  # the run ends only once the summary is being written
+        await until(lambda: bool(summariser.requests), "the summary asked for")
+        toolbox.landed.set()
+
+    asking = asyncio.create_task(asked())
     run, seen = await watched(harness, conv.id, "go")
+    await asking
     snap = await harness.snapshot(conv.id)
     await harness.close()
     assert run.state == "completed", run.error
