@@ -165,6 +165,7 @@ def test_an_enter_typed_before_the_app_took_the_terminal_is_an_enter():
     the typed-ahead request stayed in the prompt: the CI run of 8ae5153.)"""
     import os
     import pty
+    import select
     from types import SimpleNamespace
 
     from textual import events
@@ -182,6 +183,8 @@ def test_an_enter_typed_before_the_app_took_the_terminal_is_an_enter():
     master, slave = pty.openpty()
     try:
         os.write(master, b"hi\r")  # typed while bastion starts: the slave holds "hi\n"
+        # (the terminal's line discipline takes the bytes on its own thread: wait for it)
+        assert select.select([slave], [], [], 10)[0] == [slave]
         assert compat.waiting_bytes(slave) == 3
         driver = compat.noting_keys(Reading)()  # type: ignore[arg-type]
         driver._app = SimpleNamespace(typed_at=0.0)
