@@ -469,7 +469,11 @@ def _rewritten(call: ToolCallRecord, results: Sequence[HookResult]) -> dict[str,
     if arguments == call.arguments:
         return {}
     rewritten = {"by": rewrite.spec.shown, "original": call.arguments}
-    return {"arguments": arguments, "review": {**(call.review or {}), "rewritten": rewritten}}
+    review = {**(call.review or {}), "rewritten": rewritten}
+    changes: dict[str, Any] = {"arguments": arguments, "review": review}
+    if review.pop("allowed_by", None) is not None:  # a rule allowed what the model asked,
+        changes["approval"] = Approval.PENDING  # not the rewrite: it asks (or is refused)
+    return changes
 
 
 def _not_an_approval(result: HookResult) -> HookResult:

@@ -89,6 +89,7 @@ async def open_session(
     interactive: bool = True,
     conversation_id: str | None = None,
     sandbox: str | None = None,
+    allow: tuple[str, ...] = (),
 ) -> Session:
     """A harness over `server` with `hooks` (a [hooks] table as data) in the user's
     config, driving a conversation in `tmp_path/ws` (created, or `conversation_id`)."""
@@ -109,5 +110,5 @@ async def open_session(
             str(workspace), settings={"model": MODEL, "approval_mode": approval_mode}
         )
         conversation_id = conv.id
-    await harness.drive(conversation_id, interactive=interactive)
+    await harness.drive(conversation_id, interactive=interactive, allow=list(allow))
     return Session(harness, server, conversation_id, workspace)

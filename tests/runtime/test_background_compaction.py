@@ -118,13 +118,14 @@ async def test_the_run_goes_on_while_the_summary_is_made_and_uses_it_once_landed
     sent_when_landed: list[int] = []
 
     async def land() -> None:
-        while True:
+        for _ in range(3000):  # (up to a minute on a loaded machine)
             snap = await harness.snapshot(conv.id)
             if any(e.kind == EntryKind.SUMMARY for e in snap.entries):
                 sent_when_landed.append(len(main.requests) - before)
                 toolbox.landed.set()
                 return
-            await asyncio.sleep(0.02)  # (poll interval)
+            await asyncio.sleep(0.02)  # (poll interval: the store is read, not watched)
+        raise AssertionError("the background summary never landed")
 
     lander = asyncio.create_task(land())
     run, seen = await watched(harness, conv.id, "go")
