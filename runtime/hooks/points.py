@@ -3,14 +3,16 @@
 One `Hooks` per driver (per conversation and process). The model loop calls it:
 
 - `run_start`: SessionStart (the first run this process drives), UserPromptSubmit
-  (a run's own prompt; steers joining a run are not hooked), and, on a resumed run,
+  (a run's own prompt; `steer`: a steer joining it), and, on a resumed run,
   a note for each at-most-once hook a crash cut off;
 - `before_tool` (PreToolUse) before the approval prompt: "block" denies the call
   and the model gets the reason as its result; "approve" ("allow") changes
   nothing but a line: a hook's answer is never an approval (ARCHITECTURE: trust
   boundary). Approvals come only from the user, at their terminal or a client they
   authenticated; a hook runs code a repository can influence, and the user's
-  approval rules are the way to let a kind of call run unasked;
+  approval rules are the way to let a kind of call run unasked. `updatedInput`
+  rewrites the call: checked against the tool's schema and decided again by the
+  approval rules and guarded paths (`CallVetting`), stored with the decision;
 - `after_tool` (PostToolUse) once the result is committed: a block reason, exit 2
   stderr or additionalContext reaches the model as a note before its next request;
 - `stop` (Stop) when the model answered, before the run is committed as answered
@@ -63,7 +65,7 @@ from runtime.model.records import (
 from runtime.store.tx import Tx
 
 if TYPE_CHECKING:
-    from runtime.hooks.context import RunContext
+    from runtime.hooks.context import CallVetting, RunContext
     from runtime.model.tools import ToolOutcome
     from tools.sandbox import SandboxPolicy
 
@@ -104,9 +106,14 @@ class Hooks:
         asked here (print mode): its hooks still see it, and may block it."""
         return call.approval != Approval.DENIED or bool((call.review or {}).get("cannot_ask"))
 
-    async def before_tool(self, ex: RunContext, call: ToolCallRecord) -> ToolCallRecord | None:
+    async def before_tool(
+        self, ex: RunContext, call: ToolCallRecord, vet: CallVetting | None = None
+    ) -> ToolCallRecord | None:
         """PreToolUse for a call about to be approved or run: the call as it is now
-        (denied or approved by a hook, or unchanged); None if it was settled meanwhile."""
+        (denied by a hook, its arguments rewritten by one, or unchanged); None if it
+        was settled meanwhile. A rewrite is checked against the tool's schema and
+        decided again by `vet` (approval rules, guarded paths) in the transaction that
+        stores it, with the hooks' decisions: the prompt shows it and the tool runs it."""
         specs = self.hooks.matching("PreToolUse", call.name)
         prefix = f"PreToolUse:{call.id}:"
         if not specs:
@@ -118,18 +125,10 @@ class Hooks:
         if not self.may_decide(call) or await self._decided(ex, call.run_id, prefix):
             return call
         payload = self._payload(ex, "PreToolUse", tool_name=call.name, tool_input=_args(call))
-        results = [_not_an_approval(r) for r in await self._run_all(specs, payload, gate=True)]
+        found = await self._run_all(specs, payload, gate=True, rewrites=True)
+        results = _checked([_not_an_approval(r) for r in found], call.name, vet)
         block = next((r for r in results if r.decision == "block"), None)
-        changes: dict[str, Any] = {}
-        if block is not None:
-            text = (
-                f"REFUSED FORBIDDEN: a PreToolUse hook (`{block.spec.shown}`) blocked this "
-                f"call: {block.reason}\nhint: follow the hook's reason, or tell the user."
-            )
-            changes = {
-                "approval": Approval.DENIED,
-                "review": {**(call.review or {}), "refusal": text},
-            }
+        changes = await _changes(call, results, block, vet)
 
         def build(tx: Tx) -> tuple[list[Entry], ToolCallRecord | None]:
             entries = self._record(tx, call.run_id, prefix, results, "done")
@@ -139,12 +138,16 @@ class Hooks:
                 call.id, from_states=(ToolCallState.PENDING,),
                 from_approvals=(call.approval,), **changes,
             )  # fmt: skip
+            if changed is not None and "arguments" in changes and vet is not None:
+                changed = vet.redecide(tx, changed)
             return entries, changed
 
-        _, found = await ex.commit(build, after=lambda out: _track(ex, out[0]))
-        if found is None:  # changed meanwhile (an answer, an interrupt): as it is now
-            found = await ex.store.tool_call(call.id)
-        return found if found is not None and found.state == ToolCallState.PENDING else None
+        _, found_call = await ex.commit(build, after=lambda out: _track(ex, out[0]))
+        if found_call is None:  # changed meanwhile (an answer, an interrupt): as it is now
+            found_call = await ex.store.tool_call(call.id)
+        if found_call is not None and found_call.state == ToolCallState.PENDING:
+            return found_call
+        return None
 
     async def after_tool(self, ex: RunContext, call: ToolCallRecord, outcome: ToolOutcome) -> None:
         """PostToolUse, once the call's result is committed (at most once)."""
@@ -295,12 +298,14 @@ class Hooks:
         return results
 
     async def _run_all(
-        self, specs: Sequence[HookSpec], payload: dict[str, Any], gate: bool
-    ) -> list[HookResult]:
-        """Each hook in order; a gate stops at the first block."""
-        data = json.dumps(payload, ensure_ascii=False, default=str).encode("utf-8", "replace")
+        self, specs: Sequence[HookSpec], payload: dict[str, Any], gate: bool,
+        *, rewrites: bool = False,
+    ) -> list[HookResult]:  # fmt: skip
+        """Each hook in order; a gate stops at the first block. With `rewrites`, a hook
+        that rewrote the call's arguments hands the next hook the new ones."""
         results = []
         for spec in specs:
+            data = json.dumps(payload, ensure_ascii=False, default=str).encode("utf-8", "replace")
             env = hook_env(self.root, spec.event)
             try:
                 out = await run_hook(
@@ -313,6 +318,8 @@ class Hooks:
             results.append(result)
             if gate and result.decision == "block":
                 break
+            if rewrites and result.updated is not None:
+                payload = {**payload, "tool_input": json.loads(result.updated)}
         return results
 
     def _policy(self, spec: HookSpec) -> SandboxPolicy | None:
@@ -454,6 +461,49 @@ def redact_result(result: HookResult) -> HookResult:
         context=redact.text(result.context),
         line=redact.text(result.line),
     )
+
+
+REWRITE_KEYS = ("diff", "note")  # review keys made from the arguments (an edit's preview)
+
+
+def _checked(results: list[HookResult], tool: str, vet: CallVetting | None) -> list[HookResult]:
+    """The hooks' answers with the last rewrite checked against the tool's schema: one
+    that does not fit blocks the call, naming the hook."""
+    last = next((r for r in reversed(results) if r.updated is not None), None)
+    if last is None or vet is None or any(r.decision == "block" for r in results):
+        return results
+    problem = vet.schema_problem(tool, json.loads(last.updated or "{}"))
+    if problem is None:
+        return results
+    reason = (
+        f"PreToolUse hook `{last.spec.shown}` rewrote the call's arguments into a shape "
+        f"{tool} does not take ({problem}); the call is blocked (fix the hook's updatedInput)"
+    )
+    blocked = replace(last, outcome="block", decision="block", reason=reason, line=reason)
+    return [blocked if r is last else r for r in results]
+
+
+async def _changes(
+    call: ToolCallRecord, results: list[HookResult], block: HookResult | None,
+    vet: CallVetting | None,
+) -> dict[str, Any]:  # fmt: skip
+    """What the hooks' answers change on the call: denied with the blocking hook's
+    reason, or its arguments rewritten (the rewrite recorded in its review, with the
+    arguments the model asked for and an edit's diff made again), or nothing."""
+    if block is not None:
+        text = (
+            f"REFUSED FORBIDDEN: a PreToolUse hook (`{block.spec.shown}`) blocked this "
+            f"call: {block.reason}\nhint: follow the hook's reason, or tell the user."
+        )
+        return {"approval": Approval.DENIED, "review": {**(call.review or {}), "refusal": text}}
+    rewriters = [r for r in results if r.updated is not None]
+    arguments = rewriters[-1].updated if rewriters else None
+    if arguments is None or json.loads(arguments) == _args(call):
+        return {}
+    review = {k: v for k, v in (call.review or {}).items() if k not in REWRITE_KEYS}
+    review["rewritten"] = {"by": [r.spec.shown for r in rewriters], "from": call.arguments}
+    found = await vet.preview(call.name, arguments) if vet is not None else None
+    return {"arguments": arguments, "review": {**review, **(found or {})}}
 
 
 def _not_an_approval(result: HookResult) -> HookResult:

@@ -485,7 +485,7 @@ class Tx:
         updated = current.but(updated_at=time.time(), **changes)
         changed = self.execute(
             "UPDATE tool_calls SET approval = ?, state = ?, updated_at = ?, result = ?, "
-            "result_entry_id = ?, process = ?, review = ? "
+            "result_entry_id = ?, process = ?, review = ?, arguments = ? "
             "WHERE id = ? AND conversation_id = ? AND state = ? AND approval = ?",
             (
                 updated.approval,
@@ -495,6 +495,7 @@ class Tx:
                 updated.result_entry_id,
                 json.dumps(updated.process) if updated.process is not None else None,
                 _json_or_none(updated.review),
+                updated.arguments,  # a PreToolUse hook's rewrite (runtime.hooks.points)
                 call_id,
                 self.conversation_id,
                 current.state,
