@@ -158,7 +158,9 @@ class Hooks:
         payload = self._payload(
             ex, "PostToolUse", tool_name=call.name, tool_input=_args(call), tool_response=response
         )
-        await self._effects(ex, call.run_id, f"PostToolUse:{call.id}:", specs, payload, call.name)
+        await self._effects(
+            ex, call.run_id, f"PostToolUse:{call.id}:", specs, payload, call.name, call.id
+        )
 
     async def stop(self, ex: RunContext, run: Run, answer: Entry) -> bool:
         """Stop, when the model answered and before the run is committed as answered
@@ -271,9 +273,11 @@ class Hooks:
 
     async def _effects(
         self, ex: RunContext, run_id: str, prefix: str, specs: Sequence[HookSpec],
-        payload: dict[str, Any], tool: str | None, *, for_model: bool = True,
+        payload: dict[str, Any], tool: str | None, call_id: str | None = None,
+        *, for_model: bool = True,
     ) -> list[HookResult]:  # fmt: skip
-        """Hooks that run at most once: committed as started, run, committed as done."""
+        """Hooks that run at most once: committed as started, run, committed as done
+        (with a PostToolUse hook's replacement of call `call_id`'s result)."""
 
         def started(tx: Tx) -> None:
             for spec in specs:
@@ -291,7 +295,14 @@ class Hooks:
             raise
         await ex.commit(
             lambda tx: self._record(
-                tx, run_id, prefix, results, "done", for_model=for_model, tool=tool
+                tx,
+                run_id,
+                prefix,
+                results,
+                "done",
+                for_model=for_model,
+                tool=tool,
+                replaces=call_id,
             ),
             after=lambda out: _track(ex, out),
         )
@@ -337,9 +348,12 @@ class Hooks:
     def _record(
         self, tx: Tx, run_id: str, prefix: str, results: Sequence[HookResult], state: str,
         *, for_model: bool = False, withdraws: str | None = None, tool: str | None = None,
+        replaces: str | None = None,
     ) -> list[Entry]:  # fmt: skip
         """In the caller's transaction: a HookRan per result and a note per result worth
-        a line (and, `for_model`, per result with something for the model)."""
+        a line (and, `for_model`, per result with something for the model; with
+        `replaces`, per PostToolUse result replacing that call's result: the note holds
+        the replacement, runtime.context.messages sends it instead of the result)."""
         ex_id = tx.conversation_id
         entries = []
         for r in results:
@@ -347,13 +361,16 @@ class Hooks:
                 tx, run_id, prefix + _digest(r.spec), r.spec.event, r.spec.shown, state, r.outcome
             )
             told = _for_model(r, tool) if for_model else ""
-            if r.line or told or withdraws:
+            swap = replaces if r.updated is not None and r.spec.event == "PostToolUse" else None
+            if r.line or told or withdraws or swap:
                 data: dict[str, Any] = {"hook": r.to_dict()}
                 if told:
                     data["for_model"] = told
                 if withdraws:
                     data["withdraws"] = withdraws
-                line = r.line or f"{r.spec.event} hook `{r.spec.shown}` added context for the model"
+                if swap:
+                    data |= {"replaces_call": swap, "replacement": r.updated}
+                line = r.line or _line(r, tool, bool(swap))
                 if r.spec.event == "Stop" and r.decision == "block" and not for_model:
                     line = (
                         f"Stop hook `{r.spec.shown}` asked to keep the run going again; a run "
@@ -380,6 +397,17 @@ class Hooks:
             "hook_event_name": event,
             **fields,
         }
+
+
+def _line(result: HookResult, tool: str | None, swapped: bool) -> str:
+    """The transcript's line for a hook's answer that is not a failure or a block."""
+    name = f"{result.spec.event} hook `{result.spec.shown}`"
+    if swapped:
+        return (
+            f"{name} replaced the result of {tool} the model sees "
+            f"({len(result.updated or '')} characters; the tool's own result is kept)"
+        )
+    return f"{name} added context for the model"
 
 
 def _for_model(result: HookResult, tool: str | None) -> str:
@@ -460,6 +488,7 @@ def redact_result(result: HookResult) -> HookResult:
         reason=redact.text(result.reason),
         context=redact.text(result.context),
         line=redact.text(result.line),
+        updated=redact.text(result.updated) if result.updated is not None else None,
     )
 
 
