@@ -18,7 +18,8 @@ One `Hooks` per driver (per conversation and process). The model loop calls it:
 - `stop` (Stop) when the model answered, before the run is committed as answered
   (not when it failed or was interrupted): "block" (or exit 2) keeps the run going
   with the reason as the model's next input, at most STOP_CONTINUATIONS times per
-  run; `stop_hook_active` tells the hook it already did.
+  run; `stop_hook_active` tells the hook it already did. `judged_answer`: a run
+  resumed after its Stop hooks ran (or were cut off) ends with that answer;
 
 What the ledger keeps (`hook.ran` events, runtime.model.events.HookRan) and so what a
 resumed session does:
@@ -181,6 +182,29 @@ class Hooks:
             self._continued[run.id] = went_on + 1
             return True
         return False
+
+    async def judged_answer(self, ex: RunContext, run: Run) -> Entry | None:
+        """On resume: the answer `run` ended on whose Stop hooks ran (or a crash cut
+        them off, `_recover` said so) before the run was committed as answered. The run
+        ends with it: the model is not asked again and the hooks not run again (at most
+        once). None when the run's newest entry is no such answer or a hook blocked."""
+        mine = [
+            e for e in ex.entries
+            if e.run_id == run.id and not (e.kind == EntryKind.NOTE and not e.data.get("for_model"))
+        ]  # fmt: skip
+        last = mine[-1] if mine else None
+        if (
+            last is None
+            or last.kind != EntryKind.ASSISTANT
+            or last.status != EntryStatus.COMPLETE
+            or last.data.get("tool_calls")
+        ):
+            return None
+        prefix = f"Stop:{last.id}:"
+        rows = await ex.store.read(lambda db: _rows(db, ex.conversation_id, run.id, prefix))
+        if not rows or any(r["outcome"] == "block" for r in rows):
+            return None
+        return last
 
     async def _session_start(self, ex: RunContext, run: Run) -> None:
         specs = self.hooks.matching("SessionStart")

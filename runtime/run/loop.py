@@ -202,7 +202,7 @@ class RunExecutor:
                 blocked = await self.deps.hooks.run_start(self, run, resumed)
                 if blocked is not None:
                     return blocked
-            return await self._turns(run, unfinished)
+            return await self._turns(run, unfinished, resumed)
         except asyncio.CancelledError:
             await self.settle_inflight()
             async with self.lock:
@@ -270,7 +270,13 @@ class RunExecutor:
             self.track(entry)
         return start.run or run, [c for c in start.tool_calls if c.unfinished]
 
-    async def _turns(self, run: Run, unfinished: list[ToolCallRecord]) -> Run:
+    async def _turns(self, run: Run, unfinished: list[ToolCallRecord], resumed: bool) -> Run:
+        if resumed and not unfinished and self.deps.hooks is not None:
+            # Its Stop hooks ran, or a crash cut them off, on this answer: it ends the run.
+            judged = await self.deps.hooks.judged_answer(self, run)
+            done = await self._answer_or_steer(run, judged) if judged is not None else None
+            if done is not None:
+                return done
         if unfinished:
             run = await self.calls.run_all(run, unfinished)
             await self._place_steers(run)
