@@ -10,7 +10,7 @@
   answer may replace the result the model sees (`hookSpecificOutput.updatedToolOutput`,
   or Claude Code's `updatedMCPToolOutput`: text, or any JSON value sent as JSON),
   kept up to REPLACEMENT_LIMIT characters. A PreCompact answer's
-  `hookSpecificOutput.customInstructions` (or plain stdout) is added to the summary's
+  `hookSpecificOutput.customInstructions` is added to the summary's
   instructions; "block" stops an automatic compaction.
 - exit 2: block; stderr is the reason.
 - any other exit: the hook failed; one line says so.
@@ -34,7 +34,7 @@ from runtime.hooks.config import HookSpec
 from runtime.hooks.process import OUTPUT_CAP, HookOutput
 
 REASON_LIMIT = 4_000  # characters of a reason or of context kept
-CONTEXT_EVENTS = ("UserPromptSubmit", "SessionStart", "PreCompact")
+CONTEXT_EVENTS = ("UserPromptSubmit", "SessionStart")
 REPLACEMENT_LIMIT = 64 * 1024  # characters of a replaced result kept (tools' output cap)
 _REPLACES = ("updatedToolOutput", "updatedMCPToolOutput")
 _PERMISSION = {"allow": "approve", "deny": "block", "ask": ""}
@@ -145,6 +145,8 @@ def _answer(spec: HookSpec, name: str, answer: dict[str, Any], base: dict[str, A
         decision = _PERMISSION[permission] or None
     reason = answer.get("reason", specific.get("permissionDecisionReason", ""))
     context = specific.get("additionalContext", "")
+    if spec.event == "PreCompact":  # Claude Code's field: instructions for the summary
+        context = specific.get("customInstructions", context)
     if (
         decision not in (None, "block", "approve")
         or not isinstance(reason, str)

@@ -15,6 +15,8 @@ One `Hooks` per driver (per conversation and process). The model loop calls it:
   approval rules and guarded paths (`CallVetting`), stored with the decision;
 - `after_tool` (PostToolUse) once the result is committed: a block reason, exit 2
   stderr or additionalContext reaches the model as a note before its next request;
+- `pre_compact` (PreCompact) before a run compacts automatically: instructions for
+  the summary, or "block" (no automatic compaction for the rest of the run);
 - `stop` (Stop) when the model answered, before the run is committed as answered
   (not when it failed or was interrupted): "block" (or exit 2) keeps the run going
   with the reason as the model's next input, at most STOP_CONTINUATIONS times per
@@ -24,7 +26,7 @@ One `Hooks` per driver (per conversation and process). The model loop calls it:
 What the ledger keeps (`hook.ran` events, runtime.model.events.HookRan) and so what a
 resumed session does:
 
-- gates (PreToolUse, UserPromptSubmit) are committed with their decision in one
+- gates (PreToolUse, UserPromptSubmit, PreCompact) are committed with their decision in one
   transaction: once committed they never run again for that call or prompt; if
   bastion dies while one runs it runs again on resume (at least once, until
   decided) — a gate that was skipped could let through what it exists to stop;
@@ -205,6 +207,45 @@ class Hooks:
         if not rows or any(r["outcome"] == "block" for r in rows):
             return None
         return last
+
+    async def pre_compact(self, ex: RunContext, run: Run, trigger: str) -> tuple[bool, str]:
+        """PreCompact before `run` compacts automatically: (blocked, instructions for
+        the summary). A gate: decided once per point of the conversation (its newest
+        entry other than a note), committed with its decision; a resumed run that
+        compacts at the same point reads the decision back instead of asking again."""
+        specs = self.hooks.matching("PreCompact")
+        if not specs:
+            return False, ""
+        point = next((e.id for e in reversed(ex.entries) if e.kind != EntryKind.NOTE), "")
+        prefix = f"PreCompact:{run.id}:{point}:"
+        if await self._decided(ex, run.id, prefix):
+            rows = await ex.store.read(lambda db: _rows(db, ex.conversation_id, run.id, prefix))
+            said = [e for e in ex.entries if e.data.get("compact_key") == prefix]
+            blocked = any(r["outcome"] == "block" for r in rows)
+            return blocked, str(said[-1].data.get("instructions", "")) if said else ""
+        payload = self._payload(ex, "PreCompact", trigger=trigger, custom_instructions="")
+        results = await self._run_all(specs, payload, gate=True)
+        blocked = any(r.decision == "block" for r in results)
+        given = [r for r in results if r.context and not blocked]
+        instructions = "\n\n".join(r.context for r in given)[:FOR_MODEL_LIMIT]
+
+        def build(tx: Tx) -> list[Entry]:
+            entries = self._record(tx, run.id, prefix, results, "done")
+            if instructions:
+                line = (
+                    f"PreCompact hook `{given[0].spec.shown}` added instructions to the "
+                    f"summary: {instructions.splitlines()[0][:200]}"
+                )
+                data = {"hook": given[0].to_dict(), "compact_key": prefix,
+                        "instructions": instructions}  # fmt: skip
+                entries.append(tx.add_entry(Entry(
+                    uuid7(), tx.conversation_id, 0, EntryKind.NOTE, EntryStatus.COMPLETE,
+                    line, now(), run_id=run.id, data=data,
+                )))  # fmt: skip
+            return entries
+
+        await ex.commit(build, after=lambda out: _track(ex, out))
+        return blocked, instructions
 
     async def _session_start(self, ex: RunContext, run: Run) -> None:
         specs = self.hooks.matching("SessionStart")

@@ -95,13 +95,16 @@ class RunCompaction:
         task.cancel()
         return True
 
-    async def run(self, run_id: str, reason: str) -> Entry | None:
-        """Compact now; None when it was cancelled, failed or had nothing whole to compact."""
+    async def run(self, run_id: str, reason: str, instructions: str | None = None) -> Entry | None:
+        """Compact now (with a PreCompact hook's `instructions`); None when it was
+        cancelled, failed or had nothing whole to compact."""
         if self.cancelled:
             return None
         progress = _Published(self, run_id)
         task = asyncio.ensure_future(
-            self.compactor.compact(active_run_id=run_id, reason=reason, progress=progress)
+            self.compactor.compact(
+                instructions, active_run_id=run_id, reason=reason, progress=progress
+            )
         )
         self._task = task
         try:

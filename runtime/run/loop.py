@@ -272,7 +272,6 @@ class RunExecutor:
 
     async def _turns(self, run: Run, unfinished: list[ToolCallRecord], resumed: bool) -> Run:
         if resumed and not unfinished and self.deps.hooks is not None:
-            # Its Stop hooks ran, or a crash cut them off, on this answer: it ends the run.
             judged = await self.deps.hooks.judged_answer(self, run)
             done = await self._answer_or_steer(run, judged) if judged is not None else None
             if done is not None:
@@ -414,7 +413,13 @@ class RunExecutor:
     async def compact(self, run: Run, reason: str) -> Entry | None:
         """Compact inside this run (under its lease), shown and cancellable
         (runtime.run.compacting); None if nothing was."""
-        entry = await self.compaction.run(run.id, reason)
+        instructions = ""
+        if self.deps.hooks is not None and not self.compaction.cancelled:
+            blocked, instructions = await self.deps.hooks.pre_compact(self, run, "auto")
+            if blocked:  # PreCompact said no: this run compacts no more (as a cancel)
+                self.compaction.cancelled = True
+                return None
+        entry = await self.compaction.run(run.id, reason, instructions or None)
         self.track(entry)
         return entry
 

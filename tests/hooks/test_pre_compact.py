@@ -1,0 +1,78 @@
+"""PreCompact (Claude Code's name and shape): runs before an automatic compaction
+with `trigger = "auto"`; `hookSpecificOutput.customInstructions` is added to what the
+summary is asked to keep; "block" (or exit 2) stops automatic compaction for the run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from runtime.hooks import parse_hooks
+from runtime.model.records import EntryKind
+from runtime.setup.load import Config
+from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
+from tests.hooks.helpers import script
+from tests.runtime.test_compaction import ask, open_with
+
+RUNS = 8
+
+
+async def talk(tmp_path: Path, hook: Path) -> tuple[Any, Any, Any]:
+    """RUNS long prompts to a model with a 4000-token window (compaction is due)."""
+    config = Config(
+        compact_model="sum/small",
+        models={"s/tiny": {"context_window": 4000, "max_output_tokens": 500}},
+        hooks=parse_hooks({"PreCompact": [{"command": str(hook)}]}, "config.toml"),
+    )
+    main = ScriptedProvider([ScriptedTurn(text=f"answer {i}") for i in range(RUNS)])
+    summariser = ScriptedProvider([ScriptedTurn(text=f"summary {i}") for i in range(RUNS)])
+    harness = await open_with(tmp_path, main, config, summariser)
+    workspace = tmp_path / "ws"  # not the store's folder: commands never write that one
+    workspace.mkdir()
+    conv = await harness.create_conversation(str(workspace), settings={"model": "s/tiny"})
+    await harness.drive(conv.id)
+    try:
+        for i in range(RUNS):
+            run = await ask(harness, conv.id, f"prompt {i} " + "word " * 400)
+            assert run.state == "completed", run.error
+        snap = await harness.snapshot(conv.id)
+    finally:
+        await harness.close()
+    return snap, main, summariser
+
+
+async def test_pre_compact_adds_instructions_to_the_summary(tmp_path):
+    answer = {"hookSpecificOutput": {"hookEventName": "PreCompact",
+                                     "customInstructions": "keep every file name"}}  # fmt: skip
+    hook = script(
+        tmp_path / "hooks", "pc.sh", f"cat >> pc.log; echo >> pc.log\necho '{json.dumps(answer)}'\n"
+    )
+    snap, _, summariser = await talk(tmp_path, hook)
+    summaries = [e for e in snap.entries if e.kind == EntryKind.SUMMARY]
+    assert summaries and len(summariser.requests) == len(summaries)
+    assert all("keep every file name" in str(r.messages[-1].content) for r in summariser.requests)
+    events = [
+        json.loads(line) for line in (tmp_path / "ws" / "pc.log").read_text().splitlines() if line
+    ]
+    assert events[0]["hook_event_name"] == "PreCompact" and events[0]["trigger"] == "auto"
+    notes = [e.text for e in snap.entries if e.kind == EntryKind.NOTE]
+    assert notes and all("added instructions to the summary: keep every file name" in n
+                         for n in notes)  # fmt: skip
+
+
+async def test_pre_compact_blocks_automatic_compaction(tmp_path):
+    hook = script(tmp_path / "hooks", "no.sh", "echo run >> pc.log\necho 'not now' >&2\nexit 2\n")
+    snap, _, summariser = await talk(tmp_path, hook)
+    assert not [e for e in snap.entries if e.kind == EntryKind.SUMMARY]
+    assert summariser.requests == []
+    notes = [e.text for e in snap.entries if e.kind == EntryKind.NOTE]
+    assert notes and all(n.endswith("blocked: not now") for n in notes)
+    assert len((tmp_path / "ws" / "pc.log").read_text().splitlines()) == len(notes)  # once per run
+
+
+async def test_a_failing_pre_compact_hook_decides_nothing(tmp_path):
+    hook = script(tmp_path / "hooks", "bad.sh", "echo 'this is not JSON {'\n")
+    snap, _, summariser = await talk(tmp_path, hook)
+    assert [e for e in snap.entries if e.kind == EntryKind.SUMMARY]  # compaction went on
+    assert "this is not JSON" not in json.dumps([str(r.messages) for r in summariser.requests])
