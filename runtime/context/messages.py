@@ -191,7 +191,8 @@ def _replaced(active: Sequence[Entry], results: Mapping[Any, Entry]) -> dict[Any
     for entry in active:
         key = entry.data.get("replaces_call") if entry.kind == EntryKind.NOTE else None
         if key is not None and key in results:
-            text = str(entry.data.get("replacement", ""))
+            text = str(results[key].data.get("rewritten_note", ""))  # a rewrite stays said
+            text += str(entry.data.get("replacement", ""))
             data = {**results[key].data, "images": []}
             out[key] = replace(results[key], text=text, data=data)
     return out

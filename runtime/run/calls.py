@@ -437,11 +437,12 @@ def settle_call(
     on the call still being pending or running; None, nothing written, if it was not).
     The values of the keys bastion holds are redacted from both (runtime.config.secrets)."""
     outcome = redact_outcome(outcome)
-    text = rewritten_note(call) + outcome.model_text
+    note = rewritten_note(call)
     entry = Entry(
         uuid7(), call.conversation_id, 0, EntryKind.TOOL_RESULT, EntryStatus.COMPLETE,
-        text, now(), run_id=call.run_id,
+        note + outcome.model_text, now(), run_id=call.run_id,
         data={
+            **({"rewritten_note": note} if note else {}),  # kept when a hook replaces the rest
             "tool_call_id": call.id,
             "provider_id": call.wire_id,
             "name": call.name,

@@ -18,12 +18,12 @@ from tests.runtime.test_compaction import ask, open_with
 RUNS = 8
 
 
-async def talk(tmp_path: Path, hook: Path) -> tuple[Any, Any, Any]:
+async def talk(tmp_path: Path, hook: Path, **spec: Any) -> tuple[Any, Any, Any]:
     """RUNS long prompts to a model with a 4000-token window (compaction is due)."""
     config = Config(
         compact_model="sum/small",
         models={"s/tiny": {"context_window": 4000, "max_output_tokens": 500}},
-        hooks=parse_hooks({"PreCompact": [{"command": str(hook)}]}, "config.toml"),
+        hooks=parse_hooks({"PreCompact": [{"command": str(hook), **spec}]}, "config.toml"),
     )
     main = ScriptedProvider([ScriptedTurn(text=f"answer {i}") for i in range(RUNS)])
     summariser = ScriptedProvider([ScriptedTurn(text=f"summary {i}") for i in range(RUNS)])
@@ -76,3 +76,11 @@ async def test_a_failing_pre_compact_hook_decides_nothing(tmp_path):
     snap, _, summariser = await talk(tmp_path, hook)
     assert [e for e in snap.entries if e.kind == EntryKind.SUMMARY]  # compaction went on
     assert "this is not JSON" not in json.dumps([str(r.messages) for r in summariser.requests])
+
+
+async def test_a_pre_compact_hook_that_hangs_is_killed_and_compaction_goes_on(tmp_path):
+    hook = script(tmp_path / "hooks", "hang.sh", "sleep 300\n")
+    snap, _, _ = await talk(tmp_path, hook, timeout=0.5)
+    assert [e for e in snap.entries if e.kind == EntryKind.SUMMARY]
+    notes = [e.text for e in snap.entries if e.kind == EntryKind.NOTE]
+    assert notes and all("ran past its 0.5 s limit and was killed" in n for n in notes)
