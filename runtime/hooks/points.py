@@ -247,6 +247,29 @@ class Hooks:
         await ex.commit(build, after=lambda out: _track(ex, out))
         return blocked, instructions
 
+    async def manual_compact(self, ex: RunContext, instructions: str) -> str:
+        """PreCompact for a compaction the user asked for (/compact, trigger "manual",
+        their instructions on stdin): the instructions to use, theirs then the hooks'.
+        A hook's block does not stop what the user asked for; its line says so."""
+        specs = self.hooks.matching("PreCompact")
+        if not specs:
+            return instructions
+        payload = self._payload(
+            ex, "PreCompact", trigger="manual", custom_instructions=instructions
+        )
+        results = [
+            replace(r, decision="", line=r.line + " (a /compact you asked for goes on)")
+            if r.decision == "block" else r
+            for r in await self._run_all(specs, payload, gate=False)
+        ]  # fmt: skip
+        added = "\n\n".join(r.context for r in results if r.context)[:FOR_MODEL_LIMIT]
+        key = f"PreCompact:manual:{uuid7()}:"
+        await ex.commit(
+            lambda tx: self._record(tx, "", key, results, "done"),
+            after=lambda out: _track(ex, out),
+        )
+        return "\n\n".join(p for p in (instructions, added) if p)
+
     async def _session_start(self, ex: RunContext, run: Run) -> None:
         specs = self.hooks.matching("SessionStart")
         if not specs:
@@ -443,7 +466,7 @@ class Hooks:
                     )
                 entry = Entry(
                     uuid7(), ex_id, 0, EntryKind.NOTE, EntryStatus.COMPLETE, line, now(),
-                    run_id=run_id, data=data,
+                    run_id=run_id or None, data=data,
                 )  # fmt: skip
                 entries.append(tx.add_entry(entry))
         return entries

@@ -84,3 +84,49 @@ async def test_a_pre_compact_hook_that_hangs_is_killed_and_compaction_goes_on(tm
     assert [e for e in snap.entries if e.kind == EntryKind.SUMMARY]
     notes = [e.text for e in snap.entries if e.kind == EntryKind.NOTE]
     assert notes and all("ran past its 0.5 s limit and was killed" in n for n in notes)
+
+
+async def compact_by_hand(tmp_path: Path, body: str) -> tuple[Any, Any, Any]:
+    """Two answered runs, then /compact with the user's own instructions."""
+    hook = script(tmp_path / "hooks", "pc.sh", body)
+    config = Config(
+        compact_model="sum/small",
+        hooks=parse_hooks({"PreCompact": [{"command": str(hook)}]}, "config.toml"),
+    )
+    main = ScriptedProvider([ScriptedTurn(text="first"), ScriptedTurn(text="second")])
+    summariser = ScriptedProvider([ScriptedTurn(text="SUMMARY")])
+    harness = await open_with(tmp_path, main, config, summariser)
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    conv = await harness.create_conversation(str(workspace), settings={"model": "s/gpt-4o"})
+    await harness.drive(conv.id)
+    try:
+        await ask(harness, conv.id, "one")
+        await ask(harness, conv.id, "two")
+        summary = await harness.compact(conv.id, "focus on file a")
+        snap = await harness.snapshot(conv.id)
+    finally:
+        await harness.close()
+    return summary, snap, summariser
+
+
+async def test_compact_by_hand_runs_pre_compact_with_the_users_instructions(tmp_path):
+    answer = {"hookSpecificOutput": {"customInstructions": "and keep the todo list"}}
+    body = f"cat > pc.log\necho '{json.dumps(answer)}'\n"
+    summary, snap, summariser = await compact_by_hand(tmp_path, body)
+    assert summary is not None
+    asked = str(summariser.requests[0].messages[-1].content)
+    assert "focus on file a" in asked and "and keep the todo list" in asked
+    event = json.loads((tmp_path / "ws" / "pc.log").read_text())
+    assert event["trigger"] == "manual" and event["custom_instructions"] == "focus on file a"
+    notes = [e.text for e in snap.entries if e.kind == EntryKind.NOTE]
+    assert notes == []  # instructions for a summary the user asked for: no line needed
+
+
+async def test_a_block_does_not_stop_a_compaction_the_user_asked_for(tmp_path):
+    summary, snap, _ = await compact_by_hand(tmp_path, "echo 'not now' >&2\nexit 2\n")
+    assert summary is not None
+    notes = [e.text for e in snap.entries if e.kind == EntryKind.NOTE]
+    assert len(notes) == 1 and notes[0].endswith(
+        "blocked: not now (a /compact you asked for goes on)"
+    )
