@@ -4,6 +4,7 @@ summary is asked to keep; "block" (or exit 2) stops automatic compaction for the
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -130,3 +131,47 @@ async def test_a_block_does_not_stop_a_compaction_the_user_asked_for(tmp_path):
     assert len(notes) == 1 and notes[0].endswith(
         "blocked: not now (a /compact you asked for goes on)"
     )
+
+
+async def test_a_decided_pre_compact_is_read_back_after_a_stop_mid_summary(tmp_path):
+    """Bastion stops while the summary the hook guided is written: the resumed run
+    compacts at the same point with the same instructions, without asking the hook."""
+    from tests.runtime.test_urgent import FirstHangs
+
+    answer = {"hookSpecificOutput": {"customInstructions": "keep every file name"}}
+    hook = script(tmp_path / "hooks", "pc.sh", f"echo run >> pc.log\necho '{json.dumps(answer)}'\n")
+    config = Config(
+        compact_model="sum/small",
+        models={"s/tiny": {"context_window": 4000, "max_output_tokens": 500}},
+        hooks=parse_hooks({"PreCompact": [{"command": str(hook)}]}, "config.toml"),
+    )
+    main = ScriptedProvider([ScriptedTurn(text=f"answer {i}") for i in range(RUNS)])
+    hangs = FirstHangs([])
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    a = await open_with(tmp_path, main, config, hangs)
+    conv = await a.create_conversation(str(workspace), settings={"model": "s/tiny"})
+    await a.drive(conv.id)
+    item = None
+    for i in range(RUNS):
+        item = await a.submit(conv.id, f"prompt {i} " + "word " * 400)
+        done = asyncio.ensure_future(a.wait(item.id, conv.id))
+        stopped = asyncio.ensure_future(hangs.streamed.wait())
+        await asyncio.wait([done, stopped], return_when=asyncio.FIRST_COMPLETED)
+        if hangs.streamed.is_set():
+            done.cancel()
+            break
+        stopped.cancel()
+    assert hangs.streamed.is_set() and item is not None
+    await a.close()  # as a crash would leave it: the summary half written
+    summariser = ScriptedProvider([ScriptedTurn(text="SUMMARY")])
+    after = ScriptedProvider([ScriptedTurn(text="after") for _ in range(RUNS)])
+    b = await open_with(tmp_path, after, config, summariser)
+    await b.drive(conv.id)
+    try:
+        run = await b.wait(item.id, conv.id)
+    finally:
+        await b.close()
+    assert run.state == "completed", run.error
+    assert (workspace / "pc.log").read_text() == "run\n"  # decided once
+    assert "keep every file name" in str(summariser.requests[0].messages[-1].content)
