@@ -587,17 +587,24 @@ def _checked(results: list[HookResult], tool: str, vet: CallVetting | None) -> l
     """The hooks' answers with the last rewrite checked against the tool's schema: one
     that does not fit blocks the call, naming the hook."""
     last = next((r for r in reversed(results) if r.updated is not None), None)
-    if last is None or vet is None or any(r.decision == "block" for r in results):
+    if last is None or any(r.decision == "block" for r in results):
         return results
-    problem = vet.schema_problem(tool, json.loads(last.updated or "{}"))
-    if problem is None:
-        return results
+    problem = vet.schema_problem(tool, json.loads(last.updated or "{}")) if vet else None
+    if problem is None:  # each rewrite is a line in the transcript (the prompt shows it)
+        return [_said_rewrite(r, tool) if r.updated is not None else r for r in results]
     reason = (
         f"PreToolUse hook `{last.spec.shown}` rewrote the call's arguments into a shape "
         f"{tool} does not take ({problem}); the call is blocked (fix the hook's updatedInput)"
     )
     blocked = replace(last, outcome="block", decision="block", reason=reason, line=reason)
     return [blocked if r is last else r for r in results]
+
+
+def _said_rewrite(result: HookResult, tool: str) -> HookResult:
+    shown = result.updated or ""
+    shown = shown if len(shown) <= 200 else shown[:199] + "…"
+    said = f"PreToolUse hook `{result.spec.shown}` rewrote the arguments of {tool}: {shown}"
+    return replace(result, line=f"{said}. {result.line}" if result.line else said)
 
 
 async def _changes(

@@ -53,6 +53,10 @@ async def test_the_rewritten_arguments_run_and_the_model_is_told(tmp_path):
     assert result.startswith(f"[a PreToolUse hook (`{shown}`) rewrote this call's arguments")
     assert "echo safe > out.txt" in result.splitlines()[0]
     assert rows[-1]["state"] == "done" and rows[-1]["outcome"] == "approve"
+    lines = [e.text for e in snap.entries if e.kind == "note"]
+    assert len(lines) == 1 and lines[0].startswith(
+        f'PreToolUse hook `{shown}` rewrote the arguments of run_command: {{"command"'
+    )
 
 
 async def test_a_rewrite_that_is_not_an_object_blocks_the_call(tmp_path):
