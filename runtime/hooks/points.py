@@ -576,8 +576,16 @@ def redact_result(result: HookResult) -> HookResult:
         reason=redact.text(result.reason),
         context=redact.text(result.context),
         line=redact.text(result.line),
-        updated=redact.text(result.updated) if result.updated is not None else None,
+        updated=_redacted(redact, result),
     )
+
+
+def _redacted(redact: Any, result: HookResult) -> str | None:
+    """A rewrite or replacement without the keys' values: new arguments value by value
+    (they stay a JSON object), a replaced result as text."""
+    if result.updated is None or result.spec.event != "PreToolUse":
+        return redact.text(result.updated) if result.updated is not None else None
+    return json.dumps(redact.value(json.loads(result.updated)), ensure_ascii=False)
 
 
 REWRITE_KEYS = ("diff", "note")  # review keys made from the arguments (an edit's preview)
