@@ -150,6 +150,7 @@ def build_messages(
     policy = policy or ImagePolicy()
     active = _active_entries(entries)
     results = {e.data.get("tool_call_id"): e for e in active if e.kind == EntryKind.TOOL_RESULT}
+    results.update(_replaced(active, results))
     messages = [Message("system", system_prompt(conversation, tools, project, mode))]
     used: set[str] = set()
     last = {e.run_id: i for i, e in enumerate(active) if e.kind == EntryKind.ASSISTANT}
@@ -180,6 +181,21 @@ def build_messages(
                 went_on = _went_on(active, index, last, current_run_id)
                 messages.extend(_assistant_turn(entry, current_run_id, results, used, went_on))
     return tuple(_adapt(m, policy) for m in messages)
+
+
+def _replaced(active: Sequence[Entry], results: Mapping[Any, Entry]) -> dict[Any, Entry]:
+    """Results a PostToolUse hook replaced (runtime.hooks.points): the result as the
+    model sees it is the hook's text (the newest replacement); the tool's own result
+    entry is kept as it was."""
+    out: dict[Any, Entry] = {}
+    for entry in active:
+        key = entry.data.get("replaces_call") if entry.kind == EntryKind.NOTE else None
+        if key is not None and key in results:
+            text = str(results[key].data.get("rewritten_note", ""))  # a rewrite stays said
+            text += str(entry.data.get("replacement", ""))
+            data = {**results[key].data, "images": []}
+            out[key] = replace(results[key], text=text, data=data)
+    return out
 
 
 def _went_on(

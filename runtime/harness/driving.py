@@ -160,11 +160,16 @@ class DrivingOps(HarnessCore):
         info = self.model_info(spec)
         token = driver.token if driver is not None else None
 
-        async def commit(build: Callable[[Tx], Any]) -> Any:
+        async def commit(build: Callable[[Tx], Any], after: Any = None) -> Any:
             return await self.store.transact(
-                conversation_id, build, token=token, publish=self._publish
+                conversation_id, build, token=token, publish=self._publish, after=after
             )
 
+        hooks = driver.config.hooks if driver is not None else None
+        if hooks is not None:  # PreCompact, trigger "manual" (runtime.hooks.points)
+            snap = await self.store.snapshot(conversation_id)
+            outside = OutsideRun(conversation_id, snap.entries, self.store, commit)
+            instructions = await hooks.manual_compact(outside, instructions or "")
         latest = await self.store.latest_run(conversation_id)
         active = latest.id if latest is not None and not latest.terminal else None
         compactor = Compactor(
@@ -486,3 +491,23 @@ class DrivingOps(HarnessCore):
             await driver.stop()
             if driver.config.toolbox is not None:
                 driver.config.toolbox.close()
+
+
+@dataclasses.dataclass
+class OutsideRun:
+    """What a hook outside any run (PreCompact for /compact) is given of the
+    conversation (runtime.hooks.context.RunContext): its entries as read, the store,
+    and a commit under the driver's lease."""
+
+    conversation_id: str
+    read: Sequence[Entry]
+    store: Any
+    commit: Any
+    interrupting: bool = False
+
+    @property
+    def entries(self) -> Sequence[Entry]:
+        return self.read
+
+    def track(self, entry: Entry | None) -> None:
+        """Nothing to keep: no run reads these entries back."""

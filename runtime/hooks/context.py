@@ -10,11 +10,11 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    from runtime.model.records import Entry
+    from runtime.model.records import Entry, ToolCallRecord
     from runtime.store.database import Store
     from runtime.store.tx import Tx
 
-__all__ = ["RunContext"]
+__all__ = ["CallVetting", "RunContext"]
 
 T = TypeVar("T")
 
@@ -34,3 +34,17 @@ class RunContext(Protocol):
     ) -> T: ...
 
     def track(self, entry: Entry | None) -> None: ...
+
+
+class CallVetting(Protocol):
+    """What the model loop checks again when a PreToolUse hook rewrites a call's
+    arguments: the tool's schema, the diff an edit would make, and, inside the
+    transaction that stores the new arguments, the approval the user's rules and
+    guarded paths give them (a rule that allowed what the model asked does not
+    allow what a hook made of it)."""
+
+    def schema_problem(self, name: str, arguments: dict[str, object]) -> str | None: ...
+
+    async def preview(self, name: str, arguments: str) -> dict[str, object] | None: ...
+
+    def redecide(self, tx: Tx, call: ToolCallRecord) -> ToolCallRecord: ...

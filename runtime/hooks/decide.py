@@ -5,9 +5,13 @@
   `{"hookSpecificOutput": {"permissionDecision": "allow" | "deny" | "ask",
   "permissionDecisionReason": "...", "additionalContext": "..."}}`. For
   UserPromptSubmit and SessionStart plain text on stdout is context for the model.
-  A PreToolUse hook may rewrite the call: `hookSpecificOutput.updatedInput`, a JSON
-  object, becomes the call's arguments (what is asked about and run); one that is not
-  an object is a failure (so the call is blocked, as below).
+  A PreToolUse answer may rewrite the call (`hookSpecificOutput.updatedInput`: the
+  whole new arguments, a JSON object; anything else blocks the call); a PostToolUse
+  answer may replace the result the model sees (`hookSpecificOutput.updatedToolOutput`,
+  or Claude Code's `updatedMCPToolOutput`: text, or any JSON value sent as JSON),
+  kept up to REPLACEMENT_LIMIT characters. A PreCompact answer's
+  `hookSpecificOutput.customInstructions` is added to the summary's
+  instructions; "block" stops an automatic compaction.
 - exit 2: block; stderr is the reason.
 - any other exit: the hook failed; one line says so.
 
@@ -31,6 +35,8 @@ from runtime.hooks.process import OUTPUT_CAP, HookOutput
 
 REASON_LIMIT = 4_000  # characters of a reason or of context kept
 CONTEXT_EVENTS = ("UserPromptSubmit", "SessionStart")
+REPLACEMENT_LIMIT = 64 * 1024  # characters of a replaced result kept (tools' output cap)
+_REPLACES = ("updatedToolOutput", "updatedMCPToolOutput")
 _PERMISSION = {"allow": "approve", "deny": "block", "ask": ""}
 
 
@@ -49,14 +55,15 @@ class HookResult:
     line: str = ""
     exit_code: int | None = None
     duration_ms: int = 0
-    updated_input: dict[str, Any] | None = None  # PreToolUse: the call's new arguments
+    updated: str | None = None  # PreToolUse: the new arguments (JSON); PostToolUse: the result
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "event": self.spec.event, "command": self.spec.command, "source": self.spec.source,
             "outcome": self.outcome, "decision": self.decision, "reason": self.reason,
             "context": self.context, "exit_code": self.exit_code,
-            "duration_ms": self.duration_ms, "updated_input": self.updated_input,
+            "duration_ms": self.duration_ms,
+            **({"updated": self.updated[:REASON_LIMIT]} if self.updated is not None else {}),
         }  # fmt: skip
 
 
@@ -138,13 +145,8 @@ def _answer(spec: HookSpec, name: str, answer: dict[str, Any], base: dict[str, A
         decision = _PERMISSION[permission] or None
     reason = answer.get("reason", specific.get("permissionDecisionReason", ""))
     context = specific.get("additionalContext", "")
-    updated = specific.get("updatedInput") if spec.event == "PreToolUse" else None
-    if updated is not None and not isinstance(updated, dict):
-        line = (
-            f'{name} answered with an "updatedInput" that is not a JSON object of the '
-            "call's arguments; ignored (no decision)"
-        )
-        return HookResult(spec, "garbage", line=line, **base)
+    if spec.event == "PreCompact":  # Claude Code's field: instructions for the summary
+        context = specific.get("customInstructions", context)
     if (
         decision not in (None, "block", "approve")
         or not isinstance(reason, str)
@@ -156,16 +158,49 @@ def _answer(spec: HookSpec, name: str, answer: dict[str, Any], base: dict[str, A
         )
         return HookResult(spec, "garbage", line=line, **base)
     reason, context = reason.strip()[:REASON_LIMIT], context.strip()[:REASON_LIMIT]
+    if decision != "block":
+        updated = _updated(spec, name, specific, base)
+        if isinstance(updated, HookResult):
+            return updated
+        base = {**base, "updated": updated}
     if decision == "block":
         reason = reason or f"blocked by {name} (it gave no reason)"
         return HookResult(
             spec, "block", "block", reason, context, f"{name} blocked: {_first(reason)}", **base
         )
     if decision == "approve":
-        return HookResult(
-            spec, "approve", "approve", reason, context, updated_input=updated, **base
-        )
-    return HookResult(spec, "ok", reason=reason, context=context, updated_input=updated, **base)
+        return HookResult(spec, "approve", "approve", reason, context, **base)
+    return HookResult(spec, "ok", reason=reason, context=context, **base)
+
+
+def _updated(
+    spec: HookSpec, name: str, specific: dict[str, Any], base: dict[str, Any]
+) -> str | HookResult | None:
+    """What the answer rewrites: new arguments (PreToolUse), a new result (PostToolUse),
+    None for nothing; a block when new arguments are not a JSON object."""
+    if spec.event == "PreToolUse" and "updatedInput" in specific:
+        value = specific["updatedInput"]
+        if not isinstance(value, dict):
+            kind = "null" if value is None else type(value).__name__
+            reason = (
+                f"{name} rewrote the call's arguments into something that is not a JSON "
+                f"object (a {kind}); the call is blocked (fix the hook's updatedInput)"
+            )
+            return HookResult(spec, "block", "block", reason, line=reason, **base)
+        return json.dumps(value, ensure_ascii=False)
+    if spec.event == "PostToolUse":
+        key = next((k for k in _REPLACES if k in specific), None)
+        if key is not None:
+            value = specific[key]
+            text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+            if len(text) > REPLACEMENT_LIMIT:
+                cut = len(text) - REPLACEMENT_LIMIT
+                text = (
+                    text[:REPLACEMENT_LIMIT]
+                    + f"\n[{cut} more characters of the hook's replacement were cut off]"
+                )
+            return text
+    return None
 
 
 def _text(data: bytes) -> str:

@@ -3,25 +3,30 @@
 One `Hooks` per driver (per conversation and process). The model loop calls it:
 
 - `run_start`: SessionStart (the first run this process drives), UserPromptSubmit
-  (a run's own prompt; steers joining a run are not hooked), and, on a resumed run,
+  (a run's own prompt; `steer`: a steer joining it), and, on a resumed run,
   a note for each at-most-once hook a crash cut off;
 - `before_tool` (PreToolUse) before the approval prompt: "block" denies the call
   and the model gets the reason as its result; "approve" ("allow") changes
   nothing but a line: a hook's answer is never an approval (ARCHITECTURE: trust
   boundary). Approvals come only from the user, at their terminal or a client they
   authenticated; a hook runs code a repository can influence, and the user's
-  approval rules are the way to let a kind of call run unasked;
+  approval rules are the way to let a kind of call run unasked. `updatedInput`
+  rewrites the call: checked against the tool's schema and decided again by the
+  approval rules and guarded paths (`CallVetting`), stored with the decision;
 - `after_tool` (PostToolUse) once the result is committed: a block reason, exit 2
   stderr or additionalContext reaches the model as a note before its next request;
+- `pre_compact` (PreCompact) before a run compacts automatically: instructions for
+  the summary, or "block" (no automatic compaction for the rest of the run);
 - `stop` (Stop) when the model answered, before the run is committed as answered
   (not when it failed or was interrupted): "block" (or exit 2) keeps the run going
   with the reason as the model's next input, at most STOP_CONTINUATIONS times per
-  run; `stop_hook_active` tells the hook it already did.
+  run; `stop_hook_active` tells the hook it already did (a run resumed after its
+  Stop hooks ran, or were cut off, ends with that answer: runtime.run.resumed);
 
 What the ledger keeps (`hook.ran` events, runtime.model.events.HookRan) and so what a
 resumed session does:
 
-- gates (PreToolUse, UserPromptSubmit) are committed with their decision in one
+- gates (PreToolUse, UserPromptSubmit, PreCompact) are committed with their decision in one
   transaction: once committed they never run again for that call or prompt; if
   bastion dies while one runs it runs again on resume (at least once, until
   decided) — a gate that was skipped could let through what it exists to stop;
@@ -63,7 +68,7 @@ from runtime.model.records import (
 from runtime.store.tx import Tx
 
 if TYPE_CHECKING:
-    from runtime.hooks.context import RunContext
+    from runtime.hooks.context import CallVetting, RunContext
     from runtime.model.tools import ToolOutcome
     from tools.sandbox import SandboxPolicy
 
@@ -104,9 +109,14 @@ class Hooks:
         asked here (print mode): its hooks still see it, and may block it."""
         return call.approval != Approval.DENIED or bool((call.review or {}).get("cannot_ask"))
 
-    async def before_tool(self, ex: RunContext, call: ToolCallRecord) -> ToolCallRecord | None:
+    async def before_tool(
+        self, ex: RunContext, call: ToolCallRecord, vet: CallVetting | None = None
+    ) -> ToolCallRecord | None:
         """PreToolUse for a call about to be approved or run: the call as it is now
-        (denied or approved by a hook, or unchanged); None if it was settled meanwhile."""
+        (denied by a hook, its arguments rewritten by one, or unchanged); None if it
+        was settled meanwhile. A rewrite is checked against the tool's schema and
+        decided again by `vet` (approval rules, guarded paths) in the transaction that
+        stores it, with the hooks' decisions: the prompt shows it and the tool runs it."""
         specs = self.hooks.matching("PreToolUse", call.name)
         prefix = f"PreToolUse:{call.id}:"
         if not specs:
@@ -118,20 +128,10 @@ class Hooks:
         if not self.may_decide(call) or await self._decided(ex, call.run_id, prefix):
             return call
         payload = self._payload(ex, "PreToolUse", tool_name=call.name, tool_input=_args(call))
-        results = [_not_an_approval(r) for r in await self._run_all(specs, payload, gate=True)]
+        found = await self._run_all(specs, payload, gate=True, rewrites=True)
+        results = _checked([_not_an_approval(r) for r in found], call.name, vet)
         block = next((r for r in results if r.decision == "block"), None)
-        changes: dict[str, Any] = {}
-        if block is not None:
-            text = (
-                f"REFUSED FORBIDDEN: a PreToolUse hook (`{block.spec.shown}`) blocked this "
-                f"call: {block.reason}\nhint: follow the hook's reason, or tell the user."
-            )
-            changes = {
-                "approval": Approval.DENIED,
-                "review": {**(call.review or {}), "refusal": text},
-            }
-        else:
-            changes = _rewritten(call, results)
+        changes = await _changes(call, results, block, vet)
 
         def build(tx: Tx) -> tuple[list[Entry], ToolCallRecord | None]:
             entries = self._record(tx, call.run_id, prefix, results, "done")
@@ -141,12 +141,16 @@ class Hooks:
                 call.id, from_states=(ToolCallState.PENDING,),
                 from_approvals=(call.approval,), **changes,
             )  # fmt: skip
+            if changed is not None and "arguments" in changes and vet is not None:
+                changed = vet.redecide(tx, changed)
             return entries, changed
 
-        _, found = await ex.commit(build, after=lambda out: _track(ex, out[0]))
-        if found is None:  # changed meanwhile (an answer, an interrupt): as it is now
-            found = await ex.store.tool_call(call.id)
-        return found if found is not None and found.state == ToolCallState.PENDING else None
+        _, found_call = await ex.commit(build, after=lambda out: _track(ex, out[0]))
+        if found_call is None:  # changed meanwhile (an answer, an interrupt): as it is now
+            found_call = await ex.store.tool_call(call.id)
+        if found_call is not None and found_call.state == ToolCallState.PENDING:
+            return found_call
+        return None
 
     async def after_tool(self, ex: RunContext, call: ToolCallRecord, outcome: ToolOutcome) -> None:
         """PostToolUse, once the call's result is committed (at most once)."""
@@ -157,7 +161,9 @@ class Hooks:
         payload = self._payload(
             ex, "PostToolUse", tool_name=call.name, tool_input=_args(call), tool_response=response
         )
-        await self._effects(ex, call.run_id, f"PostToolUse:{call.id}:", specs, payload, call.name)
+        await self._effects(
+            ex, call.run_id, f"PostToolUse:{call.id}:", specs, payload, call.name, call.id
+        )
 
     async def stop(self, ex: RunContext, run: Run, answer: Entry) -> bool:
         """Stop, when the model answered and before the run is committed as answered
@@ -178,6 +184,68 @@ class Hooks:
             self._continued[run.id] = went_on + 1
             return True
         return False
+
+    async def pre_compact(self, ex: RunContext, run: Run, trigger: str) -> tuple[bool, str]:
+        """PreCompact before `run` compacts automatically: (blocked, instructions for
+        the summary). A gate: decided once per point of the conversation (its newest
+        entry other than a note), committed with its decision; a resumed run that
+        compacts at the same point reads the decision back instead of asking again."""
+        specs = self.hooks.matching("PreCompact")
+        if not specs:
+            return False, ""
+        point = next((e.id for e in reversed(ex.entries) if e.kind != EntryKind.NOTE), "")
+        prefix = f"PreCompact:{run.id}:{point}:"
+        if await self._decided(ex, run.id, prefix):
+            rows = await ex.store.read(lambda db: _rows(db, ex.conversation_id, run.id, prefix))
+            said = [e for e in ex.entries if e.data.get("compact_key") == prefix]
+            blocked = any(r["outcome"] == "block" for r in rows)
+            return blocked, str(said[-1].data.get("instructions", "")) if said else ""
+        payload = self._payload(ex, "PreCompact", trigger=trigger, custom_instructions="")
+        results = await self._run_all(specs, payload, gate=True)
+        blocked = any(r.decision == "block" for r in results)
+        given = [r for r in results if r.context and not blocked]
+        instructions = "\n\n".join(r.context for r in given)[:FOR_MODEL_LIMIT]
+
+        def build(tx: Tx) -> list[Entry]:
+            entries = self._record(tx, run.id, prefix, results, "done")
+            if instructions:
+                line = (
+                    f"PreCompact hook `{given[0].spec.shown}` added instructions to the "
+                    f"summary: {instructions.splitlines()[0][:200]}"
+                )
+                data = {"hook": given[0].to_dict(), "compact_key": prefix,
+                        "instructions": instructions}  # fmt: skip
+                entries.append(tx.add_entry(Entry(
+                    uuid7(), tx.conversation_id, 0, EntryKind.NOTE, EntryStatus.COMPLETE,
+                    line, now(), run_id=run.id, data=data,
+                )))  # fmt: skip
+            return entries
+
+        await ex.commit(build, after=lambda out: _track(ex, out))
+        return blocked, instructions
+
+    async def manual_compact(self, ex: RunContext, instructions: str) -> str:
+        """PreCompact for a compaction the user asked for (/compact, trigger "manual",
+        their instructions on stdin): the instructions to use, theirs then the hooks'.
+        A hook's block does not stop what the user asked for; its line says so."""
+        specs = self.hooks.matching("PreCompact")
+        if not specs:
+            return instructions
+        payload = self._payload(
+            ex, "PreCompact", trigger="manual", custom_instructions=instructions
+        )
+        results = [
+            replace(r, decision="", line=r.line + " (a /compact you asked for goes on)")
+            if r.decision == "block" else r
+            for r in await self._run_all(specs, payload, gate=False)
+        ]  # fmt: skip
+        added = "\n\n".join(r.context for r in results if r.context)[:FOR_MODEL_LIMIT]
+        key = f"PreCompact:manual:{uuid7()}:"
+        await ex.commit(
+            lambda tx: self._record(tx, "", key, results, "done"),
+            after=lambda out: _track(ex, out),
+        )
+        return "\n\n".join(p for p in (instructions, added) if p)
 
     async def _session_start(self, ex: RunContext, run: Run) -> None:
         specs = self.hooks.matching("SessionStart")
@@ -270,9 +338,11 @@ class Hooks:
 
     async def _effects(
         self, ex: RunContext, run_id: str, prefix: str, specs: Sequence[HookSpec],
-        payload: dict[str, Any], tool: str | None, *, for_model: bool = True,
+        payload: dict[str, Any], tool: str | None, call_id: str | None = None,
+        *, for_model: bool = True,
     ) -> list[HookResult]:  # fmt: skip
-        """Hooks that run at most once: committed as started, run, committed as done."""
+        """Hooks that run at most once: committed as started, run, committed as done
+        (with a PostToolUse hook's replacement of call `call_id`'s result)."""
 
         def started(tx: Tx) -> None:
             for spec in specs:
@@ -290,19 +360,28 @@ class Hooks:
             raise
         await ex.commit(
             lambda tx: self._record(
-                tx, run_id, prefix, results, "done", for_model=for_model, tool=tool
+                tx,
+                run_id,
+                prefix,
+                results,
+                "done",
+                for_model=for_model,
+                tool=tool,
+                replaces=call_id,
             ),
             after=lambda out: _track(ex, out),
         )
         return results
 
     async def _run_all(
-        self, specs: Sequence[HookSpec], payload: dict[str, Any], gate: bool
-    ) -> list[HookResult]:
-        """Each hook in order; a gate stops at the first block."""
-        data = json.dumps(payload, ensure_ascii=False, default=str).encode("utf-8", "replace")
+        self, specs: Sequence[HookSpec], payload: dict[str, Any], gate: bool,
+        *, rewrites: bool = False,
+    ) -> list[HookResult]:  # fmt: skip
+        """Each hook in order; a gate stops at the first block. With `rewrites`, a hook
+        that rewrote the call's arguments hands the next hook the new ones."""
         results = []
         for spec in specs:
+            data = json.dumps(payload, ensure_ascii=False, default=str).encode("utf-8", "replace")
             env = hook_env(self.root, spec.event)
             try:
                 out = await run_hook(
@@ -315,6 +394,8 @@ class Hooks:
             results.append(result)
             if gate and result.decision == "block":
                 break
+            if rewrites and result.updated is not None:
+                payload = {**payload, "tool_input": json.loads(result.updated)}
         return results
 
     def _policy(self, spec: HookSpec) -> SandboxPolicy | None:
@@ -332,9 +413,12 @@ class Hooks:
     def _record(
         self, tx: Tx, run_id: str, prefix: str, results: Sequence[HookResult], state: str,
         *, for_model: bool = False, withdraws: str | None = None, tool: str | None = None,
+        replaces: str | None = None,
     ) -> list[Entry]:  # fmt: skip
         """In the caller's transaction: a HookRan per result and a note per result worth
-        a line (and, `for_model`, per result with something for the model)."""
+        a line (and, `for_model`, per result with something for the model; with
+        `replaces`, per PostToolUse result replacing that call's result: the note holds
+        the replacement, runtime.context.messages sends it instead of the result)."""
         ex_id = tx.conversation_id
         entries = []
         for r in results:
@@ -342,13 +426,16 @@ class Hooks:
                 tx, run_id, prefix + _digest(r.spec), r.spec.event, r.spec.shown, state, r.outcome
             )
             told = _for_model(r, tool) if for_model else ""
-            if r.line or told or withdraws:
+            swap = replaces if r.updated is not None and r.spec.event == "PostToolUse" else None
+            if r.line or told or withdraws or swap:
                 data: dict[str, Any] = {"hook": r.to_dict()}
                 if told:
                     data["for_model"] = told
                 if withdraws:
                     data["withdraws"] = withdraws
-                line = r.line or f"{r.spec.event} hook `{r.spec.shown}` added context for the model"
+                if swap:
+                    data |= {"replaces_call": swap, "replacement": r.updated}
+                line = r.line or _line(r, tool, bool(swap))
                 if r.spec.event == "Stop" and r.decision == "block" and not for_model:
                     line = (
                         f"Stop hook `{r.spec.shown}` asked to keep the run going again; a run "
@@ -356,7 +443,7 @@ class Hooks:
                     )
                 entry = Entry(
                     uuid7(), ex_id, 0, EntryKind.NOTE, EntryStatus.COMPLETE, line, now(),
-                    run_id=run_id, data=data,
+                    run_id=run_id or None, data=data,
                 )  # fmt: skip
                 entries.append(tx.add_entry(entry))
         return entries
@@ -375,6 +462,17 @@ class Hooks:
             "hook_event_name": event,
             **fields,
         }
+
+
+def _line(result: HookResult, tool: str | None, swapped: bool) -> str:
+    """The transcript's line for a hook's answer that is not a failure or a block."""
+    name = f"{result.spec.event} hook `{result.spec.shown}`"
+    if swapped:
+        return (
+            f"{name} replaced the result of {tool} the model sees "
+            f"({len(result.updated or '')} characters; the tool's own result is kept)"
+        )
+    return f"{name} added context for the model"
 
 
 def _for_model(result: HookResult, tool: str | None) -> str:
@@ -455,25 +553,66 @@ def redact_result(result: HookResult) -> HookResult:
         reason=redact.text(result.reason),
         context=redact.text(result.context),
         line=redact.text(result.line),
+        updated=_redacted(redact, result),
     )
 
 
-def _rewritten(call: ToolCallRecord, results: Sequence[HookResult]) -> dict[str, Any]:
-    """The call's changes when a hook rewrote its arguments (the last such hook wins, as
-    the last to run): the new arguments, and in its review who rewrote it and the
-    arguments the model gave (kept in the record; the result tells the model)."""
-    rewrite = next((r for r in reversed(results) if r.updated_input is not None), None)
-    if rewrite is None:
+def _redacted(redact: Any, result: HookResult) -> str | None:
+    """A rewrite or replacement without the keys' values: new arguments value by value
+    (they stay a JSON object), a replaced result as text."""
+    if result.updated is None or result.spec.event != "PreToolUse":
+        return redact.text(result.updated) if result.updated is not None else None
+    return json.dumps(redact.value(json.loads(result.updated)), ensure_ascii=False)
+
+
+REWRITE_KEYS = ("diff", "note")  # review keys made from the arguments (an edit's preview)
+
+
+def _checked(results: list[HookResult], tool: str, vet: CallVetting | None) -> list[HookResult]:
+    """The hooks' answers with the last rewrite checked against the tool's schema: one
+    that does not fit blocks the call, naming the hook."""
+    last = next((r for r in reversed(results) if r.updated is not None), None)
+    if last is None or any(r.decision == "block" for r in results):
+        return results
+    problem = vet.schema_problem(tool, json.loads(last.updated or "{}")) if vet else None
+    if problem is None:  # each rewrite is a line in the transcript (the prompt shows it)
+        return [_said_rewrite(r, tool) if r.updated is not None else r for r in results]
+    reason = (
+        f"PreToolUse hook `{last.spec.shown}` rewrote the call's arguments into a shape "
+        f"{tool} does not take ({problem}); the call is blocked (fix the hook's updatedInput)"
+    )
+    blocked = replace(last, outcome="block", decision="block", reason=reason, line=reason)
+    return [blocked if r is last else r for r in results]
+
+
+def _said_rewrite(result: HookResult, tool: str) -> HookResult:
+    shown = result.updated or ""
+    shown = shown if len(shown) <= 200 else shown[:199] + "…"
+    said = f"PreToolUse hook `{result.spec.shown}` rewrote the arguments of {tool}: {shown}"
+    return replace(result, line=f"{said}. {result.line}" if result.line else said)
+
+
+async def _changes(
+    call: ToolCallRecord, results: list[HookResult], block: HookResult | None,
+    vet: CallVetting | None,
+) -> dict[str, Any]:  # fmt: skip
+    """What the hooks' answers change on the call: denied with the blocking hook's
+    reason, or its arguments rewritten (the rewrite recorded in its review, with the
+    arguments the model asked for and an edit's diff made again), or nothing."""
+    if block is not None:
+        text = (
+            f"REFUSED FORBIDDEN: a PreToolUse hook (`{block.spec.shown}`) blocked this "
+            f"call: {block.reason}\nhint: follow the hook's reason, or tell the user."
+        )
+        return {"approval": Approval.DENIED, "review": {**(call.review or {}), "refusal": text}}
+    rewriters = [r for r in results if r.updated is not None]
+    arguments = rewriters[-1].updated if rewriters else None
+    if arguments is None or json.loads(arguments) == _args(call):
         return {}
-    arguments = json.dumps(rewrite.updated_input, ensure_ascii=False)
-    if arguments == call.arguments:
-        return {}
-    rewritten = {"by": rewrite.spec.shown, "original": call.arguments}
-    review = {**(call.review or {}), "rewritten": rewritten}
-    changes: dict[str, Any] = {"arguments": arguments, "review": review}
-    if review.pop("allowed_by", None) is not None:  # a rule allowed what the model asked,
-        changes["approval"] = Approval.PENDING  # not the rewrite: it asks (or is refused)
-    return changes
+    review = {k: v for k, v in (call.review or {}).items() if k not in REWRITE_KEYS}
+    review["rewritten"] = {"by": [r.spec.shown for r in rewriters], "from": call.arguments}
+    found = await vet.preview(call.name, arguments) if vet is not None else None
+    return {"arguments": arguments, "review": {**review, **(found or {})}}
 
 
 def _not_an_approval(result: HookResult) -> HookResult:

@@ -122,6 +122,44 @@ class CallRunner:
             approval=Approval.DENIED, review={**(call.review or {}), "cannot_ask": True}
         )
 
+    # --- a call a PreToolUse hook rewrote (runtime.hooks.context.CallVetting) ----
+
+    def schema_problem(self, name: str, arguments: dict[str, object]) -> str | None:
+        """What is wrong with `arguments` for tool `name` by its schema; None if fine
+        (or the tool is unknown here: running it reports that)."""
+        from tools.schema import check
+
+        specs = self.deps.toolbox.specs() if self.deps.toolbox else ()
+        spec = next((s for s in specs if s.name == name), None)
+        return check(spec.parameters, arguments) if spec is not None else None
+
+    async def preview(self, name: str, arguments: str) -> dict[str, object] | None:
+        make = getattr(self.deps.toolbox, "preview", None)
+        if make is None or name not in EDIT_TOOLS:
+            return None
+        found: dict[str, object] | None = await asyncio.to_thread(make, name, arguments)
+        return found
+
+    def redecide(self, tx: Tx, call: ToolCallRecord) -> ToolCallRecord:
+        """In the transaction that stored a hook's rewrite of `call`: a guarded path is
+        refused as if the model had asked for it, and a call the user's rules allowed
+        (for the arguments the model asked for) is decided by the rules again."""
+        review = dict(call.review or {})
+        if call.name in EDIT_TOOLS and guarded_path(call.arguments):
+            changes: dict[str, Any] = {
+                "approval": Approval.DENIED, "review": {**review, "refusal": GUARDED_REFUSAL},
+            }  # fmt: skip
+        elif review.pop("allowed_by", None) is not None:
+            again = self.by_rules(tx, call.but(approval=Approval.PENDING, review=review))
+            changes = {"approval": again.approval, "review": again.review}
+        else:
+            return call
+        changed = tx.transition_tool_call(
+            call.id, from_states=(ToolCallState.PENDING,), from_approvals=(call.approval,),
+            **changes,
+        )  # fmt: skip
+        return changed or call
+
     # --- running ------------------------------------------------------------
 
     async def run_all(self, run: Run, calls: list[ToolCallRecord]) -> Run:
@@ -152,7 +190,7 @@ class CallRunner:
         hooks = self.deps.hooks
         pending = call.state == ToolCallState.PENDING and call.approval != Approval.DENIED
         if hooks is not None and pending:
-            found = await hooks.before_tool(self.ex, call)  # PreToolUse: may deny or approve
+            found = await hooks.before_tool(self.ex, call, self)  # PreToolUse: deny or rewrite
             if found is None:
                 return run  # settled meanwhile (an interrupt won)
             call = found
@@ -392,21 +430,6 @@ def redact_outcome(outcome: ToolOutcome) -> ToolOutcome:
     return replace(outcome, model_text=redact.text(outcome.model_text), data=data)
 
 
-REWRITE_SHOWN = 2_000  # characters of rewritten arguments the model is shown
-
-
-def rewrite_note(call: ToolCallRecord) -> str:
-    """For a call a PreToolUse hook rewrote: a line telling the model the arguments it
-    ran with (its own call, in the conversation, stays as it gave it)."""
-    rewritten = (call.review or {}).get("rewritten")
-    if not isinstance(rewritten, dict):
-        return ""
-    shown = call.arguments
-    if len(shown) > REWRITE_SHOWN:
-        shown = shown[:REWRITE_SHOWN] + f"… ({len(call.arguments)} characters)"
-    return f"note: a PreToolUse hook rewrote this call's arguments; it ran with {shown}\n"
-
-
 def settle_call(
     tx: Tx, call: ToolCallRecord, state: ToolCallState, outcome: ToolOutcome
 ) -> Entry | None:
@@ -414,10 +437,12 @@ def settle_call(
     on the call still being pending or running; None, nothing written, if it was not).
     The values of the keys bastion holds are redacted from both (runtime.config.secrets)."""
     outcome = redact_outcome(outcome)
+    note = rewritten_note(call)
     entry = Entry(
         uuid7(), call.conversation_id, 0, EntryKind.TOOL_RESULT, EntryStatus.COMPLETE,
-        rewrite_note(call) + outcome.model_text, now(), run_id=call.run_id,
+        note + outcome.model_text, now(), run_id=call.run_id,
         data={
+            **({"rewritten_note": note} if note else {}),  # kept when a hook replaces the rest
             "tool_call_id": call.id,
             "provider_id": call.wire_id,
             "name": call.name,
@@ -437,6 +462,25 @@ def settle_call(
     record_todos(tx, call, outcome)  # a `todo` call's list becomes the conversation's
     tx.execute("DELETE FROM chunks WHERE owner_id = ? AND kind = 'output'", (call.id,))
     return tx.add_entry(entry)
+
+
+REWRITE_SHOWN = 2_000  # characters of rewritten arguments the model is shown
+
+
+def rewritten_note(call: ToolCallRecord) -> str:
+    """The line a result starts with when a PreToolUse hook rewrote the call: the model
+    keeps its call as it asked for it (the record of what it said), and is told what
+    ran instead, so a result that does not match its request does not puzzle it."""
+    rewritten = (call.review or {}).get("rewritten")
+    if not rewritten:
+        return ""
+    by = ", ".join(f"`{b}`" for b in rewritten.get("by", ())) or "a hook"
+    shown = (
+        call.arguments
+        if len(call.arguments) <= REWRITE_SHOWN
+        else (call.arguments[:REWRITE_SHOWN] + "…")
+    )
+    return f"[a PreToolUse hook ({by}) rewrote this call's arguments; it ran with: {shown}]\n"
 
 
 def interrupt_tx(tx: Tx) -> tuple[Run | None, list[InboxItem]]:

@@ -36,6 +36,8 @@ from runtime.model.errors import CompactionFailed
 from runtime.model.events import CompactionProgress, Event
 from runtime.model.records import Entry
 
+Gate = Callable[[], Awaitable[tuple[bool, str]]]  # PreCompact: (blocked, instructions)
+
 log = logging.getLogger(__name__)
 
 __all__ = ["BACKGROUND_AT", "PROGRESS_INTERVAL", "RunCompaction"]
@@ -101,12 +103,12 @@ class RunCompaction:
         self._background: asyncio.Task[Entry | None] | None = None
         self._background_failed = False  # said once: not tried again this run
 
-    def start_background(self, run_id: str) -> bool:
+    def start_background(self, run_id: str, gate: Gate | None = None) -> bool:
         """Start a summary that the run does not wait for; False if one is under way,
         or landed and not taken yet, or this run will not compact (cancelled, failed)."""
         if self._background is not None or self.cancelled or self._background_failed:
             return False
-        self._background = asyncio.ensure_future(self._run(run_id, "background", True))
+        self._background = asyncio.ensure_future(self._gated(run_id, "background", True, gate))
         return True
 
     def take_background(self) -> Entry | None:
@@ -138,7 +140,7 @@ class RunCompaction:
         task.cancel()
         return True
 
-    async def run(self, run_id: str, reason: str) -> Entry | None:
+    async def run(self, run_id: str, reason: str, gate: Gate | None = None) -> Entry | None:
         """Compact now; None when it was cancelled, failed or had nothing whole to compact.
         A summary under way in the background is waited for instead of a second one."""
         if self._background is not None:
@@ -147,13 +149,33 @@ class RunCompaction:
                 return entry
         if self.cancelled:
             return None
-        return await self._run(run_id, reason, False)
+        return await self._gated(run_id, reason, False, gate)
 
-    async def _run(self, run_id: str, reason: str, background: bool) -> Entry | None:
+    async def _gated(
+        self, run_id: str, reason: str, background: bool, gate: Gate | None
+    ) -> Entry | None:
+        """Ask the PreCompact hooks (`gate`) first: a block stops this run compacting
+        (as a cancel does); their instructions go to the summary."""
+        instructions = None
+        if gate is not None:
+            blocked, given = await gate()
+            if blocked:
+                self.cancelled = True
+                return None
+            instructions = given or None
+        return await self._run(run_id, reason, background, instructions)
+
+    async def _run(
+        self, run_id: str, reason: str, background: bool, instructions: str | None
+    ) -> Entry | None:
         progress = _Published(self, run_id, background)
         task = asyncio.ensure_future(
             self.compactor.compact(
-                active_run_id=run_id, reason=reason, progress=progress, background=background
+                instructions,
+                active_run_id=run_id,
+                reason=reason,
+                progress=progress,
+                background=background,
             )
         )
         self._task = task

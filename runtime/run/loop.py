@@ -59,7 +59,7 @@ from runtime.model.records import (
 )
 from runtime.model.results import Quality
 from runtime.run.budget import start_deadline, stop_before_request
-from runtime.run.compacting import BACKGROUND_AT, RunCompaction
+from runtime.run.compacting import BACKGROUND_AT, Gate, RunCompaction
 from runtime.run.deps import LoopDeps
 from runtime.run.resumed import answered_already
 from runtime.run.spend import AttemptSpend, Spent
@@ -411,7 +411,7 @@ class RunExecutor:
             return request
         if not await asyncio.to_thread(exceeds, request, budget):
             if self._turns_streamed:  # (a run of one request would end before its summary)
-                self.compaction.start_background(run.id)
+                self.compaction.start_background(run.id, self._pre_compact(run))
             return request
         if await self.compact(run, "auto") is None:
             return request  # nothing whole to compact: an overflow will say so
@@ -420,9 +420,13 @@ class RunExecutor:
     async def compact(self, run: Run, reason: str) -> Entry | None:
         """Compact inside this run (under its lease), shown and cancellable
         (runtime.run.compacting); None if nothing was."""
-        entry = await self.compaction.run(run.id, reason)
+        entry = await self.compaction.run(run.id, reason, self._pre_compact(run))
         self.track(entry)
         return entry
+
+    def _pre_compact(self, run: Run) -> Gate | None:
+        hooks = self.deps.hooks
+        return None if hooks is None else (lambda: hooks.pre_compact(self, run, "auto"))
 
     async def _stream_turn(self, run: Run) -> tuple[Entry, list[ToolCallRecord], Run]:
         request = await self._fit(run)

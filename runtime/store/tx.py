@@ -506,7 +506,7 @@ class Tx:
                 updated.result_entry_id,
                 json.dumps(updated.process) if updated.process is not None else None,
                 _json_or_none(updated.review),
-                updated.arguments,
+                updated.arguments,  # a PreToolUse hook's rewrite (runtime.hooks.points)
                 call_id,
                 self.conversation_id,
                 current.state,

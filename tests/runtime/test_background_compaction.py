@@ -7,12 +7,14 @@ committed; one that fails is said once and not asked for again in that run."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
 from runtime import Harness
 from runtime.context.compaction import exceeds
+from runtime.hooks import parse_hooks
 from runtime.model.events import CompactionProgress
 from runtime.model.llm import ProviderError, ToolCall
 from runtime.model.records import EntryKind
@@ -21,6 +23,7 @@ from runtime.run.deps import LoopSettings
 from runtime.setup.load import Config
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from runtime.testing.waiting import until
+from tests.hooks.helpers import script
 from tests.runtime.helpers import RecordingToolbox
 
 TINY = Config(
@@ -44,7 +47,9 @@ class Held(RecordingToolbox):
         return await super().run(name, arguments, *args, **kwargs)
 
 
-async def open_tiny(tmp_path: Path, main: Any, summariser: Any, toolbox: Any) -> Harness:
+async def open_tiny(
+    tmp_path: Path, main: Any, summariser: Any, toolbox: Any, config: Config = TINY
+) -> Harness:
     def resolve(spec: str) -> tuple[Any, str]:
         return (summariser if spec.startswith("sum/") else main), spec.split("/", 1)[1]
 
@@ -53,7 +58,7 @@ async def open_tiny(tmp_path: Path, main: Any, summariser: Any, toolbox: Any) ->
         resolve_model=resolve,
         toolbox_factory=lambda conv: toolbox,
         loop_settings=LoopSettings(checkpoint_interval=0.02, backoff_base=0.01),
-        config=TINY,
+        config=config,
     )
 
 
@@ -206,3 +211,48 @@ async def test_a_failed_background_summary_is_said_once_and_the_run_goes_on(
     assert [e.phase for e in seen if e.phase != "writing"] == ["started", "failed"]
     assert "the summary model is down" in seen[-1].message
     assert len(summariser.requests) == 1  # not asked again in this run
+
+
+async def pre_compacted(tmp_path: Path, answer: dict[str, Any]) -> tuple[Any, ScriptedProvider]:
+    """A run that nears the window under a PreCompact hook answering `answer`; the run
+    ends only once the summary was asked for, if it is."""
+    hook = script(tmp_path / "hooks", "pc.sh", f"cat >/dev/null\necho '{json.dumps(answer)}'\n")
+    config = dataclasses.replace(
+        TINY, hooks=parse_hooks({"PreCompact": [{"command": str(hook)}]}, "config.toml")
+    )
+    main, toolbox = ScriptedProvider(), Held()
+    summariser = ScriptedProvider([ScriptedTurn(text=SUMMARY)])
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    harness = await open_tiny(tmp_path, main, summariser, toolbox, config)
+    conv = await harness.create_conversation(
+        str(workspace), settings={"model": "s/tiny", "approval_mode": "full-auto"}
+    )
+    await harness.drive(conv.id)
+    await near_the_window(harness, conv.id, main)
+    main.add(
+        ScriptedTurn(text="Reading.", tool_calls=calls("a")),
+        ScriptedTurn(text="And the other.", tool_calls=calls("wait")),
+        ScriptedTurn(text="Done."),
+    )
+    if answer.get("decision") == "block":
+        toolbox.landed.set()
+    else:
+        asking = asyncio.create_task(until(lambda: bool(summariser.requests), "summary asked"))
+        asking.add_done_callback(lambda _: toolbox.landed.set())
+    run = await ask(harness, conv.id, "go")
+    await harness.close()
+    assert run.state == "completed", run.error
+    return run, summariser
+
+
+async def test_a_background_summary_asks_the_pre_compact_hooks_first(tmp_path: Path) -> None:
+    answer = {"hookSpecificOutput": {"customInstructions": "keep every file name"}}
+    _, summariser = await pre_compacted(tmp_path, answer)
+    (request,) = summariser.requests
+    assert "keep every file name" in str(request.messages[-1].content)
+
+
+async def test_a_pre_compact_block_stops_the_background_summary(tmp_path: Path) -> None:
+    _, summariser = await pre_compacted(tmp_path, {"decision": "block", "reason": "not now"})
+    assert summariser.requests == []
