@@ -20,9 +20,21 @@ returns its id at once and the child's driver goes on in this process.
 - `stop_agent {id}`: the interrupt, committed (runtime.run.calls.interrupt_tx);
   a child with no run going says so (stopped twice: one line, nothing changed).
 
+When a child's run ends on its own (answered or failed; not stopped), the parent
+is told without asking (`tell_parent`): a notice with the child's answer joins the
+parent's running run as a steer, or, when the parent is idle in an interactive
+session, starts a run of its own, so the model takes up the answer as Claude
+Code's does. Admitted under the request key `agent-ended:<child run>` in one
+transaction that first looks for it: told once, across a crash too. Not told when
+the parent already has the answer (a wait_agents call for the child going on, or
+one or a list_agents that returned after the child ended), nor in print mode when
+the parent's run is over (-p stops its children and leaves nothing queued).
+
 After a crash the parent's driver resumes its background children that have a
 run not ended (`resume`): their drivers recover them like any conversation, so
-their calls run exactly once. A child never gets these tools or `task` (the
+their calls run exactly once. A child that ended untold (the crash came between)
+is told before the parent's driver starts (`tell_ended`), when the parent has a
+run to go on with; an idle parent is not started by opening the session. A child never gets these tools or `task` (the
 depth limit: no grandchildren, runtime.agents.task.ChildToolbox).
 """
 
@@ -32,16 +44,18 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from runtime.agents.children import ChildLink, children_of, final_text, subagent_of
 from runtime.model.errors import BastionError
 from runtime.model.llm import ToolSpec
-from runtime.model.records import InboxItem, InboxMode, Run, ToolCallRecord
+from runtime.model.records import InboxItem, InboxMode, Run, RunState, ToolCallRecord
 from runtime.model.results import AgentRecord
 from runtime.model.tools import ToolOutcome
 from runtime.run.admission import admit_tx, admitted_item
+from runtime.store import failpoints
 
 if TYPE_CHECKING:
     from runtime.model.events import Event
@@ -61,10 +75,14 @@ __all__ = [
     "pick",
 ]
 
+log = logging.getLogger(__name__)
+
 LIST, MESSAGE, WAIT, STOP = "list_agents", "message_agent", "wait_agents", "stop_agent"
 AGENT_TOOLS = frozenset({LIST, MESSAGE, WAIT, STOP})
 _WAIT_DEFAULT, _WAIT_MAX = 60.0, 1800.0
 _LAST_WORDS = 2000
+_TOLD_WORDS = 4000  # of a child's answer in the notice that tells the parent
+ENDED_KEY = "agent-ended:"  # + the child's run id: the notice's request key
 
 
 class AgentHost(Protocol):
@@ -131,6 +149,45 @@ def message_tx(tx: Tx, text: str, key: str) -> InboxItem:
     return admit_tx(tx, text, key, InboxMode.STEER)
 
 
+def ended_notice(link: ChildLink, run: Run, answer: str) -> str:
+    """What the parent is told when its background child's run ended on its own."""
+    child_id = link.conversation.id
+    head = f"[background agent {child_id} ({link.agent}: {_description(link)})"
+    if run.state == RunState.FAILED:
+        reason = (run.error or {}).get("message") or run.reason or "no reason given"
+        head += f" failed: {reason}]"
+    else:
+        head += " has finished. Its answer:]"
+    if len(answer) > _TOLD_WORDS:
+        answer = (
+            answer[:_TOLD_WORDS] + f"\n[… {len(answer) - _TOLD_WORDS} more characters: wait_agents]"
+        )
+    return f"{head}\n{answer}".rstrip()
+
+
+def notice_tx(tx: Tx, text: str, run: Run, link: ChildLink, start: bool) -> InboxItem | None:
+    """In one transaction on the parent: the notice admitted under its key, as a steer
+    into the parent's running run, or starting a run (`start`, when idle); None, and
+    nothing written, when told before or the parent has the answer already."""
+    key = ENDED_KEY + run.id
+    if tx.rows("SELECT 1 FROM admissions WHERE request_key = ?", (key,)):
+        return None
+    named = (link.conversation.id, json.dumps(_description(link)))  # (by id or description)
+    has_it = tx.rows(
+        "SELECT 1 FROM tool_calls WHERE conversation_id = ? AND ("
+        "(name = ? AND (instr(arguments, ?) > 0 OR instr(arguments, ?) > 0) AND "
+        "(state IN ('pending', 'running') OR updated_at >= ?)) OR "
+        "(name = ? AND state = 'completed' AND updated_at >= ?)) LIMIT 1",
+        (tx.conversation_id, WAIT, *named, run.updated_at, LIST, run.updated_at),
+    )
+    if has_it:
+        return None
+    active = tx.active_run() is not None
+    if not active and not start:
+        return None
+    return admit_tx(tx, text, key, InboxMode.STEER if active else InboxMode.PROMPT)
+
+
 class BackgroundAgents:
     """The four tools of a top-level conversation over its background children."""
 
@@ -140,6 +197,60 @@ class BackgroundAgents:
         self.host = host
         self.parent_id = parent_id
         self.drive = drive  # (drives a child here, as this process drives the parent)
+        self._watches: dict[str, asyncio.Task[None]] = {}
+
+    def watch(self, child_id: str) -> None:
+        """Tell the parent when the child's run ends on its own (`tell_parent`)."""
+        if child_id not in self._watches or self._watches[child_id].done():
+            self._watches[child_id] = asyncio.ensure_future(self._tell_when_ended(child_id))
+
+    def close(self) -> None:
+        for task in self._watches.values():
+            task.cancel()
+        self._watches.clear()
+
+    async def _tell_when_ended(self, child_id: str) -> None:
+        try:
+            run = await self.host.store.latest_run(child_id)
+            if run is not None and not run.terminal:
+                run = await self.host.wait_run(run.id, child_id, poll=0.5)
+            mine = await self.host.store.read(lambda db: background_children(db, self.parent_id))
+            link = next((c for c in mine if c.conversation.id == child_id), None)
+            if run is not None and link is not None:
+                await self.tell_parent(link, run)
+        except BastionError as exc:  # (the store failing, the harness closing: said once)
+            log.warning("the parent of background agent %s was not told: %s", child_id, exc)
+
+    async def tell_ended(self) -> None:
+        """Before the parent's driver starts (a resume): tell its unfinished run of the
+        children that ended untold (a crash came between). An idle parent is not
+        started by it: opening a session does not run the model on its own."""
+        mine = await self.host.store.read(lambda db: background_children(db, self.parent_id))
+        for link in mine:
+            run = await self.host.store.latest_run(link.conversation.id)
+            if run is not None and run.terminal:
+                await self.tell_parent(link, run, start=False)
+
+    async def tell_parent(self, link: ChildLink, run: Run, *, start: bool | None = None) -> None:
+        """The child's run `run` ended: when on its own (answered or failed), the parent
+        is told its answer (runtime.agents.background's docstring says how and when).
+        `start`: whether an idle parent starts a run on it (by default, when this
+        process drives the parent interactively)."""
+        if run.state not in (RunState.COMPLETED, RunState.FAILED):
+            return  # stopped (by the parent, the user, -p's end): whoever stopped it knows
+        answer = await self.host.store.read(lambda db: final_text(db, run.id))
+        text = ended_notice(link, run, answer)
+        parent = self.host.driver(self.parent_id)
+        if start is None:
+            start = parent is not None and parent.config.interactive
+        failpoints.hit("agent.told")  # (ended and committed, the parent not told yet)
+        item = await self.host.store.transact(
+            self.parent_id,
+            lambda tx: notice_tx(tx, text, run, link, start),
+            publish=self.host._publish,
+        )
+        if item is not None and parent is not None:
+            parent.wake()
 
     async def run(self, name: str, call: ToolCallRecord, arguments: str) -> ToolOutcome:
         try:
@@ -177,7 +288,8 @@ class BackgroundAgents:
         )
 
     async def resume(self) -> list[str]:
-        """Drive every background child with a run not ended (after a crash, a resume)."""
+        """Drive every background child with a run not ended (after a crash, a resume),
+        and tell the parent of those that ended untold."""
         mine = await self.host.store.read(lambda db: background_children(db, self.parent_id))
         resumed = []
         for link in mine:
@@ -186,6 +298,8 @@ class BackgroundAgents:
             if run is not None and not run.terminal and self.host.driver(child_id) is None:
                 await self.drive(child_id)
                 resumed.append(child_id)
+            if run is not None and not run.terminal:
+                self.watch(child_id)
         return resumed
 
     async def describe(self, link: ChildLink) -> dict[str, Any]:

@@ -183,6 +183,10 @@ class TaskToolbox(ToolboxLayer):
         self._task = task_spec(catalog)
         self.agents = BackgroundAgents(host, parent.id, self._drive)
 
+    def close(self) -> None:
+        self.agents.close()
+        super().close()
+
     def specs(self) -> tuple[ToolSpec, ...]:
         # Asked each time: the inner toolbox's tools change (MCP servers start, list anew).
         return (*self.inner.specs(), self._task, *agent_specs())
@@ -306,6 +310,7 @@ class TaskToolbox(ToolboxLayer):
         agent, description, _ = request
         try:
             child_id, _item = await self._start(call, *request, background=True)
+            self.agents.watch(child_id)
             if on_start is not None:
                 record = {"child": child_id, "agent": agent.name, "description": description}
                 pending = on_start(record | {"background": True})

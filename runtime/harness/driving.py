@@ -302,6 +302,11 @@ class DrivingOps(HarnessCore):
                 getattr(toolbox, "resolve_path", None) or folder_parts,
             ),
         )
+        if isinstance(toolbox, agents.TaskToolbox):  # (children a crash left untold)
+            try:
+                await toolbox.agents.tell_ended()
+            except BastionError as exc:
+                log.warning("background agents of %s not told: %s", conversation_id, exc)
         driver = Driver(self.store, conversation_id, self.owner, self.epoch, self._publish, config)
         try:
             await driver.start()

@@ -110,3 +110,40 @@ def _only_session(home) -> str:
         return str(row[0])
     finally:
         db.close()
+
+
+TOLD_TASK = TASK | {"prompt": "CHILD: finish, then report"}
+PARENT_GATE = "touch parent-waiting; while true; do sleep 0.05; done"  # cut by the kill
+TOLD_TURNS = [
+    {"match": "PARENT", "unless": ["started background agent"],
+     "tool_calls": [call("task", TOLD_TASK)]},
+    {"match": "PARENT", "unless": ["Exit", "exit", "interrupted", "INTERRUPTED"],
+     "tool_calls": [call("run_command", {"command": PARENT_GATE})]},
+    {"match": "CHILD", "unless": ["child-ok"], "repeat": True,
+     "tool_calls": [call("run_command", {
+         "command": "while [ ! -e parent-waiting ]; do sleep 0.05; done; echo child-ok"})]},
+    {"match": "CHILD", "repeat": True, "text": "REPORT-TOLD"},
+    {"match": "has finished. Its answer", "repeat": True, "text": "Noted the told report."},
+    {"match": "PARENT", "repeat": True, "text": "Parent done."},
+]  # fmt: skip
+
+
+def test_a_child_that_ended_untold_is_told_once_after_a_sigkill(loopback, bastion):
+    """SIGKILL between the child's answer (committed) and the notice to its parent
+    (`agent.told`): the resumed parent is told once, before it goes on, and answers."""
+    b = setup(loopback, bastion, TOLD_TURNS)
+    common = ("--approval-mode", "full-auto", "--output-format", "json")
+    first = run_bastion(b, "-p", "PARENT: report back", *common, failpoint="agent.told")
+    assert first.returncode == -9, (first.returncode, first.stderr[-2000:])
+    conv_id = _only_session(b.home)
+    (child,) = tree(b.home, conv_id)["children"]
+
+    resumed = run_bastion(b, "-p", "--resume", conv_id, *common, failpoint=None)
+    assert resumed.returncode == 0, (resumed.returncode, resumed.stderr[-3000:])
+    result = json.loads(resumed.stdout.strip().splitlines()[-1])
+    assert result["result"] == "Noted the told report.", result
+    after = tree(b.home, conv_id)
+    told = [e[3] for e in after["entries"][conv_id] if e[1] == "user" and "[background" in e[3]]
+    assert told == [
+        f"[background agent {child} (runner: logger) has finished. Its answer:]\nREPORT-TOLD"
+    ]
