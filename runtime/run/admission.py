@@ -11,7 +11,7 @@ from runtime.model.errors import Busy, ConfigError, EmptyInput, RequestKeyReused
 from runtime.model.ids import uuid7
 from runtime.model.records import Conversation, InboxItem, InboxMode, InboxState
 from runtime.run.driver import new_run
-from runtime.run.loop import user_entry
+from runtime.run.placing import user_entry
 from runtime.store.database import request_digest
 from runtime.store.tx import Tx
 

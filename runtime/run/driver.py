@@ -39,7 +39,8 @@ from runtime.run.aio import wait_until
 from runtime.run.deps import LoopDeps, LoopSettings
 from runtime.run.jobs import JobKeeper
 from runtime.run.live import LiveStream
-from runtime.run.loop import RunExecutor, place_item
+from runtime.run.loop import RunExecutor
+from runtime.run.placing import place_item
 from runtime.run.spend import count_crashed
 from runtime.run.urgent import URGENT_REASON, urgent_first, urgent_waiting
 from runtime.store import failpoints

@@ -50,9 +50,7 @@ from runtime.model.records import (
     Entry,
     EntryKind,
     EntryStatus,
-    InboxItem,
     InboxMode,
-    InboxState,
     Run,
     RunState,
     ToolCallRecord,
@@ -61,6 +59,7 @@ from runtime.model.results import Quality
 from runtime.run.budget import start_deadline, stop_before_request
 from runtime.run.compacting import BACKGROUND_AT, Gate, RunCompaction
 from runtime.run.deps import LoopDeps
+from runtime.run.placing import place_item
 from runtime.run.resumed import answered_already
 from runtime.run.spend import AttemptSpend, Spent
 from runtime.run.urgent import BY_USER, URGENT_REASON, ending_reason, urgent_waiting
@@ -748,24 +747,6 @@ def _run_error(
             "larger window"
         )
     return error
-
-
-def user_entry(item: InboxItem, run_id: str) -> Entry:
-    """The user entry an inbox item becomes when it is placed into run `run_id`."""
-    return Entry(
-        uuid7(), item.conversation_id, 0, EntryKind.USER, EntryStatus.COMPLETE, item.text,
-        now(), run_id=run_id, data={"inbox_id": item.id},
-    )  # fmt: skip
-
-
-def place_item(tx: Tx, item: InboxItem, run_id: str) -> Entry | None:
-    """Place a queued inbox item into run `run_id`: its user entry, and the item marked
-    placed (compare-and-set: None, and nothing written, if it is no longer queued)."""
-    entry = user_entry(item, run_id)
-    placed = tx.transition_inbox(item.id, InboxState.PLACED, run_id=run_id, entry_id=entry.id)
-    if placed is None:
-        return None
-    return tx.add_entry(entry)
 
 
 _QUALITY_ORDER = (Quality.MEASURED, Quality.ESTIMATED, Quality.UNAVAILABLE)

@@ -73,6 +73,9 @@ async def test_an_idle_parent_is_told_and_takes_up_the_answer(tmp_path):
             )
             assert await harness.answer(latest) == "Noted the report."
             assert await notices(harness, conv.id) == told  # told once
+            snap = await harness.store.snapshot(conv.id)
+            (entry,) = [e for e in snap.entries if e.text == told[0]]
+            assert entry.data.get("from_agent") is True  # (the app sets it off as the agent's)
         finally:
             await harness.close()
 

@@ -74,10 +74,19 @@ class UserEntry(Static, LaidOutOnce):
         color: $foreground;
         text-style: bold;
     }
+    UserEntry.from-agent {
+        border-left: outer $accent;
+        background: $accent 6%;
+        text-style: none;
+    }
     """
 
     def __init__(self, entry: Entry) -> None:
-        super().__init__(user_markup(entry.text), markup=True)
+        # (a background agent's answer sent to its parent: set off as the agent's, not yours)
+        agent = bool(entry.data.get("from_agent"))
+        super().__init__(
+            user_markup(entry.text), markup=True, classes="from-agent" if agent else ""
+        )
         self.entry = entry
         self.entry_id = entry.id
 
