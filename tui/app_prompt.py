@@ -123,7 +123,11 @@ class PromptActions(App[int]):
         from runtime import split_attachments
         from runtime.model.records import EntryKind
 
-        return [split_attachments(e.text)[0] for e in self.view.settled if e.kind == EntryKind.USER]
+        return [
+            split_attachments(e.text)[0]
+            for e in self.view.settled
+            if e.kind == EntryKind.USER and not e.data.get("from_agent")
+        ]
 
     def on_prompt_input_sent(self, event: PromptInput.Sent) -> None:
         from tui import slash

@@ -454,7 +454,9 @@ class LineMode:
         match entry.kind:
             case EntryKind.USER:
                 self._printed.add(entry.id)
-                if entry.data.get("inbox_id") not in self._typed:
+                if entry.data.get("from_agent"):  # a background agent's answer, sent here
+                    self.console.print(Text(visible(entry.text), style="italic"))
+                elif entry.data.get("inbox_id") not in self._typed:
                     prompt, attachments = split_attachments(entry.text)
                     self.console.print(
                         Text.assemble((PROMPT, "bold blue"), (visible(prompt), "bold"))

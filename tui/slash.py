@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from runtime import visible_json
 from runtime.model.errors import BastionError
-from runtime.model.records import EntryKind
+from runtime.model.records import Entry, EntryKind
 from tui import slash_context, slash_mcp
 from tui.markup import escape
 from tui.slash_agents import agents
@@ -515,10 +515,15 @@ async def copy(host: CommandHost, arg: str) -> None:
     host.say(f"copied {what} ({len(text):,} characters) to the clipboard")
 
 
+def _yours(entry: Entry) -> bool:
+    """A message you sent (not one a background agent sent its parent)."""
+    return entry.kind == EntryKind.USER and not entry.data.get("from_agent")
+
+
 async def goto(host: CommandHost, arg: str) -> None:
     """`/goto N`: the transcript at your Nth message (1 is the first; -1 the last)."""
     view = host.view
-    asked = [e for e in view.settled if e.kind == EntryKind.USER] if view else []
+    asked = [e for e in view.settled if _yours(e)] if view else []
     text = arg.strip()
     if not asked or not text.lstrip("-").isdigit() or not 1 <= abs(int(text)) <= len(asked):
         host.say(f"/goto N with N from 1 to {len(asked)} (your messages; -1 is the last)"
@@ -548,7 +553,7 @@ async def rewind(host: CommandHost, arg: str) -> None:
     """`/rewind` lists your messages; `/rewind N` goes back to just before message N: a
     fork without it, the message back in the prompt, and what /restore can undo."""
     view = host.view
-    asked = [e for e in view.settled if e.kind == EntryKind.USER] if view else []
+    asked = [e for e in view.settled if _yours(e)] if view else []
     if not asked:
         host.say("nothing to rewind to yet")
         return
