@@ -35,7 +35,10 @@ from typing import Any
 
 from runtime.model.errors import ConfigError
 
-EVENTS = ("PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop", "SessionStart", "PreCompact")
+EVENTS = (
+    "PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop", "SessionStart", "PreCompact",
+    "PreRequest", "PostResponse", "PostToolBatch",  # bastion's own (runtime.hooks.rounds)
+)  # fmt: skip
 TOOL_EVENTS = ("PreToolUse", "PostToolUse")
 DEFAULT_TIMEOUT = 60.0
 MAX_TIMEOUT = 600.0
