@@ -40,7 +40,7 @@ class Shown:
     request: ModelRequest
     messages: list[dict[str, Any]]
     omitted: int
-    originals: dict[str, Message]
+    originals: dict[str, list[Message]]  # identical ones in order: each kept its own
 
     def payload(self) -> dict[str, Any]:
         """The PreRequest fields of stdin."""
@@ -63,7 +63,7 @@ def shown(request: ModelRequest) -> Shown:
     """`request`'s messages as a hook sees them (the module docstring)."""
     rest = [m for m in request.messages if m.role != "system"]
     messages: list[dict[str, Any]] = []
-    originals: dict[str, Message] = {}
+    originals: dict[str, list[Message]] = {}
     used = 0
     kept = 0
     for message in reversed(rest):
@@ -74,7 +74,7 @@ def shown(request: ModelRequest) -> Shown:
         used += size
         kept += 1
         messages.append(item)
-        originals.setdefault(_key(item), message)
+        originals.setdefault(_key(item), []).insert(0, message)
     messages.reverse()
     return Shown(request, messages, len(rest) - kept, originals)
 
@@ -88,11 +88,12 @@ def replacement(found: Shown, answer: Any) -> ModelRequest | str:
         return f"more than {MAX_MESSAGES} messages"
     made: list[Message] = []
     asked: set[str] = set()
+    used: dict[str, int] = {}
     rest = [m for m in found.request.messages if m.role != "system"]
     for earlier in rest[: found.omitted]:
         asked.update(c.id for c in earlier.tool_calls)
     for i, item in enumerate(answer):
-        message = found.originals.get(_key(item)) if isinstance(item, dict) else None
+        message = _original(found, item, used)
         if message is None:
             message_or_problem = _message(item)
             if isinstance(message_or_problem, str):
@@ -104,6 +105,18 @@ def replacement(found: Shown, answer: Any) -> ModelRequest | str:
         made.append(message)
     system = tuple(m for m in found.request.messages if m.role == "system")
     return replace(found.request, messages=(*system, *rest[: found.omitted], *made))
+
+
+def _original(found: Shown, item: Any, used: dict[str, int]) -> Message | None:
+    """The original of a message a hook returned as it was given (the first of identical
+    ones not returned yet), or None."""
+    key = _key(item)
+    same = found.originals.get(key, [])
+    at = used.get(key, 0)
+    if at < len(same):
+        used[key] = at + 1
+        return same[at]
+    return same[-1] if same else None
 
 
 def _message(item: Any) -> Message | str:

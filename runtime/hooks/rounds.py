@@ -57,7 +57,7 @@ class RoundHooks(HookRunner):
             if result.decision == "block":
                 blocked = result
             elif result.updated is not None:
-                made = replacement(found, json.loads(result.updated))
+                made = replacement(found, _parsed(result.updated, None))
                 if isinstance(made, str):
                     line = (
                         f"PreRequest hook `{spec.shown}` answered messages that cannot be "
@@ -68,8 +68,8 @@ class RoundHooks(HookRunner):
                     request = made
                     line = (
                         f"PreRequest hook `{spec.shown}` replaced the messages of this "
-                        f"request ({len(made.messages)} with the system prompt; the "
-                        "transcript is unchanged)"
+                        f"request ({len(made.messages)} messages sent, the system prompt "
+                        "included; the transcript is unchanged)"
                     )
                     result = replace(result, line=line)
             results.append(result)
@@ -148,8 +148,9 @@ def _response(ex: RunContext, call_id: str) -> dict[str, Any]:
     return out
 
 
-def _parsed(arguments: str) -> Any:
+def _parsed(text: str, otherwise: Any = ...) -> Any:
+    """`text` as JSON; else `otherwise` (the text itself when not given)."""
     try:
-        return json.loads(arguments)
+        return json.loads(text)
     except ValueError:
-        return arguments
+        return text if otherwise is ... else otherwise

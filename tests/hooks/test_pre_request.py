@@ -13,6 +13,7 @@ import pytest
 
 from runtime.testing.server import LoopbackServer
 from tests.hooks.helpers import command, open_session, script
+from tests.hooks.test_resume import count, stopped_during_hook
 
 TURNS = [{"tool_calls": [command("echo ran > out.txt")]}, {"text": "done"}]
 
@@ -172,3 +173,26 @@ async def test_a_projects_pre_request_hook_runs_only_when_trusted(tmp_path, trus
     assert run.state == "completed"
     assert (s.workspace / "pre-request-ran").exists() is trust
     assert [r["hook_event"] for r in rows] == (["PreRequest"] if trust else [])
+
+
+async def test_a_request_resent_after_a_stop_runs_its_hook_again(tmp_path):
+    """A request is not an effect: bastion stopped while a PreRequest hook ran, and the
+    resumed run asks its hooks again before it sends the request."""
+    slow_once = (
+        "if [ -f pre.log ]; then echo again >> pre.log; exit 0; fi; echo first >> pre.log; sleep 30"
+    )
+    hooks = {"PreRequest": [{"command": slow_once}]}
+    a, item_id = await stopped_during_hook(tmp_path, hooks, "pre.log")
+    try:
+        assert a.server.requests == []  # stopped before anything was sent
+        b = await open_session(tmp_path, a.server, hooks, conversation_id=a.conversation_id)
+        try:
+            run = await b.harness.wait(item_id, b.conversation_id, poll=0.05)
+            rows = await b.hook_rows()
+        finally:
+            await b.harness.close()
+    finally:
+        await a.server.__aexit__(None, None, None)
+    assert run.state == "completed" and len(a.server.requests) == 2
+    assert count(b.workspace / "pre.log") == ["first", "again", "again"]
+    assert [(r["hook_event"], r["state"]) for r in rows] == [("PreRequest", "done")] * 2
