@@ -32,8 +32,10 @@ resumed session does:
   transaction: once committed they never run again for that call or prompt; if
   bastion dies while one runs it runs again on resume (at least once, until
   decided) — a gate that was skipped could let through what it exists to stop;
-- effects (PostToolUse, Stop, SessionStart) are committed as started before they
-  run and done after: at most once. One cut off by an interrupt is marked
+  PreRequest is recorded each time it runs but runs again for a request sent again
+  (a request is not an effect: runtime.hooks.rounds);
+- effects (PostToolUse, Stop, SessionStart; PostResponse, PostToolBatch) are
+  committed as started before they run and done after: at most once. One cut off by an interrupt is marked
   interrupted at once, one cut off by a crash on resume, each with a line in the
   transcript, and neither is run again (a hook that posts or deploys must not
   repeat); one that never started (bastion died between the tool's result and
