@@ -3,7 +3,10 @@
 - `config`: the `[hooks]` tables (user config; a trusted project's settings.toml);
 - `process`: one hook command in the command sandbox, JSON on stdin, a time limit;
 - `decide`: what its exit code and output mean (block, approve, context, or nothing);
-- `points`: where the model loop runs them and what the ledger keeps (`hook.ran`).
+- `points`: where the model loop runs them and what the ledger keeps (`hook.ran`);
+  `rounds`: the points around a model request and a tool round (PreRequest, with
+  `requests`: the messages a hook sees and may replace; PostResponse, PostToolBatch);
+  `running`: what every point shares (running, recording, at-most-once).
 
 Imports the store's value types and the tools' sandbox; nothing of the front ends.
 """

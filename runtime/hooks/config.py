@@ -21,6 +21,9 @@ TOML arrays of tables, one table per command:
     [[hooks.UserPromptSubmit]]          # no matcher: every prompt
     command = "~/bin/prompt-guard"
 
+Events: Claude Code's (PreToolUse, PostToolUse, UserPromptSubmit, Stop, SessionStart,
+PreCompact) and bastion's own (PreRequest, PostResponse, PostToolBatch: runtime.hooks.rounds).
+
 A wrong key is a ConfigError naming the file and the key (the file is not half
 applied). Only this module reads the table; it imports nothing of the run.
 """
@@ -35,7 +38,10 @@ from typing import Any
 
 from runtime.model.errors import ConfigError
 
-EVENTS = ("PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop", "SessionStart", "PreCompact")
+EVENTS = (
+    "PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop", "SessionStart", "PreCompact",
+    "PreRequest", "PostResponse", "PostToolBatch",  # bastion's own (runtime.hooks.rounds)
+)  # fmt: skip
 TOOL_EVENTS = ("PreToolUse", "PostToolUse")
 DEFAULT_TIMEOUT = 60.0
 MAX_TIMEOUT = 600.0

@@ -11,7 +11,9 @@
   or Claude Code's `updatedMCPToolOutput`: text, or any JSON value sent as JSON),
   kept up to REPLACEMENT_LIMIT characters. A PreCompact answer's
   `hookSpecificOutput.customInstructions` is added to the summary's
-  instructions; "block" stops an automatic compaction.
+  instructions; "block" stops an automatic compaction. A PreRequest answer's
+  `hookSpecificOutput.messages` replaces the messages of one request (checked in
+  runtime.hooks.requests).
 - exit 2: block; stderr is the reason.
 - any other exit: the hook failed; one line says so.
 
@@ -188,6 +190,8 @@ def _updated(
             )
             return HookResult(spec, "block", "block", reason, line=reason, **base)
         return json.dumps(value, ensure_ascii=False)
+    if spec.event == "PreRequest" and "messages" in specific:  # checked by hooks.requests
+        return json.dumps(specific["messages"], ensure_ascii=False)
     if spec.event == "PostToolUse":
         key = next((k for k in _REPLACES if k in specific), None)
         if key is not None:

@@ -62,6 +62,7 @@ from runtime.run.deps import LoopDeps
 from runtime.run.placing import place_item
 from runtime.run.resumed import answered_already
 from runtime.run.spend import AttemptSpend, Spent
+from runtime.run.turnstate import TurnState, run_error, worse
 from runtime.run.urgent import BY_USER, URGENT_REASON, ending_reason, urgent_waiting
 from runtime.store import failpoints
 from runtime.store.database import Store
@@ -97,7 +98,7 @@ class RunExecutor:
         self.deps = deps
         self.conversation_id = conversation_id
         self.interrupting = False
-        self.cut: tuple[ModelRequest, _TurnState, Spent, int] | None = None  # see _spend
+        self.cut: tuple[ModelRequest, TurnState, Spent, int] | None = None  # see _spend
         self.stop_error: dict[str, Any] | None = None  # the budget limit that stops the run
         self.stop_reason: str | None = None  # why else it stops early (runtime.run.urgent)
         self.conversation: Conversation | None = None
@@ -274,6 +275,8 @@ class RunExecutor:
     async def _turns(self, run: Run, unfinished: list[ToolCallRecord]) -> Run:
         if unfinished:
             run = await self.calls.run_all(run, unfinished)
+            if (stopped := await self._after_round(run, unfinished[0].entry_id)) is not None:
+                return stopped
             await self._place_steers(run)
         elif (answer := answered_already(self.entries, run.id)) is not None and (
             done := await self._answer_or_steer(run, answer)  # (a resume after the answer)
@@ -284,6 +287,8 @@ class RunExecutor:
             await self.check_interrupt(run)
             await self._check_budget(run)
             entry, calls, run = await self._stream_turn(run)
+            if self.deps.hooks is not None:  # PostResponse (runtime.hooks.rounds)
+                await self.deps.hooks.post_response(self, run, entry, run.usage)
             if not calls:
                 if self.deps.hooks is not None and await self.deps.hooks.stop(self, run, entry):
                     continue  # a Stop hook asked for more: its reason is the next input
@@ -293,8 +298,21 @@ class RunExecutor:
                 continue
             failpoints.hit("call.intent")
             run = await self.calls.run_all(run, calls)
+            if (stopped := await self._after_round(run, entry.id)) is not None:
+                return stopped
             await self._place_steers(run)
         raise RunAborted({"code": "max_turns", "message": "the run reached its turn limit"})
+
+    async def _after_round(self, run: Run, entry_id: str) -> Run | None:
+        """PostToolBatch hooks once every call of the round of `entry_id` has its result
+        (runtime.hooks.rounds): the run, completed, when one stopped it; else None."""
+        at = self._positions.get(entry_id)
+        if self.deps.hooks is None or at is None:
+            return None
+        stopped = await self.deps.hooks.post_tool_batch(self, run, self.entries[at])
+        if stopped is None:
+            return None
+        return await self.transition(run, state=RunState.COMPLETED, reason=stopped)
 
     async def _answer_or_steer(self, run: Run, entry: Entry) -> Run | None:
         """The model answered. Steers queued ahead of any follow-up join this run (one
@@ -427,8 +445,18 @@ class RunExecutor:
         hooks = self.deps.hooks
         return None if hooks is None else (lambda: hooks.pre_compact(self, run, "auto"))
 
+    async def _hooked(self, run: Run, request: ModelRequest) -> ModelRequest:
+        """The request after its PreRequest hooks (runtime.hooks.rounds): their messages
+        for this request only; a hook's block fails the run (`hook_blocked`)."""
+        if self.deps.hooks is None:
+            return request
+        request, blocked = await self.deps.hooks.pre_request(self, run, request)
+        if blocked is not None:
+            raise RunAborted({"code": "hook_blocked", "message": blocked})
+        return request
+
     async def _stream_turn(self, run: Run) -> tuple[Entry, list[ToolCallRecord], Run]:
-        request = await self._fit(run)
+        request = await self._hooked(run, await self._fit(run))
         live = self.deps.live
         live.restart()
         blank = Entry(
@@ -455,7 +483,7 @@ class RunExecutor:
         spent = state.spent
         total = usage + spent.usage + turn_usage
         usage_dict = spent.into(
-            self.usage_record(run, total, _worse(quality, spent.quality)), run.usage
+            self.usage_record(run, total, worse(quality, spent.quality)), run.usage
         )
         usage_dict["context_tokens"] = turn_usage.input_tokens + turn_usage.output_tokens
         return await self._complete_turn(run, entry, state, usage_dict)
@@ -471,7 +499,7 @@ class RunExecutor:
     def usage_record(self, run: Run, usage: Usage, quality: Quality) -> dict[str, Any]:
         """The run's usage dict: summed counts, their quality, the model."""
         record = usage.to_dict()
-        record["quality"] = _worse(run.usage.get("quality", Quality.MEASURED), quality)
+        record["quality"] = worse(run.usage.get("quality", Quality.MEASURED), quality)
         record["model"] = self.deps.model_info.spec
         if "context_tokens" in run.usage:
             record["context_tokens"] = run.usage["context_tokens"]
@@ -479,7 +507,7 @@ class RunExecutor:
 
     async def _attempts(
         self, run: Run, entry: Entry, request: ModelRequest, usage: Usage
-    ) -> _TurnState:
+    ) -> TurnState:
         """Stream the response, retrying what may be retried within the deadline."""
         settings = self.deps.settings
         started = time.monotonic()
@@ -488,7 +516,7 @@ class RunExecutor:
         compacted: bool | None = None  # tried once per turn: then whether it compacted
         while True:
             attempt += 1
-            state = _TurnState()
+            state = TurnState()
             state.request = request
             try:
                 await self._consume(run, entry, request, state)
@@ -504,7 +532,7 @@ class RunExecutor:
                 if exc.is_context_overflow() and not state.calls and compacted is None:
                     compacted = await self._overflowed(run, entry, attempt, exc)
                     if compacted:  # retry once, with the summary
-                        request = self._request(run)
+                        request = await self._hooked(run, self._request(run))
                         continue
                 delay = self._backoff(attempt, exc)
                 late = time.monotonic() - started + delay > settings.retry_deadline
@@ -517,13 +545,13 @@ class RunExecutor:
                     await self._close_entry(entry, EntryStatus.FAILED)
                     record = self.usage_record(run, usage + spent.usage, spent.quality)
                     spent_usage = spent.into(record, run.usage)
-                    error = _run_error(exc, compacted, self.compaction.cancelled)
+                    error = run_error(exc, compacted, self.compaction.cancelled)
                     raise RunAborted(error, spent_usage) from exc
                 await self._reset_attempt(run, entry, attempt, exc, delay)
                 await asyncio.sleep(delay)
 
     async def _spend(
-        self, request: ModelRequest, state: _TurnState, spent: Spent, attempt: int, *how: str
+        self, request: ModelRequest, state: TurnState, spent: Spent, attempt: int, *how: str
     ) -> None:
         """Add what an attempt that did not answer used to `spent` (runtime.run.spend)."""
         live = self.deps.live
@@ -539,7 +567,7 @@ class RunExecutor:
         await self._reset_attempt(run, entry, attempt, exc, 0.0)
         return await self.compact(run, "overflow") is not None
 
-    async def _turn_usage(self, request: ModelRequest, state: _TurnState) -> tuple[Usage, Quality]:
+    async def _turn_usage(self, request: ModelRequest, state: TurnState) -> tuple[Usage, Quality]:
         """The provider's usage for this response, or a tiktoken estimate if it sent none."""
         if state.usage_reported:
             return self.price(state.usage), Quality.MEASURED
@@ -547,7 +575,7 @@ class RunExecutor:
         return self.price(usage), quality
 
     async def _consume(
-        self, run: Run, entry: Entry, request: ModelRequest, state: _TurnState
+        self, run: Run, entry: Entry, request: ModelRequest, state: TurnState
     ) -> None:
         live = self.deps.live
         interval = self.deps.settings.checkpoint_interval
@@ -657,7 +685,7 @@ class RunExecutor:
         )
 
     async def _complete_turn(
-        self, run: Run, entry: Entry, state: _TurnState, usage: dict[str, Any]
+        self, run: Run, entry: Entry, state: TurnState, usage: dict[str, Any]
     ) -> tuple[Entry, list[ToolCallRecord], Run]:
         async with self.lock:
             await self.checkpoint()
@@ -728,60 +756,3 @@ class RunExecutor:
         return await self.transition(
             run, state=RunState.FAILED, reason=error.get("message"), error=error, **changes
         )
-
-
-def _run_error(
-    exc: ProviderError, compacted: bool | None, cancelled: bool = False
-) -> dict[str, Any]:
-    """The error a failed run records. A context overflow that compacting did not cure
-    says so and what is left to do, since the provider's own advice ("adjust your
-    input") is no help to someone whose conversation was just compacted."""
-    error = exc.to_dict()
-    if exc.is_context_overflow() and compacted is not None:
-        how = "even after compacting" if compacted else "and nothing older can be compacted"
-        if cancelled:
-            how = "uncompacted (its compaction was cancelled)"
-        error["message"] = (
-            f"{exc.message} — the conversation does not fit the model's context window {how}: "
-            "shorten the prompt, start a new conversation (/new), or use a model with a "
-            "larger window"
-        )
-    return error
-
-
-_QUALITY_ORDER = (Quality.MEASURED, Quality.ESTIMATED, Quality.UNAVAILABLE)
-
-
-def _worse(a: str, b: str) -> Quality:
-    """The less trustworthy of two usage qualities: a sum is only as good as its worst part."""
-    return max(Quality(a), Quality(b), key=_QUALITY_ORDER.index)
-
-
-class _TurnState:
-    __slots__ = (
-        "calls", "finish_reason", "request", "signature", "spent", "usage", "usage_reported",
-    )  # fmt: skip
-
-    def __init__(self) -> None:
-        self.request: ModelRequest | None = None
-        self.calls: dict[int, list[str]] = {}
-        self.usage = Usage()
-        self.spent = Spent()  # what failed attempts before this one used
-        self.usage_reported = False
-        self.finish_reason: str | None = None
-        self.signature = ""  # of the response's thinking (Anthropic), kept with its calls
-
-    def add_call_chunk(self, chunk: ToolCallChunk) -> None:
-        call = self.calls.setdefault(chunk.index, ["", "", ""])
-        if chunk.id:
-            call[0] = chunk.id
-        if chunk.name:
-            call[1] = chunk.name
-        call[2] += chunk.arguments
-
-    def finished(self) -> list[tuple[str, str, str]]:
-        """(provider id, name, arguments) of each call, in index order."""
-        return [
-            (call_id, name, arguments or "{}")
-            for call_id, name, arguments in (self.calls[i] for i in sorted(self.calls))
-        ]
