@@ -153,3 +153,28 @@ async def test_over_the_protocol_every_op_after_it_gets_the_typed_error(tmp_path
     finally:
         report = await asyncio.wait_for(client.close(), 10)
     assert report is not None and report.remaining == ()
+
+
+async def test_the_op_that_meets_it_gets_the_stores_error_and_every_later_one_session_failed(
+    tmp_path: Path,
+) -> None:
+    """Seed 004: "The call that hit it rejects with the error. Everything after it …
+    rejects with `SessionFailed` (its `cause` is that error)": an idle session whose
+    submit meets a full disk gets StoreFull; nothing was admitted, and the harness is
+    closed for every op after it."""
+    from runtime.model.errors import StoreFull
+
+    provider = ScriptedProvider([ScriptedTurn(text="never")])
+    harness = await open_harness(tmp_path, provider)
+    conv = await harness.create_conversation(str(tmp_path), settings={"model": "s/m"})
+    await harness.drive(conv.id)
+    kept = await ledger_length(tmp_path / "bastion.sqlite", conv.id)
+    failpoints.arm("store.full:1")
+    with pytest.raises(StoreFull, match="is full"):
+        await harness.submit(conv.id, "hello")
+    await asyncio.wait_for(harness.wait_closed(), 10)
+    with pytest.raises(SessionFailedError) as raised:
+        await harness.submit(conv.id, "hello")
+    assert raised.value.reason == "store_full" and provider.requests == []
+    failpoints.arm(None)
+    assert await ledger_length(tmp_path / "bastion.sqlite", conv.id) == kept
