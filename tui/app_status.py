@@ -53,13 +53,15 @@ class StatusParts(App[int]):
         self.failed_line = line
         self.notify(visible(line), title="session stopped", severity="error",
                     timeout=STAYS, markup=False)  # fmt: skip
-        self.query_one(StatusBar).notice(self._standing_notice())
+        bar = self.query_one(StatusBar)
+        bar.stop()
+        bar.notice(self._standing_notice())
 
     def _standing_notice(self) -> str | None:
         """What the status line says in place of the key hints while nothing more
         pressing does: that this terminal is attached to another process's session."""
         if self.failed_line is not None:
-            return "[b $error]session stopped[/] · Ctrl+C twice leaves"
+            return "[$error]nothing more is saved[/] · Ctrl+C twice leaves"
         harness = self.harness
         if harness is None or not harness.guest:
             return None

@@ -183,6 +183,9 @@ class _Session:
             self.drop(sub)  # (each subscription: what it published, then `ended`)
 
     async def answer(self, request_id: Any, op: p.Op, *, keep: bool = False) -> None:
+        if self.harness.failure is not None:  # a storage error ended it: every op is
+            self.reply_error(request_id, self.harness.failure)  # told so, even a ping
+            return
         try:
             if isinstance(op, p.NewSession):
                 value: Any = await self.harness.new_session(op.conversation, keep=keep)

@@ -146,7 +146,8 @@ async def test_over_the_protocol_every_op_after_it_gets_the_typed_error(tmp_path
             seen.extend(e for e in batch if isinstance(e, SessionFailed))  # type: ignore[union-attr]
         assert len(seen) == 1 and client.failed is not None
         assert client.failed.reason == "store_io"
-        for op in (client.wait(item_id, conv_id), client.submit(conv_id, "again")):
+        ops = (client.wait(item_id, conv_id), client.submit(conv_id, "again"), client.ping())
+        for op in ops:  # (a ping too: whatever the op, it is told)
             with pytest.raises(SessionFailedError) as raised:
                 await asyncio.wait_for(op, 10)
             assert "failed to read or write" in raised.value.message

@@ -47,6 +47,7 @@ def test_the_app_keeps_a_notice_and_leaves_with_exit_1(tmp_path):
                 lambda s: "session stopped" in s and "is full" in s, "the notice"
             )
             assert "Ctrl+C twice leaves" in screen and "disk" in screen, screen
+            assert "● session stopped" in screen and "writing" not in screen, screen
             assert "w0001" in screen  # the transcript stays
             term.send("C-c")
             term.wait_for(lambda s: "again to quit" in s, "the quit warning")
