@@ -48,6 +48,9 @@ def test_the_app_keeps_a_notice_and_leaves_with_exit_1(tmp_path):
             )
             assert "Ctrl+C twice leaves" in screen and "disk" in screen, screen
             assert "● session stopped" in screen and "writing" not in screen, screen
+            term.send("and then?", literal=True)  # a prompt after it: refused, said
+            term.send("Enter")
+            term.wait_for(lambda s: "not sent" in s, "the prompt refused")
             assert "w0001" in screen  # the transcript stays
             term.send("C-c")
             term.wait_for(lambda s: "again to quit" in s, "the quit warning")
