@@ -40,7 +40,7 @@ from runtime import (
     local_client,
     reduce,
 )
-from runtime.model.errors import UnknownRun
+from runtime.model.errors import SessionFailedError, UnknownRun
 from runtime.model.events import AttemptReset, SettingsChanged
 from runtime.model.records import Run, RunState, ToolCallRecord
 from runtime.model.views import child_label
@@ -75,9 +75,12 @@ STOP_REASONS: Final[dict[str, StopReason]] = {
 }
 
 
-def rpc_error(exc: BastionError) -> RequestError:
-    """The JSON-RPC error for a refusal of bastion's: its one line, its code as data."""
+def rpc_error(exc: BastionError, session_id: str | None = None) -> RequestError:
+    """The JSON-RPC error for a refusal of bastion's: its one line, its code as data (a
+    storage error that ended the session: its reason too, and the session to resume)."""
     code = NOT_FOUND if isinstance(exc, UnknownConversation) else FAILED
+    if isinstance(exc, SessionFailedError):
+        return RequestError(code, exc.line(session_id), {"code": exc.code, "reason": exc.reason})
     return RequestError(code, str(exc), {"code": exc.code})
 
 
@@ -298,8 +301,8 @@ class AcpSession:
             run = await self.harness.wait(item.id, item.conversation_id)
         except UnknownRun:  # withdrawn (from another terminal) before it ran
             return PromptResponse(stop_reason="cancelled")
-        except BastionError as exc:
-            raise rpc_error(exc) from None
+        except BastionError as exc:  # (a storage error that ended the session, too)
+            raise rpc_error(exc, self.id) from None
         await self._caught_up(run.id)
         return self._stopped(run)
 

@@ -409,7 +409,9 @@ class BastionApp(PromptActions, KeyActions, StatusParts, App[int]):
                 now = (loop.time(), time.thread_time())
                 await channel.rest(pause(now[0] - started, now, mark, shared=shared))
                 mark = now
-            if (gone := harness.gone) is not None:  # its process ended
+            if (failed := harness.failed) is not None:  # a storage error ended it
+                self._session_failed(failed)
+            elif (gone := harness.gone) is not None:  # its process ended
                 self.open_error = gone
                 self.exit(2, return_code=2)
         except NoMatches:
@@ -457,14 +459,6 @@ class BastionApp(PromptActions, KeyActions, StatusParts, App[int]):
         self.query_one(StatusBar).notice(self._standing_notice())
         if self.harness is not None and not self.harness.guest:  # (attached: the driver's)
             self.run_worker(self._tell_mcp(), group="mcp", exit_on_error=False)
-
-    def _standing_notice(self) -> str | None:
-        """What the status line says in place of the key hints while nothing more
-        pressing does: that this terminal is attached to another process's session."""
-        harness = self.harness
-        if harness is None or not harness.guest:
-            return None
-        return "[b $success]attached[/] · live from the process driving it"
 
     async def _tell_sandbox(self, notice: Callable[[], str | None]) -> None:
         """Say once, when commands cannot be sandboxed here (the probe runs in a thread)."""

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from textual.app import App
 
-from runtime.model.errors import BastionError
+from runtime.model.errors import BastionError, SessionFailedError
 from tui.widgets.status import StatusBar
 
 if TYPE_CHECKING:
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ENDED_CALLS", "StatusParts"]
 
+STAYS = 24 * 3600.0  # seconds: a notice the user must have read (the session stopped)
 ENDED_CALLS = ("done", "denied", "interrupted")  # a tool call's states once it has ended
 
 
@@ -38,6 +39,33 @@ class StatusParts(App[int]):
     below: tuple[str, int, UsageTotals | None]
     #: the newest run whose budget stop was told (or that was there when it was opened)
     told_stop: str | None = None
+    conversation_id: str
+    #: a storage error ended the session (seed 004): the line said on leaving
+    failed_line: str | None = None
+
+    def _session_failed(self, failed: SessionFailedError) -> None:
+        """A storage error ended the session (seed 004): said in a notice that stays and
+        on the status line; the transcript stays to be read, every action after it is
+        refused with the same words, and leaving says it once more and exits 1."""
+        from runtime import visible
+
+        line = failed.line(self.conversation_id)
+        self.failed_line = line
+        self.notify(visible(line), title="session stopped", severity="error",
+                    timeout=STAYS, markup=False)  # fmt: skip
+        bar = self.query_one(StatusBar)
+        bar.stop()
+        bar.notice(self._standing_notice())
+
+    def _standing_notice(self) -> str | None:
+        """What the status line says in place of the key hints while nothing more
+        pressing does: that this terminal is attached to another process's session."""
+        if self.failed_line is not None:
+            return "[$error]nothing more is saved[/] · Ctrl+C twice leaves"
+        harness = self.harness
+        if harness is None or not harness.guest:
+            return None
+        return "[b $success]attached[/] · live from the process driving it"
 
     def say(self, markup: str, *, error: bool = False) -> None:
         raise NotImplementedError  # (BastionApp's)

@@ -47,6 +47,7 @@ from runtime import (
     reduce,
     visible,
 )
+from runtime.model.errors import SessionFailedError
 from runtime.model.records import (
     Approval,
     Entry,
@@ -108,6 +109,8 @@ class Following:
         while True:
             async for view in self._views_of(self.client):
                 yield view
+            if self.client.failed is not None:  # a storage error ended it: no one drives
+                raise self.client.failed  # it until its cause is fixed (seed 004)
             await self.client.close()
             self.client, self.source = await connect(self.conversation_id, self.home)
 
@@ -429,6 +432,11 @@ async def attach(conversation_id: str) -> int:
                 await showing
             await views.aclose()
         return 0
+    except SessionFailedError as exc:  # the driving process's store failed (seed 004)
+        from tui.exits import EXIT_FAILED, error_line
+
+        error_line(exc.line(conversation_id))
+        return EXIT_FAILED
     finally:
         await follower.client.close()
 

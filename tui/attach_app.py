@@ -58,7 +58,13 @@ def run_app(conversation_id: str, *, theme: str | None = None) -> int:
         commands=config.commands,
         notes=said,  # (read once the session is on screen: filled by then)
     )
-    return app.run() or 0
+    code = app.run() or 0
+    if app.failed_line is not None:  # the driving process's store failed (seed 004)
+        from tui.exits import EXIT_FAILED, error_line
+
+        error_line(app.failed_line)
+        return EXIT_FAILED
+    return code
 
 
 async def _check(conversation_id: str) -> None:

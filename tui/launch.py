@@ -231,7 +231,7 @@ def _run_app(
     """The app over `opening`'s session; its exit code (2 with the error printed)."""
     from runtime import NoModelConfigured
     from tui.app import BastionApp
-    from tui.exits import EXIT_OK, EXIT_USAGE, error_line
+    from tui.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE, error_line
 
     cwd = os.getcwd()
 
@@ -260,7 +260,9 @@ def _run_app(
         app.run()
         if app.close_line is not None:  # a session that did not settle as it closed
             error_line(app.close_line)
-        if app.resumable is not None:
+        if app.failed_line is not None:  # a storage error ended it (the line says how to
+            error_line(app.failed_line)  # resume)
+        elif app.resumable is not None:
             print(resume_hint(app.resumable))
     finally:
         if app.harness is None:  # quit while the session was opening
@@ -269,6 +271,8 @@ def _run_app(
     if error is not None and not isinstance(error, NoModelConfigured):  # (its screen said it)
         error_line(str(error))
         return EXIT_USAGE
+    if app.failed_line is not None:
+        return EXIT_FAILED
     return app.return_code or EXIT_OK
 
 

@@ -46,6 +46,7 @@ from runtime import (
     split_attachments,
     visible,
 )
+from runtime.model.errors import SessionFailedError
 from runtime.model.events import CompactionProgress
 from runtime.model.records import (
     Entry,
@@ -186,6 +187,12 @@ class LineMode:
                         return 0
                 text = None
             return self.quit_code
+        except SessionFailedError as exc:  # a storage error ended the harness (seed 004)
+            from tui.exits import EXIT_FAILED, error_line
+
+            self._stop_live()
+            error_line(exc.line(self.conversation_id))
+            return EXIT_FAILED
         finally:
             self._stop_live()
             await self.harness.unsubscribe(self._sub)
@@ -211,6 +218,8 @@ class LineMode:
         settings = await self.harness.session_settings(self.conversation_id)
         try:
             await command.run_in(PlainHost(self, settings), arg)
+        except SessionFailedError:
+            raise  # (the session ends: `loop` says so)
         except BastionError as exc:
             self.console.print(shown(str(exc), "red"), soft_wrap=True)
 
@@ -278,7 +287,9 @@ class LineMode:
         batch = self._sub.poll()
         if batch == [] and wait:
             batch = await self._sub.get()
-        if batch is None:  # the harness closed
+        if batch is None:  # the harness closed (a storage error: it says which)
+            if self.harness.failed is not None:
+                raise self.harness.failed
             raise EOFError("the harness closed")
         view = self.view
         if batch is RESYNC:
@@ -697,6 +708,8 @@ async def _main(opts: Any) -> int:
             ask=questions.prompt_async,
         )
         code = await mode.loop(first_prompt=opts.prompt)
+        if harness.failed is not None:  # (its line said how to resume)
+            return code
         # The conversation left in: this one if stored, else the last stored one it
         # left (after /new with nothing sent), as the app does.
         if await harness.exists(mode.conversation_id):  # (/resume, /new: another one)

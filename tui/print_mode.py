@@ -24,8 +24,10 @@ import contextlib
 import json
 import shlex
 import signal
+import sqlite3
 import sys
 import time
+from pathlib import Path
 from typing import Any, TextIO
 
 from runtime import (
@@ -45,7 +47,12 @@ from runtime import (
     visible,
     visible_json,
 )
-from runtime.model.errors import RequestKeyReused, StoreError, UnknownConversation
+from runtime.model.errors import (
+    RequestKeyReused,
+    SessionFailedError,
+    StoreError,
+    UnknownConversation,
+)
 from runtime.model.events import (
     AttemptReset,
     CompactionProgress,
@@ -183,6 +190,12 @@ async def _main(opts: Any, prompt: str | None) -> int:
     except (EmptyInput, RequestKeyReused, NotAdmitted) as exc:
         error_line(str(exc))  # nothing was admitted: bad input or an unusable store
         return EXIT_USAGE
+    except SessionFailedError as exc:  # a storage error ended the harness (seed 004)
+        saved = await asyncio.to_thread(saved_answer, session.harness.store.path, conv.id)
+        result = _failure(conv.id, run, exc, started)
+        result["error"]["reason"] = exc.reason  # (the code: session_failed)
+        out.failed(result, exc.line(conv.id), saved)
+        return EXIT_FAILED
     except BastionError as exc:
         # The run could not go on (its driver failed, the store gave out): the result
         # object still ends json output, saying so.
@@ -421,6 +434,24 @@ async def _result(
     }
 
 
+def saved_answer(store: Path, conversation_id: str) -> str:
+    """What was saved of the session's last answer, read afresh from the store at `store`
+    after a storage error ended the harness ("" when it cannot be read: a damaged file)."""
+    from runtime import ReadOnlyStore, committed_view
+
+    try:
+        with ReadOnlyStore.open(store.parent) or contextlib.nullcontext() as found:
+            if found is None:
+                return ""
+            view = found.read(lambda db: committed_view(db, conversation_id))
+    except (BastionError, sqlite3.Error):
+        return ""
+    answers = [e for e in view.entries if e.kind == EntryKind.ASSISTANT]
+    if not answers or answers[-1].run_id != (view.runs[-1].id if view.runs else None):
+        return ""
+    return str(view.text_of(answers[-1]))
+
+
 def _stop_reason(status: str, run: Run) -> str | None:
     """Why an interrupted run stopped: the budget limit its error names, else the user."""
     if status != "interrupted":
@@ -482,6 +513,19 @@ class Printer:
             line = f"compacted {event.entries} entries: ~{event.freed} tokens freed"
         if line is not None:
             self.note(f"bastion: {line}")
+
+    def failed(self, result: dict[str, Any], line: str, saved: str) -> None:
+        """A storage error ended the session: in text, what was saved of the answer on
+        stdout and one line on stderr saying so; in json, the result object."""
+        if self.fmt != "text":
+            result["result"] = saved
+            self.stdout.write(visible_json(result) + "\n")
+        elif saved:
+            text = visible(saved)
+            self.stdout.write(text if text.endswith("\n") else text + "\n")
+            line += f" (the {len(saved):,} characters above were saved)"
+        self.stdout.flush()
+        error_line(line)
 
     def result(self, result: dict[str, Any]) -> None:
         if self.fmt == "text":

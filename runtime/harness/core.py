@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from runtime.agents.children import pending_child_calls
-from runtime.model.errors import HarnessClosed
+from runtime.model.errors import HarnessClosed, SessionFailedError
 from runtime.model.events import Event, RunUpdated, ToolCallUpdated
 from runtime.model.ids import uuid7
 from runtime.model.llm import Provider
@@ -121,9 +121,14 @@ class HarnessCore:
         # reach the parent's subscribers too (runtime.agents)
         self._parents: dict[str, str] = {}
         self._closed = False
+        #: The storage error that ended this harness (seed 004), once one did: every op
+        #: after it is refused with it (runtime.harness.facade: `_store_failed`).
+        self.failure: SessionFailedError | None = None
         self.mcp: McpHub | None = None  # the configured MCP servers (runtime.mcp), if any
 
     def _check_open(self) -> None:
+        if self.failure is not None:
+            raise self.failure
         if self._closed:
             raise HarnessClosed("the harness is closed")
 

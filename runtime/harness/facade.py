@@ -47,10 +47,11 @@ from runtime.model.errors import (
     ConfigError,
     ConversationBusy,
     InputHeld,
+    SessionFailedError,
     StoreError,
     UnknownRun,
 )
-from runtime.model.events import DurableEvent, InboxUpdated, RunUpdated
+from runtime.model.events import DurableEvent, InboxUpdated, RunUpdated, SessionFailed
 from runtime.model.ids import now, uuid7
 from runtime.model.records import (
     Conversation,
@@ -103,6 +104,9 @@ CLOSE_GRACE = 5.0
 
 
 class Harness(SessionOps, ApprovalOps, ResetOps, JobOps, AgentOps):
+    #: The close a storage error started (`_store_failed`), while it goes.
+    failed_closing: asyncio.Future[CloseReport] | None = None
+
     @classmethod
     async def open(
         cls,
@@ -128,9 +132,29 @@ class Harness(SessionOps, ApprovalOps, ResetOps, JobOps, AgentOps):
             lease_ttl,
             config,
         )
+        store.on_failure = harness._store_failed
         if config is not None and config.mcp_servers:
             harness.start_mcp()
         return harness
+
+    def _store_failed(self, failure: SessionFailedError) -> None:
+        """A storage error (seed 004: it "ends the Harness"): the store already refuses
+        every read and write with `failure`, so no run writes more; every subscriber is
+        told once (`SessionFailed`), whoever waits for a run hears `failure` now, and the
+        harness closes itself (`closed` settles: `wait_closed`, `failed_closing`)."""
+        if self.failure is not None or self._closed:
+            return
+        self.failure = failure
+        log.info("%s", failure)  # (each front end says it, in one line)
+        for sub in list(self._subscriptions):
+            cid = sub.conversation_id or ""
+            sub._put(SessionFailed(cid, failure.reason, failure.message, failure.hint or ""))
+        for futures in self._run_waiters.values():
+            for future in futures:
+                if not future.done():
+                    future.set_exception(failure)
+        self._run_waiters.clear()
+        self.failed_closing = asyncio.ensure_future(self.close())
 
     async def close(self, grace: float = CLOSE_GRACE) -> CloseReport:
         """Close in two phases (seed 000): every driver is asked to settle (what was
@@ -140,6 +164,11 @@ class Harness(SessionOps, ApprovalOps, ResetOps, JobOps, AgentOps):
         and the store close. The report says which settled and which did not. A
         failing store (locked, corrupt) is reported in the log, never a hang."""
         if self._closed:
+            if self.failed_closing is not None and not self.failed_closing.done():
+                return await asyncio.shield(self.failed_closing)  # (closing itself)
+            if self.serving is not None:  # (kept by a storage error's close: see there)
+                serving, self.serving = self.serving, None
+                await serving.close()
             return CloseReport(grace=grace)
         self._closed = True
         drivers = dict(self._drivers)
@@ -153,7 +182,9 @@ class Harness(SessionOps, ApprovalOps, ResetOps, JobOps, AgentOps):
                 task.cancel()  # the second phase: forced
                 log.warning("the driver of %s did not settle within %g s", cid, grace)
             elif not task.cancelled() and (exc := task.exception()) is not None:
-                log.warning("stopping the driver of %s: %s", cid, exc)
+                (log.info if self.failure else log.warning)(
+                    "stopping the driver of %s: %s", cid, exc
+                )
             toolbox = drivers[cid].config.toolbox
             if toolbox is not None:
                 toolbox.close()
@@ -164,8 +195,12 @@ class Harness(SessionOps, ApprovalOps, ResetOps, JobOps, AgentOps):
     async def _close_rest(self) -> None:
         if self.mcp is not None:
             await self.mcp.close()
-        if self.serving is not None:
-            await self.serving.close()
+        # A storage error's close keeps serving other processes' clients (`bastion
+        # attach`): they hear the SessionFailed and get its typed error for each op, not
+        # a connection cut before they know why; the front end's own close ends it.
+        if self.serving is not None and self.failure is None:
+            serving, self.serving = self.serving, None
+            await serving.close()
         for provider, _ in self._providers.values():
             with contextlib.suppress(Exception):
                 await provider.aclose()

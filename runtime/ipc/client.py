@@ -31,7 +31,13 @@ from typing import Any, Final, TypeVar
 from runtime.ipc.channel import DEFAULT_LIMIT, EventChannel
 from runtime.ipc.wire import Connection
 from runtime.model import protocol as p
-from runtime.model.errors import BastionError, HarnessGone, UnknownConversation
+from runtime.model.errors import (
+    BastionError,
+    HarnessGone,
+    SessionFailedError,
+    UnknownConversation,
+)
+from runtime.model.events import SessionFailed
 from runtime.model.jobs import JobRecord
 from runtime.model.protocol import VERSION, ProtocolError
 from runtime.model.records import (
@@ -90,6 +96,10 @@ class HarnessClient:
         self.process = process
         self.limit = limit
         self.gone: HarnessGone | None = None
+        #: The storage error that ended the harness (its `SessionFailed` event, seen on
+        #: any of this client's subscriptions): what a call meets once the connection
+        #: ends, rather than `gone`.
+        self.failed: SessionFailedError | None = None
         self.guest = False
         self.server_pid: int | None = None
         self._ids = itertools.count(1)
@@ -142,7 +152,7 @@ class HarnessClient:
     async def call(self, op: p.Op) -> Any:
         """Send `op` and wait for its reply, decoded to its `Reply` type."""
         if self.gone is not None:
-            raise self.gone
+            raise self.failed or self.gone
         request_id = next(self._ids)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._calls[request_id] = (op, future)
@@ -150,7 +160,8 @@ class HarnessClient:
             await self.conn.send(p.encode_request(request_id, op))
         except (ConnectionError, OSError):
             self._calls.pop(request_id, None)
-            raise self._ended() from None
+            gone = self._ended()
+            raise (self.failed or gone) from None
         return await future
 
     async def _read(self) -> None:
@@ -179,7 +190,9 @@ class HarnessClient:
                 channel.close()
             else:
                 try:
-                    channel.put_many([p.decode_event(e) for e in message.get("events") or ()])
+                    events = [p.decode_event(e) for e in message.get("events") or ()]
+                    channel.put_many(events)
+                    self._note_failure(events)
                 except (KeyError, TypeError, ValueError) as exc:
                     log.warning("a malformed event batch: %s", exc)
                     channel.overflow()  # the view reloads rather than miss an event
@@ -201,6 +214,13 @@ class HarnessClient:
                 p.decode_error(error) if isinstance(error, dict) else ProtocolError("no error")
             )
 
+    def _note_failure(self, events: Sequence[Any]) -> None:
+        for event in events:
+            if isinstance(event, SessionFailed) and self.failed is None:
+                self.failed = SessionFailedError(
+                    event.message, reason=event.reason, hint=event.hint or None
+                )
+
     def _ended(self) -> HarnessGone:
         """The connection ended: fail what waits, close every channel."""
         if self.gone is None:
@@ -211,7 +231,7 @@ class HarnessClient:
             )
         for _, future in self._calls.values():
             if not future.done():
-                future.set_exception(self.gone)
+                future.set_exception(self.failed or self.gone)
         self._calls.clear()
         for channel in self._channels.values():
             channel.close()

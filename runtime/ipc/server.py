@@ -68,19 +68,14 @@ async def serve(
     await conn.send({"hello": {"version": VERSION, "pid": os.getpid()}})
     session = _Session(harness, conn, owner, limit)
     # A harness closed elsewhere ends the connection (the one that closes it ends itself,
-    # once the close's reply is sent).
-    session.ender = session.start(_end_with(harness, conn))
+    # once the close's reply is sent); one a storage error closed does not (`ended`).
+    session.ender = session.start(session.ended())
     for sub, taken in (subscriptions or {}).items():
         session.forward(sub, taken)
     try:
         return await session.run()
     finally:
         await session.stop()
-
-
-async def _end_with(harness: Harness, conn: Connection) -> None:
-    await harness.wait_closed()
-    conn.abort()
 
 
 def _check_hello(hello: dict[str, Any] | None, authenticate: Authenticate | None) -> None:
@@ -175,7 +170,22 @@ class _Session:
             else:
                 self.start(self.answer(request_id, op))
 
+    async def ended(self) -> None:
+        """Once the harness has closed: end the connection; but a harness a storage error
+        closed (seed 004) keeps it, after everything it published (its `SessionFailed`
+        last), so the client hears why, and each op it sends after gets the typed
+        `SessionFailedError` in reply rather than a connection that went."""
+        await self.harness.wait_closed()
+        if self.harness.failure is None:
+            self.conn.abort()
+            return
+        for sub in list(self.subs):
+            self.drop(sub)  # (each subscription: what it published, then `ended`)
+
     async def answer(self, request_id: Any, op: p.Op, *, keep: bool = False) -> None:
+        if self.harness.failure is not None:  # a storage error ended it: every op is
+            self.reply_error(request_id, self.harness.failure)  # told so, even a ping
+            return
         try:
             if isinstance(op, p.NewSession):
                 value: Any = await self.harness.new_session(op.conversation, keep=keep)

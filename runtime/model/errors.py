@@ -42,6 +42,63 @@ class SchemaTooNew(StoreError):
     code = "schema_too_new"
 
 
+class StoreFull(StoreError):
+    """The disk (or the quota) holding the database is full."""
+
+    code = "store_full"
+
+
+class StoreIOError(StoreError):
+    """The disk holding the database failed to read or write (an I/O error)."""
+
+    code = "store_io"
+
+
+class SessionFailedError(BastionError):
+    """A storage error ended the harness (seed 004: "a storage error ends the Harness";
+    the seed calls it SessionFailed): every run stopped without writing more, and every
+    op after it is refused with this, naming the failure. `reason` is the code of the
+    store error that caused it (`store_full`, `store_io`, `store_locked`, `store_corrupt`,
+    `store_read_only`, `store`); the hint says what to do next. Commits are atomic, so
+    the store holds everything committed before it: resume once the cause is fixed."""
+
+    code = "session_failed"
+
+    def __init__(self, message: str, *, reason: str, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.reason = reason
+
+    @classmethod
+    def of(cls, cause: StoreError) -> SessionFailedError:
+        """The failure `cause` (the store's error) ends the harness with: its message, and
+        what to do next (for a damaged file, the store's own hint: nothing resumes)."""
+        fix = _FIXES.get(cause.code, "fix what that says")
+        hint = (
+            cause.hint
+            if cause.code == "store_corrupt"
+            else f"{fix}, then {_RESUME}: everything committed before it is kept"
+        )
+        return cls(f"the session stopped: {cause.message}", reason=cause.code, hint=hint)
+
+    def line(self, conversation_id: str | None = None) -> str:
+        """The one line a front end says, naming the session to resume when it knows it."""
+        text = str(self)
+        if conversation_id:
+            text = text.replace(_RESUME, f"`bastion -r {conversation_id}` goes on")
+        return text
+
+
+_RESUME = "resume with `bastion -r ID`"
+
+
+_FIXES = {
+    "store_full": "free some space on that disk",
+    "store_io": "check that disk (dmesg says why it failed)",
+    "store_locked": "stop the process holding the database's lock",
+    "store_read_only": "make the database writable again",
+}
+
+
 class UnknownConversation(BastionError):
     code = "unknown_conversation"
 

@@ -289,9 +289,26 @@ class SettingsChanged:
     approval_mode: str
 
 
+@dataclass(frozen=True, slots=True)
+class SessionFailed:
+    """A storage error ended the harness (seed 004's `session_failed`): every run it
+    drove stopped without writing more, every op after this is refused with the typed
+    `SessionFailedError`, and the harness closes. Published once, to every subscriber
+    (`conversation_id`: the session the subscriber follows). `reason` is the store
+    error's code (store_full, store_io, store_locked, store_corrupt, store_read_only,
+    store); `message` says what failed in one line and `hint` what to do next. Never
+    stored (the store is what failed); the reducer passes it by."""
+
+    type: ClassVar[str] = "session.failed"
+    conversation_id: str
+    reason: str
+    message: str
+    hint: str
+
+
 TransientEvent = (
     TextDelta | ReasoningDelta | ToolOutputDelta | AttemptReset | CompactionProgress
-    | SettingsChanged
+    | SettingsChanged | SessionFailed
 )  # fmt: skip
 Event = DurableEvent | TransientEvent
 
@@ -329,6 +346,7 @@ EVENT_TYPES: dict[str, type[Any]] = {
         AttemptReset,
         CompactionProgress,
         SettingsChanged,
+        SessionFailed,
     )
 }
 

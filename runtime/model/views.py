@@ -43,6 +43,7 @@ from runtime.model.events import (
     ReasoningDelta,
     RulesUpdated,
     RunUpdated,
+    SessionFailed,
     SettingsChanged,
     TextDelta,
     TodosUpdated,
@@ -342,7 +343,7 @@ def reduce(view: ConversationView, event: ViewEvent) -> ConversationView:
         return view
     if hasattr(event, "version"):
         return _reduce_durable(view, event)
-    if isinstance(event, SettingsChanged):
+    if isinstance(event, SettingsChanged | SessionFailed):
         return view  # (the front end's, not the view's: tui.app.BastionApp.use_settings)
     return _reduce_transient(view, event)
 

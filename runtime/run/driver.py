@@ -29,7 +29,13 @@ from runtime.config.settings import RuleBook
 from runtime.context.catalog import ModelInfo
 from runtime.context.compaction import CompactionSettings
 from runtime.hooks.points import Hooks
-from runtime.model.errors import BastionError, ConversationBusy, LeaseLost, StoreError
+from runtime.model.errors import (
+    BastionError,
+    ConversationBusy,
+    LeaseLost,
+    SessionFailedError,
+    StoreError,
+)
 from runtime.model.events import Event
 from runtime.model.ids import uuid7, uuid7_time
 from runtime.model.llm import Provider
@@ -182,14 +188,18 @@ class Driver:
         if self._released or isinstance(self.failure, LeaseLost):
             return
         self._released = True
+        failed = self.store.failure is not None  # (a storage error: nothing more is written)
         if self.jobs is not None:  # its jobs end with it, recorded while it holds the lease
             try:
                 await self.jobs.close("bastion closed the session")
             except Exception as exc:  # (the toolbox's close kills them all the same)
-                log.warning("could not end the jobs of %s: %s", self.conversation_id, exc)
+                say = log.info if failed else log.warning
+                say("could not end the jobs of %s: %s", self.conversation_id, exc)
+        if failed:
+            return  # the lease expires by itself (this process's pid, then its heartbeat)
         try:
             await self.store.release_lease(self.conversation_id, self.token, publish=self.publish)
-        except (StoreError, OSError) as exc:
+        except (StoreError, SessionFailedError, OSError) as exc:
             # The heartbeat has stopped: the lease expires by itself after its TTL.
             log.warning("could not release the lease of %s: %s", self.conversation_id, exc)
 
@@ -260,6 +270,8 @@ class Driver:
             await asyncio.sleep(self.config.lease_ttl / 3)
             try:
                 held = await self.store.heartbeat(self.conversation_id, self.token)
+            except SessionFailedError:
+                return  # a storage error ended the harness: it closes
             except StoreError as exc:
                 # A busy or failing disk: try again next beat. If it lasts past the
                 # TTL another process may take over, and our fenced writes stop.
@@ -333,7 +345,8 @@ class Driver:
     async def _supervise(self, run: Run | None, exc: BaseException) -> None:
         """An unexpected error: fail the run where the store still can, stop, release."""
         self.failure = exc
-        if run is not None and not isinstance(exc, LeaseLost):
+        stored = self.store.failure is None  # (a storage error: the run stays resumable)
+        if run is not None and stored and not isinstance(exc, LeaseLost):
             error = {
                 "code": getattr(exc, "code", "internal"),
                 "message": f"{type(exc).__name__}: {exc}"
@@ -420,7 +433,12 @@ class Driver:
 
     async def _watch(self, run_id: str) -> None:
         """Follow the store for an interrupt (or an urgent input) another process
-        committed for this run."""
+        committed for this run. A store that fails ends the watch (the run's own next
+        write meets the failure too, and the harness says so)."""
+        with contextlib.suppress(StoreError, SessionFailedError):
+            await self._watching(run_id)
+
+    async def _watching(self, run_id: str) -> None:
         seen = -1
         while True:
             await asyncio.sleep(WATCH_POLL)

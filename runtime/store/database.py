@@ -15,7 +15,6 @@ conversation's lease token rolls the transaction back with `LeaseLost`.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import hashlib
 import json
@@ -25,13 +24,14 @@ import shutil
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from runtime.model.errors import (
     LeaseLost,
+    SessionFailedError,
     StoreError,
     UnfinishedWork,
     UnknownConversation,
@@ -47,8 +47,10 @@ from runtime.model.records import (
 )
 from runtime.model.rules import Rule
 from runtime.model.todo import TodoItem, stored_todos
-from runtime.store import blobs, ledger, sessions, storefile
+from runtime.store import blobs, failpoints, ledger, sessions, storefile
 from runtime.store.rows import CONVERSATION_COLUMNS, conversation_row
+from runtime.store.threads import Connection as _Connection
+from runtime.store.threads import Job
 from runtime.store.tx import (
     ENTRY_COLUMNS,
     INBOX_COLUMNS,
@@ -113,83 +115,6 @@ def _store_error(path: Path, exc: sqlite3.Error) -> StoreError:
     return storefile.explain(path, exc, waited=BUSY_TIMEOUT_MS / 1000)
 
 
-def _connect(path: Path, busy_ms: int) -> sqlite3.Connection:
-    db = sqlite3.connect(
-        path, isolation_level=None, check_same_thread=False, timeout=busy_ms / 1000
-    )
-    db.execute(f"PRAGMA busy_timeout={busy_ms}")
-    db.execute("PRAGMA synchronous=NORMAL")
-    db.execute("PRAGMA foreign_keys=ON")
-    return db
-
-
-class _Job:
-    """One unit of work for a connection's thread; abandoned when its caller is cancelled."""
-
-    __slots__ = ("abandoned", "fn")
-
-    def __init__(self, fn: Callable[[_Job], Any]) -> None:
-        self.fn = fn
-        self.abandoned = False
-
-    def __call__(self) -> Any:
-        if self.abandoned:
-            raise asyncio.CancelledError()  # dropped before it began
-        return self.fn(self)
-
-
-class _Connection:
-    """A sqlite3 connection owned by one thread; work goes to it as whole functions."""
-
-    def __init__(self, path: Path, name: str, busy_ms: int) -> None:
-        self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=name)
-        self.db: sqlite3.Connection = self._pool.submit(_connect, path, busy_ms).result()
-
-    async def run(self, fn: Callable[[_Job], T], on_done: Callable[[T], None] | None = None) -> T:
-        """Run `fn(job)` on the thread. Cancelling the caller drops a job not begun (and
-        marks one under way abandoned: `fn` may look); a job under way finishes, and
-        `on_done` still runs with its result."""
-        job = _Job(fn)
-        future = asyncio.wrap_future(self._pool.submit(job))
-
-        def done(f: asyncio.Future[T]) -> None:
-            # Always read the outcome: the error of a job whose caller was cancelled
-            # (a job dropped before it began ends in CancelledError) has nobody else to
-            # read it, and asyncio would print "Future exception was never retrieved".
-            if f.cancelled():
-                return
-            error = f.exception()
-            if error is None:
-                if on_done is not None:
-                    on_done(f.result())
-            elif job.abandoned and not isinstance(error, asyncio.CancelledError):
-                log.info("a store job whose caller was cancelled failed: %s", error)
-
-        future.add_done_callback(done)
-        try:
-            return await asyncio.shield(future)
-        except asyncio.CancelledError:
-            job.abandoned = True
-            raise
-
-    async def close(self) -> None:
-        """Close the connection on its thread, after the jobs already queued; returns
-        once it is closed (closing the last connection checkpoints the WAL under a lock,
-        which a store opened right after would otherwise find held)."""
-
-        def close() -> None:
-            with contextlib.suppress(sqlite3.Error):
-                self.db.close()
-
-        try:
-            closed = asyncio.wrap_future(self._pool.submit(close))
-        except RuntimeError:  # already shut down
-            return
-        finally:
-            self._pool.shutdown(wait=False)
-        await closed
-
-
 class Store:
     """Async access to one Bastion database file."""
 
@@ -199,6 +124,11 @@ class Store:
         self._reader = reader
         self._closed = False
         self._cancel_waits = threading.Event()
+        #: The storage error that failed this store (seed 004: it ends the harness): from
+        #: then on every read and write is refused with it at once, nothing touching the
+        #: file. `on_failure` hears of it once (the Harness closes itself then).
+        self.failure: SessionFailedError | None = None
+        self.on_failure: Callable[[SessionFailedError], None] | None = None
 
     @classmethod
     async def open(cls, path: str | os.PathLike[str]) -> Store:
@@ -218,6 +148,30 @@ class Store:
         self._cancel_waits.set()
         await asyncio.gather(self._writer.close(), self._reader.close())
 
+    def _check_usable(self) -> None:
+        if self.failure is not None:
+            raise self.failure
+        if self._closed:
+            raise StoreError("the store is closed")
+
+    def _failed(self, exc: StoreError) -> None:
+        """A read or write met a storage error (SQLite's: a full disk, an I/O error, a
+        lock held past the timeout, a damaged page; never a compare-and-set that lost,
+        which is a row count): the store fails, once."""
+        if self.failure is not None or not isinstance(exc.__cause__, sqlite3.Error):
+            return
+        self.failure = SessionFailedError.of(exc)
+        self._cancel_waits.set()
+        if self.on_failure is not None:
+            self.on_failure(self.failure)
+
+    async def _guarded(self, work: Awaitable[T]) -> T:
+        try:
+            return await work
+        except StoreError as exc:
+            self._failed(exc)
+            raise
+
     # --- writes -----------------------------------------------------------
 
     def _begin(self, db: sqlite3.Connection, job_abandoned: Callable[[], bool]) -> None:
@@ -233,14 +187,16 @@ class Store:
                 if time.monotonic() > deadline or job_abandoned() or self._cancel_waits.is_set():
                     raise
 
-    def _in_transaction(self, body: Callable[[sqlite3.Connection], T], job: _Job) -> T:
+    def _in_transaction(self, body: Callable[[sqlite3.Connection], T], job: Job) -> T:
         db = self._writer.db
+        self._check_usable()  # (failed while this job waited its turn: nothing is written)
         try:
             self._begin(db, lambda: job.abandoned)
         except sqlite3.Error as exc:
             raise _store_error(self.path, exc) from exc
         try:
             result = body(db)
+            failpoints.fault()  # (the store-fault tests: a full disk, an I/O error, ...)
             db.execute("COMMIT")
             return result
         except BaseException as exc:
@@ -253,9 +209,10 @@ class Store:
     async def _write(
         self, body: Callable[[sqlite3.Connection], T], on_done: Callable[[T], None] | None = None
     ) -> T:
-        if self._closed:
-            raise StoreError("the store is closed")
-        return await self._writer.run(lambda job: self._in_transaction(body, job), on_done)
+        self._check_usable()
+        return await self._guarded(
+            self._writer.run(lambda job: self._in_transaction(body, job), on_done)
+        )
 
     async def transact(
         self,
@@ -459,10 +416,9 @@ class Store:
     # --- reads ------------------------------------------------------------
 
     async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        if self._closed:
-            raise StoreError("the store is closed")
+        self._check_usable()
 
-        def run(_: _Job) -> T:
+        def run(_: Job) -> T:
             db = self._reader.db
             try:
                 db.execute("BEGIN")
@@ -473,7 +429,7 @@ class Store:
             except sqlite3.Error as exc:
                 raise _store_error(self.path, exc) from exc
 
-        return await self._reader.run(run)
+        return await self._guarded(self._reader.run(run))
 
     async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run `fn(db)` in one read transaction on the reader thread."""

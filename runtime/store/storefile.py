@@ -25,7 +25,15 @@ import sqlite3
 import stat
 from pathlib import Path
 
-from runtime.model.errors import SchemaTooNew, StoreCorrupt, StoreError, StoreLocked, StoreReadOnly
+from runtime.model.errors import (
+    SchemaTooNew,
+    StoreCorrupt,
+    StoreError,
+    StoreFull,
+    StoreIOError,
+    StoreLocked,
+    StoreReadOnly,
+)
 from runtime.store import migrations
 
 __all__ = [
@@ -219,9 +227,14 @@ def explain(path: Path, exc: sqlite3.Error, *, waited: float) -> StoreError:
             f"cannot open the database {path} ({text})",
             hint="check the path and its permissions, or set BASTION_HOME",
         )
-    if primary == sqlite3.SQLITE_FULL:
-        return StoreError(
+    if primary == sqlite3.SQLITE_FULL or "database or disk is full" in text:
+        return StoreFull(
             f"the disk holding {path} is full", hint="free some space; that step was not saved"
+        )
+    if primary == sqlite3.SQLITE_IOERR or "disk I/O error" in text:
+        return StoreIOError(
+            f"the disk holding {path} failed to read or write ({text})",
+            hint="check that disk; that step was not saved",
         )
     if primary in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
         return StoreCorrupt(

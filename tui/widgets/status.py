@@ -63,6 +63,9 @@ class StatusBar(Horizontal):
         self._fields: list[Field] = []
         self._notice: str | None = None
         self._shown: tuple[str, str] = ("", "")
+        #: A storage error ended the session: its runs' last stored states (a run left
+        #: "writing") are not what goes on, so the run's field says that instead.
+        self.stopped = False
 
     def compose(self) -> ComposeResult:
         yield Label(id="status-left")
@@ -89,7 +92,15 @@ class StatusBar(Horizontal):
 
         self._shown_view = (view, settings)
         self._fields = fields(view, settings, self._retry_in(view), self.catalog, jobs, below)
+        if self.stopped and self._fields:
+            self._fields[0] = Field(0, "[$error]● session stopped[/]")
         self._draw()
+
+    def stop(self) -> None:
+        """The session stopped (a storage error): said in the run's field from now on."""
+        self.stopped = True
+        if self._shown_view is not None:
+            self.show(*self._shown_view)
 
     def _retry_in(self, view: ConversationView) -> float | None:
         """Seconds left before the active run's retried request (counted from when this
