@@ -45,11 +45,10 @@ def label_text(app: BastionApp, selector: str) -> str:
     return str(app.query_one(selector).render())
 
 
-async def test_enter_sends_the_prompt_and_the_answer_streams_in(tmp_path, monkeypatch):
+async def test_enter_sends_the_prompt_and_the_answer_streams_in(harness_process, monkeypatch):
     # (~1.2 s of stream: frames come 5 a second)
-    provider = ScriptedProvider([ScriptedTurn(text=ANSWER, chunk_size=3, delay=0.05)])
-    harness, conv_id = await open_driven(tmp_path, provider)
-    app = app_over(harness, conv_id)
+    proc = harness_process([{"text": ANSWER, "chunk_size": 3, "delay_ms": 50}])
+    app = proc.app()
     partial_seen: list[str] = []
     show_text = AssistantEntry._show_text
 
@@ -58,49 +57,43 @@ async def test_enter_sends_the_prompt_and_the_answer_streams_in(tmp_path, monkey
         partial_seen.append(self.text_shown)
 
     monkeypatch.setattr(AssistantEntry, "_show_text", recording)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            await pilot.press(*"fix the bug", "enter")
-            assert app.query_one(PromptInput).value == ""
-            await wait_for(lambda: app.typed_at < 0, pilot)  # sent: no longer typing
-            await wait_for(lambda: run_settled(app), pilot)
-            await pilot.pause(0.05)
-            [widget] = assistant_widgets(app)
-            assert widget.text_shown == ANSWER
-            assert widget.query_one(MarkdownText).source == ANSWER
-            assert [str(w.render()) for w in app.query(UserEntry)] == ["fix the bug"]
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        await pilot.press(*"fix the bug", "enter")
+        assert app.query_one(PromptInput).value == ""
+        await wait_for(lambda: app.typed_at < 0, pilot)  # sent: no longer typing
+        await wait_for(lambda: run_settled(app), pilot)
+        await pilot.pause(0.05)
+        [widget] = assistant_widgets(app)
+        assert widget.text_shown == ANSWER
+        assert widget.query_one(MarkdownText).source == ANSWER
+        assert [str(w.render()) for w in app.query(UserEntry)] == ["fix the bug"]
 
-        snap = await harness.store.snapshot(conv_id)
-        kinds = [(e.kind, e.status, e.text) for e in snap.entries]
-        assert kinds == [
-            (EntryKind.USER, EntryStatus.COMPLETE, "fix the bug"),
-            (EntryKind.ASSISTANT, EntryStatus.COMPLETE, ANSWER),
-        ]
-        assert [r.state for r in snap.runs] == [RunState.COMPLETED]
-        partial = [p for p in partial_seen if 0 < len(p) < len(ANSWER)]
-        assert len(partial) > 3, "the answer should appear piece by piece while it streams"
-        assert all(ANSWER.startswith(p) for p in partial_seen)
-        assert partial_seen == sorted(partial_seen, key=len)  # only ever appended to
-        assert provider.requests[0].messages[-1].content == "fix the bug"
-    finally:
-        await harness.close()
+    snap = await proc.snapshot()
+    kinds = [(e.kind, e.status, e.text) for e in snap.entries]
+    assert kinds == [
+        (EntryKind.USER, EntryStatus.COMPLETE, "fix the bug"),
+        (EntryKind.ASSISTANT, EntryStatus.COMPLETE, ANSWER),
+    ]
+    assert [r.state for r in snap.runs] == [RunState.COMPLETED]
+    partial = [p for p in partial_seen if 0 < len(p) < len(ANSWER)]
+    assert len(partial) > 3, "the answer should appear piece by piece while it streams"
+    assert all(ANSWER.startswith(p) for p in partial_seen)
+    assert partial_seen == sorted(partial_seen, key=len)  # only ever appended to
+    assert proc.requests[0].body["messages"][-1]["content"] == "fix the bug"
 
 
-async def test_the_prompt_from_the_command_line_is_sent_first(tmp_path):
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([ScriptedTurn(text="Hi!")]))
-    app = app_over(harness, conv_id, first_prompt="say hi")
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(lambda: run_settled(app), pilot)
-            assert "done" in label_text(app, "#status-left")
-        snap = await harness.store.snapshot(conv_id)
-        assert [(e.kind, e.text) for e in snap.entries] == [
-            (EntryKind.USER, "say hi"),
-            (EntryKind.ASSISTANT, "Hi!"),
-        ]
-    finally:
-        await harness.close()
+async def test_the_prompt_from_the_command_line_is_sent_first(harness_process):
+    proc = harness_process([{"text": "Hi!"}])
+    app = proc.app(first_prompt="say hi")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: run_settled(app), pilot)
+        assert "done" in label_text(app, "#status-left")
+    snap = await proc.snapshot()
+    assert [(e.kind, e.text) for e in snap.entries] == [
+        (EntryKind.USER, "say hi"),
+        (EntryKind.ASSISTANT, "Hi!"),
+    ]
 
 
 async def test_escape_interrupts_the_run_and_marks_the_partial_answer(tmp_path):

@@ -1,0 +1,206 @@
+"""The app as `bastion` opens it, for the app's tests: a real harness process.
+
+`bastion` starts its harness in a child (`tui.child.Child`, through
+`runtime.ipc.spawn.start_pair`) and draws from it over the socket pair; the app
+itself is built by `tui.launch.build_app`. `HarnessProcess` does exactly that,
+with the test's environment set as a user's would be: `BASTION_HOME` and
+`XDG_CONFIG_HOME` in `tmp_path`, the working directory a fresh folder, and the
+model `openai/test` at a loopback server (`runtime.testing.server`, on its own
+thread in this process) that speaks the real OpenAI chat-completions wire format
+and records what it was sent.
+
+    proc = harness_process(turns=[{"text": "Hi!"}])     # the fixture
+    app = proc.app(first_prompt="say hi")                 # starts the harness process
+    async with app.run_test(size=SIZE) as pilot:
+        ...
+    snap = await proc.snapshot()       # the store the child wrote, once the app closed
+    assert proc.requests[0].body["messages"][-1]["content"] == "say hi"
+
+No harness is shared between tests: each `app()` starts its own child, and the
+fixture reaps every child it started (killed if it outlives its test).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime.testing.server import LoopbackServer, RecordedRequest
+from runtime.testing.turns import LoopbackTurn
+
+MODEL = "openai/test"
+
+
+def hanging(text: str) -> dict[str, Any]:
+    """A turn that streams `text` (in one chunk) and then hangs until interrupted."""
+    return {"text": text, "chunk_size": max(1, len(text)), "fault": {"hang_after_chunks": 1}}
+
+
+def write_call(call_id: str, name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """A tool call as a loopback turn writes it."""
+    import json
+
+    return {"id": call_id, "name": name, "arguments": json.dumps(dict(arguments))}
+
+
+class HarnessProcess:
+    """A loopback provider and the harness processes its apps start (one per app)."""
+
+    def __init__(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.tmp_path = tmp_path
+        self.home = tmp_path / "home"
+        self.work = tmp_path / "work"
+        self._monkeypatch = monkeypatch
+        self.server: LoopbackServer | None = None
+        self.children: list[Any] = []  # tui.child.Child, one per app
+        self.apps: list[Any] = []
+
+    def start(
+        self,
+        turns: Sequence[LoopbackTurn | Mapping[str, Any]] = (),
+        *,
+        folder: Path | None = None,
+    ) -> HarnessProcess:
+        """Start the loopback server with `turns` and set this process's environment as
+        `bastion`'s would be (the harness process inherits it), in `folder` (default
+        `tmp_path/work`)."""
+        self.server = LoopbackServer(turns)
+        self.server.start()
+        self.work = folder or self.work
+        self.work.mkdir(parents=True, exist_ok=True)
+        mp = self._monkeypatch
+        mp.chdir(self.work)
+        for name in list(os.environ):
+            if name.startswith(("OPENAI_", "ANTHROPIC_", "BASTION_", "OLLAMA_")):
+                mp.delenv(name)
+        mp.setenv("BASTION_HOME", str(self.home))
+        mp.setenv("XDG_CONFIG_HOME", str(self.tmp_path / "config"))
+        mp.setenv("OPENAI_BASE_URL", self.server.base_url)
+        return self
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """What the harness process sent the provider, in order."""
+        assert self.server is not None
+        return self.server.requests
+
+    def add_turns(self, *turns: LoopbackTurn | Mapping[str, Any]) -> None:
+        assert self.server is not None
+        self.server.add_turns(*turns)
+
+    def argv(
+        self,
+        *,
+        first_prompt: str | None = None,
+        approval_mode: str | None = "ask",
+        session_id: str | None = None,
+        resume: str | None = None,
+        theme: str | None = None,
+        args: Sequence[str] = (),
+    ) -> list[str]:
+        argv = ["--model", MODEL]
+        if approval_mode is not None:
+            argv += ["--approval-mode", approval_mode]
+        if session_id is not None:
+            argv += ["--session-id", session_id]
+        if resume is not None:
+            argv += ["--resume", resume]
+        if theme is not None:
+            argv += ["--theme", theme]
+        return [*argv, *args, *([first_prompt] if first_prompt is not None else [])]
+
+    def app(self, **options: Any) -> Any:
+        """The app as `bastion ARGS` builds it (`tui.launch.build_app`), over a harness
+        process `tui.launch` starts (told to drive at once, as on a terminal).
+
+        Options: `first_prompt`, `approval_mode` (default "ask"), `session_id`,
+        `resume`, `theme`, `args` (more flags), and `app` (BastionApp attributes to
+        set after it is built, e.g. a `sandbox_notice`)."""
+        from runtime import load_config
+        from tui.launch import _Opening, build_app, chosen_theme, model_hint
+        from tui.parsers import main_parser
+
+        assert self.server is not None, "start() first"
+        overrides = options.pop("app", {})
+        opts = main_parser().parse_args(self.argv(**options))
+        config = load_config(os.getcwd())
+        theme, folder = chosen_theme(opts, config)
+        opening = _Opening(opts)
+        child = opening.open()
+        self.children.append(child)
+        child.drive()
+        app = build_app(opts, opening, config, theme, folder, model_hint(opts, config.model))
+        for name, value in overrides.items():
+            setattr(app, name, value)
+        self.apps.append(app)
+        return app
+
+    @property
+    def conversation_id(self) -> str:
+        """The last app's conversation."""
+        return str(self.apps[-1].conversation_id)
+
+    async def snapshot(self, conversation_id: str | None = None) -> Any:
+        """The conversation as the harness process stored it (read once its app closed,
+        from the store in BASTION_HOME, through the store module the runtime uses)."""
+        from runtime.store.database import Store
+
+        self.wait_children()
+        store = await Store.open(self.home / "bastion.sqlite")
+        try:
+            return await store.snapshot(conversation_id or self.conversation_id)
+        finally:
+            await store.close()
+
+    def wait_children(self, timeout: float = 30.0) -> list[int | None]:
+        """Wait for every harness process started so far to exit (its app closed it);
+        their exit codes."""
+        codes: list[int | None] = []
+        for child in self.children:
+            try:
+                codes.append(child.process.wait(timeout))
+            except subprocess.TimeoutExpired:
+                codes.append(None)
+        return codes
+
+    def close(self) -> None:
+        """Reap every child (one its app never took is closed; one still running after
+        its app is killed) and stop the server."""
+        try:
+            for app, child in zip(self.apps, self.children, strict=False):
+                if app.harness is None:
+                    child.close(timeout=10)
+            for child in self.children:
+                if child.process.poll() is None:
+                    try:
+                        child.process.wait(10)
+                    except subprocess.TimeoutExpired:
+                        child.process.kill()
+                        child.process.wait()
+                        raise AssertionError("a harness process outlived its app") from None
+        finally:
+            if self.server is not None:
+                self.server.stop()
+
+
+@pytest.fixture
+def harness_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """`harness_process(turns, folder=None)`: a `HarnessProcess`, started; every harness
+    process it starts is reaped when the test ends."""
+    made: list[HarnessProcess] = []
+
+    def start(
+        turns: Sequence[LoopbackTurn | Mapping[str, Any]] = (), *, folder: Path | None = None
+    ) -> HarnessProcess:
+        proc = HarnessProcess(tmp_path, monkeypatch).start(turns, folder=folder)
+        made.append(proc)
+        return proc
+
+    yield start
+    for proc in made:
+        proc.close()
