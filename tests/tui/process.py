@@ -48,6 +48,49 @@ def write_call(call_id: str, name: str, arguments: Mapping[str, Any]) -> dict[st
     return {"id": call_id, "name": name, "arguments": json.dumps(dict(arguments))}
 
 
+def wire_turn(turn: Any) -> LoopbackTurn | Mapping[str, Any]:
+    """A turn for the loopback server: a dict or LoopbackTurn as it is, or a
+    `ScriptedTurn` (what the in-process tests wrote) said in the wire's terms: its
+    text, reasoning, tool calls, usage, finish reason, pieces and pace; an error
+    after N chunks becomes an SSE error event after N chunks, with its message."""
+    from runtime.testing.scripted import ScriptedTurn
+
+    if not isinstance(turn, ScriptedTurn):
+        return turn  # type: ignore[no-any-return]
+    wire: dict[str, Any] = {
+        "text": turn.text,
+        "reasoning": turn.reasoning,
+        "tool_calls": turn.tool_calls,
+        "finish_reason": turn.finish_reason,
+        "chunk_size": turn.chunk_size or 1 << 20,
+        "delay_ms": turn.delay * 1000,
+    }
+    if turn.usage is not None:
+        u = turn.usage
+        usage: dict[str, Any] = {
+            "prompt_tokens": u.input_tokens,
+            "completion_tokens": u.output_tokens,
+            "prompt_tokens_details": {"cached_tokens": u.cached_input_tokens},
+            "completion_tokens_details": {"reasoning_tokens": u.reasoning_tokens},
+        }
+        if u.cost is not None:
+            usage["cost"] = u.cost
+        wire["usage"] = usage
+    if turn.error is not None:
+        body = {"error": {"message": str(turn.error.message), "type": turn.error.code or "error"}}
+        wire["fault"] = {"error_event_after_chunks": turn.error_after_chunks, "body": body}
+    return wire
+
+
+def wire_turns(turns: Any) -> list[LoopbackTurn | Mapping[str, Any]]:
+    """`turns` (a sequence, or a ScriptedProvider's) as the loopback server takes them."""
+    from runtime.testing.scripted import ScriptedProvider
+
+    if isinstance(turns, ScriptedProvider):
+        turns = turns.turns
+    return [wire_turn(t) for t in turns]
+
+
 class HarnessProcess:
     """A loopback provider and the harness processes its apps start (one per app)."""
 
@@ -62,14 +105,14 @@ class HarnessProcess:
 
     def start(
         self,
-        turns: Sequence[LoopbackTurn | Mapping[str, Any]] = (),
+        turns: Any = (),
         *,
         folder: Path | None = None,
     ) -> HarnessProcess:
         """Start the loopback server with `turns` and set this process's environment as
         `bastion`'s would be (the harness process inherits it), in `folder` (default
         `tmp_path/work`)."""
-        self.server = LoopbackServer(turns)
+        self.server = LoopbackServer(wire_turns(turns))
         self.server.start()
         self.work = folder or self.work
         self.work.mkdir(parents=True, exist_ok=True)
@@ -89,9 +132,9 @@ class HarnessProcess:
         assert self.server is not None
         return self.server.requests
 
-    def add_turns(self, *turns: LoopbackTurn | Mapping[str, Any]) -> None:
+    def add_turns(self, *turns: Any) -> None:
         assert self.server is not None
-        self.server.add_turns(*turns)
+        self.server.add_turns(*wire_turns(turns))
 
     def argv(
         self,
@@ -194,9 +237,7 @@ def harness_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator
     process it starts is reaped when the test ends."""
     made: list[HarnessProcess] = []
 
-    def start(
-        turns: Sequence[LoopbackTurn | Mapping[str, Any]] = (), *, folder: Path | None = None
-    ) -> HarnessProcess:
+    def start(turns: Any = (), *, folder: Path | None = None) -> HarnessProcess:
         proc = HarnessProcess(tmp_path, monkeypatch).start(turns, folder=folder)
         made.append(proc)
         return proc

@@ -70,46 +70,42 @@ async def test_help_lists_every_command_and_nothing_reaches_the_model(tmp_path):
         await harness.close()
 
 
-async def test_an_unknown_command_says_so_keeps_the_draft_and_sends_nothing(tmp_path):
+async def test_an_unknown_command_says_so_keeps_the_draft_and_sends_nothing(
+    harness_process, tmp_path
+):
     provider = ScriptedProvider([ScriptedTurn(text="ok")])
-    harness, conv_id = await open_driven(tmp_path, provider)
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            await run_command(app, pilot, "/sessions")
-            assert "unknown command /sessions" in said(app) and "/help" in said(app)
-            assert app.query_one(CommandOutput).has_class("-error")
-            assert app.query_one(PromptInput).text == "/sessions"
-            # A path is not a command, and // sends a leading slash.
-            await run_command(app, pilot, "//sessions please")
-            await wait_for(lambda: run_settled(app), pilot)
-        snap = await harness.store.snapshot(conv_id)
-        assert [e.text for e in snap.entries if e.kind == EntryKind.USER] == ["/sessions please"]
-    finally:
-        await harness.close()
+    proc = harness_process(provider)
+    app = proc.app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        await run_command(app, pilot, "/sessions")
+        assert "unknown command /sessions" in said(app) and "/help" in said(app)
+        assert app.query_one(CommandOutput).has_class("-error")
+        assert app.query_one(PromptInput).text == "/sessions"
+        # A path is not a command, and // sends a leading slash.
+        await run_command(app, pilot, "//sessions please")
+        await wait_for(lambda: run_settled(app), pilot)
+    snap = await proc.snapshot()
+    assert [e.text for e in snap.entries if e.kind == EntryKind.USER] == ["/sessions please"]
 
 
-async def test_typing_a_slash_offers_completions_and_tab_completes(tmp_path):
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            await pilot.press("/")
-            hints = app.query_one(CommandHints)
-            assert hints.shown and len(hints.matches) == len(COMMANDS)
-            await pilot.press("m", "o")
-            assert [c.name for c in hints.matches] == ["model", "mode"]
-            await pilot.press("down", "tab")
-            assert app.query_one(PromptInput).text == "/mode "
-            assert not hints.shown  # a space ends the command word
-            await pilot.press(*"full-auto", "enter")
-            await wait_for(lambda: "full-auto" in status(app), pilot)
-            await pilot.press("/", "h", "enter")  # Enter completes and runs an argless one
-            await wait_for(lambda: "/compact" in said(app), pilot)
-    finally:
-        await harness.close()
+async def test_typing_a_slash_offers_completions_and_tab_completes(harness_process, tmp_path):
+    proc = harness_process(ScriptedProvider([]))
+    app = proc.app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        await pilot.press("/")
+        hints = app.query_one(CommandHints)
+        assert hints.shown and len(hints.matches) == len(COMMANDS)
+        await pilot.press("m", "o")
+        assert [c.name for c in hints.matches] == ["model", "mode"]
+        await pilot.press("down", "tab")
+        assert app.query_one(PromptInput).text == "/mode "
+        assert not hints.shown  # a space ends the command word
+        await pilot.press(*"full-auto", "enter")
+        await wait_for(lambda: "full-auto" in status(app), pilot)
+        await pilot.press("/", "h", "enter")  # Enter completes and runs an argless one
+        await wait_for(lambda: "/compact" in said(app), pilot)
 
 
 async def test_model_lists_switches_and_refuses_an_unknown_name(tmp_path, trusted):
@@ -184,90 +180,78 @@ async def test_new_and_clear_start_a_fresh_conversation_and_keep_the_old_one(tmp
         await harness.close()
 
 
-async def test_resume_compact_cost_and_quit(tmp_path):
+async def test_resume_compact_cost_and_quit(harness_process, tmp_path):
     turn = ScriptedTurn(text="A.", usage=Usage(1200, 30, cost=0.0012))
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([turn]))
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            await run_command(app, pilot, "/cost")
-            await wait_for(lambda: "no usage yet" in said(app), pilot)
-            await run_command(app, pilot, "/resume 0192f7a4-6c1e-7d2a-9b3e-5f6a7b8c9d0e")
-            await wait_for(lambda: "no conversation" in said(app), pilot)
-            await run_command(app, pilot, "/compact keep the API notes")
-            await wait_for(lambda: "nothing to compact yet" in said(app), pilot)
-            await pilot.press(*"go", "enter")
-            await wait_for(lambda: run_settled(app), pilot)
-            await run_command(app, pilot, "/cost")
-            await wait_for(lambda: "1.2k in, 30 out $0.0012 over 1 run" in said(app), pilot)
-            await run_command(app, pilot, "/quit")
-            await wait_for(lambda: app.return_code == 0, pilot)
-    finally:
-        await harness.close()
+    proc = harness_process(ScriptedProvider([turn]))
+    app = proc.app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        await run_command(app, pilot, "/cost")
+        await wait_for(lambda: "no usage yet" in said(app), pilot)
+        await run_command(app, pilot, "/resume 0192f7a4-6c1e-7d2a-9b3e-5f6a7b8c9d0e")
+        await wait_for(lambda: "no conversation" in said(app), pilot)
+        await run_command(app, pilot, "/compact keep the API notes")
+        await wait_for(lambda: "nothing to compact yet" in said(app), pilot)
+        await pilot.press(*"go", "enter")
+        await wait_for(lambda: run_settled(app), pilot)
+        await run_command(app, pilot, "/cost")
+        await wait_for(lambda: "1.2k in, 30 out $0.0012 over 1 run" in said(app), pilot)
+        await run_command(app, pilot, "/quit")
+        await wait_for(lambda: app.return_code == 0, pilot)
 
 
-async def test_export_writes_markdown_or_json_and_says_where(tmp_path):
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([ScriptedTurn(text="A.")]))
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=(140, 45)) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            await run_command(app, pilot, "/export")
-            await wait_for(lambda: "nothing to export yet" in said(app), pilot)
-            await pilot.press(*"hello", "enter")
-            await wait_for(lambda: run_settled(app), pilot)
-            await run_command(app, pilot, "/export")
-            md = tmp_path / f"bastion-{conv_id[:8]}.md"
-            await wait_for(lambda: "exported to" in said(app), pilot)
-            assert str(md) in said(app).replace("\n", "")
-            assert "## User\n\nhello" in md.read_text() and "A." in md.read_text()
-            await run_command(app, pilot, "/export json")
-            path = tmp_path / f"bastion-{conv_id[:8]}.json"
-            await wait_for(path.exists, pilot)
-            data = json.loads(path.read_text())
-            assert [e["text"] for e in data["entries"]] == ["hello", "A."]
-            await run_command(app, pilot, "/export pdf")
-            await wait_for(lambda: "markdown or json" in said(app), pilot)
-    finally:
-        await harness.close()
+async def test_export_writes_markdown_or_json_and_says_where(harness_process, tmp_path):
+    proc = harness_process(ScriptedProvider([ScriptedTurn(text="A.")]))
+    app = proc.app()
+    async with app.run_test(size=(140, 45)) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        await run_command(app, pilot, "/export")
+        await wait_for(lambda: "nothing to export yet" in said(app), pilot)
+        await pilot.press(*"hello", "enter")
+        await wait_for(lambda: run_settled(app), pilot)
+        await run_command(app, pilot, "/export")
+        md = proc.work / f"bastion-{app.conversation_id[:8]}.md"
+        await wait_for(lambda: "exported to" in said(app), pilot)
+        assert str(md) in said(app).replace("\n", "")
+        assert "## User\n\nhello" in md.read_text() and "A." in md.read_text()
+        await run_command(app, pilot, "/export json")
+        path = proc.work / f"bastion-{app.conversation_id[:8]}.json"
+        await wait_for(path.exists, pilot)
+        data = json.loads(path.read_text())
+        assert [e["text"] for e in data["entries"]] == ["hello", "A."]
+        await run_command(app, pilot, "/export pdf")
+        await wait_for(lambda: "markdown or json" in said(app), pilot)
 
 
-async def test_theme_lists_switches_live_and_refuses_an_unknown_name(tmp_path):
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            await run_command(app, pilot, "/theme")
-            await wait_for(lambda: "bastion-light" in said(app), pilot)
-            before = app.query_one(StatusBar).styles.background
-            await run_command(app, pilot, "/theme bastion-light")
-            await wait_for(lambda: app.theme == "bastion-light", pilot)
-            await pilot.pause(0.05)
-            assert app.query_one(StatusBar).styles.background != before
-            await run_command(app, pilot, "/theme nope")
-            await wait_for(lambda: "unknown theme 'nope'" in said(app), pilot)
-            assert "bastion-dark" in said(app) and app.theme == "bastion-light"
-    finally:
-        await harness.close()
+async def test_theme_lists_switches_live_and_refuses_an_unknown_name(harness_process, tmp_path):
+    proc = harness_process(ScriptedProvider([]))
+    app = proc.app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        await run_command(app, pilot, "/theme")
+        await wait_for(lambda: "bastion-light" in said(app), pilot)
+        before = app.query_one(StatusBar).styles.background
+        await run_command(app, pilot, "/theme bastion-light")
+        await wait_for(lambda: app.theme == "bastion-light", pilot)
+        await pilot.pause(0.05)
+        assert app.query_one(StatusBar).styles.background != before
+        await run_command(app, pilot, "/theme nope")
+        await wait_for(lambda: "unknown theme 'nope'" in said(app), pilot)
+        assert "bastion-dark" in said(app) and app.theme == "bastion-light"
 
 
-async def test_the_command_palette_runs_the_same_commands(tmp_path):
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            await pilot.press("ctrl+p")
-            await wait_for(lambda: isinstance(app.screen, CommandPalette), pilot)
-            await pilot.press(*"help")
-            await pilot.pause(0.3)
-            await pilot.press("enter")
-            await wait_for(lambda: "/model [NAME]" in said(app), pilot)
-            assert not isinstance(app.screen, CommandPalette)
-    finally:
-        await harness.close()
+async def test_the_command_palette_runs_the_same_commands(harness_process, tmp_path):
+    proc = harness_process(ScriptedProvider([]))
+    app = proc.app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        await pilot.press("ctrl+p")
+        await wait_for(lambda: isinstance(app.screen, CommandPalette), pilot)
+        await pilot.press(*"help")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await wait_for(lambda: "/model [NAME]" in said(app), pilot)
+        assert not isinstance(app.screen, CommandPalette)
 
 
 async def test_resume_switches_to_a_stored_conversation_here(tmp_path):
@@ -442,18 +426,15 @@ async def test_export_never_replaces_a_file_and_names_never_collide(tmp_path):
         await harness.close()
 
 
-async def test_help_key_lines_fit_at_80_columns(tmp_path):
+async def test_help_key_lines_fit_at_80_columns(harness_process, tmp_path):
     """/help's key lines (five) are each whole at 80x24: no phrase is cut by wrapping."""
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=(80, 24)) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            await run_command(app, pilot, "/help")
-            await wait_for(lambda: "/model [NAME]" in said(app), pilot)
-            room = app.query_one(CommandOutput).query_one("#command-text").content_region.width
-            lines = said(app).splitlines()
-            keys = [line for line in lines if line.startswith(("keys", "\u00a0"))]
-            assert len(keys) == 5 and all(len(line) <= room for line in keys), (room, keys)
-    finally:
-        await harness.close()
+    proc = harness_process(ScriptedProvider([]))
+    app = proc.app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        await run_command(app, pilot, "/help")
+        await wait_for(lambda: "/model [NAME]" in said(app), pilot)
+        room = app.query_one(CommandOutput).query_one("#command-text").content_region.width
+        lines = said(app).splitlines()
+        keys = [line for line in lines if line.startswith(("keys", "\u00a0"))]
+        assert len(keys) == 5 and all(len(line) <= room for line in keys), (room, keys)
