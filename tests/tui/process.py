@@ -85,7 +85,10 @@ def wire_turn(turn: Any) -> LoopbackTurn | Mapping[str, Any]:
 def wire_turns(turns: Any) -> list[LoopbackTurn | Mapping[str, Any]]:
     """`turns` (a sequence, or a ScriptedProvider's) as the loopback server takes them."""
     from runtime.testing.scripted import ScriptedProvider
+    from tests.tui.conftest import HangingProvider
 
+    if isinstance(turns, HangingProvider):  # its text, then a stream that never ends
+        return [hanging(turns.text)]
     if isinstance(turns, ScriptedProvider):
         turns = turns.turns
     return [wire_turn(t) for t in turns]

@@ -96,62 +96,56 @@ async def test_the_prompt_from_the_command_line_is_sent_first(harness_process):
     ]
 
 
-async def test_escape_interrupts_the_run_and_marks_the_partial_answer(tmp_path):
+async def test_escape_interrupts_the_run_and_marks_the_partial_answer(harness_process, tmp_path):
     provider = HangingProvider("I will start by reading")
-    harness, conv_id = await open_driven(tmp_path, provider)
-    app = app_over(harness, conv_id, first_prompt="go")
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(
-                lambda: (
-                    bool(assistant_widgets(app))
-                    and assistant_widgets(app)[0].text_shown == provider.text
-                ),
-                pilot,
-            )
-            assert "writing" in label_text(app, "#status-left")
-            await pilot.press("escape")
-            await wait_for(lambda: run_settled(app), pilot)
-            marker = assistant_widgets(app)[0].query_one(".marker")
-            assert marker.has_class("-shown")
-            assert "interrupted" in str(marker.render())
-        snap = await harness.store.snapshot(conv_id)
-        assert snap.runs[-1].state == RunState.INTERRUPTED
-        entry = snap.entries[-1]
-        assert (entry.kind, entry.status, entry.text) == (
-            EntryKind.ASSISTANT,
-            EntryStatus.INTERRUPTED,
-            provider.text,
+    proc = harness_process(provider)
+    app = proc.app(first_prompt="go")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(
+            lambda: (
+                bool(assistant_widgets(app))
+                and assistant_widgets(app)[0].text_shown == provider.text
+            ),
+            pilot,
         )
-    finally:
-        await harness.close()
+        assert "writing" in label_text(app, "#status-left")
+        await pilot.press("escape")
+        await wait_for(lambda: run_settled(app), pilot)
+        marker = assistant_widgets(app)[0].query_one(".marker")
+        assert marker.has_class("-shown")
+        assert "interrupted" in str(marker.render())
+    snap = await proc.snapshot()
+    assert snap.runs[-1].state == RunState.INTERRUPTED
+    entry = snap.entries[-1]
+    assert (entry.kind, entry.status, entry.text) == (
+        EntryKind.ASSISTANT,
+        EntryStatus.INTERRUPTED,
+        provider.text,
+    )
 
 
-async def test_enter_while_a_run_is_going_queues_a_steer(tmp_path):
+async def test_enter_while_a_run_is_going_queues_a_steer(harness_process, tmp_path):
     provider = HangingProvider("Working")
-    harness, conv_id = await open_driven(tmp_path, provider)
-    app = app_over(harness, conv_id, first_prompt="start")
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(provider.streamed.is_set, pilot)
-            await wait_for(lambda: app.view is not None and app.view.active_run is not None, pilot)
-            await pilot.press(*"use tabs", "enter")
-            await wait_for(lambda: bool(app.view and app.view.queued_inbox), pilot)
-            strip = app.query_one(InboxStrip)
-            assert strip.has_class("-shown")
-            assert "steer" in str(strip.render()) and "use tabs" in str(strip.render())
-            assert "1 queued" in label_text(app, "#status-left")
-            # Esc interrupts and gives the queued steer back to the prompt, to edit or send.
-            await pilot.press("escape")
-            await wait_for(lambda: run_settled(app), pilot)
-            await wait_for(lambda: app.query_one(PromptInput).value == "use tabs", pilot)
-            assert not app.view.queued_inbox
-        snap = await harness.store.snapshot(conv_id)
-        [steer] = [i for i in snap.inbox if i.text == "use tabs"]
-        assert (steer.mode, steer.state) == (InboxMode.STEER, "withdrawn")
-        assert [r.state for r in snap.runs] == [RunState.INTERRUPTED]
-    finally:
-        await harness.close()
+    proc = harness_process(provider)
+    app = proc.app(first_prompt="start")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: bool(proc.requests), pilot)
+        await wait_for(lambda: app.view is not None and app.view.active_run is not None, pilot)
+        await pilot.press(*"use tabs", "enter")
+        await wait_for(lambda: bool(app.view and app.view.queued_inbox), pilot)
+        strip = app.query_one(InboxStrip)
+        assert strip.has_class("-shown")
+        assert "steer" in str(strip.render()) and "use tabs" in str(strip.render())
+        assert "1 queued" in label_text(app, "#status-left")
+        # Esc interrupts and gives the queued steer back to the prompt, to edit or send.
+        await pilot.press("escape")
+        await wait_for(lambda: run_settled(app), pilot)
+        await wait_for(lambda: app.query_one(PromptInput).value == "use tabs", pilot)
+        assert not app.view.queued_inbox
+    snap = await proc.snapshot()
+    [steer] = [i for i in snap.inbox if i.text == "use tabs"]
+    assert (steer.mode, steer.state) == (InboxMode.STEER, "withdrawn")
+    assert [r.state for r in snap.runs] == [RunState.INTERRUPTED]
 
 
 def _write_turns() -> list[ScriptedTurn]:
@@ -199,53 +193,46 @@ async def test_n_denies_a_pending_write(tmp_path, toolbox):
     assert "denied" in line
 
 
-async def test_a_failed_run_is_marked_with_its_reason(tmp_path):
+async def test_a_failed_run_is_marked_with_its_reason(harness_process, tmp_path):
     error = ProviderError("model overloaded", provider="scripted", code="bad_request")
     turn = ScriptedTurn(text="Partial answer here", chunk_size=4, error=error, error_after_chunks=3)
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([turn]))
-    app = app_over(harness, conv_id, first_prompt="go")
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(lambda: run_settled(app), pilot)
-            await pilot.pause(0.05)
-            marker = assistant_widgets(app)[0].query_one(".marker")
-            assert "failed: model overloaded" in str(marker.render())
-            assert "failed" in label_text(app, "#status-left")
-        snap = await harness.store.snapshot(conv_id)
-        assert snap.entries[-1].status == EntryStatus.FAILED
-    finally:
-        await harness.close()
+    proc = harness_process(ScriptedProvider([turn]))
+    app = proc.app(first_prompt="go")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: run_settled(app), pilot)
+        await pilot.pause(0.05)
+        marker = assistant_widgets(app)[0].query_one(".marker")
+        assert "failed: openai reported an error mid-stream: model overloaded" in str(
+            marker.render()
+        )
+        assert "failed" in label_text(app, "#status-left")
+    snap = await proc.snapshot()
+    assert snap.entries[-1].status == EntryStatus.FAILED
 
 
-async def test_ctrl_c_twice_quits_and_once_only_warns(tmp_path):
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            await pilot.press("ctrl+c")
-            assert "press Ctrl+C again to quit" in label_text(app, "#status-right")
-            assert app.is_running
-            await pilot.press("ctrl+c")
-            await pilot.pause()
-        assert app.return_code == 0
-    finally:
-        await harness.close()
+async def test_ctrl_c_twice_quits_and_once_only_warns(harness_process, tmp_path):
+    proc = harness_process(ScriptedProvider([]))
+    app = proc.app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        await pilot.press("ctrl+c")
+        assert "press Ctrl+C again to quit" in label_text(app, "#status-right")
+        assert app.is_running
+        await pilot.press("ctrl+c")
+        await pilot.pause()
+    assert app.return_code == 0
 
 
-async def test_the_quit_warning_expires(tmp_path, monkeypatch):
+async def test_the_quit_warning_expires(harness_process, tmp_path, monkeypatch):
     monkeypatch.setattr("tui.app_keys.QUIT_WINDOW", 0.05)
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            await pilot.press("ctrl+c")
-            await wait_for(lambda: "again" not in label_text(app, "#status-right"), pilot)
-            await pilot.press("ctrl+c")
-            assert app.is_running
-    finally:
-        await harness.close()
+    proc = harness_process(ScriptedProvider([]))
+    app = proc.app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        await pilot.press("ctrl+c")
+        await wait_for(lambda: "again" not in label_text(app, "#status-right"), pilot)
+        await pilot.press("ctrl+c")
+        assert app.is_running
 
 
 async def test_a_resumed_conversation_shows_its_history(tmp_path):
@@ -296,14 +283,14 @@ async def test_the_view_resyncs_from_the_store_after_a_gap(tmp_path):
         await harness.close()
 
 
-async def test_a_delta_updates_only_the_entry_it_changes(tmp_path, monkeypatch):
+async def test_a_delta_updates_only_the_entry_it_changes(harness_process, tmp_path, monkeypatch):
     """Streaming the second answer never touches the widgets of the first exchange."""
     turns = [
         ScriptedTurn(text="First."),
         ScriptedTurn(text="Second answer, streamed.", chunk_size=2),
     ]
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns))
-    app = app_over(harness, conv_id, first_prompt="one")
+    proc = harness_process(ScriptedProvider(turns))
+    app = proc.app(first_prompt="one")
     shown: list[str] = []
     for cls in (UserEntry, AssistantEntry):
         original = cls.show
@@ -313,44 +300,36 @@ async def test_a_delta_updates_only_the_entry_it_changes(tmp_path, monkeypatch):
             await original(self, entry, view)
 
         monkeypatch.setattr(cls, "show", counting)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(lambda: run_settled(app), pilot)
-            shown.clear()
-            await pilot.press(*"two", "enter")
-            await wait_for(lambda: run_settled(app) and len(app.view.runs) == 2, pilot)
-            await pilot.pause(0.05)
-        assert "one" not in shown and "First." not in shown
-        assert shown.count("two") == 1
-        assert shown[-1] == "Second answer, streamed."
-    finally:
-        await harness.close()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: run_settled(app), pilot)
+        shown.clear()
+        await pilot.press(*"two", "enter")
+        await wait_for(lambda: run_settled(app) and len(app.view.runs) == 2, pilot)
+        await pilot.pause(0.05)
+    assert "one" not in shown and "First." not in shown
+    assert shown.count("two") == 1
+    assert shown[-1] == "Second answer, streamed."
 
 
-async def test_up_and_down_walk_through_what_was_sent(tmp_path):
+async def test_up_and_down_walk_through_what_was_sent(harness_process, tmp_path):
     turns = [ScriptedTurn(text="A."), ScriptedTurn(text="B.")]
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns))
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            for text in ("first", "second"):
-                await pilot.press(*text, "enter")
-                await wait_for(
-                    lambda: run_settled(app) and not app.query_one("#prompt").value, pilot
-                )
-            await wait_for(lambda: len(app.view.runs) == 2 and run_settled(app), pilot)
-            prompt = app.query_one(PromptInput)
-            await pilot.press(*"dra", "up")
-            assert prompt.value == "second"
-            await pilot.press("up", "up")
-            assert prompt.value == "first"
-            await pilot.press("down")
-            assert prompt.value == "second"
-            await pilot.press("down")
-            assert prompt.value == "dra"
-    finally:
-        await harness.close()
+    proc = harness_process(ScriptedProvider(turns))
+    app = proc.app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        for text in ("first", "second"):
+            await pilot.press(*text, "enter")
+            await wait_for(lambda: run_settled(app) and not app.query_one("#prompt").value, pilot)
+        await wait_for(lambda: len(app.view.runs) == 2 and run_settled(app), pilot)
+        prompt = app.query_one(PromptInput)
+        await pilot.press(*"dra", "up")
+        assert prompt.value == "second"
+        await pilot.press("up", "up")
+        assert prompt.value == "first"
+        await pilot.press("down")
+        assert prompt.value == "second"
+        await pilot.press("down")
+        assert prompt.value == "dra"
 
 
 async def test_thinking_shows_until_the_first_token(tmp_path):
@@ -381,21 +360,18 @@ async def test_thinking_shows_until_the_first_token(tmp_path):
         await harness.close()
 
 
-async def test_quitting_during_a_run_ends_it_as_interrupted(tmp_path):
+async def test_quitting_during_a_run_ends_it_as_interrupted(harness_process, tmp_path):
     provider = HangingProvider("Halfway")
-    harness, conv_id = await open_driven(tmp_path, provider)
-    app = app_over(harness, conv_id, first_prompt="go")
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(provider.streamed.is_set, pilot)
-            await pilot.press("ctrl+c", "ctrl+c")
-            await pilot.pause()
-        assert app.return_code == 0
-        snap = await harness.store.snapshot(conv_id)
-        assert snap.runs[-1].state == RunState.INTERRUPTED
-        assert snap.entries[-1].status == EntryStatus.INTERRUPTED
-    finally:
-        await harness.close()
+    proc = harness_process(provider)
+    app = proc.app(first_prompt="go")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: bool(proc.requests), pilot)
+        await pilot.press("ctrl+c", "ctrl+c")
+        await pilot.pause()
+    assert app.return_code == 0
+    snap = await proc.snapshot()
+    assert snap.runs[-1].state == RunState.INTERRUPTED
+    assert snap.entries[-1].status == EntryStatus.INTERRUPTED
 
 
 async def test_a_running_command_shows_its_newest_output_lines(tmp_path):
@@ -669,22 +645,19 @@ async def test_text_read_ahead_while_held_is_drawn_as_it_would_have_been(tmp_pat
         assert answer.hidden_segments > 0
 
 
-async def test_a_notification_never_covers_the_prompt(tmp_path):
+async def test_a_notification_never_covers_the_prompt(harness_process, tmp_path):
     """Toasts (config reloaded, not sent, …) show at the top right, over the transcript,
     not over the prompt box at the bottom (Textual's default place)."""
     from textual.widgets._toast import Toast
 
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=(100, 30), notifications=True) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            app.notify("the config is valid again", title="config reloaded", timeout=30)
-            await wait_for(lambda: bool(app.screen.query(Toast)), pilot)
-            await pilot.pause(0.1)
-            toast = app.screen.query_one(Toast).region
-            prompt = app.query_one("#prompt").region
-            assert toast.height and not toast.overlaps(prompt), (toast, prompt)
-            assert toast.y < prompt.y
-    finally:
-        await harness.close()
+    proc = harness_process(ScriptedProvider([]))
+    app = proc.app()
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        app.notify("the config is valid again", title="config reloaded", timeout=30)
+        await wait_for(lambda: bool(app.screen.query(Toast)), pilot)
+        await pilot.pause(0.1)
+        toast = app.screen.query_one(Toast).region
+        prompt = app.query_one("#prompt").region
+        assert toast.height and not toast.overlaps(prompt), (toast, prompt)
+        assert toast.y < prompt.y

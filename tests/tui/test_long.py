@@ -73,25 +73,22 @@ LONG = "".join(
 )
 
 
-async def test_a_long_answer_is_drawn_as_segments_and_ends_on_screen(tmp_path):
+async def test_a_long_answer_is_drawn_as_segments_and_ends_on_screen(harness_process, tmp_path):
     provider = ScriptedProvider([ScriptedTurn(text=LONG, chunk_size=50)])
-    harness, conv_id = await open_driven(tmp_path, provider)
-    app = app_over(harness, conv_id, first_prompt="go")
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(lambda: run_settled(app), pilot, timeout=30)
-            await pilot.pause(0.1)
-            [answer] = app.query(AssistantEntry)
-            assert answer.text_shown == LONG
-            segments = list(answer.query(MarkdownText))
-            assert 1 < len(segments) <= 4, "only the last segments stay mounted"
-            assert answer.hidden_segments > 0
-            assert segments[-1].source.endswith("code 399\n```\n\n")
-            # Every mounted segment is a contiguous piece of the answer, in order.
-            shown = "".join(s.source for s in segments)
-            assert LONG.endswith(shown)
-    finally:
-        await harness.close()
+    proc = harness_process(provider)
+    app = proc.app(first_prompt="go")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: run_settled(app), pilot, timeout=30)
+        await pilot.pause(0.1)
+        [answer] = app.query(AssistantEntry)
+        assert answer.text_shown == LONG
+        segments = list(answer.query(MarkdownText))
+        assert 1 < len(segments) <= 4, "only the last segments stay mounted"
+        assert answer.hidden_segments > 0
+        assert segments[-1].source.endswith("code 399\n```\n\n")
+        # Every mounted segment is a contiguous piece of the answer, in order.
+        shown = "".join(s.source for s in segments)
+        assert LONG.endswith(shown)
 
 
 async def open_long_session(tmp_path, turns: int, *more: ScriptedTurn):

@@ -44,33 +44,30 @@ async def test_shift_tab_cycles_the_mode_and_keeps_the_draft_and_the_focus(tmp_p
         await harness.close()
 
 
-async def test_tab_queues_a_follow_up_and_up_pulls_the_newest_back(tmp_path):
+async def test_tab_queues_a_follow_up_and_up_pulls_the_newest_back(harness_process, tmp_path):
     provider = HangingProvider("Working")
-    harness, conv_id = await open_driven(tmp_path, provider)
-    app = app_over(harness, conv_id, first_prompt="start")
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(provider.streamed.is_set, pilot)
-            await wait_for(lambda: app.view is not None and app.view.active_run is not None, pilot)
-            await pilot.press(*"steer it", "enter")
-            await pilot.press(*"then this", "tab")
-            await wait_for(lambda: len(app.view.queued_inbox) == 2, pilot)
-            strip = str(app.query_one(InboxStrip).render())
-            assert "steer" in strip and "follow-up" in strip and "then this" in strip
-            assert "2 queued" in status(app)
-            prompt = app.query_one(PromptInput)
-            assert prompt.text == ""
-            await pilot.press("up")  # the newest (the follow-up) comes back, withdrawn
-            await wait_for(lambda: prompt.text == "then this", pilot)
-            await wait_for(lambda: len(app.view.queued_inbox) == 1, pilot)
-            await pilot.press("up")  # not empty any more: Up is the history now
-            assert prompt.text == "start"
-        snap = await harness.store.snapshot(conv_id)
-        modes = {i.text: (i.mode, i.state) for i in snap.inbox}
-        assert modes["then this"] == (InboxMode.FOLLOW_UP, InboxState.WITHDRAWN)
-        assert modes["steer it"] == (InboxMode.STEER, InboxState.QUEUED)
-    finally:
-        await harness.close()
+    proc = harness_process(provider)
+    app = proc.app(first_prompt="start")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: bool(proc.requests), pilot)
+        await wait_for(lambda: app.view is not None and app.view.active_run is not None, pilot)
+        await pilot.press(*"steer it", "enter")
+        await pilot.press(*"then this", "tab")
+        await wait_for(lambda: len(app.view.queued_inbox) == 2, pilot)
+        strip = str(app.query_one(InboxStrip).render())
+        assert "steer" in strip and "follow-up" in strip and "then this" in strip
+        assert "2 queued" in status(app)
+        prompt = app.query_one(PromptInput)
+        assert prompt.text == ""
+        await pilot.press("up")  # the newest (the follow-up) comes back, withdrawn
+        await wait_for(lambda: prompt.text == "then this", pilot)
+        await wait_for(lambda: len(app.view.queued_inbox) == 1, pilot)
+        await pilot.press("up")  # not empty any more: Up is the history now
+        assert prompt.text == "start"
+    snap = await proc.snapshot()
+    modes = {i.text: (i.mode, i.state) for i in snap.inbox}
+    assert modes["then this"] == (InboxMode.FOLLOW_UP, InboxState.WITHDRAWN)
+    assert modes["steer it"] == (InboxMode.STEER, InboxState.QUEUED)
 
 
 async def test_up_says_so_when_the_run_took_the_item_first(tmp_path):
@@ -95,18 +92,15 @@ async def test_up_says_so_when_the_run_took_the_item_first(tmp_path):
         await harness.close()
 
 
-async def test_a_follow_up_while_idle_starts_a_run(tmp_path):
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([ScriptedTurn(text="ok")]))
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            await pilot.press(*"hello", "tab")
-            await wait_for(lambda: run_settled(app), pilot)
-        snap = await harness.store.snapshot(conv_id)
-        assert [e.text for e in snap.entries] == ["hello", "ok"]
-    finally:
-        await harness.close()
+async def test_a_follow_up_while_idle_starts_a_run(harness_process, tmp_path):
+    proc = harness_process(ScriptedProvider([ScriptedTurn(text="ok")]))
+    app = proc.app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        await pilot.press(*"hello", "tab")
+        await wait_for(lambda: run_settled(app), pilot)
+    snap = await proc.snapshot()
+    assert [e.text for e in snap.entries] == ["hello", "ok"]
 
 
 async def status_at(tmp_path, width: int) -> tuple[str, str]:

@@ -48,20 +48,19 @@ async def test_behind_other_windows_the_end_and_an_approval_are_told(tmp_path, t
         await harness.close()
 
 
-async def test_a_run_ending_behind_other_windows_rings_and_says_how_it_ended(tmp_path):
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([ScriptedTurn(text="Hi.")]))
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            said = watch(app)
-            app.post_message(events.AppBlur())
-            await pilot.pause()
-            await app.send("hello")
-            await wait_for(lambda: run_settled(app) and len(said) == 2, pilot)
-            assert said[0] == "BELL" and "bastion: the run is done" in said[1]
-    finally:
-        await harness.close()
+async def test_a_run_ending_behind_other_windows_rings_and_says_how_it_ended(
+    harness_process, tmp_path
+):
+    proc = harness_process(ScriptedProvider([ScriptedTurn(text="Hi.")]))
+    app = proc.app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        said = watch(app)
+        app.post_message(events.AppBlur())
+        await pilot.pause()
+        await app.send("hello")
+        await wait_for(lambda: run_settled(app) and len(said) == 2, pilot)
+        assert said[0] == "BELL" and "bastion: the run is done" in said[1]
 
 
 def test_the_modes():

@@ -60,17 +60,14 @@ async def test_ctrl_v_attaches_the_clipboards_image(tmp_path, monkeypatch):
         await harness.close()
 
 
-async def test_no_image_on_the_clipboard_is_one_line(tmp_path, monkeypatch):
+async def test_no_image_on_the_clipboard_is_one_line(harness_process, tmp_path, monkeypatch):
     fake_xclip(tmp_path / "bin", None)
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
     monkeypatch.setenv("DISPLAY", ":0")
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            await pilot.press(*"keep", "ctrl+v")
-            await wait_for(lambda: "holds no image" in notices(app), pilot)
-            assert app.query_one(PromptInput).text == "keep"
-    finally:
-        await harness.close()
+    proc = harness_process(ScriptedProvider([]))
+    app = proc.app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        await pilot.press(*"keep", "ctrl+v")
+        await wait_for(lambda: "holds no image" in notices(app), pilot)
+        assert app.query_one(PromptInput).text == "keep"

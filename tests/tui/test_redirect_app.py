@@ -57,20 +57,17 @@ async def test_the_redirect_key_cuts_the_running_command_and_sends_the_text(tmp_
         await harness.close()
 
 
-async def test_with_no_run_the_redirect_key_sends_like_enter(tmp_path):
+async def test_with_no_run_the_redirect_key_sends_like_enter(harness_process, tmp_path):
     provider = ScriptedProvider([ScriptedTurn(text="Hello.")])
-    harness, conv_id = await open_driven(tmp_path, provider)
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(lambda: app.view is not None, pilot)
-            await pilot.press(*"hi", "ctrl+s")
-            await wait_for(lambda: run_settled(app), pilot)
-        snap = await harness.store.snapshot(conv_id)
-        assert [r.state for r in snap.runs] == [RunState.COMPLETED]
-        assert [e.text for e in snap.entries if e.kind == EntryKind.USER] == ["hi"]
-    finally:
-        await harness.close()
+    proc = harness_process(provider)
+    app = proc.app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: app.view is not None, pilot)
+        await pilot.press(*"hi", "ctrl+s")
+        await wait_for(lambda: run_settled(app), pilot)
+    snap = await proc.snapshot()
+    assert [r.state for r in snap.runs] == [RunState.COMPLETED]
+    assert [e.text for e in snap.entries if e.kind == EntryKind.USER] == ["hi"]
 
 
 async def test_the_redirect_key_in_the_attached_app_reaches_the_driving_process(tmp_path):
