@@ -203,6 +203,18 @@ class HarnessProcess:
         finally:
             await store.close()
 
+    async def stored(self, conversation_id: str | None = None) -> bool:
+        """Whether the harness process stored the conversation (a new one is stored with
+        its first prompt), read once its app closed."""
+        from runtime.store.database import Store
+
+        self.wait_children()
+        store = await Store.open(self.home / "bastion.sqlite")
+        try:
+            return await store.exists(conversation_id or self.conversation_id)
+        finally:
+            await store.close()
+
     def wait_children(self, timeout: float = 30.0) -> list[int | None]:
         """Wait for every harness process started so far to exit (its app closed it);
         their exit codes."""

@@ -156,9 +156,14 @@ def _write_turns() -> list[ScriptedTurn]:
     ]
 
 
-async def _approve(tmp_path, toolbox, key: str):
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider(_write_turns()), toolbox)
-    app = app_over(harness, conv_id, first_prompt="write notes")
+async def _approve(harness_process, key: str):
+    args = {"path": "notes.txt", "content": "hello\n"}
+    turns = [
+        {"tool_calls": [{"id": "call_1", "name": "write_file", "arguments": args}]},
+        {"text": "Wrote notes.txt."},
+    ]
+    proc = harness_process(turns)
+    app = proc.app(first_prompt="write notes")
     async with app.run_test(size=SIZE) as pilot:
         await app.parts_ready.wait()  # mounted after the first frame
         prompt = app.query_one(ApprovalPrompt)
@@ -171,25 +176,24 @@ async def _approve(tmp_path, toolbox, key: str):
         assert not prompt.has_class("-shown")
         assert app.focused is app.query_one("#prompt")
         line = str(app.query_one(ToolCallLine).render())
-    snap = await harness.store.snapshot(conv_id)
-    await harness.close()
-    return snap, line
+    return await proc.snapshot(), line, proc.work / "notes.txt"
 
 
-async def test_y_approves_a_pending_write(tmp_path, toolbox):
-    snap, line = await _approve(tmp_path, toolbox, "y")
+async def test_y_approves_a_pending_write(harness_process):
+    snap, line, written = await _approve(harness_process, "y")
     [call] = snap.tool_calls
     assert (call.approval, call.state) == (Approval.APPROVED, ToolCallState.DONE)
-    assert toolbox.calls == [("write_file", {"path": "notes.txt", "content": "hello\n"})]
-    assert "write_file" in line and "└ write_file ok" in line
+    assert written.read_text() == "hello\n"  # the real tool wrote it, once approved
+    # the row says what the tool did, with its diff
+    assert line.startswith("● Created notes.txt  (6 B)  +1") and "+hello" in line
     assert snap.entries[-1].text == "Wrote notes.txt."
 
 
-async def test_n_denies_a_pending_write(tmp_path, toolbox):
-    snap, line = await _approve(tmp_path, toolbox, "n")
+async def test_n_denies_a_pending_write(harness_process):
+    snap, line, written = await _approve(harness_process, "n")
     [call] = snap.tool_calls
     assert (call.approval, call.state) == (Approval.DENIED, ToolCallState.DENIED)
-    assert toolbox.calls == []
+    assert not written.exists()
     assert "denied" in line
 
 
@@ -235,23 +239,21 @@ async def test_the_quit_warning_expires(harness_process, tmp_path, monkeypatch):
         assert app.is_running
 
 
-async def test_a_resumed_conversation_shows_its_history(tmp_path):
-    provider = ScriptedProvider([ScriptedTurn(text="First answer.")])
-    harness, conv_id = await open_driven(tmp_path, provider)
-    try:
-        item = await harness.submit(conv_id, "first question")
-        await harness.wait(item.id, conv_id)
-        app = app_over(harness, conv_id)
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            await pilot.pause(0.05)
-            assert [str(w.render()) for w in app.query(UserEntry)] == ["first question"]
-            assert [w.text_shown for w in assistant_widgets(app)] == ["First answer."]
-            assert not app.query("#welcome")
-            status = label_text(app, "#status-left")
-            assert "scripted/bastion-test" in status and "done" in status and "13 tok" in status
-    finally:
-        await harness.close()
+async def test_a_resumed_conversation_shows_its_history(harness_process):
+    usage = {"prompt_tokens": 10, "completion_tokens": 3}
+    proc = harness_process([{"text": "First answer.", "usage": usage}])
+    first = proc.app(first_prompt="first question")
+    async with first.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: run_settled(first), pilot)
+    app = proc.app(resume=first.conversation_id)  # `bastion -r ID`: a second harness process
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        await pilot.pause(0.05)
+        assert [str(w.render()) for w in app.query(UserEntry)] == ["first question"]
+        assert [w.text_shown for w in assistant_widgets(app)] == ["First answer."]
+        assert not app.query("#welcome")
+        status = label_text(app, "#status-left")
+        assert "openai/test" in status and "done" in status and "13 tok" in status
 
 
 async def test_the_view_resyncs_from_the_store_after_a_gap(tmp_path):

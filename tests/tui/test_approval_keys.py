@@ -10,7 +10,7 @@ from typing import Any
 from runtime.config.settings import settings_path
 from runtime.harness import Harness
 from runtime.model.llm import ToolCall
-from runtime.model.records import Approval
+from runtime.model.records import Approval, ToolCallState
 from runtime.providers.openai import OpenAIChatProvider
 from runtime.run.deps import LoopSettings
 from runtime.run.toolbox import WorkspaceToolbox
@@ -38,59 +38,55 @@ async def asking(app: BastionApp, pilot: Any, with_rule: bool = True) -> Approva
     return prompt
 
 
-async def test_a_saves_the_prefix_rule_for_the_session(tmp_path, toolbox):
+async def test_a_saves_the_prefix_rule_for_the_session(harness_process):
     turns = command_turns("git status -s", "git status --porcelain")
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns), toolbox)
-    app = app_over(harness, conv_id, first_prompt="status")
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            prompt = await asking(app, pilot)
-            text = prompt.question
-            assert "Allow run_command git status -s?" in text
-            assert "a saves: commands starting with `git status`" in text
-            assert "[a] always" in text
-            await pilot.press("a")
-            assert "[s] this session" in prompt.question and "[p] the project" in prompt.question
-            await pilot.press("c")  # back: nothing saved
-            assert "[a] always" in prompt.question
-            await pilot.press("a", "escape")  # Esc goes back too, and interrupts nothing
-            assert "[a] always" in prompt.question and app.focused is prompt
-            assert app.view is not None and app.view.active_run is not None
-            await pilot.press("a", "s")
-            await wait_for(lambda: run_settled(app), pilot)
-            assert app.focused is app.query_one("#prompt")
-            rows = [str(line.render()) for line in app.query(ToolCallLine)]
-            assert "allowed by commands starting with `git status`" in rows[1]
-        rules = await harness.rules(conv_id)
+    proc = harness_process(turns)
+    app = proc.app(first_prompt="status")
+    async with app.run_test(size=SIZE) as pilot:
+        prompt = await asking(app, pilot)
+        text = prompt.question
+        assert "Allow run_command git status -s?" in text
+        assert "a saves: commands starting with `git status`" in text
+        assert "[a] always" in text
+        await pilot.press("a")
+        assert "[s] this session" in prompt.question and "[p] the project" in prompt.question
+        await pilot.press("c")  # back: nothing saved
+        assert "[a] always" in prompt.question
+        await pilot.press("a", "escape")  # Esc goes back too, and interrupts nothing
+        assert "[a] always" in prompt.question and app.focused is prompt
+        assert app.view is not None and app.view.active_run is not None
+        await pilot.press("a", "s")
+        await wait_for(lambda: run_settled(app), pilot)
+        assert app.focused is app.query_one("#prompt")
+        rows = [str(line.render()) for line in app.query(ToolCallLine)]
+        assert "allowed by commands starting with `git status`" in rows[1]
+        rules = await app.harness.rules(app.conversation_id)  # through the protocol
         assert [(r.pattern, r.scope) for r in rules] == [("git status", "session")]
-        snap = await harness.store.snapshot(conv_id)
-        assert [c.approval for c in snap.tool_calls] == [Approval.APPROVED] * 2
-        assert len(toolbox.calls) == 2  # the second never asked
-        assert not settings_path(tmp_path).exists()
-    finally:
-        await harness.close()
+    snap = await proc.snapshot()
+    assert [c.approval for c in snap.tool_calls] == [Approval.APPROVED] * 2
+    # both ran (the second never asked): each has its result
+    assert [c.state for c in snap.tool_calls] == [ToolCallState.DONE] * 2
+    assert not settings_path(proc.work).exists()
 
 
-async def test_a_on_a_compound_command_saves_every_part_for_the_project(tmp_path, toolbox, trusted):
-    trusted(tmp_path)  # project rules are written and read only in a trusted folder
+async def test_a_on_a_compound_command_saves_every_part_for_the_project(harness_process, trusted):
     turns = command_turns("git status && npm run test -- -x", "npm run test")
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns), toolbox)
-    app = app_over(harness, conv_id, first_prompt="test")
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            prompt = await asking(app, pilot)
-            assert (
-                "a saves: commands starting with `git status`, commands starting with "
-                "`npm run test`" in prompt.question
-            )
-            await pilot.press("a", "p")
-            await wait_for(lambda: run_settled(app), pilot)
-        data = tomllib.loads(settings_path(tmp_path).read_text())
-        assert data["approvals"]["commands"] == ["git status", "npm run test"]
-        assert len(toolbox.calls) == 2
-        assert (await harness.store.snapshot(conv_id)).rules == ()
-    finally:
-        await harness.close()
+    proc = harness_process(turns)
+    trusted(proc.work)  # project rules are written and read only in a trusted folder
+    app = proc.app(first_prompt="test")
+    async with app.run_test(size=SIZE) as pilot:
+        prompt = await asking(app, pilot)
+        assert (
+            "a saves: commands starting with `git status`, commands starting with "
+            "`npm run test`" in prompt.question
+        )
+        await pilot.press("a", "p")
+        await wait_for(lambda: run_settled(app), pilot)
+    data = tomllib.loads(settings_path(proc.work).read_text())
+    assert data["approvals"]["commands"] == ["git status", "npm run test"]
+    snap = await proc.snapshot()
+    assert [c.state for c in snap.tool_calls] == [ToolCallState.DONE] * 2  # both ran
+    assert snap.rules == ()
 
 
 async def test_e_denies_with_a_message_the_model_receives(tmp_path):
@@ -128,27 +124,23 @@ async def test_e_denies_with_a_message_the_model_receives(tmp_path):
         assert "the user denied run_command and said: use make clean" in told[0]["content"]
 
 
-async def test_the_diff_shows_in_the_prompt_and_then_in_the_row(tmp_path):
-    (tmp_path / "src").mkdir()
-    (tmp_path / "src" / "config.py").write_text("def f():\n    return 1\n")
-    args = json.dumps({"path": "src/config.py", "old_text": "return 1", "new_text": "return 2"})
-    turns = [ScriptedTurn(tool_calls=(ToolCall("c1", "edit_file", args),)), ScriptedTurn(text="ok")]
-    box = WorkspaceToolbox(str(tmp_path), tmp_path / ".artifacts")
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns), box)
-    app = app_over(harness, conv_id, first_prompt="edit")
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            prompt = await asking(app, pilot)
-            shown = str(prompt.query_one("#approval-diff-text").render())
-            assert "-    return 1\n+    return 2" in shown
-            assert "a saves: edits under src/" in prompt.question
-            await pilot.press("y")
-            await wait_for(lambda: run_settled(app), pilot)
-            row = str(app.query_one(ToolCallLine).render())
-            assert "--- a/src/config.py" in row and "+    return 2" in row
-        assert (tmp_path / "src" / "config.py").read_text() == "def f():\n    return 2\n"
-    finally:
-        await harness.close()
+async def test_the_diff_shows_in_the_prompt_and_then_in_the_row(harness_process):
+    args = {"path": "src/config.py", "old_text": "return 1", "new_text": "return 2"}
+    call = {"id": "c1", "name": "edit_file", "arguments": args}
+    proc = harness_process([{"tool_calls": [call]}, {"text": "ok"}])
+    (proc.work / "src").mkdir()
+    (proc.work / "src" / "config.py").write_text("def f():\n    return 1\n")
+    app = proc.app(first_prompt="edit")
+    async with app.run_test(size=SIZE) as pilot:
+        prompt = await asking(app, pilot)
+        shown = str(prompt.query_one("#approval-diff-text").render())
+        assert "-    return 1\n+    return 2" in shown
+        assert "a saves: edits under src/" in prompt.question
+        await pilot.press("y")
+        await wait_for(lambda: run_settled(app), pilot)
+        row = str(app.query_one(ToolCallLine).render())
+        assert "--- a/src/config.py" in row and "+    return 2" in row
+    assert (proc.work / "src" / "config.py").read_text() == "def f():\n    return 2\n"
 
 
 async def test_o_and_w_run_a_command_outside_the_sandbox_or_with_network_once(tmp_path, toolbox):

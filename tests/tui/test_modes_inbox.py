@@ -18,30 +18,31 @@ def status(app: BastionApp) -> str:
     return str(app.query_one("#status-left").render())
 
 
-async def test_shift_tab_cycles_the_mode_and_keeps_the_draft_and_the_focus(tmp_path):
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            prompt = app.query_one(PromptInput)
-            await pilot.press(*"half a thought", "ctrl+j", *"more")
-            seen = []
-            for _ in range(5):
-                await pilot.press("shift+tab")
-                await wait_for(lambda: app.settings.approval_mode not in seen[-1:], pilot)
-                seen.append(app.settings.approval_mode)
-                assert f"{app.settings.approval_mode}  ·" in status(app)
-                assert app.focused is prompt
-                assert harness.driver(conv_id).config.approval_mode == seen[-1]
-            assert seen == ["auto-edit", "full-auto", "plan", "read-only", "ask"]
-            await pilot.press(*" typed on")
-            assert prompt.text == "half a thought\nmore typed on"
-            assert not app.query_one(CommandOutput).shown  # the status line says it
-            await pilot.press("shift+tab", "shift+tab", "shift+tab")  # one step each
-            await wait_for(lambda: app.settings.approval_mode == "plan", pilot)
-    finally:
-        await harness.close()
+async def test_shift_tab_cycles_the_mode_and_keeps_the_draft_and_the_focus(
+    harness_process, tmp_path
+):
+    proc = harness_process(ScriptedProvider([]))
+    app = proc.app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        prompt = app.query_one(PromptInput)
+        await pilot.press(*"half a thought", "ctrl+j", *"more")
+        seen = []
+        for _ in range(5):
+            await pilot.press("shift+tab")
+            await wait_for(lambda: app.settings.approval_mode not in seen[-1:], pilot)
+            seen.append(app.settings.approval_mode)
+            assert f"{app.settings.approval_mode}  ·" in status(app)
+            assert app.focused is prompt
+            assert (await app.harness.session_settings(app.conversation_id)).approval_mode == seen[
+                -1
+            ]
+        assert seen == ["auto-edit", "full-auto", "plan", "read-only", "ask"]
+        await pilot.press(*" typed on")
+        assert prompt.text == "half a thought\nmore typed on"
+        assert not app.query_one(CommandOutput).shown  # the status line says it
+        await pilot.press("shift+tab", "shift+tab", "shift+tab")  # one step each
+        await wait_for(lambda: app.settings.approval_mode == "plan", pilot)
 
 
 async def test_tab_queues_a_follow_up_and_up_pulls_the_newest_back(harness_process, tmp_path):

@@ -13,7 +13,6 @@ import textual
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.tui.conftest import (
     SIZE,
-    app_over,
     client_of,
     make_app,
     open_driven,
@@ -75,27 +74,24 @@ async def test_an_answer_without_reasoning_shows_no_fold(harness_process, tmp_pa
         assert not fold.has_class("-shown") and not fold.display
 
 
-async def test_effort_command_sets_it_and_the_status_line_shows_it(tmp_path):
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([ScriptedTurn(text="Hi.")]))
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            await pilot.press(*"hello", "enter")  # stored: the setting has a home
-            await wait_for(lambda: run_settled(app), pilot)
-            await pilot.press(*"/effort high", "enter")
-            await wait_for(lambda: "(high)" in str(app.query_one("#status-left").render()), pilot)
-            conv = await harness.get_conversation(conv_id)
-            assert conv.agent.reasoning_effort == "high"
-            await pilot.press(*"/effort extreme", "enter")
-            await pilot.pause(0.1)
-            assert (await harness.get_conversation(conv_id)).agent.reasoning_effort == "high"
-            await pilot.press(*"/effort default", "enter")
-            await wait_for(
-                lambda: "(high)" not in str(app.query_one("#status-left").render()), pilot
-            )
-    finally:
-        await harness.close()
+async def test_effort_command_sets_it_and_the_status_line_shows_it(harness_process, tmp_path):
+    proc = harness_process(ScriptedProvider([ScriptedTurn(text="Hi.")]))
+    app = proc.app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        await pilot.press(*"hello", "enter")  # stored: the setting has a home
+        await wait_for(lambda: run_settled(app), pilot)
+        await pilot.press(*"/effort high", "enter")
+        await wait_for(lambda: "(high)" in str(app.query_one("#status-left").render()), pilot)
+        conv = await app.harness.get_conversation(app.conversation_id)
+        assert conv.agent.reasoning_effort == "high"
+        await pilot.press(*"/effort extreme", "enter")
+        await pilot.pause(0.1)
+        assert (
+            await app.harness.get_conversation(app.conversation_id)
+        ).agent.reasoning_effort == "high"
+        await pilot.press(*"/effort default", "enter")
+        await wait_for(lambda: "(high)" not in str(app.query_one("#status-left").render()), pilot)
 
 
 SNAP_THOUGHT = "The user wants a short answer. I should check the config loader first. " * 5

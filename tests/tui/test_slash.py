@@ -47,27 +47,23 @@ async def run_command(app, pilot, line: str) -> None:
     await pilot.pause(0.05)
 
 
-async def test_help_lists_every_command_and_nothing_reaches_the_model(tmp_path):
-    provider = ScriptedProvider([])
-    harness, conv_id = await open_driven(tmp_path, provider)
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            await run_command(app, pilot, "/help")
-            await wait_for(lambda: "/model [NAME]" in said(app), pilot)
-            text = said(app)
-            for name in ("help", "model", "mode", "new", "resume", "compact", "export"):
-                assert f"/{name}" in text
-            assert "/theme" in text and "/cost" in text and "/quit" in text and "/clear" in text
-            assert app.query_one(PromptInput).text == ""
-            await pilot.press("escape")  # no run going: Esc closes the output
-            assert not app.query_one(CommandOutput).shown
-        assert provider.requests == []
-        assert not await harness.store.unfinished(conv_id)
-        assert (await harness.store.snapshot(conv_id)).entries == ()
-    finally:
-        await harness.close()
+async def test_help_lists_every_command_and_nothing_reaches_the_model(harness_process):
+    proc = harness_process([])
+    app = proc.app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        await run_command(app, pilot, "/help")
+        await wait_for(lambda: "/model [NAME]" in said(app), pilot)
+        text = said(app)
+        for name in ("help", "model", "mode", "new", "resume", "compact", "export"):
+            assert f"/{name}" in text
+        assert "/theme" in text and "/cost" in text and "/quit" in text and "/clear" in text
+        assert app.query_one(PromptInput).text == ""
+        await pilot.press("escape")  # no run going: Esc closes the output
+        assert not app.query_one(CommandOutput).shown
+    assert proc.requests == []
+    # nothing was sent: the new conversation was never even stored (no entry, no run)
+    assert not await proc.stored()
 
 
 async def test_an_unknown_command_says_so_keeps_the_draft_and_sends_nothing(
@@ -136,21 +132,20 @@ async def test_model_lists_switches_and_refuses_an_unknown_name(tmp_path, truste
         await harness.close()
 
 
-async def test_mode_lists_switches_and_refuses_an_unknown_mode(tmp_path):
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            await run_command(app, pilot, "/mode")
-            await wait_for(lambda: "auto-edit" in said(app), pilot)
-            await run_command(app, pilot, "/mode yolo")
-            await wait_for(lambda: "unknown approval mode 'yolo'" in said(app), pilot)
-            await run_command(app, pilot, "/mode read-only")
-            await wait_for(lambda: "read-only" in status(app), pilot)
-            assert harness.driver(conv_id).config.approval_mode == "read-only"
-    finally:
-        await harness.close()
+async def test_mode_lists_switches_and_refuses_an_unknown_mode(harness_process, tmp_path):
+    proc = harness_process(ScriptedProvider([]))
+    app = proc.app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        await run_command(app, pilot, "/mode")
+        await wait_for(lambda: "auto-edit" in said(app), pilot)
+        await run_command(app, pilot, "/mode yolo")
+        await wait_for(lambda: "unknown approval mode 'yolo'" in said(app), pilot)
+        await run_command(app, pilot, "/mode read-only")
+        await wait_for(lambda: "read-only" in status(app), pilot)
+        assert (
+            await app.harness.session_settings(app.conversation_id)
+        ).approval_mode == "read-only"
 
 
 async def test_new_and_clear_start_a_fresh_conversation_and_keep_the_old_one(tmp_path):
