@@ -105,6 +105,7 @@ class HarnessProcess:
         self.server: LoopbackServer | None = None
         self.children: list[Any] = []  # tui.child.Child, one per app
         self.apps: list[Any] = []
+        self.seeders: list[Any] = []  # tui.child.Child of `session()`
 
     def start(
         self,
@@ -186,6 +187,26 @@ class HarnessProcess:
         self.apps.append(app)
         return app
 
+    async def session(self, prompts: Sequence[str], **options: Any) -> str:
+        """A stored session of `prompts`, each answered in turn, made through a harness
+        process of its own (started as `bastion` starts one, driven over the protocol
+        and closed); its id, for `app(resume=...)`. Options as for `app`."""
+        from tui.child import Child
+        from tui.parsers import main_parser
+
+        opts = main_parser().parse_args(self.argv(**options))
+        child = Child.start(opts, check_model=True)
+        self.seeders.append(child)
+        child.drive()
+        client, conversation_id = await child.harness()
+        try:
+            for prompt in prompts:
+                item = await client.submit(conversation_id, prompt)
+                await client.wait(item.id, conversation_id)
+        finally:
+            await client.close()
+        return conversation_id
+
     @property
     def conversation_id(self) -> str:
         """The last app's conversation."""
@@ -219,7 +240,7 @@ class HarnessProcess:
         """Wait for every harness process started so far to exit (its app closed it);
         their exit codes."""
         codes: list[int | None] = []
-        for child in self.children:
+        for child in [*self.seeders, *self.children]:
             try:
                 codes.append(child.process.wait(timeout))
             except subprocess.TimeoutExpired:
@@ -233,7 +254,7 @@ class HarnessProcess:
             for app, child in zip(self.apps, self.children, strict=False):
                 if app.harness is None:
                     child.close(timeout=10)
-            for child in self.children:
+            for child in [*self.seeders, *self.children]:
                 if child.process.poll() is None:
                     try:
                         child.process.wait(10)
