@@ -148,31 +148,29 @@ async def test_mode_lists_switches_and_refuses_an_unknown_mode(harness_process, 
         ).approval_mode == "read-only"
 
 
-async def test_new_and_clear_start_a_fresh_conversation_and_keep_the_old_one(tmp_path):
-    provider = ScriptedProvider([ScriptedTurn(text="A."), ScriptedTurn(text="B.")])
-    harness, conv_id = await open_driven(tmp_path, provider)
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            await pilot.press(*"first", "enter")
-            await wait_for(lambda: run_settled(app), pilot)
-            await run_command(app, pilot, "/clear")
-            await wait_for(lambda: app.conversation_id != conv_id and app.view is not None, pilot)
-            await wait_for(lambda: bool(app.query("#welcome")), pilot)
-            assert app.view.conversation.id == app.conversation_id and not app.view.settled
-            assert app.resumable == conv_id  # nothing sent here yet: leaving names the old one
-            await pilot.press(*"second", "enter")
-            await wait_for(lambda: run_settled(app), pilot)
-            fresh = app.conversation_id
-            assert app.resumable == fresh
-        old = await harness.store.snapshot(conv_id)
-        new = await harness.store.snapshot(fresh)
-        assert [e.text for e in old.entries] == ["first", "A."]
-        assert [e.text for e in new.entries] == ["second", "B."]
-        assert [m.content for m in provider.requests[1].messages if m.role == "user"] == ["second"]
-    finally:
-        await harness.close()
+async def test_new_and_clear_start_a_fresh_conversation_and_keep_the_old_one(harness_process):
+    proc = harness_process([ScriptedTurn(text="A."), ScriptedTurn(text="B.")])
+    app = proc.app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        conv_id = app.conversation_id
+        await pilot.press(*"first", "enter")
+        await wait_for(lambda: run_settled(app), pilot)
+        await run_command(app, pilot, "/clear")
+        await wait_for(lambda: app.conversation_id != conv_id and app.view is not None, pilot)
+        await wait_for(lambda: bool(app.query("#welcome")), pilot)
+        assert app.view.conversation.id == app.conversation_id and not app.view.settled
+        assert app.resumable == conv_id  # nothing sent here yet: leaving names the old one
+        await pilot.press(*"second", "enter")
+        await wait_for(lambda: run_settled(app), pilot)
+        fresh = app.conversation_id
+        assert app.resumable == fresh
+    old = await proc.snapshot(conv_id)
+    new = await proc.snapshot(fresh)
+    assert [e.text for e in old.entries] == ["first", "A."]
+    assert [e.text for e in new.entries] == ["second", "B."]
+    sent = proc.requests[1].body["messages"]
+    assert [m["content"] for m in sent if m["role"] == "user"] == ["second"]
 
 
 async def test_resume_compact_cost_and_quit(harness_process, tmp_path):
@@ -288,49 +286,39 @@ def transcript_text(app: BastionApp) -> str:
     return "\n".join(w.text_shown for w in app.query(AssistantEntry))
 
 
-async def test_fork_rewind_and_restore_from_the_prompt(tmp_path):
+async def test_fork_rewind_and_restore_from_the_prompt(harness_process):
     """/fork goes on in a copy; /rewind N goes back to before message N (its text back in
     the prompt, the plan said), and /restore removes the file the model wrote since."""
     import json as _json
 
     from runtime.model.llm import ToolCall
-    from runtime.run.toolbox import WorkspaceToolbox
 
-    work = tmp_path / "work"
-    work.mkdir()
     write = ToolCall("w1", "write_file", _json.dumps({"path": "notes.txt", "content": "hi\n"}))
-    provider = ScriptedProvider(
+    proc = harness_process(
         [ScriptedTurn(text="Writing.", tool_calls=(write,)), ScriptedTurn(text="Wrote it.")]
     )
-    box = WorkspaceToolbox(str(work), tmp_path / "artifacts")
-    harness = await open_harness(work, provider, box)
-    conv = await harness.create_conversation(
-        str(work), settings={"model": MODEL, "approval_mode": "full-auto"}
-    )
-    await harness.drive(conv.id, interactive=True)
-    app = app_over(harness, conv.id)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            await pilot.press(*"write the notes", "enter")
-            await wait_for(lambda: run_settled(app) and (work / "notes.txt").exists(), pilot)
-            await run_command(app, pilot, "/fork")
-            await wait_for(lambda: "forked" in said(app), pilot)
-            forked = app.conversation_id
-            assert forked != conv.id
-            await wait_for(lambda: "Wrote it." in transcript_text(app), pilot)
-            await run_command(app, pilot, "/rewind")
-            await wait_for(lambda: "1 write the notes" in said(app), pilot)
-            await run_command(app, pilot, "/rewind 1")
-            await wait_for(lambda: "rewound" in said(app), pilot)
-            assert app.conversation_id not in (conv.id, forked)
-            assert app.query_one(PromptInput).text == "write the notes"
-            assert "notes.txt" in said(app) and (work / "notes.txt").exists()
-            await run_command(app, pilot, "/restore")
-            await wait_for(lambda: "removed notes.txt" in said(app), pilot)
-            assert not (work / "notes.txt").exists()
-    finally:
-        await harness.close()
+    work = proc.work
+    app = proc.app(approval_mode="full-auto")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        conv_id = app.conversation_id
+        await pilot.press(*"write the notes", "enter")
+        await wait_for(lambda: run_settled(app) and (work / "notes.txt").exists(), pilot)
+        await run_command(app, pilot, "/fork")
+        await wait_for(lambda: "forked" in said(app), pilot)
+        forked = app.conversation_id
+        assert forked != conv_id
+        await wait_for(lambda: "Wrote it." in transcript_text(app), pilot)
+        await run_command(app, pilot, "/rewind")
+        await wait_for(lambda: "1 write the notes" in said(app), pilot)
+        await run_command(app, pilot, "/rewind 1")
+        await wait_for(lambda: "rewound" in said(app), pilot)
+        assert app.conversation_id not in (conv_id, forked)
+        assert app.query_one(PromptInput).text == "write the notes"
+        assert "notes.txt" in said(app) and (work / "notes.txt").exists()
+        await run_command(app, pilot, "/restore")
+        await wait_for(lambda: "removed notes.txt" in said(app), pilot)
+        assert not (work / "notes.txt").exists()
 
 
 async def test_a_command_typed_after_a_kept_draft_runs_and_is_never_sent(tmp_path):
