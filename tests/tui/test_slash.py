@@ -10,7 +10,6 @@ from runtime import ConfigError, Harness
 from runtime.model.llm import Usage
 from runtime.model.records import EntryKind
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from tests.runtime.helpers import open_harness
 from tests.tui.conftest import MODEL, SIZE, app_over, open_driven, run_settled, wait_for
 from tui.app import BastionApp
 from tui.slash import COMMANDS
@@ -321,7 +320,7 @@ async def test_fork_rewind_and_restore_from_the_prompt(harness_process):
         assert not (work / "notes.txt").exists()
 
 
-async def test_a_command_typed_after_a_kept_draft_runs_and_is_never_sent(tmp_path):
+async def test_a_command_typed_after_a_kept_draft_runs_and_is_never_sent(harness_process):
     """/rewind puts the message back in the prompt; typing /restore after it (keys, as a
     user does) runs /restore and leaves the message to edit, instead of sending
     `write the notes/restore`. An unknown command stays to fix; /theme typed after it
@@ -329,47 +328,36 @@ async def test_a_command_typed_after_a_kept_draft_runs_and_is_never_sent(tmp_pat
     import json as _json
 
     from runtime.model.llm import ToolCall
-    from runtime.run.toolbox import WorkspaceToolbox
 
-    work = tmp_path / "work"
-    work.mkdir()
     write = ToolCall("w1", "write_file", _json.dumps({"path": "notes.txt", "content": "hi\n"}))
-    provider = ScriptedProvider(
+    proc = harness_process(
         [ScriptedTurn(text="Writing.", tool_calls=(write,)), ScriptedTurn(text="Wrote it.")]
     )
-    box = WorkspaceToolbox(str(work), tmp_path / "artifacts")
-    harness = await open_harness(work, provider, box)
-    conv = await harness.create_conversation(
-        str(work), settings={"model": MODEL, "approval_mode": "full-auto"}
-    )
-    await harness.drive(conv.id, interactive=True)
-    app = app_over(harness, conv.id)
+    work = proc.work
+    app = proc.app(approval_mode="full-auto")
     prompt_text = lambda: app.query_one(PromptInput).text  # noqa: E731
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            await pilot.press(*"write the notes", "enter")
-            await wait_for(lambda: run_settled(app) and (work / "notes.txt").exists(), pilot)
-            await run_command(app, pilot, "/rewind 1")
-            await wait_for(lambda: "rewound" in said(app), pilot)
-            assert prompt_text() == "write the notes"
-            await pilot.press(*"/restore", "enter")
-            await wait_for(lambda: "removed notes.txt" in said(app), pilot)
-            assert prompt_text() == "write the notes"
-            await run_command(app, pilot, "/frobnicate")
-            await wait_for(lambda: "unknown command /frobnicate" in said(app), pilot)
-            assert prompt_text() == "/frobnicate"  # kept, to fix
-            assert said(app).count("/help lists the commands") == 1  # its hint said once
-            await pilot.press("end", *"/theme", "enter")
-            await wait_for(lambda: "themes:" in said(app), pilot)
-            assert prompt_text() == ""
-            await pilot.pause(0.2)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        await pilot.press(*"write the notes", "enter")
+        await wait_for(lambda: run_settled(app) and (work / "notes.txt").exists(), pilot)
+        await run_command(app, pilot, "/rewind 1")
+        await wait_for(lambda: "rewound" in said(app), pilot)
+        assert prompt_text() == "write the notes"
+        await pilot.press(*"/restore", "enter")
+        await wait_for(lambda: "removed notes.txt" in said(app), pilot)
+        assert prompt_text() == "write the notes"
+        await run_command(app, pilot, "/frobnicate")
+        await wait_for(lambda: "unknown command /frobnicate" in said(app), pilot)
+        assert prompt_text() == "/frobnicate"  # kept, to fix
+        assert said(app).count("/help lists the commands") == 1  # its hint said once
+        await pilot.press("end", *"/theme", "enter")
+        await wait_for(lambda: "themes:" in said(app), pilot)
+        assert prompt_text() == ""
+        await pilot.pause(0.2)
         rewound = app.conversation_id
-        view = await harness.snapshot(rewound)
+        view = await app.harness.snapshot(rewound)  # (through the protocol)
         assert [e.text for e in view.entries] == []  # nothing was sent to the model
-        assert len(provider.requests) == 2
-    finally:
-        await harness.close()
+    assert len(proc.requests) == 2
 
 
 async def test_export_never_replaces_a_file_and_names_never_collide(tmp_path):
