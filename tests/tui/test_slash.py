@@ -360,41 +360,37 @@ async def test_a_command_typed_after_a_kept_draft_runs_and_is_never_sent(harness
     assert len(proc.requests) == 2
 
 
-async def test_export_never_replaces_a_file_and_names_never_collide(tmp_path):
+async def test_export_never_replaces_a_file_and_names_never_collide(harness_process):
     """Two sessions made in the same minute share their first 8 hex digits: their
     exports get names as long as makes them unique. Exporting again writes a new
     file (`-2`), never over the first."""
-    provider = ScriptedProvider([ScriptedTurn(text="A."), ScriptedTurn(text="B.")])
-    harness, conv_id = await open_driven(tmp_path, provider)
-    item = await harness.submit(conv_id, "hello")
-    await harness.wait(item.id, conv_id, poll=0.05)
-    copy = await harness.fork(conv_id)
-    assert copy.id[:8] == conv_id[:8]
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=(140, 45)) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            await run_command(app, pilot, "/export")
-            await wait_for(lambda: "exported to" in said(app), pilot)
-            first = sorted(tmp_path.glob("bastion-*.md"))
-            assert len(first) == 1
-            original = first[0].read_text()
-            await run_command(app, pilot, "/resume " + copy.id)
-            await wait_for(lambda: app.conversation_id == copy.id, pilot)
-            await run_command(app, pilot, "/export")
-            await wait_for(lambda: len(list(tmp_path.glob("bastion-*.md"))) == 2, pilot)
-            await run_command(app, pilot, "/export")
-            await wait_for(lambda: len(list(tmp_path.glob("bastion-*.md"))) == 3, pilot)
-            await wait_for(lambda: "-2.md" in said(app).replace("\n", ""), pilot)
-        names = sorted(p.name for p in tmp_path.glob("bastion-*.md"))
-        short = await harness.short_ids([conv_id, copy.id])
-        assert names == sorted(
-            [f"bastion-{short[conv_id]}.md", f"bastion-{short[copy.id]}.md",
-             f"bastion-{short[copy.id]}-2.md"]
-        )  # fmt: skip
-        assert first[0].read_text() == original
-    finally:
-        await harness.close()
+    proc = harness_process([ScriptedTurn(text="A."), ScriptedTurn(text="B.")])
+    work = proc.work
+    conv_id = await proc.session(["hello"])
+    app = proc.app(resume=conv_id)
+    async with app.run_test(size=(140, 45)) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        copy = await app.harness.fork(conv_id)  # (through the protocol)
+        assert copy.id[:8] == conv_id[:8]
+        await run_command(app, pilot, "/export")
+        await wait_for(lambda: "exported to" in said(app), pilot)
+        first = sorted(work.glob("bastion-*.md"))
+        assert len(first) == 1
+        original = first[0].read_text()
+        await run_command(app, pilot, "/resume " + copy.id)
+        await wait_for(lambda: app.conversation_id == copy.id, pilot)
+        await run_command(app, pilot, "/export")
+        await wait_for(lambda: len(list(work.glob("bastion-*.md"))) == 2, pilot)
+        await run_command(app, pilot, "/export")
+        await wait_for(lambda: len(list(work.glob("bastion-*.md"))) == 3, pilot)
+        await wait_for(lambda: "-2.md" in said(app).replace("\n", ""), pilot)
+        short = await app.harness.short_ids([conv_id, copy.id])
+    names = sorted(p.name for p in work.glob("bastion-*.md"))
+    assert names == sorted(
+        [f"bastion-{short[conv_id]}.md", f"bastion-{short[copy.id]}.md",
+         f"bastion-{short[copy.id]}-2.md"]
+    )  # fmt: skip
+    assert first[0].read_text() == original
 
 
 async def test_help_key_lines_fit_at_80_columns(harness_process, tmp_path):
