@@ -16,7 +16,7 @@ from runtime.model.records import Approval
 from runtime.testing.scripted import ScriptedProvider
 from tests.tui.conftest import SIZE, app_over, open_driven, wait_for
 from tests.tui.test_approval_keys import command_turns
-from tests.tui.test_long import open_long_session
+from tests.tui.test_long import open_long_session, open_long_session_here
 from tui.app import BastionApp
 from tui.widgets import ApprovalPrompt, AssistantEntry
 
@@ -36,24 +36,22 @@ def record_frames(app: BastionApp, monkeypatch: Any) -> list[tuple[int, bool]]:
 
 
 async def test_the_first_frame_shows_the_sessions_end_and_the_parts_come_after(
-    tmp_path, monkeypatch
+    harness_process, monkeypatch
 ):
     monkeypatch.setattr("tui.app.FIRST_VIEW_WAIT", 30.0)  # (a loaded machine is slow)
-    harness, conv_id = await open_long_session(tmp_path, 30)
-    app = app_over(harness, conv_id, stored=True)
+    proc, conv_id = await open_long_session(harness_process, 30)
+    app = proc.app(resume=conv_id)  # (stored=True, as `bastion -r` builds it)
+    assert app._stored
     frames = record_frames(app, monkeypatch)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.parts_ready.is_set, pilot)
-            await pilot.pause(0.1)
-            assert frames, "no frame was drawn"
-            answers, parts = frames[0]
-            assert answers > 0, "the first frame was drawn before the session's view"
-            assert not parts, "the hidden parts were mounted before the first frame"
-            assert app.query(AssistantEntry).last().text_shown == "Answer number 29."
-            assert app.query_one("#inbox") and app.ready.is_set()
-    finally:
-        await harness.close()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.parts_ready.is_set, pilot)
+        await pilot.pause(0.1)
+        assert frames, "no frame was drawn"
+        answers, parts = frames[0]
+        assert answers > 0, "the first frame was drawn before the session's view"
+        assert not parts, "the hidden parts were mounted before the first frame"
+        assert app.query(AssistantEntry).last().text_shown == "Answer number 29."
+        assert app.query_one("#inbox") and app.ready.is_set()
 
 
 async def test_a_new_session_draws_its_prompt_at_once(tmp_path, monkeypatch):
@@ -81,7 +79,7 @@ async def test_a_new_session_draws_its_prompt_at_once(tmp_path, monkeypatch):
 async def test_a_view_that_is_slow_to_come_lets_the_screen_draw_meanwhile(tmp_path, monkeypatch):
     monkeypatch.setattr("tui.app.FIRST_VIEW_WAIT", 0.2)
     release = asyncio.Event()
-    harness, conv_id = await open_long_session(tmp_path, 2)
+    harness, conv_id = await open_long_session_here(tmp_path, 2)  # (its opener is held)
 
     async def opener() -> tuple[Any, str]:
         await release.wait()
