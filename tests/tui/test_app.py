@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -11,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from runtime.ipc.local import local_client
 from runtime.model.llm import ProviderError, ToolCall
 from runtime.model.records import (
     Approval,
@@ -22,7 +22,7 @@ from runtime.model.records import (
     ToolCallState,
 )
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from tests.tui.conftest import SIZE, HangingProvider, app_over, open_driven, run_settled, wait_for
+from tests.tui.conftest import SIZE, HangingProvider, run_settled, wait_for
 from tui.app import BastionApp
 from tui.widgets import (
     ApprovalPrompt,
@@ -256,33 +256,41 @@ async def test_a_resumed_conversation_shows_its_history(harness_process):
         assert "openai/test" in status and "done" in status and "13 tok" in status
 
 
-async def test_the_view_resyncs_from_the_store_after_a_gap(tmp_path):
+async def test_the_view_resyncs_from_the_store_after_a_gap(harness_process, monkeypatch):
     """A lost event makes the reducer ask for a resync; the app reloads and keeps going."""
-    provider = ScriptedProvider([ScriptedTurn(text="one two three", chunk_size=4)])
-    harness, conv_id = await open_driven(tmp_path, provider)
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            dropped: list[object] = []
-            publish = harness._publish
+    from runtime.ipc.channel import EventChannel
+    from runtime.model.events import TextDelta
 
-            def lossy(event):
-                if getattr(event, "seq", None) == 2 and not dropped:
-                    dropped.append(event)  # the second delta never reaches the app
-                    return
-                publish(event)
+    # (paced, so the deltas come apart rather than joined in one)
+    proc = harness_process([{"text": "one two three", "chunk_size": 4, "delay_ms": 40}])
+    app = proc.app()
+    deltas: list[object] = []
+    dropped: list[object] = []
+    put_many = EventChannel.put_many
 
-            harness._publish = lossy  # type: ignore[method-assign]
-            for driver in harness._drivers.values():
-                driver.publish = lossy
-            await pilot.press(*"count", "enter")
-            await wait_for(lambda: run_settled(app), pilot)
-            await pilot.pause(0.05)
-            assert dropped
-            assert [w.text_shown for w in assistant_widgets(app)] == ["one two three"]
-    finally:
-        await harness.close()
+    def lossy(self, events):  # the second delta from the harness process never arrives
+        kept = []
+        for event in events:
+            if isinstance(event, TextDelta):
+                deltas.append(event)
+                if len(deltas) == 2:
+                    dropped.append(event)
+                    continue
+            kept.append(event)
+        put_many(self, kept)
+
+    monkeypatch.setattr(EventChannel, "put_many", lossy)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        await pilot.press(*"count", "enter")
+        await wait_for(lambda: run_settled(app), pilot)
+        await wait_for(lambda: text_shown(app) == ["one two three"], pilot)
+        assert dropped
+        assert text_shown(app) == ["one two three"]
+
+
+def text_shown(app: BastionApp) -> list[str]:
+    return [w.text_shown for w in assistant_widgets(app)]
 
 
 async def test_a_delta_updates_only_the_entry_it_changes(harness_process, tmp_path, monkeypatch):
@@ -334,32 +342,23 @@ async def test_up_and_down_walk_through_what_was_sent(harness_process, tmp_path)
         assert prompt.value == "dra"
 
 
-async def test_thinking_shows_until_the_first_token(tmp_path):
-    gate = asyncio.Event()
-
-    class Slow(ScriptedProvider):
-        async def stream(self, request):
-            await gate.wait()
-            async for item in super().stream(request):
-                yield item
-
-    harness, conv_id = await open_driven(tmp_path, Slow([ScriptedTurn(text="Now.")]))
-    app = app_over(harness, conv_id, first_prompt="go")
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            # The row's children are composed a moment after it is mounted.
-            await wait_for(
-                lambda: bool(assistant_widgets(app) and assistant_widgets(app)[0].query(".marker")),
-                pilot,
-            )
-            marker = assistant_widgets(app)[0].query_one(".marker")
-            await wait_for(lambda: marker.has_class("-shown"), pilot)
-            assert "thinking…" in str(marker.render())
-            gate.set()
-            await wait_for(lambda: run_settled(app), pilot)
-            assert not marker.has_class("-shown")
-    finally:
-        await harness.close()
+async def test_thinking_shows_until_the_first_token(harness_process):
+    gate = threading.Event()  # the model answers once it is set
+    proc = harness_process([{"text": "Now.", "holds": {0: gate}}])
+    app = proc.app(first_prompt="go")
+    async with app.run_test(size=SIZE) as pilot:
+        # The row's children are composed a moment after it is mounted.
+        await wait_for(
+            lambda: bool(assistant_widgets(app) and assistant_widgets(app)[0].query(".marker")),
+            pilot,
+        )
+        marker = assistant_widgets(app)[0].query_one(".marker")
+        await wait_for(lambda: marker.has_class("-shown"), pilot)
+        assert "thinking…" in str(marker.render())
+        assert len(proc.requests) == 1  # asked, and nothing answered yet
+        gate.set()
+        await wait_for(lambda: run_settled(app), pilot)
+        assert not marker.has_class("-shown")
 
 
 async def test_quitting_during_a_run_ends_it_as_interrupted(harness_process, tmp_path):
@@ -376,26 +375,22 @@ async def test_quitting_during_a_run_ends_it_as_interrupted(harness_process, tmp
     assert snap.entries[-1].status == EntryStatus.INTERRUPTED
 
 
-async def test_a_running_command_shows_its_newest_output_lines(tmp_path):
-    from tests.runtime.helpers import RecordingToolbox
-
-    class Compiling(RecordingToolbox):
-        async def run(self, name, arguments, on_output=None, on_start=None):
-            self.calls.append((name, json.loads(arguments)))
-            for i in range(1, 7):
-                on_output(f"compiling unit {i}\n")
-            await self.gate.wait()
-            return await super().run(name, arguments)
-
-    toolbox = Compiling(gate=asyncio.Event())
-    turns = [
-        ScriptedTurn(tool_calls=(ToolCall("call_1", "run_command", '{"command": "make"}'),)),
-        ScriptedTurn(text="Built."),
-    ]
-    harness, conv_id = await open_driven(
-        tmp_path, ScriptedProvider(turns), toolbox, approval_mode="full-auto"
+async def test_a_running_command_shows_its_newest_output_lines(harness_process):
+    """A real command prints six lines and then waits for a file the test writes."""
+    command = (
+        "for i in 1 2 3 4 5 6; do echo compiling unit $i; done; "
+        "while [ ! -e built.flag ]; do sleep 0.02; done; echo linked"
     )
-    app = app_over(harness, conv_id, first_prompt="build")
+    turns = [
+        {
+            "tool_calls": [
+                {"id": "call_1", "name": "run_command", "arguments": {"command": command}}
+            ]
+        },
+        {"text": "Built."},
+    ]
+    proc = harness_process(turns)
+    app = proc.app(first_prompt="build", approval_mode="full-auto")
 
     def line() -> str:
         found = list(app.query(ToolCallLine))
@@ -405,35 +400,36 @@ async def test_a_running_command_shows_its_newest_output_lines(tmp_path):
         await wait_for(lambda: "unit 6" in line(), pilot)
         shown = line()
         assert "compiling unit 3" in shown and "compiling unit 2" not in shown  # the last four
-        toolbox.gate.set()
+        assert "exit" not in shown
+        (proc.work / "built.flag").write_text("")
         await wait_for(lambda: run_settled(app), pilot)
         done = line()
-        assert "compiling unit" not in done and "run_command ok" in done
-    await harness.close()
+        assert "exit 0" in done and "linked" in done  # the result's row, not the live tail
 
 
-async def test_the_prompt_takes_keys_before_the_session_opens(tmp_path):
-    """A new session's first frame comes before its store is opened: what the user types
-    and sends meanwhile is kept, and sent once the session is open."""
+async def test_the_prompt_takes_keys_before_the_session_opens(harness_process):
+    """A new session's first frame comes before its harness process has opened it: what
+    the user types and sends meanwhile is kept, and sent once the session is open."""
     release = asyncio.Event()
-    provider = ScriptedProvider([ScriptedTurn(text="Opened and answered.")])
+    proc = harness_process([{"text": "Opened and answered."}])
+    app = proc.app()
+    opener = app._opener
 
-    async def opener():
+    async def late():  # the harness process is slow to hand over its session
         await release.wait()
-        harness, conv_id = await open_driven(tmp_path, provider)
-        return await local_client(harness, client="test"), conv_id
+        return await opener()
 
-    app = BastionApp(opener=opener, model="scripted/bastion-test")
+    app._opener = late
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
-        assert "scripted/bastion-test" in label_text(app, "#status-left")
+        assert "openai/test" in label_text(app, "#status-left")
         await pilot.press(*"early bird", "enter")
         await pilot.pause(0.05)
-        assert not app.ready.is_set() and provider.requests == []
+        assert not app.ready.is_set() and proc.requests == []
         release.set()
         await wait_for(lambda: run_settled(app), pilot)
         assert [str(w.render()) for w in app.query(UserEntry)] == ["early bird"]
-        assert provider.requests[0].messages[-1].content == "early bird"
+    assert proc.requests[0].body["messages"][-1]["content"] == "early bird"
 
 
 async def test_a_session_that_cannot_open_ends_the_app_with_its_error(tmp_path):
@@ -483,37 +479,17 @@ def test_new_output_waits_for_a_pause_in_typing_then_for_the_gap_after_an_echo()
     assert hold(10.0, 10.0 - KEY_QUIET - 0.001, shown_at=late, echoed_at=never) == 0.0
 
 
-async def test_a_key_s_echo_is_noted_once_drawn(tmp_path):
+async def test_a_key_s_echo_is_noted_once_drawn(harness_process):
     """`echoed_at` follows the frame after the app handled a key (what `hold` waits for
     before showing held output)."""
     import time
 
-    async with gated_app(tmp_path) as gated:
+    async with gated_app(harness_process) as gated:
         app, pilot = gated.app, gated.pilot
         before = time.monotonic()
         await pilot.press("a")
         await wait_for(lambda: app.echoed_at >= app.typed_at >= before, pilot)
         assert app.query_one(PromptInput).value == "a"
-
-
-class _GatedProvider(ScriptedProvider):
-    """Streams "first", waits for `more`, streams `rest` in pieces, waits for `end`."""
-
-    def __init__(self, rest: str = " second") -> None:
-        super().__init__([ScriptedTurn(text="")])
-        self.rest = rest
-        self.more, self.end = asyncio.Event(), asyncio.Event()
-
-    async def stream(self, request):
-        from runtime.model.llm import TextChunk
-
-        self.requests.append(request)
-        yield TextChunk("first")
-        await self.more.wait()
-        for start in range(0, len(self.rest), 500):
-            yield TextChunk(self.rest[start : start + 500])
-            await asyncio.sleep(0.001)  # (a model's pace: the app draws between chunks)
-        await self.end.wait()
 
 
 async def _first_shown(app: BastionApp, pilot) -> None:
@@ -526,30 +502,34 @@ async def _first_shown(app: BastionApp, pilot) -> None:
 
 @dataclass
 class Gated:
-    """An app streaming a `_GatedProvider`'s answer, its first piece on screen."""
+    """An app streaming a gated answer (`first`; once `more` is set, the rest; once `end`
+    is set, its end) from the harness process, its first piece on screen."""
 
     app: BastionApp
     pilot: Any
-    provider: _GatedProvider
-    harness: Any
-    conv_id: str
+    more: threading.Event
+    end: threading.Event
     answer: AssistantEntry
 
 
 @asynccontextmanager
-async def gated_app(tmp_path, rest: str = " second") -> AsyncIterator[Gated]:
-    """A driven harness answering "first", then (gated) `rest`; the app over it, until
-    the first piece is shown; the harness closed after."""
-    provider = _GatedProvider(rest)
-    harness, conv_id = await open_driven(tmp_path, provider)
-    app = app_over(harness, conv_id, first_prompt="go")
+async def gated_app(harness_process, rest: str = " second") -> AsyncIterator[Gated]:
+    """The app over a harness process whose model answers "first", then (held until
+    `more`) `rest` in 5-character chunks, then (held until `end`) ends; the first piece
+    shown."""
+    more, end = threading.Event(), threading.Event()
+    text = "first" + rest
+    chunks = -(-len(text) // 5)
+    proc = harness_process([{"text": text, "chunk_size": 5, "holds": {1: more, chunks: end}}])
+    app = proc.app(first_prompt="go")
     try:
         async with app.run_test(size=SIZE) as pilot:
             await _first_shown(app, pilot)
             [answer] = assistant_widgets(app)
-            yield Gated(app, pilot, provider, harness, conv_id, answer)
+            yield Gated(app, pilot, more, end, answer)
     finally:
-        await harness.close()
+        more.set()
+        end.set()
 
 
 async def _type_until(app: BastionApp, pilot, done, keys: int = 50) -> None:
@@ -563,6 +543,27 @@ async def _type_until(app: BastionApp, pilot, done, keys: int = 50) -> None:
     raise AssertionError(f"not done after {keys} keys")
 
 
+async def _until_streamed(app: BastionApp, text: str) -> None:
+    """Until the harness process has `text` as the answer (asked over the protocol)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 30
+    while True:
+        view = await app.harness.snapshot(app.conversation_id)
+        if str(view.text_of(view.entries[-1])) == text:
+            return
+        assert loop.time() < deadline, "the answer never streamed"
+        await asyncio.sleep(0.02)  # (poll interval)
+
+
+async def _until_ended(app: BastionApp) -> None:
+    """Until the harness process has ended the run (asked over the protocol)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 30
+    while (await app.harness.snapshot(app.conversation_id)).active_run is not None:
+        assert loop.time() < deadline, "the run never ended"
+        await asyncio.sleep(0.02)  # (poll interval)
+
+
 def _hold_output(app: BastionApp, monkeypatch) -> None:
     """As if the user kept typing for the rest of the test."""
     import time
@@ -574,7 +575,7 @@ def _hold_output(app: BastionApp, monkeypatch) -> None:
     app.typed_at = time.monotonic()
 
 
-async def test_a_key_holds_output_from_the_moment_the_driver_reads_it(tmp_path):
+async def test_a_key_holds_output_from_the_moment_the_driver_reads_it(harness_process):
     """The terminal driver (Textual's, as `get_driver_class` picks it) notes each key as
     its thread reads it: a frame of held output that would start before the app got
     to the key sees it was typed. The key then reaches the prompt as before."""
@@ -587,7 +588,7 @@ async def test_a_key_holds_output_from_the_moment_the_driver_reads_it(tmp_path):
 
     from tui.textual_compat import noting_keys
 
-    async with gated_app(tmp_path) as gated:
+    async with gated_app(harness_process) as gated:
         app, pilot = gated.app, gated.pilot
         textuals = App.get_driver_class(app)
         assert issubclass(app.driver_class, textuals) and app.driver_class is not textuals
@@ -601,25 +602,27 @@ async def test_a_key_holds_output_from_the_moment_the_driver_reads_it(tmp_path):
         await wait_for(lambda: app.query_one(PromptInput).value == "z", pilot)
 
 
-async def test_typing_holds_output_and_a_run_ending_shows_after_the_next_key(tmp_path, monkeypatch):
+async def test_typing_holds_output_and_a_run_ending_shows_after_the_next_key(
+    harness_process, monkeypatch
+):
     import time
 
     import tui.pacing
 
-    async with gated_app(tmp_path) as gated:
-        app, pilot, provider = gated.app, gated.pilot, gated.provider
+    async with gated_app(harness_process) as gated:
+        app, pilot = gated.app, gated.pilot
         await pilot.press("a")  # a real key counts as typing
         assert time.monotonic() - app.typed_at < 5.0
         assert app.query_one(PromptInput).value == "a"
         # The user keeps typing (a pause longer than the test): new text waits.
         _hold_output(app, monkeypatch)
-        provider.more.set()
+        gated.more.set()
+        await _until_streamed(app, "first second")  # the harness process has it all
         await pilot.pause(0.3)
-        streamed = await gated.harness.snapshot(gated.conv_id)
-        assert str(streamed.text_of(streamed.entries[-1])) == "first second"
         assert gated.answer.text_shown == "first"
         # The run ends (urgent): held until the gap after the next key's echo...
-        provider.end.set()
+        gated.end.set()
+        await _until_ended(app)
         await pilot.pause(0.3)
         assert gated.answer.text_shown == "first"
         # ...then shown with everything held, though the user "types" on.
@@ -628,16 +631,18 @@ async def test_typing_holds_output_and_a_run_ending_shows_after_the_next_key(tmp
         assert time.monotonic() - app.typed_at < tui.pacing.KEY_QUIET
 
 
-async def test_text_read_ahead_while_held_is_drawn_as_it_would_have_been(tmp_path, monkeypatch):
+async def test_text_read_ahead_while_held_is_drawn_as_it_would_have_been(
+    harness_process, monkeypatch
+):
     rest = "".join(f"\n\n## Part {i}\n\nParagraph {i}.\n\n```\ncode {i}\n```" for i in range(300))
-    async with gated_app(tmp_path, rest) as gated:
+    async with gated_app(harness_process, rest) as gated:
         app, pilot, answer = gated.app, gated.pilot, gated.answer
         _hold_output(app, monkeypatch)
-        gated.provider.more.set()
+        gated.more.set()
         # Held off the screen, the new text is still read: its cuts are found now.
         await wait_for(lambda: len(answer._splitter.cuts) > 10, pilot, timeout=30)
         assert answer.text_shown == "first"
-        gated.provider.end.set()
+        gated.end.set()
         await _type_until(app, pilot, lambda: run_settled(app))
         await pilot.pause(0.05)
         assert answer.text_shown == "first" + rest

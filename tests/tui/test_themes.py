@@ -7,6 +7,7 @@ import io
 import re
 import tokenize
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual._color_constants import COLOR_NAME_TO_RGB
@@ -15,7 +16,7 @@ from textual.color import Color
 from runtime.model.errors import ConfigError
 from runtime.setup.load import load_config
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from tests.tui.conftest import SIZE, app_over, open_driven, run_settled, wait_for
+from tests.tui.conftest import SIZE, run_settled, wait_for
 from themes import THEMES, check_theme_name
 from themes.user import ThemeFolder, parse_theme, user_themes_dir
 from tui.app import BastionApp
@@ -183,27 +184,23 @@ def _colours(svg: str) -> set[str]:
     return set(re.findall(r"#[0-9a-f]{6}", svg.lower()))
 
 
-async def _screen_colours(tmp_path: Path, start: str, switch_to: str | None) -> set[str]:
-    turns = [ScriptedTurn(text="# Plan\n\n```python\nx = 1\n```\n\nDone **now**.")]
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns))
-    try:
-        app = app_over(harness, conv_id, theme=start, first_prompt="go")
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(lambda: run_settled(app), pilot)
-            if switch_to is not None:
-                app.theme = switch_to
-            await pilot.pause(0.1)
-            return _colours(app.export_screenshot())
-    finally:
-        await harness.close()
+async def _screen_colours(harness_process: Any, start: str, switch_to: str | None) -> set[str]:
+    proc = harness_process([{"text": "# Plan\n\n```python\nx = 1\n```\n\nDone **now**."}])
+    app = proc.app(theme=start, first_prompt="go")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: run_settled(app), pilot)
+        if switch_to is not None:
+            app.theme = switch_to
+        await pilot.pause(0.1)
+        return _colours(app.export_screenshot())
 
 
 @pytest.mark.parametrize("target", ["bastion-light", "bastion-high-contrast"])
-async def test_switching_theme_live_repaints_everything(tmp_path, target):
+async def test_switching_theme_live_repaints_everything(harness_process, target):
     """A screen switched from dark to `target` has exactly the colours of one started in it."""
-    switched = await _screen_colours(tmp_path / "a", "bastion-dark", target)
-    fresh = await _screen_colours(tmp_path / "b", target, None)
-    dark = await _screen_colours(tmp_path / "c", "bastion-dark", None)
+    switched = await _screen_colours(harness_process, "bastion-dark", target)
+    fresh = await _screen_colours(harness_process, target, None)
+    dark = await _screen_colours(harness_process, "bastion-dark", None)
     assert switched == fresh
     assert THEMES["bastion-dark"].background.lower() in dark  # type: ignore[union-attr]
     assert THEMES["bastion-dark"].background.lower() not in switched  # type: ignore[union-attr]
