@@ -18,9 +18,9 @@ from runtime import Harness
 
 if TYPE_CHECKING:
     from runtime import HarnessClient
-    from tui.app import Opener
+    from tui.app import BastionApp, Opener
 
-__all__ = ["opener", "run_app"]
+__all__ = ["build_app", "opener", "run_app"]
 
 
 def opener(conversation_id: str, said: list[str], home: Path | None = None) -> Opener:
@@ -42,15 +42,21 @@ def opener(conversation_id: str, said: list[str], home: Path | None = None) -> O
 
 def run_app(conversation_id: str, *, theme: str | None = None) -> int:
     """The app attached to `conversation_id` until the user quits (the session goes on)."""
-    from runtime import load_config
-    from tui.app import BastionApp
     from tui.launch import size_from_the_terminal
 
     size_from_the_terminal()
     asyncio.run(_check(conversation_id))  # an unknown id fails here, before the screen
+    return build_app(conversation_id, theme=theme).run() or 0
+
+
+def build_app(conversation_id: str, *, theme: str | None = None) -> BastionApp:
+    """The app `bastion attach ID` runs (the app's tests open theirs with this too)."""
+    from runtime import load_config
+    from tui.app import BastionApp
+
     said: list[str] = []
     config = load_config(os.getcwd())
-    app = BastionApp(
+    return BastionApp(
         opener=opener(conversation_id, said),
         theme=theme or config.theme,
         catalog=config.model_info,
@@ -58,7 +64,6 @@ def run_app(conversation_id: str, *, theme: str | None = None) -> int:
         commands=config.commands,
         notes=said,  # (read once the session is on screen: filled by then)
     )
-    return app.run() or 0
 
 
 async def _check(conversation_id: str) -> None:

@@ -144,13 +144,14 @@ class HarnessProcess:
         self,
         *,
         first_prompt: str | None = None,
+        model: str | None = MODEL,
         approval_mode: str | None = "ask",
         session_id: str | None = None,
         resume: str | None = None,
         theme: str | None = None,
         args: Sequence[str] = (),
     ) -> list[str]:
-        argv = ["--model", MODEL]
+        argv = ["--model", model] if model is not None else []
         if approval_mode is not None:
             argv += ["--approval-mode", approval_mode]
         if session_id is not None:
@@ -165,7 +166,8 @@ class HarnessProcess:
         """The app as `bastion ARGS` builds it (`tui.launch.build_app`), over a harness
         process `tui.launch` starts (told to drive at once, as on a terminal).
 
-        Options: `first_prompt`, `approval_mode` (default "ask"), `session_id`,
+        Options: `first_prompt`, `model` (default openai/test; None: no flag),
+        `approval_mode` (default "ask"; None: no flag), `session_id`,
         `resume`, `theme`, `args` (more flags), and `app` (BastionApp attributes to
         set after it is built, e.g. a `sandbox_notice`)."""
         from runtime import load_config
@@ -206,6 +208,29 @@ class HarnessProcess:
         finally:
             await client.close()
         return conversation_id
+
+    async def driving(self, first: str, **options: Any) -> tuple[Any, str]:
+        """A harness process started as `bastion` starts one, driving its new session
+        with `first` sent and answered (a new session is stored, and served on its
+        attach socket, from its first prompt), with no app: (its owner client, the
+        conversation's id). It ends when the test closes the client."""
+        from tui.child import Child
+        from tui.parsers import main_parser
+
+        child = Child.start(main_parser().parse_args(self.argv(**options)), check_model=True)
+        self.seeders.append(child)
+        child.drive()
+        client, conversation_id = await child.harness()
+        item = await client.submit(conversation_id, first)
+        await client.wait(item.id, conversation_id)
+        return client, conversation_id
+
+    def attached(self, conversation_id: str, **options: Any) -> Any:
+        """The app as `bastion attach ID` builds it (`tui.attach_app.build_app`): a client
+        on the attach socket of the harness process that drives the session."""
+        from tui.attach_app import build_app
+
+        return build_app(conversation_id, **options)
 
     @property
     def conversation_id(self) -> str:

@@ -16,7 +16,6 @@ import textual
 
 from runtime.model.llm import ToolCall
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from tests.runtime.helpers import RecordingToolbox
 from tests.tui.conftest import (
     SIZE,
     HangingProvider,
@@ -27,6 +26,7 @@ from tests.tui.conftest import (
     run_settled,
     wait_for,
 )
+from tests.tui.process import hanging
 from tui.app import BastionApp
 from tui.attach_app import opener as attach_opener
 from tui.widgets import ApprovalPrompt
@@ -37,17 +37,22 @@ async def attach_to(tmp_path, provider, toolbox=None) -> tuple[BastionApp, Any]:
     return attached_app(driver, conv_id), driver
 
 
-async def test_the_attached_app_streams_sends_and_answers_an_approval(tmp_path):
-    args = json.dumps({"path": "notes.txt"})
-    provider = ScriptedProvider(
+async def test_the_attached_app_streams_sends_and_answers_an_approval(harness_process):
+    write = {
+        "id": "call_w",
+        "name": "write_file",
+        "arguments": {"path": "notes.txt", "content": "hi"},
+    }
+    proc = harness_process(
         [
-            ScriptedTurn(text="streamed to a second screen", chunk_size=2, delay=0.01),
-            ScriptedTurn(text="Writing.", tool_calls=(ToolCall("call_w", "write_file", args),)),
-            ScriptedTurn(text="Written."),
+            {"text": "Set up."},
+            {"text": "streamed to a second screen", "chunk_size": 2, "delay_ms": 10},
+            {"text": "Writing.", "tool_calls": [write]},
+            {"text": "Written."},
         ]
     )
-    toolbox = RecordingToolbox()
-    app, driver = await attach_to(tmp_path, provider, toolbox)
+    owner, conv_id = await proc.driving("set up")  # the first terminal's harness process
+    app = proc.attached(conv_id)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(lambda: app.ready.is_set(), pilot)
@@ -59,32 +64,35 @@ async def test_the_attached_app_streams_sends_and_answers_an_approval(tmp_path):
             prompt = app.query_one(ApprovalPrompt)
             # (shown, then focused: a `y` before the focus moves is typed into the prompt)
             await wait_for(lambda: prompt.has_class("-shown") and app.focused is prompt, pilot)
-            assert toolbox.calls == []
+            assert not (proc.work / "notes.txt").exists()
             await pilot.press("y")
-            await wait_for(lambda: run_settled(app) and len(app.view.runs) == 2, pilot)
-            assert toolbox.calls == [("write_file", {"path": "notes.txt"})]
+            await wait_for(lambda: run_settled(app) and len(app.view.runs) == 3, pilot)
+            assert (proc.work / "notes.txt").read_text() == "hi"
             assert app.view.entries[-1].text == "Written."
     finally:
-        await driver.close()
+        await owner.close()
 
 
-async def test_escape_in_the_attached_app_interrupts_the_driving_process(tmp_path):
-    provider = HangingProvider("this goes on")
-    app, driver = await attach_to(tmp_path, provider)
+async def test_escape_in_the_attached_app_interrupts_the_driving_process(harness_process):
+    proc = harness_process([{"text": "Set up."}, hanging("this goes on")])
+    owner, conv_id = await proc.driving("set up")
+    app = proc.attached(conv_id)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(lambda: app.ready.is_set(), pilot)
             await pilot.press(*"go", "enter")
-            await wait_for(lambda: provider.streamed.is_set(), pilot)
+            await wait_for(lambda: len(proc.requests) == 2, pilot)
             await wait_for(lambda: bool(app.view.active_run), pilot)
             await pilot.press("escape")
             await wait_for(lambda: run_settled(app), pilot)
             assert app.view.runs[-1].state == "interrupted"
             # Quitting the attached app leaves the session to its driver.
             await pilot.press("ctrl+c", "ctrl+c")
-        assert driver.driver(app.conversation_id) is not None
+        proc.add_turns({"text": "still here"})
+        item = await owner.submit(conv_id, "still there?")  # the driving process goes on
+        assert (await owner.wait(item.id, conv_id)).state == "completed"
     finally:
-        await driver.close()
+        await owner.close()
 
 
 def test_snapshot_attached_app_asking_for_approval(snap_compare, tmp_path):
