@@ -209,11 +209,11 @@ class HarnessProcess:
             await client.close()
         return conversation_id
 
-    async def driving(self, first: str, **options: Any) -> tuple[Any, str]:
+    async def driving(self, first: str | None, **options: Any) -> tuple[Any, str]:
         """A harness process started as `bastion` starts one, driving its new session
         with `first` sent and answered (a new session is stored, and served on its
-        attach socket, from its first prompt), with no app: (its owner client, the
-        conversation's id). It ends when the test closes the client."""
+        attach socket, from its first prompt; None: nothing sent), with no app: (its
+        owner client, the conversation's id). It ends when the test closes the client."""
         from tui.child import Child
         from tui.parsers import main_parser
 
@@ -221,8 +221,9 @@ class HarnessProcess:
         self.seeders.append(child)
         child.drive()
         client, conversation_id = await child.harness()
-        item = await client.submit(conversation_id, first)
-        await client.wait(item.id, conversation_id)
+        if first is not None:
+            item = await client.submit(conversation_id, first)
+            await client.wait(item.id, conversation_id)
         return client, conversation_id
 
     def attached(self, conversation_id: str, **options: Any) -> Any:
@@ -246,6 +247,16 @@ class HarnessProcess:
         store = await Store.open(self.home / "bastion.sqlite")
         try:
             return await store.snapshot(conversation_id or self.conversation_id)
+        finally:
+            await store.close()
+
+    async def lease(self, conversation_id: str) -> Any:
+        """The conversation's lease as the store holds it now (who drives it)."""
+        from runtime.store.database import Store
+
+        store = await Store.open(self.home / "bastion.sqlite")
+        try:
+            return await store.lease(conversation_id)
         finally:
             await store.close()
 

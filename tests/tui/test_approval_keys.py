@@ -8,15 +8,10 @@ import tomllib
 from typing import Any
 
 from runtime.config.settings import settings_path
-from runtime.harness import Harness
 from runtime.model.llm import ToolCall
 from runtime.model.records import Approval, ToolCallState
-from runtime.providers.openai import OpenAIChatProvider
-from runtime.run.deps import LoopSettings
-from runtime.run.toolbox import WorkspaceToolbox
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from runtime.testing.server import LoopbackServer
-from tests.tui.conftest import MODEL, SIZE, app_over, open_driven, run_settled, wait_for
+from tests.tui.conftest import SIZE, app_over, open_driven, run_settled, wait_for
 from tui.app import BastionApp
 from tui.widgets import ApprovalPrompt, ToolCallLine
 
@@ -89,39 +84,27 @@ async def test_a_on_a_compound_command_saves_every_part_for_the_project(harness_
     assert snap.rules == ()
 
 
-async def test_e_denies_with_a_message_the_model_receives(tmp_path):
+async def test_e_denies_with_a_message_the_model_receives(harness_process):
     call = {"id": "c1", "name": "run_command", "arguments": {"command": "rm -rf build"}}
-    with LoopbackServer([{"tool_calls": [call]}, {"text": "I will use make clean."}]) as server:
-        provider = OpenAIChatProvider("openai", server.base_url)
-        harness = await Harness.open(
-            tmp_path / "bastion.sqlite",
-            resolve_model=lambda spec: (provider, spec.split("/", 1)[1]),
-            toolbox_factory=lambda conv: WorkspaceToolbox(conv.cwd, tmp_path / "artifacts"),
-            loop_settings=LoopSettings(checkpoint_interval=0.02),
-        )
-        conv = await harness.create_conversation(
-            str(tmp_path), settings={"model": MODEL, "approval_mode": "ask"}
-        )
-        await harness.drive(conv.id)
-        app = app_over(harness, conv.id, first_prompt="clean up")
-        try:
-            async with app.run_test(size=SIZE) as pilot:
-                prompt = await asking(app, pilot)
-                await pilot.press("e", "escape")  # back to the question; the run goes on
-                assert app.focused is prompt and "[y] once" in prompt.question
-                await pilot.press("e")
-                assert app.focused is prompt.query_one("#approval-message")
-                await pilot.press(*"use make clean", "enter")
-                await wait_for(lambda: run_settled(app), pilot)
-                snap = await harness.store.snapshot(conv.id)
-                user_texts = [e.text for e in snap.entries if e.kind == "user"]
-                assert user_texts == ["clean up"]  # the message was not sent as a prompt
-                row = str(app.query_one(ToolCallLine).render())
-                assert "and said: use make clean" in row  # the row shows what was said
-        finally:
-            await harness.close()
-        told = [m for m in server.requests[1].json["messages"] if m["role"] == "tool"]
-        assert "the user denied run_command and said: use make clean" in told[0]["content"]
+    proc = harness_process([{"tool_calls": [call]}, {"text": "I will use make clean."}])
+    (proc.work / "build").mkdir()
+    app = proc.app(first_prompt="clean up")
+    async with app.run_test(size=SIZE) as pilot:
+        prompt = await asking(app, pilot)
+        await pilot.press("e", "escape")  # back to the question; the run goes on
+        assert app.focused is prompt and "[y] once" in prompt.question
+        await pilot.press("e")
+        assert app.focused is prompt.query_one("#approval-message")
+        await pilot.press(*"use make clean", "enter")
+        await wait_for(lambda: run_settled(app), pilot)
+        row = str(app.query_one(ToolCallLine).render())
+        assert "and said: use make clean" in row  # the row shows what was said
+    snap = await proc.snapshot()
+    user_texts = [e.text for e in snap.entries if e.kind == "user"]
+    assert user_texts == ["clean up"]  # the message was not sent as a prompt
+    told = [m for m in proc.requests[1].body["messages"] if m["role"] == "tool"]
+    assert "the user denied run_command and said: use make clean" in told[0]["content"]
+    assert (proc.work / "build").is_dir()  # denied: never run
 
 
 async def test_the_diff_shows_in_the_prompt_and_then_in_the_row(harness_process):

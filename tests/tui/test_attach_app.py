@@ -18,7 +18,6 @@ from runtime.model.llm import ToolCall
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.tui.conftest import (
     SIZE,
-    HangingProvider,
     app_over,
     attached_app,
     notices,
@@ -239,17 +238,21 @@ async def test_every_slash_command_in_the_attached_app_acts_and_the_first_termin
         await driver.close()
 
 
-async def test_every_key_of_the_app_in_the_attached_app_acts_as_in_the_first(tmp_path):
+async def test_every_key_of_the_app_in_the_attached_app_acts_as_in_the_first(harness_process):
     """Issue 26 and 35: each of the app's keys, pressed in `bastion attach`, does what it
-    does in the first terminal (the first terminal shows the result); none ends the app."""
+    does in the first terminal (the first terminal shows the result); none ends the app.
+    The first terminal is `bastion` (its harness process drives the session), the
+    second `bastion attach ID` on that process's attach socket."""
     from tests.tui.test_slash import said, status
     from tui.widgets import PromptInput
 
-    provider = HangingProvider("this goes on")
-    driver, conv_id = await open_driven(tmp_path, provider)
-    first, app = app_over(driver, conv_id), attached_app(driver, conv_id)
-    try:
-        async with first.run_test(size=SIZE) as p1, app.run_test(size=SIZE) as pilot:
+    proc = harness_process([{"text": "Set up."}, hanging("this goes on")])
+    first = proc.app(first_prompt="set up")  # (a session is stored with its first prompt)
+    async with first.run_test(size=SIZE) as p1:
+        await wait_for(lambda: run_settled(first), p1)
+        conv_id = first.conversation_id
+        app = proc.attached(conv_id)
+        async with app.run_test(size=SIZE) as pilot:
             await wait_for(lambda: app.ready.is_set() and first.ready.is_set(), pilot)
             await pilot.press(*"go", "enter")
             await wait_for(lambda: bool(first.view and first.view.active_run), p1)
@@ -285,9 +288,10 @@ async def test_every_key_of_the_app_in_the_attached_app_acts_as_in_the_first(tmp
             assert app.is_running
             await pilot.press("ctrl+c")
             await wait_for(lambda: not app.is_running, p1)
-        assert driver.driver(conv_id) is not None  # the session goes on
-    finally:
-        await driver.close()
+        proc.add_turns({"text": "still here"})  # the session goes on in the first terminal
+        await p1.press(*"still there?", "enter")
+        await wait_for(lambda: first.view.entries[-1].text == "still here", p1)
+        assert first.view.runs[-1].state == "completed"
 
 
 async def _close_after(client: Any, driver: Any) -> None:

@@ -10,7 +10,7 @@ from runtime import ConfigError, Harness
 from runtime.model.llm import Usage
 from runtime.model.records import EntryKind
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from tests.tui.conftest import MODEL, SIZE, app_over, open_driven, run_settled, wait_for
+from tests.tui.conftest import MODEL, SIZE, run_settled, wait_for
 from tui.app import BastionApp
 from tui.slash import COMMANDS
 from tui.widgets import CommandHints, CommandOutput, PromptInput, StatusBar
@@ -103,32 +103,28 @@ async def test_typing_a_slash_offers_completions_and_tab_completes(harness_proce
         await wait_for(lambda: "/compact" in said(app), pilot)
 
 
-async def test_model_lists_switches_and_refuses_an_unknown_name(tmp_path, trusted):
-    trusted(tmp_path)
-    provider = ScriptedProvider([ScriptedTurn(text="one")])
-    (tmp_path / ".bastion").mkdir()
-    (tmp_path / ".bastion" / "config.toml").write_text(
+async def test_model_lists_switches_and_refuses_an_unknown_name(harness_process, trusted):
+    proc = harness_process([{"text": "one"}])
+    trusted(proc.work)
+    (proc.work / ".bastion").mkdir()
+    (proc.work / ".bastion" / "config.toml").write_text(
         '[providers.localproxy]\nbase_url = "http://127.0.0.1:9/v1"\n'
     )
-    harness, conv_id = await open_validating(tmp_path, provider)
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=(140, 45)) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            await run_command(app, pilot, "/model")
-            await wait_for(lambda: f"model: {MODEL}" in said(app), pilot)
-            assert "providers: openai, anthropic, ollama, localproxy" in said(app)
-            await run_command(app, pilot, "/model nope/x")
-            await wait_for(lambda: "unknown provider in 'nope/x'" in said(app), pilot)
-            assert MODEL in status(app)
-            await run_command(app, pilot, "/model scripted/other")
-            await wait_for(lambda: "scripted/other" in status(app), pilot)
-            await pilot.press(*"hi", "enter")
-            await wait_for(lambda: run_settled(app), pilot)
-        assert [r.model for r in provider.requests] == ["other"]
-        assert (await harness.get_conversation(conv_id)).agent.model == "scripted/other"
-    finally:
-        await harness.close()
+    app = proc.app()
+    async with app.run_test(size=(140, 45)) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        await run_command(app, pilot, "/model")
+        await wait_for(lambda: "model: openai/test" in said(app), pilot)
+        assert "providers: openai, anthropic, ollama, localproxy" in said(app)
+        await run_command(app, pilot, "/model nope/x")
+        await wait_for(lambda: "unknown provider 'nope' in model 'nope/x'" in said(app), pilot)
+        assert "openai/test" in status(app)
+        await run_command(app, pilot, "/model openai/other")
+        await wait_for(lambda: "openai/other" in status(app), pilot)
+        await pilot.press(*"hi", "enter")
+        await wait_for(lambda: run_settled(app), pilot)
+    assert [r.body["model"] for r in proc.requests] == ["other"]
+    assert (await proc.snapshot()).conversation.agent.model == "openai/other"
 
 
 async def test_mode_lists_switches_and_refuses_an_unknown_mode(harness_process, tmp_path):
@@ -246,43 +242,37 @@ async def test_the_command_palette_runs_the_same_commands(harness_process, tmp_p
         assert not isinstance(app.screen, CommandPalette)
 
 
-async def test_resume_switches_to_a_stored_conversation_here(tmp_path):
-    """`/resume ID` (what the picker returns) releases this conversation and goes on
-    with that one: its transcript shows, and the next prompt goes to it."""
-    provider = ScriptedProvider(
-        [ScriptedTurn(text="first answer"), ScriptedTurn(text="second answer"),
-         ScriptedTurn(text="back in the first")]
-    )  # fmt: skip
-    harness, first = await open_driven(tmp_path, provider)
-    item = await harness.submit(first, "in the first")
-    await harness.wait(item.id, first, poll=0.05)
-    other = await harness.create_conversation(str(tmp_path), settings={"model": MODEL})
-    await harness.release(first)  # this process drives the one on screen
-    await harness.drive(other.id, interactive=True)
-    app = app_over(harness, other.id)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            await pilot.press(*"in the second", "enter")
-            await wait_for(lambda: run_settled(app), pilot)
-            short = (await harness.short_ids([first]))[first]  # as the picker shows it
-            assert len(short) < len(first)
-            await run_command(app, pilot, f"/resume {short}")
-            await wait_for(lambda: app.conversation_id == first, pilot)
-            await wait_for(lambda: "first answer" in transcript_text(app), pilot)
-            await pilot.press(*"again", "enter")
-            await wait_for(lambda: "back in the first" in transcript_text(app), pilot)
-        snap = await harness.store.snapshot(first)
-        assert [e.text for e in snap.entries][-2:] == ["again", "back in the first"]
-        assert harness.driver(other.id) is None and harness.driver(first) is not None
-    finally:
-        await harness.close()
-
-
 def transcript_text(app: BastionApp) -> str:
     from tui.widgets import AssistantEntry
 
     return "\n".join(w.text_shown for w in app.query(AssistantEntry))
+
+
+async def test_resume_switches_to_a_stored_conversation_here(harness_process):
+    """`/resume ID` (what the picker returns) releases this conversation and goes on
+    with that one: its transcript shows, and the next prompt goes to it."""
+    proc = harness_process(
+        [{"text": "first answer"}, {"text": "second answer"}, {"text": "back in the first"}]
+    )
+    first = await proc.session(["in the first"])  # stored by a harness process, closed
+    app = proc.app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        other = app.conversation_id
+        await pilot.press(*"in the second", "enter")
+        await wait_for(lambda: run_settled(app), pilot)
+        short = (await app.harness.short_ids([first]))[first]  # as the picker shows it
+        assert len(short) < len(first)
+        await run_command(app, pilot, f"/resume {short}")
+        await wait_for(lambda: app.conversation_id == first, pilot)
+        await wait_for(lambda: "first answer" in transcript_text(app), pilot)
+        await pilot.press(*"again", "enter")
+        await wait_for(lambda: "back in the first" in transcript_text(app), pilot)
+        pid = proc.children[-1].process.pid  # the harness process drives the first now
+        assert (await proc.lease(first)).pid == pid
+        assert (await proc.lease(other)).owner is None  # and let the other go
+    snap = await proc.snapshot(first)
+    assert [e.text for e in snap.entries][-2:] == ["again", "back in the first"]
 
 
 async def test_fork_rewind_and_restore_from_the_prompt(harness_process):
