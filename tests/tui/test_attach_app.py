@@ -31,11 +31,6 @@ from tui.attach_app import opener as attach_opener
 from tui.widgets import ApprovalPrompt
 
 
-async def attach_to(tmp_path, provider, toolbox=None) -> tuple[BastionApp, Any]:
-    driver, conv_id = await open_driven(tmp_path, provider, toolbox)
-    return attached_app(driver, conv_id), driver
-
-
 async def test_the_attached_app_streams_sends_and_answers_an_approval(harness_process):
     write = {
         "id": "call_w",

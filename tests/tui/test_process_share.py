@@ -10,7 +10,7 @@ the app (a runtime test that lives here), are not app tests and are not counted;
 (test_plain*.py, and elsewhere a test of `LineMode` that opens no app), since the line mode ships with its harness in its own process
 (`tui/plain.py` serves it through `local_client`). The check fails when the
 in-process share rises above 20%, and prints the figures; and the count of in-process
-tests may only fall (a ratchet: 25 of 136 now, 62 when the 80% target was still a goal)."""
+tests may only fall (a ratchet: 25 of 139 now, 62 of 136 when the 80% target was still a goal)."""
 
 from __future__ import annotations
 
