@@ -282,10 +282,18 @@ async def test_the_view_resyncs_from_the_store_after_a_gap(harness_process, monk
     monkeypatch.setattr(EventChannel, "put_many", lossy)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(app.ready.is_set, pilot)
+        client = app.harness
+        snapshot, reloads = client.snapshot, []
+
+        async def reloading(conversation_id):  # the resync: a whole view asked for
+            reloads.append(conversation_id)
+            return await snapshot(conversation_id)
+
+        client.snapshot = reloading
         await pilot.press(*"count", "enter")
         await wait_for(lambda: run_settled(app), pilot)
         await wait_for(lambda: text_shown(app) == ["one two three"], pilot)
-        assert dropped
+        assert dropped and reloads == [app.conversation_id]
         assert text_shown(app) == ["one two three"]
 
 
