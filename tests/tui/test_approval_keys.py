@@ -10,8 +10,8 @@ from typing import Any
 from runtime.config.settings import settings_path
 from runtime.model.llm import ToolCall
 from runtime.model.records import Approval, ToolCallState
-from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from tests.tui.conftest import SIZE, app_over, open_driven, run_settled, wait_for
+from runtime.testing.scripted import ScriptedTurn
+from tests.tui.conftest import SIZE, run_settled, wait_for
 from tui.app import BastionApp
 from tui.widgets import ApprovalPrompt, ToolCallLine
 
@@ -126,33 +126,51 @@ async def test_the_diff_shows_in_the_prompt_and_then_in_the_row(harness_process)
     assert (proc.work / "src" / "config.py").read_text() == "def f():\n    return 2\n"
 
 
-async def test_o_and_w_run_a_command_outside_the_sandbox_or_with_network_once(tmp_path, toolbox):
+async def test_o_and_w_run_a_command_outside_the_sandbox_or_with_network_once(harness_process):
     """`o`: this command outside the sandbox; `w`: this command with the network. Each
-    is committed with the approval and reaches the toolbox for that call only."""
-    turns = command_turns("curl https://example.com", "make install", "make")
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns), toolbox)
-    app = app_over(harness, conv_id, first_prompt="go")
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            prompt = await asking(app, pilot, with_rule=False)
-            assert "[o] outside the sandbox once" in prompt.question
-            assert "[w] with network once" in prompt.question
-            await pilot.press("w")
+    is committed with the approval and reaches the real toolbox for that call only:
+    each command says which network interfaces it sees and tries a write outside the
+    workspace (where the sandbox walls are here to be seen)."""
+    from tools.sandbox import probe
+
+    proc = harness_process([])
+    out = proc.tmp_path / "out"
+    out.mkdir()
+    check = 'echo net=$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d " " | tr "\\n" ,); '
+    calls = [
+        {"id": f"c{i}", "name": "run_command",
+         "arguments": {"command": f"{check}touch {out}/{mark} && echo wrote || echo refused"}}
+        for i, mark in enumerate(("network", "outside", "plain"))
+    ]  # fmt: skip
+    proc.add_turns(*({"tool_calls": [call]} for call in calls), {"text": "Done."})
+    app = proc.app(first_prompt="go")
+    async with app.run_test(size=SIZE) as pilot:
+        prompt = await asking(app, pilot, with_rule=False)
+        assert "[o] outside the sandbox once" in prompt.question
+        assert "[w] with network once" in prompt.question
+        for done, key in enumerate("wo", start=1):
+            await pilot.press(key)
             # (each time shown and focused again: a key before the focus moves is typed)
-            await wait_for(lambda: len(toolbox.calls) == 1 and _asking(app, prompt), pilot)
-            await pilot.press("o")
-            await wait_for(lambda: len(toolbox.calls) == 2 and _asking(app, prompt), pilot)
-            await pilot.press("y")
-            await wait_for(lambda: run_settled(app), pilot)
-        snap = await harness.store.snapshot(conv_id)
-        assert [(c.review or {}).get("sandbox") for c in snap.tool_calls] == [
-            "network",
-            "outside",
-            None,
-        ]
-        assert toolbox.sandboxes == ["network", "outside", None]
-    finally:
-        await harness.close()
+            await wait_for(lambda done=done: _asking(app, prompt) and ran(app) == done, pilot)
+        await pilot.press("y")
+        await wait_for(lambda: run_settled(app), pilot)
+    snap = await proc.snapshot()
+    assert [(c.review or {}).get("sandbox") for c in snap.tool_calls] == [
+        "network",
+        "outside",
+        None,
+    ]
+    support = probe()
+    if support.landlock and support.namespace:  # the walls are here: each call's effect
+        said = [e.text for e in snap.entries if e.kind == "tool_result"]
+        seen = [line for text in said for line in text.splitlines() if line.startswith("net=")]
+        assert seen[0] != "net=lo," and seen[1] != "net=lo," and seen[2] == "net=lo,", seen
+        assert sorted(p.name for p in out.iterdir()) == ["outside"]
+
+
+def ran(app: BastionApp) -> int:
+    """How many of the view's tool calls are done."""
+    return sum(c.state == "done" for c in app.view.tool_calls)
 
 
 def _asking(app: BastionApp, prompt: ApprovalPrompt) -> bool:

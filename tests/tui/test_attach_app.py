@@ -18,8 +18,6 @@ from runtime.model.llm import ToolCall
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.tui.conftest import (
     SIZE,
-    app_over,
-    attached_app,
     notices,
     open_driven,
     run_settled,
@@ -128,29 +126,26 @@ def test_snapshot_attached_app_asking_for_approval(snap_compare, tmp_path):
 
 
 async def test_every_slash_command_in_the_attached_app_acts_and_the_first_terminal_shows_it(
-    tmp_path,
+    harness_process,
 ):
     """Issue 35: a second terminal (`bastion attach`) can do everything the first can.
-    Both terminals are the app, over the one protocol: the first over its own client,
-    the second on the session's attach socket. Each command typed in the second does
-    what it does in the first, and the first terminal shows the result."""
+    Both terminals are the app, over the one protocol: the first is `bastion` over its
+    harness process, the second `bastion attach ID` on that process's attach socket.
+    Each command typed in the second does what it does in the first, and the first
+    terminal shows the result. (The first terminal sends the first prompt: a new
+    session is stored, and served on its attach socket, from then.)"""
     from tests.tui.test_slash import run_command, said, status, transcript_text
     from tui.slash import COMMANDS
     from tui.widgets import PromptInput
 
-    work = tmp_path / "work"
-    work.mkdir()
-    write = ToolCall("w1", "write_file", json.dumps({"path": "notes.txt", "content": "hi"}))
-    provider = ScriptedProvider(
-        [ScriptedTurn(text="Writing.", tool_calls=(write,)), ScriptedTurn(text="Wrote it."),
-         ScriptedTurn(text="Second answer."), ScriptedTurn(text="Summary of it all."),
-         ScriptedTurn(text="Handoff note."), ScriptedTurn(text="In the new one.")]
+    write = {"id": "w1", "name": "write_file", "arguments": {"path": "notes.txt", "content": "hi"}}
+    proc = harness_process(
+        [{"text": "Set up."}, {"text": "Writing.", "tool_calls": [write]}, {"text": "Wrote it."},
+         {"text": "Second answer."}, {"text": "Summary of it all."}, {"text": "Handoff note."},
+         {"text": "In the new one."}]
     )  # fmt: skip
-    from runtime.run.toolbox import WorkspaceToolbox
-
-    box = WorkspaceToolbox(str(work), tmp_path / "artifacts")
-    driver, conv_id = await open_driven(tmp_path, provider, box, folder=work)
-    first, second = app_over(driver, conv_id), attached_app(driver, conv_id)
+    work = proc.work
+    first = proc.app(first_prompt="set up")
     tried: set[str] = set()
 
     async def command(line: str, expect: Any) -> None:
@@ -161,8 +156,12 @@ async def test_every_slash_command_in_the_attached_app_acts_and_the_first_termin
         except AssertionError:
             raise AssertionError(f"{line}: {said(second)!r} / {status(second)!r}") from None
 
-    try:
-        async with first.run_test(size=SIZE) as p1, second.run_test(size=SIZE) as p2:
+    async with first.run_test(size=SIZE) as p1:
+        await wait_for(lambda: run_settled(first), p1)
+        conv_id = first.conversation_id
+        driving = proc.children[-1].process.pid  # the first terminal's harness process
+        second = proc.attached(conv_id)
+        async with second.run_test(size=SIZE) as p2:
             await wait_for(lambda: first.ready.is_set() and second.ready.is_set(), p2)
             assert second.harness.guest and not first.harness.guest
             # A prompt and its approval, from the second terminal.
@@ -173,8 +172,8 @@ async def test_every_slash_command_in_the_attached_app_acts_and_the_first_termin
             await wait_for(lambda: "Wrote it." in transcript_text(first), p1)
             assert (work / "notes.txt").read_text() == "hi"
             # The model and the approval mode: both terminals' status lines change.
-            await command("/model scripted/other", lambda: "other" in status(second))
-            await wait_for(lambda: "scripted/other" in status(first), p1)
+            await command("/model openai/other", lambda: "other" in status(second))
+            await wait_for(lambda: "openai/other" in status(first), p1)
             await command("/mode read-only", lambda: "read-only" in status(second))
             await wait_for(lambda: "read-only" in status(first), p1)
             await p2.press("shift+tab")  # the next mode, as in the first terminal
@@ -182,7 +181,7 @@ async def test_every_slash_command_in_the_attached_app_acts_and_the_first_termin
             assert status(first).split("·")[0] == status(second).split("·")[0]
             await command("/mode auto-edit", lambda: "auto-edit" in status(first))
             await command("/effort high", lambda: "high" in said(second))
-            await command("/cost", lambda: "over 1 run" in said(second))
+            await command("/cost", lambda: "over 2 run" in said(second))
             await command("/mcp", lambda: "MCP" in said(second) or "mcp" in said(second))
             await command("/jobs", lambda: "no background jobs" in said(second))
             await command("/agents", lambda: "no background agents" in said(second))
@@ -209,7 +208,7 @@ async def test_every_slash_command_in_the_attached_app_acts_and_the_first_termin
             await command("/fork", lambda: second.conversation_id != conv_id)
             forked = second.conversation_id
             await command(f"/resume {conv_id}", lambda: second.conversation_id == conv_id)
-            await command("/rewind 1", lambda: "rewound" in said(second))
+            await command("/rewind 2", lambda: "rewound" in said(second))
             assert second.query_one(PromptInput).text == "write the notes"
             await command("/restore", lambda: "removed notes.txt" in said(second))
             assert not (work / "notes.txt").exists()
@@ -217,8 +216,9 @@ async def test_every_slash_command_in_the_attached_app_acts_and_the_first_termin
             await command("/new", lambda: bool(second.query("#welcome")))
             await p2.press(*"hello", "enter")
             await wait_for(lambda: "In the new one." in transcript_text(second), p2)
-            assert first.conversation_id == conv_id and driver.driver(conv_id) is not None
-            assert driver.driver(forked) is None  # (left: no one follows it)
+            assert first.conversation_id == conv_id
+            assert (await proc.lease(conv_id)).pid == driving  # still driven there
+            assert (await proc.lease(forked)).owner is None  # (left: no one follows it)
             await command(f"/resume {conv_id}", lambda: second.conversation_id == conv_id)
             await command("/clear", lambda: second.conversation_id != conv_id)
             await command(f"/resume {conv_id}", lambda: second.conversation_id == conv_id)
@@ -228,9 +228,7 @@ async def test_every_slash_command_in_the_attached_app_acts_and_the_first_termin
             assert first.is_running and first.conversation_id == conv_id
         names = {c.name for c in COMMANDS}
         assert names <= tried | {"clear", "exit"}, names - tried
-        assert driver.driver(conv_id) is not None  # the session goes on
-    finally:
-        await driver.close()
+        assert (await proc.lease(conv_id)).pid == driving  # the session goes on
 
 
 async def test_every_key_of_the_app_in_the_attached_app_acts_as_in_the_first(harness_process):

@@ -10,12 +10,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from runtime.ipc.local import local_client
 from runtime.model.errors import UnknownConversation
 from runtime.model.records import Approval
 from tests.tui.conftest import SIZE, wait_for
 from tests.tui.test_approval_keys import command_turns
-from tests.tui.test_long import open_long_session, open_long_session_here
+from tests.tui.test_long import open_long_session
 from tui.app import BastionApp
 from tui.widgets import ApprovalPrompt, AssistantEntry
 
@@ -75,28 +74,29 @@ async def test_a_new_session_draws_its_prompt_at_once(harness_process, monkeypat
         await wait_for(app.ready.is_set, pilot)
 
 
-async def test_a_view_that_is_slow_to_come_lets_the_screen_draw_meanwhile(tmp_path, monkeypatch):
+async def test_a_view_that_is_slow_to_come_lets_the_screen_draw_meanwhile(
+    harness_process, monkeypatch
+):
     monkeypatch.setattr("tui.app.FIRST_VIEW_WAIT", 0.2)
     release = asyncio.Event()
-    harness, conv_id = await open_long_session_here(tmp_path, 2)  # (its opener is held)
+    proc, conv_id = await open_long_session(harness_process, 2)
+    app = proc.app(resume=conv_id)  # `bastion -r ID`: a stored session
+    opener = app._opener
 
-    async def opener() -> tuple[Any, str]:
+    async def late() -> tuple[Any, str]:  # the harness process is slow to hand it over
         await release.wait()
-        return await local_client(harness, client="test", owner=False), conv_id
+        return await opener()
 
-    app = BastionApp(opener=opener, stored=True)
+    app._opener = late
     frames = record_frames(app, monkeypatch)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(lambda: bool(frames), pilot)  # after FIRST_VIEW_WAIT
-            assert frames[0] == (0, False) and not app.ready.is_set()
-            await pilot.press(*"hi")  # the prompt takes keys and shows them meanwhile
-            await wait_for(lambda: app.query_one("#prompt").text == "hi", pilot)
-            release.set()
-            await wait_for(app.parts_ready.is_set, pilot)
-            assert app.query(AssistantEntry).last().text_shown == "Answer number 1."
-    finally:
-        await harness.close()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: bool(frames), pilot)  # after FIRST_VIEW_WAIT
+        assert frames[0] == (0, False) and not app.ready.is_set()
+        await pilot.press(*"hi")  # the prompt takes keys and shows them meanwhile
+        await wait_for(lambda: app.query_one("#prompt").text == "hi", pilot)
+        release.set()
+        await wait_for(app.parts_ready.is_set, pilot)
+        assert app.query(AssistantEntry).last().text_shown == "Answer number 1."
 
 
 async def test_a_stored_session_that_cannot_open_ends_the_app_with_its_error():
