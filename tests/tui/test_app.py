@@ -362,8 +362,8 @@ async def test_thinking_shows_until_the_first_token(harness_process):
         )
         marker = assistant_widgets(app)[0].query_one(".marker")
         await wait_for(lambda: marker.has_class("-shown"), pilot)
-        assert "thinking…" in str(marker.render())
-        assert len(proc.requests) == 1  # asked, and nothing answered yet
+        await wait_for(lambda: len(proc.requests) == 1, pilot)  # asked, nothing answered
+        assert marker.has_class("-shown") and "thinking…" in str(marker.render())
         gate.set()
         await wait_for(lambda: run_settled(app), pilot)
         assert not marker.has_class("-shown")
