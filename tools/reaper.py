@@ -398,7 +398,10 @@ class Supervisor:
 
     def end_init(self) -> None:
         """Close PID 1's lifeline (it exits, and the kernel ends anything left in the
-        namespace) and collect it, waiting a bounded while."""
+        namespace) and collect it, waiting a bounded while. The kernel lets PID 1 go
+        only once every process of its namespace is reaped, and the command's own
+        processes are our children: they are collected meanwhile (else each cut
+        command waited out the bound, 3 s, with its killed processes unreaped)."""
         if self.hold < 0:
             return
         os.close(self.hold)
@@ -411,6 +414,7 @@ class Supervisor:
                     return
             except ChildProcessError:
                 return
+            reap_children()  # (PID 1 itself too, once it exits: the next waitpid says so)
             time.sleep(delay)
             delay = min(delay * 2, 0.05)
 

@@ -18,9 +18,9 @@ from runtime import Harness
 
 if TYPE_CHECKING:
     from runtime import HarnessClient
-    from tui.app import Opener
+    from tui.app import BastionApp, Opener
 
-__all__ = ["opener", "run_app"]
+__all__ = ["build_app", "opener", "run_app"]
 
 
 def opener(conversation_id: str, said: list[str], home: Path | None = None) -> Opener:
@@ -42,22 +42,11 @@ def opener(conversation_id: str, said: list[str], home: Path | None = None) -> O
 
 def run_app(conversation_id: str, *, theme: str | None = None) -> int:
     """The app attached to `conversation_id` until the user quits (the session goes on)."""
-    from runtime import load_config
-    from tui.app import BastionApp
     from tui.launch import size_from_the_terminal
 
     size_from_the_terminal()
     asyncio.run(_check(conversation_id))  # an unknown id fails here, before the screen
-    said: list[str] = []
-    config = load_config(os.getcwd())
-    app = BastionApp(
-        opener=opener(conversation_id, said),
-        theme=theme or config.theme,
-        catalog=config.model_info,
-        notify=config.notify,
-        commands=config.commands,
-        notes=said,  # (read once the session is on screen: filled by then)
-    )
+    app = build_app(conversation_id, theme=theme)
     code = app.run() or 0
     if app.failed_line is not None:  # the driving process's store failed (seed 004)
         from tui.exits import EXIT_FAILED, error_line
@@ -65,6 +54,23 @@ def run_app(conversation_id: str, *, theme: str | None = None) -> int:
         error_line(app.failed_line)
         return EXIT_FAILED
     return code
+
+
+def build_app(conversation_id: str, *, theme: str | None = None) -> BastionApp:
+    """The app `bastion attach ID` runs (the app's tests open theirs with this too)."""
+    from runtime import load_config
+    from tui.app import BastionApp
+
+    said: list[str] = []
+    config = load_config(os.getcwd())
+    return BastionApp(
+        opener=opener(conversation_id, said),
+        theme=theme or config.theme,
+        catalog=config.model_info,
+        notify=config.notify,
+        commands=config.commands,
+        notes=said,  # (read once the session is on screen: filled by then)
+    )
 
 
 async def _check(conversation_id: str) -> None:

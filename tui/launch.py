@@ -230,8 +230,36 @@ def _run_app(
 ) -> int:
     """The app over `opening`'s session; its exit code (2 with the error printed)."""
     from runtime import NoModelConfigured
-    from tui.app import BastionApp
     from tui.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE, error_line
+
+    app = build_app(opts, opening, config, theme, folder, hint)
+    error = None
+    try:
+        app.run()
+        if app.close_line is not None:  # a session that did not settle as it closed
+            error_line(app.close_line)
+        if app.failed_line is not None:  # a storage error ended it (the line says how to
+            error_line(app.failed_line)  # resume)
+        elif app.resumable is not None:
+            print(resume_hint(app.resumable))
+    finally:
+        if app.harness is None:  # quit while the session was opening
+            error = opening.close_unclaimed()
+    error = app.open_error or error
+    if error is not None and not isinstance(error, NoModelConfigured):  # (its screen said it)
+        error_line(str(error))
+        return EXIT_USAGE
+    if app.failed_line is not None:
+        return EXIT_FAILED
+    return app.return_code or EXIT_OK
+
+
+def build_app(
+    opts: Any, opening: _Opening, config: Any, theme: str, folder: Any, hint: str | None
+) -> Any:
+    """The `BastionApp` `bastion` runs over `opening`'s harness process (the app's tests
+    open theirs with this too, so they drive what ships)."""
+    from tui.app import BastionApp
 
     cwd = os.getcwd()
 
@@ -255,25 +283,7 @@ def _run_app(
         notify=config.notify,
         commands=config.commands,
     )
-    error = None
-    try:
-        app.run()
-        if app.close_line is not None:  # a session that did not settle as it closed
-            error_line(app.close_line)
-        if app.failed_line is not None:  # a storage error ended it (the line says how to
-            error_line(app.failed_line)  # resume)
-        elif app.resumable is not None:
-            print(resume_hint(app.resumable))
-    finally:
-        if app.harness is None:  # quit while the session was opening
-            error = opening.close_unclaimed()
-    error = app.open_error or error
-    if error is not None and not isinstance(error, NoModelConfigured):  # (its screen said it)
-        error_line(str(error))
-        return EXIT_USAGE
-    if app.failed_line is not None:
-        return EXIT_FAILED
-    return app.return_code or EXIT_OK
+    return app
 
 
 def sandbox_notice_for(opts: Any, config: Any) -> str | None:

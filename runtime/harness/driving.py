@@ -151,8 +151,11 @@ class DrivingOps(HarnessCore):
     async def compact(self, conversation_id: str, instructions: str | None = None) -> Entry | None:
         """Summarise the conversation's older whole turns now (keeping roughly the last
         20k tokens verbatim); the summary entry, or None when there is nothing whole to
-        compact yet. Raises CompactionFailed (the conversation is then as it was)."""
+        compact yet (a new conversation not stored until its first prompt included).
+        Raises CompactionFailed (the conversation is then as it was)."""
         self._check_open()
+        if conversation_id in self._prepared and not await self.store.exists(conversation_id):
+            return None  # prepared, never prompted: no turn at all
         conv = await self.store.get_conversation(conversation_id)
         driver = self._drivers.get(conversation_id)
         spec = driver.config.model_info.spec if driver is not None else conv.agent.model

@@ -396,12 +396,15 @@ async def _stream(
             keep_alive,
         )
     )
-    if turn.delay_ms > 0 or turn.pauses:
+    if turn.delay_ms > 0 or turn.pauses or turn.holds:
         _write_chunked(writer, rendered.head)
         for index, chunk in enumerate(chunks):
             await writer.drain()
             await asyncio.sleep((turn.delay_ms + turn.pauses.get(str(index), 0.0)) / 1000)
+            await _held(turn, index, writer)
             _write_chunked(writer, chunk)
+        await writer.drain()
+        await _held(turn, len(chunks), writer)
     else:
         await _write_blocks(writer, [rendered.head, *chunks])
     await writer.drain()
@@ -429,6 +432,14 @@ async def _stream(
     writer.write(b"0\r\n\r\n")
     await writer.drain()
     return keep_alive
+
+
+async def _held(turn: LoopbackTurn, index: int, writer: asyncio.StreamWriter) -> None:
+    """Until the test sets the turn's hold before chunk `index` (if it has one), or the
+    client goes away."""
+    hold = turn.holds.get(index)
+    while hold is not None and not hold.is_set() and not writer.transport.is_closing():
+        await asyncio.sleep(0.01)  # (polls the test's threading.Event from this loop)
 
 
 async def _write_blocks(writer: asyncio.StreamWriter, events: list[bytes]) -> None:

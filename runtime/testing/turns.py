@@ -110,6 +110,10 @@ class LoopbackTurn:
     omit_usage: bool = False
     #: Extra milliseconds slept before content chunk N (a model pausing mid-answer).
     pauses: Mapping[str, float] = field(default_factory=dict)
+    #: Tests only (not in --script files): before content chunk N (N = the number of
+    #: chunks: before the finish) the stream waits until `holds[N]`, a
+    #: `threading.Event`, is set: a model that pauses until the test lets it go on.
+    holds: Mapping[int, Any] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LoopbackTurn:

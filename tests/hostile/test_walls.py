@@ -13,6 +13,7 @@ suite; as root they show the walls bind root too.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import pathlib
 import shutil
@@ -20,12 +21,14 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from runtime.testing.waiting import until
 from tools import ToolContext, Workspace, run_tool
 from tools.sandbox import SandboxMode, SandboxPolicy, probe
 
@@ -282,6 +285,23 @@ async def test_the_supervisor_still_reports_what_it_killed(ctx: ToolContext) -> 
     assert result.ok and result.data.get("processes_killed") == 1, result.model_text()
     assert "self=2" in result.data["output"]  # PID 1 is the namespace's init
     assert result.data["sandbox"]["pid_namespace"] is True
+
+
+@needs_pid_namespace
+async def test_a_cut_command_in_its_pid_namespace_ends_at_once(ctx: ToolContext) -> None:
+    """Esc, Ctrl+S or a steer cutting a running command: the call ends as soon as its
+    processes are killed. The kernel lets the namespace's PID 1 go only once every
+    process in the namespace is reaped, and the command's are the supervisor's
+    children: it waited out its whole bound (3 s) for PID 1 before reaping them."""
+    root = pathlib.Path(ctx.workspace.root)
+    command = "echo started > started.txt; sleep 120"
+    task = asyncio.ensure_future(run_tool("run_command", {"command": command}, ctx))
+    await until(lambda: (root / "started.txt").exists(), what="the command to start")
+    cut = time.monotonic()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert time.monotonic() - cut < 1.5  # (3 s and more before: the supervisor's bound)
 
 
 def test_the_own_folders_hold_every_attach_socket(

@@ -14,6 +14,7 @@ from runtime.ipc.local import local_client
 from runtime.model.llm import ModelRequest, StreamItem, TextChunk
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import RecordingToolbox, open_harness
+from tests.tui.process import harness_process as harness_process  # the fixture
 from tui.app import BastionApp
 
 SIZE = (100, 32)  # every snapshot's terminal size

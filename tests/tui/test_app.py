@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -11,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from runtime.ipc.local import local_client
 from runtime.model.llm import ProviderError, ToolCall
 from runtime.model.records import (
     Approval,
@@ -22,7 +22,7 @@ from runtime.model.records import (
     ToolCallState,
 )
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from tests.tui.conftest import SIZE, HangingProvider, app_over, open_driven, run_settled, wait_for
+from tests.tui.conftest import SIZE, HangingProvider, run_settled, wait_for
 from tui.app import BastionApp
 from tui.widgets import (
     ApprovalPrompt,
@@ -45,11 +45,10 @@ def label_text(app: BastionApp, selector: str) -> str:
     return str(app.query_one(selector).render())
 
 
-async def test_enter_sends_the_prompt_and_the_answer_streams_in(tmp_path, monkeypatch):
+async def test_enter_sends_the_prompt_and_the_answer_streams_in(harness_process, monkeypatch):
     # (~1.2 s of stream: frames come 5 a second)
-    provider = ScriptedProvider([ScriptedTurn(text=ANSWER, chunk_size=3, delay=0.05)])
-    harness, conv_id = await open_driven(tmp_path, provider)
-    app = app_over(harness, conv_id)
+    proc = harness_process([{"text": ANSWER, "chunk_size": 3, "delay_ms": 50}])
+    app = proc.app()
     partial_seen: list[str] = []
     show_text = AssistantEntry._show_text
 
@@ -58,107 +57,95 @@ async def test_enter_sends_the_prompt_and_the_answer_streams_in(tmp_path, monkey
         partial_seen.append(self.text_shown)
 
     monkeypatch.setattr(AssistantEntry, "_show_text", recording)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            await pilot.press(*"fix the bug", "enter")
-            assert app.query_one(PromptInput).value == ""
-            await wait_for(lambda: app.typed_at < 0, pilot)  # sent: no longer typing
-            await wait_for(lambda: run_settled(app), pilot)
-            await pilot.pause(0.05)
-            [widget] = assistant_widgets(app)
-            assert widget.text_shown == ANSWER
-            assert widget.query_one(MarkdownText).source == ANSWER
-            assert [str(w.render()) for w in app.query(UserEntry)] == ["fix the bug"]
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        await pilot.press(*"fix the bug", "enter")
+        assert app.query_one(PromptInput).value == ""
+        await wait_for(lambda: app.typed_at < 0, pilot)  # sent: no longer typing
+        await wait_for(lambda: run_settled(app), pilot)
+        await pilot.pause(0.05)
+        [widget] = assistant_widgets(app)
+        assert widget.text_shown == ANSWER
+        assert widget.query_one(MarkdownText).source == ANSWER
+        assert [str(w.render()) for w in app.query(UserEntry)] == ["fix the bug"]
 
-        snap = await harness.store.snapshot(conv_id)
-        kinds = [(e.kind, e.status, e.text) for e in snap.entries]
-        assert kinds == [
-            (EntryKind.USER, EntryStatus.COMPLETE, "fix the bug"),
-            (EntryKind.ASSISTANT, EntryStatus.COMPLETE, ANSWER),
-        ]
-        assert [r.state for r in snap.runs] == [RunState.COMPLETED]
-        partial = [p for p in partial_seen if 0 < len(p) < len(ANSWER)]
-        assert len(partial) > 3, "the answer should appear piece by piece while it streams"
-        assert all(ANSWER.startswith(p) for p in partial_seen)
-        assert partial_seen == sorted(partial_seen, key=len)  # only ever appended to
-        assert provider.requests[0].messages[-1].content == "fix the bug"
-    finally:
-        await harness.close()
+    snap = await proc.snapshot()
+    kinds = [(e.kind, e.status, e.text) for e in snap.entries]
+    assert kinds == [
+        (EntryKind.USER, EntryStatus.COMPLETE, "fix the bug"),
+        (EntryKind.ASSISTANT, EntryStatus.COMPLETE, ANSWER),
+    ]
+    assert [r.state for r in snap.runs] == [RunState.COMPLETED]
+    partial = [p for p in partial_seen if 0 < len(p) < len(ANSWER)]
+    assert len(partial) > 3, "the answer should appear piece by piece while it streams"
+    assert all(ANSWER.startswith(p) for p in partial_seen)
+    assert partial_seen == sorted(partial_seen, key=len)  # only ever appended to
+    assert proc.requests[0].body["messages"][-1]["content"] == "fix the bug"
 
 
-async def test_the_prompt_from_the_command_line_is_sent_first(tmp_path):
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([ScriptedTurn(text="Hi!")]))
-    app = app_over(harness, conv_id, first_prompt="say hi")
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(lambda: run_settled(app), pilot)
-            assert "done" in label_text(app, "#status-left")
-        snap = await harness.store.snapshot(conv_id)
-        assert [(e.kind, e.text) for e in snap.entries] == [
-            (EntryKind.USER, "say hi"),
-            (EntryKind.ASSISTANT, "Hi!"),
-        ]
-    finally:
-        await harness.close()
+async def test_the_prompt_from_the_command_line_is_sent_first(harness_process):
+    proc = harness_process([{"text": "Hi!"}])
+    app = proc.app(first_prompt="say hi")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: run_settled(app), pilot)
+        assert "done" in label_text(app, "#status-left")
+    snap = await proc.snapshot()
+    assert [(e.kind, e.text) for e in snap.entries] == [
+        (EntryKind.USER, "say hi"),
+        (EntryKind.ASSISTANT, "Hi!"),
+    ]
 
 
-async def test_escape_interrupts_the_run_and_marks_the_partial_answer(tmp_path):
+async def test_escape_interrupts_the_run_and_marks_the_partial_answer(harness_process, tmp_path):
     provider = HangingProvider("I will start by reading")
-    harness, conv_id = await open_driven(tmp_path, provider)
-    app = app_over(harness, conv_id, first_prompt="go")
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(
-                lambda: (
-                    bool(assistant_widgets(app))
-                    and assistant_widgets(app)[0].text_shown == provider.text
-                ),
-                pilot,
-            )
-            assert "writing" in label_text(app, "#status-left")
-            await pilot.press("escape")
-            await wait_for(lambda: run_settled(app), pilot)
-            marker = assistant_widgets(app)[0].query_one(".marker")
-            assert marker.has_class("-shown")
-            assert "interrupted" in str(marker.render())
-        snap = await harness.store.snapshot(conv_id)
-        assert snap.runs[-1].state == RunState.INTERRUPTED
-        entry = snap.entries[-1]
-        assert (entry.kind, entry.status, entry.text) == (
-            EntryKind.ASSISTANT,
-            EntryStatus.INTERRUPTED,
-            provider.text,
+    proc = harness_process(provider)
+    app = proc.app(first_prompt="go")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(
+            lambda: (
+                bool(assistant_widgets(app))
+                and assistant_widgets(app)[0].text_shown == provider.text
+            ),
+            pilot,
         )
-    finally:
-        await harness.close()
+        assert "writing" in label_text(app, "#status-left")
+        await pilot.press("escape")
+        await wait_for(lambda: run_settled(app), pilot)
+        marker = assistant_widgets(app)[0].query_one(".marker")
+        assert marker.has_class("-shown")
+        assert "interrupted" in str(marker.render())
+    snap = await proc.snapshot()
+    assert snap.runs[-1].state == RunState.INTERRUPTED
+    entry = snap.entries[-1]
+    assert (entry.kind, entry.status, entry.text) == (
+        EntryKind.ASSISTANT,
+        EntryStatus.INTERRUPTED,
+        provider.text,
+    )
 
 
-async def test_enter_while_a_run_is_going_queues_a_steer(tmp_path):
+async def test_enter_while_a_run_is_going_queues_a_steer(harness_process, tmp_path):
     provider = HangingProvider("Working")
-    harness, conv_id = await open_driven(tmp_path, provider)
-    app = app_over(harness, conv_id, first_prompt="start")
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(provider.streamed.is_set, pilot)
-            await wait_for(lambda: app.view is not None and app.view.active_run is not None, pilot)
-            await pilot.press(*"use tabs", "enter")
-            await wait_for(lambda: bool(app.view and app.view.queued_inbox), pilot)
-            strip = app.query_one(InboxStrip)
-            assert strip.has_class("-shown")
-            assert "steer" in str(strip.render()) and "use tabs" in str(strip.render())
-            assert "1 queued" in label_text(app, "#status-left")
-            # Esc interrupts and gives the queued steer back to the prompt, to edit or send.
-            await pilot.press("escape")
-            await wait_for(lambda: run_settled(app), pilot)
-            await wait_for(lambda: app.query_one(PromptInput).value == "use tabs", pilot)
-            assert not app.view.queued_inbox
-        snap = await harness.store.snapshot(conv_id)
-        [steer] = [i for i in snap.inbox if i.text == "use tabs"]
-        assert (steer.mode, steer.state) == (InboxMode.STEER, "withdrawn")
-        assert [r.state for r in snap.runs] == [RunState.INTERRUPTED]
-    finally:
-        await harness.close()
+    proc = harness_process(provider)
+    app = proc.app(first_prompt="start")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: bool(proc.requests), pilot)
+        await wait_for(lambda: app.view is not None and app.view.active_run is not None, pilot)
+        await pilot.press(*"use tabs", "enter")
+        await wait_for(lambda: bool(app.view and app.view.queued_inbox), pilot)
+        strip = app.query_one(InboxStrip)
+        assert strip.has_class("-shown")
+        assert "steer" in str(strip.render()) and "use tabs" in str(strip.render())
+        assert "1 queued" in label_text(app, "#status-left")
+        # Esc interrupts and gives the queued steer back to the prompt, to edit or send.
+        await pilot.press("escape")
+        await wait_for(lambda: run_settled(app), pilot)
+        await wait_for(lambda: app.query_one(PromptInput).value == "use tabs", pilot)
+        assert not app.view.queued_inbox
+    snap = await proc.snapshot()
+    [steer] = [i for i in snap.inbox if i.text == "use tabs"]
+    assert (steer.mode, steer.state) == (InboxMode.STEER, "withdrawn")
+    assert [r.state for r in snap.runs] == [RunState.INTERRUPTED]
 
 
 def _write_turns() -> list[ScriptedTurn]:
@@ -169,9 +156,14 @@ def _write_turns() -> list[ScriptedTurn]:
     ]
 
 
-async def _approve(tmp_path, toolbox, key: str):
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider(_write_turns()), toolbox)
-    app = app_over(harness, conv_id, first_prompt="write notes")
+async def _approve(harness_process, key: str):
+    args = {"path": "notes.txt", "content": "hello\n"}
+    turns = [
+        {"tool_calls": [{"id": "call_1", "name": "write_file", "arguments": args}]},
+        {"text": "Wrote notes.txt."},
+    ]
+    proc = harness_process(turns)
+    app = proc.app(first_prompt="write notes")
     async with app.run_test(size=SIZE) as pilot:
         await app.parts_ready.wait()  # mounted after the first frame
         prompt = app.query_one(ApprovalPrompt)
@@ -184,133 +176,139 @@ async def _approve(tmp_path, toolbox, key: str):
         assert not prompt.has_class("-shown")
         assert app.focused is app.query_one("#prompt")
         line = str(app.query_one(ToolCallLine).render())
-    snap = await harness.store.snapshot(conv_id)
-    await harness.close()
-    return snap, line
+    return await proc.snapshot(), line, proc.work / "notes.txt"
 
 
-async def test_y_approves_a_pending_write(tmp_path, toolbox):
-    snap, line = await _approve(tmp_path, toolbox, "y")
+async def test_y_approves_a_pending_write(harness_process):
+    snap, line, written = await _approve(harness_process, "y")
     [call] = snap.tool_calls
     assert (call.approval, call.state) == (Approval.APPROVED, ToolCallState.DONE)
-    assert toolbox.calls == [("write_file", {"path": "notes.txt", "content": "hello\n"})]
-    assert "write_file" in line and "└ write_file ok" in line
+    assert written.read_text() == "hello\n"  # the real tool wrote it, once approved
+    # the row says what the tool did, with its diff
+    assert line.startswith("● Created notes.txt  (6 B)  +1") and "+hello" in line
     assert snap.entries[-1].text == "Wrote notes.txt."
 
 
-async def test_n_denies_a_pending_write(tmp_path, toolbox):
-    snap, line = await _approve(tmp_path, toolbox, "n")
+async def test_n_denies_a_pending_write(harness_process):
+    snap, line, written = await _approve(harness_process, "n")
     [call] = snap.tool_calls
     assert (call.approval, call.state) == (Approval.DENIED, ToolCallState.DENIED)
-    assert toolbox.calls == []
+    assert not written.exists()
     assert "denied" in line
 
 
-async def test_a_failed_run_is_marked_with_its_reason(tmp_path):
+async def test_a_failed_run_is_marked_with_its_reason(harness_process, tmp_path):
     error = ProviderError("model overloaded", provider="scripted", code="bad_request")
     turn = ScriptedTurn(text="Partial answer here", chunk_size=4, error=error, error_after_chunks=3)
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([turn]))
-    app = app_over(harness, conv_id, first_prompt="go")
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(lambda: run_settled(app), pilot)
-            await pilot.pause(0.05)
-            marker = assistant_widgets(app)[0].query_one(".marker")
-            assert "failed: model overloaded" in str(marker.render())
-            assert "failed" in label_text(app, "#status-left")
-        snap = await harness.store.snapshot(conv_id)
-        assert snap.entries[-1].status == EntryStatus.FAILED
-    finally:
-        await harness.close()
+    proc = harness_process(ScriptedProvider([turn]))
+    app = proc.app(first_prompt="go")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: run_settled(app), pilot)
+        await pilot.pause(0.05)
+        marker = assistant_widgets(app)[0].query_one(".marker")
+        assert "failed: openai reported an error mid-stream: model overloaded" in str(
+            marker.render()
+        )
+        assert "failed" in label_text(app, "#status-left")
+    snap = await proc.snapshot()
+    assert snap.entries[-1].status == EntryStatus.FAILED
 
 
-async def test_ctrl_c_twice_quits_and_once_only_warns(tmp_path):
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            await pilot.press("ctrl+c")
-            assert "press Ctrl+C again to quit" in label_text(app, "#status-right")
-            assert app.is_running
-            await pilot.press("ctrl+c")
-            await pilot.pause()
-        assert app.return_code == 0
-    finally:
-        await harness.close()
+async def test_ctrl_c_twice_quits_and_once_only_warns(harness_process, tmp_path):
+    proc = harness_process(ScriptedProvider([]))
+    app = proc.app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        await pilot.press("ctrl+c")
+        assert "press Ctrl+C again to quit" in label_text(app, "#status-right")
+        assert app.is_running
+        await pilot.press("ctrl+c")
+        await pilot.pause()
+    assert app.return_code == 0
 
 
-async def test_the_quit_warning_expires(tmp_path, monkeypatch):
+async def test_the_quit_warning_expires(harness_process, tmp_path, monkeypatch):
     monkeypatch.setattr("tui.app_keys.QUIT_WINDOW", 0.05)
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            await pilot.press("ctrl+c")
-            await wait_for(lambda: "again" not in label_text(app, "#status-right"), pilot)
-            await pilot.press("ctrl+c")
-            assert app.is_running
-    finally:
-        await harness.close()
+    proc = harness_process(ScriptedProvider([]))
+    app = proc.app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        await pilot.press("ctrl+c")
+        await wait_for(lambda: "again" not in label_text(app, "#status-right"), pilot)
+        await pilot.press("ctrl+c")
+        assert app.is_running
 
 
-async def test_a_resumed_conversation_shows_its_history(tmp_path):
-    provider = ScriptedProvider([ScriptedTurn(text="First answer.")])
-    harness, conv_id = await open_driven(tmp_path, provider)
-    try:
-        item = await harness.submit(conv_id, "first question")
-        await harness.wait(item.id, conv_id)
-        app = app_over(harness, conv_id)
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            await pilot.pause(0.05)
-            assert [str(w.render()) for w in app.query(UserEntry)] == ["first question"]
-            assert [w.text_shown for w in assistant_widgets(app)] == ["First answer."]
-            assert not app.query("#welcome")
-            status = label_text(app, "#status-left")
-            assert "scripted/bastion-test" in status and "done" in status and "13 tok" in status
-    finally:
-        await harness.close()
+async def test_a_resumed_conversation_shows_its_history(harness_process):
+    usage = {"prompt_tokens": 10, "completion_tokens": 3}
+    proc = harness_process([{"text": "First answer.", "usage": usage}])
+    first = proc.app(first_prompt="first question")
+    async with first.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: run_settled(first), pilot)
+    app = proc.app(resume=first.conversation_id)  # `bastion -r ID`: a second harness process
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        await pilot.pause(0.05)
+        assert [str(w.render()) for w in app.query(UserEntry)] == ["first question"]
+        assert [w.text_shown for w in assistant_widgets(app)] == ["First answer."]
+        assert not app.query("#welcome")
+        status = label_text(app, "#status-left")
+        assert "openai/test" in status and "done" in status and "13 tok" in status
 
 
-async def test_the_view_resyncs_from_the_store_after_a_gap(tmp_path):
+async def test_the_view_resyncs_from_the_store_after_a_gap(harness_process, monkeypatch):
     """A lost event makes the reducer ask for a resync; the app reloads and keeps going."""
-    provider = ScriptedProvider([ScriptedTurn(text="one two three", chunk_size=4)])
-    harness, conv_id = await open_driven(tmp_path, provider)
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            dropped: list[object] = []
-            publish = harness._publish
+    from runtime.ipc.channel import EventChannel
+    from runtime.model.events import TextDelta
 
-            def lossy(event):
-                if getattr(event, "seq", None) == 2 and not dropped:
-                    dropped.append(event)  # the second delta never reaches the app
-                    return
-                publish(event)
+    # (paced, so the deltas come apart rather than joined in one)
+    proc = harness_process([{"text": "one two three", "chunk_size": 4, "delay_ms": 40}])
+    app = proc.app()
+    deltas: list[object] = []
+    dropped: list[object] = []
+    put_many = EventChannel.put_many
 
-            harness._publish = lossy  # type: ignore[method-assign]
-            for driver in harness._drivers.values():
-                driver.publish = lossy
-            await pilot.press(*"count", "enter")
-            await wait_for(lambda: run_settled(app), pilot)
-            await pilot.pause(0.05)
-            assert dropped
-            assert [w.text_shown for w in assistant_widgets(app)] == ["one two three"]
-    finally:
-        await harness.close()
+    def lossy(self, events):  # the second delta from the harness process never arrives
+        kept = []
+        for event in events:
+            if isinstance(event, TextDelta):
+                deltas.append(event)
+                if len(deltas) == 2:
+                    dropped.append(event)
+                    continue
+            kept.append(event)
+        put_many(self, kept)
+
+    monkeypatch.setattr(EventChannel, "put_many", lossy)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        client = app.harness
+        snapshot, reloads = client.snapshot, []
+
+        async def reloading(conversation_id):  # the resync: a whole view asked for
+            reloads.append(conversation_id)
+            return await snapshot(conversation_id)
+
+        client.snapshot = reloading
+        await pilot.press(*"count", "enter")
+        await wait_for(lambda: run_settled(app), pilot)
+        await wait_for(lambda: text_shown(app) == ["one two three"], pilot)
+        assert dropped and reloads == [app.conversation_id]
+        assert text_shown(app) == ["one two three"]
 
 
-async def test_a_delta_updates_only_the_entry_it_changes(tmp_path, monkeypatch):
+def text_shown(app: BastionApp) -> list[str]:
+    return [w.text_shown for w in assistant_widgets(app)]
+
+
+async def test_a_delta_updates_only_the_entry_it_changes(harness_process, tmp_path, monkeypatch):
     """Streaming the second answer never touches the widgets of the first exchange."""
     turns = [
         ScriptedTurn(text="First."),
         ScriptedTurn(text="Second answer, streamed.", chunk_size=2),
     ]
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns))
-    app = app_over(harness, conv_id, first_prompt="one")
+    proc = harness_process(ScriptedProvider(turns))
+    app = proc.app(first_prompt="one")
     shown: list[str] = []
     for cls in (UserEntry, AssistantEntry):
         original = cls.show
@@ -320,111 +318,87 @@ async def test_a_delta_updates_only_the_entry_it_changes(tmp_path, monkeypatch):
             await original(self, entry, view)
 
         monkeypatch.setattr(cls, "show", counting)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(lambda: run_settled(app), pilot)
-            shown.clear()
-            await pilot.press(*"two", "enter")
-            await wait_for(lambda: run_settled(app) and len(app.view.runs) == 2, pilot)
-            await pilot.pause(0.05)
-        assert "one" not in shown and "First." not in shown
-        assert shown.count("two") == 1
-        assert shown[-1] == "Second answer, streamed."
-    finally:
-        await harness.close()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: run_settled(app), pilot)
+        shown.clear()
+        await pilot.press(*"two", "enter")
+        await wait_for(lambda: run_settled(app) and len(app.view.runs) == 2, pilot)
+        await pilot.pause(0.05)
+    assert "one" not in shown and "First." not in shown
+    assert shown.count("two") == 1
+    assert shown[-1] == "Second answer, streamed."
 
 
-async def test_up_and_down_walk_through_what_was_sent(tmp_path):
+async def test_up_and_down_walk_through_what_was_sent(harness_process, tmp_path):
     turns = [ScriptedTurn(text="A."), ScriptedTurn(text="B.")]
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns))
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            for text in ("first", "second"):
-                await pilot.press(*text, "enter")
-                await wait_for(
-                    lambda: run_settled(app) and not app.query_one("#prompt").value, pilot
-                )
-            await wait_for(lambda: len(app.view.runs) == 2 and run_settled(app), pilot)
-            prompt = app.query_one(PromptInput)
-            await pilot.press(*"dra", "up")
-            assert prompt.value == "second"
-            await pilot.press("up", "up")
-            assert prompt.value == "first"
-            await pilot.press("down")
-            assert prompt.value == "second"
-            await pilot.press("down")
-            assert prompt.value == "dra"
-    finally:
-        await harness.close()
+    proc = harness_process(ScriptedProvider(turns))
+    app = proc.app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        for text in ("first", "second"):
+            await pilot.press(*text, "enter")
+            await wait_for(lambda: run_settled(app) and not app.query_one("#prompt").value, pilot)
+        await wait_for(lambda: len(app.view.runs) == 2 and run_settled(app), pilot)
+        prompt = app.query_one(PromptInput)
+        await pilot.press(*"dra", "up")
+        assert prompt.value == "second"
+        await pilot.press("up", "up")
+        assert prompt.value == "first"
+        await pilot.press("down")
+        assert prompt.value == "second"
+        await pilot.press("down")
+        assert prompt.value == "dra"
 
 
-async def test_thinking_shows_until_the_first_token(tmp_path):
-    gate = asyncio.Event()
-
-    class Slow(ScriptedProvider):
-        async def stream(self, request):
-            await gate.wait()
-            async for item in super().stream(request):
-                yield item
-
-    harness, conv_id = await open_driven(tmp_path, Slow([ScriptedTurn(text="Now.")]))
-    app = app_over(harness, conv_id, first_prompt="go")
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            # The row's children are composed a moment after it is mounted.
-            await wait_for(
-                lambda: bool(assistant_widgets(app) and assistant_widgets(app)[0].query(".marker")),
-                pilot,
-            )
-            marker = assistant_widgets(app)[0].query_one(".marker")
-            await wait_for(lambda: marker.has_class("-shown"), pilot)
-            assert "thinking…" in str(marker.render())
-            gate.set()
-            await wait_for(lambda: run_settled(app), pilot)
-            assert not marker.has_class("-shown")
-    finally:
-        await harness.close()
+async def test_thinking_shows_until_the_first_token(harness_process):
+    gate = threading.Event()  # the model answers once it is set
+    proc = harness_process([{"text": "Now.", "holds": {0: gate}}])
+    app = proc.app(first_prompt="go")
+    async with app.run_test(size=SIZE) as pilot:
+        # The row's children are composed a moment after it is mounted.
+        await wait_for(
+            lambda: bool(assistant_widgets(app) and assistant_widgets(app)[0].query(".marker")),
+            pilot,
+        )
+        marker = assistant_widgets(app)[0].query_one(".marker")
+        await wait_for(lambda: marker.has_class("-shown"), pilot)
+        await wait_for(lambda: len(proc.requests) == 1, pilot)  # asked, nothing answered
+        assert marker.has_class("-shown") and "thinking…" in str(marker.render())
+        gate.set()
+        await wait_for(lambda: run_settled(app), pilot)
+        assert not marker.has_class("-shown")
 
 
-async def test_quitting_during_a_run_ends_it_as_interrupted(tmp_path):
+async def test_quitting_during_a_run_ends_it_as_interrupted(harness_process, tmp_path):
     provider = HangingProvider("Halfway")
-    harness, conv_id = await open_driven(tmp_path, provider)
-    app = app_over(harness, conv_id, first_prompt="go")
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(provider.streamed.is_set, pilot)
-            await pilot.press("ctrl+c", "ctrl+c")
-            await pilot.pause()
-        assert app.return_code == 0
-        snap = await harness.store.snapshot(conv_id)
-        assert snap.runs[-1].state == RunState.INTERRUPTED
-        assert snap.entries[-1].status == EntryStatus.INTERRUPTED
-    finally:
-        await harness.close()
+    proc = harness_process(provider)
+    app = proc.app(first_prompt="go")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: bool(proc.requests), pilot)
+        await pilot.press("ctrl+c", "ctrl+c")
+        await pilot.pause()
+    assert app.return_code == 0
+    snap = await proc.snapshot()
+    assert snap.runs[-1].state == RunState.INTERRUPTED
+    assert snap.entries[-1].status == EntryStatus.INTERRUPTED
 
 
-async def test_a_running_command_shows_its_newest_output_lines(tmp_path):
-    from tests.runtime.helpers import RecordingToolbox
-
-    class Compiling(RecordingToolbox):
-        async def run(self, name, arguments, on_output=None, on_start=None):
-            self.calls.append((name, json.loads(arguments)))
-            for i in range(1, 7):
-                on_output(f"compiling unit {i}\n")
-            await self.gate.wait()
-            return await super().run(name, arguments)
-
-    toolbox = Compiling(gate=asyncio.Event())
-    turns = [
-        ScriptedTurn(tool_calls=(ToolCall("call_1", "run_command", '{"command": "make"}'),)),
-        ScriptedTurn(text="Built."),
-    ]
-    harness, conv_id = await open_driven(
-        tmp_path, ScriptedProvider(turns), toolbox, approval_mode="full-auto"
+async def test_a_running_command_shows_its_newest_output_lines(harness_process):
+    """A real command prints six lines and then waits for a file the test writes."""
+    command = (
+        "for i in 1 2 3 4 5 6; do echo compiling unit $i; done; "
+        "while [ ! -e built.flag ]; do sleep 0.02; done; echo linked"
     )
-    app = app_over(harness, conv_id, first_prompt="build")
+    turns = [
+        {
+            "tool_calls": [
+                {"id": "call_1", "name": "run_command", "arguments": {"command": command}}
+            ]
+        },
+        {"text": "Built."},
+    ]
+    proc = harness_process(turns)
+    app = proc.app(first_prompt="build", approval_mode="full-auto")
 
     def line() -> str:
         found = list(app.query(ToolCallLine))
@@ -434,35 +408,36 @@ async def test_a_running_command_shows_its_newest_output_lines(tmp_path):
         await wait_for(lambda: "unit 6" in line(), pilot)
         shown = line()
         assert "compiling unit 3" in shown and "compiling unit 2" not in shown  # the last four
-        toolbox.gate.set()
+        assert "exit" not in shown
+        (proc.work / "built.flag").write_text("")
         await wait_for(lambda: run_settled(app), pilot)
         done = line()
-        assert "compiling unit" not in done and "run_command ok" in done
-    await harness.close()
+        assert "exit 0" in done and "linked" in done  # the result's row, not the live tail
 
 
-async def test_the_prompt_takes_keys_before_the_session_opens(tmp_path):
-    """A new session's first frame comes before its store is opened: what the user types
-    and sends meanwhile is kept, and sent once the session is open."""
+async def test_the_prompt_takes_keys_before_the_session_opens(harness_process):
+    """A new session's first frame comes before its harness process has opened it: what
+    the user types and sends meanwhile is kept, and sent once the session is open."""
     release = asyncio.Event()
-    provider = ScriptedProvider([ScriptedTurn(text="Opened and answered.")])
+    proc = harness_process([{"text": "Opened and answered."}])
+    app = proc.app()
+    opener = app._opener
 
-    async def opener():
+    async def late():  # the harness process is slow to hand over its session
         await release.wait()
-        harness, conv_id = await open_driven(tmp_path, provider)
-        return await local_client(harness, client="test"), conv_id
+        return await opener()
 
-    app = BastionApp(opener=opener, model="scripted/bastion-test")
+    app._opener = late
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
-        assert "scripted/bastion-test" in label_text(app, "#status-left")
+        assert "openai/test" in label_text(app, "#status-left")
         await pilot.press(*"early bird", "enter")
         await pilot.pause(0.05)
-        assert not app.ready.is_set() and provider.requests == []
+        assert not app.ready.is_set() and proc.requests == []
         release.set()
         await wait_for(lambda: run_settled(app), pilot)
         assert [str(w.render()) for w in app.query(UserEntry)] == ["early bird"]
-        assert provider.requests[0].messages[-1].content == "early bird"
+    assert proc.requests[0].body["messages"][-1]["content"] == "early bird"
 
 
 async def test_a_session_that_cannot_open_ends_the_app_with_its_error(tmp_path):
@@ -512,37 +487,17 @@ def test_new_output_waits_for_a_pause_in_typing_then_for_the_gap_after_an_echo()
     assert hold(10.0, 10.0 - KEY_QUIET - 0.001, shown_at=late, echoed_at=never) == 0.0
 
 
-async def test_a_key_s_echo_is_noted_once_drawn(tmp_path):
+async def test_a_key_s_echo_is_noted_once_drawn(harness_process):
     """`echoed_at` follows the frame after the app handled a key (what `hold` waits for
     before showing held output)."""
     import time
 
-    async with gated_app(tmp_path) as gated:
+    async with gated_app(harness_process) as gated:
         app, pilot = gated.app, gated.pilot
         before = time.monotonic()
         await pilot.press("a")
         await wait_for(lambda: app.echoed_at >= app.typed_at >= before, pilot)
         assert app.query_one(PromptInput).value == "a"
-
-
-class _GatedProvider(ScriptedProvider):
-    """Streams "first", waits for `more`, streams `rest` in pieces, waits for `end`."""
-
-    def __init__(self, rest: str = " second") -> None:
-        super().__init__([ScriptedTurn(text="")])
-        self.rest = rest
-        self.more, self.end = asyncio.Event(), asyncio.Event()
-
-    async def stream(self, request):
-        from runtime.model.llm import TextChunk
-
-        self.requests.append(request)
-        yield TextChunk("first")
-        await self.more.wait()
-        for start in range(0, len(self.rest), 500):
-            yield TextChunk(self.rest[start : start + 500])
-            await asyncio.sleep(0.001)  # (a model's pace: the app draws between chunks)
-        await self.end.wait()
 
 
 async def _first_shown(app: BastionApp, pilot) -> None:
@@ -555,30 +510,34 @@ async def _first_shown(app: BastionApp, pilot) -> None:
 
 @dataclass
 class Gated:
-    """An app streaming a `_GatedProvider`'s answer, its first piece on screen."""
+    """An app streaming a gated answer (`first`; once `more` is set, the rest; once `end`
+    is set, its end) from the harness process, its first piece on screen."""
 
     app: BastionApp
     pilot: Any
-    provider: _GatedProvider
-    harness: Any
-    conv_id: str
+    more: threading.Event
+    end: threading.Event
     answer: AssistantEntry
 
 
 @asynccontextmanager
-async def gated_app(tmp_path, rest: str = " second") -> AsyncIterator[Gated]:
-    """A driven harness answering "first", then (gated) `rest`; the app over it, until
-    the first piece is shown; the harness closed after."""
-    provider = _GatedProvider(rest)
-    harness, conv_id = await open_driven(tmp_path, provider)
-    app = app_over(harness, conv_id, first_prompt="go")
+async def gated_app(harness_process, rest: str = " second") -> AsyncIterator[Gated]:
+    """The app over a harness process whose model answers "first", then (held until
+    `more`) `rest` in 5-character chunks, then (held until `end`) ends; the first piece
+    shown."""
+    more, end = threading.Event(), threading.Event()
+    text = "first" + rest
+    chunks = -(-len(text) // 5)
+    proc = harness_process([{"text": text, "chunk_size": 5, "holds": {1: more, chunks: end}}])
+    app = proc.app(first_prompt="go")
     try:
         async with app.run_test(size=SIZE) as pilot:
             await _first_shown(app, pilot)
             [answer] = assistant_widgets(app)
-            yield Gated(app, pilot, provider, harness, conv_id, answer)
+            yield Gated(app, pilot, more, end, answer)
     finally:
-        await harness.close()
+        more.set()
+        end.set()
 
 
 async def _type_until(app: BastionApp, pilot, done, keys: int = 50) -> None:
@@ -592,6 +551,27 @@ async def _type_until(app: BastionApp, pilot, done, keys: int = 50) -> None:
     raise AssertionError(f"not done after {keys} keys")
 
 
+async def _until_streamed(app: BastionApp, text: str) -> None:
+    """Until the harness process has `text` as the answer (asked over the protocol)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 30
+    while True:
+        view = await app.harness.snapshot(app.conversation_id)
+        if str(view.text_of(view.entries[-1])) == text:
+            return
+        assert loop.time() < deadline, "the answer never streamed"
+        await asyncio.sleep(0.02)  # (poll interval)
+
+
+async def _until_ended(app: BastionApp) -> None:
+    """Until the harness process has ended the run (asked over the protocol)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 30
+    while (await app.harness.snapshot(app.conversation_id)).active_run is not None:
+        assert loop.time() < deadline, "the run never ended"
+        await asyncio.sleep(0.02)  # (poll interval)
+
+
 def _hold_output(app: BastionApp, monkeypatch) -> None:
     """As if the user kept typing for the rest of the test."""
     import time
@@ -603,7 +583,7 @@ def _hold_output(app: BastionApp, monkeypatch) -> None:
     app.typed_at = time.monotonic()
 
 
-async def test_a_key_holds_output_from_the_moment_the_driver_reads_it(tmp_path):
+async def test_a_key_holds_output_from_the_moment_the_driver_reads_it(harness_process):
     """The terminal driver (Textual's, as `get_driver_class` picks it) notes each key as
     its thread reads it: a frame of held output that would start before the app got
     to the key sees it was typed. The key then reaches the prompt as before."""
@@ -616,7 +596,7 @@ async def test_a_key_holds_output_from_the_moment_the_driver_reads_it(tmp_path):
 
     from tui.textual_compat import noting_keys
 
-    async with gated_app(tmp_path) as gated:
+    async with gated_app(harness_process) as gated:
         app, pilot = gated.app, gated.pilot
         textuals = App.get_driver_class(app)
         assert issubclass(app.driver_class, textuals) and app.driver_class is not textuals
@@ -630,25 +610,27 @@ async def test_a_key_holds_output_from_the_moment_the_driver_reads_it(tmp_path):
         await wait_for(lambda: app.query_one(PromptInput).value == "z", pilot)
 
 
-async def test_typing_holds_output_and_a_run_ending_shows_after_the_next_key(tmp_path, monkeypatch):
+async def test_typing_holds_output_and_a_run_ending_shows_after_the_next_key(
+    harness_process, monkeypatch
+):
     import time
 
     import tui.pacing
 
-    async with gated_app(tmp_path) as gated:
-        app, pilot, provider = gated.app, gated.pilot, gated.provider
+    async with gated_app(harness_process) as gated:
+        app, pilot = gated.app, gated.pilot
         await pilot.press("a")  # a real key counts as typing
         assert time.monotonic() - app.typed_at < 5.0
         assert app.query_one(PromptInput).value == "a"
         # The user keeps typing (a pause longer than the test): new text waits.
         _hold_output(app, monkeypatch)
-        provider.more.set()
+        gated.more.set()
+        await _until_streamed(app, "first second")  # the harness process has it all
         await pilot.pause(0.3)
-        streamed = await gated.harness.snapshot(gated.conv_id)
-        assert str(streamed.text_of(streamed.entries[-1])) == "first second"
         assert gated.answer.text_shown == "first"
         # The run ends (urgent): held until the gap after the next key's echo...
-        provider.end.set()
+        gated.end.set()
+        await _until_ended(app)
         await pilot.pause(0.3)
         assert gated.answer.text_shown == "first"
         # ...then shown with everything held, though the user "types" on.
@@ -657,16 +639,18 @@ async def test_typing_holds_output_and_a_run_ending_shows_after_the_next_key(tmp
         assert time.monotonic() - app.typed_at < tui.pacing.KEY_QUIET
 
 
-async def test_text_read_ahead_while_held_is_drawn_as_it_would_have_been(tmp_path, monkeypatch):
+async def test_text_read_ahead_while_held_is_drawn_as_it_would_have_been(
+    harness_process, monkeypatch
+):
     rest = "".join(f"\n\n## Part {i}\n\nParagraph {i}.\n\n```\ncode {i}\n```" for i in range(300))
-    async with gated_app(tmp_path, rest) as gated:
+    async with gated_app(harness_process, rest) as gated:
         app, pilot, answer = gated.app, gated.pilot, gated.answer
         _hold_output(app, monkeypatch)
-        gated.provider.more.set()
+        gated.more.set()
         # Held off the screen, the new text is still read: its cuts are found now.
         await wait_for(lambda: len(answer._splitter.cuts) > 10, pilot, timeout=30)
         assert answer.text_shown == "first"
-        gated.provider.end.set()
+        gated.end.set()
         await _type_until(app, pilot, lambda: run_settled(app))
         await pilot.pause(0.05)
         assert answer.text_shown == "first" + rest
@@ -676,22 +660,19 @@ async def test_text_read_ahead_while_held_is_drawn_as_it_would_have_been(tmp_pat
         assert answer.hidden_segments > 0
 
 
-async def test_a_notification_never_covers_the_prompt(tmp_path):
+async def test_a_notification_never_covers_the_prompt(harness_process, tmp_path):
     """Toasts (config reloaded, not sent, …) show at the top right, over the transcript,
     not over the prompt box at the bottom (Textual's default place)."""
     from textual.widgets._toast import Toast
 
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=(100, 30), notifications=True) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            app.notify("the config is valid again", title="config reloaded", timeout=30)
-            await wait_for(lambda: bool(app.screen.query(Toast)), pilot)
-            await pilot.pause(0.1)
-            toast = app.screen.query_one(Toast).region
-            prompt = app.query_one("#prompt").region
-            assert toast.height and not toast.overlaps(prompt), (toast, prompt)
-            assert toast.y < prompt.y
-    finally:
-        await harness.close()
+    proc = harness_process(ScriptedProvider([]))
+    app = proc.app()
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        app.notify("the config is valid again", title="config reloaded", timeout=30)
+        await wait_for(lambda: bool(app.screen.query(Toast)), pilot)
+        await pilot.pause(0.1)
+        toast = app.screen.query_one(Toast).region
+        prompt = app.query_one("#prompt").region
+        assert toast.height and not toast.overlaps(prompt), (toast, prompt)
+        assert toast.y < prompt.y

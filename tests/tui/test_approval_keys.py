@@ -8,15 +8,10 @@ import tomllib
 from typing import Any
 
 from runtime.config.settings import settings_path
-from runtime.harness import Harness
 from runtime.model.llm import ToolCall
-from runtime.model.records import Approval
-from runtime.providers.openai import OpenAIChatProvider
-from runtime.run.deps import LoopSettings
-from runtime.run.toolbox import WorkspaceToolbox
-from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from runtime.testing.server import LoopbackServer
-from tests.tui.conftest import MODEL, SIZE, app_over, open_driven, run_settled, wait_for
+from runtime.model.records import Approval, ToolCallState
+from runtime.testing.scripted import ScriptedTurn
+from tests.tui.conftest import SIZE, run_settled, wait_for
 from tui.app import BastionApp
 from tui.widgets import ApprovalPrompt, ToolCallLine
 
@@ -38,146 +33,144 @@ async def asking(app: BastionApp, pilot: Any, with_rule: bool = True) -> Approva
     return prompt
 
 
-async def test_a_saves_the_prefix_rule_for_the_session(tmp_path, toolbox):
+async def test_a_saves_the_prefix_rule_for_the_session(harness_process):
     turns = command_turns("git status -s", "git status --porcelain")
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns), toolbox)
-    app = app_over(harness, conv_id, first_prompt="status")
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            prompt = await asking(app, pilot)
-            text = prompt.question
-            assert "Allow run_command git status -s?" in text
-            assert "a saves: commands starting with `git status`" in text
-            assert "[a] always" in text
-            await pilot.press("a")
-            assert "[s] this session" in prompt.question and "[p] the project" in prompt.question
-            await pilot.press("c")  # back: nothing saved
-            assert "[a] always" in prompt.question
-            await pilot.press("a", "escape")  # Esc goes back too, and interrupts nothing
-            assert "[a] always" in prompt.question and app.focused is prompt
-            assert app.view is not None and app.view.active_run is not None
-            await pilot.press("a", "s")
-            await wait_for(lambda: run_settled(app), pilot)
-            assert app.focused is app.query_one("#prompt")
-            rows = [str(line.render()) for line in app.query(ToolCallLine)]
-            assert "allowed by commands starting with `git status`" in rows[1]
-        rules = await harness.rules(conv_id)
+    proc = harness_process(turns)
+    app = proc.app(first_prompt="status")
+    async with app.run_test(size=SIZE) as pilot:
+        prompt = await asking(app, pilot)
+        text = prompt.question
+        assert "Allow run_command git status -s?" in text
+        assert "a saves: commands starting with `git status`" in text
+        assert "[a] always" in text
+        await pilot.press("a")
+        assert "[s] this session" in prompt.question and "[p] the project" in prompt.question
+        await pilot.press("c")  # back: nothing saved
+        assert "[a] always" in prompt.question
+        await pilot.press("a", "escape")  # Esc goes back too, and interrupts nothing
+        assert "[a] always" in prompt.question and app.focused is prompt
+        assert app.view is not None and app.view.active_run is not None
+        await pilot.press("a", "s")
+        await wait_for(lambda: run_settled(app), pilot)
+        assert app.focused is app.query_one("#prompt")
+        rows = [str(line.render()) for line in app.query(ToolCallLine)]
+        assert "allowed by commands starting with `git status`" in rows[1]
+        rules = await app.harness.rules(app.conversation_id)  # through the protocol
         assert [(r.pattern, r.scope) for r in rules] == [("git status", "session")]
-        snap = await harness.store.snapshot(conv_id)
-        assert [c.approval for c in snap.tool_calls] == [Approval.APPROVED] * 2
-        assert len(toolbox.calls) == 2  # the second never asked
-        assert not settings_path(tmp_path).exists()
-    finally:
-        await harness.close()
+    snap = await proc.snapshot()
+    assert [c.approval for c in snap.tool_calls] == [Approval.APPROVED] * 2
+    # both ran (the second never asked): each has its result
+    assert [c.state for c in snap.tool_calls] == [ToolCallState.DONE] * 2
+    assert not settings_path(proc.work).exists()
 
 
-async def test_a_on_a_compound_command_saves_every_part_for_the_project(tmp_path, toolbox, trusted):
-    trusted(tmp_path)  # project rules are written and read only in a trusted folder
+async def test_a_on_a_compound_command_saves_every_part_for_the_project(harness_process, trusted):
     turns = command_turns("git status && npm run test -- -x", "npm run test")
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns), toolbox)
-    app = app_over(harness, conv_id, first_prompt="test")
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            prompt = await asking(app, pilot)
-            assert (
-                "a saves: commands starting with `git status`, commands starting with "
-                "`npm run test`" in prompt.question
-            )
-            await pilot.press("a", "p")
-            await wait_for(lambda: run_settled(app), pilot)
-        data = tomllib.loads(settings_path(tmp_path).read_text())
-        assert data["approvals"]["commands"] == ["git status", "npm run test"]
-        assert len(toolbox.calls) == 2
-        assert (await harness.store.snapshot(conv_id)).rules == ()
-    finally:
-        await harness.close()
+    proc = harness_process(turns)
+    trusted(proc.work)  # project rules are written and read only in a trusted folder
+    app = proc.app(first_prompt="test")
+    async with app.run_test(size=SIZE) as pilot:
+        prompt = await asking(app, pilot)
+        assert (
+            "a saves: commands starting with `git status`, commands starting with "
+            "`npm run test`" in prompt.question
+        )
+        await pilot.press("a", "p")
+        await wait_for(lambda: run_settled(app), pilot)
+    data = tomllib.loads(settings_path(proc.work).read_text())
+    assert data["approvals"]["commands"] == ["git status", "npm run test"]
+    snap = await proc.snapshot()
+    assert [c.state for c in snap.tool_calls] == [ToolCallState.DONE] * 2  # both ran
+    assert snap.rules == ()
 
 
-async def test_e_denies_with_a_message_the_model_receives(tmp_path):
+async def test_e_denies_with_a_message_the_model_receives(harness_process):
     call = {"id": "c1", "name": "run_command", "arguments": {"command": "rm -rf build"}}
-    with LoopbackServer([{"tool_calls": [call]}, {"text": "I will use make clean."}]) as server:
-        provider = OpenAIChatProvider("openai", server.base_url)
-        harness = await Harness.open(
-            tmp_path / "bastion.sqlite",
-            resolve_model=lambda spec: (provider, spec.split("/", 1)[1]),
-            toolbox_factory=lambda conv: WorkspaceToolbox(conv.cwd, tmp_path / "artifacts"),
-            loop_settings=LoopSettings(checkpoint_interval=0.02),
-        )
-        conv = await harness.create_conversation(
-            str(tmp_path), settings={"model": MODEL, "approval_mode": "ask"}
-        )
-        await harness.drive(conv.id)
-        app = app_over(harness, conv.id, first_prompt="clean up")
-        try:
-            async with app.run_test(size=SIZE) as pilot:
-                prompt = await asking(app, pilot)
-                await pilot.press("e", "escape")  # back to the question; the run goes on
-                assert app.focused is prompt and "[y] once" in prompt.question
-                await pilot.press("e")
-                assert app.focused is prompt.query_one("#approval-message")
-                await pilot.press(*"use make clean", "enter")
-                await wait_for(lambda: run_settled(app), pilot)
-                snap = await harness.store.snapshot(conv.id)
-                user_texts = [e.text for e in snap.entries if e.kind == "user"]
-                assert user_texts == ["clean up"]  # the message was not sent as a prompt
-                row = str(app.query_one(ToolCallLine).render())
-                assert "and said: use make clean" in row  # the row shows what was said
-        finally:
-            await harness.close()
-        told = [m for m in server.requests[1].json["messages"] if m["role"] == "tool"]
-        assert "the user denied run_command and said: use make clean" in told[0]["content"]
+    proc = harness_process([{"tool_calls": [call]}, {"text": "I will use make clean."}])
+    (proc.work / "build").mkdir()
+    app = proc.app(first_prompt="clean up")
+    async with app.run_test(size=SIZE) as pilot:
+        prompt = await asking(app, pilot)
+        await pilot.press("e", "escape")  # back to the question; the run goes on
+        assert app.focused is prompt and "[y] once" in prompt.question
+        await pilot.press("e")
+        assert app.focused is prompt.query_one("#approval-message")
+        await pilot.press(*"use make clean", "enter")
+        await wait_for(lambda: run_settled(app), pilot)
+        row = str(app.query_one(ToolCallLine).render())
+        assert "and said: use make clean" in row  # the row shows what was said
+    snap = await proc.snapshot()
+    user_texts = [e.text for e in snap.entries if e.kind == "user"]
+    assert user_texts == ["clean up"]  # the message was not sent as a prompt
+    told = [m for m in proc.requests[1].body["messages"] if m["role"] == "tool"]
+    assert "the user denied run_command and said: use make clean" in told[0]["content"]
+    assert (proc.work / "build").is_dir()  # denied: never run
 
 
-async def test_the_diff_shows_in_the_prompt_and_then_in_the_row(tmp_path):
-    (tmp_path / "src").mkdir()
-    (tmp_path / "src" / "config.py").write_text("def f():\n    return 1\n")
-    args = json.dumps({"path": "src/config.py", "old_text": "return 1", "new_text": "return 2"})
-    turns = [ScriptedTurn(tool_calls=(ToolCall("c1", "edit_file", args),)), ScriptedTurn(text="ok")]
-    box = WorkspaceToolbox(str(tmp_path), tmp_path / ".artifacts")
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns), box)
-    app = app_over(harness, conv_id, first_prompt="edit")
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            prompt = await asking(app, pilot)
-            shown = str(prompt.query_one("#approval-diff-text").render())
-            assert "-    return 1\n+    return 2" in shown
-            assert "a saves: edits under src/" in prompt.question
-            await pilot.press("y")
-            await wait_for(lambda: run_settled(app), pilot)
-            row = str(app.query_one(ToolCallLine).render())
-            assert "--- a/src/config.py" in row and "+    return 2" in row
-        assert (tmp_path / "src" / "config.py").read_text() == "def f():\n    return 2\n"
-    finally:
-        await harness.close()
+async def test_the_diff_shows_in_the_prompt_and_then_in_the_row(harness_process):
+    args = {"path": "src/config.py", "old_text": "return 1", "new_text": "return 2"}
+    call = {"id": "c1", "name": "edit_file", "arguments": args}
+    proc = harness_process([{"tool_calls": [call]}, {"text": "ok"}])
+    (proc.work / "src").mkdir()
+    (proc.work / "src" / "config.py").write_text("def f():\n    return 1\n")
+    app = proc.app(first_prompt="edit")
+    async with app.run_test(size=SIZE) as pilot:
+        prompt = await asking(app, pilot)
+        shown = str(prompt.query_one("#approval-diff-text").render())
+        assert "-    return 1\n+    return 2" in shown
+        assert "a saves: edits under src/" in prompt.question
+        await pilot.press("y")
+        await wait_for(lambda: run_settled(app), pilot)
+        row = str(app.query_one(ToolCallLine).render())
+        assert "--- a/src/config.py" in row and "+    return 2" in row
+    assert (proc.work / "src" / "config.py").read_text() == "def f():\n    return 2\n"
 
 
-async def test_o_and_w_run_a_command_outside_the_sandbox_or_with_network_once(tmp_path, toolbox):
+async def test_o_and_w_run_a_command_outside_the_sandbox_or_with_network_once(harness_process):
     """`o`: this command outside the sandbox; `w`: this command with the network. Each
-    is committed with the approval and reaches the toolbox for that call only."""
-    turns = command_turns("curl https://example.com", "make install", "make")
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns), toolbox)
-    app = app_over(harness, conv_id, first_prompt="go")
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            prompt = await asking(app, pilot, with_rule=False)
-            assert "[o] outside the sandbox once" in prompt.question
-            assert "[w] with network once" in prompt.question
-            await pilot.press("w")
+    is committed with the approval and reaches the real toolbox for that call only:
+    each command says which network interfaces it sees and tries a write outside the
+    workspace (where the sandbox walls are here to be seen)."""
+    from tools.sandbox import probe
+
+    proc = harness_process([])
+    out = proc.tmp_path / "out"
+    out.mkdir()
+    check = 'echo net=$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d " " | tr "\\n" ,); '
+    calls = [
+        {"id": f"c{i}", "name": "run_command",
+         "arguments": {"command": f"{check}touch {out}/{mark} && echo wrote || echo refused"}}
+        for i, mark in enumerate(("network", "outside", "plain"))
+    ]  # fmt: skip
+    proc.add_turns(*({"tool_calls": [call]} for call in calls), {"text": "Done."})
+    app = proc.app(first_prompt="go")
+    async with app.run_test(size=SIZE) as pilot:
+        prompt = await asking(app, pilot, with_rule=False)
+        assert "[o] outside the sandbox once" in prompt.question
+        assert "[w] with network once" in prompt.question
+        for done, key in enumerate("wo", start=1):
+            await pilot.press(key)
             # (each time shown and focused again: a key before the focus moves is typed)
-            await wait_for(lambda: len(toolbox.calls) == 1 and _asking(app, prompt), pilot)
-            await pilot.press("o")
-            await wait_for(lambda: len(toolbox.calls) == 2 and _asking(app, prompt), pilot)
-            await pilot.press("y")
-            await wait_for(lambda: run_settled(app), pilot)
-        snap = await harness.store.snapshot(conv_id)
-        assert [(c.review or {}).get("sandbox") for c in snap.tool_calls] == [
-            "network",
-            "outside",
-            None,
-        ]
-        assert toolbox.sandboxes == ["network", "outside", None]
-    finally:
-        await harness.close()
+            await wait_for(lambda done=done: _asking(app, prompt) and ran(app) == done, pilot)
+        await pilot.press("y")
+        await wait_for(lambda: run_settled(app), pilot)
+    snap = await proc.snapshot()
+    assert [(c.review or {}).get("sandbox") for c in snap.tool_calls] == [
+        "network",
+        "outside",
+        None,
+    ]
+    support = probe()
+    if support.landlock and support.namespace:  # the walls are here: each call's effect
+        said = [e.text for e in snap.entries if e.kind == "tool_result"]
+        seen = [line for text in said for line in text.splitlines() if line.startswith("net=")]
+        assert seen[0] != "net=lo," and seen[1] != "net=lo," and seen[2] == "net=lo,", seen
+        assert sorted(p.name for p in out.iterdir()) == ["outside"]
+
+
+def ran(app: BastionApp) -> int:
+    """How many of the view's tool calls are done."""
+    return sum(c.state == "done" for c in app.view.tool_calls)
 
 
 def _asking(app: BastionApp, prompt: ApprovalPrompt) -> bool:

@@ -16,38 +16,35 @@ import textual
 
 from runtime.model.llm import ToolCall
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from tests.runtime.helpers import RecordingToolbox
 from tests.tui.conftest import (
     SIZE,
-    HangingProvider,
-    app_over,
-    attached_app,
     notices,
     open_driven,
     run_settled,
     wait_for,
 )
+from tests.tui.process import hanging
 from tui.app import BastionApp
 from tui.attach_app import opener as attach_opener
 from tui.widgets import ApprovalPrompt
 
 
-async def attach_to(tmp_path, provider, toolbox=None) -> tuple[BastionApp, Any]:
-    driver, conv_id = await open_driven(tmp_path, provider, toolbox)
-    return attached_app(driver, conv_id), driver
-
-
-async def test_the_attached_app_streams_sends_and_answers_an_approval(tmp_path):
-    args = json.dumps({"path": "notes.txt"})
-    provider = ScriptedProvider(
+async def test_the_attached_app_streams_sends_and_answers_an_approval(harness_process):
+    write = {
+        "id": "call_w",
+        "name": "write_file",
+        "arguments": {"path": "notes.txt", "content": "hi"},
+    }
+    proc = harness_process(
         [
-            ScriptedTurn(text="streamed to a second screen", chunk_size=2, delay=0.01),
-            ScriptedTurn(text="Writing.", tool_calls=(ToolCall("call_w", "write_file", args),)),
-            ScriptedTurn(text="Written."),
+            {"text": "Set up."},
+            {"text": "streamed to a second screen", "chunk_size": 2, "delay_ms": 10},
+            {"text": "Writing.", "tool_calls": [write]},
+            {"text": "Written."},
         ]
     )
-    toolbox = RecordingToolbox()
-    app, driver = await attach_to(tmp_path, provider, toolbox)
+    owner, conv_id = await proc.driving("set up")  # the first terminal's harness process
+    app = proc.attached(conv_id)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(lambda: app.ready.is_set(), pilot)
@@ -59,32 +56,35 @@ async def test_the_attached_app_streams_sends_and_answers_an_approval(tmp_path):
             prompt = app.query_one(ApprovalPrompt)
             # (shown, then focused: a `y` before the focus moves is typed into the prompt)
             await wait_for(lambda: prompt.has_class("-shown") and app.focused is prompt, pilot)
-            assert toolbox.calls == []
+            assert not (proc.work / "notes.txt").exists()
             await pilot.press("y")
-            await wait_for(lambda: run_settled(app) and len(app.view.runs) == 2, pilot)
-            assert toolbox.calls == [("write_file", {"path": "notes.txt"})]
+            await wait_for(lambda: run_settled(app) and len(app.view.runs) == 3, pilot)
+            assert (proc.work / "notes.txt").read_text() == "hi"
             assert app.view.entries[-1].text == "Written."
     finally:
-        await driver.close()
+        await owner.close()
 
 
-async def test_escape_in_the_attached_app_interrupts_the_driving_process(tmp_path):
-    provider = HangingProvider("this goes on")
-    app, driver = await attach_to(tmp_path, provider)
+async def test_escape_in_the_attached_app_interrupts_the_driving_process(harness_process):
+    proc = harness_process([{"text": "Set up."}, hanging("this goes on")])
+    owner, conv_id = await proc.driving("set up")
+    app = proc.attached(conv_id)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await wait_for(lambda: app.ready.is_set(), pilot)
             await pilot.press(*"go", "enter")
-            await wait_for(lambda: provider.streamed.is_set(), pilot)
+            await wait_for(lambda: len(proc.requests) == 2, pilot)
             await wait_for(lambda: bool(app.view.active_run), pilot)
             await pilot.press("escape")
             await wait_for(lambda: run_settled(app), pilot)
             assert app.view.runs[-1].state == "interrupted"
             # Quitting the attached app leaves the session to its driver.
             await pilot.press("ctrl+c", "ctrl+c")
-        assert driver.driver(app.conversation_id) is not None
+        proc.add_turns({"text": "still here"})
+        item = await owner.submit(conv_id, "still there?")  # the driving process goes on
+        assert (await owner.wait(item.id, conv_id)).state == "completed"
     finally:
-        await driver.close()
+        await owner.close()
 
 
 def test_snapshot_attached_app_asking_for_approval(snap_compare, tmp_path):
@@ -126,29 +126,26 @@ def test_snapshot_attached_app_asking_for_approval(snap_compare, tmp_path):
 
 
 async def test_every_slash_command_in_the_attached_app_acts_and_the_first_terminal_shows_it(
-    tmp_path,
+    harness_process,
 ):
     """Issue 35: a second terminal (`bastion attach`) can do everything the first can.
-    Both terminals are the app, over the one protocol: the first over its own client,
-    the second on the session's attach socket. Each command typed in the second does
-    what it does in the first, and the first terminal shows the result."""
+    Both terminals are the app, over the one protocol: the first is `bastion` over its
+    harness process, the second `bastion attach ID` on that process's attach socket.
+    Each command typed in the second does what it does in the first, and the first
+    terminal shows the result. (The first terminal sends the first prompt: a new
+    session is stored, and served on its attach socket, from then.)"""
     from tests.tui.test_slash import run_command, said, status, transcript_text
     from tui.slash import COMMANDS
     from tui.widgets import PromptInput
 
-    work = tmp_path / "work"
-    work.mkdir()
-    write = ToolCall("w1", "write_file", json.dumps({"path": "notes.txt", "content": "hi"}))
-    provider = ScriptedProvider(
-        [ScriptedTurn(text="Writing.", tool_calls=(write,)), ScriptedTurn(text="Wrote it."),
-         ScriptedTurn(text="Second answer."), ScriptedTurn(text="Summary of it all."),
-         ScriptedTurn(text="Handoff note."), ScriptedTurn(text="In the new one.")]
+    write = {"id": "w1", "name": "write_file", "arguments": {"path": "notes.txt", "content": "hi"}}
+    proc = harness_process(
+        [{"text": "Set up."}, {"text": "Writing.", "tool_calls": [write]}, {"text": "Wrote it."},
+         {"text": "Second answer."}, {"text": "Summary of it all."}, {"text": "Handoff note."},
+         {"text": "In the new one."}]
     )  # fmt: skip
-    from runtime.run.toolbox import WorkspaceToolbox
-
-    box = WorkspaceToolbox(str(work), tmp_path / "artifacts")
-    driver, conv_id = await open_driven(tmp_path, provider, box, folder=work)
-    first, second = app_over(driver, conv_id), attached_app(driver, conv_id)
+    work = proc.work
+    first = proc.app(first_prompt="set up")
     tried: set[str] = set()
 
     async def command(line: str, expect: Any) -> None:
@@ -159,8 +156,12 @@ async def test_every_slash_command_in_the_attached_app_acts_and_the_first_termin
         except AssertionError:
             raise AssertionError(f"{line}: {said(second)!r} / {status(second)!r}") from None
 
-    try:
-        async with first.run_test(size=SIZE) as p1, second.run_test(size=SIZE) as p2:
+    async with first.run_test(size=SIZE) as p1:
+        await wait_for(lambda: run_settled(first), p1)
+        conv_id = first.conversation_id
+        driving = proc.children[-1].process.pid  # the first terminal's harness process
+        second = proc.attached(conv_id)
+        async with second.run_test(size=SIZE) as p2:
             await wait_for(lambda: first.ready.is_set() and second.ready.is_set(), p2)
             assert second.harness.guest and not first.harness.guest
             # A prompt and its approval, from the second terminal.
@@ -171,8 +172,8 @@ async def test_every_slash_command_in_the_attached_app_acts_and_the_first_termin
             await wait_for(lambda: "Wrote it." in transcript_text(first), p1)
             assert (work / "notes.txt").read_text() == "hi"
             # The model and the approval mode: both terminals' status lines change.
-            await command("/model scripted/other", lambda: "other" in status(second))
-            await wait_for(lambda: "scripted/other" in status(first), p1)
+            await command("/model openai/other", lambda: "other" in status(second))
+            await wait_for(lambda: "openai/other" in status(first), p1)
             await command("/mode read-only", lambda: "read-only" in status(second))
             await wait_for(lambda: "read-only" in status(first), p1)
             await p2.press("shift+tab")  # the next mode, as in the first terminal
@@ -180,7 +181,7 @@ async def test_every_slash_command_in_the_attached_app_acts_and_the_first_termin
             assert status(first).split("·")[0] == status(second).split("·")[0]
             await command("/mode auto-edit", lambda: "auto-edit" in status(first))
             await command("/effort high", lambda: "high" in said(second))
-            await command("/cost", lambda: "over 1 run" in said(second))
+            await command("/cost", lambda: "over 2 run" in said(second))
             await command("/mcp", lambda: "MCP" in said(second) or "mcp" in said(second))
             await command("/jobs", lambda: "no background jobs" in said(second))
             await command("/agents", lambda: "no background agents" in said(second))
@@ -207,7 +208,7 @@ async def test_every_slash_command_in_the_attached_app_acts_and_the_first_termin
             await command("/fork", lambda: second.conversation_id != conv_id)
             forked = second.conversation_id
             await command(f"/resume {conv_id}", lambda: second.conversation_id == conv_id)
-            await command("/rewind 1", lambda: "rewound" in said(second))
+            await command("/rewind 2", lambda: "rewound" in said(second))
             assert second.query_one(PromptInput).text == "write the notes"
             await command("/restore", lambda: "removed notes.txt" in said(second))
             assert not (work / "notes.txt").exists()
@@ -215,8 +216,9 @@ async def test_every_slash_command_in_the_attached_app_acts_and_the_first_termin
             await command("/new", lambda: bool(second.query("#welcome")))
             await p2.press(*"hello", "enter")
             await wait_for(lambda: "In the new one." in transcript_text(second), p2)
-            assert first.conversation_id == conv_id and driver.driver(conv_id) is not None
-            assert driver.driver(forked) is None  # (left: no one follows it)
+            assert first.conversation_id == conv_id
+            assert (await proc.lease(conv_id)).pid == driving  # still driven there
+            assert (await proc.lease(forked)).owner is None  # (left: no one follows it)
             await command(f"/resume {conv_id}", lambda: second.conversation_id == conv_id)
             await command("/clear", lambda: second.conversation_id != conv_id)
             await command(f"/resume {conv_id}", lambda: second.conversation_id == conv_id)
@@ -226,22 +228,24 @@ async def test_every_slash_command_in_the_attached_app_acts_and_the_first_termin
             assert first.is_running and first.conversation_id == conv_id
         names = {c.name for c in COMMANDS}
         assert names <= tried | {"clear", "exit"}, names - tried
-        assert driver.driver(conv_id) is not None  # the session goes on
-    finally:
-        await driver.close()
+        assert (await proc.lease(conv_id)).pid == driving  # the session goes on
 
 
-async def test_every_key_of_the_app_in_the_attached_app_acts_as_in_the_first(tmp_path):
+async def test_every_key_of_the_app_in_the_attached_app_acts_as_in_the_first(harness_process):
     """Issue 26 and 35: each of the app's keys, pressed in `bastion attach`, does what it
-    does in the first terminal (the first terminal shows the result); none ends the app."""
+    does in the first terminal (the first terminal shows the result); none ends the app.
+    The first terminal is `bastion` (its harness process drives the session), the
+    second `bastion attach ID` on that process's attach socket."""
     from tests.tui.test_slash import said, status
     from tui.widgets import PromptInput
 
-    provider = HangingProvider("this goes on")
-    driver, conv_id = await open_driven(tmp_path, provider)
-    first, app = app_over(driver, conv_id), attached_app(driver, conv_id)
-    try:
-        async with first.run_test(size=SIZE) as p1, app.run_test(size=SIZE) as pilot:
+    proc = harness_process([{"text": "Set up."}, hanging("this goes on")])
+    first = proc.app(first_prompt="set up")  # (a session is stored with its first prompt)
+    async with first.run_test(size=SIZE) as p1:
+        await wait_for(lambda: run_settled(first), p1)
+        conv_id = first.conversation_id
+        app = proc.attached(conv_id)
+        async with app.run_test(size=SIZE) as pilot:
             await wait_for(lambda: app.ready.is_set() and first.ready.is_set(), pilot)
             await pilot.press(*"go", "enter")
             await wait_for(lambda: bool(first.view and first.view.active_run), p1)
@@ -277,9 +281,10 @@ async def test_every_key_of_the_app_in_the_attached_app_acts_as_in_the_first(tmp
             assert app.is_running
             await pilot.press("ctrl+c")
             await wait_for(lambda: not app.is_running, p1)
-        assert driver.driver(conv_id) is not None  # the session goes on
-    finally:
-        await driver.close()
+        proc.add_turns({"text": "still here"})  # the session goes on in the first terminal
+        await p1.press(*"still there?", "enter")
+        await wait_for(lambda: first.view.entries[-1].text == "still here", p1)
+        assert first.view.runs[-1].state == "completed"
 
 
 async def _close_after(client: Any, driver: Any) -> None:

@@ -40,36 +40,36 @@ def said_in(app) -> str:
     return " ".join(said(app).split())
 
 
-async def test_the_session_cap_says_why_in_plain_and_in_the_app(tmp_path):
+async def test_the_session_cap_says_why_in_plain_and_in_the_app(harness_process):
     """A session over its cap: the next prompt stops before its first request, and
     each front end says so in one line (the app above the prompt, as no answer is
-    there to mark, and in its status line)."""
-    from runtime.model.llm import Usage
-    from tests.tui.conftest import SIZE, app_over, wait_for
+    there to mark, and in its status line). The cap is the user's config's; both
+    front ends are clients of harness processes started as `bastion` starts them."""
+    from tests.tui.conftest import SIZE, wait_for
 
-    spent = Usage(input_tokens=1000, output_tokens=10, cost=0.75)
-    provider = ScriptedProvider([ScriptedTurn(text="First.", usage=spent)])
-    budget = Budget(session_max_cost=0.5)
-    harness = await open_harness(tmp_path, provider, RecordingToolbox(), budget=budget)
+    usage = {"prompt_tokens": 1000, "completion_tokens": 10, "cost": 0.75}
+    proc = harness_process([{"text": "First.", "usage": usage}])
+    config = proc.tmp_path / "config" / "bastion" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text("session_max_cost = 0.5\n")
+    owner, conv_id = await proc.driving(None)
     try:
-        conv = await harness.create_conversation(str(tmp_path), settings={"model": MODEL})
-        await harness.drive(conv.id, interactive=True)
         con, out = console()
         keyboard = Keyboard("one", "two")
-        assert await LineMode(await client_of(harness), conv.id, con, keyboard).loop() == 0
-        said = " ".join(out.getvalue().split())  # (the console wraps at its width)
-        assert said.count("◼ stopped: the session reached its cost limit ($0.7500 of $0.5); "
-                          "raise session_max_cost in your config (or --session-max-cost) to go on") == 1  # fmt: skip
-        assert len(provider.requests) == 1
-        app = app_over(harness, conv.id)
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            runs = len(app.view.runs)
-            await pilot.press(*"three", "enter")
-            await wait_for(lambda: len(app.view.runs) > runs and app.view.runs[-1].terminal, pilot)
-            await wait_for(lambda: "session reached its cost limit" in said_in(app), pilot)
-            state = lambda: str(app.query_one("#status-left").render())  # noqa: E731
-            await wait_for(lambda: "stopped: session cost limit" in state(), pilot)
-        assert len(provider.requests) == 1
+        assert await LineMode(owner, conv_id, con, keyboard).loop() == 0
     finally:
-        await harness.close()
+        await owner.close()
+    said = " ".join(out.getvalue().split())  # (the console wraps at its width)
+    assert said.count("◼ stopped: the session reached its cost limit ($0.7500 of $0.5); "
+                      "raise session_max_cost in your config (or --session-max-cost) to go on") == 1  # fmt: skip
+    assert len(proc.requests) == 1
+    app = proc.app(resume=conv_id)  # `bastion -r ID`: the app over a new harness process
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        runs = len(app.view.runs)
+        await pilot.press(*"three", "enter")
+        await wait_for(lambda: len(app.view.runs) > runs and app.view.runs[-1].terminal, pilot)
+        await wait_for(lambda: "session reached its cost limit" in said_in(app), pilot)
+        state = lambda: str(app.query_one("#status-left").render())  # noqa: E731
+        await wait_for(lambda: "stopped: session cost limit" in state(), pilot)
+    assert len(proc.requests) == 1

@@ -12,8 +12,7 @@ import pytest
 
 from runtime import load_config
 from runtime.setup.commands import MAX_COMMAND_BYTES, expand, load_commands
-from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from tests.tui.conftest import SIZE, app_over, open_driven, run_settled, wait_for
+from tests.tui.conftest import SIZE, run_settled, wait_for
 from tests.tui.test_slash import run_command, said
 from tui import slash
 
@@ -72,22 +71,17 @@ def test_a_projects_files_are_not_read_before_trust_and_never_take_a_name(folder
     assert slash.find("lint") is not None
 
 
-async def test_the_app_sends_a_command_files_prompt(tmp_path, folders):
-    user, _ = folders
+async def test_the_app_sends_a_command_files_prompt(harness_process, folders):
+    user, _ = folders  # under XDG_CONFIG_HOME, where the harness process's `bastion` looks
     (user / "review.md").write_text(REVIEW)
-    commands, _ = load_commands(str(tmp_path), False, os.environ)
-    provider = ScriptedProvider([ScriptedTurn(text="Looks fine.")])
-    harness, conv_id = await open_driven(tmp_path, provider)
-    app = app_over(harness, conv_id, commands=commands)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            await wait_for(lambda: slash.find("review") is not None, pilot)
-            await run_command(app, pilot, "/help")
-            await wait_for(lambda: "your commands" in said(app), pilot)
-            assert "/review [FILE]" in said(app) and "review the diff" in said(app)
-            await run_command(app, pilot, "/review src/app.py")
-            await wait_for(lambda: run_settled(app), pilot)
-        assert provider.requests[0].messages[-1].content == "Review src/app.py for bugs."
-    finally:
-        await harness.close()
+    proc = harness_process([{"text": "Looks fine."}])
+    app = proc.app()  # the commands loaded as `bastion` loads them
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        await wait_for(lambda: slash.find("review") is not None, pilot)
+        await run_command(app, pilot, "/help")
+        await wait_for(lambda: "your commands" in said(app), pilot)
+        assert "/review [FILE]" in said(app) and "review the diff" in said(app)
+        await run_command(app, pilot, "/review src/app.py")
+        await wait_for(lambda: run_settled(app), pilot)
+    assert proc.requests[0].body["messages"][-1]["content"] == "Review src/app.py for bugs."

@@ -5,14 +5,11 @@ session shows the same."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from runtime.model.llm import ToolCall
 from runtime.model.records import ToolCallRecord
-from runtime.run.toolbox import WorkspaceToolbox
-from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from tests.runtime.helpers import open_harness
-from tests.tui.conftest import SIZE, app_over, open_driven, run_settled, wait_for
+from runtime.testing.scripted import ScriptedTurn
+from tests.tui.conftest import SIZE, run_settled, wait_for
 from tui.app import BastionApp
 from tui.widgets import ToolCallLine
 from tui.widgets.command_output import MAX_CHARS, MAX_LINES, TAIL_LINES, CommandOutput, duration
@@ -30,72 +27,54 @@ def command_turns(script: str) -> list[ScriptedTurn]:
     return [ScriptedTurn(tool_calls=(call,)), ScriptedTurn(text="It failed.")]
 
 
-async def open_with_commands(tmp_path: Path, script: str) -> tuple[object, str]:
-    workspace = tmp_path / "ws"
-    workspace.mkdir(exist_ok=True)
-    toolbox = WorkspaceToolbox(str(workspace), tmp_path / "artifacts")
-    return await open_driven(
-        tmp_path, ScriptedProvider(command_turns(script)), toolbox, approval_mode="full-auto"
-    )
+async def test_a_finished_command_keeps_its_tail_exit_code_and_duration(harness_process):
+    proc = harness_process(command_turns(SCRIPT))
+    app = proc.app(first_prompt="run it", approval_mode="full-auto")
+    async with app.run_test(size=(100, 40)) as pilot:
+        await wait_for(lambda: run_settled(app), pilot)
+        await pilot.pause(0.05)
+        record = app.view.tool_calls[0]
+        ms = record.result["data"]["duration_ms"]
+        lines = row_text(app).split("\n")
+        assert lines[0].startswith("● Ran for i in")  # the call in words
+        assert lines[1] == f"  └ exit 3  ·  {duration(ms)}  ·  26 lines"
+        # the last TAIL_LINES lines, verbatim (a trailing backslash is text, not markup)
+        assert [x.strip() for x in lines[2:-1]] == [
+            *(f"line {i}" for i in range(17, 26)),
+            "bad \\",
+        ]
+        assert lines[-1].strip() == "ctrl+o or click: all 26 lines"
+        row = app.query_one(ToolCallLine)
+        assert row.outer_size.height == 2 + TAIL_LINES + 1
+
+        await pilot.press("ctrl+o")  # the whole output
+        await pilot.pause(0.05)
+        expanded = row_text(app).split("\n")
+        assert row.has_class("-expanded")
+        assert [x.strip() for x in expanded[2:-1]] == [
+            *(f"line {i}" for i in range(1, 26)),
+            "bad \\",
+        ]
+        assert expanded[-1].strip() == "ctrl+o or click: last 10 lines"
+
+        await pilot.click(ToolCallLine)  # and back
+        await pilot.pause(0.05)
+        assert not row.has_class("-expanded") and row_text(app).split("\n") == lines
 
 
-async def test_a_finished_command_keeps_its_tail_exit_code_and_duration(tmp_path):
-    harness, conv_id = await open_with_commands(tmp_path, SCRIPT)
-    app = app_over(harness, conv_id, first_prompt="run it")
-    try:
-        async with app.run_test(size=(100, 40)) as pilot:
-            await wait_for(lambda: run_settled(app), pilot)
-            await pilot.pause(0.05)
-            record = app.view.tool_calls[0]
-            ms = record.result["data"]["duration_ms"]
-            lines = row_text(app).split("\n")
-            assert lines[0].startswith("● Ran for i in")  # the call in words
-            assert lines[1] == f"  └ exit 3  ·  {duration(ms)}  ·  26 lines"
-            # the last TAIL_LINES lines, verbatim (a trailing backslash is text, not markup)
-            assert [x.strip() for x in lines[2:-1]] == [
-                *(f"line {i}" for i in range(17, 26)),
-                "bad \\",
-            ]
-            assert lines[-1].strip() == "ctrl+o or click: all 26 lines"
-            row = app.query_one(ToolCallLine)
-            assert row.outer_size.height == 2 + TAIL_LINES + 1
-
-            await pilot.press("ctrl+o")  # the whole output
-            await pilot.pause(0.05)
-            expanded = row_text(app).split("\n")
-            assert row.has_class("-expanded")
-            assert [x.strip() for x in expanded[2:-1]] == [
-                *(f"line {i}" for i in range(1, 26)),
-                "bad \\",
-            ]
-            assert expanded[-1].strip() == "ctrl+o or click: last 10 lines"
-
-            await pilot.click(ToolCallLine)  # and back
-            await pilot.pause(0.05)
-            assert not row.has_class("-expanded") and row_text(app).split("\n") == lines
-    finally:
-        await harness.close()
-
-
-async def test_a_reopened_session_shows_the_same_row(tmp_path):
-    harness, conv_id = await open_with_commands(tmp_path, SCRIPT)
-    app = app_over(harness, conv_id, first_prompt="run it")
+async def test_a_reopened_session_shows_the_same_row(harness_process):
+    proc = harness_process(command_turns(SCRIPT))
+    app = proc.app(first_prompt="run it", approval_mode="full-auto")
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(lambda: run_settled(app), pilot)
         await pilot.pause(0.05)
         live = row_text(app)
-    await harness.close()
-
-    reopened = await open_harness(tmp_path, ScriptedProvider([]))
-    try:
-        app = app_over(reopened, conv_id)
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(lambda: bool(row_text(app)), pilot)
-            await pilot.pause(0.05)
-            assert "exit 3" in live and "line 25" in live
-            assert row_text(app) == live
-    finally:
-        await reopened.close()
+    reopened = proc.app(resume=app.conversation_id)  # `bastion -r ID`: a new harness process
+    async with reopened.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: bool(row_text(reopened)), pilot)
+        await pilot.pause(0.05)
+        assert "exit 3" in live and "line 25" in live
+        assert row_text(reopened) == live
 
 
 def _record(data: dict[str, object], name: str = "run_command") -> ToolCallRecord:

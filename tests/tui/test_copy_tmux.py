@@ -65,31 +65,23 @@ def test_a_mouse_selection_is_copied_by_ctrl_c_and_copy_copies_the_answer(tmp_pa
         terminal.kill()
 
 
-async def test_ctrl_c_copies_text_marked_in_the_prompt_and_quits_only_without(tmp_path):
-    """In-process, the prompt's half: marked prompt text is copied (not cut, the
-    quit not armed); with nothing selected Ctrl+C arms the quit as before."""
-    from runtime.testing.scripted import ScriptedProvider
-    from tests.runtime.helpers import RecordingToolbox, open_harness
-    from tests.tui.conftest import MODEL, SIZE, app_over, wait_for
+async def test_ctrl_c_copies_text_marked_in_the_prompt_and_quits_only_without(harness_process):
+    """The app over its harness process, the prompt's half: marked prompt text is copied
+    (not cut, the quit not armed); with nothing selected Ctrl+C arms the quit as before."""
+    from tests.tui.conftest import SIZE, wait_for
     from tui.widgets.prompt import PromptInput
     from tui.widgets.status import StatusBar
 
-    harness = await open_harness(tmp_path, ScriptedProvider([]), RecordingToolbox())
-    try:
-        conv = await harness.create_conversation(str(tmp_path), settings={"model": MODEL})
-        await harness.drive(conv.id, interactive=True)
-        app = app_over(harness, conv.id)
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            prompt = app.query_one(PromptInput)
-            prompt.set_value("keep this draft")
-            prompt.select_all()
-            await pilot.press("ctrl+c")
-            assert app.clipboard == "keep this draft"
-            assert prompt.text == "keep this draft" and not app._quit_armed
-            assert app.query_one(StatusBar)._notice == "copied 15 characters"
-            prompt.move_cursor((0, 0))  # nothing selected now
-            await pilot.press("ctrl+c")
-            assert app._quit_armed and app.is_running
-    finally:
-        await harness.close()
+    app = harness_process([]).app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        prompt = app.query_one(PromptInput)
+        prompt.set_value("keep this draft")
+        prompt.select_all()
+        await pilot.press("ctrl+c")
+        assert app.clipboard == "keep this draft"
+        assert prompt.text == "keep this draft" and not app._quit_armed
+        assert app.query_one(StatusBar)._notice == "copied 15 characters"
+        prompt.move_cursor((0, 0))  # nothing selected now
+        await pilot.press("ctrl+c")
+        assert app._quit_armed and app.is_running

@@ -6,7 +6,7 @@ from __future__ import annotations
 import stat
 
 from runtime.testing.scripted import ScriptedProvider
-from tests.tui.conftest import SIZE, app_over, notices, open_driven, wait_for
+from tests.tui.conftest import SIZE, notices, wait_for
 from tui.widgets import PromptInput
 
 
@@ -17,38 +17,36 @@ def editor(tmp_path, body: str):
     return script
 
 
-async def test_ctrl_g_puts_what_the_editor_saved_in_the_prompt(tmp_path, monkeypatch):
+async def test_ctrl_g_puts_what_the_editor_saved_in_the_prompt(
+    harness_process, tmp_path, monkeypatch
+):
     # The editor appends a line to the file it is given (its last argument).
     script = editor(tmp_path, 'printf "%s\\nsecond line\\n" "$(cat "$1")" > "$1"')
     monkeypatch.setenv("VISUAL", f"{script}")
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            prompt = app.query_one(PromptInput)
-            await pilot.press(*"first line", "ctrl+g")
-            await wait_for(lambda: prompt.text == "first line\nsecond line", pilot)
-            assert app.focused is prompt
-            assert app.view is not None and not app.view.runs  # not sent: Enter sends
-    finally:
-        await harness.close()
+    proc = harness_process(ScriptedProvider([]))
+    app = proc.app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        prompt = app.query_one(PromptInput)
+        await pilot.press(*"first line", "ctrl+g")
+        await wait_for(lambda: prompt.text == "first line\nsecond line", pilot)
+        assert app.focused is prompt
+        assert app.view is not None and not app.view.runs  # not sent: Enter sends
 
 
-async def test_an_editor_that_fails_leaves_the_prompt_as_it_was(tmp_path, monkeypatch):
+async def test_an_editor_that_fails_leaves_the_prompt_as_it_was(
+    harness_process, tmp_path, monkeypatch
+):
     monkeypatch.setenv("VISUAL", str(editor(tmp_path, "exit 3")))
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            prompt = app.query_one(PromptInput)
-            await pilot.press(*"keep me", "ctrl+g")
-            await wait_for(lambda: "exited with 3: prompt unchanged" in notices(app), pilot)
-            assert prompt.text == "keep me"
-            monkeypatch.setenv("VISUAL", str(tmp_path / "no-such-editor"))
-            await pilot.press("ctrl+g")
-            await wait_for(lambda: "cannot run" in notices(app), pilot)
-            assert prompt.text == "keep me"
-    finally:
-        await harness.close()
+    proc = harness_process(ScriptedProvider([]))
+    app = proc.app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        prompt = app.query_one(PromptInput)
+        await pilot.press(*"keep me", "ctrl+g")
+        await wait_for(lambda: "exited with 3: prompt unchanged" in notices(app), pilot)
+        assert prompt.text == "keep me"
+        monkeypatch.setenv("VISUAL", str(tmp_path / "no-such-editor"))
+        await pilot.press("ctrl+g")
+        await wait_for(lambda: "cannot run" in notices(app), pilot)
+        assert prompt.text == "keep me"

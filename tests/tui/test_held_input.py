@@ -6,7 +6,7 @@ from __future__ import annotations
 from runtime.model.llm import ProviderError
 from runtime.model.records import InboxMode
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from tests.tui.conftest import app_over, client_of, open_driven, wait_for
+from tests.tui.conftest import client_of, open_driven, wait_for
 from tests.tui.test_plain import Keyboard, console
 from tui.plain import LineMode
 from tui.widgets.inbox import InboxStrip
@@ -51,21 +51,25 @@ async def test_held_input_line_mode_send_with_nothing_held_says_so(tmp_path) -> 
         await harness.close()
 
 
-async def test_held_input_app_shows_held_and_ctrl_r_sends_it(tmp_path) -> None:
-    harness, conv_id, follow, provider = await failed_with_one_held(tmp_path)
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=(100, 30)) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            await wait_for(lambda: bool(app.view and app.view.held_inbox), pilot)
-            strip = app.query_one(InboxStrip)
-            await wait_for(lambda: strip.shown, pilot)
-            shown = str(strip.render())
-            assert "held" in shown and "then this" in shown and "Ctrl+R" in shown
-            await pilot.press("ctrl+r")
-            run = await harness.wait(follow.id, conv_id)
-            assert run.state == "completed"
-            await wait_for(lambda: not strip.shown, pilot)
-        assert provider.requests[-1].messages[-1].content == "then this"
-    finally:
-        await harness.close()
+async def test_held_input_app_shows_held_and_ctrl_r_sends_it(harness_process) -> None:
+    """The harness process's first run fails (HTTP 400, its answer a moment late) with a
+    follow-up queued behind it, sent by another client of the session."""
+    broken = {"fault": {"status": 400, "delay_first_byte_ms": 200}}
+    proc = harness_process([broken, {"text": "the follow-up answer"}])
+    app = proc.app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        client, conv_id = app.harness, app.conversation_id
+        first = await client.submit(conv_id, "first")
+        follow = await client.submit(conv_id, "then this", mode=InboxMode.FOLLOW_UP)
+        assert (await client.wait(first.id, conv_id)).state == "failed"
+        await wait_for(lambda: bool(app.view and app.view.held_inbox), pilot)
+        strip = app.query_one(InboxStrip)
+        await wait_for(lambda: strip.shown, pilot)
+        shown = str(strip.render())
+        assert "held" in shown and "then this" in shown and "Ctrl+R" in shown
+        await pilot.press("ctrl+r")
+        run = await client.wait(follow.id, conv_id)
+        assert run.state == "completed"
+        await wait_for(lambda: not strip.shown, pilot)
+    assert proc.requests[-1].body["messages"][-1]["content"] == "then this"

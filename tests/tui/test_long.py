@@ -73,53 +73,46 @@ LONG = "".join(
 )
 
 
-async def test_a_long_answer_is_drawn_as_segments_and_ends_on_screen(tmp_path):
+async def test_a_long_answer_is_drawn_as_segments_and_ends_on_screen(harness_process, tmp_path):
     provider = ScriptedProvider([ScriptedTurn(text=LONG, chunk_size=50)])
-    harness, conv_id = await open_driven(tmp_path, provider)
-    app = app_over(harness, conv_id, first_prompt="go")
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(lambda: run_settled(app), pilot, timeout=30)
-            await pilot.pause(0.1)
-            [answer] = app.query(AssistantEntry)
-            assert answer.text_shown == LONG
-            segments = list(answer.query(MarkdownText))
-            assert 1 < len(segments) <= 4, "only the last segments stay mounted"
-            assert answer.hidden_segments > 0
-            assert segments[-1].source.endswith("code 399\n```\n\n")
-            # Every mounted segment is a contiguous piece of the answer, in order.
-            shown = "".join(s.source for s in segments)
-            assert LONG.endswith(shown)
-    finally:
-        await harness.close()
+    proc = harness_process(provider)
+    app = proc.app(first_prompt="go")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: run_settled(app), pilot, timeout=30)
+        await pilot.pause(0.1)
+        [answer] = app.query(AssistantEntry)
+        assert answer.text_shown == LONG
+        segments = list(answer.query(MarkdownText))
+        assert 1 < len(segments) <= 4, "only the last segments stay mounted"
+        assert answer.hidden_segments > 0
+        assert segments[-1].source.endswith("code 399\n```\n\n")
+        # Every mounted segment is a contiguous piece of the answer, in order.
+        shown = "".join(s.source for s in segments)
+        assert LONG.endswith(shown)
 
 
-async def open_long_session(tmp_path, turns: int, *more: ScriptedTurn):
+async def open_long_session(harness_process, turns: int, *more: Any) -> tuple[Any, str]:
+    """A stored session of `turns` question/answer pairs (made by a harness process of
+    its own), its provider holding `more` turns; (the HarnessProcess, its id)."""
     texts = [f"Answer number {i}." for i in range(turns)]
-    provider = ScriptedProvider([*(ScriptedTurn(text=t) for t in texts), *more])
-    harness, conv_id = await open_driven(tmp_path, provider)
-    for i in range(turns):
-        item = await harness.submit(conv_id, f"question {i}")
-        await harness.wait(item.id, conv_id, poll=0.05)
-    return harness, conv_id
+    proc = harness_process([*(ScriptedTurn(text=t) for t in texts), *more])
+    conv_id = await proc.session([f"question {i}" for i in range(turns)])
+    return proc, conv_id
 
 
 @asynccontextmanager
-async def opened(tmp_path, turns: int) -> AsyncIterator[tuple[BastionApp, Any]]:
+async def opened(harness_process, turns: int) -> AsyncIterator[tuple[BastionApp, Any]]:
     """The app on a session of `turns` question/answer pairs, its first view drawn."""
-    harness, conv_id = await open_long_session(tmp_path, turns)
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            await pilot.pause(0.1)
-            yield app, pilot
-    finally:
-        await harness.close()
+    proc, conv_id = await open_long_session(harness_process, turns)
+    app = proc.app(resume=conv_id)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        await pilot.pause(0.1)
+        yield app, pilot
 
 
-async def test_a_long_session_opens_on_its_end_with_a_window_of_rows(tmp_path):
-    async with opened(tmp_path, 150) as (app, pilot):
+async def test_a_long_session_opens_on_its_end_with_a_window_of_rows(harness_process):
+    async with opened(harness_process, 150) as (app, pilot):
         transcript = app.query_one(Transcript)
         rows = list(transcript.query(UserEntry)) + list(transcript.query(AssistantEntry))
         assert 0 < len(rows) <= KEPT_ENTRIES
@@ -141,17 +134,25 @@ async def test_a_long_session_opens_on_its_end_with_a_window_of_rows(tmp_path):
         await wait_for(lambda: transcript.scroll_y > 0, pilot)
 
 
-async def test_history_still_lists_every_question_of_a_windowed_session(tmp_path):
-    harness, conv_id = await open_long_session(tmp_path, 60)
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            sent = app._sent()
-            assert len(sent) == 60 and sent[0] == "question 0"
-            assert sum(1 for e in app.view.entries if e.kind == EntryKind.USER) == 60
-    finally:
-        await harness.close()
+async def test_history_still_lists_every_question_of_a_windowed_session(harness_process):
+    proc, conv_id = await open_long_session(harness_process, 60)
+    app = proc.app(resume=conv_id)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        sent = app._sent()
+        assert len(sent) == 60 and sent[0] == "question 0"
+        assert sum(1 for e in app.view.entries if e.kind == EntryKind.USER) == 60
+
+
+async def open_long_session_here(tmp_path, turns: int):
+    """`open_long_session` with the harness in this process: for the test below, which
+    lowers OPENING_ENTRIES (read where the first view is made, the harness's process)."""
+    provider = ScriptedProvider([ScriptedTurn(text=f"Answer number {i}.") for i in range(turns)])
+    harness, conv_id = await open_driven(tmp_path, provider)
+    for i in range(turns):
+        item = await harness.submit(conv_id, f"question {i}")
+        await harness.wait(item.id, conv_id, poll=0.05)
+    return harness, conv_id
 
 
 @pytest.mark.parametrize("stored", [False, True])  # True: it follows before the first frame
@@ -162,7 +163,7 @@ async def test_a_long_session_opens_from_a_view_of_its_end_then_takes_the_whole(
     draw); once it is on screen the app takes the whole view: the history lists every
     question, and scrolling to the top reaches the first, every row in its place."""
     monkeypatch.setattr("runtime.model.views.OPENING_ENTRIES", 20)
-    harness, conv_id = await open_long_session(tmp_path, 30)  # 60 entries
+    harness, conv_id = await open_long_session_here(tmp_path, 30)  # 60 entries
     app = app_over(harness, conv_id, stored=stored)
     shown: list[int] = []
     real_show = app.show
@@ -210,10 +211,12 @@ class Counting(tuple):  # type: ignore[type-arg]
             yield self[i]
 
 
-async def test_a_frame_of_streamed_text_visits_the_live_entry_not_the_transcript(tmp_path):
+async def test_a_frame_of_streamed_text_visits_the_live_entry_not_the_transcript(
+    harness_process,
+):
     """Showing a view whose only change is an answer's live text walks none of the other
     entries: a frame's work follows what changed, not the session's length."""
-    async with opened(tmp_path, 30) as (app, pilot):  # 60 entries
+    async with opened(harness_process, 30) as (app, pilot):  # 60 entries
         transcript = app.query_one(Transcript)
         view = replace(app.view, settled=Counting(app.view.settled))
         await transcript.show(view)  # new entries (a new tuple): walked
@@ -227,49 +230,43 @@ async def test_a_frame_of_streamed_text_visits_the_live_entry_not_the_transcript
         await wait_for(lambda: shown.text_shown == "Answer number 29. And more.", pilot)
 
 
-async def test_new_output_below_shows_while_scrolled_up(tmp_path):
+async def test_new_output_below_shows_while_scrolled_up(harness_process):
     # Enough to stream for about half a second: the marker shows at the first output.
     slow = ScriptedTurn(text="streaming more text. " * 50, chunk_size=20, delay=0.01)
-    harness, conv_id = await open_long_session(tmp_path, 30, slow)
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            transcript = app.query_one(Transcript)
-            await wait_for(lambda: transcript.is_anchored, pilot)  # it sits at the bottom
-            transcript.scroll_to(y=0, animate=False, immediate=True)
-            await wait_for(lambda: not transcript.following, pilot)
-            await harness.submit(conv_id, "more please")
-            marker = app.query_one("#new-output")
-            await wait_for(lambda: marker.has_class("-shown"), pilot)
-            transcript.scroll_end(animate=False, immediate=True)
-            await wait_for(lambda: not marker.has_class("-shown"), pilot)
-            await wait_for(lambda: run_settled(app), pilot, timeout=30)
-    finally:
-        await harness.close()
+    proc, conv_id = await open_long_session(harness_process, 30, slow)
+    app = proc.app(resume=conv_id)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        transcript = app.query_one(Transcript)
+        await wait_for(lambda: transcript.is_anchored, pilot)  # it sits at the bottom
+        transcript.scroll_to(y=0, animate=False, immediate=True)
+        await wait_for(lambda: not transcript.following, pilot)
+        await app.harness.submit(conv_id, "more please")  # (as a second client could)
+        marker = app.query_one("#new-output")
+        await wait_for(lambda: marker.has_class("-shown"), pilot)
+        transcript.scroll_end(animate=False, immediate=True)
+        await wait_for(lambda: not marker.has_class("-shown"), pilot)
+        await wait_for(lambda: run_settled(app), pilot, timeout=30)
 
 
-async def test_page_up_and_down_scroll_the_transcript_from_the_prompt(tmp_path):
-    harness, conv_id = await open_long_session(tmp_path, 30)
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            transcript = app.query_one(Transcript)
-            await wait_for(lambda: transcript.is_anchored, pilot)  # it sits at the bottom
-            assert transcript.scroll_y > 0
+async def test_page_up_and_down_scroll_the_transcript_from_the_prompt(harness_process):
+    proc, conv_id = await open_long_session(harness_process, 30)
+    app = proc.app(resume=conv_id)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        transcript = app.query_one(Transcript)
+        await wait_for(lambda: transcript.is_anchored, pilot)  # it sits at the bottom
+        assert transcript.scroll_y > 0
 
-            def below() -> float:  # lines between the screen and the bottom
-                return transcript.max_scroll_y - transcript.scroll_y
+        def below() -> float:  # lines between the screen and the bottom
+            return transcript.max_scroll_y - transcript.scroll_y
 
-            assert below() == 0
-            await pilot.press("pageup")
-            await pilot.pause(0.2)  # reaching the top may mount earlier rows above
-            up = below()
-            assert up > 0
-            assert app.focused is app.query_one("#prompt")
-            await pilot.press("pagedown")
-            await pilot.pause(0.05)
-            assert below() < up
-    finally:
-        await harness.close()
+        assert below() == 0
+        await pilot.press("pageup")
+        await pilot.pause(0.2)  # reaching the top may mount earlier rows above
+        up = below()
+        assert up > 0
+        assert app.focused is app.query_one("#prompt")
+        await pilot.press("pagedown")
+        await pilot.pause(0.05)
+        assert below() < up

@@ -128,15 +128,15 @@ async def test_the_inbox_strip_asks_for_no_layout_when_its_items_did_not_change(
         assert not strip.shown
 
 
-async def test_a_long_streaming_answer_keeps_headroom_until_it_ends(tmp_path) -> None:
+async def test_a_long_streaming_answer_keeps_headroom_until_it_ends(
+    harness_process, tmp_path
+) -> None:
     """In the app: while a long answer streams its open segment is laid out in steps of
     the last HEADROOM (blank lines below its text); once the run ends (Esc) the segment
     is exactly as tall as its text."""
     from tests.tui.conftest import (
         SIZE,
         HangingProvider,
-        app_over,
-        open_driven,
         run_settled,
         wait_for,
     )
@@ -145,28 +145,25 @@ async def test_a_long_streaming_answer_keeps_headroom_until_it_ends(tmp_path) ->
     paragraph = "A line of the answer that says a little more about what was done. " * 3
     answer = "\n\n".join(f"{i}. {paragraph}" for i in range(12))  # ~2,500 characters
     provider = HangingProvider(answer)
-    harness, conv_id = await open_driven(tmp_path, provider)
-    app = app_over(harness, conv_id, first_prompt="go")
+    proc = harness_process(provider)
+    app = proc.app(first_prompt="go")
     step = headroom_for(len(answer))
     assert step > 1
-    try:
-        async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=SIZE) as pilot:
 
-            def shown() -> AssistantEntry | None:
-                found = list(app.query(AssistantEntry))
-                return found[0] if found and found[0].text_shown == answer else None
+        def shown() -> AssistantEntry | None:
+            found = list(app.query(AssistantEntry))
+            return found[0] if found and found[0].text_shown == answer else None
 
-            await wait_for(lambda: shown() is not None, pilot)
-            entry = shown()
-            assert entry is not None
-            segment = entry.query(MarkdownText).last()
-            await wait_for(lambda: segment.size.height > 0, pilot)  # laid out (if just mounted)
-            lines = len(rendered(app, segment.source, segment.content_size.width))
-            assert lines % step  # (so the blank lines show)
-            await wait_for(lambda: segment.size.height % step == 0, pilot)
-            assert lines < segment.size.height < lines + step
-            await pilot.press("escape")
-            await wait_for(lambda: run_settled(app), pilot)
-            await wait_for(lambda: segment.size.height == lines, pilot)
-    finally:
-        await harness.close()
+        await wait_for(lambda: shown() is not None, pilot)
+        entry = shown()
+        assert entry is not None
+        segment = entry.query(MarkdownText).last()
+        await wait_for(lambda: segment.size.height > 0, pilot)  # laid out (if just mounted)
+        lines = len(rendered(app, segment.source, segment.content_size.width))
+        assert lines % step  # (so the blank lines show)
+        await wait_for(lambda: segment.size.height % step == 0, pilot)
+        assert lines < segment.size.height < lines + step
+        await pilot.press("escape")
+        await wait_for(lambda: run_settled(app), pilot)
+        await wait_for(lambda: segment.size.height == lines, pilot)

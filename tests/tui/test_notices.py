@@ -3,13 +3,10 @@ windows: the bell and a desktop notification (OSC 9 and 777), per `notify`."""
 
 from __future__ import annotations
 
-import json
-
 from textual import events
 
-from runtime.model.llm import ToolCall
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from tests.tui.conftest import SIZE, app_over, open_driven, run_settled, wait_for
+from tests.tui.conftest import SIZE, run_settled, wait_for
 from tui.widgets import ApprovalPrompt
 
 
@@ -20,48 +17,44 @@ def watch(app):
     return said
 
 
-async def test_behind_other_windows_the_end_and_an_approval_are_told(tmp_path, toolbox):
-    write = ToolCall("w1", "write_file", json.dumps({"path": "a.txt", "content": "x"}))
-    turns = [ScriptedTurn(tool_calls=(write,)), ScriptedTurn(text="Written.")]
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns), toolbox)
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            said = watch(app)
-            app.post_message(events.AppBlur())
-            await pilot.pause()
-            await app.send("write it")
-            prompt = app.query_one(ApprovalPrompt)
-            await wait_for(lambda: prompt.has_class("-shown") and app.focused is prompt, pilot)
-            assert said == [
-                "BELL",
-                "\x1b]9;bastion: write_file needs your approval\x07"
-                "\x1b]777;notify;bastion;write_file needs your approval\x07",
-            ]
-            app.post_message(events.AppFocus())  # back in front: nothing more is told
-            await pilot.pause()
-            await pilot.press("y")
-            await wait_for(lambda: run_settled(app), pilot)
-            assert len(said) == 2
-    finally:
-        await harness.close()
+async def test_behind_other_windows_the_end_and_an_approval_are_told(harness_process):
+    write = {"id": "w1", "name": "write_file", "arguments": {"path": "a.txt", "content": "x"}}
+    proc = harness_process([{"tool_calls": [write]}, {"text": "Written."}])
+    app = proc.app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        said = watch(app)
+        app.post_message(events.AppBlur())
+        await pilot.pause()
+        await app.send("write it")
+        prompt = app.query_one(ApprovalPrompt)
+        await wait_for(lambda: prompt.has_class("-shown") and app.focused is prompt, pilot)
+        assert said == [
+            "BELL",
+            "\x1b]9;bastion: write_file needs your approval\x07"
+            "\x1b]777;notify;bastion;write_file needs your approval\x07",
+        ]
+        app.post_message(events.AppFocus())  # back in front: nothing more is told
+        await pilot.pause()
+        await pilot.press("y")
+        await wait_for(lambda: run_settled(app), pilot)
+        assert len(said) == 2
+    assert (proc.work / "a.txt").read_text() == "x"
 
 
-async def test_a_run_ending_behind_other_windows_rings_and_says_how_it_ended(tmp_path):
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([ScriptedTurn(text="Hi.")]))
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            said = watch(app)
-            app.post_message(events.AppBlur())
-            await pilot.pause()
-            await app.send("hello")
-            await wait_for(lambda: run_settled(app) and len(said) == 2, pilot)
-            assert said[0] == "BELL" and "bastion: the run is done" in said[1]
-    finally:
-        await harness.close()
+async def test_a_run_ending_behind_other_windows_rings_and_says_how_it_ended(
+    harness_process, tmp_path
+):
+    proc = harness_process(ScriptedProvider([ScriptedTurn(text="Hi.")]))
+    app = proc.app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        said = watch(app)
+        app.post_message(events.AppBlur())
+        await pilot.pause()
+        await app.send("hello")
+        await wait_for(lambda: run_settled(app) and len(said) == 2, pilot)
+        assert said[0] == "BELL" and "bastion: the run is done" in said[1]
 
 
 def test_the_modes():

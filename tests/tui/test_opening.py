@@ -10,11 +10,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from runtime.ipc.local import local_client
 from runtime.model.errors import UnknownConversation
 from runtime.model.records import Approval
-from runtime.testing.scripted import ScriptedProvider
-from tests.tui.conftest import SIZE, app_over, open_driven, wait_for
+from tests.tui.conftest import SIZE, wait_for
 from tests.tui.test_approval_keys import command_turns
 from tests.tui.test_long import open_long_session
 from tui.app import BastionApp
@@ -36,70 +34,69 @@ def record_frames(app: BastionApp, monkeypatch: Any) -> list[tuple[int, bool]]:
 
 
 async def test_the_first_frame_shows_the_sessions_end_and_the_parts_come_after(
-    tmp_path, monkeypatch
+    harness_process, monkeypatch
 ):
     monkeypatch.setattr("tui.app.FIRST_VIEW_WAIT", 30.0)  # (a loaded machine is slow)
-    harness, conv_id = await open_long_session(tmp_path, 30)
-    app = app_over(harness, conv_id, stored=True)
+    proc, conv_id = await open_long_session(harness_process, 30)
+    app = proc.app(resume=conv_id)  # (stored=True, as `bastion -r` builds it)
+    assert app._stored
     frames = record_frames(app, monkeypatch)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.parts_ready.is_set, pilot)
-            await pilot.pause(0.1)
-            assert frames, "no frame was drawn"
-            answers, parts = frames[0]
-            assert answers > 0, "the first frame was drawn before the session's view"
-            assert not parts, "the hidden parts were mounted before the first frame"
-            assert app.query(AssistantEntry).last().text_shown == "Answer number 29."
-            assert app.query_one("#inbox") and app.ready.is_set()
-    finally:
-        await harness.close()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.parts_ready.is_set, pilot)
+        await pilot.pause(0.1)
+        assert frames, "no frame was drawn"
+        answers, parts = frames[0]
+        assert answers > 0, "the first frame was drawn before the session's view"
+        assert not parts, "the hidden parts were mounted before the first frame"
+        assert app.query(AssistantEntry).last().text_shown == "Answer number 29."
+        assert app.query_one("#inbox") and app.ready.is_set()
 
 
-async def test_a_new_session_draws_its_prompt_at_once(tmp_path, monkeypatch):
+async def test_a_new_session_draws_its_prompt_at_once(harness_process, monkeypatch):
     """(Unchanged: a new session's prompt takes keys with the first frame, and the
-    parts come before its view.)"""
+    parts come before its view.) The harness process is held from handing the session
+    over until the test lets it."""
     release = asyncio.Event()
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
+    proc = harness_process([])
+    app = proc.app()
+    opener = app._opener
 
-    async def opener() -> tuple[Any, str]:
+    async def late() -> tuple[Any, str]:
         await release.wait()
-        return await local_client(harness, client="test", owner=False), conv_id
+        return await opener()
 
-    app = BastionApp(opener=opener)
+    app._opener = late
     frames = record_frames(app, monkeypatch)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.parts_ready.is_set, pilot)
-            assert frames and not app.ready.is_set()
-            release.set()
-            await wait_for(app.ready.is_set, pilot)
-    finally:
-        await harness.close()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.parts_ready.is_set, pilot)
+        assert frames and not app.ready.is_set()
+        release.set()
+        await wait_for(app.ready.is_set, pilot)
 
 
-async def test_a_view_that_is_slow_to_come_lets_the_screen_draw_meanwhile(tmp_path, monkeypatch):
+async def test_a_view_that_is_slow_to_come_lets_the_screen_draw_meanwhile(
+    harness_process, monkeypatch
+):
     monkeypatch.setattr("tui.app.FIRST_VIEW_WAIT", 0.2)
     release = asyncio.Event()
-    harness, conv_id = await open_long_session(tmp_path, 2)
+    proc, conv_id = await open_long_session(harness_process, 2)
+    app = proc.app(resume=conv_id)  # `bastion -r ID`: a stored session
+    opener = app._opener
 
-    async def opener() -> tuple[Any, str]:
+    async def late() -> tuple[Any, str]:  # the harness process is slow to hand it over
         await release.wait()
-        return await local_client(harness, client="test", owner=False), conv_id
+        return await opener()
 
-    app = BastionApp(opener=opener, stored=True)
+    app._opener = late
     frames = record_frames(app, monkeypatch)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(lambda: bool(frames), pilot)  # after FIRST_VIEW_WAIT
-            assert frames[0] == (0, False) and not app.ready.is_set()
-            await pilot.press(*"hi")  # the prompt takes keys and shows them meanwhile
-            await wait_for(lambda: app.query_one("#prompt").text == "hi", pilot)
-            release.set()
-            await wait_for(app.parts_ready.is_set, pilot)
-            assert app.query(AssistantEntry).last().text_shown == "Answer number 1."
-    finally:
-        await harness.close()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: bool(frames), pilot)  # after FIRST_VIEW_WAIT
+        assert frames[0] == (0, False) and not app.ready.is_set()
+        await pilot.press(*"hi")  # the prompt takes keys and shows them meanwhile
+        await wait_for(lambda: app.query_one("#prompt").text == "hi", pilot)
+        release.set()
+        await wait_for(app.parts_ready.is_set, pilot)
+        assert app.query(AssistantEntry).last().text_shown == "Answer number 1."
 
 
 async def test_a_stored_session_that_cannot_open_ends_the_app_with_its_error():
@@ -114,28 +111,29 @@ async def test_a_stored_session_that_cannot_open_ends_the_app_with_its_error():
 
 
 async def test_an_approval_waiting_in_a_stored_session_is_asked_once_the_parts_are_there(
-    tmp_path, toolbox
+    harness_process,
 ):
-    harness, conv_id = await open_driven(
-        tmp_path, ScriptedProvider(command_turns("git status")), toolbox
-    )
+    """A harness process asks about a command and ends before anyone answers; `bastion
+    -r ID` (a new harness process) asks again once its parts are there."""
+    proc = harness_process(command_turns("git status"))
+    owner, conv_id = await proc.driving(None)
     try:
-        await harness.submit(conv_id, "status")
+        await owner.submit(conv_id, "status")
 
         async def asked() -> None:
             while not any(c.approval == Approval.PENDING for c in await calls()):
                 await asyncio.sleep(0.02)  # (poll interval: wait_for bounds it)
 
         async def calls() -> list[Any]:
-            return list((await harness.snapshot(conv_id)).tool_calls)
+            return list((await owner.snapshot(conv_id)).tool_calls)
 
         await asyncio.wait_for(asked(), 10)
-        app = app_over(harness, conv_id, stored=True)
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.parts_ready.is_set, pilot)
-            prompt = app.query_one(ApprovalPrompt)
-            await wait_for(lambda: prompt.has_class("-shown") and app.focused is prompt, pilot)
-            assert prompt.call is not None and prompt.call.name == "run_command"
-            await wait_for(lambda: bool(prompt.rules), pilot)  # what `a` would save
     finally:
-        await harness.close()
+        await owner.close()
+    app = proc.app(resume=conv_id)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.parts_ready.is_set, pilot)
+        prompt = app.query_one(ApprovalPrompt)
+        await wait_for(lambda: prompt.has_class("-shown") and app.focused is prompt, pilot)
+        assert prompt.call is not None and prompt.call.name == "run_command"
+        await wait_for(lambda: bool(prompt.rules), pilot)  # what `a` would save

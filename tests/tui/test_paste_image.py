@@ -10,8 +10,8 @@ import stat
 
 from PIL import Image
 
-from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from tests.tui.conftest import SIZE, app_over, notices, open_driven, run_settled, wait_for
+from runtime.testing.scripted import ScriptedProvider
+from tests.tui.conftest import SIZE, notices, run_settled, wait_for
 from tui.widgets import PromptInput
 
 
@@ -31,46 +31,38 @@ def png() -> bytes:
     return out.getvalue()
 
 
-async def test_ctrl_v_attaches_the_clipboards_image(tmp_path, monkeypatch):
+async def test_ctrl_v_attaches_the_clipboards_image(harness_process, tmp_path, monkeypatch):
     fake_xclip(tmp_path / "bin", png())
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
     monkeypatch.setenv("DISPLAY", ":0")
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
-    monkeypatch.setenv("BASTION_HOME", str(tmp_path / "home"))
-    provider = ScriptedProvider([ScriptedTurn(text="A red rectangle.")])
-    harness, conv_id = await open_driven(tmp_path, provider)
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            prompt = app.query_one(PromptInput)
-            await pilot.press(*"what is this? ", "ctrl+v")
-            await wait_for(lambda: "@" in prompt.text, pilot)
-            path = prompt.text.split("@", 1)[1].strip()
-            assert path.startswith(str(tmp_path / "home" / "pasted"))
-            assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
-            await pilot.press("enter")
-            await wait_for(lambda: run_settled(app), pilot)
-        content = provider.requests[0].messages[-1].content
-        # Attached as an image: this scripted model takes none, so the request carries
-        # the placeholder that says so in its place (runtime.context.images).
-        shown = " ".join(getattr(part, "text", "") for part in content)
-        assert "images = true" in shown and len(content) >= 2, content
-    finally:
-        await harness.close()
+    proc = harness_process([{"text": "A red rectangle."}])  # BASTION_HOME: tmp_path/home
+    app = proc.app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        prompt = app.query_one(PromptInput)
+        await pilot.press(*"what is this? ", "ctrl+v")
+        await wait_for(lambda: "@" in prompt.text, pilot)
+        path = prompt.text.split("@", 1)[1].strip()
+        assert path.startswith(str(proc.home / "pasted"))
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+        await pilot.press("enter")
+        await wait_for(lambda: run_settled(app), pilot)
+    content = proc.requests[0].body["messages"][-1]["content"]
+    # Attached as an image: this model (openai/test, unknown to the catalog) takes none,
+    # so the request carries the placeholder that says so in its place (runtime.context.images).
+    shown = " ".join(part.get("text", "") for part in content)
+    assert "images = true" in shown and len(content) >= 2, content
 
 
-async def test_no_image_on_the_clipboard_is_one_line(tmp_path, monkeypatch):
+async def test_no_image_on_the_clipboard_is_one_line(harness_process, tmp_path, monkeypatch):
     fake_xclip(tmp_path / "bin", None)
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
     monkeypatch.setenv("DISPLAY", ":0")
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            await pilot.press(*"keep", "ctrl+v")
-            await wait_for(lambda: "holds no image" in notices(app), pilot)
-            assert app.query_one(PromptInput).text == "keep"
-    finally:
-        await harness.close()
+    proc = harness_process(ScriptedProvider([]))
+    app = proc.app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        await pilot.press(*"keep", "ctrl+v")
+        await wait_for(lambda: "holds no image" in notices(app), pilot)
+        assert app.query_one(PromptInput).text == "keep"

@@ -13,7 +13,6 @@ import textual
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.tui.conftest import (
     SIZE,
-    app_over,
     client_of,
     make_app,
     open_driven,
@@ -30,78 +29,69 @@ from tui.widgets.reasoning import ReasoningFold
 THOUGHT = "First I will read the file. Then I will answer briefly. " * 6  # ~3 s of stream
 
 
-async def test_reasoning_streams_folded_and_a_click_unfolds_it(tmp_path):
+async def test_reasoning_streams_folded_and_a_click_unfolds_it(harness_process, tmp_path):
     turn = ScriptedTurn(reasoning=THOUGHT, text="Done.", chunk_size=4, delay=0.03)
     # (a screen that holds output back while the user types shows it within ~1 s)
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([turn]))
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            await pilot.press(*"think", "enter")
-            fold = None
+    proc = harness_process(ScriptedProvider([turn]))
+    app = proc.app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        await pilot.press(*"think", "enter")
+        fold = None
 
-            def thinking() -> bool:
-                nonlocal fold
-                folds = list(app.query(ReasoningFold))
-                fold = folds[0] if folds else None
-                return fold is not None and "thinking…" in str(fold.render())
+        def thinking() -> bool:
+            nonlocal fold
+            folds = list(app.query(ReasoningFold))
+            fold = folds[0] if folds else None
+            return fold is not None and "thinking…" in str(fold.render())
 
-            await wait_for(thinking, pilot)  # shown while it streams, before the answer
-            assert fold is not None and THOUGHT[:8] not in str(fold.render())  # folded
-            await wait_for(lambda: run_settled(app), pilot)
-            await pilot.pause(0.05)
-            folded = str(fold.render())
-            assert "thought" in folded and f"{len(THOUGHT)} chars" in folded
-            assert THOUGHT not in folded
-            await pilot.click(ReasoningFold)
-            await pilot.pause(0.05)
-            assert THOUGHT.strip() in str(fold.render()).replace("\n", " ")
-            await pilot.click(ReasoningFold)
-            await pilot.pause(0.05)
-            assert THOUGHT not in str(fold.render())
-            [entry] = app.query(AssistantEntry)
-            assert entry.text_shown == "Done."
-    finally:
-        await harness.close()
+        await wait_for(thinking, pilot)  # shown while it streams, before the answer
+        assert fold is not None and THOUGHT[:8] not in str(fold.render())  # folded
+        await wait_for(lambda: run_settled(app), pilot)
+        await pilot.pause(0.05)
+        folded = str(fold.render())
+        assert "thought" in folded and f"{len(THOUGHT)} chars" in folded
+        assert THOUGHT not in folded
+        await pilot.click(ReasoningFold)
+        await pilot.pause(0.05)
+        assert THOUGHT.strip() in str(fold.render()).replace("\n", " ")
+        await pilot.click(ReasoningFold)
+        await pilot.pause(0.05)
+        assert THOUGHT not in str(fold.render())
+        [entry] = app.query(AssistantEntry)
+        assert entry.text_shown == "Done."
 
 
-async def test_an_answer_without_reasoning_shows_no_fold(tmp_path):
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([ScriptedTurn(text="Hi.")]))
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            await pilot.press(*"hello", "enter")
-            await wait_for(lambda: run_settled(app), pilot)
-            await pilot.pause(0.05)
-            [fold] = app.query(ReasoningFold)
-            assert not fold.has_class("-shown") and not fold.display
-    finally:
-        await harness.close()
+async def test_an_answer_without_reasoning_shows_no_fold(harness_process, tmp_path):
+    proc = harness_process(ScriptedProvider([ScriptedTurn(text="Hi.")]))
+    app = proc.app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        await pilot.press(*"hello", "enter")
+        await wait_for(lambda: run_settled(app), pilot)
+        await pilot.pause(0.05)
+        [fold] = app.query(ReasoningFold)
+        assert not fold.has_class("-shown") and not fold.display
 
 
-async def test_effort_command_sets_it_and_the_status_line_shows_it(tmp_path):
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([ScriptedTurn(text="Hi.")]))
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            await pilot.press(*"hello", "enter")  # stored: the setting has a home
-            await wait_for(lambda: run_settled(app), pilot)
-            await pilot.press(*"/effort high", "enter")
-            await wait_for(lambda: "(high)" in str(app.query_one("#status-left").render()), pilot)
-            conv = await harness.get_conversation(conv_id)
-            assert conv.agent.reasoning_effort == "high"
-            await pilot.press(*"/effort extreme", "enter")
-            await pilot.pause(0.1)
-            assert (await harness.get_conversation(conv_id)).agent.reasoning_effort == "high"
-            await pilot.press(*"/effort default", "enter")
-            await wait_for(
-                lambda: "(high)" not in str(app.query_one("#status-left").render()), pilot
-            )
-    finally:
-        await harness.close()
+async def test_effort_command_sets_it_and_the_status_line_shows_it(harness_process, tmp_path):
+    proc = harness_process(ScriptedProvider([ScriptedTurn(text="Hi.")]))
+    app = proc.app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        await pilot.press(*"hello", "enter")  # stored: the setting has a home
+        await wait_for(lambda: run_settled(app), pilot)
+        await pilot.press(*"/effort high", "enter")
+        await wait_for(lambda: "(high)" in str(app.query_one("#status-left").render()), pilot)
+        conv = await app.harness.get_conversation(app.conversation_id)
+        assert conv.agent.reasoning_effort == "high"
+        await pilot.press(*"/effort extreme", "enter")
+        await pilot.pause(0.1)
+        assert (
+            await app.harness.get_conversation(app.conversation_id)
+        ).agent.reasoning_effort == "high"
+        await pilot.press(*"/effort default", "enter")
+        await wait_for(lambda: "(high)" not in str(app.query_one("#status-left").render()), pilot)
 
 
 SNAP_THOUGHT = "The user wants a short answer. I should check the config loader first. " * 5

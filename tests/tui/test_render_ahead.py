@@ -49,12 +49,12 @@ def _count_renders(monkeypatch, *, ui_only: bool = False) -> list[str]:
 
 
 async def test_held_output_is_rendered_before_its_frame_which_renders_nothing(
-    tmp_path, monkeypatch
+    harness_process, monkeypatch
 ):
-    async with gated_app(tmp_path, PARTS) as gated:
+    async with gated_app(harness_process, PARTS) as gated:
         app, pilot, answer = gated.app, gated.pilot, gated.answer
         _hold_output(app, monkeypatch)
-        gated.provider.more.set()
+        gated.more.set()
         whole = "first" + PARTS
         await wait_for(lambda: str(answer._read) == whole, pilot, timeout=30)
         parsed = _count_renders(monkeypatch)
@@ -75,18 +75,20 @@ async def test_held_output_is_rendered_before_its_frame_which_renders_nothing(
         assert parsed[before:] == []  # the frame that showed it only laid it out
         shown = [s.source for s in answer.query(MarkdownText)]
         assert whole.endswith("".join(shown)) and shown[-1].endswith("code 119\n```")
-        gated.provider.end.set()
+        gated.end.set()
         await _type_until(app, pilot, lambda: run_settled(app))
 
 
-async def test_text_keeps_its_width_and_segments_as_the_answer_outgrows_the_screen(tmp_path):
-    async with gated_app(tmp_path, PARTS) as gated:
+async def test_text_keeps_its_width_and_segments_as_the_answer_outgrows_the_screen(
+    harness_process,
+):
+    async with gated_app(harness_process, PARTS) as gated:
         app, pilot, answer = gated.app, gated.pilot, gated.answer
         first = answer.query_one(MarkdownText)
         await wait_for(lambda: first.content_size.width > 0, pilot)
         width = first.content_size.width  # a short transcript: no scrollbar yet
-        gated.provider.more.set()
-        gated.provider.end.set()
+        gated.more.set()
+        gated.end.set()
         await wait_for(lambda: run_settled(app), pilot, timeout=30)
         await pilot.pause(0.1)
         segments = list(answer.query(MarkdownText))
@@ -149,17 +151,19 @@ async def test_a_render_aside_draws_exactly_what_the_frame_would(tmp_path):
     await check_aside_draws_what_the_app_would()  # on a worker thread, its own console
 
 
-async def test_an_answer_that_ends_while_held_is_rendered_off_the_ui_thread(tmp_path, monkeypatch):
+async def test_an_answer_that_ends_while_held_is_rendered_off_the_ui_thread(
+    harness_process, monkeypatch
+):
     """Output held while the user types is rendered aside before it is shown, and that
     includes an answer whose stream ended meanwhile (its last text comes settled, not
     live): the UI thread parses no Markdown for it."""
-    async with gated_app(tmp_path, PARTS) as gated:
+    async with gated_app(harness_process, PARTS) as gated:
         app, pilot, answer = gated.app, gated.pilot, gated.answer
         _hold_output(app, monkeypatch)
         on_ui = _count_renders(monkeypatch, ui_only=True)
         everything = _count_renders(monkeypatch)
-        gated.provider.more.set()
-        gated.provider.end.set()
+        gated.more.set()
+        gated.end.set()
         whole = "first" + PARTS
         await _type_until(app, pilot, lambda: answer.text_shown == whole and not app.view.live)
         await pilot.pause(0.1)

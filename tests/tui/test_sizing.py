@@ -3,13 +3,12 @@ and a widget whose width changes is still measured again at its new width."""
 
 from __future__ import annotations
 
-import asyncio
+import threading
 
 from textual.app import App, ComposeResult
 from textual.screen import Screen
 
-from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from tests.tui.conftest import SIZE, app_over, open_driven, wait_for
+from tests.tui.conftest import SIZE, wait_for
 from tui.widgets.entries import AssistantEntry
 from tui.widgets.markdown import MarkdownText
 from tui.widgets.transcript import Transcript
@@ -100,40 +99,22 @@ async def test_a_new_width_is_measured_again():
         assert text.outer_size.height > wide
 
 
-class _Waiting(ScriptedProvider):
-    """Answers "Hello there." only once `go` is set: the answer is open and empty until."""
-
-    def __init__(self) -> None:
-        super().__init__([ScriptedTurn(text="")])
-        self.go = asyncio.Event()
-
-    async def stream(self, request):
-        from runtime.model.llm import TextChunk
-
-        self.requests.append(request)
-        await self.go.wait()
-        yield TextChunk("Hello there.")
-
-
-async def test_an_answer_is_laid_out_at_its_width_before_its_first_text(tmp_path):
+async def test_an_answer_is_laid_out_at_its_width_before_its_first_text(harness_process):
     """The answer's first segment is laid out (at its width, no lines) while the answer
     is empty, so its first text only makes it taller: one layout, not a new width's
     two, as the text starts to stream."""
-    provider = _Waiting()
-    harness, conv_id = await open_driven(tmp_path, provider)
-    app = app_over(harness, conv_id, first_prompt="go")
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(lambda: bool(app.query(AssistantEntry)), pilot)
-            await settled(pilot)
-            [answer] = app.query(AssistantEntry)
-            segment = answer.query_one(MarkdownText)
-            assert segment.has_class("-empty")
-            assert segment.outer_size.width > 0 and segment.outer_size.height == 0
-            provider.go.set()
-            await wait_for(lambda: answer.text_shown == "Hello there.", pilot)
-            await settled(pilot)
-            assert segment.outer_size.height == 1
-            assert "Hello there." in segment.render_line(0).text
-    finally:
-        await harness.close()
+    go = threading.Event()  # the model's first text comes once it is set
+    proc = harness_process([{"text": "Hello there.", "chunk_size": 100, "holds": {0: go}}])
+    app = proc.app(first_prompt="go")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: bool(app.query(AssistantEntry)), pilot)
+        await settled(pilot)
+        [answer] = app.query(AssistantEntry)
+        segment = answer.query_one(MarkdownText)
+        assert segment.has_class("-empty")
+        assert segment.outer_size.width > 0 and segment.outer_size.height == 0
+        go.set()
+        await wait_for(lambda: answer.text_shown == "Hello there.", pilot)
+        await settled(pilot)
+        assert segment.outer_size.height == 1
+        assert "Hello there." in segment.render_line(0).text

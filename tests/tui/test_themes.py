@@ -7,6 +7,7 @@ import io
 import re
 import tokenize
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual._color_constants import COLOR_NAME_TO_RGB
@@ -15,7 +16,7 @@ from textual.color import Color
 from runtime.model.errors import ConfigError
 from runtime.setup.load import load_config
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from tests.tui.conftest import SIZE, app_over, open_driven, run_settled, wait_for
+from tests.tui.conftest import SIZE, run_settled, wait_for
 from themes import THEMES, check_theme_name
 from themes.user import ThemeFolder, parse_theme, user_themes_dir
 from tui.app import BastionApp
@@ -170,118 +171,98 @@ async def _never():  # pragma: no cover - the app is never run
 # --- the app -------------------------------------------------------------------
 
 
-async def test_the_shipped_themes_are_registered_and_chosen_by_name(tmp_path):
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
-    try:
-        app = app_over(harness, conv_id, theme="bastion-high-contrast")
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            assert app.theme == "bastion-high-contrast"
-            assert set(THEMES) <= set(app.available_themes)
-    finally:
-        await harness.close()
+async def test_the_shipped_themes_are_registered_and_chosen_by_name(harness_process, tmp_path):
+    proc = harness_process(ScriptedProvider([]))
+    app = proc.app(theme="bastion-high-contrast")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        assert app.theme == "bastion-high-contrast"
+        assert set(THEMES) <= set(app.available_themes)
 
 
 def _colours(svg: str) -> set[str]:
     return set(re.findall(r"#[0-9a-f]{6}", svg.lower()))
 
 
-async def _screen_colours(tmp_path: Path, start: str, switch_to: str | None) -> set[str]:
-    turns = [ScriptedTurn(text="# Plan\n\n```python\nx = 1\n```\n\nDone **now**.")]
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns))
-    try:
-        app = app_over(harness, conv_id, theme=start, first_prompt="go")
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(lambda: run_settled(app), pilot)
-            if switch_to is not None:
-                app.theme = switch_to
-            await pilot.pause(0.1)
-            return _colours(app.export_screenshot())
-    finally:
-        await harness.close()
+async def _screen_colours(harness_process: Any, start: str, switch_to: str | None) -> set[str]:
+    proc = harness_process([{"text": "# Plan\n\n```python\nx = 1\n```\n\nDone **now**."}])
+    app = proc.app(theme=start, first_prompt="go")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: run_settled(app), pilot)
+        if switch_to is not None:
+            app.theme = switch_to
+        await pilot.pause(0.1)
+        return _colours(app.export_screenshot())
 
 
 @pytest.mark.parametrize("target", ["bastion-light", "bastion-high-contrast"])
-async def test_switching_theme_live_repaints_everything(tmp_path, target):
+async def test_switching_theme_live_repaints_everything(harness_process, target):
     """A screen switched from dark to `target` has exactly the colours of one started in it."""
-    switched = await _screen_colours(tmp_path / "a", "bastion-dark", target)
-    fresh = await _screen_colours(tmp_path / "b", target, None)
-    dark = await _screen_colours(tmp_path / "c", "bastion-dark", None)
+    switched = await _screen_colours(harness_process, "bastion-dark", target)
+    fresh = await _screen_colours(harness_process, target, None)
+    dark = await _screen_colours(harness_process, "bastion-dark", None)
     assert switched == fresh
     assert THEMES["bastion-dark"].background.lower() in dark  # type: ignore[union-attr]
     assert THEMES["bastion-dark"].background.lower() not in switched  # type: ignore[union-attr]
 
 
-async def test_markdown_headings_are_left_aligned(tmp_path):
+async def test_markdown_headings_are_left_aligned(harness_process, tmp_path):
     turns = [ScriptedTurn(text="# Plan\n\nDone.")]
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider(turns))
-    try:
-        app = app_over(harness, conv_id, first_prompt="go")
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(lambda: run_settled(app), pilot)
-            await pilot.pause(0.05)
-            answer = app.query_one(MarkdownText)
-            row = next(
-                strip.text
-                for strip in app.screen._compositor.render_strips()
-                if "Plan" in strip.text
-            )
-            # at the answer's left margin (its padding), not in the middle of the row
-            assert row.index("Plan") == answer.region.x + 1
-    finally:
-        await harness.close()
+    proc = harness_process(ScriptedProvider(turns))
+    app = proc.app(first_prompt="go")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: run_settled(app), pilot)
+        await pilot.pause(0.05)
+        answer = app.query_one(MarkdownText)
+        row = next(
+            strip.text for strip in app.screen._compositor.render_strips() if "Plan" in strip.text
+        )
+        # at the answer's left margin (its padding), not in the middle of the row
+        assert row.index("Plan") == answer.region.x + 1
 
 
 def _toasts(app: BastionApp) -> list[str]:
     return [str(toast.render()) for toast in app.screen.query("Toast")]
 
 
-async def test_user_themes_reload_when_their_file_changes(tmp_path):
+async def test_user_themes_reload_when_their_file_changes(harness_process, tmp_path):
     folder = user_themes_dir()
     path = write_theme(folder, "dusk", DUSK)
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
-    try:
-        app = app_over(harness, conv_id, theme="dusk")
-        async with app.run_test(size=SIZE, notifications=True) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            bar = app.query_one(StatusBar)
-            assert app.current_theme.primary == "#88C0D0"
-            before = bar.styles.background
-            await pilot.pause(0.3)  # the watcher is running
-            write_theme(folder, "dusk", DUSK.replace('panel = "#434C5E"', 'panel = "#804020"'))
-            await wait_for(lambda: app.current_theme.panel == "#804020", pilot)
-            await wait_for(lambda: bar.styles.background != before, pilot)
-            shown, wanted = bar.styles.background.rgb, Color.parse("#804020").rgb
-            assert all(abs(a - b) <= 1 for a, b in zip(shown, wanted, strict=True))
-            # A broken save keeps the last good theme and says which file and why, once.
-            write_theme(folder, "dusk", "primary_colour = 1\n" + DUSK)
-            await wait_for(
-                lambda: any("primary_colour" in t for t in _toasts(app)), pilot, timeout=10
-            )
-            assert app.current_theme.panel == "#804020"
-            shown = [t for t in _toasts(app) if "primary_colour" in t]
-            assert len(shown) == 1 and str(path) in shown[0].replace("\n", "")
-            # A new file is a new theme, there to switch to.
-            write_theme(folder, "dawn", 'primary = "#AA5500"\ndark = false')
-            await wait_for(lambda: "dawn" in app.available_themes, pilot)
-    finally:
-        await harness.close()
+    proc = harness_process(ScriptedProvider([]))
+    app = proc.app(theme="dusk")
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        bar = app.query_one(StatusBar)
+        assert app.current_theme.primary == "#88C0D0"
+        before = bar.styles.background
+        await pilot.pause(0.3)  # the watcher is running
+        write_theme(folder, "dusk", DUSK.replace('panel = "#434C5E"', 'panel = "#804020"'))
+        await wait_for(lambda: app.current_theme.panel == "#804020", pilot)
+        await wait_for(lambda: bar.styles.background != before, pilot)
+        shown, wanted = bar.styles.background.rgb, Color.parse("#804020").rgb
+        assert all(abs(a - b) <= 1 for a, b in zip(shown, wanted, strict=True))
+        # A broken save keeps the last good theme and says which file and why, once.
+        write_theme(folder, "dusk", "primary_colour = 1\n" + DUSK)
+        await wait_for(lambda: any("primary_colour" in t for t in _toasts(app)), pilot, timeout=10)
+        assert app.current_theme.panel == "#804020"
+        shown = [t for t in _toasts(app) if "primary_colour" in t]
+        assert len(shown) == 1 and str(path) in shown[0].replace("\n", "")
+        # A new file is a new theme, there to switch to.
+        write_theme(folder, "dawn", 'primary = "#AA5500"\ndark = false')
+        await wait_for(lambda: "dawn" in app.available_themes, pilot)
 
 
-async def test_a_broken_theme_file_at_start_is_reported_once(tmp_path):
+async def test_a_broken_theme_file_at_start_is_reported_once(harness_process, tmp_path):
     path = write_theme(user_themes_dir(), "broken", 'primary = "nope"')
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
-    try:
-        app = app_over(harness, conv_id)
-        async with app.run_test(size=SIZE, notifications=True) as pilot:
-            await wait_for(lambda: bool(_toasts(app)), pilot)
-            await pilot.pause(0.2)
-            toasts = _toasts(app)
-            assert len(toasts) == 1 and "is not a colour" in toasts[0]
-            assert str(path) in toasts[0].replace("\n", "")
-            assert app.theme == "bastion-dark"
-    finally:
-        await harness.close()
+    proc = harness_process(ScriptedProvider([]))
+    app = proc.app()
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await wait_for(lambda: bool(_toasts(app)), pilot)
+        await pilot.pause(0.2)
+        toasts = _toasts(app)
+        assert len(toasts) == 1 and "is not a colour" in toasts[0]
+        assert str(path) in toasts[0].replace("\n", "")
+        assert app.theme == "bastion-dark"
 
 
 # --- no literal colours ---------------------------------------------------------
@@ -333,21 +314,18 @@ def test_the_colour_check_catches_literals():
     assert len(_code_and_css()) > 50  # it reads the app's sources
 
 
-async def test_a_themes_folder_made_while_the_app_runs_is_watched(tmp_path):
+async def test_a_themes_folder_made_while_the_app_runs_is_watched(harness_process, tmp_path):
     """With only $XDG_CONFIG_HOME/bastion there at start, a themes/ folder made later
     and a theme saved in it are picked up."""
     folder = user_themes_dir()
     folder.parent.mkdir(parents=True)
-    harness, conv_id = await open_driven(tmp_path, ScriptedProvider([]))
-    try:
-        app = app_over(harness, conv_id)
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            await pilot.pause(0.3)  # the watcher is running
-            write_theme(folder, "dawn", 'primary = "#AA5500"\ndark = false')
-            await wait_for(lambda: "dawn" in app.available_themes, pilot)
-            app.theme = "dawn"
-            await pilot.pause()
-            assert app.current_theme.primary == "#AA5500"
-    finally:
-        await harness.close()
+    proc = harness_process(ScriptedProvider([]))
+    app = proc.app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        await pilot.pause(0.3)  # the watcher is running
+        write_theme(folder, "dawn", 'primary = "#AA5500"\ndark = false')
+        await wait_for(lambda: "dawn" in app.available_themes, pilot)
+        app.theme = "dawn"
+        await pilot.pause()
+        assert app.current_theme.primary == "#AA5500"

@@ -7,10 +7,8 @@ from __future__ import annotations
 import json
 
 from runtime.model.llm import ToolCall
-from runtime.run.toolbox import WorkspaceToolbox
-from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
-from tests.runtime.helpers import open_harness
-from tests.tui.conftest import MODEL, app_over, run_settled, wait_for
+from runtime.testing.scripted import ScriptedTurn
+from tests.tui.conftest import run_settled, wait_for
 from tui.toolrows import human_size
 from tui.widgets import ToolCallLine
 
@@ -19,10 +17,7 @@ def call(n: int, name: str, **args: object) -> ScriptedTurn:
     return ScriptedTurn(tool_calls=(ToolCall(f"c{n}", name, json.dumps(args)),))
 
 
-async def test_finished_calls_are_said_in_words(tmp_path):
-    work = tmp_path / "work"
-    work.mkdir()
-    (tmp_path / "secret.txt").write_text("no")
+async def test_finished_calls_are_said_in_words(harness_process, tmp_path):
     turns = [
         call(1, "write_file", path="notes.txt", content="one\ntwo\n"),
         call(2, "edit_file", path="notes.txt", old_text="two", new_text="three"),
@@ -33,26 +28,22 @@ async def test_finished_calls_are_said_in_words(tmp_path):
         call(7, "search_files", pattern="three"),
         ScriptedTurn(text="Done."),
     ]
-    box = WorkspaceToolbox(str(work), tmp_path / "artifacts")
-    harness = await open_harness(work, ScriptedProvider(turns), box)
-    conv = await harness.create_conversation(
-        str(work), settings={"model": MODEL, "approval_mode": "full-auto"}
-    )
-    await harness.drive(conv.id, interactive=True)
-    app = app_over(harness, conv.id, first_prompt="go")
-    try:
-        async with app.run_test(size=(120, 60)) as pilot:
-            await wait_for(lambda: run_settled(app), pilot)
-            await pilot.pause(0.1)
-            rows = [str(row.render()).split("\n")[0] for row in app.query(ToolCallLine)]
-    finally:
-        await harness.close()
+    proc = harness_process(turns)
+    (proc.work / "other.txt.bak").write_text("x")
+    (proc.work / "sub").mkdir()
+    (proc.work / "sub" / "deeper.md").write_text("x")
+    (tmp_path / "secret.txt").write_text("no")
+    app = proc.app(first_prompt="go", approval_mode="full-auto")
+    async with app.run_test(size=(120, 60)) as pilot:
+        await wait_for(lambda: run_settled(app), pilot)
+        await pilot.pause(0.1)
+        rows = [str(row.render()).split("\n")[0] for row in app.query(ToolCallLine)]
     assert rows == [
         "● Created notes.txt  (8 B)  +2",
         "● Edited notes.txt  +1 −1",
         "● Read notes.txt  (2 lines)",
         "● Refused: path contains '..'",
-        "● Listed .  (4 entries)",  # notes.txt, and the store beside it
+        "● Listed .  (3 entries)",  # notes.txt, other.txt.bak, sub/
         "● Found 1 file for *.txt",
         '● Searched "three"  (1 match)',
     ], rows

@@ -18,7 +18,7 @@ from types import MappingProxyType
 from typing import Any
 
 from runtime.model.views import LiveText
-from tests.tui.conftest import SIZE, app_over, wait_for
+from tests.tui.conftest import SIZE, wait_for
 from tests.tui.test_long import open_long_session
 from tui.widgets import AssistantEntry, Transcript
 
@@ -39,58 +39,52 @@ def hold_first_mount(transcript: Transcript, meanwhile: Callable[[], Awaitable[N
     transcript.mount_all = mount_all  # type: ignore[method-assign]
 
 
-async def test_a_view_shown_while_a_jump_mounts_its_rows_waits_for_them(tmp_path):
+async def test_a_view_shown_while_a_jump_mounts_its_rows_waits_for_them(harness_process):
     """A whole new view (a resync: every entry a new value, so every row is shown
     into) comes while Ctrl+Home mounts the first rows: it is shown once they are."""
-    harness, conv_id = await open_long_session(tmp_path, 30)
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            transcript = app.query_one(Transcript)
-            view = app.view
-            resynced = replace(view, settled=tuple(replace(e) for e in view.settled))
-            shows: list[asyncio.Task[None]] = []
+    proc, conv_id = await open_long_session(harness_process, 30)
+    app = proc.app(resume=conv_id)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        transcript = app.query_one(Transcript)
+        view = app.view
+        resynced = replace(view, settled=tuple(replace(e) for e in view.settled))
+        shows: list[asyncio.Task[None]] = []
 
-            async def show_the_resync() -> None:
-                shows.append(asyncio.create_task(transcript.show(resynced)))
-                await asyncio.sleep(0)  # (yield to the loop: the show starts now)
+        async def show_the_resync() -> None:
+            shows.append(asyncio.create_task(transcript.show(resynced)))
+            await asyncio.sleep(0)  # (yield to the loop: the show starts now)
 
-            hold_first_mount(transcript, show_the_resync)
-            await transcript.jump_home()
-            [show] = shows
-            await asyncio.wait_for(show, 30)  # (an outer bound: it raised IndexError)
-            answers = list(transcript.query(AssistantEntry))
-            assert answers and answers[0].text_shown == "Answer number 0."
-            assert all(a.entry is not None and a.text_shown == a.entry.text for a in answers)
-    finally:
-        await harness.close()
+        hold_first_mount(transcript, show_the_resync)
+        await transcript.jump_home()
+        [show] = shows
+        await asyncio.wait_for(show, 30)  # (an outer bound: it raised IndexError)
+        answers = list(transcript.query(AssistantEntry))
+        assert answers and answers[0].text_shown == "Answer number 0."
+        assert all(a.entry is not None and a.text_shown == a.entry.text for a in answers)
 
 
-async def test_markdown_rendered_ahead_while_a_jump_mounts_its_rows_skips_them(tmp_path):
+async def test_markdown_rendered_ahead_while_a_jump_mounts_its_rows_skips_them(harness_process):
     """The follow loop renders a streaming answer's Markdown ahead (`next_render`)
     while Ctrl+End mounts the rows at the end, that answer's among them: a row not
     mounted yet has nothing to render into, and is left to the show after."""
-    harness, conv_id = await open_long_session(tmp_path, 30)
-    app = app_over(harness, conv_id)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(app.ready.is_set, pilot)
-            transcript = app.query_one(Transcript)
-            await transcript.jump_home()
-            last = app.view.settled[-1]
-            live = MappingProxyType({last.id: LiveText.of(last.text + " And more.")})
-            streaming = replace(app.view, live=live)
-            found: list[object] = []
+    proc, conv_id = await open_long_session(harness_process, 30)
+    app = proc.app(resume=conv_id)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        transcript = app.query_one(Transcript)
+        await transcript.jump_home()
+        last = app.view.settled[-1]
+        live = MappingProxyType({last.id: LiveText.of(last.text + " And more.")})
+        streaming = replace(app.view, live=live)
+        found: list[object] = []
 
-            async def render_ahead() -> None:
-                found.append(transcript.next_render(streaming))
+        async def render_ahead() -> None:
+            found.append(transcript.next_render(streaming))
 
-            hold_first_mount(transcript, render_ahead)
-            await transcript.jump_end()
-            assert found == [None]
-            await transcript.show(streaming)
-            shown = transcript.query(AssistantEntry).last()
-            assert shown.text_shown == "Answer number 29. And more."
-    finally:
-        await harness.close()
+        hold_first_mount(transcript, render_ahead)
+        await transcript.jump_end()
+        assert found == [None]
+        await transcript.show(streaming)
+        shown = transcript.query(AssistantEntry).last()
+        assert shown.text_shown == "Answer number 29. And more."

@@ -204,7 +204,11 @@ class ToolCallLine(Static, LaidOutOnce):
             return
         glyph = _call_state(record, result)[0]
         head = Content.from_markup(_words_head(self.call, record, glyph) or _head(self.call, glyph))
-        self.update(Content("\n").join([head, self.command.content(self.expanded)]))
+        parts = [head, self.command.content(self.expanded)]
+        allowed = row_diff_markup(record)  # (a command has no diff: the rule that let it run)
+        if allowed:
+            parts.insert(1, Content.from_markup(allowed))
+        self.update(Content("\n").join(parts))
 
     def watch_expanded(self) -> None:
         self._draw()
