@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import shlex
 import signal
@@ -141,6 +142,9 @@ async def _main(opts: Any, prompt: str | None) -> int:
     except BastionError as exc:
         error_line(str(exc))
         return EXIT_USAGE
+    if not gc.isenabled():  # (tui.cli turned it off: start-up allocates much, frees little)
+        gc.freeze()  # what start-up loaded stays out of the collector's passes
+        gc.enable()
     for note in session.config.notes:  # project settings ignored (an untrusted folder)
         error_line(note)
     if notice := session.sandbox_notice():

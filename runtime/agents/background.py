@@ -42,11 +42,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
+
+import msgspec
 
 from runtime.agents.children import ChildLink, children_of, final_text, subagent_of
 from runtime.model.errors import BastionError
@@ -303,7 +304,7 @@ class BackgroundAgents:
         return resumed
 
     async def describe(self, link: ChildLink) -> dict[str, Any]:
-        return dataclasses.asdict(await describe(self.host, link))
+        return msgspec.structs.asdict(await describe(self.host, link))
 
     async def listing(self) -> ToolOutcome:
         mine = await self.host.store.read(lambda db: background_children(db, self.parent_id))

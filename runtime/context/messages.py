@@ -26,8 +26,10 @@ from __future__ import annotations
 import platform
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from runtime.context.compaction import CUT_OFF, covered_through, newest_summary
 from runtime.context.images import adapt_content
@@ -212,7 +214,7 @@ def _adapt(message: Message, policy: ImagePolicy) -> Message:
     content = adapt_content(
         message.content, images=policy.images, max_side=policy.max_side, model=policy.model
     )
-    return replace(message, content=content)
+    return msgspec.structs.replace(message, content=content)
 
 
 def _wire_id(provider_id: str, key: str, used: set[str]) -> str:

@@ -14,6 +14,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
+import msgspec
+
 from runtime import agents
 from runtime.config.approvals import ApprovalMode
 from runtime.config.rules import allow_rule, folder_parts
@@ -127,7 +129,7 @@ class DrivingOps(HarnessCore):
             total = total.merge(child.total)
             for model, part in child.per_model.items():
                 per_model[model] = per_model.get(model, UsageTotals()).merge(part)
-        return replace(summary, total=total, per_model=per_model, children=children)
+        return msgspec.structs.replace(summary, total=total, per_model=per_model, children=children)
 
     def compaction_settings(self) -> CompactionSettings:
         """The reserve from config, and the `compact_model`'s provider when one is set."""

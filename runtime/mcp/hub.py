@@ -15,13 +15,14 @@ server's status says so.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import logging
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from runtime.mcp.config import SEPARATOR, ServerSpec
 from runtime.mcp.results import outcome, refused
@@ -111,7 +112,7 @@ class McpHub:
             skipped = len(names) - len(offered)
             if skipped and status.state is ServerState.READY:
                 note = f"{skipped} tool name(s) left out: providers take [A-Za-z0-9_-], 64 at most"
-                status = dataclasses.replace(status, detail=note)
+                status = msgspec.structs.replace(status, detail=note)
             out.append(status)
         return tuple(out)
 

@@ -9,39 +9,36 @@ restart.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, ClassVar
+
+import msgspec
 
 from runtime.model.jobs import JobRecord
 from runtime.model.records import Conversation, Entry, InboxItem, Run, ToolCallRecord
 
 
-@dataclass(frozen=True, slots=True)
-class ConversationCreated:
+class ConversationCreated(msgspec.Struct, frozen=True):
     type: ClassVar[str] = "conversation.created"
     conversation_id: str
     version: int
     conversation: Conversation
 
 
-@dataclass(frozen=True, slots=True)
-class ConversationUpdated:
+class ConversationUpdated(msgspec.Struct, frozen=True):
     type: ClassVar[str] = "conversation.updated"
     conversation_id: str
     version: int
     conversation: Conversation
 
 
-@dataclass(frozen=True, slots=True)
-class EntryAdded:
+class EntryAdded(msgspec.Struct, frozen=True):
     type: ClassVar[str] = "entry.added"
     conversation_id: str
     version: int
     entry: Entry
 
 
-@dataclass(frozen=True, slots=True)
-class EntryTextAppended:
+class EntryTextAppended(msgspec.Struct, frozen=True):
     """A checkpoint of streamed text: `text` was appended at character `offset`."""
 
     type: ClassVar[str] = "entry.text_appended"
@@ -52,8 +49,7 @@ class EntryTextAppended:
     text: str
 
 
-@dataclass(frozen=True, slots=True)
-class EntryReasoningAppended:
+class EntryReasoningAppended(msgspec.Struct, frozen=True):
     """A checkpoint of streamed reasoning: `text` was appended at character `offset`."""
 
     type: ClassVar[str] = "entry.reasoning_appended"
@@ -64,8 +60,7 @@ class EntryReasoningAppended:
     text: str
 
 
-@dataclass(frozen=True, slots=True)
-class EntryClosed:
+class EntryClosed(msgspec.Struct, frozen=True):
     """A streamed entry ended with `status`: its text is the `length` characters its
     checkpoints appended (not repeated here), its reasoning and tool calls are in `data`."""
 
@@ -78,8 +73,7 @@ class EntryClosed:
     length: int
 
 
-@dataclass(frozen=True, slots=True)
-class ToolOutputAppended:
+class ToolOutputAppended(msgspec.Struct, frozen=True):
     """A checkpoint of a running call's output: `text` appended at character `offset`."""
 
     type: ClassVar[str] = "tool_call.output_appended"
@@ -90,8 +84,7 @@ class ToolOutputAppended:
     text: str
 
 
-@dataclass(frozen=True, slots=True)
-class EntryUpdated:
+class EntryUpdated(msgspec.Struct, frozen=True):
     """An entry's status, and its whole text and data, changed (completion, reset)."""
 
     type: ClassVar[str] = "entry.updated"
@@ -100,32 +93,28 @@ class EntryUpdated:
     entry: Entry
 
 
-@dataclass(frozen=True, slots=True)
-class RunUpdated:
+class RunUpdated(msgspec.Struct, frozen=True):
     type: ClassVar[str] = "run.updated"
     conversation_id: str
     version: int
     run: Run
 
 
-@dataclass(frozen=True, slots=True)
-class ToolCallUpdated:
+class ToolCallUpdated(msgspec.Struct, frozen=True):
     type: ClassVar[str] = "tool_call.updated"
     conversation_id: str
     version: int
     tool_call: ToolCallRecord
 
 
-@dataclass(frozen=True, slots=True)
-class InboxUpdated:
+class InboxUpdated(msgspec.Struct, frozen=True):
     type: ClassVar[str] = "inbox.updated"
     conversation_id: str
     version: int
     item: InboxItem
 
 
-@dataclass(frozen=True, slots=True)
-class LeaseChanged:
+class LeaseChanged(msgspec.Struct, frozen=True):
     type: ClassVar[str] = "lease.changed"
     conversation_id: str
     version: int
@@ -134,8 +123,7 @@ class LeaseChanged:
     token: int
 
 
-@dataclass(frozen=True, slots=True)
-class RulesUpdated:
+class RulesUpdated(msgspec.Struct, frozen=True):
     """The conversation's session approval rules, all of them, after one was added."""
 
     type: ClassVar[str] = "rules.updated"
@@ -144,8 +132,7 @@ class RulesUpdated:
     rules: list[dict[str, Any]]
 
 
-@dataclass(frozen=True, slots=True)
-class HookRan:
+class HookRan(msgspec.Struct, frozen=True):
     """A configured hook (runtime.hooks) for one event of run `run_id`: `state`
     "started" before a hook that runs at most once, "done" with its `outcome` (ok,
     block, approve, failed, timeout, garbage), or "interrupted" (bastion stopped while
@@ -162,8 +149,7 @@ class HookRan:
     outcome: str
 
 
-@dataclass(frozen=True, slots=True)
-class TodosUpdated:
+class TodosUpdated(msgspec.Struct, frozen=True):
     """The conversation's todo list (runtime.plan), all of it, after a `todo` call."""
 
     type: ClassVar[str] = "todos.updated"
@@ -172,8 +158,7 @@ class TodosUpdated:
     todos: list[dict[str, Any]]
 
 
-@dataclass(frozen=True, slots=True)
-class JobUpdated:
+class JobUpdated(msgspec.Struct, frozen=True):
     """A background job (runtime.model.jobs) started or ended. Its live output is not
     an event: it goes to the job's artifact, which read_output and /jobs read."""
 
@@ -203,8 +188,7 @@ DurableEvent = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class TextDelta:
+class TextDelta(msgspec.Struct, frozen=True):
     type: ClassVar[str] = "text.delta"
     conversation_id: str
     run_id: str
@@ -215,8 +199,7 @@ class TextDelta:
     text: str
 
 
-@dataclass(frozen=True, slots=True)
-class ReasoningDelta:
+class ReasoningDelta(msgspec.Struct, frozen=True):
     type: ClassVar[str] = "reasoning.delta"
     conversation_id: str
     run_id: str
@@ -226,8 +209,7 @@ class ReasoningDelta:
     text: str
 
 
-@dataclass(frozen=True, slots=True)
-class ToolOutputDelta:
+class ToolOutputDelta(msgspec.Struct, frozen=True):
     type: ClassVar[str] = "tool.output"
     conversation_id: str
     run_id: str
@@ -237,8 +219,7 @@ class ToolOutputDelta:
     text: str
 
 
-@dataclass(frozen=True, slots=True)
-class AttemptReset:
+class AttemptReset(msgspec.Struct, frozen=True):
     """A retried model request starts over: drop the partial of `entry_id`."""
 
     type: ClassVar[str] = "attempt.reset"
@@ -252,8 +233,7 @@ class AttemptReset:
     delay: float = 0.0  # seconds until the retried request is sent
 
 
-@dataclass(frozen=True, slots=True)
-class CompactionProgress:
+class CompactionProgress(msgspec.Struct, frozen=True):
     """The run is compacting its conversation before its next model request.
 
     `phase`: started (with what is summarised: `entries`, about `tokens`), writing
@@ -276,8 +256,7 @@ class CompactionProgress:
     background: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class SettingsChanged:
+class SettingsChanged(msgspec.Struct, frozen=True):
     """A client switched the model or approval mode the driving process runs the
     conversation with (the mode is never stored: every client of that process is told,
     so each screen shows what the next call will be decided by). Not part of a run's
@@ -361,7 +340,7 @@ def is_durable(event: Event) -> bool:
 def event_to_dict(event: Event) -> dict[str, Any]:
     """`{"type": ..., fields...}` with nested records as dicts."""
     out: dict[str, Any] = {"type": event.type}
-    for name in event.__slots__:
+    for name in event.__struct_fields__:
         value = getattr(event, name)
         out[name] = value.to_dict() if name in _RECORD_FIELDS else value
     return out
@@ -372,7 +351,7 @@ def event_from_dict(data: dict[str, Any]) -> Event:
     if cls is None:
         raise ValueError(f"unknown event type {data.get('type')!r}")
     kwargs: dict[str, Any] = {}
-    for name in cls.__slots__:
+    for name in cls.__struct_fields__:
         if name not in data and name in _DEFAULTED:
             continue  # a field added later: older ledger rows take its default
         value = data[name]

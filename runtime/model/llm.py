@@ -8,19 +8,18 @@ wrong on the wire; the model loop decides what to retry and what to show.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
+
+import msgspec
 
 Role = Literal["system", "user", "assistant", "tool"]
 
 
-@dataclass(frozen=True, slots=True)
-class TextPart:
+class TextPart(msgspec.Struct, frozen=True):
     text: str
 
 
-@dataclass(frozen=True, slots=True)
-class ImagePart:
+class ImagePart(msgspec.Struct, frozen=True):
     """An image the model should see; `data` is base64 without a data: prefix."""
 
     media_type: str
@@ -30,8 +29,7 @@ class ImagePart:
 ContentPart = TextPart | ImagePart
 
 
-@dataclass(frozen=True, slots=True)
-class ToolCall:
+class ToolCall(msgspec.Struct, frozen=True):
     """A complete tool call the model asked for; `arguments` is the raw JSON text."""
 
     id: str
@@ -39,8 +37,7 @@ class ToolCall:
     arguments: str
 
 
-@dataclass(frozen=True, slots=True)
-class Message:
+class Message(msgspec.Struct, frozen=True):
     role: Role
     content: str | tuple[ContentPart, ...] = ""
     tool_calls: tuple[ToolCall, ...] = ()
@@ -50,22 +47,20 @@ class Message:
     reasoning: tuple[str, str] | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class ToolSpec:
+class ToolSpec(msgspec.Struct, frozen=True):
     name: str
     description: str
     parameters: dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
-class ModelRequest:
+class ModelRequest(msgspec.Struct, frozen=True):
     model: str
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...] = ()
     max_tokens: int | None = None
     temperature: float | None = None
     session_id: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = msgspec.field(default_factory=dict)
     # How hard a reasoning model thinks (runtime.run.reasoning.EFFORTS); None: its default.
     reasoning_effort: str | None = None
 
@@ -73,21 +68,18 @@ class ModelRequest:
 # --- what a stream yields -------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class TextChunk:
+class TextChunk(msgspec.Struct, frozen=True):
     """Answer text. A provider coalesces consecutive deltas of one network read."""
 
     text: str
 
 
-@dataclass(frozen=True, slots=True)
-class ReasoningChunk:
+class ReasoningChunk(msgspec.Struct, frozen=True):
     text: str
     signature: str = ""  # Anthropic: the signature that closes a thinking block
 
 
-@dataclass(frozen=True, slots=True)
-class ToolCallChunk:
+class ToolCallChunk(msgspec.Struct, frozen=True):
     """A piece of tool call `index`: id and name arrive once, arguments in pieces."""
 
     index: int
@@ -96,8 +88,7 @@ class ToolCallChunk:
     arguments: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class Usage:
+class Usage(msgspec.Struct, frozen=True):
     input_tokens: int = 0
     output_tokens: int = 0
     cached_input_tokens: int = 0
@@ -140,13 +131,11 @@ class Usage:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class UsageReport:
+class UsageReport(msgspec.Struct, frozen=True):
     usage: Usage
 
 
-@dataclass(frozen=True, slots=True)
-class StreamEnd:
+class StreamEnd(msgspec.Struct, frozen=True):
     """The provider finished the response; `finish_reason` as the wire said it."""
 
     finish_reason: str | None

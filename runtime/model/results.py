@@ -5,9 +5,10 @@ Each crosses the protocol (runtime.model.protocol) as JSON and back unchanged.""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+
+import msgspec
 
 from runtime.model.records import Conversation, Entry, InboxItem
 
@@ -26,8 +27,7 @@ def worse_quality(a: str, b: str) -> Quality:
     return max(Quality(a), Quality(b), key=_ORDER.index)
 
 
-@dataclass(frozen=True, slots=True)
-class UsageTotals:
+class UsageTotals(msgspec.Struct, frozen=True):
     """Summed counts; `cost` is None when no part had a known price, and
     `cost_complete` says whether every part had one."""
 
@@ -85,18 +85,17 @@ class UsageTotals:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class UsageSummary:
-    total: UsageTotals = field(default_factory=UsageTotals)
-    per_run: Mapping[str, UsageTotals] = field(default_factory=dict)
-    per_model: Mapping[str, UsageTotals] = field(default_factory=dict)
-    compaction: UsageTotals = field(default_factory=UsageTotals)
+class UsageSummary(msgspec.Struct, frozen=True):
+    total: UsageTotals = msgspec.field(default_factory=UsageTotals)
+    per_run: Mapping[str, UsageTotals] = msgspec.field(default_factory=dict)
+    per_model: Mapping[str, UsageTotals] = msgspec.field(default_factory=dict)
+    compaction: UsageTotals = msgspec.field(default_factory=UsageTotals)
     #: The newest request's input + output tokens and their quality (None: no request yet).
     context_tokens: int | None = None
     context_quality: Quality = Quality.UNAVAILABLE
     #: Each subagent's conversation (runtime.agents), by its id: in `total` and
     #: `per_model` too, so a session's totals are what its whole work cost.
-    children: Mapping[str, UsageTotals] = field(default_factory=dict)
+    children: Mapping[str, UsageTotals] = msgspec.field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -117,8 +116,7 @@ class ServerState(StrEnum):
     STOPPED = "stopped"  # closed with the session
 
 
-@dataclass(frozen=True, slots=True)
-class McpServerStatus:
+class McpServerStatus(msgspec.Struct, frozen=True):
     name: str
     transport: str  # "stdio" or "http"
     target: str  # the command line or the URL (never env or headers)
@@ -134,8 +132,7 @@ class McpServerStatus:
         return head + (f": {self.detail}" if self.detail else "")
 
 
-@dataclass(frozen=True, slots=True)
-class McpPrompt:
+class McpPrompt(msgspec.Struct, frozen=True):
     """A prompt an MCP server offers: the app's `/mcp__SERVER__NAME` command."""
 
     server: str
@@ -149,8 +146,7 @@ class McpPrompt:
         return f"mcp__{self.server}__{self.name}"
 
 
-@dataclass(frozen=True, slots=True)
-class McpResource:
+class McpResource(msgspec.Struct, frozen=True):
     """A resource an MCP server lists: attached to a prompt by `@SERVER:URI`."""
 
     server: str
@@ -164,8 +160,7 @@ class McpResource:
         return f"{self.server}:{self.uri}"
 
 
-@dataclass(frozen=True, slots=True)
-class SearchHit:
+class SearchHit(msgspec.Struct, frozen=True):
     """A conversation that matched, with its best-ranked entry and a snippet of it.
 
     `spans` is the snippet as (text, matched) pieces; `marked()` joins them with the
@@ -181,8 +176,7 @@ class SearchHit:
         return "".join(f"{before}{t}{after}" if hit else t for t, hit in self.spans)
 
 
-@dataclass(frozen=True, slots=True)
-class Rewound:
+class Rewound(msgspec.Struct, frozen=True):
     """A rewind: the new conversation (history up to just before the user message),
     and that message's text, for the front end to put back in the prompt."""
 
@@ -192,8 +186,7 @@ class Rewound:
     entry_id: str
 
 
-@dataclass(frozen=True, slots=True)
-class AgentRecord:
+class AgentRecord(msgspec.Struct, frozen=True):
     """A background subagent of a session (runtime.agents.background): its id, kind and
     description, its newest run's state, its last words (the end of its newest answer)
     and its spend."""
@@ -212,8 +205,7 @@ class AgentRecord:
         return self.state in ("queued", "running", "awaiting_approval")
 
 
-@dataclass(frozen=True, slots=True)
-class Interruption:
+class Interruption(msgspec.Struct, frozen=True):
     """What `Harness.interrupt` did: the run it asked to stop (None if none was active)
     and the queued inputs it withdrew, oldest first, for the prompt to take back."""
 
@@ -224,8 +216,7 @@ class Interruption:
         return self.run_id is not None
 
 
-@dataclass(frozen=True, slots=True)
-class Redirection:
+class Redirection(msgspec.Struct, frozen=True):
     """What `Harness.redirect` did: the run it cut (None if none was active), the queued
     inputs it withdrew for the prompt to take back, and the new prompt's inbox item."""
 
@@ -234,8 +225,7 @@ class Redirection:
     item: InboxItem
 
 
-@dataclass(frozen=True, slots=True)
-class Supersession:
+class Supersession(msgspec.Struct, frozen=True):
     """What `Harness.supersede` did: the run it ended (its unfinished work discarded
     from the model's context, kept in the record), the note entry that says so, the
     queued inputs it withdrew for the prompt to take back, and the new prompt's item
@@ -247,8 +237,7 @@ class Supersession:
     item: InboxItem | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class FileRestore:
+class FileRestore(msgspec.Struct, frozen=True):
     """One path put back: `content` written, or the file removed when it is None.
 
     `seen` is the path as the plan found it (`state_of`: a sha256, "absent" or "not
@@ -266,8 +255,7 @@ class FileRestore:
         return "remove" if self.content is None else "restore"
 
 
-@dataclass(frozen=True, slots=True)
-class RestorePlan:
+class RestorePlan(msgspec.Struct, frozen=True):
     """What restoring the workspace to before `entry_id` would do, and what it cannot."""
 
     conversation_id: str
@@ -281,17 +269,15 @@ class RestorePlan:
         return out + [f"cannot undo: {why}" for why in self.cannot_undo]
 
 
-@dataclass(frozen=True, slots=True)
-class RestoreReport:
+class RestoreReport(msgspec.Struct, frozen=True):
     restored: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
     failed: tuple[tuple[str, str], ...] = ()
-    cannot_undo: tuple[str, ...] = field(default_factory=tuple)
+    cannot_undo: tuple[str, ...] = msgspec.field(default_factory=tuple)
     left_alone: tuple[tuple[str, str], ...] = ()  # (path, why): changed since the plan
 
 
-@dataclass(frozen=True, slots=True)
-class CloseReport:
+class CloseReport(msgspec.Struct, frozen=True):
     """How a harness closed (seed 000's two-phase close): the conversations whose driver
     settled within the bound (what was streamed committed, runs left resumable, lease
     released), and those that did not (`remaining`: abandoned, their lease expires by

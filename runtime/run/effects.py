@@ -35,8 +35,10 @@ import os
 import stat
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from runtime.model.records import ToolCallRecord, ToolCallState
 from runtime.model.results import FileRestore, RestorePlan, RestoreReport
@@ -334,7 +336,7 @@ def _with_states(cwd: str, files: tuple[FileRestore, ...]) -> tuple[FileRestore,
 
     try:
         with tools.Workspace.open(cwd) as ws:
-            return tuple(replace(f, seen=state_of(ws, f.path)) for f in files)
+            return tuple(msgspec.structs.replace(f, seen=state_of(ws, f.path)) for f in files)
     except OSError:
         return files  # the workspace is gone: restoring will say so, path by path
 

@@ -21,8 +21,9 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any, TypeVar
+
+import msgspec
 
 from runtime.context.catalog import cost_of
 from runtime.context.compaction import Compactor, exceeds
@@ -494,7 +495,7 @@ class RunExecutor:
             return usage
         info = self.deps.model_info
         cost = cost_of(info, usage.input_tokens, usage.output_tokens, usage.cached_input_tokens)
-        return replace(usage, cost=cost)
+        return msgspec.structs.replace(usage, cost=cost)
 
     def usage_record(self, run: Run, usage: Usage, quality: Quality) -> dict[str, Any]:
         """The run's usage dict: summed counts, their quality, the model."""

@@ -3,7 +3,7 @@ the views take it in order; its line is a note entry every front end draws."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+import msgspec
 
 from runtime.model.events import EntryAdded, HookRan
 from runtime.model.views import reduce, view_from_snapshot
@@ -31,7 +31,7 @@ async def test_hook_runs_read_back_from_the_ledger_and_fold_into_a_view(tmp_path
     assert note.text.startswith("PreToolUse hook `") and "not on Fridays" in note.text
     assert note.data["hook"]["outcome"] == "block"
     view = view_from_snapshot(start)
-    later = replace(ran[0], version=view.version + 1)
+    later = msgspec.structs.replace(ran[0], version=view.version + 1)
     assert (
         reduce(view, later).version == view.version + 1 and not reduce(view, later).resync_required
     )

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from runtime.ipc.client import HarnessClient
@@ -35,8 +35,8 @@ SAMPLES: dict[type, Any] = {
 def sample(op_type: type[p.Op]) -> p.Op:
     """An op with every field set to a value of its type (or its default)."""
     values: dict[str, Any] = {}
-    for f in fields(op_type):
-        kind = str(f.type)
+    for f in msgspec.structs.fields(op_type):
+        kind = getattr(f.type, "__name__", str(f.type))  # ("int", "InboxMode", "str | None")
         if f.name == "plan":
             values[f.name] = RestorePlan(
                 "c", "e", "/w", (FileRestore("a.txt", b"\x00\xffbytes", "why", "absent"),), ("x",)
