@@ -196,7 +196,7 @@ def _replaced(active: Sequence[Entry], results: Mapping[Any, Entry]) -> dict[Any
             text = str(results[key].data.get("rewritten_note", ""))  # a rewrite stays said
             text += str(entry.data.get("replacement", ""))
             data = {**results[key].data, "images": []}
-            out[key] = replace(results[key], text=text, data=data)
+            out[key] = results[key].but(text=text, data=data)
     return out
 
 

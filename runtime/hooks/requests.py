@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from runtime.model.llm import ContentPart, ImagePart, Message, ModelRequest, ToolCall
 
@@ -104,7 +106,7 @@ def replacement(found: Shown, answer: Any) -> ModelRequest | str:
         asked.update(c.id for c in message.tool_calls)
         made.append(message)
     system = tuple(m for m in found.request.messages if m.role == "system")
-    return replace(found.request, messages=(*system, *rest[: found.omitted], *made))
+    return msgspec.structs.replace(found.request, messages=(*system, *rest[: found.omitted], *made))
 
 
 def _original(found: Shown, item: Any, used: dict[str, int]) -> Message | None:

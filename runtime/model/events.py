@@ -268,8 +268,7 @@ class SettingsChanged(msgspec.Struct, frozen=True):
     approval_mode: str
 
 
-@dataclass(frozen=True, slots=True)
-class SessionFailed:
+class SessionFailed(msgspec.Struct, frozen=True):
     """A storage error ended the harness (seed 004's `session_failed`): every run it
     drove stopped without writing more, every op after this is refused with the typed
     `SessionFailedError`, and the harness closes. Published once, to every subscriber
