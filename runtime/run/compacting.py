@@ -123,6 +123,18 @@ class RunCompaction:
             self._background_failed = True
         return entry
 
+    def detach(self) -> asyncio.Task[Entry | None] | None:
+        """The run answered: a summary still being written in the background goes on
+        without it (seed 004: placed at once when the conversation is idle, otherwise
+        at the next turn boundary); the driver hands it to its next run (`adopt`)."""
+        task, self._background = self._background, None
+        return task if task is not None and not task.done() else None
+
+    def adopt(self, task: asyncio.Task[Entry | None]) -> None:
+        """A summary an earlier run left writing: this run takes it up where its own
+        would be (used from the request after it lands, waited for past the budget)."""
+        self._background = task
+
     async def close(self) -> None:
         """The run ends: a summary still being written in the background is stopped
         (nothing of it is committed: its commit is the run's, fenced by its lease)."""

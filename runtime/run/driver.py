@@ -39,7 +39,7 @@ from runtime.model.errors import (
 from runtime.model.events import Event
 from runtime.model.ids import uuid7, uuid7_time
 from runtime.model.llm import Provider
-from runtime.model.records import ACTIVE_RUN_STATES, EntryStatus, Run, RunState
+from runtime.model.records import ACTIVE_RUN_STATES, Entry, EntryStatus, Run, RunState
 from runtime.model.tools import Toolbox
 from runtime.run.aio import wait_until
 from runtime.run.deps import LoopDeps, LoopSettings
@@ -133,6 +133,7 @@ class Driver:
         self._wake = asyncio.Event()
         self._decisions: dict[str, asyncio.Event] = {}
         self._executor: RunExecutor | None = None
+        self._summary: asyncio.Task[Entry | None] | None = None  # RunCompaction.detach
         self._run: Run | None = None
         self._run_task: asyncio.Task[Run] | None = None
         self._task: asyncio.Task[None] | None = None
@@ -174,17 +175,20 @@ class Driver:
         self._task = asyncio.create_task(self._work(), name=f"driver-{self.conversation_id}")
 
     async def stop(self) -> None:
-        """Shut down: commit what was streamed, leave runs resumable, release the lease."""
-        for task in (self._task, self._heartbeat):
+        """Shut down: commit what was streamed, leave runs resumable, release the lease
+        (a summary still being made in the background is stopped: nothing of it kept)."""
+        for task in (self._task, self._heartbeat, self._summary):
             if task is not None and not task.done():
                 task.cancel()
-        for task in (self._task, self._heartbeat):
+        for task in (self._task, self._heartbeat, self._summary):
             if task is not None:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
         await self._release()
 
     async def _release(self) -> None:
+        if self._summary is not None:  # (its commit needs the lease this gives up)
+            self._summary.cancel()
         if self._released or isinstance(self.failure, LeaseLost):
             return
         self._released = True
@@ -413,6 +417,9 @@ class Driver:
             hooks=self.config.hooks,
         )
         self._executor = RunExecutor(deps, self.conversation_id)
+        if self._summary is not None:  # (an earlier run's background summary, still made)
+            self._executor.compaction.adopt(self._summary)
+            self._summary = None
         self._run = run
         self._run_task = asyncio.create_task(self._executor.execute(run))
         watcher = asyncio.create_task(self._watch(run.id))
@@ -427,6 +434,9 @@ class Driver:
         finally:
             watcher.cancel()
             self.live.pop(run.id, None)
+            self._summary = self._executor.leftover  # placed when it lands (seed 004)
+            if self._summary is not None:
+                self._summary.add_done_callback(_said)
             self._executor = None
             self._run_task = None
             self._run = None
@@ -464,6 +474,12 @@ class Driver:
                 self._decisions.pop(tool_call_id, None)
 
         return wait()
+
+
+def _said(task: asyncio.Task[Entry | None]) -> None:
+    """A summary left writing that broke (not a CompactionFailed: that one was said)."""
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        log.warning("a background summary was not kept: %s", exc)
 
 
 def new_run(conversation_id: str, inbox_id: str) -> Run:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -116,6 +117,7 @@ class RunExecutor:
             deps.store, conversation_id, self.commit, deps.provider, deps.model,
             deps.model_info, deps.model_info.context_window, deps.compaction,
         )  # fmt: skip
+        self.leftover: asyncio.Task[Entry | None] | None = None  # see `execute`'s end
         self.compaction = RunCompaction(
             self.compactor, conversation_id, deps.publish, deps.live.epoch, self.next_seq,
             self.settle_inflight,
@@ -226,7 +228,12 @@ class RunExecutor:
             error = {"code": "internal", "message": f"{type(exc).__name__}: {exc}"}
             return await self._fail(run, error)
         finally:
-            await self.compaction.close()  # (a summary still being made in the background)
+            # A summary still being made in the background: a run that ended on its own
+            # hands it on (the driver's next run takes it up); one cut or failing stops it.
+            if self.interrupting or sys.exc_info()[0] is not None:
+                await self.compaction.close()
+            else:
+                self.leftover = self.compaction.detach()
             if deadline is not None:
                 deadline.cancel()
 

@@ -1,8 +1,11 @@
 """Issue 37 item 5 (seed 004: "the conversation keeps working while the summary is
-made"): a request past BACKGROUND_AT of the budget starts the summary in the background;
-the run sends its requests meanwhile and uses the summary from the request after it
-lands. A summary still being written when the run ends is stopped, nothing of it
-committed; one that fails is said once and not asked for again in that run."""
+made. The summary is placed at once when the conversation is idle, otherwise at the
+next turn boundary"): a request past BACKGROUND_AT of the budget starts the summary in
+the background; the run sends its requests meanwhile and uses the summary from the
+request after it lands. One still being written when the run answers goes on: placed
+when it lands, the next run taking it up; one still written when the harness closes
+is stopped, nothing of it committed; one that fails is said once and not asked for
+again in that run."""
 
 from __future__ import annotations
 
@@ -153,7 +156,7 @@ async def test_the_run_goes_on_while_the_summary_is_made_and_uses_it_once_landed
     assert summary.data["usage"]["output_tokens"] > 0  # its spend, kept with it
 
 
-async def test_a_summary_still_written_when_the_run_ends_is_stopped_and_not_kept(
+async def test_a_summary_still_written_when_the_harness_closes_is_stopped_and_not_kept(
     tmp_path: Path,
 ) -> None:
     main, toolbox = ScriptedProvider(), Held()
@@ -256,3 +259,101 @@ async def test_a_background_summary_asks_the_pre_compact_hooks_first(tmp_path: P
 async def test_a_pre_compact_block_stops_the_background_summary(tmp_path: Path) -> None:
     _, summariser = await pre_compacted(tmp_path, {"decision": "block", "reason": "not now"})
     assert summariser.requests == []
+
+
+class Gated(ScriptedProvider):
+    """A summariser that has its request but sends nothing until `gate` is set."""
+
+    def __init__(self, gate: asyncio.Event) -> None:
+        super().__init__([ScriptedTurn(text=SUMMARY, chunk_size=20)])
+        self.gate = gate
+
+    async def stream(self, request: Any) -> Any:
+        async for item in super().stream(request):
+            await self.gate.wait()
+            yield item
+
+
+async def _run_ends_while_the_summary_is_written(
+    tmp_path: Path, summariser: ScriptedProvider
+) -> tuple[Harness, str, ScriptedProvider, ScriptedProvider, Any]:
+    main, toolbox = ScriptedProvider(), Held()
+    harness = await open_tiny(tmp_path, main, summariser, toolbox)
+    conv = await harness.create_conversation(
+        str(tmp_path), settings={"model": "s/tiny", "approval_mode": "full-auto"}
+    )
+    await harness.drive(conv.id)
+    await near_the_window(harness, conv.id, main)
+    main.add(
+        ScriptedTurn(text="Reading.", tool_calls=calls("a")),
+        ScriptedTurn(text="And the other.", tool_calls=calls("wait")),
+        ScriptedTurn(text="Done."),
+    )
+    asking = asyncio.create_task(until(lambda: bool(summariser.requests), "summary asked"))
+    asking.add_done_callback(lambda _: toolbox.landed.set())
+    run = await ask(harness, conv.id, "go")
+    assert run.state == "completed", run.error
+    toolbox.landed = asyncio.Event()  # (the next `wait` read waits again)
+    return harness, conv.id, main, summariser, (run, toolbox)
+
+
+async def summaries(harness: Harness, conv_id: str) -> list[Any]:
+    snap = await harness.snapshot(conv_id)
+    return [e for e in snap.entries if e.kind == EntryKind.SUMMARY]
+
+
+async def placed(harness: Harness, conv_id: str) -> list[Any]:
+    for _ in range(3000):  # (up to a minute on a loaded machine)
+        if found := await summaries(harness, conv_id):
+            return found
+        await asyncio.sleep(0.02)  # (poll interval: the store is read, not watched)
+    raise AssertionError("the summary was never placed")
+
+
+async def test_a_summary_still_written_when_the_run_answers_is_placed_when_it_lands(
+    tmp_path: Path,
+) -> None:
+    gate = asyncio.Event()
+    harness, conv_id, main, summariser, (run, _) = await _run_ends_while_the_summary_is_written(
+        tmp_path, Gated(gate)
+    )
+    try:
+        assert await summaries(harness, conv_id) == []  # (the run answered before it landed)
+        gate.set()
+        (summary,) = await placed(harness, conv_id)
+        assert summary.run_id == run.id and summary.data["reason"] == "background"
+        main.add(ScriptedTurn(text="Next."))
+        await ask(harness, conv_id, "next")
+        assert SUMMARY in json.dumps([str(m.content) for m in main.requests[-1].messages])
+        assert len(summariser.requests) == 1
+    finally:
+        await harness.close()
+
+
+async def test_the_next_run_takes_up_a_summary_an_earlier_run_left_writing(
+    tmp_path: Path,
+) -> None:
+    gate = asyncio.Event()
+    harness, conv_id, main, summariser, (_, toolbox) = await _run_ends_while_the_summary_is_written(
+        tmp_path, Gated(gate)
+    )
+    try:
+        before = len(main.requests)
+        main.add(
+            ScriptedTurn(text="Reading.", tool_calls=calls("b")),
+            ScriptedTurn(text="More.", tool_calls=calls("wait")),
+            ScriptedTurn(text="Done again."),
+        )
+        item = await harness.submit(conv_id, "again")
+        await until(lambda: len(main.requests) > before, "the next run's first request")
+        gate.set()  # the summary lands while the next run works
+        await placed(harness, conv_id)
+        toolbox.landed.set()
+        run = await harness.wait(item.id, conv_id)
+        assert run.state == "completed", run.error
+        assert len(await summaries(harness, conv_id)) == 1
+        texts = [json.dumps([str(m.content) for m in r.messages]) for r in main.requests[before:]]
+        assert SUMMARY in texts[-1]  # used from the request after it landed
+        assert len(summariser.requests) == 1  # taken up, not a second summary
+    finally:
+        await harness.close()

@@ -73,3 +73,33 @@ async def test_the_session_cap_says_why_in_plain_and_in_the_app(harness_process)
         state = lambda: str(app.query_one("#status-left").render())  # noqa: E731
         await wait_for(lambda: "stopped: session cost limit" in state(), pilot)
     assert len(proc.requests) == 1
+
+
+async def test_the_status_line_says_a_summary_left_writing_goes_on(tmp_path):
+    """A run answered while its background summary was still written: the summary goes
+    on (runtime.run.compacting.detach) and the status line says so beside "done"; once
+    it is done, "done" alone."""
+    from runtime.model.events import CompactionProgress
+    from runtime.model.views import reduce
+
+    harness = await open_harness(
+        tmp_path, ScriptedProvider([ScriptedTurn(text="Done.")]), RecordingToolbox()
+    )
+    try:
+        conv = await harness.create_conversation(str(tmp_path), settings={"model": MODEL})
+        await harness.drive(conv.id)
+        item = await harness.submit(conv.id, "go")
+        run = await harness.wait(item.id, conv.id)
+        view = await harness.snapshot(conv.id)
+    finally:
+        await harness.close()
+
+    def progress(phase: str, seq: int) -> CompactionProgress:
+        return CompactionProgress(
+            conv.id, run.id, 1, seq, phase, entries=12, tokens=3000, background=True
+        )
+
+    writing = reduce(view, progress("writing", 1))
+    assert "● done · compacting" in run_state_label(writing)
+    assert "in the background" in run_state_label(writing)
+    assert run_state_label(reduce(writing, progress("done", 2))).endswith("● done[/]")

@@ -10,7 +10,7 @@ import math
 from typing import TYPE_CHECKING
 
 from runtime.model.records import EntryKind, EntryStatus, Run, RunState, ToolCallState
-from runtime.model.views import ConversationView
+from runtime.model.views import Compacting, ConversationView
 from tui.markup import escape
 from tui.run_words import BUDGET_NAMES, compacting_label
 from tui.usage import Catalog, Totals, context_of, count, totals
@@ -39,13 +39,19 @@ _MODE_TONE = {
 
 def _activity(view: ConversationView, run: Run) -> str:
     """What a running run is doing: compacting, running a tool, writing, or thinking."""
-    compacting = view.compacting.get(run.id)
+    compacting = view.compacting.get(run.id) or _background_summary(view)
     if compacting is not None:
         label = compacting_label(compacting.entries, compacting.tokens, compacting.written)
         if compacting.background:  # the run goes on: what it does, then the summary
             return f"{_working(view, run)} · {label} in the background"
         return f"{label} · esc cancels"
     return _working(view, run)
+
+
+def _background_summary(view: ConversationView) -> Compacting | None:
+    """A summary being made in the background, by this run or one an earlier run left
+    writing (placed when it lands: runtime.run.compacting)."""
+    return next((c for c in view.compacting.values() if c.background), None)
 
 
 def _working(view: ConversationView, run: Run) -> str:
@@ -81,6 +87,9 @@ def run_state_label(view: ConversationView, retry_in: float | None = None) -> st
         tone, label = "$warning", f"retrying in {math.ceil(retry_in)} s"
     elif run.state == RunState.RUNNING:
         label = _activity(view, run)
+    elif run.terminal and (left := _background_summary(view)) is not None:
+        summary = compacting_label(left.entries, left.tokens, left.written)
+        label = f"{label} · {summary} in the background"
     glyph = "●" if run.terminal else "◌"
     return f"[{tone}]{glyph} {escape(label)}[/]"
 
