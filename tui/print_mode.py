@@ -83,7 +83,7 @@ from tui.exits import (
     error_line,
 )
 from tui.plan_lines import plan_block
-from tui.session import Session, start_session
+from tui.session import Session, drive_session, open_session
 
 STATUS = {
     RunState.COMPLETED: "completed",
@@ -135,7 +135,14 @@ async def _main(opts: Any, prompt: str | None) -> int:
     started = time.monotonic()
     out = Printer(opts.output_format, sys.stdout, sys.stderr)
     try:
-        session = await start_session(opts, interactive=False, on_refusal=out.refused)
+        session = await open_session(opts)
+        if prompt is None and not session.created:  # (said before its driver goes on)
+            try:
+                await _say_kept_partial(session.harness, session.conversation.id)
+            except BaseException:
+                await session.harness.close()
+                raise
+        session = await drive_session(session, interactive=False, on_refusal=out.refused)
     except NoModelConfigured:
         error_line(await first_run_report())
         return EXIT_USAGE
@@ -226,14 +233,14 @@ async def _work(
         return await harness.wait(item.id, item.conversation_id)
     if session.created:
         return None
-    await _say_kept_partial(harness, conv_id)
     return await harness.wait_idle(conv_id)
 
 
-async def _say_kept_partial(harness: HarnessClient, conversation_id: str) -> None:
+async def _say_kept_partial(harness: Any, conversation_id: str) -> None:
     """Finishing a run a crash cut off mid-answer: one line on stderr saying the text
     already shown was kept (marked interrupted) and the model goes on from it, so what
-    follows on stdout is the rest of the answer, not all of it again (issue 25, item 5)."""
+    follows on stdout is the rest of the answer, not all of it again (issue 25, item 5).
+    Read before the session is driven (its driver may finish the run at once)."""
     view = await harness.snapshot(conversation_id)
     going = {run.id for run in view.runs if not run.terminal}
     answers = [e for e in view.entries if e.kind == EntryKind.ASSISTANT]
