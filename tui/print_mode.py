@@ -37,6 +37,7 @@ from runtime import (
     BastionError,
     EmptyInput,
     EventChannel,
+    Harness,
     HarnessClient,
     Interruption,
     JobRecord,
@@ -202,7 +203,7 @@ async def _main(opts: Any, prompt: str | None) -> int:
         error_line(str(exc))  # nothing was admitted: bad input or an unusable store
         return EXIT_USAGE
     except SessionFailedError as exc:  # a storage error ended the harness (seed 004)
-        saved = await asyncio.to_thread(saved_answer, session.harness.store.path, conv.id)
+        saved = await asyncio.to_thread(saved_answer, session.harness.home, conv.id)
         result = _failure(conv.id, run, exc, started)
         result["error"]["reason"] = exc.reason  # (the code: session_failed)
         out.failed(result, exc.line(conv.id), saved)
@@ -236,7 +237,7 @@ async def _work(
     return await harness.wait_idle(conv_id)
 
 
-async def _say_kept_partial(harness: Any, conversation_id: str) -> None:
+async def _say_kept_partial(harness: Harness, conversation_id: str) -> None:
     """Finishing a run a crash cut off mid-answer: one line on stderr saying the text
     already shown was kept (marked interrupted) and the model goes on from it, so what
     follows on stdout is the rest of the answer, not all of it again (issue 25, item 5).
@@ -445,13 +446,13 @@ async def _result(
     }
 
 
-def saved_answer(store: Path, conversation_id: str) -> str:
-    """What was saved of the session's last answer, read afresh from the store at `store`
+def saved_answer(home: Path, conversation_id: str) -> str:
+    """What was saved of the session's last answer, read afresh from the store in `home`
     after a storage error ended the harness ("" when it cannot be read: a damaged file)."""
     from runtime import ReadOnlyStore, committed_view
 
     try:
-        with ReadOnlyStore.open(store.parent) or contextlib.nullcontext() as found:
+        with ReadOnlyStore.open(home) or contextlib.nullcontext() as found:
             if found is None:
                 return ""
             view = found.read(lambda db: committed_view(db, conversation_id))
