@@ -178,7 +178,8 @@ async def render_aside(app: App[Any], source: str, width: int) -> None:
     handled and echoed between them, with a console of its own (a console's theme
     stack is not for two threads), made like the app's and given the same options.
     Only a segment that changed is rendered again (answers are cut into segments and
-    the settled ones kept: `_RENDERS`).
+    the settled ones kept: `_RENDERS`), and of it only the blocks that changed
+    (`_render_blocks`).
     """
     key = _render_key(app, source, width)
     if key in _RENDERS:
@@ -202,6 +203,47 @@ def _render(
     return render_lines(console, options, theme, source, dark)
 
 
+#: Blocks of streamed Markdown rendered (by source, width and theme), kept so that
+#: each is rendered once (see `_render_blocks`).
+KEPT_BLOCKS = 64
+_BLOCKS: OrderedDict[tuple[str, int, int, bool], list[list[Segment]]] = OrderedDict()
+_BLOCKS_LOCK = threading.Lock()  # (rendered on a worker thread; tests on the UI thread)
+
+
+def _render_blocks(
+    console: Console, options: Any, theme: RichTheme, source: str, dark: bool
+) -> list[list[Segment]]:
+    """`source`'s lines as `_render` gives them, made from those of each of its blocks
+    (`segments.blocks`), each rendered once and kept, with a blank line between them
+    (Rich's between two blocks). The open segment of a streaming answer is rendered
+    again on every frame, and all its blocks but the last are the ones the frame
+    before rendered. (Only there: a text rendered once costs more by blocks, each
+    a parse of its own.)"""
+    from tui.widgets.rich_markdown import render_lines
+    from tui.widgets.segments import blocks
+
+    parts = blocks(source)
+    if len(parts) == 1:
+        return render_lines(console, options, theme, source, dark)
+    lines: list[list[Segment]] = []
+    for index, block in enumerate(parts):
+        key = (block, options.max_width, id(theme), dark)
+        with _BLOCKS_LOCK:
+            kept = _BLOCKS.get(key)
+            if kept is not None:
+                _BLOCKS.move_to_end(key)
+        if kept is None:
+            kept = render_lines(console, options, theme, block, dark)
+            with _BLOCKS_LOCK:
+                _BLOCKS[key] = kept
+                if len(_BLOCKS) > KEPT_BLOCKS:
+                    _BLOCKS.popitem(last=False)
+        if index:
+            lines.append([])
+        lines.extend(kept)
+    return lines
+
+
 _ASIDE_LOCK = threading.Lock()  # one render at a time on the aside console
 _aside: tuple[object, Console] | None = None  # (the app's console, the aside one)
 
@@ -221,7 +263,7 @@ def _render_aside(
     console: Console, options: Any, theme: RichTheme, source: str, dark: bool
 ) -> list[list[Segment]]:
     with _ASIDE_LOCK:
-        return _render(console, options, theme, source, dark)
+        return _render_blocks(console, options, theme, source, dark)
 
 
 def _keep(key: tuple[str, int, int, bool], lines: list[list[Segment]]) -> None:
