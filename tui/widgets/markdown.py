@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style as RichStyle
 from rich.theme import Theme as RichTheme
+from textual.geometry import Region
 from textual.strip import Strip
 from textual.visual import Visual
 from textual.widgets import Static
@@ -401,26 +402,36 @@ class MarkdownText(Static, LaidOutOnce):
         """Show `source` (re-rendered at the next refresh; the layout follows its height)."""
         if source == self.source:
             return
-        same_height = self._same_height(source)
+        changed = self._changed_lines(source)
         self.source = source
-        if same_height:
+        if changed is not None:
             # The text grew within its last line, or into the blank lines kept below
-            # it (most deltas of a stream): only this widget is drawn again, not the
-            # whole screen laid out.
-            self.refresh()
+            # it (most deltas of a stream): only the lines from the first that changed
+            # are drawn again, not the whole screen laid out.
+            first, height = changed
+            self.refresh(Region(0, first, self.content_size.width, height - first))
         else:
             self.clear_cached_dimensions()
             self.refresh(layout=True)
 
-    def _same_height(self, source: str) -> bool:
-        """`source`, already rendered at the width last laid out (the frame that shows a
-        streamed answer renders it ahead), takes as many lines as what is shown."""
+    def _changed_lines(self, source: str) -> tuple[int, int] | None:
+        """When `source`, already rendered at the width last laid out (the frame that
+        shows a streamed answer renders it ahead), takes as many lines as what is
+        shown: (the first line it draws otherwise, the height). Else None."""
         drawn = self._drawn
         lines = drawn[2]._lines if drawn is not None and drawn[0] is self.source else None
         if lines is None or not self.source or not source:
-            return False
+            return None
         width, shown = lines
         if not is_rendered(self.app, source, width):
-            return False
-        now = len(rendered(self.app, source, width))
-        return padded(now, self.headroom) == padded(len(shown), self.headroom)
+            return None
+        now = rendered(self.app, source, width)
+        height = padded(len(now), self.headroom)
+        if height != padded(len(shown), self.headroom):
+            return None
+        first = 0
+        for was, line in zip(shown, now, strict=False):  # (kept blocks: the same lines)
+            if was is not line and was != line:
+                break
+            first += 1
+        return first, height
