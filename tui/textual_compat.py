@@ -15,6 +15,9 @@ test fails when it stops working:
   tests/tui/test_long.py and tests/tui/test_textual_compat.py (anchor).
 - `Widget._size_updated`: a widget that only grew taller asks for no second
   layout (`LaidOutOnce`). tests/tui/test_sizing.py.
+- `Widget._size_updated`, `_repaint_required`, the scrollbars and
+  `Screen._compositor.update_widgets`: a scrolling widget's scrollbars repainted in
+  the pass that lays it out (`BarsInItsPass`). tests/tui/test_textual_compat.py (bars).
 - `TextArea._on_key`: the prompt sees each key before the text area does
   (`KeysFirst`). tests/tui/test_textual_compat.py (keys_first) and the prompt tests.
 - `Driver._app` and `Driver.process_message`: the moment a key is read, on the
@@ -55,6 +58,17 @@ Static's. `_size_updated` is Textual's own (not public): with a Textual whose
 `_size_updated` takes no `layout`, the mixin leaves it alone (and the second
 layout comes back).
 
+## Scrollbars in the pass that lays out their widget (`BarsInItsPass`)
+
+In a layout, a scrolling widget that grew gives its scrollbar the new height and
+position, which asks for a repaint: the layout's own pass does not take it (it
+comes after the pass collected what to repaint), so the screen is composed and
+written out once more a frame later for that one column, though the layout pass
+drew the bar as it now is. While an answer streams the transcript grows a few
+times a second, each time with that extra pass (35 of the ~160 passes of 15 s of
+a 400 chars/s answer). `BarsInItsPass` hands the repaint to the pass under way as
+the widget takes its size, before that pass composes the screen.
+
 ## The moment a key is read (`noting_keys`)
 The terminal driver Textual picks, noting when a key or paste is read.
 
@@ -83,6 +97,7 @@ from textual.widget import Widget
 from textual.widgets import TextArea
 
 __all__ = [
+    "BarsInItsPass",
     "KeysFirst",
     "LaidOutOnce",
     "anchor_in_layout",
@@ -172,6 +187,23 @@ class LaidOutOnce(Widget):
             return super()._size_updated(
                 size, virtual_size, container_size, layout and not (same_width or first)
             )
+
+
+class BarsInItsPass(Widget):
+    """A scrolling widget whose scrollbars are repainted in the pass that lays it out."""
+
+    def _size_updated(self, *args: Any, **kwargs: Any) -> bool:
+        changed: bool = super()._size_updated(*args, **kwargs)
+        bars: set[Widget] = {
+            bar
+            for bar in (self._vertical_scrollbar, self._horizontal_scrollbar)
+            if bar is not None and bar._repaint_required
+        }
+        if bars and self.is_attached:
+            self.screen._compositor.update_widgets(bars)  # (drawn as the pass composes)
+            for bar in bars:
+                bar._repaint_required = False
+        return changed
 
 
 @functools.cache

@@ -6,6 +6,7 @@ nothing when its items did not change."""
 from __future__ import annotations
 
 from textual.app import App, ComposeResult
+from textual.geometry import Region
 
 from tui.widgets.markdown import HEADROOM, MarkdownText, headroom_for, rendered
 
@@ -167,3 +168,32 @@ async def test_a_long_streaming_answer_keeps_headroom_until_it_ends(
         await pilot.press("escape")
         await wait_for(lambda: run_settled(app), pilot)
         await wait_for(lambda: segment.size.height == lines, pilot)
+
+
+async def test_text_grown_within_its_height_repaints_from_its_first_changed_line() -> None:
+    """Only the lines from the first one the new text draws otherwise are drawn again;
+    the segment then shows what the whole new text renders to, line for line."""
+    app = _One()
+    async with app.run_test(size=(60, 20)) as pilot:
+        await pilot.pause()
+        text = app.query_one(MarkdownText)
+        width = text.content_size.width
+        text.grow(8)
+        before = "Hello\n\nA paragraph.\n\nThe last one"
+        rendered(app, before, width)
+        text.set_source(before)
+        await pilot.pause()
+        assert text.size.height == 8
+        source = before + " goes on."
+        rendered(app, source, width)
+        asked = set(text._repaint_regions)  # (what the layout before left to repaint)
+        text.set_source(source)
+        assert not text._layout_required
+        assert text._repaint_regions - asked == {Region(1, 4, width, 4)}  # from line 4
+        await pilot.pause()
+        fresh = MarkdownText(source)
+        fresh.grow(8)
+        await app.mount(fresh)
+        await pilot.pause()
+        assert [_line(text, y) for y in range(8)] == [_line(fresh, y) for y in range(8)]
+        assert "The last one goes on." in _line(text, 4)

@@ -197,3 +197,66 @@ def test_an_enter_typed_before_the_app_took_the_terminal_is_an_enter():
     finally:
         os.close(master)
         os.close(slave)
+
+
+async def _bar_passes(monkeypatch, scroll_class: type) -> list[tuple[bool, bool, bool]]:
+    """A scrolling widget that grows a few lines at a time: for each screen pass while
+    it does, (a layout, only the scrollbar repainted, the bar left to paint after it)."""
+    from textual.app import App, ComposeResult
+    from textual.screen import Screen
+    from textual.widgets import Static
+
+    passes: list[tuple[bool, bool, bool]] = []
+    original = Screen._on_timer_update
+
+    def recording(screen: Screen) -> None:
+        layout, dirty = screen._layout_required, set(screen._dirty_widgets)
+        original(screen)
+        scrolls = list(screen.query(scroll_class))
+        if scrolls:
+            bar = scrolls[0].vertical_scrollbar
+            passes.append((layout, dirty == {bar}, bool(bar._repaint_regions)))
+
+    monkeypatch.setattr(Screen, "_on_timer_update", recording)
+
+    class Text(Static, compat.LaidOutOnce):  # (as the transcript's Markdown is)
+        pass
+
+    class Growing(App[None]):
+        def compose(self) -> ComposeResult:
+            with scroll_class():
+                yield Text("line")
+
+    app = Growing()
+    async with app.run_test(size=(40, 10)) as pilot:
+        scroll = app.query_one(scroll_class)
+        compat.anchor_in_layout(scroll)
+        for lines in range(12, 60, 4):
+            app.query_one(Text).update("\n".join(f"line {i}" for i in range(lines)))
+            # (the bar's own pass, where there is one, comes a timer tick after the
+            # layout's: time for both)
+            await pilot.pause(0.1)
+        assert scroll.scroll_y == scroll.max_scroll_y > 0
+    return passes
+
+
+async def test_bars_in_its_pass_repaints_the_scrollbar_in_the_layout_pass(monkeypatch):
+    """`BarsInItsPass`: each layout pass of a growing, anchored scroll also paints its
+    scrollbar as it now is, and no pass repaints the bar alone. (Without it, Textual
+    leaves the bar to a pass of its own after each layout: checked too, so this fails
+    if Textual stops doing that and the mixin has nothing left to do.)"""
+    from textual.containers import VerticalScroll
+
+    class Plain(VerticalScroll, compat.LaidOutOnce):  # (as the transcript is)
+        pass
+
+    class Bars(VerticalScroll, compat.LaidOutOnce, compat.BarsInItsPass):
+        pass
+
+    plain = await _bar_passes(monkeypatch, Plain)
+    assert any(alone for _, alone, _ in plain)
+    assert any(left for layout, _, left in plain if layout)
+    bars = await _bar_passes(monkeypatch, Bars)
+    assert sum(layout for layout, _, _ in bars) >= 5
+    assert not any(alone for _, alone, _ in bars)
+    assert not any(left for layout, _, left in bars if layout)

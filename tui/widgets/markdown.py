@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style as RichStyle
 from rich.theme import Theme as RichTheme
+from textual.geometry import Region
 from textual.strip import Strip
 from textual.visual import Visual
 from textual.widgets import Static
@@ -178,7 +179,8 @@ async def render_aside(app: App[Any], source: str, width: int) -> None:
     handled and echoed between them, with a console of its own (a console's theme
     stack is not for two threads), made like the app's and given the same options.
     Only a segment that changed is rendered again (answers are cut into segments and
-    the settled ones kept: `_RENDERS`).
+    the settled ones kept: `_RENDERS`), and of it only the blocks that changed
+    (`_render_blocks`).
     """
     key = _render_key(app, source, width)
     if key in _RENDERS:
@@ -202,6 +204,47 @@ def _render(
     return render_lines(console, options, theme, source, dark)
 
 
+#: Blocks of streamed Markdown rendered (by source, width and theme), kept so that
+#: each is rendered once (see `_render_blocks`).
+KEPT_BLOCKS = 64
+_BLOCKS: OrderedDict[tuple[str, int, int, bool], list[list[Segment]]] = OrderedDict()
+_BLOCKS_LOCK = threading.Lock()  # (rendered on a worker thread; tests on the UI thread)
+
+
+def _render_blocks(
+    console: Console, options: Any, theme: RichTheme, source: str, dark: bool
+) -> list[list[Segment]]:
+    """`source`'s lines as `_render` gives them, made from those of each of its blocks
+    (`segments.blocks`), each rendered once and kept, with a blank line between them
+    (Rich's between two blocks). The open segment of a streaming answer is rendered
+    again on every frame, and all its blocks but the last are the ones the frame
+    before rendered. (Only there: a text rendered once costs more by blocks, each
+    a parse of its own.)"""
+    from tui.widgets.rich_markdown import render_lines
+    from tui.widgets.segments import blocks
+
+    parts = blocks(source)
+    if len(parts) == 1:
+        return render_lines(console, options, theme, source, dark)
+    lines: list[list[Segment]] = []
+    for index, block in enumerate(parts):
+        key = (block, options.max_width, id(theme), dark)
+        with _BLOCKS_LOCK:
+            kept = _BLOCKS.get(key)
+            if kept is not None:
+                _BLOCKS.move_to_end(key)
+        if kept is None:
+            kept = render_lines(console, options, theme, block, dark)
+            with _BLOCKS_LOCK:
+                _BLOCKS[key] = kept
+                if len(_BLOCKS) > KEPT_BLOCKS:
+                    _BLOCKS.popitem(last=False)
+        if index:
+            lines.append([])
+        lines.extend(kept)
+    return lines
+
+
 _ASIDE_LOCK = threading.Lock()  # one render at a time on the aside console
 _aside: tuple[object, Console] | None = None  # (the app's console, the aside one)
 
@@ -221,7 +264,7 @@ def _render_aside(
     console: Console, options: Any, theme: RichTheme, source: str, dark: bool
 ) -> list[list[Segment]]:
     with _ASIDE_LOCK:
-        return _render(console, options, theme, source, dark)
+        return _render_blocks(console, options, theme, source, dark)
 
 
 def _keep(key: tuple[str, int, int, bool], lines: list[list[Segment]]) -> None:
@@ -359,26 +402,36 @@ class MarkdownText(Static, LaidOutOnce):
         """Show `source` (re-rendered at the next refresh; the layout follows its height)."""
         if source == self.source:
             return
-        same_height = self._same_height(source)
+        changed = self._changed_lines(source)
         self.source = source
-        if same_height:
+        if changed is not None:
             # The text grew within its last line, or into the blank lines kept below
-            # it (most deltas of a stream): only this widget is drawn again, not the
-            # whole screen laid out.
-            self.refresh()
+            # it (most deltas of a stream): only the lines from the first that changed
+            # are drawn again, not the whole screen laid out.
+            first, height = changed
+            self.refresh(Region(0, first, self.content_size.width, height - first))
         else:
             self.clear_cached_dimensions()
             self.refresh(layout=True)
 
-    def _same_height(self, source: str) -> bool:
-        """`source`, already rendered at the width last laid out (the frame that shows a
-        streamed answer renders it ahead), takes as many lines as what is shown."""
+    def _changed_lines(self, source: str) -> tuple[int, int] | None:
+        """When `source`, already rendered at the width last laid out (the frame that
+        shows a streamed answer renders it ahead), takes as many lines as what is
+        shown: (the first line it draws otherwise, the height). Else None."""
         drawn = self._drawn
         lines = drawn[2]._lines if drawn is not None and drawn[0] is self.source else None
         if lines is None or not self.source or not source:
-            return False
+            return None
         width, shown = lines
         if not is_rendered(self.app, source, width):
-            return False
-        now = len(rendered(self.app, source, width))
-        return padded(now, self.headroom) == padded(len(shown), self.headroom)
+            return None
+        now = rendered(self.app, source, width)
+        height = padded(len(now), self.headroom)
+        if height != padded(len(shown), self.headroom):
+            return None
+        first = 0
+        for was, line in zip(shown, now, strict=False):  # (kept blocks: the same lines)
+            if was is not line and was != line:
+                break
+            first += 1
+        return first, height

@@ -15,14 +15,36 @@ the inside of a fenced block), so no block is split and no list renumbers.
 
 from __future__ import annotations
 
+import itertools
 import re
 
 from runtime.model.views import LiveText
 
-__all__ = ["Splitter"]
+__all__ = ["Splitter", "blocks"]
 
 _NOT_A_BLOCK_START = re.compile(r"[ \t\-*+>|]|\d+[.)]([ \t]|$)|\[[^\]]*\]:")
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
+#: A link reference definition or an HTML block: a part of the text may need another
+#: (a reference defined elsewhere), so such a text is not split into blocks.
+_JOINED = re.compile(r"^ {0,3}(\[[^\]]*\]:|<)", re.MULTILINE)
+
+
+def blocks(source: str) -> list[str]:
+    """`source` cut at every place a `Splitter` may cut (of any size): its blocks, each
+    rendered apart looking the same as rendered together, one blank line between. A
+    last line not ended yet (a stream's) starts a block of its own only if it starts
+    with a letter: a paragraph, whatever it goes on to say."""
+    if _JOINED.search(source) is not None:
+        return [source]
+    splitter = Splitter(0)
+    cuts = splitter.feed(LiveText.of(source))
+    last = source.rfind("\n") + 1
+    if last < len(source) and splitter.starts_paragraph(source[last:]):
+        cuts.append(last)
+    if not cuts:
+        return [source]
+    ends = [0, *cuts, len(source)]
+    return [source[start:end] for start, end in itertools.pairwise(ends)]
 
 
 class Splitter:
@@ -51,6 +73,11 @@ class Splitter:
             start += len(line)
         self._pos = start
         return found
+
+    def starts_paragraph(self, line: str) -> bool:
+        """`line`, coming next, starts a paragraph after a blank line (a cut may go
+        before it whatever follows): it starts with a letter, outside a fence."""
+        return self._blank and self._fence is None and line[:1].isalpha()
 
     def _cut_before(self, line: str, start: int) -> bool:
         return (

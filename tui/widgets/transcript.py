@@ -32,7 +32,7 @@ from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.widget import Widget
 
-from tui.textual_compat import LaidOutOnce, anchor_in_layout, following_anchor
+from tui.textual_compat import BarsInItsPass, LaidOutOnce, anchor_in_layout, following_anchor
 
 if TYPE_CHECKING:  # the entries' widgets load with the first view, after the first frame
     from collections.abc import Iterator
@@ -67,7 +67,7 @@ def _rough_lines(entry: Entry, width: int) -> int:
     return 2 + text.count("\n") + len(text) // max(20, width) + 2 * tools
 
 
-class Transcript(VerticalScroll, LaidOutOnce, can_focus=False):
+class Transcript(VerticalScroll, LaidOutOnce, BarsInItsPass, can_focus=False):
     """The scrolling transcript. Sticks to the bottom while the user has not scrolled up.
 
     It never takes the focus: a click or a mouse selection over it leaves the keys
