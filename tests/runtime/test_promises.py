@@ -185,13 +185,13 @@ async def test_respond_racing_interrupt_has_one_winner(tmp_path, first):
 async def test_write_cancelled_while_another_process_holds_the_lock(tmp_path, monkeypatch):
     harness, conv, _ = await start(tmp_path, [])
     waiting = threading.Event()  # the writer waits for the lock
-    real_begin = harness.store._begin
+    real_begin = harness.store._engine._begin
 
     def begin(*args):
         waiting.set()
         return real_begin(*args)
 
-    monkeypatch.setattr(harness.store, "_begin", begin)
+    monkeypatch.setattr(harness.store._engine, "_begin", begin)
     blocker = sqlite3.connect(harness.store.path, isolation_level=None)
     blocker.execute("BEGIN IMMEDIATE")
     try:
