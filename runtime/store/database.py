@@ -52,6 +52,7 @@ from runtime.store.interface import ForkHook as ForkHook
 from runtime.store.interface import LeaseInfo as LeaseInfo
 from runtime.store.interface import RunStart as RunStart
 from runtime.store.interface import Snapshot as Snapshot
+from runtime.store.location import is_url
 from runtime.store.rows import CONVERSATION_COLUMNS, conversation_row
 from runtime.store.sqlite_engine import SqliteEngine
 from runtime.store.todos import stored_todos
@@ -96,8 +97,13 @@ class Store:
 
     @classmethod
     async def open(cls, path: str | os.PathLike[str]) -> Store:
-        """The store in the SQLite file at `path`."""
-        return cls(await SqliteEngine.open(Path(os.fspath(path))))
+        """The store at `path`: an SQLite file, or a `postgresql://` URL."""
+        location = os.fspath(path)
+        if is_url(location):
+            from runtime.store.pg.engine import PgEngine
+
+            return cls(await PgEngine.open(location))
+        return cls(await SqliteEngine.open(Path(location)))
 
     async def close(self) -> None:
         if self._closed:
