@@ -313,3 +313,16 @@ async def test_a_server_dropping_mid_stream_fails_the_session_and_keeps_what_was
             await again.close()
     finally:
         helpers.STORES.pop(str(tmp_path), None)
+
+
+def test_the_store_url_is_a_secret_no_child_without_keys_gets(monkeypatch):
+    from runtime.config.secrets import is_secret_name
+    from runtime.ipc.pypath import child_environment
+
+    url = f"postgresql://me:{PASSWORD}@db.example/team"
+    monkeypatch.setenv("BASTION_STORE", url)
+    monkeypatch.setenv("PGPASSWORD", PASSWORD)
+    assert is_secret_name("BASTION_STORE") and is_secret_name("PGPASSWORD")
+    assert "BASTION_STORE" not in child_environment(keys=False)
+    assert "PGPASSWORD" not in child_environment(keys=False)
+    assert child_environment(keys=True)["BASTION_STORE"] == url  # (the harness's own child)
