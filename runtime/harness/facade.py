@@ -121,7 +121,7 @@ class Harness(SessionOps, ApprovalOps, ResetOps, JobOps, AgentOps):
         """`config` supplies the model catalog overrides, output caps and compaction
         settings (runtime.setup.load); without it, the catalog's defaults."""
         home = default_home()
-        location = os.fspath(path) if path is not None else configured_store()
+        location = os.fspath(path) if path is not None else configured_store(config=config)
         store = await Store.open(location or home / "bastion.sqlite")
         harness = cls(
             store,

@@ -97,6 +97,7 @@ class Config:
     theme: str = "bastion-dark"
     theme_source: str = ""  # the config file that set `theme` ("" when none did)
     notify: str = "auto"  # a run's end and an approval, told when the terminal is behind
+    store: str = ""  # the user's file's `store` (runtime.setup.storechoice); never a project's
     #: `/name` command files (runtime.setup.commands): the user's, a trusted project's.
     commands: tuple[CommandFile, ...] = ()
     model_source: str = ""  # the config file that set `model` ("" when none did)
@@ -450,6 +451,7 @@ def _merge(
         theme=merged.get("theme", "bastion-dark"),
         theme_source=theme_source,
         notify=merged.get("notify", "auto"),
+        store=str(user.get("store", "")),
         model_source=model_source,
         instructions=merged.get("instructions", ""),
         stream_idle_timeout=merged.get("stream_idle_timeout"),

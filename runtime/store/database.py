@@ -48,10 +48,6 @@ from runtime.model.records import (
 from runtime.model.rules import Rule
 from runtime.store import blobs, ledger, sessions
 from runtime.store.dialect import Db, Dialect
-from runtime.store.interface import ForkHook as ForkHook
-from runtime.store.interface import LeaseInfo as LeaseInfo
-from runtime.store.interface import RunStart as RunStart
-from runtime.store.interface import Snapshot as Snapshot
 from runtime.store.location import is_url
 from runtime.store.rows import CONVERSATION_COLUMNS, conversation_row
 from runtime.store.sqlite_engine import SqliteEngine
@@ -69,6 +65,10 @@ from runtime.store.tx import (
     session_rules,
     tool_call_row,
 )
+from runtime.store.values import ForkHook as ForkHook
+from runtime.store.values import LeaseInfo as LeaseInfo
+from runtime.store.values import RunStart as RunStart
+from runtime.store.values import Snapshot as Snapshot
 
 if TYPE_CHECKING:
     from runtime.model.results import SearchHit

@@ -27,7 +27,6 @@ errors mean, and full-text search.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
@@ -41,8 +40,8 @@ from runtime.model.records import (
     ToolCallRecord,
 )
 from runtime.model.rules import Rule
-from runtime.model.todo import TodoItem
 from runtime.store.tx import Tx
+from runtime.store.values import ForkHook, LeaseInfo, RunStart, Snapshot
 
 if TYPE_CHECKING:
     from runtime.model.errors import SessionFailedError
@@ -53,48 +52,6 @@ __all__ = ["Engine", "ForkHook", "LeaseInfo", "RunStart", "Snapshot", "StoreAPI"
 
 T = TypeVar("T")
 Publish = Callable[["DurableEvent"], None]
-
-
-@dataclass(frozen=True, slots=True)
-class Snapshot:
-    """Everything stored about one conversation, read in one transaction."""
-
-    conversation: Conversation
-    entries: tuple[Entry, ...]
-    runs: tuple[Run, ...]
-    inbox: tuple[InboxItem, ...]
-    tool_calls: tuple[ToolCallRecord, ...]
-    rules: tuple[Rule, ...] = ()
-    # Entries before `entries` left out (`snapshot(last=N)`), with their tool calls.
-    earlier: int = 0
-    todos: tuple[TodoItem, ...] = ()  # the model's checklist (runtime.plan)
-
-
-@dataclass(frozen=True, slots=True)
-class RunStart:
-    """What a run reads once when it starts, in one read transaction: the conversation,
-    its entries, the run itself and the run's tool calls (not the other runs or inbox)."""
-
-    conversation: Conversation
-    entries: tuple[Entry, ...]
-    run: Run | None
-    tool_calls: tuple[ToolCallRecord, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class LeaseInfo:
-    owner: str | None
-    pid: int | None
-    host: str | None
-    heartbeat: float | None
-    token: int
-
-
-#: More for a fork's transaction: (the fork's Tx, old ids -> copied ones, a way to insert
-#: another new conversation) -> the events of what it wrote elsewhere.
-ForkHook = Callable[
-    [Tx, dict[str, str], Callable[[Conversation], tuple[Tx, DurableEvent]]], list[DurableEvent]
-]
 
 
 class Engine(Protocol):

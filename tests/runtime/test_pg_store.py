@@ -147,6 +147,11 @@ def test_the_store_comes_from_the_users_config_or_bastion_store(tmp_path):
     (user / "config.toml").write_text('store = "postgresql://me@db/team"\n')
     assert configured_store(env) == "postgresql://me@db/team"
     assert configured_store({**env, "BASTION_STORE": "postgresql://x@y/z"}) == "postgresql://x@y/z"
+    from runtime.setup.load import load_config
+
+    config = load_config(str(tmp_path), env)  # (what print mode and the app hold)
+    assert config.store == "postgresql://me@db/team"
+    assert configured_store(env, config) == "postgresql://me@db/team"
     (user / "config.toml").write_text(f'store = "mysql://me:{PASSWORD}@db/team"\n')
     with pytest.raises(ConfigError, match="not a postgresql:// URL") as caught:
         configured_store(env)
