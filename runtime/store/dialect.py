@@ -87,7 +87,9 @@ SQLITE = Dialect(
 )
 POSTGRESQL = Dialect(
     "postgresql",
-    "(({column})::jsonb ->> '{key}')",
+    # (PostgreSQL's json parser refuses the escape \u0000, which a stored JSON text may
+    # spell: it is read as \u2400 for the field's sake; the text stored is not changed)
+    "(replace({column}, '\\u0000', '\\u2400')::json ->> '{key}')",
     "strpos({haystack}, {needle}) > 0",
     " FOR UPDATE",
 )

@@ -59,4 +59,6 @@ def test_json_fields_name_identifiers_only():
         POSTGRESQL.json_text("data", "a'; DROP TABLE entries; --")
     with pytest.raises(ValueError):
         SQLITE.json_text("data); --", "item")
-    assert POSTGRESQL.json_text("e.data", "item") == "((e.data)::jsonb ->> 'item')"
+    assert POSTGRESQL.json_text("e.data", "item") == (
+        "(replace(e.data, '\\u0000', '\\u2400')::json ->> 'item')"
+    )

@@ -331,3 +331,52 @@ def test_the_store_url_is_a_secret_no_child_without_keys_gets(monkeypatch):
     assert "BASTION_STORE" not in child_environment(keys=False)
     assert "PGPASSWORD" not in child_environment(keys=False)
     assert child_environment(keys=True)["BASTION_STORE"] == url  # (the harness's own child)
+
+
+async def test_a_nul_in_text_is_kept_as_its_symbol_and_json_fields_still_read(pg_url):
+    """PostgreSQL's text cannot hold U+0000: it is stored as U+2400, the store goes on;
+    a ledger payload whose JSON spells \\u0000 is still read by field (json, not jsonb)."""
+    from runtime.hooks.running import _rows
+
+    store = await Store.open(pg_url)
+    try:
+        conv = new_conversation("/w", title="t\x00")  # (its ledger payload spells \u0000)
+        await store.create_conversation(
+            conv, lambda tx: tx.add_entry(entry(conv.id, EntryKind.USER, "a\x00b"))
+        )
+        snap = await store.snapshot(conv.id)
+        assert snap.entries[-1].text == "a\u2400b" and store.failure is None
+        assert snap.conversation.title == "t\u2400"
+        assert await store.read(lambda db: _rows(db, conv.id, None, "k")) == []
+        field = store.dialect.json_text("payload", "missing")
+        rows = await store.read(
+            lambda db: db.execute(f"SELECT {field}, payload FROM ledger").fetchall()
+        )
+        assert any("\\u0000" in payload for _, payload in rows)  # (jsonb would refuse it)
+        assert [value for value, _ in rows] == [None, None]
+    finally:
+        await store.close()
+
+
+async def test_a_row_locked_past_the_timeout_is_one_line(pg_url, monkeypatch):
+    import psycopg
+
+    from runtime.model.errors import StoreLocked
+    from runtime.store.pg import engine
+
+    monkeypatch.setattr(engine, "LOCK_TIMEOUT_MS", 300)
+    store = await Store.open(pg_url)
+    try:
+        conv, _ = await store.create_conversation(new_conversation("/w", title="kept"))
+        with psycopg.connect(pg_url) as other:  # another machine's transaction, held open
+            other.execute("SELECT 1 FROM conversations WHERE id = %s FOR UPDATE", (conv.id,))
+            with pytest.raises(StoreLocked, match="stayed locked") as caught:
+                await store.transact(
+                    conv.id, lambda tx: tx.update_conversation(conv.but(title="lost"))
+                )
+            assert "\n" not in str(caught.value)
+            other.rollback()
+        with psycopg.connect(pg_url) as check:
+            assert check.execute("SELECT title FROM conversations").fetchall() == [("kept",)]
+    finally:
+        await store.close()

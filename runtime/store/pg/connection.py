@@ -5,6 +5,9 @@ The runtime's SQL is written with `?`; psycopg's are `%s` (and a literal `%` is
 `%%`). Each statement text is translated once and remembered. The schema keeps
 SQLite's integer flags (`replay_safe`, `interrupt_requested`), so a Python bool is
 sent as 0 or 1.
+
+PostgreSQL's text cannot hold U+0000 (SQLite's can): a NUL in a string written is
+stored as U+2400 (␀, the symbol for null), the one change this store makes to text.
 """
 
 from __future__ import annotations
@@ -43,8 +46,14 @@ def translate(sql: str) -> str:
     return "".join(out)
 
 
+def _param(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.replace("\x00", "\u2400") if "\x00" in value else value
+    return int(value) if isinstance(value, bool) else value
+
+
 def _params(params: Sequence[Any]) -> tuple[Any, ...]:
-    return tuple(int(p) if isinstance(p, bool) else p for p in params)
+    return tuple(_param(p) for p in params)
 
 
 class PgDb:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -34,7 +33,7 @@ except ImportError as exc:  # (the optional extra is not installed)
         "(and BASTION_STORE)",
     ) from exc
 
-from runtime.model.errors import StoreError, StoreUnreachable
+from runtime.model.errors import StoreError, StoreLocked, StoreReadOnly, StoreUnreachable
 from runtime.store.dialect import POSTGRESQL, Db
 from runtime.store.location import redacted
 from runtime.store.pg import schema
@@ -48,6 +47,7 @@ __all__ = ["CONNECT_TIMEOUT", "PgEngine"]
 
 T = TypeVar("T")
 CONNECT_TIMEOUT = 10  # seconds to reach the server before the store is refused
+LOCK_TIMEOUT_MS = 10_000  # a row another machine's transaction holds, waited for (as SQLite's)
 _UNREACHABLE = (psycopg.OperationalError, psycopg.InterfaceError)
 
 
@@ -59,6 +59,19 @@ def explain(url: str, exc: psycopg.Error) -> StoreError:
     password = _password(url)
     if password:
         said = said.replace(password, "***")
+    if isinstance(exc, psycopg.errors.LockNotAvailable):
+        return StoreLocked(
+            f"the store {where} stayed locked by another transaction for "
+            f"{LOCK_TIMEOUT_MS // 1000} s: {said}",
+            pid=None,
+            hint="another bastion is writing this session; try again, everything committed is kept",
+        )
+    if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
+        return StoreReadOnly(
+            f"the store {where} is read-only: {said}",
+            hint="point `store` at a primary server, or ask its owner for write access; "
+            "everything committed is kept",
+        )
     if isinstance(exc, _UNREACHABLE):
         return StoreUnreachable(
             f"cannot reach the store {where}: {said}",
@@ -82,7 +95,9 @@ def _password(url: str) -> str:
 
 
 def _connect(url: str) -> psycopg.Connection[Any]:
-    return psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT)
+    conn = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT)
+    conn.execute(f"SET lock_timeout = {LOCK_TIMEOUT_MS}")
+    return conn
 
 
 def _close(conn: psycopg.Connection[Any]) -> None:
@@ -106,7 +121,6 @@ class PgEngine:
         self.where = redacted(url)
         self.writer = writer
         self.reader = reader
-        self._stop = threading.Event()
 
     def __repr__(self) -> str:
         return f"PgEngine({self.where!r})"
@@ -142,10 +156,9 @@ class PgEngine:
         return isinstance(exc.__cause__, psycopg.Error)
 
     def stop_waiting(self) -> None:
-        self._stop.set()
+        """(A write waits for a locked row at most LOCK_TIMEOUT_MS; nothing to stop.)"""
 
     async def close(self) -> None:
-        self._stop.set()
         await asyncio.gather(self.writer.close(), self.reader.close())
 
     def _transaction(self, conn: psycopg.Connection[Any], begin: str, fn: Callable[[Db], T]) -> T:
