@@ -47,7 +47,7 @@ from runtime.model.records import (
 )
 from runtime.model.rules import Rule
 from runtime.store import blobs, ledger, sessions
-from runtime.store.dialect import Db, Dialect
+from runtime.store.dialect import Db, Dialect, dialect_of
 from runtime.store.location import is_url
 from runtime.store.rows import CONVERSATION_COLUMNS, conversation_row
 from runtime.store.sqlite_engine import SqliteEngine
@@ -250,7 +250,7 @@ class Store:
                     f"no conversation {conversation_id}", hint="list them with `bastion sessions`"
                 )
             if not force:
-                _refuse_unfinished(db, conversation_id, LeaseInfo(*row), live)
+                _refuse_unfinished(db, conversation_id, _lease(row, store_clock(db)), live)
             # Its subagents' conversations (runtime.agents) go with it, whole trees.
             for (gone,) in db.execute(DESCENDANTS_AND_SELF, (conversation_id,)).fetchall():
                 db.execute("DELETE FROM conversations WHERE id = ?", (gone,))
@@ -297,17 +297,19 @@ class Store:
                 "FROM conversations WHERE id = ?",
                 (conversation_id,),
             )[0]
-            current = LeaseInfo(*row)
+            now = store_clock(tx.db)
+            current = _lease(row, now)
             if current.owner is not None and current.owner != owner and not can_take(current):
                 return current, False
-            token, now = current.token + 1, time.time()
-            tx.execute(
+            token = current.token + 1
+            if not tx.execute(
                 "UPDATE conversations SET lease_owner = ?, lease_pid = ?, lease_host = ?, "
                 "lease_heartbeat = ?, lease_token = ? WHERE id = ? AND lease_token = ?",
                 (owner, pid, host, now, token, conversation_id, current.token),
-            )
+            ):
+                return current, False
             tx.emit(lambda v: LeaseChanged(conversation_id, v, owner, pid, token))
-            return LeaseInfo(owner, pid, host, now, token), True
+            return LeaseInfo(owner, pid, host, now, token, now), True
 
         return await self.transact(conversation_id, body, publish=publish)
 
@@ -317,7 +319,7 @@ class Store:
         def body(db: Db) -> bool:
             cur = db.execute(
                 "UPDATE conversations SET lease_heartbeat = ? WHERE id = ? AND lease_token = ?",
-                (time.time(), conversation_id, token),
+                (store_clock(db), conversation_id, token),
             )
             return cur.rowcount == 1
 
@@ -395,14 +397,18 @@ class Store:
         return int(rows[0][0])
 
     async def lease(self, conversation_id: str) -> LeaseInfo:
-        rows = await self._fetchall(
-            "SELECT lease_owner, lease_pid, lease_host, lease_heartbeat, lease_token "
-            "FROM conversations WHERE id = ?",
-            (conversation_id,),
-        )
-        if not rows:
+        def read(db: Db) -> LeaseInfo | None:
+            row = db.execute(
+                "SELECT lease_owner, lease_pid, lease_host, lease_heartbeat, lease_token "
+                "FROM conversations WHERE id = ?",
+                (conversation_id,),
+            ).fetchone()
+            return _lease(row, store_clock(db)) if row is not None else None
+
+        found = await self._read(read)
+        if found is None:
             raise UnknownConversation(f"no conversation {conversation_id}")
-        return LeaseInfo(*rows[0])
+        return found
 
     async def run(self, run_id: str) -> Run | None:
         rows = await self._fetchall(f"SELECT {RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,))
@@ -660,6 +666,19 @@ def _refuse_unfinished(
             f"conversation {conversation_id} has unfinished work (a run or queued input)",
             hint=f"finish it with `bastion -p --resume {conversation_id}`, or pass --force",
         )
+
+
+def _lease(row: Any, clock: float) -> LeaseInfo:
+    """A lease from its row (owner, pid, host, heartbeat, token), read at `clock`."""
+    owner, pid, host, heartbeat, token = row
+    return LeaseInfo(owner, pid, host, heartbeat, token, clock)
+
+
+def store_clock(db: Db) -> float:
+    """Now, by the clock leases are kept by: the server's on PostgreSQL (machines that
+    share it agree on it, however their own clocks are set), this machine's on SQLite."""
+    query = dialect_of(db).clock
+    return float(db.execute(query).fetchone()[0]) if query else time.time()
 
 
 def request_digest(text: str, mode: str) -> str:

@@ -11,7 +11,9 @@ a method here, asked of the connection a statement runs on (`dialect_of(db)`):
 - finding one string inside another (`contains`),
 - locking the row a transaction decides from (`for_update`, appended to the
   `SELECT` that opens a conversation's transaction: PostgreSQL runs writers at
-  once, SQLite one at a time under `BEGIN IMMEDIATE`).
+  once, SQLite one at a time under `BEGIN IMMEDIATE`),
+- the clock leases are kept by (`clock`: the server's, which machines sharing a
+  PostgreSQL store agree on however their own clocks are set).
 
 What is not a fragment lives in each adapter, behind the store: the schema and
 its migrations (`runtime.store.migrations` for SQLite, `runtime.store.pg.schema`),
@@ -67,6 +69,9 @@ class Dialect:
     _contains: str
     #: Appended to the SELECT that opens a conversation's write transaction.
     for_update: str
+    #: The query for the store's clock (seconds since the epoch), which every machine
+    #: sharing the store agrees on; "" where the store is one machine's (its own clock).
+    clock: str = ""
 
     def json_text(self, column: str, key: str) -> str:
         """The text of `column`'s top-level field `key` (NULL when absent)."""
@@ -92,6 +97,7 @@ POSTGRESQL = Dialect(
     "(replace({column}, '\\u0000', '\\u2400')::json ->> '{key}')",
     "strpos({haystack}, {needle}) > 0",
     " FOR UPDATE",
+    "SELECT EXTRACT(EPOCH FROM clock_timestamp())::float8",
 )
 
 

@@ -47,8 +47,11 @@ class LeaseInfo:
     owner: str | None
     pid: int | None
     host: str | None
-    heartbeat: float | None
+    heartbeat: float | None  # by the store's clock
     token: int
+    #: The store's clock when this was read (runtime.store.database.store_clock): a
+    #: heartbeat's age is `clock - heartbeat`, whatever this machine's clock says.
+    clock: float | None = None
 
 
 #: More for a fork's transaction: (the fork's Tx, old ids -> copied ones, a way to insert

@@ -380,3 +380,38 @@ async def test_a_row_locked_past_the_timeout_is_one_line(pg_url, monkeypatch):
             assert check.execute("SELECT title FROM conversations").fetchall() == [("kept",)]
     finally:
         await store.close()
+
+
+@pytest.mark.parametrize("skew", [-300.0, 300.0])
+async def test_leases_are_kept_by_the_servers_clock_not_a_skewed_machines(pg_url, skew):
+    """Machine B's clock is minutes off: B neither takes A's live lease (B ahead) nor
+    keeps out of a dead one (B behind) — heartbeats are written and aged by the server's
+    clock, which both machines share."""
+    from runtime.run.driver import lease_expired
+
+    a, b = await Store.open(pg_url), await Store.open(pg_url)
+    try:
+        conv, _ = await a.create_conversation(new_conversation("/w"))
+        lease, taken = await a.try_acquire_lease(conv.id, "A", 1, "host-a", lambda _: False)
+        assert taken and await a.heartbeat(conv.id, lease.token)
+        skewed = time.time() + skew  # (B's idea of now)
+
+        def b_may_take(current):
+            return lease_expired(current, 15.0, skewed)
+
+        _, taken = await b.try_acquire_lease(conv.id, "B", 2, "host-b", b_may_take)
+        assert not taken  # A heartbeat just now, by the server's clock
+        # A dies: its last heartbeat ages past the lease, by the server's clock.
+        await asyncio.to_thread(age_heartbeats, pg_url, "lease_heartbeat - 60")
+        stolen, taken = await b.try_acquire_lease(conv.id, "B", 2, "host-b", b_may_take)
+        assert taken and stolen.token == lease.token + 1
+    finally:
+        await asyncio.gather(a.close(), b.close())
+
+
+def age_heartbeats(url: str, value: str) -> None:
+    """Set every lease's heartbeat to `value` (SQL), as the test's own client."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"UPDATE conversations SET lease_heartbeat = {value}")
