@@ -43,7 +43,8 @@ def find_binaries() -> Path | None:
 class PgServer:
     """A running server; `database()` makes a fresh database and returns its URL."""
 
-    def __init__(self, bin_dir: Path, root: Path, as_user: list[str]) -> None:
+    def __init__(self, bin_dir: Path, root: Path, as_user: list[str], fsync: bool = False) -> None:
+        self.fsync = fsync  # (the tests' server need not survive a power cut; a benchmark's must)
         self.bin_dir = bin_dir
         self.root = root
         self.data = root / "data"
@@ -66,7 +67,9 @@ class PgServer:
         )  # fmt: skip
         if initdb.returncode != 0:
             raise RuntimeError(f"initdb failed: {initdb.stderr.strip()}")
-        options = f"-k {self.root} -c listen_addresses='' -F -c max_connections=300"
+        options = f"-k {self.root} -c listen_addresses='' -c max_connections=300"
+        if not self.fsync:
+            options += " -F"
         started = self._run(
             str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-o", options,
             "-l", str(self.root / "log"), "-w", "-t", "60", "start",
@@ -101,8 +104,9 @@ class PgServer:
             return cur.fetchall() if cur.description else []
 
 
-def start_server() -> PgServer | str:
-    """A started server, or the one line saying why there is none."""
+def start_server(fsync: bool = False) -> PgServer | str:
+    """A started server (without fsync unless asked), or the one line saying why there
+    is none."""
     bin_dir = find_binaries()
     if bin_dir is None:
         return MISSING
@@ -120,7 +124,7 @@ def start_server() -> PgServer | str:
             runuser, "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--",
         ]  # fmt: skip
         shutil.chown(root, "nobody")
-    server = PgServer(bin_dir, root, as_user)
+    server = PgServer(bin_dir, root, as_user, fsync)
     try:
         server.start()
     except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
