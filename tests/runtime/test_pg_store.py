@@ -415,3 +415,28 @@ def age_heartbeats(url: str, value: str) -> None:
 
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f"UPDATE conversations SET lease_heartbeat = {value}")
+
+
+async def test_both_engines_have_the_same_tables_and_columns(tmp_path, pg_server, pg_url):
+    """The schema written twice (SQLite's migrations, PostgreSQL's baseline) holds the
+    same tables with the same columns (PostgreSQL's generated `search` aside)."""
+    import sqlite3
+
+    await (await Store.open(tmp_path / "b.sqlite")).close()
+    await (await Store.open(pg_url)).close()
+    db = sqlite3.connect(tmp_path / "b.sqlite")
+    tables = [
+        name
+        for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        if not name.startswith("entries_fts")
+    ]
+    sqlite_columns = {t: {r[1] for r in db.execute(f'PRAGMA table_info("{t}")')} for t in tables}
+    pg_columns: dict[str, set[str]] = {}
+    for table, column in pg_server.execute(
+        pg_url,
+        "SELECT table_name, column_name FROM information_schema.columns "
+        "WHERE table_schema = 'public'",
+    ):
+        pg_columns.setdefault(str(table), set()).add(str(column))
+    pg_columns["entries"].discard("search")
+    assert pg_columns == sqlite_columns
