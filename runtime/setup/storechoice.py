@@ -42,3 +42,34 @@ def configured_store(
             "without it they are kept in SQLite in BASTION_HOME",
         )
     return value
+
+
+def store_report(url: str) -> tuple[bool, str]:
+    """`bastion doctor`'s line for a PostgreSQL store: reached, and at which schema
+    version (never its password). False when it cannot be reached or used."""
+    from runtime.model.errors import StoreError
+    from runtime.store.location import redacted
+
+    where = redacted(url)
+    try:
+        from runtime.store.pg import engine, schema
+    except ConfigError as exc:  # (psycopg is not installed)
+        return False, f"{where}: {exc}"
+    try:
+        with engine.connect(url) as conn:
+            version, latest = schema.current_version(conn), schema.latest_version()
+    except engine.DriverError as exc:
+        return False, str(engine.explain(url, exc))
+    if version > latest:
+        return (
+            False,
+            f"{where} (PostgreSQL) has schema {version}, newer than this bastion's {latest}",
+        )
+    if 0 < version < schema.BASELINE:
+        return False, str(
+            StoreError(f"{where} (PostgreSQL) has schema {version}, which no bastion writes")
+        )
+    state = {0: "empty: the first session creates the schema", latest: "current"}.get(
+        version, f"migrates to {latest} when opened"
+    )
+    return True, f"{where} (PostgreSQL, schema version {version}, {state})"

@@ -440,3 +440,23 @@ async def test_both_engines_have_the_same_tables_and_columns(tmp_path, pg_server
         pg_columns.setdefault(str(table), set()).add(str(column))
     pg_columns["entries"].discard("search")
     assert pg_columns == sqlite_columns
+
+
+async def test_doctor_checks_the_postgresql_store_without_its_password(
+    tmp_path, pg_url, monkeypatch, capsys
+):
+    from tui.cli import main
+
+    url = pg_url.replace("postgresql://bastion@", f"postgresql://bastion:{PASSWORD}@")
+    monkeypatch.setenv("BASTION_STORE", url)
+    await asyncio.to_thread(main, ["doctor"])
+    line = next(x for x in capsys.readouterr().out.splitlines() if " store " in x)
+    assert line.startswith("ok   store") and "PostgreSQL, schema version 0, empty" in line
+    await (await Store.open(url)).close()
+    await asyncio.to_thread(main, ["doctor"])
+    out = capsys.readouterr().out
+    assert "PostgreSQL, schema version 11, current" in out and PASSWORD not in out
+    monkeypatch.setenv("BASTION_STORE", f"postgresql://me:{PASSWORD}@/x?host={tmp_path}")
+    await asyncio.to_thread(main, ["doctor"])
+    out = capsys.readouterr().out
+    assert "FAIL store" in out and "cannot reach the store" in out and PASSWORD not in out

@@ -43,12 +43,13 @@ from runtime.store.threads import Connection, Job
 if TYPE_CHECKING:
     from runtime.model.results import SearchHit
 
-__all__ = ["CONNECT_TIMEOUT", "PgEngine"]
+__all__ = ["CONNECT_TIMEOUT", "DriverError", "PgEngine", "connect", "explain"]
 
 T = TypeVar("T")
 CONNECT_TIMEOUT = 10  # seconds to reach the server before the store is refused
 LOCK_TIMEOUT_MS = 10_000  # a row another machine's transaction holds, waited for (as SQLite's)
 _UNREACHABLE = (psycopg.OperationalError, psycopg.InterfaceError)
+DriverError = psycopg.Error  # (what `explain` takes: for callers that do not import psycopg)
 
 
 def explain(url: str, exc: psycopg.Error) -> StoreError:
@@ -92,6 +93,12 @@ def _password(url: str) -> str:
         if found:
             return found[0]
     return ""
+
+
+def connect(url: str) -> psycopg.Connection[Any]:
+    """A connection to the store (autocommit; a write waits for a locked row at most
+    LOCK_TIMEOUT_MS)."""
+    return _connect(url)
 
 
 def _connect(url: str) -> psycopg.Connection[Any]:
