@@ -460,3 +460,29 @@ async def test_doctor_checks_the_postgresql_store_without_its_password(
     await asyncio.to_thread(main, ["doctor"])
     out = capsys.readouterr().out
     assert "FAIL store" in out and "cannot reach the store" in out and PASSWORD not in out
+
+
+async def test_a_read_only_database_is_one_line_and_reads_still_work(pg_server, pg_url):
+    """A standby or a read-only role: opening an empty one is refused in one line; one
+    with sessions opens, reads them, and a write is refused in one line, nothing lost."""
+    from runtime.model.errors import StoreReadOnly
+
+    dbname = urlsplit(pg_url).path.lstrip("/")
+    admin = pg_server.url("postgres")
+    pg_server.execute(admin, f'ALTER DATABASE "{dbname}" SET default_transaction_read_only = on')
+    with pytest.raises(StoreReadOnly, match="is read-only") as caught:
+        await Store.open(pg_url)
+    assert "\n" not in str(caught.value)
+    pg_server.execute(admin, f'ALTER DATABASE "{dbname}" SET default_transaction_read_only = off')
+    harness = await Harness.open(pg_url)
+    conv = await harness.create_conversation("/w", title="kept")
+    await harness.close()
+    pg_server.execute(admin, f'ALTER DATABASE "{dbname}" SET default_transaction_read_only = on')
+    store = await Store.open(pg_url)
+    try:
+        assert (await store.get_conversation(conv.id)).title == "kept"
+        with pytest.raises(StoreReadOnly) as caught:
+            await store.transact(conv.id, lambda tx: tx.update_conversation(conv.but(title="x")))
+        assert "\n" not in str(caught.value)
+    finally:
+        await store.close()
