@@ -486,3 +486,40 @@ async def test_a_read_only_database_is_one_line_and_reads_still_work(pg_server, 
         assert "\n" not in str(caught.value)
     finally:
         await store.close()
+
+
+async def test_a_message_longer_than_a_tsvector_holds_is_stored_and_found(pg_url):
+    """A tsvector holds at most 1 MB: an entry's first 100,000 characters are indexed,
+    the whole text is stored (before, a 2 MB message of distinct words failed the store)."""
+    import random
+    import string
+
+    rnd = random.Random(41)
+    words = " ".join("".join(rnd.choices(string.ascii_lowercase, k=8)) for _ in range(250_000))
+    store = await Store.open(pg_url)
+    try:
+        conv = new_conversation("/w")
+        text = "walrus " + words
+        await store.create_conversation(
+            conv, lambda tx: tx.add_entry(entry(conv.id, EntryKind.USER, text))
+        )
+        assert (await store.snapshot(conv.id)).entries[-1].text == text
+        assert [h.conversation.id for h in await store.search("walrus")] == [conv.id]
+        assert store.failure is None
+    finally:
+        await store.close()
+
+
+def test_only_a_server_out_of_reach_is_called_unreachable():
+    import psycopg
+
+    from runtime.store.pg.engine import explain
+
+    url = f"postgresql://me:{PASSWORD}@db/team"
+    assert isinstance(
+        explain(url, psycopg.OperationalError("connection refused")), StoreUnreachable
+    )
+    assert isinstance(explain(url, psycopg.errors.AdminShutdown("terminating")), StoreUnreachable)
+    refused = explain(url, psycopg.errors.ProgramLimitExceeded("string is too long"))
+    assert not isinstance(refused, StoreUnreachable) and "refused a statement" in str(refused)
+    assert PASSWORD not in str(refused)

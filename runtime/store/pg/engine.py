@@ -48,7 +48,6 @@ __all__ = ["CONNECT_TIMEOUT", "DriverError", "PgEngine", "connect", "explain"]
 T = TypeVar("T")
 CONNECT_TIMEOUT = 10  # seconds to reach the server before the store is refused
 LOCK_TIMEOUT_MS = 10_000  # a row another machine's transaction holds, waited for (as SQLite's)
-_UNREACHABLE = (psycopg.OperationalError, psycopg.InterfaceError)
 DriverError = psycopg.Error  # (what `explain` takes: for callers that do not import psycopg)
 
 
@@ -73,13 +72,25 @@ def explain(url: str, exc: psycopg.Error) -> StoreError:
             hint="point `store` at a primary server, or ask its owner for write access; "
             "everything committed is kept",
         )
-    if isinstance(exc, _UNREACHABLE):
+    if _unreachable(exc):
         return StoreUnreachable(
             f"cannot reach the store {where}: {said}",
             hint="check that the database server is running and reachable, then resume "
             "(bastion -r ID); everything committed is kept",
         )
     return StoreError(f"the store {where} refused a statement: {said}")
+
+
+def _unreachable(exc: psycopg.Error) -> bool:
+    """Is `exc` the server out of reach (refused, gone, the connection dropped), rather
+    than a statement it refused? SQLSTATE class 08 and 57P (shutdown), or a connection
+    failure on this side (no SQLSTATE)."""
+    if isinstance(exc, psycopg.InterfaceError):
+        return True
+    state = exc.sqlstate
+    if state is None:
+        return isinstance(exc, psycopg.OperationalError)
+    return state.startswith(("08", "57P"))
 
 
 def _password(url: str) -> str:

@@ -4,7 +4,9 @@ The schema is SQLite's at the same version (runtime.store.migrations), in
 PostgreSQL's types: REAL is DOUBLE PRECISION, INTEGER is BIGINT, BLOB is BYTEA;
 the guards SQLite keeps in triggers (the ledger append-only, a settled run,
 inbox item, entry or job unchanged) are PL/pgSQL triggers; full text is a
-generated `tsvector` column with a GIN index where SQLite has FTS5.
+generated `tsvector` column with a GIN index where SQLite has FTS5, of an entry's
+first 100,000 characters (a tsvector holds at most 1 MB: a longer message would
+otherwise be refused).
 
 Migrations are numbered as SQLite's. PostgreSQL support begins at BASELINE: its
 first migration creates the schema as it stands at that number and records it;
@@ -68,7 +70,7 @@ CREATE TABLE entries (
     created_at DOUBLE PRECISION NOT NULL,
     search tsvector GENERATED ALWAYS AS (
         CASE WHEN kind != 'tool_result' AND text != ''
-        THEN to_tsvector('english', text) END
+        THEN to_tsvector('english', left(text, 100000)) END
     ) STORED,
     UNIQUE (conversation_id, position)
 );
