@@ -523,3 +523,19 @@ def test_only_a_server_out_of_reach_is_called_unreachable():
     refused = explain(url, psycopg.errors.ProgramLimitExceeded("string is too long"))
     assert not isinstance(refused, StoreUnreachable) and "refused a statement" in str(refused)
     assert PASSWORD not in str(refused)
+
+
+async def test_kept_file_bytes_are_counted_and_capped(pg_url):
+    """The bytes kept for /rewind (runtime.store.blobs), on PostgreSQL: their count and
+    size (PostgreSQL's SUM of a BIGINT is a NUMERIC, read as an int), and the cap."""
+    from runtime.store import blobs
+
+    store = await Store.open(pg_url)
+    try:
+        conv, _ = await store.create_conversation(new_conversation("/w"))
+        await store.transact(conv.id, lambda tx: blobs.keep(tx.db, b"x" * 10))
+        kept = await store.read(blobs.kept_bytes)
+        assert (kept.blobs, kept.size) == (1, 10)
+        assert await store.transact(conv.id, lambda tx: blobs.cap(tx.db, 5)) == 1
+    finally:
+        await store.close()
