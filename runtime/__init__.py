@@ -64,6 +64,8 @@ _EXPORTS = {
     "recorded_trust": "runtime.config.trust",
     "project_preview": "runtime.setup.preview",
     "store_modes": "runtime.store.storefile",
+    "configured_store": "runtime.setup.storechoice",
+    "store_report": "runtime.setup.storechoice",
     "choose_sandbox": "runtime.run.sandboxing",
     "sandbox_notice": "runtime.run.sandboxing",
     "probe_sandbox_soon": "runtime.run.sandboxing",
@@ -251,6 +253,7 @@ __all__ = [
     "committed_export",
     "committed_view",
     "compacted_through",
+    "configured_store",
     "decode_error",
     "default_home",
     "default_targets",
@@ -299,6 +302,7 @@ __all__ = [
     "split_attachments",
     "start_pair",
     "store_modes",
+    "store_report",
     "superseded_runs",
     "trust_of",
     "trust_once",
@@ -429,6 +433,7 @@ if TYPE_CHECKING:
     )
     from runtime.setup.load import Config, load_config, model_resolver, user_config_path
     from runtime.setup.preview import hooks_report, project_preview
+    from runtime.setup.storechoice import configured_store, store_report
     from runtime.setup.watch import ConfigChange, ConfigWatcher
     from runtime.store.blobs import kept_bytes
     from runtime.store.fulltext import SearchQueryError

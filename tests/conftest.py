@@ -48,3 +48,47 @@ def trusted():
         set_trust(folder, TrustState.TRUSTED)
 
     return trust
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """One real PostgreSQL server per test session (per xdist worker): tests/pgserver.py."""
+    from tests.pgserver import start_server
+
+    server = start_server()
+    if isinstance(server, str):
+        pytest.skip(server)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server):
+    """A fresh, empty PostgreSQL database for this test; its URL."""
+    return pg_server.database()
+
+
+#: Each test that opts in (`pytestmark = pytest.mark.usefixtures("store_kind")`) runs on
+#: both stores; `@pytest.mark.sqlite_only` keeps one that reads SQLite's file to SQLite.
+STORES = ("sqlite", "postgresql")
+
+
+def pytest_generate_tests(metafunc):
+    if "store_kind" in metafunc.fixturenames:
+        only = metafunc.definition.get_closest_marker("sqlite_only") is not None
+        metafunc.parametrize("store_kind", STORES[:1] if only else STORES, indirect=True)
+
+
+@pytest.fixture
+def store_kind(request, tmp_path):
+    """This test's store: "sqlite" (the file in tmp_path) or "postgresql" (a fresh
+    database of the session's server, which runtime tests' `open_harness` opens for
+    every harness this test opens in `tmp_path`: tests/runtime/helpers.py)."""
+    from tests.runtime import helpers
+
+    if request.param == "postgresql":
+        helpers.STORES[str(tmp_path)] = request.getfixturevalue("pg_url")
+        request.addfinalizer(lambda: helpers.STORES.pop(str(tmp_path), None))
+    return request.param

@@ -88,8 +88,21 @@ def hooks() -> Check:
 
 
 def store() -> Check:
-    from runtime import default_home, kept_bytes, schema_version
+    from runtime import (
+        ConfigError,
+        configured_store,
+        default_home,
+        kept_bytes,
+        schema_version,
+        store_report,
+    )
 
+    try:
+        url = configured_store()
+    except ConfigError as exc:
+        return Check("store", False, str(exc))
+    if url is not None:  # sessions kept in PostgreSQL (`store`, BASTION_STORE)
+        return Check("store", *store_report(url))
     path = default_home() / "bastion.sqlite"
     if not path.exists():
         return Check("store", True, f"{path} (not created yet; the first session creates it)")

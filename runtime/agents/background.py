@@ -57,6 +57,7 @@ from runtime.model.results import AgentRecord
 from runtime.model.tools import ToolOutcome
 from runtime.run.admission import admit_tx, admitted_item
 from runtime.store import failpoints
+from runtime.store.dialect import dialect_of
 
 if TYPE_CHECKING:
     from runtime.model.events import Event
@@ -174,9 +175,10 @@ def notice_tx(tx: Tx, text: str, run: Run, link: ChildLink, start: bool) -> Inbo
     if tx.rows("SELECT 1 FROM admissions WHERE request_key = ?", (key,)):
         return None
     named = (link.conversation.id, json.dumps(_description(link)))  # (by id or description)
+    has = dialect_of(tx.db).contains
     has_it = tx.rows(
         "SELECT 1 FROM tool_calls WHERE conversation_id = ? AND ("
-        "(name = ? AND (instr(arguments, ?) > 0 OR instr(arguments, ?) > 0) AND "
+        f"(name = ? AND ({has('arguments', '?')} OR {has('arguments', '?')}) AND "
         "(state IN ('pending', 'running') OR updated_at >= ?)) OR "
         "(name = ? AND state = 'completed' AND updated_at >= ?)) LIMIT 1",
         (tx.conversation_id, WAIT, *named, run.updated_at, LIST, run.updated_at),

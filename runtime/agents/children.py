@@ -11,16 +11,19 @@ gives it the same tools.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime.model.events import DurableEvent
 from runtime.model.ids import uuid7
 from runtime.model.records import Conversation, ToolCallRecord
 from runtime.store.rows import CONVERSATION_COLUMNS, conversation_row
 from runtime.store.tx import TOOL_COLUMNS, Tx, tool_call_row
+
+if TYPE_CHECKING:
+    from runtime.store.dialect import Db
+
 
 __all__ = [
     "ChildLink",
@@ -66,20 +69,20 @@ def link_tx(tx: Tx, parent_id: str, call_id: str) -> None:
     )
 
 
-def find_child(db: sqlite3.Connection, call_id: str) -> str | None:
+def find_child(db: Db, call_id: str) -> str | None:
     """The child the parent's call `call_id` started, if it started one."""
     row = db.execute("SELECT id FROM conversations WHERE task_call_id = ?", (call_id,)).fetchone()
     return None if row is None else str(row[0])
 
 
-def parent_of(db: sqlite3.Connection, conversation_id: str) -> str | None:
+def parent_of(db: Db, conversation_id: str) -> str | None:
     row = db.execute(
         "SELECT task_parent_id FROM conversations WHERE id = ?", (conversation_id,)
     ).fetchone()
     return None if row is None or row[0] is None else str(row[0])
 
 
-def children_of(db: sqlite3.Connection, parent_id: str) -> list[ChildLink]:
+def children_of(db: Db, parent_id: str) -> list[ChildLink]:
     """The parent's children, oldest first."""
     rows = db.execute(
         f"SELECT {CONVERSATION_COLUMNS}, task_call_id FROM conversations "
@@ -89,7 +92,7 @@ def children_of(db: sqlite3.Connection, parent_id: str) -> list[ChildLink]:
     return [ChildLink(conversation_row(r[:-1]), str(r[-1])) for r in rows]
 
 
-def unfinished_children(db: sqlite3.Connection, parent_id: str) -> list[str]:
+def unfinished_children(db: Db, parent_id: str) -> list[str]:
     """Children of `parent_id` with a run not ended yet (to interrupt with the parent)."""
     rows = db.execute(
         f"SELECT c.id FROM conversations c WHERE c.task_parent_id = ? AND {_UNFINISHED_RUN} "
@@ -99,7 +102,7 @@ def unfinished_children(db: sqlite3.Connection, parent_id: str) -> list[str]:
     return [str(r[0]) for r in rows]
 
 
-def pending_child_calls(db: sqlite3.Connection, parent_id: str) -> tuple[ToolCallRecord, ...]:
+def pending_child_calls(db: Db, parent_id: str) -> tuple[ToolCallRecord, ...]:
     """The calls of `parent_id`'s children waiting for the user's approval, oldest first."""
     rows = db.execute(
         f"SELECT {TOOL_COLUMNS} FROM tool_calls WHERE approval = 'pending' AND state = 'pending' "
@@ -110,7 +113,7 @@ def pending_child_calls(db: sqlite3.Connection, parent_id: str) -> tuple[ToolCal
     return tuple(tool_call_row(r) for r in rows)
 
 
-def call_owner(db: sqlite3.Connection, conversation_id: str, call_id: str) -> str:
+def call_owner(db: Db, conversation_id: str, call_id: str) -> str:
     """The conversation whose call `call_id` is, when it is `conversation_id` or one of
     its children (an approval asked by a child is answered from the parent's screen);
     else `conversation_id`, for the caller's own check to refuse."""
@@ -124,7 +127,7 @@ def call_owner(db: sqlite3.Connection, conversation_id: str, call_id: str) -> st
     return conversation_id
 
 
-def final_text(db: sqlite3.Connection, run_id: str) -> str:
+def final_text(db: Db, run_id: str) -> str:
     """A child run's report: its answer after its last tool round. An answer a crash cut
     and the run then went on with (runtime.context.messages's CONTINUE) is both parts, joined:
     the partial is kept, and the continuation goes on from where it stops."""

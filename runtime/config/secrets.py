@@ -47,10 +47,13 @@ _SECRET_NAME = re.compile(
     re.IGNORECASE,
 )
 PR_SET_DUMPABLE = 4
+#: Secrets whose names do not say so: the store's URL (it may hold a password:
+#: runtime.setup.storechoice) and libpq's password variable.
+_SECRET_NAMES = frozenset({"BASTION_STORE", "PGPASSWORD"})
 
 
 def is_secret_name(name: str) -> bool:
-    return bool(_SECRET_NAME.search(name))
+    return name.upper() in _SECRET_NAMES or bool(_SECRET_NAME.search(name))
 
 
 def secret_names(environ: Mapping[str, str] | None = None, extra: Iterable[str] = ()) -> list[str]:

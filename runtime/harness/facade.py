@@ -26,7 +26,6 @@ import asyncio
 import contextlib
 import logging
 import os
-from pathlib import Path
 from typing import Any
 
 from runtime.agents import unfinished_children
@@ -80,6 +79,7 @@ from runtime.run.calls import interrupt_tx
 from runtime.run.deps import LoopSettings
 from runtime.run.redirect import redirect_tx, supersede_tx
 from runtime.setup.load import Config, default_home
+from runtime.setup.storechoice import configured_store
 from runtime.store import failpoints
 from runtime.store.database import Store
 from runtime.store.tx import TOOL_COLUMNS, Tx, tool_call_row
@@ -121,11 +121,11 @@ class Harness(SessionOps, ApprovalOps, ResetOps, JobOps, AgentOps):
         """`config` supplies the model catalog overrides, output caps and compaction
         settings (runtime.setup.load); without it, the catalog's defaults."""
         home = default_home()
-        file = Path(path) if path is not None else home / "bastion.sqlite"
-        store = await Store.open(file)
+        location = os.fspath(path) if path is not None else configured_store(config=config)
+        store = await Store.open(location or home / "bastion.sqlite")
         harness = cls(
             store,
-            file.parent,
+            store.path.parent if store.path is not None else home,
             resolve_model,
             toolbox_factory,
             loop_settings or LoopSettings(),

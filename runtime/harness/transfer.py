@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime.config.safe_read import MAX_DEPTH, check_depth
 from runtime.context.compaction import compacted_through
@@ -35,6 +34,10 @@ from runtime.model.todo import plan_text
 from runtime.model.views import ConversationView
 from runtime.store.sessions import History
 from runtime.store.surrogates import mend_tree
+
+if TYPE_CHECKING:
+    from runtime.store.dialect import Db
+
 
 FORMAT = "bastion.conversation"
 FORMAT_VERSION = 1
@@ -75,7 +78,7 @@ def export_document(view: ConversationView, events: list[DurableEvent]) -> dict[
     }
 
 
-def export_with(db: sqlite3.Connection, view: ConversationView) -> dict[str, Any]:
+def export_with(db: Db, view: ConversationView) -> dict[str, Any]:
     """The export document of `view`'s conversation: its ledger and its subagents'
     conversations (each a document of its own with the call that started it; an
     import reads the parent's document only) read from `db` in one transaction."""
@@ -99,7 +102,7 @@ def export_with(db: sqlite3.Connection, view: ConversationView) -> dict[str, Any
 _HAS_CHILDREN = "SELECT 1 FROM conversations WHERE task_parent_id = ? LIMIT 1"
 
 
-def committed_view(db: sqlite3.Connection, conversation_id: str) -> ConversationView:
+def committed_view(db: Db, conversation_id: str) -> ConversationView:
     """The conversation as committed (what a process driving none of it sees)."""
     from runtime.model.views import view_from_snapshot
     from runtime.store.database import read_snapshot
@@ -112,7 +115,7 @@ def committed_view(db: sqlite3.Connection, conversation_id: str) -> Conversation
     return view_from_snapshot(snap)
 
 
-def committed_export(db: sqlite3.Connection, conversation_id: str) -> dict[str, Any]:
+def committed_export(db: Db, conversation_id: str) -> dict[str, Any]:
     """`Harness.export` of a conversation no process here drives, from `db` alone:
     `bastion export` reads it so on a read-only connection, without the harness."""
     return export_with(db, committed_view(db, conversation_id))

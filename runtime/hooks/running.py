@@ -11,7 +11,6 @@ import asyncio
 import hashlib
 import json
 import logging
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -22,6 +21,7 @@ from runtime.hooks.process import HookOutput, hook_env, run_hook
 from runtime.model.events import HookRan
 from runtime.model.ids import now, uuid7
 from runtime.model.records import Entry, EntryKind, EntryStatus, Run, ToolCallRecord
+from runtime.store.dialect import Db, dialect_of
 from runtime.store.tx import Tx
 
 if TYPE_CHECKING:
@@ -267,18 +267,17 @@ def _args(call: ToolCallRecord) -> Any:
         return call.arguments
 
 
-def _rows(
-    db: sqlite3.Connection, conversation_id: str, run_id: str | None, prefix: str
-) -> list[dict[str, Any]]:
+def _rows(db: Db, conversation_id: str, run_id: str | None, prefix: str) -> list[dict[str, Any]]:
     """The hook.ran payloads of the conversation (of `run_id`, if given) whose key starts
     with `prefix`, oldest first."""
+    field = dialect_of(db).json_text
     sql = (
         "SELECT payload FROM ledger WHERE conversation_id = ? AND type = 'hook.ran' "
-        "AND substr(json_extract(payload, '$.key'), 1, ?) = ?"
+        f"AND substr({field('payload', 'key')}, 1, ?) = ?"
     )
     params: list[Any] = [conversation_id, len(prefix), prefix]
     if run_id is not None:
-        sql += " AND json_extract(payload, '$.run_id') = ?"
+        sql += f" AND {field('payload', 'run_id')} = ?"
         params.append(run_id)
     found: list[dict[str, Any]] = [
         json.loads(r[0]) for r in db.execute(sql + " ORDER BY seq", params)

@@ -27,14 +27,17 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime.mcp.results import refused
 from runtime.model.llm import ToolSpec
 from runtime.model.results import McpServerStatus, ServerState
 from runtime.model.tools import ToolInfo, ToolOutcome
+
+if TYPE_CHECKING:
+    from runtime.store.dialect import Db
+
 
 SEARCH_TOOL = "mcp_search_tools"  # no "__": no MCP tool (SERVER__tool) can take its name
 SEARCH_INFO = ToolInfo(read_only=True, replay_safe=True)  # reads the servers' lists only
@@ -254,7 +257,7 @@ _LOADED = (
 )
 
 
-def loaded_tools(db: sqlite3.Connection, conversation_id: str) -> tuple[str, ...]:
+def loaded_tools(db: Db, conversation_id: str) -> tuple[str, ...]:
     """The MCP tools the conversation's committed searches loaded, in the order they were
     first loaded (a search that was refused, interrupted or never finished loads none)."""
     out: dict[str, None] = {}

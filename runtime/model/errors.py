@@ -42,6 +42,13 @@ class SchemaTooNew(StoreError):
     code = "schema_too_new"
 
 
+class StoreUnreachable(StoreError):
+    """The database server cannot be reached, refused the login, or dropped the
+    connection (a PostgreSQL store: runtime.store.pg)."""
+
+    code = "store_unreachable"
+
+
 class StoreFull(StoreError):
     """The disk (or the quota) holding the database is full."""
 

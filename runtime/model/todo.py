@@ -1,17 +1,14 @@
-"""A todo list's items as plain data, how the model reads them back, and the stored list.
+"""A todo list's items as plain data and how the model reads them back (the stored list
+is runtime.store.todos').
 
 No imports from the rest of runtime: the store and the views use it.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    import sqlite3  # (the app loads this module for the views: sqlite3 costs it ~1.3 MiB)
+from typing import Any
 
 STATUSES = ("pending", "in_progress", "done")
 
@@ -37,16 +34,6 @@ def plan_text(items: Sequence[TodoItem]) -> str:
     if not items:
         return "(the todo list is empty)"
     return "\n".join(f"{_MARKS.get(i.status, '[ ]')} {i.content}" for i in items)
-
-
-def stored_todos(db: sqlite3.Connection, conversation_id: str) -> tuple[TodoItem, ...]:
-    """The conversation's current list (empty if the model never kept one)."""
-    row = db.execute(
-        "SELECT items FROM todos WHERE conversation_id = ?", (conversation_id,)
-    ).fetchone()
-    if row is None:
-        return ()
-    return tuple(TodoItem.from_dict(d) for d in json.loads(row[0]))
 
 
 def with_plan(summary: str, items: Sequence[TodoItem]) -> str:

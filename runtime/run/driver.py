@@ -62,11 +62,13 @@ WATCH_POLL = 0.25  # while a run goes, how often the store is asked for an inter
 
 def lease_expired(lease: LeaseInfo, ttl: float, now: float) -> bool:
     """Can a new driver take this lease? Its pid on this host gone, a zombie or reused
-    by a later process, or a stale heartbeat."""
+    by a later process, or a stale heartbeat: older than `ttl` by the store's clock
+    when the store read one (`lease.clock`), else by `now`."""
     if lease.owner is None:
         return True
     if lease.host == HOST and lease.pid is not None and not driver_alive(lease.pid, lease.owner):
         return True
+    now = lease.clock if lease.clock is not None else now
     return lease.heartbeat is None or now - lease.heartbeat > ttl
 
 

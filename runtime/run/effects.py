@@ -232,9 +232,12 @@ def record_effect(tx: Tx, call: ToolCallRecord, effect: Effect) -> None:
     sha = blobs.keep(tx.db, content) if content is not None else None
     detail = {k: v for k, v in effect.items() if k not in ("kind", "path", "content")}
     tx.execute(
-        "INSERT OR REPLACE INTO call_effects "
+        "INSERT INTO call_effects "
         "(tool_call_id, conversation_id, kind, path, content, content_sha256, detail, "
-        "created_at) VALUES (?, ?, ?, ?, NULL, ?, ?, ?)",
+        "created_at) VALUES (?, ?, ?, ?, NULL, ?, ?, ?) ON CONFLICT (tool_call_id) DO UPDATE "
+        "SET conversation_id = excluded.conversation_id, kind = excluded.kind, "
+        "path = excluded.path, content = NULL, content_sha256 = excluded.content_sha256, "
+        "detail = excluded.detail, created_at = excluded.created_at",
         (
             call.id,
             call.conversation_id,

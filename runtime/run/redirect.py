@@ -46,6 +46,7 @@ from runtime.model.records import (
 from runtime.model.results import Supersession
 from runtime.run.admission import admit_tx, admitted_item
 from runtime.run.calls import interrupt_tx
+from runtime.store.dialect import dialect_of
 from runtime.store.rows import ENTRY_COLUMNS, entry_row
 from runtime.store.tx import Tx
 
@@ -75,9 +76,10 @@ def supersede_tx(tx: Tx, text: str | None, request_key: str | None = None) -> Su
     if text is not None and request_key is not None:
         found = admitted_item(tx, text, request_key, InboxMode.PROMPT)
         if found is not None:
+            by_item = dialect_of(tx.db).json_text("data", "item")
             rows = tx.rows(
                 f"SELECT {ENTRY_COLUMNS} FROM entries WHERE conversation_id = ? "
-                "AND kind = 'note' AND json_extract(data, '$.item') = ?",
+                f"AND kind = 'note' AND {by_item} = ?",
                 (tx.conversation_id, found.id),
             )
             if rows:

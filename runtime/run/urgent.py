@@ -20,10 +20,14 @@ urgent item queued and stops at its first safe point, and the item then runs.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from runtime.model.records import SUPERSEDED, InboxItem, InboxMode, Run
+
+if TYPE_CHECKING:
+    from runtime.store.dialect import Db
+
 
 __all__ = ["BY_USER", "URGENT_REASON", "ending_reason", "urgent_first", "urgent_waiting"]
 
@@ -43,7 +47,7 @@ def ending_reason(stored: Run | None, stop_reason: str | None) -> str:
     return BY_USER
 
 
-def urgent_waiting(db: sqlite3.Connection, conversation_id: str, run_inbox_id: str) -> bool:
+def urgent_waiting(db: Db, conversation_id: str, run_inbox_id: str) -> bool:
     """Whether an urgent item waits queued for a run started by `run_inbox_id` to give
     way (never when that run's own input was urgent: urgent items are FIFO)."""
     row = db.execute(

@@ -53,7 +53,7 @@ DEFAULT_MODEL = "openai/gpt-4.1"
 DEFAULT_APPROVAL_MODE = ApprovalMode.ASK
 _STRING_KEYS = (
     "model", "approval_mode", "theme", "instructions", "compact_model", "reasoning_effort",
-    "notify",
+    "notify", "store",
 )  # fmt: skip
 #: When the app tells the user a run ended or an approval waits (tui.notices).
 NOTIFY_MODES = ("auto", "always", "bell", "off")
@@ -97,6 +97,7 @@ class Config:
     theme: str = "bastion-dark"
     theme_source: str = ""  # the config file that set `theme` ("" when none did)
     notify: str = "auto"  # a run's end and an approval, told when the terminal is behind
+    store: str = ""  # the user's file's `store` (runtime.setup.storechoice); never a project's
     #: `/name` command files (runtime.setup.commands): the user's, a trusted project's.
     commands: tuple[CommandFile, ...] = ()
     model_source: str = ""  # the config file that set `model` ("" when none did)
@@ -165,6 +166,12 @@ def read_config_file(path: Path, project_root: str | None = None) -> dict[str, A
     if read.cut:
         raise too_large(path, read.size)
     data = parse_toml(read.data, path)
+    if project_root is not None and "store" in data:
+        raise ConfigError(
+            f"{path}: `store` is refused in a project file: only your own config or "
+            "BASTION_STORE chooses where your sessions are kept",
+            hint="remove `store` from that file (put it in your own config.toml if it is yours)",
+        )
     _check(path, data)
     return data
 
@@ -444,6 +451,7 @@ def _merge(
         theme=merged.get("theme", "bastion-dark"),
         theme_source=theme_source,
         notify=merged.get("notify", "auto"),
+        store=str(user.get("store", "")),
         model_source=model_source,
         instructions=merged.get("instructions", ""),
         stream_idle_timeout=merged.get("stream_idle_timeout"),

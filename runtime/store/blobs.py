@@ -16,28 +16,33 @@ caller's transaction.
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from runtime.store.dialect import Db
+
 
 __all__ = ["CAP", "KeptBytes", "cap", "keep", "kept_bytes", "reclaim"]
 
 CAP = 2 << 30  # bytes of kept file contents a store holds at most (2 GiB)
 
 
-def keep(db: sqlite3.Connection, content: bytes, limit: int = CAP) -> str:
+def keep(db: Db, content: bytes, limit: int = CAP) -> str:
     """Store `content` once (then hold the store to `limit`); its sha256, for
     `call_effects.content_sha256`."""
     sha = hashlib.sha256(content).hexdigest()
     db.execute(
-        "INSERT OR IGNORE INTO file_blobs (sha256, content, size, created_at) VALUES (?, ?, ?, ?)",
+        "INSERT INTO file_blobs (sha256, content, size, created_at) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT DO NOTHING",
         (sha, content, len(content), time.time()),
     )
     cap(db, max(limit, len(content)))  # what was just kept stays: it is the newest
     return sha
 
 
-def cap(db: sqlite3.Connection, limit: int = CAP) -> int:
+def cap(db: Db, limit: int = CAP) -> int:
     """Drop the oldest kept bytes until at most `limit` remain; how many were dropped."""
     (total,) = db.execute("SELECT COALESCE(SUM(size), 0) FROM file_blobs").fetchone()
     dropped = 0
@@ -53,7 +58,7 @@ def cap(db: sqlite3.Connection, limit: int = CAP) -> int:
     return dropped
 
 
-def reclaim(db: sqlite3.Connection) -> None:
+def reclaim(db: Db) -> None:
     """Delete the kept bytes no call names any more."""
     db.execute(
         "DELETE FROM file_blobs WHERE NOT EXISTS "
@@ -77,7 +82,7 @@ class KeptBytes:
         return f"file bytes kept for /rewind: {self.blobs} files, {mb:.1f} MB{shared}{spare}"
 
 
-def kept_bytes(db: sqlite3.Connection) -> KeptBytes:
+def kept_bytes(db: Db) -> KeptBytes:
     blobs, size = db.execute("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM file_blobs").fetchone()
     (references,) = db.execute(
         "SELECT COUNT(*) FROM call_effects WHERE content_sha256 IS NOT NULL"

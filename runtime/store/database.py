@@ -1,7 +1,9 @@
-"""The SQLite store: one file, WAL, a writer thread and a reader thread per process.
+"""The store: what the harness reads and writes (runtime.store.interface.StoreAPI),
+over an engine: an SQLite file (runtime.store.sqlite_engine, the default) or a
+PostgreSQL database (runtime.store.pg).
 
-Every mutation is one `BEGIN IMMEDIATE` transaction that runs whole on the
-writer thread: a synchronous body (`Tx`) whose statements run at once, so each
+Every mutation is one transaction that runs whole on the engine's writer
+thread: a synchronous body (`Tx`) whose statements run at once, so each
 state change is a compare-and-set decided by its row count, and whose ledger
 events and new conversation version commit with it. Because the whole
 transaction runs in the thread, a caller cancelled while it waits cannot leave
@@ -9,23 +11,21 @@ the connection inside a transaction: a job not yet begun is dropped, one that
 began finishes (commit or rollback) and its events are still published.
 
 A driver's transactions carry its fencing token; a token that is no longer the
-conversation's lease token rolls the transaction back with `LeaseLost`.
+conversation's lease token rolls the transaction back with `LeaseLost`. The
+SELECT that checks it locks the conversation's row where the engine runs
+writers at once (PostgreSQL), so no other owner can take the lease before the
+transaction commits.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import hashlib
 import json
 import logging
 import os
 import shutil
-import sqlite3
-import threading
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -46,11 +46,12 @@ from runtime.model.records import (
     ToolCallRecord,
 )
 from runtime.model.rules import Rule
-from runtime.model.todo import TodoItem, stored_todos
-from runtime.store import blobs, failpoints, ledger, sessions, storefile
+from runtime.store import blobs, ledger, sessions
+from runtime.store.dialect import Db, Dialect, dialect_of
+from runtime.store.location import is_url
 from runtime.store.rows import CONVERSATION_COLUMNS, conversation_row
-from runtime.store.threads import Connection as _Connection
-from runtime.store.threads import Job
+from runtime.store.sqlite_engine import SqliteEngine
+from runtime.store.todos import stored_todos
 from runtime.store.tx import (
     ENTRY_COLUMNS,
     INBOX_COLUMNS,
@@ -64,89 +65,51 @@ from runtime.store.tx import (
     session_rules,
     tool_call_row,
 )
+from runtime.store.values import ForkHook as ForkHook
+from runtime.store.values import LeaseInfo as LeaseInfo
+from runtime.store.values import RunStart as RunStart
+from runtime.store.values import Snapshot as Snapshot
 
 if TYPE_CHECKING:
     from runtime.model.results import SearchHit
+    from runtime.store.interface import Engine, StoreAPI
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
-BUSY_TIMEOUT_MS = 10_000
-PAGE_SIZE = 16_384
-_BUSY_STEP_MS = 50  # the writer waits for another process's lock in steps, to stay cancellable
-
-
-@dataclass(frozen=True, slots=True)
-class Snapshot:
-    """Everything stored about one conversation, read in one transaction."""
-
-    conversation: Conversation
-    entries: tuple[Entry, ...]
-    runs: tuple[Run, ...]
-    inbox: tuple[InboxItem, ...]
-    tool_calls: tuple[ToolCallRecord, ...]
-    rules: tuple[Rule, ...] = ()
-    # Entries before `entries` left out (`snapshot(last=N)`), with their tool calls.
-    earlier: int = 0
-    todos: tuple[TodoItem, ...] = ()  # the model's checklist (runtime.plan)
-
-
-@dataclass(frozen=True, slots=True)
-class RunStart:
-    """What a run reads once when it starts, in one read transaction: the conversation,
-    its entries, the run itself and the run's tool calls (not the other runs or inbox)."""
-
-    conversation: Conversation
-    entries: tuple[Entry, ...]
-    run: Run | None
-    tool_calls: tuple[ToolCallRecord, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class LeaseInfo:
-    owner: str | None
-    pid: int | None
-    host: str | None
-    heartbeat: float | None
-    token: int
-
-
-def _store_error(path: Path, exc: sqlite3.Error) -> StoreError:
-    """What `exc` means for a person: locked (by pid when known), read-only, full, corrupt."""
-    return storefile.explain(path, exc, waited=BUSY_TIMEOUT_MS / 1000)
 
 
 class Store:
-    """Async access to one Bastion database file."""
+    """The durable store (runtime.store.interface.StoreAPI) over one engine: SQLite's
+    file (the default) or a PostgreSQL database (runtime.store.pg)."""
 
-    def __init__(self, path: Path, writer: _Connection, reader: _Connection) -> None:
-        self.path = path
-        self._writer = writer
-        self._reader = reader
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        #: The SQLite file (None on PostgreSQL); `where` names the store in messages.
+        self.path = engine.path
+        self.where = engine.where
+        self.dialect = engine.dialect
         self._closed = False
-        self._cancel_waits = threading.Event()
         #: The storage error that failed this store (seed 004: it ends the harness): from
         #: then on every read and write is refused with it at once, nothing touching the
-        #: file. `on_failure` hears of it once (the Harness closes itself then).
+        #: database. `on_failure` hears of it once (the Harness closes itself then).
         self.failure: SessionFailedError | None = None
         self.on_failure: Callable[[SessionFailedError], None] | None = None
 
     @classmethod
     async def open(cls, path: str | os.PathLike[str]) -> Store:
-        file = Path(path)
-        await asyncio.to_thread(storefile.prepare_file, file, BUSY_TIMEOUT_MS, PAGE_SIZE)
-        try:
-            writer = await asyncio.to_thread(_Connection, file, "bastion-writer", _BUSY_STEP_MS)
-            reader = await asyncio.to_thread(_Connection, file, "bastion-reader", BUSY_TIMEOUT_MS)
-        except sqlite3.Error as exc:
-            raise _store_error(file, exc) from exc
-        return cls(file, writer, reader)
+        """The store at `path`: an SQLite file, or a `postgresql://` URL."""
+        location = os.fspath(path)
+        if is_url(location):
+            from runtime.store.pg.engine import PgEngine
+
+            return cls(await PgEngine.open(location))
+        return cls(await SqliteEngine.open(Path(location)))
 
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        self._cancel_waits.set()
-        await asyncio.gather(self._writer.close(), self._reader.close())
+        await self._engine.close()
 
     def _check_usable(self) -> None:
         if self.failure is not None:
@@ -155,13 +118,13 @@ class Store:
             raise StoreError("the store is closed")
 
     def _failed(self, exc: StoreError) -> None:
-        """A read or write met a storage error (SQLite's: a full disk, an I/O error, a
-        lock held past the timeout, a damaged page; never a compare-and-set that lost,
-        which is a row count): the store fails, once."""
-        if self.failure is not None or not isinstance(exc.__cause__, sqlite3.Error):
+        """A read or write met a storage error (the engine's: a full disk, an I/O error, a
+        lock held past the timeout, a damaged page, a dropped connection; never a
+        compare-and-set that lost, which is a row count): the store fails, once."""
+        if self.failure is not None or not self._engine.storage_error(exc):
             return
         self.failure = SessionFailedError.of(exc)
-        self._cancel_waits.set()
+        self._engine.stop_waiting()
         if self.on_failure is not None:
             self.on_failure(self.failure)
 
@@ -174,45 +137,11 @@ class Store:
 
     # --- writes -----------------------------------------------------------
 
-    def _begin(self, db: sqlite3.Connection, job_abandoned: Callable[[], bool]) -> None:
-        """BEGIN IMMEDIATE, waiting in short steps for another process's write lock."""
-        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
-        while True:
-            try:
-                db.execute("BEGIN IMMEDIATE")
-                return
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) and "busy" not in str(exc):
-                    raise
-                if time.monotonic() > deadline or job_abandoned() or self._cancel_waits.is_set():
-                    raise
-
-    def _in_transaction(self, body: Callable[[sqlite3.Connection], T], job: Job) -> T:
-        db = self._writer.db
-        self._check_usable()  # (failed while this job waited its turn: nothing is written)
-        try:
-            self._begin(db, lambda: job.abandoned)
-        except sqlite3.Error as exc:
-            raise _store_error(self.path, exc) from exc
-        try:
-            result = body(db)
-            failpoints.fault()  # (the store-fault tests: a full disk, an I/O error, ...)
-            db.execute("COMMIT")
-            return result
-        except BaseException as exc:
-            with contextlib.suppress(sqlite3.Error):
-                db.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.Error):
-                raise _store_error(self.path, exc) from exc
-            raise
-
     async def _write(
-        self, body: Callable[[sqlite3.Connection], T], on_done: Callable[[T], None] | None = None
+        self, body: Callable[[Db], T], on_done: Callable[[T], None] | None = None
     ) -> T:
         self._check_usable()
-        return await self._guarded(
-            self._writer.run(lambda job: self._in_transaction(body, job), on_done)
-        )
+        return await self._guarded(self._engine.write(body, on_done, self._check_usable))
 
     async def transact(
         self,
@@ -228,8 +157,8 @@ class Store:
         cancelled meanwhile. With `token`, the transaction is refused (LeaseLost)
         unless the token is still the conversation's lease token."""
 
-        def run(db: sqlite3.Connection) -> tuple[T, list[DurableEvent]]:
-            tx = _open_tx(db, conversation_id, token)
+        def run(db: Db) -> tuple[T, list[DurableEvent]]:
+            tx = _open_tx(db, conversation_id, token, self.dialect)
             result = body(tx)
             tx.finish()
             return result, tx.events
@@ -254,7 +183,7 @@ class Store:
         """Insert `conversation` and, in the same transaction, run `then` (its first prompt)."""
         created = conversation.but(version=1)
 
-        def run(db: sqlite3.Connection) -> tuple[T | None, list[DurableEvent]]:
+        def run(db: Db) -> tuple[T | None, list[DurableEvent]]:
             tx, first = _insert_conversation(db, created)
             result = then(tx) if then is not None else None
             tx.finish()
@@ -282,7 +211,7 @@ class Store:
         (the source is only read). `also` copies more in that transaction (the
         subagents of the copied calls, runtime.agents) and returns its events."""
 
-        def run(db: sqlite3.Connection) -> tuple[Conversation, list[DurableEvent]]:
+        def run(db: Db) -> tuple[Conversation, list[DurableEvent]]:
             probe = Tx(db, source_id, 0)
             source, entries = sessions.read_source(probe, source_id)
             position = at(entries)
@@ -310,7 +239,7 @@ class Store:
         Refused (UnfinishedWork) while it has unfinished runs or queued input, or a
         live driver, unless `force`."""
 
-        def run(db: sqlite3.Connection) -> None:
+        def run(db: Db) -> None:
             row = db.execute(
                 "SELECT lease_owner, lease_pid, lease_host, lease_heartbeat, lease_token "
                 "FROM conversations WHERE id = ?",
@@ -321,14 +250,15 @@ class Store:
                     f"no conversation {conversation_id}", hint="list them with `bastion sessions`"
                 )
             if not force:
-                _refuse_unfinished(db, conversation_id, LeaseInfo(*row), live)
+                _refuse_unfinished(db, conversation_id, _lease(row, store_clock(db)), live)
             # Its subagents' conversations (runtime.agents) go with it, whole trees.
             for (gone,) in db.execute(DESCENDANTS_AND_SELF, (conversation_id,)).fetchall():
                 db.execute("DELETE FROM conversations WHERE id = ?", (gone,))
                 db.execute("DELETE FROM ledger WHERE conversation_id = ?", (gone,))
                 db.execute("DELETE FROM ledger_marks WHERE conversation_id = ?", (gone,))
                 db.execute(
-                    "INSERT OR IGNORE INTO deleted_conversations (id, deleted_at) VALUES (?, ?)",
+                    "INSERT INTO deleted_conversations (id, deleted_at) VALUES (?, ?) "
+                    "ON CONFLICT DO NOTHING",
                     (gone, time.time()),
                 )
             blobs.reclaim(db)  # the kept file bytes no other conversation names
@@ -367,27 +297,29 @@ class Store:
                 "FROM conversations WHERE id = ?",
                 (conversation_id,),
             )[0]
-            current = LeaseInfo(*row)
+            now = store_clock(tx.db)
+            current = _lease(row, now)
             if current.owner is not None and current.owner != owner and not can_take(current):
                 return current, False
-            token, now = current.token + 1, time.time()
-            tx.execute(
+            token = current.token + 1
+            if not tx.execute(
                 "UPDATE conversations SET lease_owner = ?, lease_pid = ?, lease_host = ?, "
                 "lease_heartbeat = ?, lease_token = ? WHERE id = ? AND lease_token = ?",
                 (owner, pid, host, now, token, conversation_id, current.token),
-            )
+            ):
+                return current, False
             tx.emit(lambda v: LeaseChanged(conversation_id, v, owner, pid, token))
-            return LeaseInfo(owner, pid, host, now, token), True
+            return LeaseInfo(owner, pid, host, now, token, now), True
 
         return await self.transact(conversation_id, body, publish=publish)
 
     async def heartbeat(self, conversation_id: str, token: int) -> bool:
         """Refresh the lease; false if the token is no longer current. Not a ledger event."""
 
-        def body(db: sqlite3.Connection) -> bool:
+        def body(db: Db) -> bool:
             cur = db.execute(
                 "UPDATE conversations SET lease_heartbeat = ? WHERE id = ? AND lease_token = ?",
-                (time.time(), conversation_id, token),
+                (store_clock(db), conversation_id, token),
             )
             return cur.rowcount == 1
 
@@ -415,23 +347,11 @@ class Store:
 
     # --- reads ------------------------------------------------------------
 
-    async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    async def _read(self, fn: Callable[[Db], T]) -> T:
         self._check_usable()
+        return await self._guarded(self._engine.read(fn))
 
-        def run(_: Job) -> T:
-            db = self._reader.db
-            try:
-                db.execute("BEGIN")
-                try:
-                    return fn(db)
-                finally:
-                    db.execute("COMMIT")
-            except sqlite3.Error as exc:
-                raise _store_error(self.path, exc) from exc
-
-        return await self._guarded(self._reader.run(run))
-
-    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    async def read(self, fn: Callable[[Db], T]) -> T:
         """Run `fn(db)` in one read transaction on the reader thread."""
         return await self._read(fn)
 
@@ -477,14 +397,18 @@ class Store:
         return int(rows[0][0])
 
     async def lease(self, conversation_id: str) -> LeaseInfo:
-        rows = await self._fetchall(
-            "SELECT lease_owner, lease_pid, lease_host, lease_heartbeat, lease_token "
-            "FROM conversations WHERE id = ?",
-            (conversation_id,),
-        )
-        if not rows:
+        def read(db: Db) -> LeaseInfo | None:
+            row = db.execute(
+                "SELECT lease_owner, lease_pid, lease_host, lease_heartbeat, lease_token "
+                "FROM conversations WHERE id = ?",
+                (conversation_id,),
+            ).fetchone()
+            return _lease(row, store_clock(db)) if row is not None else None
+
+        found = await self._read(read)
+        if found is None:
             raise UnknownConversation(f"no conversation {conversation_id}")
-        return LeaseInfo(*rows[0])
+        return found
 
     async def run(self, run_id: str) -> Run | None:
         rows = await self._fetchall(f"SELECT {RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,))
@@ -539,10 +463,9 @@ class Store:
         return [conversation_row(r) for r in rows]
 
     async def search(self, query: str, limit: int = 50) -> list[SearchHit]:
-        """Conversations whose entries match `query` (FTS5, bm25), best first."""
-        from runtime.store import fulltext
-
-        return await self._read(lambda db: fulltext.search(db, query, limit))
+        """Conversations whose entries match `query` (the engine's full-text search:
+        FTS5 and bm25, or tsvector and ts_rank), best first."""
+        return await self._read(lambda db: self._engine.search(db, query, limit))
 
     async def session_summaries(self, limit: int = 500) -> list[SessionSummary]:
         """The newest `limit` conversations that have entries, each with its entry count."""
@@ -582,16 +505,11 @@ class Store:
         return await self._read(lambda db: ledger.read(db, conversation_id, after, limit))
 
 
-#: More for a fork's transaction: (the fork's Tx, old ids -> copied ones, a way to insert
-#: another new conversation) -> the events of what it wrote elsewhere.
-ForkHook = Callable[
-    [Tx, dict[str, str], Callable[[Conversation], tuple[Tx, DurableEvent]]], list[DurableEvent]
-]
-
 #: A conversation and every subagent conversation below it (runtime.agents), children
 #: before their parent.
 DESCENDANTS_AND_SELF = (
-    "WITH RECURSIVE tree (id, depth) AS (SELECT ?, 0 UNION ALL SELECT c.id, tree.depth + 1 "
+    "WITH RECURSIVE tree (id, depth) AS (SELECT CAST(? AS TEXT), 0 UNION ALL "
+    "SELECT c.id, tree.depth + 1 "
     "FROM conversations c JOIN tree ON c.task_parent_id = tree.id WHERE tree.depth < 16) "
     "SELECT id FROM tree ORDER BY depth DESC"
 )
@@ -622,9 +540,7 @@ _LAST_CALLS = (
 )
 
 
-def read_snapshot(
-    db: sqlite3.Connection, conversation_id: str, last: int | None = None
-) -> Snapshot | None:
+def read_snapshot(db: Db, conversation_id: str, last: int | None = None) -> Snapshot | None:
     row = db.execute(
         f"SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id = ?", (conversation_id,)
     ).fetchone()
@@ -655,7 +571,7 @@ def read_snapshot(
     )
 
 
-def _read_run_start(db: sqlite3.Connection, conversation_id: str, run_id: str) -> RunStart | None:
+def _read_run_start(db: Db, conversation_id: str, run_id: str) -> RunStart | None:
     row = db.execute(
         f"SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id = ?", (conversation_id,)
     ).fetchone()
@@ -678,7 +594,7 @@ def _read_run_start(db: sqlite3.Connection, conversation_id: str, run_id: str) -
     )
 
 
-def _with_chunks(db: sqlite3.Connection, entry: Entry) -> Entry:
+def _with_chunks(db: Db, entry: Entry) -> Entry:
     if entry.status != "streaming":
         return entry
     text = joined_chunks(db, entry.id, "text")
@@ -687,7 +603,7 @@ def _with_chunks(db: sqlite3.Connection, entry: Entry) -> Entry:
     return entry.but(text=entry.text + text, data=data)
 
 
-def _insert_conversation(db: sqlite3.Connection, created: Conversation) -> tuple[Tx, DurableEvent]:
+def _insert_conversation(db: Db, created: Conversation) -> tuple[Tx, DurableEvent]:
     """Insert a new conversation at version 1 (its ConversationCreated event written);
     the Tx goes on from there. Refused if the id belonged to a deleted conversation."""
     if db.execute("SELECT 1 FROM deleted_conversations WHERE id = ?", (created.id,)).fetchone():
@@ -714,9 +630,12 @@ def _insert_conversation(db: sqlite3.Connection, created: Conversation) -> tuple
     return Tx(db, created.id, 1), first
 
 
-def _open_tx(db: sqlite3.Connection, conversation_id: str, token: int | None) -> Tx:
+def _open_tx(db: Db, conversation_id: str, token: int | None, dialect: Dialect) -> Tx:
+    """The conversation's transaction, its row locked where writers run at once (the
+    dialect's FOR UPDATE), so the token checked here is the token when it commits."""
     row = db.execute(
-        "SELECT version, lease_token FROM conversations WHERE id = ?", (conversation_id,)
+        "SELECT version, lease_token FROM conversations WHERE id = ?" + dialect.for_update,
+        (conversation_id,),
     ).fetchone()
     if row is None:
         raise UnknownConversation(
@@ -731,7 +650,7 @@ def _open_tx(db: sqlite3.Connection, conversation_id: str, token: int | None) ->
 
 
 def _refuse_unfinished(
-    db: sqlite3.Connection,
+    db: Db,
     conversation_id: str,
     lease: LeaseInfo,
     live: Callable[[LeaseInfo], bool],
@@ -749,6 +668,19 @@ def _refuse_unfinished(
         )
 
 
+def _lease(row: Any, clock: float) -> LeaseInfo:
+    """A lease from its row (owner, pid, host, heartbeat, token), read at `clock`."""
+    owner, pid, host, heartbeat, token = row
+    return LeaseInfo(owner, pid, host, heartbeat, token, clock)
+
+
+def store_clock(db: Db) -> float:
+    """Now, by the clock leases are kept by: the server's on PostgreSQL (machines that
+    share it agree on it, however their own clocks are set), this machine's on SQLite."""
+    query = dialect_of(db).clock
+    return float(db.execute(query).fetchone()[0]) if query else time.time()
+
+
 def request_digest(text: str, mode: str) -> str:
     """What a request key stands for: the same key must come with the same input."""
     return hashlib.sha256(f"{mode}\0{text}".encode("utf-8", "surrogatepass")).hexdigest()
@@ -758,3 +690,9 @@ def remove_artifacts(directory: Path) -> None:
     """Delete a conversation's spilled command output (none is fine)."""
     if directory.exists():
         shutil.rmtree(directory)
+
+
+if TYPE_CHECKING:
+
+    def _is_store_api(store: Store) -> StoreAPI:  # (mypy: Store keeps the interface)
+        return store

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-__all__ = ["STORE_NAME", "default_home", "home_dir", "private_folder"]
+__all__ = ["STORE_NAME", "default_home", "home_dir", "private_folder", "store_elsewhere"]
 
 STORE_NAME = "bastion.sqlite"
 
@@ -27,6 +27,27 @@ def home_dir() -> str:
         os.path.expanduser("~"), ".local", "share"
     )
     return os.path.join(data, "bastion")
+
+
+def store_elsewhere() -> bool:
+    """Does the user keep sessions in a PostgreSQL store (BASTION_STORE, or `store` in
+    their config file: runtime.setup.storechoice)? Then the SQLite file in the home is
+    not where sessions are, and the read-only queries leave them to the harness. A
+    cheap look, no TOML parsed: a line `store = ...` is enough (the harness reads the
+    file properly, and says what is wrong with it)."""
+    if os.environ.get("BASTION_STORE", "").strip():
+        return True
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    try:
+        with open(os.path.join(base, "bastion", "config.toml"), "rb") as file:
+            text = file.read(256 * 1024).decode("utf-8", "replace")
+    except OSError:
+        return False
+    for line in text.splitlines():
+        words = line.strip()
+        if words.startswith("store") and words[5:].lstrip().startswith("="):
+            return True
+    return False
 
 
 def default_home() -> Path:

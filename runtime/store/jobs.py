@@ -14,9 +14,8 @@ from runtime.model.events import JobUpdated
 from runtime.model.jobs import LAST_OUTPUT_CHARS, JobRecord
 
 if TYPE_CHECKING:
-    import sqlite3
-
     from runtime.model.records import ToolCallRecord
+    from runtime.store.dialect import Db
     from runtime.store.tx import Tx
 
 __all__ = ["JOB_COLUMNS", "insert_job", "job_row", "jobs_of", "settle_job"]
@@ -37,7 +36,7 @@ def job_row(row: Sequence[Any]) -> JobRecord:
     )  # fmt: skip
 
 
-def jobs_of(db: sqlite3.Connection, conversation_id: str) -> list[JobRecord]:
+def jobs_of(db: Db, conversation_id: str) -> list[JobRecord]:
     """The conversation's jobs, in the order they started."""
     rows = db.execute(
         f"SELECT {JOB_COLUMNS} FROM jobs WHERE conversation_id = ? ORDER BY number",

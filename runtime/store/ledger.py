@@ -15,10 +15,9 @@ attach`) and the reducer see the same thing either way.
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from dataclasses import MISSING, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime.model.events import DurableEvent, event_from_dict, event_to_dict
 from runtime.model.records import Conversation, Entry, InboxItem, Run, RunState, ToolCallRecord
@@ -31,6 +30,9 @@ from runtime.store.rows import (
     inbox_row,
     run_row,
 )
+
+if TYPE_CHECKING:
+    from runtime.store.dialect import Db
 
 INSERT = "INSERT INTO ledger (conversation_id, seq, type, payload, time) VALUES (?, ?, ?, ?, ?)"
 _RECORDS = {
@@ -94,9 +96,7 @@ def row(event: DurableEvent) -> tuple[Any, ...]:
     return (event.conversation_id, event.version, event.type, _dumps(data), time.time())
 
 
-def read(
-    db: sqlite3.Connection, conversation_id: str, after: int, limit: int
-) -> list[DurableEvent]:
+def read(db: Db, conversation_id: str, after: int, limit: int) -> list[DurableEvent]:
     """Events of `conversation_id` after version `after` (at most `limit`), whole again:
     the ledger's rows merged with the checkpoints kept as marks (runtime.store.marks)."""
     rows = db.execute(
@@ -114,9 +114,7 @@ def read(
     return events
 
 
-def _event(
-    db: sqlite3.Connection, conversation_id: str, type_: str, payload: str, seq: int
-) -> DurableEvent:
+def _event(db: Db, conversation_id: str, type_: str, payload: str, seq: int) -> DurableEvent:
     """One ledger row read back."""
     data = json.loads(payload)
     if isinstance(data, list):
@@ -160,7 +158,7 @@ def _settled(name: str, record: dict[str, Any]) -> bool:
     return name == "entry" and record["status"] != "streaming"
 
 
-def _restore(db: sqlite3.Connection, name: str, record: dict[str, Any]) -> None:
+def _restore(db: Db, name: str, record: dict[str, Any]) -> None:
     rest = record.pop("@rest", None)
     if not rest:
         return
@@ -183,7 +181,7 @@ def _restore(db: sqlite3.Connection, name: str, record: dict[str, Any]) -> None:
         record[f] = found[i] if found else ("" if f in ("text", "arguments") else None)
 
 
-def _appended(db: sqlite3.Connection, type_: str, data: dict[str, Any]) -> str:
+def _appended(db: Db, type_: str, data: dict[str, Any]) -> str:
     """The text a checkpoint appended: from the chunks while the entry streams, else
     from the entry it was joined into."""
     kind = "text" if type_ == "entry.text_appended" else "reasoning"

@@ -24,11 +24,14 @@ before.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime.model.events import DurableEvent, EntryReasoningAppended, EntryTextAppended
+
+if TYPE_CHECKING:
+    from runtime.store.dialect import Db
+
 
 KINDS = ("text", "reasoning")  # the chunk kinds whose checkpoints are marks
 TYPES = (EntryTextAppended.type, EntryReasoningAppended.type)
@@ -94,7 +97,7 @@ def unpack(seq: int, clock: float, data: bytes) -> Iterator[Mark]:
         yield seq, start, length, clock
 
 
-def seal(db: sqlite3.Connection, conversation_id: str, owner_id: str) -> None:
+def seal(db: Db, conversation_id: str, owner_id: str) -> None:
     """Seal the open marks of `owner_id`'s streams, before its chunks are dropped."""
     for kind in KINDS:
         marks = db.execute(
@@ -112,7 +115,7 @@ def seal(db: sqlite3.Connection, conversation_id: str, owner_id: str) -> None:
         )
 
 
-def read(db: sqlite3.Connection, conversation_id: str, after: int, upto: int) -> list[DurableEvent]:
+def read(db: Db, conversation_id: str, after: int, upto: int) -> list[DurableEvent]:
     """The checkpoints of `conversation_id` with `after < seq <= upto`, sealed or open."""
     events: list[DurableEvent] = []
     texts: dict[tuple[str, str], str] = {}
@@ -140,7 +143,7 @@ def read(db: sqlite3.Connection, conversation_id: str, after: int, upto: int) ->
     return events
 
 
-def times(db: sqlite3.Connection, kind: str = "text") -> list[tuple[str, int, float]]:
+def times(db: Db, kind: str = "text") -> list[tuple[str, int, float]]:
     """(conversation, seq, time) of every checkpoint of `kind`, sealed or open, in order."""
     out: list[tuple[str, int, float]] = []
     for cid, first, clock, packed in db.execute(
@@ -162,7 +165,7 @@ def _event(cid: str, seq: int, kind: str, owner: str, start: int, text: str) -> 
     return EntryReasoningAppended(cid, seq, owner, start, text)
 
 
-def _closed_text(db: sqlite3.Connection, owner_id: str, kind: str) -> str:
+def _closed_text(db: Db, owner_id: str, kind: str) -> str:
     """The text or reasoning an entry's checkpoints were joined into."""
     row = db.execute("SELECT text, data FROM entries WHERE id = ?", (owner_id,)).fetchone()
     if row is None:

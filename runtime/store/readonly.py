@@ -21,7 +21,7 @@ import os
 import sqlite3
 
 from runtime.model.errors import StoreError
-from runtime.store.home import STORE_NAME, home_dir
+from runtime.store.home import STORE_NAME, home_dir, store_elsewhere
 
 # (The session commands load this module: it leaves out typing, contextlib and
 # collections, ~5 ms of imports.)
@@ -148,7 +148,10 @@ class ReadOnlyStore:
     @classmethod
     def open(cls, home: str | os.PathLike[str] | None = None) -> ReadOnlyStore | None:
         """The store under `home` (default: `default_home()`), or None when the harness
-        must open it instead (missing, another schema version, unreadable)."""
+        must open it instead (missing, another schema version, unreadable, or the
+        user's sessions are in PostgreSQL: runtime.store.home.store_elsewhere)."""
+        if home is None and store_elsewhere():
+            return None
         path = os.path.join(os.path.abspath(home if home is not None else home_dir()), STORE_NAME)
         if not os.path.isfile(path):
             return None

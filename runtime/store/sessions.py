@@ -13,11 +13,10 @@ from an exported file the same way.
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime.model.errors import UnknownConversation, UnknownEntry
 from runtime.model.ids import uuid7
@@ -43,6 +42,9 @@ from runtime.store.tx import (
     run_row,
     tool_call_row,
 )
+
+if TYPE_CHECKING:
+    from runtime.store.dialect import Db
 
 _SETTLED = (ToolCallState.DONE, ToolCallState.DENIED, ToolCallState.INTERRUPTED)
 
@@ -243,7 +245,7 @@ def rewind_position(entries: Sequence[Entry], entry_id: str, conversation_id: st
     return entry
 
 
-def descendants(db: sqlite3.Connection, conversation_id: str) -> list[str]:
+def descendants(db: Db, conversation_id: str) -> list[str]:
     """Every conversation below `conversation_id` (children, theirs, …), oldest first."""
     rows = db.execute(
         "WITH RECURSIVE below(id, created_at) AS ("
@@ -256,7 +258,7 @@ def descendants(db: sqlite3.Connection, conversation_id: str) -> list[str]:
     return [str(r[0]) for r in rows]
 
 
-def session_cost(db: sqlite3.Connection, conversation_id: str) -> tuple[float | None, int]:
+def session_cost(db: Db, conversation_id: str) -> tuple[float | None, int]:
     """What the whole session `conversation_id` belongs to has cost: every run of its
     top conversation and of every subagent below it (dollars, None when no part had
     a known price; tokens in and out)."""
@@ -286,7 +288,7 @@ def _spent(rows: list[Any]) -> tuple[float | None, int]:
     return cost, tokens
 
 
-def children_cost(db: sqlite3.Connection, run_id: str) -> tuple[float | None, int]:
+def children_cost(db: Db, run_id: str) -> tuple[float | None, int]:
     """What the children started by `run_id`'s calls (and theirs) cost: (dollars, None
     when no part had a known price; tokens in and out)."""
     rows = db.execute(

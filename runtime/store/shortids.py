@@ -16,8 +16,6 @@ Pure functions and read-transaction helpers for `Harness.resolve_id` and
 
 from __future__ import annotations
 
-import sqlite3
-
 from runtime.model.errors import AmbiguousId, UnknownConversation
 
 TYPE_CHECKING = False  # (typing costs the session commands ~5 ms to import)
@@ -25,6 +23,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
     from runtime.model.records import Conversation
+    from runtime.store.dialect import Db
 
 __all__ = [
     "MIN_TYPED",
@@ -93,7 +92,7 @@ def short_ids(ids: Iterable[str], among: Iterable[str] | None = None) -> dict[st
     return out
 
 
-def read_ids(db: sqlite3.Connection) -> list[str]:
+def read_ids(db: Db) -> list[str]:
     """Every stored conversation's id."""
     return [row[0] for row in db.execute("SELECT id FROM conversations")]
 
@@ -115,7 +114,7 @@ def typed_prefix(text: str) -> str:
     return prefix
 
 
-def read_matches(db: sqlite3.Connection, text: str) -> str:
+def read_matches(db: Db, text: str) -> str:
     """The id of the one stored conversation `text` (a full id or a prefix) names.
 
     A full id comes back canonical whether it is stored or not (what it is used for

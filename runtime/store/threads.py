@@ -1,6 +1,6 @@
-"""The store's threads: a sqlite3 connection owned by one thread, work sent to it as
-whole functions (runtime.store.database runs each transaction so, whole, on its
-writer's thread; reads on its reader's). A caller cancelled while its job waits drops
+"""The store's threads: a database connection owned by one thread, work sent to it as
+whole functions (each engine runs each transaction so, whole, on its writer's thread;
+reads on its reader's: runtime.store.sqlite_engine, runtime.store.pg.engine). A caller cancelled while its job waits drops
 the job; one cancelled while its job runs leaves it to finish, and its `on_done` runs.
 """
 
@@ -13,15 +13,16 @@ import logging
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
-__all__ = ["Connection", "Job"]
+__all__ = ["Connection", "Job", "close_sqlite", "connect_sqlite"]
 
 T = TypeVar("T")
+C = TypeVar("C")
 log = logging.getLogger(__name__)
 
 
-def _connect(path: Path, busy_ms: int) -> sqlite3.Connection:
+def connect_sqlite(path: Path, busy_ms: int) -> sqlite3.Connection:
     db = sqlite3.connect(
         path, isolation_level=None, check_same_thread=False, timeout=busy_ms / 1000
     )
@@ -29,6 +30,11 @@ def _connect(path: Path, busy_ms: int) -> sqlite3.Connection:
     db.execute("PRAGMA synchronous=NORMAL")
     db.execute("PRAGMA foreign_keys=ON")
     return db
+
+
+def close_sqlite(db: sqlite3.Connection) -> None:
+    with contextlib.suppress(sqlite3.Error):
+        db.close()
 
 
 class Job:
@@ -46,12 +52,17 @@ class Job:
         return self.fn(self)
 
 
-class Connection:
-    """A sqlite3 connection owned by one thread; work goes to it as whole functions."""
+class Connection(Generic[C]):
+    """A connection owned by one thread; work goes to it as whole functions."""
 
-    def __init__(self, path: Path, name: str, busy_ms: int) -> None:
+    def __init__(self, connect: Callable[[], C], name: str, close: Callable[[C], None]) -> None:
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=name)
-        self.db: sqlite3.Connection = self._pool.submit(_connect, path, busy_ms).result()
+        self._close = close
+        try:
+            self.db: C = self._pool.submit(connect).result()
+        except BaseException:
+            self._pool.shutdown(wait=False)
+            raise
 
     async def run(self, fn: Callable[[Job], T], on_done: Callable[[T], None] | None = None) -> T:
         """Run `fn(job)` on the thread. Cancelling the caller drops a job not begun (and
@@ -86,8 +97,7 @@ class Connection:
         which a store opened right after would otherwise find held)."""
 
         def close() -> None:
-            with contextlib.suppress(sqlite3.Error):
-                self.db.close()
+            self._close(self.db)
 
         try:
             closed = asyncio.wrap_future(self._pool.submit(close))

@@ -14,9 +14,10 @@ from runtime.model.todo import TodoItem
 if TYPE_CHECKING:
     from runtime.model.records import ToolCallRecord
     from runtime.model.tools import ToolOutcome
+    from runtime.store.dialect import Db
     from runtime.store.tx import Tx
 
-__all__ = ["TODO_TOOL", "copied_todos", "record_todos"]
+__all__ = ["TODO_TOOL", "copied_todos", "record_todos", "stored_todos"]
 
 TODO_TOOL = "todo"
 
@@ -37,6 +38,16 @@ def copied_todos(tx: Tx, call: ToolCallRecord) -> bool:
         return False
     _store(tx, call, result["todos"])
     return True
+
+
+def stored_todos(db: Db, conversation_id: str) -> tuple[TodoItem, ...]:
+    """The conversation's current list (empty if the model never kept one)."""
+    row = db.execute(
+        "SELECT items FROM todos WHERE conversation_id = ?", (conversation_id,)
+    ).fetchone()
+    if row is None:
+        return ()
+    return tuple(TodoItem.from_dict(d) for d in json.loads(row[0]))
 
 
 def _store(tx: Tx, call: ToolCallRecord, todos: list[dict[str, Any]]) -> None:

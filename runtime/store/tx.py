@@ -10,10 +10,9 @@ returns None; the caller tells its own caller why.
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime.model.errors import UnknownConversation, UnknownEntry
 from runtime.model.events import (
@@ -52,6 +51,9 @@ from runtime.store.rows import (
     inbox_row,
     run_row,
 )
+
+if TYPE_CHECKING:
+    from runtime.store.dialect import Db
 
 __all__ = [
     "ENTRY_COLUMNS",
@@ -100,7 +102,7 @@ def _json_or_none(value: Any) -> str | None:
     return json.dumps(value, ensure_ascii=False) if value is not None else None
 
 
-def session_rules(db: sqlite3.Connection, conversation_id: str) -> tuple[Rule, ...]:
+def session_rules(db: Db, conversation_id: str) -> tuple[Rule, ...]:
     rows = db.execute(
         "SELECT kind, pattern FROM approval_rules WHERE conversation_id = ? "
         "ORDER BY created_at, kind, pattern",
@@ -109,7 +111,7 @@ def session_rules(db: sqlite3.Connection, conversation_id: str) -> tuple[Rule, .
     return tuple(Rule(kind, pattern, Scope.SESSION) for kind, pattern in rows)
 
 
-def joined_chunks(db: sqlite3.Connection, owner_id: str, kind: str) -> str:
+def joined_chunks(db: Db, owner_id: str, kind: str) -> str:
     rows = db.execute(
         "SELECT text FROM chunks WHERE owner_id = ? AND kind = ? ORDER BY start",
         (owner_id, kind),
@@ -120,7 +122,7 @@ def joined_chunks(db: sqlite3.Connection, owner_id: str, kind: str) -> str:
 class Tx:
     """A transaction in progress on the writer thread. Not for use outside `Store.transact`."""
 
-    def __init__(self, db: sqlite3.Connection, conversation_id: str, version: int) -> None:
+    def __init__(self, db: Db, conversation_id: str, version: int) -> None:
         self.db = db
         self.conversation_id = conversation_id
         self.version = version
@@ -537,8 +539,8 @@ class Tx:
         added = 0
         for rule in rules:
             added += self.execute(
-                "INSERT OR IGNORE INTO approval_rules (conversation_id, kind, pattern, created_at) "
-                "VALUES (?, ?, ?, ?)",
+                "INSERT INTO approval_rules (conversation_id, kind, pattern, created_at) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 (self.conversation_id, rule.kind, rule.pattern, time.time()),
             )
         current = self.session_rules()

@@ -12,6 +12,7 @@ from runtime import Harness
 from runtime.providers.openai import OpenAIChatProvider
 from runtime.run.deps import LoopSettings
 from runtime.run.toolbox import WorkspaceToolbox
+from tests.runtime.helpers import store_location
 
 MODEL = "openai/loopback"
 
@@ -31,7 +32,7 @@ async def open_harness(tmp_path: Path, base_url: str) -> Harness:
     provider = OpenAIChatProvider("openai", base_url)
     home = tmp_path / "home"
     return await Harness.open(
-        home / "bastion.sqlite",
+        store_location(tmp_path, "home/bastion.sqlite"),
         resolve_model=lambda spec: (provider, spec.split("/", 1)[1]),
         toolbox_factory=lambda conv: WorkspaceToolbox(conv.cwd, home / "artifacts" / conv.id),
         loop_settings=LoopSettings(checkpoint_interval=0.02, backoff_base=0.01),

@@ -15,6 +15,8 @@ from runtime.testing.server import LoopbackServer
 from tests.agents.helpers import call, open_harness, start, task, until
 from tests.agents.test_crash import RUNNER
 
+pytestmark = pytest.mark.usefixtures("store_kind")
+
 GATED = "while [ ! -e go ]; do sleep 0.05; done; echo gate-open"  # the test opens it
 
 

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from runtime.agents import children_of
 from runtime.model.views import child_label, reduce
 from runtime.testing.server import LoopbackServer
 from tests.agents.helpers import call, open_harness, start, task, until
+
+pytestmark = pytest.mark.usefixtures("store_kind")
 
 WRITER = """---
 name: writer

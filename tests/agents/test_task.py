@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from runtime.agents import children_of
 from runtime.testing.server import LoopbackServer
 from tests.agents.helpers import call, open_harness, start, task
+
+pytestmark = pytest.mark.usefixtures("store_kind")
 
 
 def parent_and_child_turns() -> list[dict]:

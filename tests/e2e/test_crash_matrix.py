@@ -94,29 +94,41 @@ def run_bastion(bastion, *args: str, failpoint: str | None) -> subprocess.Comple
     )
 
 
-def store_state(home: Path, conv_id: str) -> tuple[dict[str, tuple[str, str]], list[tuple]]:
+def store_state(
+    home: Path, conv_id: str, url: str | None = None
+) -> tuple[dict[str, tuple[str, str]], list[tuple]]:
     """Entries as {id: (status, text)} (a streaming entry's text is its committed chunks)
-    and the tool-result rows, read straight from the file."""
+    and the tool-result rows, read straight from the file (or from the PostgreSQL
+    database at `url`, the test's own client)."""
+    if url is not None:
+        import psycopg
+
+        with psycopg.connect(url, autocommit=True) as conn:
+            return _state(conn, conv_id, "%s", "(data::json ->> 'tool_call_id')")
     db = sqlite3.connect(home / "bastion.sqlite")
     try:
-        entries = {}
-        for entry_id, status, text in db.execute(
-            "SELECT id, status, text FROM entries WHERE conversation_id = ? ORDER BY position",
-            (conv_id,),
-        ):
-            chunks = db.execute(
-                "SELECT text FROM chunks WHERE owner_id = ? AND kind = 'text' ORDER BY start",
-                (entry_id,),
-            ).fetchall()
-            entries[entry_id] = (status, text + "".join(c[0] for c in chunks))
-        results = db.execute(
-            "SELECT json_extract(data, '$.tool_call_id'), text FROM entries "
-            "WHERE conversation_id = ? AND kind = 'tool_result'",
-            (conv_id,),
-        ).fetchall()
-        return entries, results
+        return _state(db, conv_id, "?", "json_extract(data, '$.tool_call_id')")
     finally:
         db.close()
+
+
+def _state(db, conv_id: str, mark: str, call_id: str) -> tuple[dict, list[tuple]]:
+    entries = {}
+    for entry_id, status, text in db.execute(
+        f"SELECT id, status, text FROM entries WHERE conversation_id = {mark} ORDER BY position",
+        (conv_id,),
+    ).fetchall():
+        chunks = db.execute(
+            f"SELECT text FROM chunks WHERE owner_id = {mark} AND kind = 'text' ORDER BY start",
+            (entry_id,),
+        ).fetchall()
+        entries[entry_id] = (status, text + "".join(c[0] for c in chunks))
+    results = db.execute(
+        f"SELECT {call_id}, text FROM entries "
+        f"WHERE conversation_id = {mark} AND kind = 'tool_result'",
+        (conv_id,),
+    ).fetchall()
+    return entries, [tuple(r) for r in results]
 
 
 def emitted(stdout: str) -> list[dict]:
@@ -155,9 +167,11 @@ def assert_valid_requests(requests: list[dict]) -> None:
 @pytest.mark.parametrize(
     ("point", "again"), POINTS, ids=[f"{p}+{a}" if a else p for p, a in POINTS]
 )
-def test_sigkill_at_each_point_then_resume(loopback, bastion, point, again):
+def test_sigkill_at_each_point_then_resume(loopback, bastion, point, again, team_store):
     server = loopback(TASK)
     b = bastion(server)
+    if team_store is not None:
+        b.env["BASTION_STORE"] = team_store
     (b.cwd / "a.txt").write_text("alpha beta\n")
     conv_id = str(uuid.UUID(int=uuid.uuid4().int & ~(0xF << 76) | (0x7 << 76)))
     common = ("--approval-mode", "full-auto", "--output-format", "stream-json")
@@ -166,7 +180,7 @@ def test_sigkill_at_each_point_then_resume(loopback, bastion, point, again):
         b, "-p", "make the change", "--session-id", conv_id, *common, failpoint=point
     )
     assert first.returncode == -signal.SIGKILL, (point, first.returncode, first.stderr[-2000:])
-    before, _ = store_state(b.home, conv_id)
+    before, _ = store_state(b.home, conv_id, team_store)
     for event in emitted(first.stdout):
         _status, text = before[event["entry_id"]]
         start, piece = event["offset"], event["text"]
@@ -184,7 +198,7 @@ def test_sigkill_at_each_point_then_resume(loopback, bastion, point, again):
     assert (b.cwd / "b.txt").read_text() == "bee\n"
     assert (b.cwd / "log.txt").read_text() == "done\n"  # appended exactly once
 
-    after, results = store_state(b.home, conv_id)
+    after, results = store_state(b.home, conv_id, team_store)
     for entry_id, (_status, text) in before.items():
         assert entry_id in after, (point, "a committed entry was lost")
         assert after[entry_id][1].startswith(text), (point, "committed text changed")
@@ -193,6 +207,8 @@ def test_sigkill_at_each_point_then_resume(loopback, bastion, point, again):
     assert sum("Edited a.txt" in text for _, text in results) <= 1
     assert sum(text.endswith("appended-ok") for _, text in results) <= 1
     assert_valid_requests(server.requests())
+    if team_store is not None:  # (the session was in PostgreSQL, not a file in the home)
+        assert not (b.home / "bastion.sqlite").exists()
 
 
 def test_sigkill_during_a_pause_keeps_everything_shown(loopback, bastion):

@@ -18,10 +18,27 @@ pytestmark = pytest.mark.e2e
 RACERS = 8
 
 
-def test_parallel_request_key_one_session_one_run_every_process_reports_it(loopback, bastion):
+def stored_ids(home, url: str | None) -> tuple[list[str], list[str]]:
+    """The ids of every conversation and run in the store (the file, or PostgreSQL)."""
+    if url is not None:
+        import psycopg
+
+        with psycopg.connect(url) as db:
+            sessions = [row[0] for row in db.execute("SELECT id FROM conversations")]
+            return sessions, [row[0] for row in db.execute("SELECT id FROM runs")]
+    with sqlite3.connect(home / "bastion.sqlite") as db:
+        sessions = [row[0] for row in db.execute("SELECT id FROM conversations")]
+        return sessions, [row[0] for row in db.execute("SELECT id FROM runs")]
+
+
+def test_parallel_request_key_one_session_one_run_every_process_reports_it(
+    loopback, bastion, team_store
+):
     # One turn only: a second model request would be answered "script exhausted".
     server = loopback([{"text": "the one answer", "chunk_size": 4, "delay_ms": 5}])
     b = bastion(server)
+    if team_store is not None:
+        b.env["BASTION_STORE"] = team_store
     args = ("-p", "do it once", "--request-key", "race-1", "--output-format", "json")
     racers = [b.popen(*args) for _ in range(RACERS)]
     results = []
@@ -31,9 +48,7 @@ def test_parallel_request_key_one_session_one_run_every_process_reports_it(loopb
         assert "Traceback" not in stderr and "never retrieved" not in stderr, stderr
         results.append(json.loads(stdout.strip().splitlines()[-1]))
     assert len(server.requests()) == 1
-    with sqlite3.connect(b.home / "bastion.sqlite") as db:
-        sessions = [row[0] for row in db.execute("SELECT id FROM conversations")]
-        runs = [row[0] for row in db.execute("SELECT id FROM runs")]
+    sessions, runs = stored_ids(b.home, team_store)
     assert len(sessions) == 1 and len(runs) == 1  # no empty conversation left behind
     assert {(r["session_id"], r["run_id"]) for r in results} == {(sessions[0], runs[0])}
     assert {r["result"] for r in results} == {"the one answer"}

@@ -18,6 +18,7 @@ from runtime.run.toolbox import WorkspaceToolbox
 from runtime.setup.load import Config
 from runtime.testing.pids import running
 from runtime.testing.server import LoopbackServer
+from tests.runtime.helpers import store_location
 from tools.sandbox import SandboxMode, SandboxPolicy
 
 MODEL = "openai/gpt-4.1"
@@ -99,7 +100,7 @@ async def open_session(
     config = Config(hooks=parse_hooks(hooks, "config.toml"))
     policy = SandboxPolicy(mode=SandboxMode(sandbox)) if sandbox else None
     harness = await Harness.open(
-        tmp_path / "bastion.sqlite",
+        store_location(tmp_path),
         resolve_model=lambda spec: (provider, spec.split("/", 1)[1]),
         toolbox_factory=lambda conv: WorkspaceToolbox(conv.cwd, tmp_path / "artifacts", policy),
         loop_settings=LoopSettings(checkpoint_interval=0.02, backoff_base=0.01),

@@ -4,11 +4,14 @@ the views take it in order; its line is a note entry every front end draws."""
 from __future__ import annotations
 
 import msgspec
+import pytest
 
 from runtime.model.events import EntryAdded, HookRan
 from runtime.model.views import reduce, view_from_snapshot
 from runtime.testing.server import LoopbackServer
 from tests.hooks.helpers import command, open_session
+
+pytestmark = pytest.mark.usefixtures("store_kind")
 
 
 async def test_hook_runs_read_back_from_the_ledger_and_fold_into_a_view(tmp_path):

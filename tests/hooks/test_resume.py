@@ -7,9 +7,13 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from runtime.testing.server import LoopbackServer
 from tests.hooks.helpers import Session, alive, command, open_session
 from tests.runtime.helpers import until_awaiting_approval
+
+pytestmark = pytest.mark.usefixtures("store_kind")
 
 TURNS = [{"tool_calls": [command("echo ran >> out.txt")]}, {"text": "done"}]
 

@@ -15,6 +15,8 @@ from runtime.testing.server import LoopbackServer
 from tests.hooks.helpers import alive, command, open_session, script
 from tests.hooks.test_resume import count, stopped_during_hook
 
+pytestmark = pytest.mark.usefixtures("store_kind")
+
 TURNS = [{"tool_calls": [command("echo ran > out.txt")]}, {"text": "done"}]
 TWO_CALLS = [
     {"tool_calls": [command("echo one > one.txt"), command("echo two > two.txt")]},

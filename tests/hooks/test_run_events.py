@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from runtime.testing.server import LoopbackServer
 from tests.hooks.helpers import open_session, script
+
+pytestmark = pytest.mark.usefixtures("store_kind")
 
 
 async def test_a_blocked_prompt_never_reaches_the_model(tmp_path):

@@ -4,9 +4,13 @@ the run ends with the answer the hook was judging instead of asking the model ag
 
 from __future__ import annotations
 
+import pytest
+
 from runtime.testing.server import LoopbackServer
 from tests.hooks.helpers import alive, open_session
 from tests.hooks.test_resume import count, wait_for
+
+pytestmark = pytest.mark.usefixtures("store_kind")
 
 
 async def test_a_stop_hook_cut_off_by_a_crash_is_reported_once_and_not_run_again(tmp_path):

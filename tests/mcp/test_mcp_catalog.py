@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from runtime import Harness
 from runtime.mcp.catalog import SEARCH_TOOL
 from runtime.model.llm import ModelRequest, ToolCall
@@ -21,6 +23,9 @@ from runtime.run.toolbox import WorkspaceToolbox
 from runtime.setup.load import Config
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.mcp.conftest import stdio_server
+from tests.runtime.helpers import store_location
+
+pytestmark = pytest.mark.usefixtures("store_kind")
 
 CATALOG = {"command": sys.executable, "args": [str(Path(__file__).with_name("catalog_server.py"))]}
 FORTY = {"t": stdio_server(), "gh": CATALOG}  # 7 + 33 tools
@@ -45,7 +50,7 @@ async def open_harness(
 ) -> Harness:
     (tmp_path / "work").mkdir(exist_ok=True)
     return await Harness.open(
-        tmp_path / "home" / "bastion.sqlite",
+        store_location(tmp_path, "home/bastion.sqlite"),
         resolve_model=lambda spec: (provider, spec.split("/", 1)[1]),
         toolbox_factory=lambda conv: WorkspaceToolbox(conv.cwd, tmp_path / "artifacts"),
         loop_settings=LoopSettings(checkpoint_interval=0.02, backoff_base=0.01),

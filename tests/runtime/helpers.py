@@ -61,6 +61,17 @@ class RecordingToolbox:
         pass
 
 
+#: The PostgreSQL database a test running on both stores gave its tmp_path (conftest's
+#: `store_kind`); a tmp_path not here keeps its store in SQLite's file.
+STORES: dict[str, str] = {}
+
+
+def store_location(tmp_path: Any, name: str = "bastion.sqlite") -> Any:
+    """Where a test's harness keeps its store: the test's PostgreSQL database when it runs
+    on PostgreSQL, otherwise the SQLite file `name` in `tmp_path`."""
+    return STORES.get(str(tmp_path), tmp_path / name)
+
+
 async def open_harness(
     tmp_path, provider: ScriptedProvider, toolbox: Any = None, **settings: Any
 ) -> Harness:
@@ -70,7 +81,7 @@ async def open_harness(
 
     loop = LoopSettings(**({"checkpoint_interval": 0.02, "backoff_base": 0.01} | settings))
     harness = await Harness.open(
-        tmp_path / "bastion.sqlite",
+        store_location(tmp_path),
         resolve_model=lambda spec: (provider, spec.split("/", 1)[1]),
         toolbox_factory=(lambda conv: toolbox) if toolbox is not None else None,
         loop_settings=loop,

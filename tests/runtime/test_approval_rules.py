@@ -19,6 +19,8 @@ from runtime.run.toolbox import WorkspaceToolbox
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import RecordingToolbox, open_harness, until_awaiting_approval
 
+pytestmark = pytest.mark.usefixtures("store_kind")
+
 
 def tool_turn(name: str, args: dict[str, object], call_id: str = "call_1") -> ScriptedTurn:
     return ScriptedTurn(tool_calls=(ToolCall(call_id, name, json.dumps(args)),))

@@ -13,6 +13,8 @@ from runtime.model.llm import ToolCall
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import RecordingToolbox, open_harness
 
+pytestmark = pytest.mark.usefixtures("store_kind")
+
 
 async def two_turns(tmp_path):
     """A conversation: hi → (tool call, result, answer); then again → answer."""

@@ -20,6 +20,8 @@ from tests.runtime.helpers import (
     until_stored,
 )
 
+pytestmark = pytest.mark.usefixtures("store_kind")
+
 
 async def start(tmp_path, turns, toolbox=None, approval="ask", interactive=True, **settings):
     provider = ScriptedProvider(turns)

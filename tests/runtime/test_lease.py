@@ -13,6 +13,8 @@ from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from runtime.testing.waiting import until
 from tests.runtime.helpers import open_harness
 
+pytestmark = pytest.mark.usefixtures("store_kind")
+
 
 def dead_pid() -> int:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])

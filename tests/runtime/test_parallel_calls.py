@@ -9,6 +9,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+
 from runtime.model.llm import ToolCall
 from runtime.model.records import Approval, ToolCallRecord, ToolCallState
 from runtime.model.tools import ToolInfo, ToolOutcome
@@ -17,6 +19,8 @@ from runtime.schedule import groups, may_overlap, run_together
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from runtime.testing.waiting import until
 from tests.runtime.helpers import open_harness
+
+pytestmark = pytest.mark.usefixtures("store_kind")
 
 
 @dataclass

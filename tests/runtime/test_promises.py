@@ -28,10 +28,13 @@ from runtime.testing.waiting import TIMEOUT
 from tests.runtime.helpers import (
     RecordingToolbox,
     open_harness,
+    store_location,
     streaming_text,
     until_awaiting_approval,
     until_stored,
 )
+
+pytestmark = pytest.mark.usefixtures("store_kind")
 
 
 async def start(tmp_path, turns, toolbox=None, approval="full-auto", **settings):
@@ -120,7 +123,7 @@ async def _holding(store: Store, conversation_id: str, then) -> asyncio.Task[obj
 async def test_withdraw_racing_placement_has_one_winner(tmp_path, first):
     harness, conv, _ = await start(tmp_path, [])
     await harness.release(conv.id)
-    other = await Store.open(harness.store.path)  # another connection, as another process
+    other = await Store.open(store_location(tmp_path))  # another connection, as another process
     try:
         await harness.submit(conv.id, "busy")  # makes a run, so the next input queues
         item = await harness.submit(conv.id, "steer me", mode=InboxMode.STEER)
@@ -155,7 +158,7 @@ async def test_respond_racing_interrupt_has_one_winner(tmp_path, first):
     item = await harness.submit(conv.id, "write it")
     snap = await until_awaiting_approval(harness, conv.id)
     call_id = snap.tool_calls[0].id
-    other = await Store.open(harness.store.path)
+    other = await Store.open(store_location(tmp_path))
     try:
         if first == "interrupt":
             # Another process's interrupt (attach) commits while holding the lock.
@@ -182,16 +185,17 @@ async def test_respond_racing_interrupt_has_one_winner(tmp_path, first):
 # --- 3. a cancelled write never wedges the store --------------------------------------
 
 
+@pytest.mark.sqlite_only
 async def test_write_cancelled_while_another_process_holds_the_lock(tmp_path, monkeypatch):
     harness, conv, _ = await start(tmp_path, [])
     waiting = threading.Event()  # the writer waits for the lock
-    real_begin = harness.store._begin
+    real_begin = harness.store._engine._begin
 
     def begin(*args):
         waiting.set()
         return real_begin(*args)
 
-    monkeypatch.setattr(harness.store, "_begin", begin)
+    monkeypatch.setattr(harness.store._engine, "_begin", begin)
     blocker = sqlite3.connect(harness.store.path, isolation_level=None)
     blocker.execute("BEGIN IMMEDIATE")
     try:
@@ -236,10 +240,11 @@ async def test_a_provider_raising_unexpectedly_fails_the_run_and_frees_the_lease
     view = await harness.snapshot(conv.id)
     assert view.entries[-1].status == "failed"  # the partial is closed, not left streaming
     await harness.close()
-    lease = await (await Store.open(tmp_path / "bastion.sqlite")).lease(conv.id)
+    lease = await (await Store.open(store_location(tmp_path))).lease(conv.id)
     assert lease.owner is None
 
 
+@pytest.mark.sqlite_only
 async def test_a_store_failure_mid_run_ends_the_harness_and_leaves_the_run_resumable(
     tmp_path, monkeypatch
 ):
@@ -260,7 +265,7 @@ async def test_a_store_failure_mid_run_ends_the_harness_and_leaves_the_run_resum
     with pytest.raises(SessionFailedError, match="disk I/O error"):
         await harness.wait(item.id, conv.id)
     await asyncio.wait_for(harness.wait_closed(), 10)
-    other = await Store.open(tmp_path / "bastion.sqlite")
+    other = await Store.open(store_location(tmp_path))
     try:
         (run,) = (await other.snapshot(conv.id)).runs
         assert run.state == "running"  # resumable: the next driver takes it over
@@ -286,7 +291,7 @@ async def test_text_and_reasoning_shown_before_a_pause_are_committed_during_it(t
     conv = await harness.create_conversation(str(tmp_path), settings={"model": "s/m"})
     await harness.drive(conv.id)
     await harness.submit(conv.id, "hi")
-    other = await Store.open(tmp_path / "bastion.sqlite")  # (another process's view)
+    other = await Store.open(store_location(tmp_path))  # (another process's view)
     snap = await until_stored(other, conv.id, streaming_text, "the words committed")
     assert snap.entries[-1].status == "streaming"
     assert snap.entries[-1].text == "first words"
@@ -346,7 +351,7 @@ async def test_an_interrupt_committed_by_another_process_stops_the_run(tmp_path)
     harness, conv, _ = await start(tmp_path, turns)
     item = await harness.submit(conv.id, "go")
     await until_stored(harness.store, conv.id, streaming_text, "the answer to stream")
-    attached = await Harness.open(tmp_path / "bastion.sqlite")  # drives nothing
+    attached = await Harness.open(store_location(tmp_path))  # drives nothing
     done = await attached.interrupt(conv.id)
     assert done.run_id == item.run_id
     run = await harness.wait(item.id, conv.id)
@@ -508,6 +513,7 @@ async def test_a_store_failing_while_closing_does_not_hang(tmp_path, monkeypatch
 # --- 12. each text stored once -------------------------------------------------------------
 
 
+@pytest.mark.sqlite_only
 async def test_the_ledger_reads_back_the_events_that_were_published(tmp_path):
     """Payloads leave out what the tables keep (texts, arguments); read back, every
     event equals the one published."""

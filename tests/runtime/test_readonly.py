@@ -178,3 +178,25 @@ def test_the_light_queries_select_the_columns_the_store_decodes():
 
     assert ftsquery.HIT_COLUMNS == rows.CONVERSATION_COLUMNS
     assert rows.CONVERSATION_COLUMNS.startswith(readonly._ROW_COLUMNS + ",")
+
+
+async def test_a_postgresql_store_leaves_the_session_commands_to_the_harness(tmp_path, monkeypatch):
+    """With sessions kept in PostgreSQL (BASTION_STORE, or `store` in the user's config),
+    a leftover SQLite file in the home is not where they are: the read-only queries
+    step aside and the commands go through the harness, which opens the team store."""
+    harness = await Harness.open()  # a local file with a session in it
+    try:
+        await _fill(harness)
+    finally:
+        await harness.close()
+    with ReadOnlyStore.open() as store:
+        assert store.list_conversations(None)
+    monkeypatch.setenv("BASTION_STORE", "postgresql://me@db.example/team")
+    assert ReadOnlyStore.open() is None
+    monkeypatch.delenv("BASTION_STORE")
+    config = tmp_path / "config" / "bastion" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text('model = "openai/x"\n# store = "no: a comment"\n')
+    assert ReadOnlyStore.open() is not None
+    config.write_text('model = "openai/x"\n  store =  "postgresql://me@db.example/team"\n')
+    assert ReadOnlyStore.open() is None

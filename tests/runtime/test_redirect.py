@@ -7,11 +7,15 @@ from __future__ import annotations
 import asyncio
 import json
 
+import pytest
+
 from runtime.model.llm import ToolCall
 from runtime.model.records import InboxMode
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from runtime.testing.waiting import TIMEOUT
 from tests.runtime.helpers import RecordingToolbox, open_harness
+
+pytestmark = pytest.mark.usefixtures("store_kind")
 
 COMMAND = ToolCall("c1", "run_command", json.dumps({"command": "make test"}))
 

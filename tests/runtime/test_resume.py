@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 
+import pytest
+
 from runtime.context.messages import CONTINUE
 from runtime.model.llm import ToolCall
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
@@ -15,6 +17,8 @@ from tests.runtime.helpers import (
     until_awaiting_approval,
     until_stored,
 )
+
+pytestmark = pytest.mark.usefixtures("store_kind")
 
 
 async def stopped_during_tool(tmp_path, tool: str):

@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from runtime.context.compaction import CUT_OFF
 from runtime.context.messages import CONTINUE
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import open_harness
+
+pytestmark = pytest.mark.usefixtures("store_kind")
 
 ANSWER = "".join(f"{i:03d} " for i in range(200))
 

@@ -16,6 +16,8 @@ from runtime.model.records import InboxMode
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import RecordingToolbox, open_harness, until_awaiting_approval
 
+pytestmark = pytest.mark.usefixtures("store_kind")
+
 
 async def test_transitions_scoped_withdraw_of_another_conversations_item_changes_nothing(
     tmp_path: Path,

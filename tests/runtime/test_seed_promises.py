@@ -20,6 +20,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from runtime import Harness, usage_summary
 from runtime.context.compaction import CUT_OFF
 from runtime.model.errors import InputHeld
@@ -29,6 +31,8 @@ from runtime.setup.load import Config
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import RecordingToolbox, open_harness
 from tests.runtime.test_resume_partial import crashed_mid_answer
+
+pytestmark = pytest.mark.usefixtures("store_kind")
 
 SLOW = "".join(f"{i:03d} " for i in range(300))
 

@@ -14,12 +14,16 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from runtime.model.records import SUPERSEDED, EntryKind, InboxMode
 from runtime.run.urgent import URGENT_REASON
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import open_harness
 from tests.runtime.test_redirect import COMMAND, start, until
 from tests.runtime.test_urgent import FirstHangs
+
+pytestmark = pytest.mark.usefixtures("store_kind")
 
 
 def sent(request) -> str:

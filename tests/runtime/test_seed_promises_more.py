@@ -38,6 +38,8 @@ from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from runtime.testing.server import LoopbackServer
 from tests.runtime.helpers import open_harness, streaming_text, until_stored
 
+pytestmark = pytest.mark.usefixtures("store_kind")
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -274,6 +276,7 @@ async def test_seed_a_write_asks_no_model_and_reject_when_busy_is_typed(tmp_path
 # --- 11. a storage error ends the harness -----------------------------------------------
 
 
+@pytest.mark.sqlite_only
 async def test_seed_a_storage_error_ends_the_harness_and_closed_settles(tmp_path: Path) -> None:
     """Seed 004: "A storage error ends the Harness … every pending wait rejects with
     `SessionFailed` … watches and event streams end with `session_failed` … `closed`

@@ -11,6 +11,8 @@ from runtime.model.llm import ToolCall
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import RecordingToolbox, open_harness, until_awaiting_approval
 
+pytestmark = pytest.mark.usefixtures("store_kind")
+
 
 def write_turn() -> ScriptedTurn:
     return ScriptedTurn(tool_calls=[ToolCall("c1", "write_file", '{"path": "a.txt"}')])

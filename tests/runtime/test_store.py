@@ -112,9 +112,9 @@ async def test_stray_tracebacks_an_abandoned_store_job_leaves_no_unread_error(tm
         raise ValueError("failed after its caller left")
 
     try:
-        under_way = asyncio.create_task(store._writer.run(busy))
+        under_way = asyncio.create_task(store._engine.writer.run(busy))
         await asyncio.to_thread(started.wait, 5)
-        dropped = asyncio.create_task(store._writer.run(lambda job: 1))
+        dropped = asyncio.create_task(store._engine.writer.run(lambda job: 1))
         await asyncio.sleep(0)  # (yield to the loop: the task submits its job, queued)
         for task in (under_way, dropped):
             task.cancel()
@@ -122,7 +122,7 @@ async def test_stray_tracebacks_an_abandoned_store_job_leaves_no_unread_error(tm
             with pytest.raises(asyncio.CancelledError):
                 await task
         gate.set()
-        assert await store._writer.run(lambda job: 2) == 2  # both jobs have finished
+        assert await store._engine.writer.run(lambda job: 2) == 2  # both jobs have finished
         # (the thing under test: an error nobody read, had there been one, is reported
         # while the loop runs on, and when its future is collected)
         await asyncio.sleep(0.02)

@@ -18,6 +18,8 @@ from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import RecordingToolbox, open_harness
 from tests.runtime.test_redirect import COMMAND, start, until
 
+pytestmark = pytest.mark.usefixtures("store_kind")
+
 SLOW = "".join(f"{i:03d} " for i in range(400))
 
 

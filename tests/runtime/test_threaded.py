@@ -7,6 +7,8 @@ import asyncio
 import threading
 from typing import Any
 
+import pytest
+
 from runtime import reduce
 from runtime.ipc.channel import RESYNC, EventChannel
 from runtime.ipc.local import local_client
@@ -14,6 +16,8 @@ from runtime.model.events import TextDelta
 from runtime.model.views import TextDeltas
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import open_harness
+
+pytestmark = pytest.mark.usefixtures("store_kind")
 
 
 def delta(seq: int, offset: int, text: str, run: str = "r") -> TextDelta:

@@ -17,6 +17,8 @@ from runtime.run.toolbox import WorkspaceToolbox
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import open_harness
 
+pytestmark = pytest.mark.usefixtures("store_kind")
+
 
 async def worked(tmp_path):
     work = tmp_path / "work"

@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import random
 
+import pytest
+
 from runtime.ipc.local import local_client
 from runtime.model.events import InboxUpdated
 from runtime.model.records import InboxMode
@@ -15,6 +17,8 @@ from runtime.run.urgent import URGENT_REASON
 from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.runtime.helpers import RecordingToolbox, open_harness
 from tests.runtime.test_redirect import COMMAND, start, until
+
+pytestmark = pytest.mark.usefixtures("store_kind")
 
 URGENT = InboxMode.INTERRUPT_NEXT
 
