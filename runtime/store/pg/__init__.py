@@ -1,5 +1,5 @@
 """The PostgreSQL engine (a team's sessions in one database): psycopg 3, imported only
-when a store URL is configured (`pip install 'bastion[postgresql]'`).
+when a store URL is configured (`pip install -e '.[postgresql]'` in bastion's clone).
 
 `connection` wraps a psycopg connection in the runtime's `Db` (the `?`
 placeholders, booleans as the schema's integers), `schema` is the schema and its

@@ -29,7 +29,7 @@ except ImportError as exc:  # (the optional extra is not installed)
 
     raise ConfigError(
         "a PostgreSQL store needs psycopg, which is not installed",
-        hint="pip install 'bastion[postgresql]', or remove `store` from your config "
+        hint="pip install -e '.[postgresql]' in bastion's clone, or remove `store` from your config "
         "(and BASTION_STORE)",
     ) from exc
 
