@@ -13,6 +13,7 @@ from runtime.model.records import Conversation, InboxItem, InboxMode, InboxState
 from runtime.run.driver import new_run
 from runtime.run.placing import user_entry
 from runtime.store.database import request_digest
+from runtime.store.dialect import dialect_of
 from runtime.store.tx import Tx
 
 
@@ -66,7 +67,11 @@ class AdmittedBefore(Exception):
 
 def admitted_item(tx: Tx, text: str, request_key: str, mode: InboxMode) -> InboxItem | None:
     """The item `request_key` admitted (in whichever conversation), or None if it is new.
-    RequestKeyReused if the key was admitted for other input."""
+    RequestKeyReused if the key was admitted for other input. Where writers run at once
+    (PostgreSQL), the key is locked first: of two processes admitting one key, the
+    second waits for the first to commit and then finds its admission here."""
+    if lock := dialect_of(tx.db).key_lock:
+        tx.rows(lock, (f"admission:{request_key}",))
     rows = tx.rows(
         "SELECT inbox_id, digest, conversation_id FROM admissions WHERE request_key = ?",
         (request_key,),

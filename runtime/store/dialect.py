@@ -13,7 +13,10 @@ a method here, asked of the connection a statement runs on (`dialect_of(db)`):
   `SELECT` that opens a conversation's transaction: PostgreSQL runs writers at
   once, SQLite one at a time under `BEGIN IMMEDIATE`),
 - the clock leases are kept by (`clock`: the server's, which machines sharing a
-  PostgreSQL store agree on however their own clocks are set).
+  PostgreSQL store agree on however their own clocks are set),
+- a lock named by a key, held to the transaction's end (`key_lock`: two writers
+  about to insert a row under one shared key, a request key's admission, run one
+  after the other; SQLite's writers already do).
 
 What is not a fragment lives in each adapter, behind the store: the schema and
 its migrations (`runtime.store.migrations` for SQLite, `runtime.store.pg.schema`),
@@ -72,6 +75,11 @@ class Dialect:
     #: The query for the store's clock (seconds since the epoch), which every machine
     #: sharing the store agrees on; "" where the store is one machine's (its own clock).
     clock: str = ""
+    #: A statement taking a lock named by its one text parameter until the transaction
+    #: ends, taken before checking whether a row under a key shared by every session
+    #: exists (so the second of two writers sees the first's row, rather than failing on
+    #: its unique key); "" where writers run one at a time anyway.
+    key_lock: str = ""
 
     def json_text(self, column: str, key: str) -> str:
         """The text of `column`'s top-level field `key` (NULL when absent)."""
@@ -98,6 +106,8 @@ POSTGRESQL = Dialect(
     "strpos({haystack}, {needle}) > 0",
     " FOR UPDATE",
     "SELECT EXTRACT(EPOCH FROM clock_timestamp())::float8",
+    # (a 64-bit hash of the key names the lock: two keys sharing one only wait in turn)
+    "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))",
 )
 
 
