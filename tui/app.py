@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import sys
 import time
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import replace
@@ -535,12 +536,15 @@ class BastionApp(PromptActions, KeyActions, StatusParts, App[int]):
         highlighter, on a thread (the first answer would otherwise stall its first
         frames for ~0.2 s), then keep everything loaded out of the collector's full
         passes, which otherwise stall a frame for tens of milliseconds, and turn the
-        collector back on."""
+        collector back on; and let a thread hold the interpreter lock for less while
+        another waits (`pacing.SWITCH_INTERVAL`: a key's echo waits less for a render)."""
+        from tui.pacing import SWITCH_INTERVAL
         from tui.widgets.markdown import warm
 
         await asyncio.to_thread(warm)
         gc.freeze()
         gc.enable()  # `bastion` starts with it off (tui.launch)
+        sys.setswitchinterval(SWITCH_INTERVAL)
 
     async def _fold(
         self, view: ConversationView, batch: object, harness: HarnessClient, conv_id: str
