@@ -37,9 +37,10 @@ def test_a_server_that_stays_silent_fails_the_run_soon(loopback, bastion):
     server = loopback([SILENT, SILENT])
     b = bastion(server)
     started = time.monotonic()
-    out = b.run("-p", "hi", env=QUICK, timeout=60)
+    # (silent by design: a shorter idle time cannot cut a stream that was to answer)
+    out = b.run("-p", "hi", env=QUICK | {"BASTION_STREAM_IDLE_TIMEOUT": "1.5"}, timeout=60)
     assert out.returncode == 1, out.stderr
-    assert "no data from openai for 3 s" in out.stderr and "Traceback" not in out.stderr
+    assert "no data from openai for 1.5 s" in out.stderr and "Traceback" not in out.stderr
     assert time.monotonic() - started < 45  # an outer bound: not httpx's 300 s
     wait_for(lambda: len(server.requests()) == 2, "the server to record both requests")
 
@@ -69,13 +70,13 @@ def test_keepalive_only_stream_fails_the_run_with_one_line(loopback, bastion):
     b = bastion(server)
     config = Path(b.env["XDG_CONFIG_HOME"]) / "bastion" / "config.toml"
     config.parent.mkdir(parents=True)
-    config.write_text("stream_idle_timeout = 3.5\n", encoding="utf-8")
+    config.write_text("stream_idle_timeout = 1.5\n", encoding="utf-8")  # (pings only after)
     started = time.monotonic()
     out = b.run("-p", "hi", env={"BASTION_MAX_RETRIES": "1"}, timeout=60)
     assert out.returncode == 1, out.stderr
     assert "Traceback" not in out.stderr
     failures = [line for line in out.stderr.splitlines() if "no data from openai" in line]
-    assert failures and "3.5 s" in failures[-1], out.stderr
+    assert failures and "1.5 s" in failures[-1], out.stderr
     assert time.monotonic() - started < 45  # an outer bound: the pings would go on for ever
     # tried, retried once, failed (the server records a request when it reads it)
     wait_for(lambda: len(server.requests()) == 2, "the server to record both requests")

@@ -255,7 +255,8 @@ async def test_keepalive_only_stream_run_is_retried_then_fails_with_one_line(
     with the watchdog's line once the retries are spent."""
     pings = {"text": "half", "chunk_size": 2, "fault": {"ping_after_chunks": 1}}
     async with LoopbackServer([pings, pings, pings]) as server:
-        provider = make("openai", server)
+        # (every attempt goes silent by design: a shorter idle time cannot cut an answer)
+        provider = make("openai", server, idle_timeout=1.5)
         harness = await Harness.open(
             tmp_path / "b.sqlite",
             resolve_model=lambda s: (provider, s.split("/", 1)[1]),
@@ -275,6 +276,6 @@ async def test_keepalive_only_stream_run_is_retried_then_fails_with_one_line(
         requests = len(server.requests)
     assert run.state == "failed" and requests == 3  # the first try and two retries
     assert run.error is not None and run.error.get("code") == "idle_timeout", run.error
-    assert "no data from openai for 3 s" in run.error["message"]
+    assert "no data from openai for 1.5 s" in run.error["message"]
     assert "\n" not in run.error["message"]
     assert took < 28  # an outer bound: three idle times and two backoffs, not httpx's 30 s
