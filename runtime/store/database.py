@@ -124,6 +124,7 @@ class Store:
         if self.failure is not None or not self._engine.storage_error(exc):
             return
         self.failure = SessionFailedError.of(exc)
+        self.failure.__cause__ = exc  # (its traceback says which read or write met it)
         self._engine.stop_waiting()
         if self.on_failure is not None:
             self.on_failure(self.failure)
