@@ -100,7 +100,8 @@ async def test_waiting_for_the_response_headers_is_watched_too(wire: str) -> Non
 
 @pytest.mark.parametrize("wire", WIRES)
 async def test_a_slow_steady_stream_is_not_silent(wire: str) -> None:
-    """0.1 s between chunks for 7 s in all, watched at 3 s: only a gap counts, not the total."""
+    """0.1 s between chunks for 7 s in all, watched at 3 s: only a gap counts, not the total
+    (each piece of model data renews the time, as keep-alives alone do not)."""
     answer = "0123456789" * 21
     turn = {"text": answer, "chunk_size": 3, "delay_ms": 100}
     items, error, took = await stream(wire, [turn], idle_timeout=3.0)
@@ -237,15 +238,6 @@ async def test_keepalive_only_stream_is_dropped_after_the_idle_time(wire: str) -
     assert (error.code, error.retryable) == ("idle_timeout", True)
     assert text(items) == "abcdefghij"  # what came before the keep-alives was delivered
     assert IDLE <= took < 30  # an outer bound: keep-alives that count would hold it for ever
-
-
-@pytest.mark.parametrize("wire", WIRES)
-async def test_keepalive_only_stream_model_data_still_resets_the_watchdog(wire: str) -> None:
-    """Data every 0.1 s for 7 s, watched at 3 s: progress, each piece, renews the time."""
-    answer = "0123456789" * 21
-    turn = {"text": answer, "chunk_size": 3, "delay_ms": 100}
-    items, error, took = await stream(wire, [turn], idle_timeout=3.0)
-    assert error is None and text(items) == answer and took > 2 * 3.0
 
 
 async def test_keepalive_only_stream_run_is_retried_then_fails_with_one_line(
