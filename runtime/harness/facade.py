@@ -45,6 +45,7 @@ from runtime.model.errors import (
     Busy,
     ConfigError,
     ConversationBusy,
+    ConversationExists,
     InputHeld,
     SessionFailedError,
     StoreError,
@@ -300,7 +301,9 @@ class Harness(SessionOps, ApprovalOps, ResetOps, JobOps, AgentOps):
             return admit_tx(tx, text, request_key, mode, reject_busy=when_busy == "reject")
 
         create = create or self._prepared.get(conversation_id)
-        if create is not None and not await self.store.exists(conversation_id):
+        if create is not None and await self.store.exists(conversation_id):
+            await self._adopt_existing(conversation_id)  # (created since it was prepared)
+        elif create is not None:
             try:
                 _, item = await self.store.create_conversation(
                     create.but(id=conversation_id, title=create.title or title_from(text)),
@@ -309,20 +312,16 @@ class Harness(SessionOps, ApprovalOps, ResetOps, JobOps, AgentOps):
                 )
             except AdmittedBefore as before:  # nothing was created: the key's own item
                 return before.item
-            assert item is not None
-            self._prepared.pop(conversation_id, None)
-            failpoints.hit("admitted")
-            options = self._deferred.pop(conversation_id, None)
-            if options is not None:
-                try:
-                    await self._start_driver(conversation_id, **options)
-                except ConversationBusy as exc:
-                    # Between the commit and the lease, a process that found this request
-                    # key took the lease (`bastion -p --request-key` raced): it runs the
-                    # admitted item, and this one follows it in the store (`wait`).
-                    log.info("another process drives the admitted input: %s", exc)
-            return item
+            except ConversationExists:
+                # Another process created this id first (`--session-id` raced): this one
+                # goes on as for an id that existed, its driver first (ConversationBusy
+                # while the other drives it: then nothing of this input is stored).
+                await self._adopt_existing(conversation_id)
+                item = None
+            if item is not None:
+                return await self._created(conversation_id, item)
         item = await self.store.transact(conversation_id, admit, publish=self._publish)
+
         failpoints.hit("admitted")
         driver = self._drivers.get(item.conversation_id)
         if driver is not None:
@@ -330,6 +329,29 @@ class Harness(SessionOps, ApprovalOps, ResetOps, JobOps, AgentOps):
             if item.mode == InboxMode.INTERRUPT_NEXT and item.state == InboxState.QUEUED:
                 await driver.urge()  # the run going gives way (runtime.run.urgent)
         return item
+
+    async def _created(self, conversation_id: str, item: InboxItem) -> InboxItem:
+        """The first input committed with its conversation: drive it (as `drive` asked)."""
+        self._prepared.pop(conversation_id, None)
+        failpoints.hit("admitted")
+        options = self._deferred.pop(conversation_id, None)
+        if options is not None:
+            try:
+                await self._start_driver(conversation_id, **options)
+            except ConversationBusy as exc:
+                # Between the commit and the lease, a process that found this request
+                # key took the lease (`bastion -p --request-key` raced): it runs the
+                # admitted item, and this one follows it in the store (`wait`).
+                log.info("another process drives the admitted input: %s", exc)
+        return item
+
+    async def _adopt_existing(self, conversation_id: str) -> None:
+        """The prepared conversation's id was created by another process: drive the one
+        stored, as `drive` asked (ConversationBusy while the other process drives it)."""
+        self._prepared.pop(conversation_id, None)
+        options = self._deferred.pop(conversation_id, None)
+        if options is not None:
+            await self._start_driver(conversation_id, **options)
 
     async def write(self, conversation_id: str, text: str) -> Entry:
         """Append `text` to the conversation as a user entry without asking the model

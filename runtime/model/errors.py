@@ -110,6 +110,13 @@ class UnknownConversation(BastionError):
     code = "unknown_conversation"
 
 
+class ConversationExists(BastionError):
+    """A new conversation's id was taken meanwhile (another process created it first:
+    `--session-id` raced): nothing of this one was stored."""
+
+    code = "conversation_exists"
+
+
 class UnknownRun(BastionError):
     code = "unknown_run"
 

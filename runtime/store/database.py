@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from runtime.model.errors import (
+    ConversationExists,
     LeaseLost,
     SessionFailedError,
     StoreError,
@@ -612,8 +613,9 @@ def _insert_conversation(db: Db, created: Conversation) -> tuple[Tx, DurableEven
             f"conversation {created.id} was deleted; its id is not used again",
             hint="start a new session without --session-id, or pick another id",
         )
-    db.execute(
-        f"INSERT INTO conversations ({CONVERSATION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    inserted = db.execute(
+        f"INSERT INTO conversations ({CONVERSATION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (id) DO NOTHING",
         (
             created.id,
             created.title,
@@ -626,6 +628,11 @@ def _insert_conversation(db: Db, created: Conversation) -> tuple[Tx, DurableEven
             1,
         ),
     )
+    if inserted.rowcount != 1:  # (decided here, by the row count: not by a read before)
+        raise ConversationExists(
+            f"conversation {created.id} was created meanwhile by another process",
+            hint=f"continue it with `bastion -r {created.id}`",
+        )
     first = ConversationCreated(created.id, 1, created)
     db.execute(ledger.INSERT, ledger.row(first))
     return Tx(db, created.id, 1), first
