@@ -39,14 +39,14 @@ class Control:
             [TMUX or "tmux", "-L", socket, "-C", "attach-session", "-t", target, "-f", "no-output"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            bufsize=0,
-        )
+        )  # (buffered: an unbuffered readline reads a byte a system call, a screen ~5,000)
         self._block()  # the attach-session command's own
 
     def command(self, line: str) -> str:
         """Run one tmux command line; its output (RuntimeError if tmux said %error)."""
         assert self.process.stdin is not None
         self.process.stdin.write(line.encode() + b"\n")
+        self.process.stdin.flush()
         return self._block()
 
     def _block(self) -> str:
