@@ -154,8 +154,8 @@ class HarnessCore:
                 "this terminal follows it through the store",
                 pid=at.pid,
                 host=at.host,
-                hint="do it in that terminal, or once it ends here (this terminal then "
-                "takes the session over)",
+                hint="do it in the terminal that drives it; if that process ends, this "
+                "terminal takes the session over and can do it here",
             )
 
     def _check_open(self) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sys
 import uuid
@@ -218,3 +219,46 @@ def test_on_sqlite_attach_follows_a_live_driver_whose_socket_it_cannot_reach(
     b_proc.type("/quit")
     assert b_proc.proc.wait(20) == 0
     assert a_proc.proc.poll() is None  # A drives on
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_the_attached_app_follows_refuses_compact_in_one_line_and_takes_over(
+    loopback, tmp_path, pg_url, procs
+):
+    """`bastion attach ID` on a terminal (the app, in tmux) on machine B: it says it
+    follows A through the store, shows A's answer, sends a prompt A answers, refuses
+    /compact in one line naming A, and says so when A dies and it drives the session."""
+    from tests.tui.test_tmux import Tmux, wait_exit
+
+    server = loopback(
+        [
+            {"match": "count", "text": TEXT, "chunk_size": 5, "delay_ms": 5},
+            {"match": "from-b", "text": "ANSWER-TO-B"},
+            {"match": "after-a", "text": "ANSWERED-ON-B"},
+        ]
+    )
+    a, b = (machine(tmp_path, name, pg_url, server.base_url) for name in ("a", "b"))
+    sid = str(uuid.uuid4())
+    a_proc = drive_a(a, procs, sid, "count")
+    tmux = Tmux(tmp_path)
+    try:
+        env = b.env | {"TERM": "xterm-256color", "COLORTERM": "truecolor"}
+        exit_file = tmux.start([*b.cmd("attach", sid)], env, b.cwd)
+        tmux.wait_for(lambda s: "following through the store" in s, "the follower's notice")
+        tmux.wait_for(lambda s: "0149" in s, "A's answer")
+        tmux.send("/compact", literal=True)  # (a whole command name: Enter runs it)
+        tmux.send("Enter")
+        tmux.wait_for(lambda s: "acts in the process" in s, "the refusal naming A")
+        tmux.send("from-b", literal=True)
+        tmux.send("Enter")
+        tmux.wait_for(lambda s: "ANSWER-TO-B" in s, "A's answer to B")
+        a_proc.stop(signal.SIGKILL)
+        tmux.wait_for(lambda s: "drives it now" in s, "the takeover notice")
+        tmux.send("after-a", literal=True)
+        tmux.send("Enter")
+        tmux.wait_for(lambda s: "ANSWERED-ON-B" in s, "B's own answer")
+        tmux.send("C-c")
+        tmux.send("C-c")
+        assert wait_exit(exit_file) == 0
+    finally:
+        tmux.kill()
