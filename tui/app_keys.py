@@ -165,7 +165,12 @@ class KeyActions(App[int]):
 
     async def _cancel_compaction(self) -> None:
         assert self.harness is not None
-        if await self.harness.cancel_compaction(self.conversation_id):
+        try:
+            cancelled = await self.harness.cancel_compaction(self.conversation_id)
+        except BastionError as exc:  # (a session followed through the store: DrivenElsewhere)
+            self.notify(str(exc), title="compaction", severity="error")
+            return
+        if cancelled:
             self.notify("the run goes on uncompacted", title="compaction cancelled")
 
     async def _interrupt(self) -> None:

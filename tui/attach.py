@@ -35,12 +35,13 @@ import sys
 import threading
 from collections.abc import AsyncGenerator
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from runtime import (
     RESYNC,
     BastionError,
     ConversationView,
+    DriverAt,
     HarnessClient,
     HarnessGone,
     Interruption,
@@ -60,6 +61,9 @@ from runtime.model.records import (
     ToolCallState,
 )
 from runtime.model.views import call_summary
+
+if TYPE_CHECKING:
+    from tui.attached import Reached
 
 __all__ = ["AttachLine", "attach"]
 
@@ -97,7 +101,8 @@ class Following:
         self.client = client
         self.conversation_id = conversation_id
         self.home = home  # the store's folder (None: $BASTION_HOME's)
-        self.source = source  # "live" (another process drives it) or "here"
+        self.source = source  # "live", "store" (followed through it: `driver`) or "here"
+        self.driver: DriverAt | None = None  # where it is driven, when followed in the store
         self.view: ConversationView | None = None
 
     async def views(self) -> AsyncGenerator[ConversationView, None]:
@@ -112,7 +117,10 @@ class Following:
             if self.client.failed is not None:  # a storage error ended it: no one drives
                 raise self.client.failed  # it until its cause is fixed (seed 004)
             await self.client.close()
-            self.client, self.source = await connect(self.conversation_id, self.home)
+            self.reached(await connect(self.conversation_id, self.home))
+
+    def reached(self, reached: Reached) -> None:
+        self.client, self.source, self.driver = reached.client, reached.source, reached.driver
 
     async def _views_of(self, client: HarnessClient) -> AsyncGenerator[ConversationView, None]:
         conv_id = self.conversation_id
@@ -170,7 +178,7 @@ class AttachLine:
         """What is new in `view`, in transcript order: each entry, the tool calls of an
         answer right after it, a run's end after its last entry (a replay of a stored
         session reads as it happened, not with its calls and ends gathered last)."""
-        self._status()
+        self._status(view)
         calls: dict[str, list[ToolCallRecord]] = {}
         for call in view.tool_calls:
             calls.setdefault(call.entry_id, []).append(call)
@@ -241,9 +249,16 @@ class AttachLine:
             self.out.flush()
             self._open_line = False
 
-    def _status(self) -> None:
+    def _status(self, view: ConversationView) -> None:
         """Where the session is driven: said on attaching, and again when it moves."""
         follower = self.follower
+        if follower.source == "store" and view.lease_pid == follower.client.server_pid:
+            gone = follower.driver.where() if follower.driver else "another process"
+            follower.source = "here"  # the follower took the lease: its driver died
+            self.note(
+                f"the process driving {follower.conversation_id} ({gone}) stopped: this "
+                f"terminal drives it now, as `bastion -r` would; nothing committed is lost"
+            )
         source = (follower.source, follower.client.server_pid)
         if self._source == source:
             return
@@ -251,6 +266,13 @@ class AttachLine:
         self._source = source
         if follower.source == "live":
             line = f"live from the process driving it (pid {follower.client.server_pid})"
+        elif follower.source == "store":
+            where = follower.driver.where() if follower.driver else "another process"
+            line = (
+                f"following it through the store: {where} drives it (another machine or "
+                "home); prompts, y/n and /interrupt reach it there, the answer shows as "
+                "it is checkpointed"
+            )
         elif first:
             line = "no process drove this session, so this one drives it"
         else:
@@ -404,8 +426,9 @@ async def attach(conversation_id: str) -> int:
     """Follow and act on `conversation_id` until /quit, end of input or Ctrl+C."""
     from tui.attached import connect
 
-    client, source = await connect(conversation_id)
-    follower = Following(client, conversation_id, source)
+    reached = await connect(conversation_id)
+    follower = Following(reached.client, conversation_id, reached.source)
+    follower.driver = reached.driver
     try:
         screen = AttachLine(follower, sys.stdout, sys.stderr)
         views = follower.views()

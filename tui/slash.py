@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from runtime import visible_json
-from runtime.model.errors import BastionError
+from runtime.model.errors import BastionError, DrivenElsewhere
 from runtime.model.records import Entry, EntryKind
 from tui import slash_context, slash_mcp
 from tui.markup import escape
@@ -120,8 +120,8 @@ class SlashCommand:
         else:
             try:
                 await self.run(host, arg)
-            except NotOpenYet as exc:
-                host.say(str(exc), error=True)
+            except (NotOpenYet, DrivenElsewhere) as exc:  # (DrivenElsewhere: attach follows
+                host.say(str(exc), error=True)  # the session through the store; it acts there)
 
 
 class NotOpenYet(BastionError):

@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from runtime.agents.children import pending_child_calls
-from runtime.model.errors import HarnessClosed, SessionFailedError
+from runtime.model.errors import DrivenElsewhere, HarnessClosed, SessionFailedError
 from runtime.model.events import Event, RunUpdated, ToolCallUpdated
 from runtime.model.ids import uuid7
 from runtime.model.llm import Provider
 from runtime.model.records import Conversation, Run, SessionSettings
+from runtime.model.results import DriverAt
 from runtime.model.tools import Toolbox
 from runtime.model.views import ConversationView, StreamCursor, view_from_snapshot
 from runtime.run.deps import LoopSettings
@@ -86,6 +87,18 @@ class Subscription:
         self._put(None)
 
 
+class Followed(Protocol):
+    """A conversation followed through the store (runtime.harness.following)."""
+
+    driver: DriverAt
+
+    def poke(self) -> None:
+        """Read the ledger now (a commit of this process's own landed)."""
+
+    async def stop(self) -> None:
+        """Stop reading the store for it."""
+
+
 class HarnessCore:
     def __init__(
         self,
@@ -125,6 +138,25 @@ class HarnessCore:
         #: after it is refused with it (runtime.harness.facade: `_store_failed`).
         self.failure: SessionFailedError | None = None
         self.mcp: McpHub | None = None  # the configured MCP servers (runtime.mcp), if any
+        #: The conversations this process follows through the store while another
+        #: process drives them (runtime.harness.following): their durable events come
+        #: from the ledger, in order, and ops that act in the driver are refused.
+        self._following: dict[str, Followed] = {}
+
+    def _needs_driver(self, conversation_id: str, what: str) -> None:
+        """DrivenElsewhere when this process only follows `conversation_id`: `what` (a
+        model, a mode, a compaction) acts in the process that drives it."""
+        followed = self._following.get(conversation_id)
+        if followed is not None:
+            at = followed.driver
+            raise DrivenElsewhere(
+                f"{what} acts in the process that drives this session ({at.where()}); "
+                "this terminal follows it through the store",
+                pid=at.pid,
+                host=at.host,
+                hint="do it in the terminal that drives it; if that process ends, this "
+                "terminal takes the session over and can do it here",
+            )
 
     def _check_open(self) -> None:
         if self.failure is not None:
@@ -145,6 +177,13 @@ class HarnessCore:
         return sum(sub.conversation_id == conversation_id for sub in self._subscriptions)
 
     def _publish(self, event: Event) -> None:
+        followed = self._following.get(event.conversation_id)
+        if followed is not None and hasattr(event, "version"):
+            followed.poke()  # (this process's own commit: read back from the ledger, in order)
+            return
+        self._deliver(event)
+
+    def _deliver(self, event: Event) -> None:
         parent = self._parents.get(event.conversation_id)
         if parent is not None and not isinstance(event, ToolCallUpdated):
             parent = None  # of a child, its parent's screen hears only its calls (approvals)

@@ -147,6 +147,7 @@ class DrivingOps(HarnessCore):
     async def cancel_compaction(self, conversation_id: str) -> bool:
         """Stop the compaction the active run is doing (it then goes on uncompacted:
         runtime.run.compacting); False when this process drives no such compaction."""
+        self._needs_driver(conversation_id, "cancelling a compaction")
         driver = self._drivers.get(conversation_id)
         return driver is not None and driver.cancel_compaction()
 
@@ -156,6 +157,7 @@ class DrivingOps(HarnessCore):
         compact yet (a new conversation not stored until its first prompt included).
         Raises CompactionFailed (the conversation is then as it was)."""
         self._check_open()
+        self._needs_driver(conversation_id, "/compact")
         if conversation_id in self._prepared and not await self.store.exists(conversation_id):
             return None  # prepared, never prompted: no turn at all
         conv = await self.store.get_conversation(conversation_id)
@@ -347,6 +349,7 @@ class DrivingOps(HarnessCore):
     async def set_approval_mode(self, conversation_id: str, mode: str) -> SessionSettings:
         """Switch the approval mode for this process (never stored: a mode holds only
         where it was chosen). Holds from the next tool call. ConfigError if unknown."""
+        self._needs_driver(conversation_id, "the approval mode")
         parsed = ApprovalMode.parse(mode)
         current = await self.session_settings(conversation_id)
         settings = SessionSettings(current.model, parsed.value)
@@ -360,6 +363,7 @@ class DrivingOps(HarnessCore):
     async def set_model(self, conversation_id: str, spec: str) -> SessionSettings:
         """Switch the conversation's model (stored with it, so a resume keeps it); holds
         from the next run. ConfigError, with nothing changed, if `spec` does not resolve."""
+        self._needs_driver(conversation_id, "a change of model")
         provider, model_name = self.resolve_model(spec)
         current = await self.session_settings(conversation_id)
         prepared = self._prepared.get(conversation_id)
@@ -464,6 +468,7 @@ class DrivingOps(HarnessCore):
         not committed yet also gets `model` stored with its first prompt. ConfigError for an
         unknown model or mode, and then nothing changes."""
         self._check_open()
+        self._needs_driver(conversation_id, "a change of model or approval mode")
         mode = ApprovalMode.parse(approval_mode) if approval_mode is not None else None
         resolved = self.resolve_model(model) if model is not None else None
         driver = self._drivers.get(conversation_id)

@@ -38,6 +38,7 @@ from runtime.harness.core import (
     Subscription,
     ToolboxFactory,
 )
+from runtime.harness.following import FollowOps
 from runtime.harness.jobs import JobOps
 from runtime.harness.resetting import ResetOps
 from runtime.harness.session_ops import SessionOps
@@ -104,7 +105,7 @@ log = logging.getLogger(__name__)
 CLOSE_GRACE = 5.0
 
 
-class Harness(SessionOps, ApprovalOps, ResetOps, JobOps, AgentOps):
+class Harness(SessionOps, ApprovalOps, ResetOps, FollowOps, JobOps, AgentOps):
     #: The close a storage error started (`_store_failed`), while it goes.
     failed_closing: asyncio.Future[CloseReport] | None = None
 
@@ -172,6 +173,7 @@ class Harness(SessionOps, ApprovalOps, ResetOps, JobOps, AgentOps):
                 await serving.close()
             return CloseReport(grace=grace)
         self._closed = True
+        await self._stop_following()
         drivers = dict(self._drivers)
         stops = {cid: asyncio.ensure_future(d.stop()) for cid, d in drivers.items()}
         if stops:

@@ -27,6 +27,7 @@ class JobOps(HarnessCore):
         has ended (an ended job's as it was: stopping it again changes nothing); the
         model is told in a note, with `why` ("by the user"). UnknownJob if there is no such job or this process does not drive the session."""
         self._check_open()
+        self._needs_driver(conversation_id, "stopping a job (it runs there)")
         driver = self._drivers.get(conversation_id)
         if driver is None or driver.jobs is None:
             raise UnknownJob(

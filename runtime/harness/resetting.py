@@ -33,6 +33,7 @@ class ResetOps(DrivingOps):
         """Ask the model for a handoff note, then start a new context from it: the reset
         entry (see the module for what it refuses)."""
         self._check_open()
+        self._needs_driver(conversation_id, "/reset")
         snap = await self.store.snapshot(conversation_id)
         version = snap.conversation.version
         if await self.store.unfinished(conversation_id):

@@ -71,6 +71,7 @@ class SessionOps(HarnessCore):
         changes it cannot undo (a command outside git, a file changed by one, a call
         with no record). Nothing is changed; `restore(plan)` does it."""
         self._check_open()
+        self._needs_driver(conversation_id, "restoring files (they are on the driver's machine)")
         conv = await self.store.get_conversation(conversation_id)
 
         def read(db: Any) -> list[effects.SpanCall]:
@@ -92,6 +93,9 @@ class SessionOps(HarnessCore):
         """Carry out `plan` through the workspace's tools (no path outside it is written);
         what could not be put back is reported, with what the plan could not undo."""
         self._check_open()
+        self._needs_driver(
+            plan.conversation_id, "restoring files (they are on the driver's machine)"
+        )
         return await asyncio.to_thread(effects.restore, plan)
 
     async def export(self, conversation_id: str) -> dict[str, Any]:

@@ -137,6 +137,21 @@ class ConversationBusy(BastionError):
         self.pid = pid
 
 
+class DrivenElsewhere(BastionError):
+    """An op that acts in the process driving the conversation (its model, approval
+    mode, compaction, jobs, history) asked of a process that only follows it through
+    the store (`Harness.follow`): refused, nothing changed. Names who drives it."""
+
+    code = "driven_elsewhere"
+
+    def __init__(
+        self, message: str, *, pid: int | None, host: str | None, hint: str | None = None
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.pid = pid
+        self.host = host
+
+
 class Busy(BastionError):
     """Input sent with `when_busy="reject"` while a run goes or input waits: nothing
     was admitted (seed 004's reject-when-busy)."""

@@ -302,3 +302,15 @@ class CloseReport(msgspec.Struct, frozen=True):
             f"{self.grace:g} s of closing: their runs resume when opened again "
             "(bastion -r ID), after their lease expires"
         )
+
+
+class DriverAt(msgspec.Struct, frozen=True):
+    """Where a conversation that this process follows through the store is driven
+    (`Harness.follow`): the driving process's pid and host name, as its lease says."""
+
+    pid: int | None
+    host: str | None
+
+    def where(self) -> str:
+        """`pid 123 on build-1`, for one line."""
+        return f"pid {self.pid if self.pid is not None else '?'} on {self.host or 'another host'}"

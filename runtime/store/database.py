@@ -50,6 +50,7 @@ from runtime.model.rules import Rule
 from runtime.store import blobs, ledger, sessions
 from runtime.store.dialect import Db, Dialect, dialect_of
 from runtime.store.location import is_url
+from runtime.store.marks import NO_BOUND
 from runtime.store.rows import CONVERSATION_COLUMNS, conversation_row
 from runtime.store.sqlite_engine import SqliteEngine
 from runtime.store.todos import stored_todos
@@ -502,9 +503,14 @@ class Store:
         return start
 
     async def ledger(
-        self, conversation_id: str, after: int = 0, limit: int = 10_000
+        self,
+        conversation_id: str,
+        after: int = 0,
+        limit: int = 10_000,
+        before: int = NO_BOUND,
     ) -> list[DurableEvent]:
-        return await self._read(lambda db: ledger.read(db, conversation_id, after, limit))
+        """Events after version `after` and before `before`, at most `limit`."""
+        return await self._read(lambda db: ledger.read(db, conversation_id, after, limit, before))
 
 
 #: A conversation and every subagent conversation below it (runtime.agents), children

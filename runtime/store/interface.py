@@ -196,5 +196,5 @@ class StoreAPI(Protocol):
 
     # --- the ledger -----------------------------------------------------------
     async def ledger(
-        self, conversation_id: str, after: int = 0, limit: int = 10_000
+        self, conversation_id: str, after: int = 0, limit: int = 10_000, before: int = 1 << 62
     ) -> list[DurableEvent]: ...

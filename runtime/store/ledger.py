@@ -96,22 +96,34 @@ def row(event: DurableEvent) -> tuple[Any, ...]:
     return (event.conversation_id, event.version, event.type, _dumps(data), time.time())
 
 
-def read(db: Db, conversation_id: str, after: int, limit: int) -> list[DurableEvent]:
-    """Events of `conversation_id` after version `after` (at most `limit`), whole again:
-    the ledger's rows merged with the checkpoints kept as marks (runtime.store.marks)."""
+def read(
+    db: Db, conversation_id: str, after: int, limit: int, before: int = marks.NO_BOUND
+) -> list[DurableEvent]:
+    """Events of `conversation_id` after version `after` and before `before` (at most
+    `limit`), whole again: the ledger's rows merged with the checkpoints kept as marks
+    (runtime.store.marks)."""
     rows = db.execute(
         "SELECT type, payload, seq FROM ledger WHERE conversation_id = ? AND seq > ? "
-        "ORDER BY seq LIMIT ?",
-        (conversation_id, after, limit),
+        "AND seq < ? ORDER BY seq LIMIT ?",
+        (conversation_id, after, before, limit),
     ).fetchall()
     # Every checkpoint up to the last row read belongs in this batch (none beyond it
     # when the rows were cut at `limit`); the batch is the first `limit` of them all.
-    upto = rows[-1][2] if len(rows) == limit else marks.NO_BOUND
+    upto = rows[-1][2] if len(rows) == limit else before - 1
     events = [_event(db, conversation_id, *r) for r in rows]
     checkpoints = marks.read(db, conversation_id, after, upto)
     if checkpoints:
         events = sorted([*events, *checkpoints], key=lambda e: e.version)[:limit]
     return events
+
+
+def first_row(db: Db, conversation_id: str, after: int) -> int | None:
+    """The version of the ledger's first row after `after` (None: no row)."""
+    found = db.execute(
+        "SELECT MIN(seq) FROM ledger WHERE conversation_id = ? AND seq > ?",
+        (conversation_id, after),
+    ).fetchone()
+    return int(found[0]) if found and found[0] is not None else None
 
 
 def _event(db: Db, conversation_id: str, type_: str, payload: str, seq: int) -> DurableEvent:

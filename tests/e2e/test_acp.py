@@ -384,9 +384,10 @@ async def test_the_editor_sees_the_modes_and_switches_the_approval_mode(loopback
         # A second terminal attached to the session switches the mode: the editor is told.
         from tui.attached import connect
 
-        other, source = await connect(new.session_id, b.home)
+        reached = await connect(new.session_id, b.home)
+        other = reached.client
         try:
-            assert source == "live"
+            assert reached.source == "live"
             await other.set_approval_mode(new.session_id, "auto-edit")
             await editor.wait_for(lambda: bool(editor.of("current_mode_update")))
         finally:
