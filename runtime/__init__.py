@@ -122,11 +122,15 @@ _EXPORTS = {
     "EventChannel": "runtime.ipc.channel",
     "RESYNC": "runtime.ipc.channel",
     "Listeners": "runtime.ipc.listen",
-    "socket_path": "runtime.ipc.listen",
+    "socket_path": "runtime.ipc.door",
+    "Door": "runtime.ipc.door",
+    "NotIdle": "runtime.model.errors",
+    "Parked": "runtime.model.results",
     "read_token": "runtime.ipc.peer",
     "PeerRefused": "runtime.ipc.peer",
     "Connection": "runtime.ipc.wire",
     "HarnessClient": "runtime.ipc.client",
+    "ParkingClient": "runtime.ipc.parking",
     "local_client": "runtime.ipc.local",
     "serve_connection": "runtime.ipc.server",
     "encode_error": "runtime.model.protocol",
@@ -191,6 +195,7 @@ __all__ = [
     "Conversation",
     "ConversationBusy",
     "ConversationView",
+    "Door",
     "Driver",
     "EmptyInput",
     "Entry",
@@ -214,7 +219,10 @@ __all__ = [
     "McpUnavailable",
     "ModelInfo",
     "NoModelConfigured",
+    "NotIdle",
     "NotRunning",
+    "Parked",
+    "ParkingClient",
     "PeerRefused",
     "ProbeTarget",
     "ProjectInstructions",
@@ -351,8 +359,10 @@ if TYPE_CHECKING:
     )
     from runtime.ipc.channel import RESYNC, URGENT, EventChannel
     from runtime.ipc.client import HarnessClient
-    from runtime.ipc.listen import Listeners, socket_path
+    from runtime.ipc.door import Door, socket_path
+    from runtime.ipc.listen import Listeners
     from runtime.ipc.local import local_client
+    from runtime.ipc.parking import ParkingClient
     from runtime.ipc.peer import PeerRefused, read_token
     from runtime.ipc.server import serve_connection
     from runtime.ipc.spawn import end_pair, recv_blocking, send_blocking, start_pair
@@ -368,6 +378,7 @@ if TYPE_CHECKING:
         EmptyInput,
         LeaseLost,
         McpUnavailable,
+        NotIdle,
         NotRunning,
         ResetFailed,
         SchemaTooNew,
@@ -394,6 +405,7 @@ if TYPE_CHECKING:
         McpPrompt,
         McpResource,
         McpServerStatus,
+        Parked,
         Redirection,
         RestorePlan,
         RestoreReport,

@@ -30,7 +30,6 @@ from typing import Any
 
 from runtime.agents import unfinished_children
 from runtime.context.instructions import ProjectInstructions, load_instructions
-from runtime.harness.agent_ops import AgentOps
 from runtime.harness.approving import ApprovalOps
 from runtime.harness.core import (
     HarnessCore,
@@ -39,6 +38,7 @@ from runtime.harness.core import (
     ToolboxFactory,
 )
 from runtime.harness.jobs import JobOps
+from runtime.harness.parking import ParkingOps
 from runtime.harness.resetting import ResetOps
 from runtime.harness.session_ops import SessionOps
 from runtime.model.errors import (
@@ -103,7 +103,7 @@ log = logging.getLogger(__name__)
 CLOSE_GRACE = 5.0
 
 
-class Harness(SessionOps, ApprovalOps, ResetOps, JobOps, AgentOps):
+class Harness(SessionOps, ApprovalOps, ResetOps, JobOps, ParkingOps):
     #: The close a storage error started (`_store_failed`), while it goes.
     failed_closing: asyncio.Future[CloseReport] | None = None
 
