@@ -395,6 +395,7 @@ class BastionApp(PromptActions, KeyActions, StatusParts, App[int]):
         harness, conv_id = self.harness, self.conversation_id
         assert harness is not None
         if self.parking is not None:
+            self.parking.on_change = self.query_one(StatusBar).sleeping
             self.parking.start(harness, lambda: self.conversation_id)
         loop = asyncio.get_running_loop()
         channel = harness.subscribe(conv_id)

@@ -55,6 +55,8 @@ class Parking:
         self._last = time.monotonic()
         self._task: asyncio.Task[None] | None = None
         self._watching = False
+        #: Told when it parks (True) and once it is back (False): the status line.
+        self.on_change: Callable[[bool], None] = lambda asleep: None
 
     @property
     def asleep(self) -> bool:
@@ -114,6 +116,7 @@ class Parking:
             self.parks += 1
             self.poke()
             self._keep_door(parked)
+            self.on_change(True)
 
     def _keep_door(self, parked: Parked) -> None:
         """Hold the attach socket's path while parked, and watch it (see the module)."""
@@ -165,6 +168,7 @@ class Parking:
             raise
         self.woke_in = time.monotonic() - started
         self.poke()
+        self.on_change(False)
         return conn, child.process
 
     def close(self) -> None:

@@ -35,8 +35,8 @@ class ParkingOps(AgentOps):
         if driver.config.toolbox is not None:
             driver.config.toolbox.close()
         token = serving.token(conversation_id) if serving is not None else None
-        if serving is not None:
-            await serving.stop(conversation_id)
+        if serving is not None:  # (its path and token stay for the app to bind: no gap
+            await serving.stop(conversation_id, keep=True)  # in which attach finds none)
         assert lease.owner is not None and lease.pid is not None
         return Parked(
             owner=lease.owner, pid=lease.pid, token=lease.token, attach_token=token,

@@ -117,12 +117,17 @@ class Listener:
         info = os.stat(self.path)
         self._identity = (info.st_dev, info.st_ino)
 
-    async def close(self) -> None:
+    async def close(self, *, keep: bool = False) -> None:
+        """Stop serving; `keep`: leave the socket's path and token file (the app binds
+        that path itself as this process parks: runtime.ipc.door)."""
         server, self._server = self._server, None
         if server is None:
             return
         server.close()
-        self._token.remove()
+        if keep:
+            self._identity = None
+        else:
+            self._token.remove()
         for conn in list(self._connections):
             conn.abort()  # dropped, not flushed: a client that stopped reading holds nothing
         await asyncio.gather(*self._clients, return_exceptions=True)
@@ -206,10 +211,10 @@ class Listeners:
             return
         self._listeners[conversation_id] = listener
 
-    async def stop(self, conversation_id: str) -> None:
+    async def stop(self, conversation_id: str, *, keep: bool = False) -> None:
         listener = self._listeners.pop(conversation_id, None)
         if listener is not None:
-            await listener.close()
+            await listener.close(keep=keep)
 
     async def close(self) -> None:
         for conversation_id in list(self._listeners):

@@ -493,11 +493,19 @@ def idle_app(term: Terminal, session: Path, conv_id: str, park: float) -> dict:
     if park:
         pid = term.app_pid()
         deadline = time.monotonic() + 60 + park
-        while any(process_name(p) == "tui.child" for p in family(pid)):
+        while any(b"tui.child" in _cmdline(p) for p in family(pid)):
             if time.monotonic() > deadline:
                 raise SystemExit("the app's harness process did not park")
             time.sleep(0.1)  # (poll interval)
     return idle_memory(term)
+
+
+def _cmdline(pid: int) -> bytes:
+    """A process's command line; empty once it has exited (or while it is a zombie)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 def bench_memory(base: Path, runs: int) -> None:

@@ -66,10 +66,12 @@ def test_the_idle_app_parks_wakes_as_the_user_types_and_a_kill_loses_nothing(tmp
             term.wait_for(lambda s: "First answer." in s and "done" in s, "the first answer")
             app = _app(term)
             wait_for(lambda: _harness(app) is None, "the harness process to park", timeout=20)
+            term.wait_for(lambda s: "harness asleep" in s, "the status line to say so")
             busy = _bastion(env, cwd, "-p", "--resume", SID, "not sent")
             assert busy.returncode != 0 and f"pid {app}" in busy.stderr, busy.stderr
             term.send("t", literal=True)  # the first key starts it
             woken = wait_for(lambda: _harness(app), "the harness process to wake")
+            term.wait_for(lambda s: "harness asleep" not in s, "the status line to say it is back")
             term.send("wo", literal=True)
             term.send("Enter")
             term.wait_for(lambda s: "Second answer." in s, "the second answer")
