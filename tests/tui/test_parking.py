@@ -208,3 +208,38 @@ async def _stored(home, conv_id) -> tuple[object, ...]:
         )
     finally:
         db.close()
+
+
+async def test_the_idle_watch_parks_after_idle_park_but_not_while_a_command_runs(
+    tmp_path, in_workdir
+):
+    import asyncio
+
+    from runtime.testing.waiting import until
+
+    with LoopbackProcess.start([{"text": "First answer."}], tmp_path / "s") as server:
+        in_workdir(server)
+        opts = main_parser().parse_args(["--model", "openai/test"])
+        child = Child.start(opts, check_model=True)
+        child.drive()
+        harness, conv_id = await child.harness()
+        parking = Parking(opts, 0.2)
+        said: list[bool] = []
+        parking.on_change = said.append
+        parking.start(harness, lambda: conv_id)
+        try:
+            channel = harness.subscribe(conv_id)
+            with parking.holding():  # (a slash command under way)
+                await harness.submit(conv_id, "one")
+                await _answered(harness, conv_id, channel)
+                # Longer than idle_park, on purpose: nothing may park meanwhile.
+                await asyncio.sleep(1.0)
+                assert not harness.asleep and child.process.poll() is None
+            await until(lambda: harness.parked is not None, "it to park")
+            assert child.process.poll() == 0 and said == [True] and parking.parks == 1
+            parking.wake_soon()  # (the first key typed)
+            await until(lambda: not harness.asleep, "it to wake")
+            assert said == [True, False] and parking.woke_in is not None
+        finally:
+            parking.stop()
+            await harness.close()
