@@ -157,8 +157,11 @@ class Parking:
         opts.resume, opts.session_id, opts.continue_, opts.prompt = (
             self.conversation(), None, False, None
         )  # fmt: skip
-        if parked.approval_mode:  # (chosen for that process alone: this one keeps it)
+        opts.request_key = None
+        if parked.approval_mode:  # (chosen for that process alone: this one keeps them)
             opts.approval_mode = parked.approval_mode
+        if parked.model:
+            opts.model = parked.model
         child = Child.start(opts, check_model=False, parked=parked, door=self.door)
         child.drive()
         try:

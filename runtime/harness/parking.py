@@ -31,7 +31,7 @@ class ParkingOps(AgentOps):
         lease = await driver.park(pid)  # (NotIdle: a job runs, or work came meanwhile)
         self._drivers.pop(conversation_id, None)
         settings = self._settings.pop(conversation_id, None)
-        mode = settings.approval_mode if settings is not None else ""
+        mode, model = (settings.approval_mode, settings.model) if settings else ("", "")
         if driver.config.toolbox is not None:
             driver.config.toolbox.close()
         token = serving.token(conversation_id) if serving is not None else None
@@ -40,5 +40,5 @@ class ParkingOps(AgentOps):
         assert lease.owner is not None and lease.pid is not None
         return Parked(
             owner=lease.owner, pid=lease.pid, token=lease.token, attach_token=token,
-            approval_mode=mode,
+            approval_mode=mode, model=model,
         )  # fmt: skip

@@ -110,9 +110,10 @@ class ParkingClient(HarnessClient):
         try:
             conn, process = await self.waker(parked)
             said = await hello(conn, "app")
-        except BastionError as exc:
+        except (BastionError, OSError) as exc:  # (it could not be started, or driven)
             self.parked = None
-            self.gone = HarnessGone(str(exc), hint=exc.hint)
+            hint = exc.hint if isinstance(exc, BastionError) else None
+            self.gone = HarnessGone(f"the harness could not be started again: {exc}", hint=hint)
             super()._ended()
             raise self.gone from exc
         self.conn, self.process = conn, process

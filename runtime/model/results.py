@@ -209,14 +209,15 @@ class Parked(msgspec.Struct, frozen=True):
     """What `Harness.park` did: the lease handed to the front end's process as a parked
     lease (`owner`, `pid`, fencing `token`), and the attach socket's token, for the
     front end to keep serving that socket's path while no harness runs (None: none);
-    and the approval mode it ran with (chosen for that process alone: the one started
-    again runs with it too)."""
+    and the model and approval mode it ran with (a flag's or a mode chosen hold for
+    that process alone: the one started again runs with them too)."""
 
     owner: str
     pid: int
     token: int
     attach_token: str | None = None
     approval_mode: str = ""
+    model: str = ""
 
 
 class Interruption(msgspec.Struct, frozen=True):

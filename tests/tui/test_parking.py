@@ -118,7 +118,10 @@ async def test_a_pending_approval_or_a_running_job_keeps_it_from_parking(tmp_pat
             await harness.stop_job(conv_id, "job_1")
             parked = await harness.park(conv_id)
             assert parked.approval_mode == "full-auto"  # (the process woken keeps it)
+            assert parked.model == "openai/test"
             assert child.process.returncode == 0
+            settings = await harness.session_settings(conv_id)  # woken for it
+            assert (settings.approval_mode, settings.model) == ("full-auto", "openai/test")
         finally:
             parking.stop()
             await harness.close()
@@ -243,3 +246,49 @@ async def test_the_idle_watch_parks_after_idle_park_but_not_while_a_command_runs
         finally:
             parking.stop()
             await harness.close()
+
+
+async def test_a_wake_that_finds_the_lease_taken_ends_the_client_with_the_reason(
+    tmp_path, in_workdir
+):
+    """Another host's driver may take a parked lease once its heartbeat is old: the
+    harness woken then cannot drive, and the app hears why (its follower ends it)."""
+    import sqlite3
+    import time
+
+    from runtime import HarnessGone
+    from runtime.model.ids import uuid7
+
+    with LoopbackProcess.start([{"text": "First answer."}], tmp_path / "s") as server:
+        home = in_workdir(server).parent / "home"
+        _, harness, conv_id, parking = await _opened(
+            main_parser().parse_args(["--model", "openai/test"])
+        )
+        try:
+            channel = harness.subscribe(conv_id)
+            await harness.submit(conv_id, "one")
+            await _answered(harness, conv_id, channel)
+            await _parked(harness, conv_id, parking)
+            with sqlite3.connect(home / "bastion.sqlite") as db:  # (what that host did)
+                db.execute(
+                    "UPDATE conversations SET lease_owner = ?, lease_pid = 4242, "
+                    "lease_host = 'elsewhere', lease_heartbeat = ?, "
+                    "lease_token = lease_token + 1 WHERE id = ?",
+                    (uuid7(), time.time(), conv_id),
+                )
+            with pytest.raises(HarnessGone, match="elsewhere"):
+                await harness.submit(conv_id, "two")
+            assert harness.gone is not None
+            while await channel.get() is not None:  # what it held, then closed: the app's
+                pass  # follower ends on that and says why
+            assert [e.text for e in (await _entries(home, conv_id))] == ["one", "First answer."]
+        finally:
+            parking.stop()
+            await harness.close()
+
+
+async def _entries(home, conv_id):
+    from types import SimpleNamespace
+
+    rows = (await _stored(home, conv_id))[0]
+    return [SimpleNamespace(text=text) for _, _, _, text in rows]
