@@ -154,15 +154,18 @@ class Parking:
         started = time.monotonic()
         self._unwatch()
         opts = argparse.Namespace(**vars(self.opts))
+        stored = bool(parked.owner)  # (else nothing was sent: it is prepared anew, its id kept)
         opts.resume, opts.session_id, opts.continue_, opts.prompt = (
-            self.conversation(), None, False, None
-        )  # fmt: skip
+            (self.conversation(), None) if stored else (None, self.conversation())
+        ) + (False, None)  # fmt: skip
         opts.request_key = None
         if parked.approval_mode:  # (chosen for that process alone: this one keeps them)
             opts.approval_mode = parked.approval_mode
         if parked.model:
             opts.model = parked.model
-        child = Child.start(opts, check_model=False, parked=parked, door=self.door)
+        child = Child.start(
+            opts, check_model=False, parked=parked if stored else None, door=self.door
+        )
         child.drive()
         try:
             conn, _ = await child.connection()

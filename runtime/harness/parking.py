@@ -18,9 +18,12 @@ class ParkingOps(AgentOps):
         is idle: no run or queued input (an approval waits in a run), no background job
         or subagent, no client on its attach socket. NotIdle otherwise, with nothing
         changed. The attach socket's token comes back, for the app to keep that path
-        served while parked (runtime.ipc.door)."""
+        served while parked (runtime.ipc.door). A new conversation not stored yet
+        parks with no lease to hand over (`_park_unstored`)."""
         self._check_open()
         driver = self._drivers.get(conversation_id)
+        if driver is None and not self._drivers and not await self.store.exists(conversation_id):
+            return self._park_unstored(conversation_id, pid)
         if driver is None or len(self._drivers) != 1:
             raise NotIdle(f"this process does not drive {conversation_id} alone")
         serving = self.serving
@@ -42,3 +45,10 @@ class ParkingOps(AgentOps):
             owner=lease.owner, pid=lease.pid, token=lease.token, attach_token=token,
             approval_mode=mode, model=model,
         )  # fmt: skip
+
+    def _park_unstored(self, conversation_id: str, pid: int) -> Parked:
+        """A new conversation, not stored yet (nothing sent): no lease to hand over and
+        nothing to keep; the process started again prepares it anew with its id."""
+        settings = self._settings.get(conversation_id)
+        mode, model = (settings.approval_mode, settings.model) if settings else ("", "")
+        return Parked(owner="", pid=pid, token=0, approval_mode=mode, model=model)

@@ -210,7 +210,8 @@ class Parked(msgspec.Struct, frozen=True):
     lease (`owner`, `pid`, fencing `token`), and the attach socket's token, for the
     front end to keep serving that socket's path while no harness runs (None: none);
     and the model and approval mode it ran with (a flag's or a mode chosen hold for
-    that process alone: the one started again runs with them too)."""
+    that process alone: the one started again runs with them too). A conversation not
+    stored yet has no lease: `owner` is empty."""
 
     owner: str
     pid: int

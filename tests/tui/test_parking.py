@@ -292,3 +292,25 @@ async def _entries(home, conv_id):
 
     rows = (await _stored(home, conv_id))[0]
     return [SimpleNamespace(text=text) for _, _, _, text in rows]
+
+
+async def test_a_new_session_with_nothing_sent_parks_and_keeps_its_id(tmp_path, in_workdir):
+    with LoopbackProcess.start([{"text": "First answer."}], tmp_path / "s") as server:
+        home = in_workdir(server).parent / "home"
+        child, harness, conv_id, parking = await _opened(
+            main_parser().parse_args(["--model", "openai/test", "--approval-mode", "auto-edit"])
+        )
+        try:
+            channel = harness.subscribe(conv_id)
+            await harness.snapshot(conv_id)  # (the subscription's reply in: no call waits)
+            parked = await _parked(harness, conv_id, parking)
+            assert parked.owner == "" and child.process.returncode == 0  # no lease: none held
+            assert (parked.approval_mode, parked.model) == ("auto-edit", "openai/test")
+            await harness.submit(conv_id, "one")  # woken: prepared anew with its id
+            view = await _answered(harness, conv_id, channel)
+            assert view.conversation.id == conv_id and view.entries[-1].text == "First answer."
+            assert (await harness.session_settings(conv_id)).approval_mode == "auto-edit"
+            assert [e.text for e in await _entries(home, conv_id)] == ["one", "First answer."]
+        finally:
+            parking.stop()
+            await harness.close()
