@@ -103,7 +103,10 @@ class Parking:
             client = self.client
             if client is None or client.gone is not None:
                 return
-            if client.asleep or self.busy or time.monotonic() - self._last < self.seconds:
+            if client.asleep:  # (nothing to do until it wakes: look again in idle_park)
+                self.poke()
+                continue
+            if self.busy or time.monotonic() - self._last < self.seconds:
                 continue
             try:
                 parked = await client.park(self.conversation())
