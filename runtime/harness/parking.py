@@ -16,11 +16,15 @@ class ParkingOps(AgentOps):
         """Stop driving `conversation_id`, the one conversation this process drives, and
         hand its lease to process `pid` of this host as a parked lease, when the session
         is idle: no run or queued input (an approval waits in a run), no background job
-        or subagent, no client on its attach socket. NotIdle otherwise, with nothing
+        or subagent, no client on its attach socket, no MCP server configured (they
+        are this process's children: each wake would start them again, seconds where
+        the harness takes a third of one). NotIdle otherwise, with nothing
         changed. The attach socket's token comes back, for the app to keep that path
         served while parked (runtime.ipc.door). A new conversation not stored yet
         parks with no lease to hand over (`_park_unstored`)."""
         self._check_open()
+        if self.mcp is not None:  # (they would start again with it: seconds, not ms)
+            raise NotIdle("MCP servers are configured", hint="it does not park with them")
         driver = self._drivers.get(conversation_id)
         if driver is None and not self._drivers and not await self.store.exists(conversation_id):
             return self._park_unstored(conversation_id, pid)

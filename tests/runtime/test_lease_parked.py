@@ -94,3 +94,17 @@ async def test_parking_is_refused_with_queued_input_and_nothing_changes(tmp_path
     after = await a.store.lease(conv.id)
     assert (after.owner, after.token) == (before.owner, before.token)
     await a.close()
+
+
+async def test_a_harness_with_mcp_servers_does_not_park(tmp_path):
+    from runtime.mcp.hub import McpHub
+
+    a = await open_harness(tmp_path, ScriptedProvider())
+    conv = await a.create_conversation(str(tmp_path), settings={"model": "s/m"})
+    driver = await a.drive(conv.id)
+    a.mcp = McpHub([], tmp_path / "mcp")  # (configured: what start_mcp makes)
+    with pytest.raises(NotIdle, match="MCP"):
+        await a.park(conv.id, os.getpid())
+    lease = await a.store.lease(conv.id)
+    assert (lease.owner, lease.token) == (a.owner, driver.token)  # nothing changed
+    await a.close()
