@@ -124,11 +124,15 @@ _EXPORTS = {
     "EventChannel": "runtime.ipc.channel",
     "RESYNC": "runtime.ipc.channel",
     "Listeners": "runtime.ipc.listen",
-    "socket_path": "runtime.ipc.listen",
+    "socket_path": "runtime.ipc.door",
+    "Door": "runtime.ipc.door",
+    "NotIdle": "runtime.model.errors",
+    "Parked": "runtime.model.results",
     "read_token": "runtime.ipc.peer",
     "PeerRefused": "runtime.ipc.peer",
     "Connection": "runtime.ipc.wire",
     "HarnessClient": "runtime.ipc.client",
+    "ParkingClient": "runtime.ipc.parking",
     "local_client": "runtime.ipc.local",
     "serve_connection": "runtime.ipc.server",
     "encode_error": "runtime.model.protocol",
@@ -193,6 +197,7 @@ __all__ = [
     "Conversation",
     "ConversationBusy",
     "ConversationView",
+    "Door",
     "DrivenElsewhere",
     "Driver",
     "DriverAt",
@@ -218,7 +223,10 @@ __all__ = [
     "McpUnavailable",
     "ModelInfo",
     "NoModelConfigured",
+    "NotIdle",
     "NotRunning",
+    "Parked",
+    "ParkingClient",
     "PeerRefused",
     "ProbeTarget",
     "ProjectInstructions",
@@ -355,8 +363,10 @@ if TYPE_CHECKING:
     )
     from runtime.ipc.channel import RESYNC, URGENT, EventChannel
     from runtime.ipc.client import HarnessClient
-    from runtime.ipc.listen import Listeners, socket_path
+    from runtime.ipc.door import Door, socket_path
+    from runtime.ipc.listen import Listeners
     from runtime.ipc.local import local_client
+    from runtime.ipc.parking import ParkingClient
     from runtime.ipc.peer import PeerRefused, read_token
     from runtime.ipc.server import serve_connection
     from runtime.ipc.spawn import end_pair, recv_blocking, send_blocking, start_pair
@@ -372,6 +382,7 @@ if TYPE_CHECKING:
         EmptyInput,
         LeaseLost,
         McpUnavailable,
+        NotIdle,
         NotRunning,
         ResetFailed,
         SchemaTooNew,
@@ -398,6 +409,7 @@ if TYPE_CHECKING:
         McpPrompt,
         McpResource,
         McpServerStatus,
+        Parked,
         Redirection,
         RestorePlan,
         RestoreReport,

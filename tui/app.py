@@ -25,6 +25,7 @@ exits (its owner's close closes the harness too).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import sys
 import time
@@ -63,6 +64,7 @@ if TYPE_CHECKING:  # loaded after the first frame (see tui.launch and `_mount_re
     from themes.user import ThemeFolder
     from tui import slash
     from tui.live_config import LiveConfig
+    from tui.parking import Parking
     from tui.widgets.approval import ApprovalPrompt
     from tui.widgets.command_panel import CommandHints, CommandOutput
     from tui.widgets.completion import FileCompletion
@@ -154,8 +156,10 @@ class BastionApp(PromptActions, KeyActions, StatusParts, App[int]):
         catalog: Callable[[str], Any] | None = None,
         notify: str = "auto",
         commands: Sequence[Any] = (),
+        parking: Parking | None = None,
     ) -> None:
         super().__init__()
+        self.parking = parking  # its harness process parked while idle (tui.parking)
         self._command_files = commands  # /name commands of the user's and a project's files
         from tui.notices import Notifier
         from tui.textual_compat import write_raw
@@ -367,6 +371,8 @@ class BastionApp(PromptActions, KeyActions, StatusParts, App[int]):
         return self.left_stored
 
     async def on_unmount(self) -> None:
+        if self.parking is not None:
+            self.parking.stop()
         if self._opener is not None and self.harness is not None:
             report = await self.harness.close()  # (said once the terminal is back)
             self.close_line = report.line() if report is not None else None
@@ -388,6 +394,9 @@ class BastionApp(PromptActions, KeyActions, StatusParts, App[int]):
                 return
         harness, conv_id = self.harness, self.conversation_id
         assert harness is not None
+        if self.parking is not None:
+            self.parking.on_change = self.query_one(StatusBar).sleeping
+            self.parking.start(harness, lambda: self.conversation_id)
         loop = asyncio.get_running_loop()
         channel = harness.subscribe(conv_id)
         try:
@@ -683,7 +692,8 @@ class BastionApp(PromptActions, KeyActions, StatusParts, App[int]):
 
     @work(group="command")
     async def run_slash(self, command: slash.SlashCommand, arg: str) -> None:
-        await command.run_in(self, arg)
+        with self.parking.holding() if self.parking is not None else contextlib.nullcontext():
+            await command.run_in(self, arg)
 
     def say(self, markup: str, *, error: bool = False) -> None:
         """Show a command's output (markup) above the prompt (once it is mounted)."""

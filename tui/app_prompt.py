@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from runtime import HarnessClient
     from runtime.model.views import ConversationView
     from tui import slash
+    from tui.parking import Parking
     from tui.widgets.command_panel import CommandHints, CommandOutput
 
 __all__ = ["PromptActions"]
@@ -31,6 +32,7 @@ class PromptActions(App[int]):
     app is declared here; `BastionApp` defines it."""
 
     harness: HarnessClient | None
+    parking: Parking | None
     conversation_id: str
     view: ConversationView | None
     kept_draft: str | None
@@ -162,6 +164,8 @@ class PromptActions(App[int]):
 
     def on_text_area_changed(self, event: PromptInput.Changed) -> None:
         if isinstance(event.text_area, PromptInput):
+            if self.parking is not None:  # (typing starts a parked harness: tui.parking)
+                self.parking.wake_soon()
             self._offer_commands(event.text_area.text)
 
     def on_prompt_input_edit_externally(self, event: PromptInput.EditExternally) -> None:

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from runtime import BastionError
 
 if TYPE_CHECKING:
-    from runtime import Connection, HarnessClient
+    from runtime import Connection, Door, Parked, ParkingClient
 
 __all__ = ["Child", "main"]
 
@@ -61,24 +61,30 @@ class Child:
         self._reader.start()
 
     @classmethod
-    def start(cls, opts: Any, *, check_model: bool) -> Child:
+    def start(
+        cls, opts: Any, *, check_model: bool, parked: Parked | None = None, door: Door | None = None
+    ) -> Child:
+        """`parked`: the app's parked lease, for it to take back (tui.parking); `door`:
+        the app's attach socket, for it to serve (inherited)."""
         from runtime import send_blocking, start_pair
 
         log = _open_log()
+        fds = (door.fileno(),) if door is not None and door.sock is not None else ()
         try:
-            process, ours = start_pair("tui.child", stderr=log)
+            process, ours = start_pair("tui.child", stderr=log, fds=fds)
         finally:
             os.close(log)
-        from tui.terminal_guard import capture
-
-        # the terminal as it is before the app sets it raw: put back if the app dies
-        # and this process's id: the child may start only after the app was killed, when
-        # its own parent is already another (so it cannot learn the app's from getppid)
+        # the terminal as it was before the app set it raw (captured as the first one
+        # starts: one woken later must not put back the app's raw mode): put back if the
+        # app dies; and this process's id: the child may start only after the app was
+        # killed, when its own parent is already another (it cannot learn it from getppid)
         opening = {
             "opts": _plain(vars(opts)),
             "check_model": check_model,
-            "terminal": capture(),
+            "terminal": _terminal_before(),
             "app": os.getpid(),
+            "parked": parked.owner if parked is not None else None,
+            "door": [door.conversation_id, fds[0], door.token] if fds and door else None,
         }
         send_blocking(ours, {"open": _plain(opening)})
         return cls(process, ours)
@@ -123,17 +129,24 @@ class Child:
                 return
             future.set_result(None if step == "opened" else str(said.get(step)))
 
-    async def harness(self) -> tuple[HarnessClient, str]:
+    async def harness(self) -> tuple[ParkingClient, str]:
         """(the client of its harness, the conversation's id) once the session is driven."""
+        from runtime import ParkingClient
+
+        conn, conversation_id = await self.connection()
+        client = await ParkingClient.connect(conn, client="app", owner=True, process=self.process)
+        return client, conversation_id
+
+    async def connection(self) -> tuple[Connection, str]:
+        """(the connection to its harness, before the hello; the conversation's id) once
+        the session is driven."""
         import asyncio
 
-        from runtime import Connection, HarnessClient
+        from runtime import Connection
 
         conversation_id = await asyncio.wrap_future(self.driven)
-        self._reader.join()
-        conn = await Connection.over(self.sock)
-        client = await HarnessClient.connect(conn, client="app", owner=True, process=self.process)
-        return client, conversation_id
+        await asyncio.to_thread(self._reader.join)
+        return await Connection.over(self.sock), conversation_id
 
     def close(self, timeout: float = 30.0) -> BaseException | None:
         """End a child the app never took: its error if opening failed, else None once
@@ -149,6 +162,19 @@ class Child:
 
         end_pair(self.sock, self.process, timeout)  # the reader may wait in recv still
         return error
+
+
+_TERMINAL: list[Any] = []  # the terminal as the first harness process started
+
+
+def _terminal_before() -> Any:
+    """The terminal's settings as they were when this process first started a harness
+    process (before the app set it raw)."""
+    if not _TERMINAL:
+        from tui.terminal_guard import capture
+
+        _TERMINAL.append(capture())
+    return _TERMINAL[0]
 
 
 def _plain(value: Any) -> Any:
@@ -192,6 +218,7 @@ def main(argv: list[str]) -> int:
         opts = argparse.Namespace(**asked["opts"])
         check_model, terminal = bool(asked["check_model"]), asked["terminal"]
         parent = int(asked["app"])
+        waking = {"parked": asked.get("parked"), "door": asked.get("door")}
     except (EOFError, OSError, KeyError, TypeError, ValueError, BastionError):
         return 0  # the app quit (or was killed) before asking
     import asyncio
@@ -205,7 +232,7 @@ def main(argv: list[str]) -> int:
     code, closed = 0, False
     try:
         with contextlib.suppress(ConnectionError, OSError):  # (the app went while opening)
-            code, closed = asyncio.run(_serve(sock, opts, check_model))
+            code, closed = asyncio.run(_serve(sock, opts, check_model, waking))
     finally:  # (whatever ended the session: the guard is a daemon, gone when this returns)
         # the app died (killed): it left its terminal raw. Its socket closes as its
         # files do, a moment before it is reaped and this process handed on; on a
@@ -255,9 +282,13 @@ def _orphaned(parent: int, wait: float = 0.5) -> bool:
     return True
 
 
-async def _serve(sock: socket.socket, opts: Any, check_model: bool) -> tuple[int, bool]:
-    """(exit code, whether the app closed the harness itself)."""
-    from runtime import Connection, serve_connection
+async def _serve(
+    sock: socket.socket, opts: Any, check_model: bool, waking: dict[str, Any]
+) -> tuple[int, bool]:
+    """(exit code, whether the app closed the harness itself). `waking`: the app's parked
+    lease to take back and its attach socket to serve, when it wakes this one (both
+    None at first: tui.parking)."""
+    from runtime import Connection, Listeners, serve_connection
     from tui.session import drive_session, open_session
 
     conn = await Connection.over(sock)
@@ -265,6 +296,10 @@ async def _serve(sock: socket.socket, opts: Any, check_model: bool) -> tuple[int
         session = await open_session(opts, check_model=check_model)
     except BastionError as exc:  # it closes what it opened when it fails
         return await _failed(conn, exc), True
+    session.harness.parked = waking["parked"]
+    door = waking["door"]
+    if door is not None and isinstance(session.harness.serving, Listeners):
+        session.harness.serving.door = (str(door[0]), int(door[1]), str(door[2]))
     try:
         await conn.send({"opened": True})
         if not await _told_to_drive(conn):

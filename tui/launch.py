@@ -260,6 +260,7 @@ def build_app(
     """The `BastionApp` `bastion` runs over `opening`'s harness process (the app's tests
     open theirs with this too, so they drive what ships)."""
     from tui.app import BastionApp
+    from tui.parking import Parking
 
     cwd = os.getcwd()
 
@@ -282,6 +283,7 @@ def build_app(
         catalog=config.model_info,
         notify=config.notify,
         commands=config.commands,
+        parking=Parking(opts, config.idle_park),
     )
     return app
 

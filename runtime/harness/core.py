@@ -45,9 +45,19 @@ class Serving(Protocol):
 
     async def start(self, conversation_id: str) -> None: ...
 
-    async def stop(self, conversation_id: str) -> None: ...
+    async def stop(self, conversation_id: str, *, keep: bool = False) -> None:
+        """Stop serving it; `keep`: its socket's path and token stay (parking)."""
+        ...
 
     async def close(self) -> None: ...
+
+    def clients(self, conversation_id: str) -> int:
+        """How many clients of other processes are connected to it now."""
+        ...
+
+    def token(self, conversation_id: str) -> str | None:
+        """The token its clients must give (None: it is not served)."""
+        ...
 
 
 class Subscription:
@@ -134,6 +144,9 @@ class HarnessCore:
         # reach the parent's subscribers too (runtime.agents)
         self._parents: dict[str, str] = {}
         self._closed = False
+        #: The parked lease (its owner id: runtime.run.driver PARKED) this process may
+        #: take back: the one held by the app that started it (tui.parking).
+        self.parked: str | None = None
         #: The storage error that ended this harness (seed 004), once one did: every op
         #: after it is refused with it (runtime.harness.facade: `_store_failed`).
         self.failure: SessionFailedError | None = None

@@ -314,7 +314,10 @@ class DrivingOps(HarnessCore):
                 await toolbox.agents.tell_ended()
             except BastionError as exc:
                 log.warning("background agents of %s not told: %s", conversation_id, exc)
-        driver = Driver(self.store, conversation_id, self.owner, self.epoch, self._publish, config)
+        driver = Driver(
+            self.store, conversation_id, self.owner, self.epoch, self._publish, config,
+            parked=self.parked,
+        )  # fmt: skip
         try:
             await driver.start()
         except BaseException:

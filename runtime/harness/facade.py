@@ -30,7 +30,6 @@ from typing import Any
 
 from runtime.agents import unfinished_children
 from runtime.context.instructions import ProjectInstructions, load_instructions
-from runtime.harness.agent_ops import AgentOps
 from runtime.harness.approving import ApprovalOps
 from runtime.harness.core import (
     HarnessCore,
@@ -40,6 +39,7 @@ from runtime.harness.core import (
 )
 from runtime.harness.following import FollowOps
 from runtime.harness.jobs import JobOps
+from runtime.harness.parking import ParkingOps
 from runtime.harness.resetting import ResetOps
 from runtime.harness.session_ops import SessionOps
 from runtime.model.errors import (
@@ -105,7 +105,7 @@ log = logging.getLogger(__name__)
 CLOSE_GRACE = 5.0
 
 
-class Harness(SessionOps, ApprovalOps, ResetOps, FollowOps, JobOps, AgentOps):
+class Harness(SessionOps, ApprovalOps, ResetOps, FollowOps, JobOps, ParkingOps):
     #: The close a storage error started (`_store_failed`), while it goes.
     failed_closing: asyncio.Future[CloseReport] | None = None
 

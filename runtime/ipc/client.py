@@ -26,7 +26,7 @@ import itertools
 import logging
 import subprocess
 from collections.abc import Sequence
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Self, TypeVar
 
 from runtime.ipc.channel import DEFAULT_LIMIT, EventChannel
 from runtime.ipc.wire import Connection
@@ -76,6 +76,26 @@ CLOSE_TIMEOUT: Final = 10.0  # seconds a harness process gets to close and exit
 R = TypeVar("R")
 
 
+async def hello(conn: Connection, client: str, token: str | None = None) -> dict[str, Any]:
+    """Say hello over `conn`; the harness's hello (a refusal raises its error)."""
+    message: dict[str, Any] = {"version": VERSION, "client": client}
+    if token is not None:
+        message["token"] = token
+    try:
+        await conn.send({"hello": message})
+        answer = await conn.receive()
+    except (ConnectionError, OSError):  # (its process went as we came: a stale socket)
+        answer = None
+    said = answer.get("hello") if isinstance(answer, dict) else None
+    if not isinstance(said, dict):
+        error = answer.get("error") if isinstance(answer, dict) else None
+        await conn.close()
+        if isinstance(error, dict):
+            raise p.decode_error(error)
+        raise HarnessGone("the harness closed the connection before its hello")
+    return said
+
+
 class HarnessClient:
     """A harness seen through one connection (see the module)."""
 
@@ -120,25 +140,11 @@ class HarnessClient:
         owner: bool = False,
         process: subprocess.Popen[bytes] | None = None,
         elsewhere: bool = True,
-    ) -> HarnessClient:
+    ) -> Self:
         """Say hello over `conn` and read the harness's; a refusal raises its error.
         `owner`: this client started the harness (its `close` closes it); `process`:
         the harness's process, reaped on `close`."""
-        hello: dict[str, Any] = {"version": VERSION, "client": client}
-        if token is not None:
-            hello["token"] = token
-        try:
-            await conn.send({"hello": hello})
-            answer = await conn.receive()
-        except (ConnectionError, OSError):  # (its process went as we came: a stale socket)
-            answer = None
-        said = answer.get("hello") if isinstance(answer, dict) else None
-        if not isinstance(said, dict):
-            error = answer.get("error") if isinstance(answer, dict) else None
-            await conn.close()
-            if isinstance(error, dict):
-                raise p.decode_error(error)
-            raise HarnessGone("the harness closed the connection before its hello")
+        said = await hello(conn, client, token)
         self = cls(conn, owner=owner, process=process, elsewhere=elsewhere)
         #: On another process's attach socket (`bastion attach`): a guest of the session,
         #: whose leaving leaves its runs going; that process's MCP servers are its own.

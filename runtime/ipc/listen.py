@@ -9,6 +9,10 @@ when its peer is a process of this user that bastion did not start for a command
 its hello carries the socket's token (runtime.ipc.peer); the sandbox hides these
 folders from commands besides (docs/trust-boundary.md).
 
+While the app's harness process is parked (tui.parking) the app holds the socket
+(runtime.ipc.door); the harness process it starts again adopts that listening socket
+and its token (`Listener.adopt`) and leaves path and token to the app when it stops.
+
 `Listeners` is what `Harness.serving` holds: the harness starts a listener when it
 starts driving a conversation and stops it when it lets the conversation go.
 """
@@ -17,23 +21,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import os
 import socket
-import tempfile
-from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 from runtime.harness import Harness
 from runtime.ipc.channel import DEFAULT_LIMIT
+from runtime.ipc.door import MAX_PATH, SocketUnsafe, private_dir, socket_path
 from runtime.ipc.peer import PeerRefused, TokenFile, check_ancestry, peer_identity, token_matches
 from runtime.ipc.server import serve
 from runtime.ipc.wire import Connection
-from runtime.model.errors import BastionError
 from runtime.model.protocol import MAX_LINE, encode_error
 
 __all__ = [
+    "MAX_PATH",
     "Listener",
     "Listeners",
     "PeerRefused",
@@ -45,43 +47,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-MAX_PATH: Final = 107  # bytes of a Unix socket path (sun_path is 108, NUL included)
-
-
-class SocketUnsafe(BastionError):
-    """The socket's directory is not private to this user (another owner, open mode)."""
-
-    code = "socket_unsafe"
-
-
-# --- where the socket lives ------------------------------------------------------
-
-
-def socket_path(home: Path, conversation_id: str) -> Path:
-    """The socket of `conversation_id` for the store in `home` (the same in every process)."""
-    preferred = home.absolute() / "sockets" / f"{conversation_id}.sock"
-    if len(os.fsencode(preferred)) <= MAX_PATH:
-        return preferred
-    base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
-    digest = hashlib.sha256(os.fsencode(home.absolute())).hexdigest()[:16]
-    short = Path(base) / f"bastion-{os.getuid()}" / digest / f"{conversation_id}.sock"
-    if len(os.fsencode(short)) <= MAX_PATH:
-        return short
-    return Path("/tmp") / f"bastion-{os.getuid()}" / digest / f"{conversation_id}.sock"
-
-
-def private_dir(path: Path) -> None:
-    """Make `path` (and missing parents) a directory only this user can enter: created
-    0700, or an existing one checked (ours, not a symlink) and tightened to 0700."""
-    from runtime.store.home import private_folder
-
-    hint = "remove it (or set XDG_RUNTIME_DIR to a private directory) and start again"
-    # The `bastion-UID` parent first: a link planted there is refused before anything
-    # is made through it.
-    for directory in (path.parent, path) if path.parent.name.startswith("bastion-") else (path,):
-        private_folder(str(directory), lambda message: SocketUnsafe(message, hint=hint))
-
 
 # --- who is on the other end -----------------------------------------------------
 
@@ -122,6 +87,22 @@ class Listener:
         self._connections: set[Connection] = set()
         self.limit = DEFAULT_LIMIT  # events held for a client that does not read
 
+    @property
+    def clients(self) -> int:
+        return len(self._connections)
+
+    @property
+    def token(self) -> str:
+        return self._token.token
+
+    async def adopt(self, fd: int, token: str) -> None:
+        """Serve the listening socket the app holds at this path while parked (its
+        `Door`, inherited as `fd`) with its token; closing leaves path and token to it."""
+        self._token.token = token
+        sock = socket.socket(fileno=fd)
+        self._server = await asyncio.start_unix_server(self._client, sock=sock, limit=MAX_LINE)
+        self._identity = None  # (the path is the app's: never unlinked here)
+
     async def start(self) -> None:
         private_dir(self.path.parent)
         with contextlib.suppress(FileNotFoundError):
@@ -136,15 +117,22 @@ class Listener:
         info = os.stat(self.path)
         self._identity = (info.st_dev, info.st_ino)
 
-    async def close(self) -> None:
+    async def close(self, *, keep: bool = False) -> None:
+        """Stop serving; `keep`: leave the socket's path and token file (the app binds
+        that path itself as this process parks: runtime.ipc.door)."""
         server, self._server = self._server, None
         if server is None:
             return
         server.close()
-        self._token.remove()
+        if keep:
+            self._identity = None
+        else:
+            self._token.remove()
         for conn in list(self._connections):
             conn.abort()  # dropped, not flushed: a client that stopped reading holds nothing
         await asyncio.gather(*self._clients, return_exceptions=True)
+        if self._identity is None:
+            return  # (an adopted socket: the app's door)
         with contextlib.suppress(FileNotFoundError):
             info = os.stat(self.path)
             if (info.st_dev, info.st_ino) == self._identity:  # not a newer driver's socket
@@ -197,25 +185,36 @@ class Listeners:
     that cannot be made (a path not ours, no room) is a warning in the log: driving goes
     on without it, and attach then says no process serves the session."""
 
-    def __init__(self, harness: Harness) -> None:
+    def __init__(self, harness: Harness, door: tuple[str, int, str] | None = None) -> None:
         self.harness = harness
         self._listeners: dict[str, Listener] = {}
+        #: The app's door (conversation id, inherited listening fd, token): what this
+        #: process serves that conversation on, rather than a socket of its own.
+        self.door = door
 
     async def start(self, conversation_id: str) -> None:
         if conversation_id in self._listeners:
             return
         listener = Listener(self.harness, conversation_id)
+        door, self.door = (
+            (self.door, None)
+            if self.door and self.door[0] == conversation_id
+            else (None, self.door)
+        )
         try:
-            await listener.start()
+            if door is not None:
+                await listener.adopt(door[1], door[2])
+            else:
+                await listener.start()
         except (OSError, SocketUnsafe) as exc:
             log.warning("cannot serve %s at %s: %s", conversation_id, listener.path, exc)
             return
         self._listeners[conversation_id] = listener
 
-    async def stop(self, conversation_id: str) -> None:
+    async def stop(self, conversation_id: str, *, keep: bool = False) -> None:
         listener = self._listeners.pop(conversation_id, None)
         if listener is not None:
-            await listener.close()
+            await listener.close(keep=keep)
 
     async def close(self) -> None:
         for conversation_id in list(self._listeners):
@@ -223,3 +222,11 @@ class Listeners:
 
     def listener(self, conversation_id: str) -> Listener | None:
         return self._listeners.get(conversation_id)
+
+    def clients(self, conversation_id: str) -> int:
+        listener = self._listeners.get(conversation_id)
+        return listener.clients if listener is not None else 0
+
+    def token(self, conversation_id: str) -> str | None:
+        listener = self._listeners.get(conversation_id)
+        return listener.token if listener is not None else None

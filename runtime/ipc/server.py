@@ -147,7 +147,10 @@ class _Session:
             elif isinstance(op, p.Unsubscribe):
                 self.drop(op.sub)
                 self.reply(request_id, op, None)
-            elif isinstance(op, p.Close):
+            elif isinstance(op, p.Park) and self.owner:
+                if await self.park(request_id, op):
+                    return True
+            elif isinstance(op, p.Close | p.Park):
                 if self.owner:
                     if self.ender is not None:  # (this connection ends after the reply)
                         self.ender.cancel()
@@ -169,6 +172,21 @@ class _Session:
                 self.start(self.answer(request_id, op, keep=keep))
             else:
                 self.start(self.answer(request_id, op))
+
+    async def park(self, request_id: Any, op: p.Park) -> bool:
+        """The owner's `park`: true once the harness parked and said so (its front end
+        closes it: the app's harness process, as the connection ends)."""
+        try:
+            parked = await self.harness.park(op.conversation, op.pid)
+        except BastionError as exc:
+            self.reply_error(request_id, exc)
+            return False
+        if self.ender is not None:  # (this connection ends after the reply)
+            self.ender.cancel()
+        self.reply(request_id, op, parked)
+        await self.flush()
+        return True  # (the connection ends before the harness closes: its subscriptions
+        # end without an `ended`, and the client keeps its channels for the next one)
 
     async def ended(self) -> None:
         """Once the harness has closed: end the connection; but a harness a storage error

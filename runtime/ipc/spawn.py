@@ -24,10 +24,11 @@ __all__ = ["end_pair", "recv_blocking", "send_blocking", "start_pair"]
 
 
 def start_pair(
-    module: str, stderr: int, *, keys: bool = True
+    module: str, stderr: int, *, keys: bool = True, fds: tuple[int, ...] = ()
 ) -> tuple[subprocess.Popen[bytes], socket.socket]:
     """`python -P -m module FD` joined to this process by a socket pair: the process and
-    this end. It inherits its end alone (as FD), reads nothing from the terminal, and
+    this end. It inherits its end (as FD) and `fds` alone (the app's attach socket, while
+    it wakes a parked harness: runtime.ipc.door), reads nothing from the terminal, and
     runs in a session of its own (a terminal's Ctrl+C or hang-up reaches this one)."""
     from runtime.ipc.pypath import child_environment
 
@@ -37,7 +38,7 @@ def start_pair(
             # -P and child_environment: the workspace is never on its import path
             [sys.executable, "-P", "-m", module, str(theirs.fileno())],
             env=child_environment(keys=keys),
-            pass_fds=(theirs.fileno(),),
+            pass_fds=(theirs.fileno(), *fds),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=stderr,

@@ -152,6 +152,14 @@ class DrivenElsewhere(BastionError):
         self.host = host
 
 
+class NotIdle(BastionError):
+    """The harness process was asked to park (tui: `idle_park`) while the session has
+    work: a run, queued input, a pending approval, a job, a subagent or another client.
+    Nothing changed; it goes on driving."""
+
+    code = "not_idle"
+
+
 class Busy(BastionError):
     """Input sent with `when_busy="reject"` while a run goes or input waits: nothing
     was admitted (seed 004's reject-when-busy)."""

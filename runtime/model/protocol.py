@@ -55,6 +55,7 @@ from runtime.model.results import (
     McpPrompt,
     McpResource,
     McpServerStatus,
+    Parked,
     Redirection,
     RestorePlan,
     RestoreReport,
@@ -515,6 +516,18 @@ class Close(Op, frozen=True, kw_only=True):
     Reply = CloseReport
 
 
+class Park(Op, frozen=True, kw_only=True):
+    """Stop this harness when the session is idle, its lease handed to process `pid`
+    (the app) as a parked lease (runtime.harness.parking): the owner's alone. `Parked`,
+    then the harness closes and the connection ends; `NotIdle` and nothing changed
+    when there is work."""
+
+    name = "park"
+    Reply = Parked
+    conversation: str
+    pid: int
+
+
 OPS: dict[str, type[Op]] = {
     cls.name: cls
     for cls in (
@@ -525,6 +538,7 @@ OPS: dict[str, type[Op]] = {
         PlanRestore, Restore, Export, Usage, McpServers, McpPrompts, McpResources, GetMcpPrompt,
         ReadMcpResource, Jobs, StopJob, Agents, StopAgent, Search, Sessions, ResolveId,
         ShortIds, WaitRun, WaitIdle, GetConversation, Answer, RunCalls, Subscribe, Unsubscribe, Ping, Close,
+        Park,
     )
 }  # fmt: skip
 

@@ -205,6 +205,22 @@ class AgentRecord(msgspec.Struct, frozen=True):
         return self.state in ("queued", "running", "awaiting_approval")
 
 
+class Parked(msgspec.Struct, frozen=True):
+    """What `Harness.park` did: the lease handed to the front end's process as a parked
+    lease (`owner`, `pid`, fencing `token`), and the attach socket's token, for the
+    front end to keep serving that socket's path while no harness runs (None: none);
+    and the model and approval mode it ran with (a flag's or a mode chosen hold for
+    that process alone: the one started again runs with them too). A conversation not
+    stored yet has no lease: `owner` is empty."""
+
+    owner: str
+    pid: int
+    token: int
+    attach_token: str | None = None
+    approval_mode: str = ""
+    model: str = ""
+
+
 class Interruption(msgspec.Struct, frozen=True):
     """What `Harness.interrupt` did: the run it asked to stop (None if none was active)
     and the queued inputs it withdrew, oldest first, for the prompt to take back."""

@@ -33,6 +33,7 @@ from runtime.model.errors import (
     BastionError,
     ConversationBusy,
     LeaseLost,
+    NotIdle,
     SessionFailedError,
     StoreError,
 )
@@ -60,14 +61,28 @@ IDLE_POLL = 1.0  # while idle, how often the store is asked for work another pro
 WATCH_POLL = 0.25  # while a run goes, how often the store is asked for an interrupt request
 
 
+#: The owner id of a parked lease: `PARKED` + a UUIDv7 made as it was handed over.
+#: The app's harness process parks when the session is idle (tui.parking): it hands
+#: the lease to the app's own process, which runs no driver and beats no heartbeat.
+#: On this host such a lease is held while that process lives (`driver_alive`), so
+#: `bastion -r ID` still meets ConversationBusy, and a killed app frees it at once;
+#: on another host (its pid cannot be checked) it expires by its heartbeat's age
+#: like any lease. Only the harness process the app starts again takes it back
+#: (`Driver(parked=...)`, compare-and-set on the token, which it advances).
+PARKED = "parked-"
+
+
 def lease_expired(lease: LeaseInfo, ttl: float, now: float) -> bool:
     """Can a new driver take this lease? Its pid on this host gone, a zombie or reused
     by a later process, or a stale heartbeat: older than `ttl` by the store's clock
-    when the store read one (`lease.clock`), else by `now`."""
+    when the store read one (`lease.clock`), else by `now`. A parked lease on this
+    host: only when its process is gone (it has no heartbeat to keep)."""
     if lease.owner is None:
         return True
     if lease.host == HOST and lease.pid is not None and not driver_alive(lease.pid, lease.owner):
         return True
+    if lease.owner.startswith(PARKED) and lease.host == HOST and lease.pid is not None:
+        return False  # (its process lives: driver_alive above)
     now = lease.clock if lease.clock is not None else now
     return lease.heartbeat is None or now - lease.heartbeat > ttl
 
@@ -87,7 +102,7 @@ def driver_alive(pid: int, owner: str) -> bool:
     """
     if not pid_alive(pid):
         return False
-    started, made = process_started(pid), uuid7_time(owner)
+    started, made = process_started(pid), uuid7_time(owner.removeprefix(PARKED))
     return started is None or made is None or started <= made + _START_SLACK
 
 
@@ -121,7 +136,12 @@ class Driver:
         epoch: int,
         publish: Callable[[Event], None],
         config: DriverConfig,
+        *,
+        parked: str | None = None,
     ) -> None:
+        #: The parked lease (its owner id) this driver may take back (runtime.run.driver:
+        #: PARKED): the one the app that started this process holds.
+        self.parked = parked
         self.store = store
         self.conversation_id = conversation_id
         self.owner = owner
@@ -153,7 +173,10 @@ class Driver:
             self.owner,
             os.getpid(),
             HOST,
-            lambda current: lease_expired(current, ttl, time.time()),
+            lambda current: (
+                lease_expired(current, ttl, time.time())
+                or (self.parked is not None and current.owner == self.parked)
+            ),
             publish=self.publish,
         )
         if not taken:
@@ -208,6 +231,39 @@ class Driver:
         except (StoreError, SessionFailedError, OSError) as exc:
             # The heartbeat has stopped: the lease expires by itself after its TTL.
             log.warning("could not release the lease of %s: %s", self.conversation_id, exc)
+
+    async def park(self, pid: int) -> LeaseInfo:
+        """Hand the lease to process `pid` of this host as a parked lease (PARKED), when
+        the conversation is idle (NotIdle if not: nothing changed), then stop: no run,
+        heartbeat or job is left (the caller found none). The lease handed over."""
+        if self.jobs is not None and any(job.running for job in await self.jobs.listing()):
+            raise NotIdle(
+                f"conversation {self.conversation_id} has a background job running",
+                hint="it parks once the job ends and the session stays idle",
+            )
+        beat, self._heartbeat = self._heartbeat, None  # (a beat after the handover would
+        if beat is not None:  # find the token moved and call the lease lost)
+            beat.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await beat
+        try:
+            lease = await self.store.park_lease(
+                self.conversation_id, self.token, PARKED + uuid7(), pid, HOST, publish=self.publish
+            )
+        except BaseException:
+            self._heartbeat = asyncio.create_task(
+                self._beat(), name=f"lease-{self.conversation_id}"
+            )
+            raise
+        self._released = True  # (the lease is the parked process's now: not released)
+        for task in (self._task, self._summary):
+            if task is not None and not task.done():
+                task.cancel()
+        for task in (self._task, self._summary):
+            if task is not None:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        return lease
 
     def wake(self) -> None:
         self._wake.set()

@@ -16,7 +16,8 @@ cached_input_price (USD per million tokens), images and tools (booleans), and a
 run's budget: max_turns, max_cost (USD), time_limit (seconds), and the session's,
 session_max_cost (USD) (runtime.run.budget; a trusted project file may only lower them), reasoning_effort (runtime.run.reasoning),
 [hooks] (runtime.hooks) and [mcp_servers.NAME] tables (runtime.mcp.config), both
-from the user's file only, and mcp_tool_search (runtime.mcp.catalog: past this many MCP
+from the user's file only, idle_park (seconds an idle session waits before the
+app's harness process parks, default 60, 0: never; tui.parking), and mcp_tool_search (runtime.mcp.catalog: past this many MCP
 tools, default 20, a request offers a search tool instead of their schemas; false:
 never; a trusted project file may only lower it). BASTION_MODEL overrides the files;
 flags override all.
@@ -60,8 +61,10 @@ NOTIFY_MODES = ("auto", "always", "bell", "off")
 _TOKEN_KEYS = ("max_output_tokens", "compact_reserve_tokens")
 _KEYS = {
     *_STRING_KEYS, *_TOKEN_KEYS, *_SANDBOX_KEYS, *BUDGET_KEYS, "providers", "models",
-    "stream_idle_timeout", "hooks", "mcp_servers", "mcp_tool_search",
+    "stream_idle_timeout", "hooks", "mcp_servers", "mcp_tool_search", "idle_park",
 }  # fmt: skip
+#: Seconds the app's session stays idle before its harness process parks (tui.parking).
+DEFAULT_IDLE_PARK = 60.0
 _PROVIDER_KEYS = {"base_url", "api_key_env", "headers", "stream_idle_timeout", "max_output_tokens"}
 _MODEL_INTS = ("context_window", "max_output_tokens")
 _MODEL_PRICES = ("input_price", "output_price", "cached_input_price")
@@ -77,6 +80,7 @@ _EXAMPLES = {
     "api_key_env": 'api_key_env = "EXAMPLE_API_KEY"',
     "headers": 'headers = { "X-Title" = "bastion" }',
     "stream_idle_timeout": "stream_idle_timeout = 90",
+    "idle_park": "idle_park = 60  # seconds; 0: never park",
     "compact_model": 'compact_model = "openai/gpt-4.1-mini"',
     "reasoning_effort": 'reasoning_effort = "medium"',
     "max_output_tokens": "max_output_tokens = 8192",
@@ -103,6 +107,8 @@ class Config:
     model_source: str = ""  # the config file that set `model` ("" when none did)
     instructions: str = ""
     stream_idle_timeout: float | None = None
+    #: Seconds of an idle session before the app's harness process parks (0: never).
+    idle_park: float = DEFAULT_IDLE_PARK
     providers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     sources: tuple[str, ...] = ()
     max_output_tokens: int | None = None
@@ -205,6 +211,14 @@ def _check_seconds(path: Path, where: str, value: Any) -> None:
         )
 
 
+def _check_idle_park(path: Path, value: Any) -> None:
+    if type(value) not in (int, float) or not (math.isfinite(value) and value >= 0):
+        raise ConfigError(
+            f"{path}: idle_park must be a number of seconds, 0 or more, not {value!r}",
+            hint=f"for example {_EXAMPLES['idle_park']}",
+        )
+
+
 def _check(path: Path, data: dict[str, Any]) -> None:
     """Refuse unknown keys and wrongly typed values, naming the file and the key."""
     unknown = set(data) - _KEYS
@@ -229,6 +243,8 @@ def _check(path: Path, data: dict[str, Any]) -> None:
         )
     if "stream_idle_timeout" in data:
         _check_seconds(path, "", data["stream_idle_timeout"])
+    if "idle_park" in data:
+        _check_idle_park(path, data["idle_park"])
     if "reasoning_effort" in data:
         _check_effort(path, data["reasoning_effort"])
     for key in _TOKEN_KEYS:
@@ -455,6 +471,7 @@ def _merge(
         model_source=model_source,
         instructions=merged.get("instructions", ""),
         stream_idle_timeout=merged.get("stream_idle_timeout"),
+        idle_park=float(merged.get("idle_park", DEFAULT_IDLE_PARK)),
         providers=providers,
         sources=tuple(str(path) for path, data in layers if data),
         max_output_tokens=merged.get("max_output_tokens"),

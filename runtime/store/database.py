@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from runtime.model.errors import (
     ConversationExists,
     LeaseLost,
+    NotIdle,
     SessionFailedError,
     StoreError,
     UnfinishedWork,
@@ -327,6 +328,38 @@ class Store:
             return cur.rowcount == 1
 
         return await self._write(body)
+
+    async def park_lease(
+        self,
+        conversation_id: str,
+        token: int,
+        owner: str,
+        pid: int,
+        host: str,
+        publish: Callable[[DurableEvent], None] | None = None,
+    ) -> LeaseInfo:
+        """Hand the lease held with `token` to a parked owner (runtime.run.driver:
+        `PARKED`), with the next token, in one transaction that also finds the
+        conversation idle: NotIdle when it has a run unfinished or input queued (an
+        approval pending is a run awaiting it), LeaseLost when `token` is not current."""
+
+        def body(tx: Tx) -> LeaseInfo:
+            if tx.rows(_UNFINISHED, (conversation_id, conversation_id))[0][0]:
+                raise NotIdle(
+                    f"conversation {conversation_id} has work going (a run or queued input)",
+                    hint="it parks once that ends and the session stays idle",
+                )
+            now = store_clock(tx.db)
+            if not tx.execute(
+                "UPDATE conversations SET lease_owner = ?, lease_pid = ?, lease_host = ?, "
+                "lease_heartbeat = ?, lease_token = ? WHERE id = ? AND lease_token = ?",
+                (owner, pid, host, now, token + 1, conversation_id, token),
+            ):
+                raise LeaseLost(f"conversation {conversation_id} was taken over by another process")
+            tx.emit(lambda v: LeaseChanged(conversation_id, v, owner, pid, token + 1))
+            return LeaseInfo(owner, pid, host, now, token + 1, now)
+
+        return await self.transact(conversation_id, body, token=token, publish=publish)
 
     async def release_lease(
         self,

@@ -149,6 +149,16 @@ class StoreAPI(Protocol):
 
     async def heartbeat(self, conversation_id: str, token: int) -> bool: ...
 
+    async def park_lease(
+        self,
+        conversation_id: str,
+        token: int,
+        owner: str,
+        pid: int,
+        host: str,
+        publish: Publish | None = None,
+    ) -> LeaseInfo: ...
+
     async def release_lease(
         self, conversation_id: str, token: int, publish: Publish | None = None
     ) -> bool: ...

@@ -34,6 +34,8 @@ HINTS = (
     "[b]shift+tab[/b] [$foreground-muted]mode[/]  [b]/help[/b]"
 )
 SEPARATOR = "  [$foreground-muted]·[/]  "
+#: While the harness process is parked (tui.parking): the first key typed wakes it.
+ASLEEP = "harness asleep"
 
 
 class StatusBar(Horizontal):
@@ -66,6 +68,7 @@ class StatusBar(Horizontal):
         #: A storage error ended the session: its runs' last stored states (a run left
         #: "writing") are not what goes on, so the run's field says that instead.
         self.stopped = False
+        self.asleep = False  # the harness process is parked (tui.parking)
 
     def compose(self) -> ComposeResult:
         yield Label(id="status-left")
@@ -121,6 +124,11 @@ class StatusBar(Horizontal):
         if self._shown_view is not None and self._retry_seen:
             self.show(*self._shown_view)
 
+    def sleeping(self, asleep: bool) -> None:
+        """The harness process parked (True) or back (False): said quietly, last."""
+        self.asleep = asleep
+        self._draw()
+
     def notice(self, text: str | None) -> None:
         """Show `text` (markup) in place of the key hints; None puts the hints back."""
         self._notice = text
@@ -133,6 +141,8 @@ class StatusBar(Horizontal):
         # The notice outranks everything but the run state; the hints go first.
         right = Field(1, self._notice) if self._notice else Field(9, HINTS)
         fields = [*self._fields, right] if self._fields else [right]
+        if self.asleep:
+            fields.insert(len(self._fields), Field(8, f"[$foreground-muted]{ASLEEP}[/]"))
         width = self.size.width or self.app.size.width - 2
         kept = fit(fields, width, gap=Content.from_markup(SEPARATOR).cell_length)
         left = SEPARATOR.join(f.markup for f in kept if f is not right)
