@@ -149,7 +149,8 @@ async def test_attach_while_parked_wakes_the_harness_and_follows_the_session(tmp
             await _answered(harness, conv_id, channel)
             await _parked(harness, conv_id, parking)
             assert socket_path(home, conv_id).exists() and harness.asleep
-            guest, where = await connect(conv_id, home)  # the app's door: the harness wakes
+            reached = await connect(conv_id, home)
+            guest, where = reached.client, reached.source  # the app's door: the harness wakes
             try:
                 assert where == "live" and guest.guest
                 assert guest.server_pid not in (None, os.getpid())

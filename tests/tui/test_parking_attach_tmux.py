@@ -22,7 +22,8 @@ from tui.attached import connect
 
 async def main():
     if sys.argv[1] == "token":
-        guest, where = await connect(sys.argv[2])
+        reached = await connect(sys.argv[2])
+        guest, where = reached.client, reached.source
         view = await guest.snapshot(sys.argv[2])
         print(json.dumps({"where": where, "pid": guest.server_pid,
                           "texts": [e.text for e in view.entries]}))
