@@ -573,7 +573,8 @@ class LoopbackServer:
     """The loopback server on a background thread; use `with` or `async with`.
 
     `record`, when given, is a file each chat request body is appended to as a
-    JSON line, as with `--record`.
+    JSON line, as with `--record`; `record_headers` each request's path and headers,
+    as with `--record-headers`.
     """
 
     def __init__(
@@ -583,11 +584,13 @@ class LoopbackServer:
         host: str = "127.0.0.1",
         port: int = 0,
         record: str | os.PathLike[str] | None = None,
+        record_headers: str | os.PathLike[str] | None = None,
     ) -> None:
         self._script = _Script(turns)
         self._host = host
         self._port = port
         self._record = record
+        self._record_headers = record_headers
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
@@ -653,7 +656,10 @@ class LoopbackServer:
                 self._port = port
                 self._ready.set()
 
-            record = open(self._record, "a", encoding="utf-8") if self._record else None  # noqa: SIM115
+            files = [
+                open(path, "a", encoding="utf-8") if path else None  # noqa: SIM115
+                for path in (self._record, self._record_headers)
+            ]
             try:
                 await serve(
                     self._script,
@@ -661,11 +667,13 @@ class LoopbackServer:
                     port=self._port,
                     stop=self._stop,
                     on_listening=listening,
-                    record_file=record,
+                    record_file=files[0],
+                    headers_file=files[1],
                 )
             finally:
-                if record is not None:
-                    record.close()
+                for handle in files:
+                    if handle is not None:
+                        handle.close()
 
         try:
             asyncio.run(main())

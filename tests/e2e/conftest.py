@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.testing.process import LoopbackProcess
+from runtime.testing.process import LoopbackProcess, LoopbackThread
 
 BIN = Path(sys.executable).parent
 
@@ -76,11 +76,13 @@ class Bastion:
 
 @pytest.fixture
 def loopback(tmp_path):
-    """Start loopback servers (one per call) with the given turns; stopped after the test."""
-    servers: list[LoopbackProcess] = []
+    """Start loopback servers (one per call) with the given turns; stopped after the test.
+    Each runs on a thread of this process (`LoopbackThread`): the process under test is
+    `bastion`, and a server process of its own per call cost ~20 s of the suite's CPU."""
+    servers: list[LoopbackThread] = []
 
-    def make(turns: list[dict]) -> LoopbackProcess:
-        server = LoopbackProcess.start(turns, tmp_path / f"server{len(servers)}")
+    def make(turns: list[dict]) -> LoopbackThread:
+        server = LoopbackThread.start(turns, tmp_path / f"server{len(servers)}")
         servers.append(server)
         return server
 
@@ -91,7 +93,7 @@ def loopback(tmp_path):
 
 @pytest.fixture
 def bastion(tmp_path):
-    def make(server: LoopbackProcess | None = None) -> Bastion:
+    def make(server: LoopbackProcess | LoopbackThread | None = None) -> Bastion:
         cwd = tmp_path / "work"
         cwd.mkdir(exist_ok=True)
         env = {

@@ -25,7 +25,10 @@ from runtime.testing.scripted import ScriptedProvider, ScriptedTurn
 from tests.mcp.conftest import stdio_server
 from tests.runtime.helpers import store_location
 
-pytestmark = pytest.mark.usefixtures("store_kind")
+# The loaded set is stored with the session, so the test of its coming back after a
+# restart and in a fork runs on both stores; the rest is the catalog's own logic over
+# two real MCP servers (about 2.5 s of CPU each, most of it the servers' SDK start-up),
+# the same on either store, so it runs on SQLite alone (issue 35: the suite's time).
 
 CATALOG = {"command": sys.executable, "args": [str(Path(__file__).with_name("catalog_server.py"))]}
 FORTY = {"t": stdio_server(), "gh": CATALOG}  # 7 + 33 tools
@@ -147,6 +150,7 @@ async def until_search_committed(harness: Harness, conv: str) -> None:
     raise AssertionError("the search was never committed")
 
 
+@pytest.mark.usefixtures("store_kind")
 async def test_the_loaded_tool_survives_a_restart_mid_run_and_a_fork(tmp_path):
     """Harness A searches, then stops while the model streams its next turn (as a crash
     would leave it); harness B resumes the run and offers the loaded tool at once."""
