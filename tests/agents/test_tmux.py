@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.testing.process import LoopbackProcess
+from runtime.testing.process import LoopbackThread
 from tests.tui.test_tmux import TMUX, bastion_bin, environment, tmux, wait_exit
 
 __all__ = ["tmux"]  # the fixture, shared with tests/tui/test_tmux.py
@@ -49,7 +49,7 @@ def test_a_subagent_asks_on_the_parents_screen_and_its_row_opens_live(tmp_path, 
     agents = tmp_path / "config" / "bastion" / "agents"
     agents.mkdir(parents=True)
     (agents / "writer.md").write_text(WRITER)
-    with LoopbackProcess.start(TURNS, tmp_path / "server") as server:
+    with LoopbackThread.start(TURNS, tmp_path / "server") as server:
         env = environment(tmp_path, server)
         argv = [bastion_bin(), "--model", "openai/test", "PARENT: delegate"]
         exit_file = tmux.start(argv, env, cwd)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.testing.process import LoopbackProcess
+from runtime.testing.process import LoopbackThread
 from tests.bench.terminal import (
     Terminal,
     checkpoint_times,
@@ -53,7 +53,7 @@ def test_a_long_answer_streams_to_its_last_line_without_starving_the_harness(tmp
     last_line = answer.rstrip().splitlines()[-1]
     home, work = tmp_path / "home", tmp_path / "work"
     work.mkdir()
-    with LoopbackProcess.start([{"text": answer, "chunk_size": 4}], tmp_path / "server") as server:
+    with LoopbackThread.start([{"text": answer, "chunk_size": 4}], tmp_path / "server") as server:
         env = {k: os.environ[k] for k in ("PATH", "HOME", "TZ") if k in os.environ}
         env.update(
             TERM="xterm-256color",

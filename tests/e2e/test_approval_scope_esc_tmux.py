@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from runtime.testing.process import LoopbackProcess
+from runtime.testing.process import LoopbackThread
 from tests.e2e.test_approval_tmux import write
 from tests.tui.test_tmux import TMUX, bastion_bin, environment, tmux, wait_exit
 
@@ -24,7 +24,7 @@ def test_esc_in_the_scope_choice_goes_back_without_interrupting(tmp_path, tmux, 
     cwd = tmp_path / "work"
     (cwd / "docs").mkdir(parents=True)
     turns = [write("c1", "docs/notes.md", "new\n"), {"text": "Written."}]
-    with LoopbackProcess.start(turns, tmp_path / "server") as server:
+    with LoopbackThread.start(turns, tmp_path / "server") as server:
         argv = [bastion_bin(), "--model", "openai/test", "write the notes"]
         exit_file = tmux.start(argv, environment(tmp_path, server), cwd)
         tmux.wait_for(lambda s: "Allow write_file docs/notes.md?" in s, "the approval")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.testing.process import LoopbackProcess
+from runtime.testing.process import LoopbackThread
 from tests.tui.test_tmux import TMUX, bastion_bin, environment, tmux, wait_exit
 
 __all__ = ["tmux"]  # the fixture, shared with tests/tui/test_tmux.py
@@ -32,7 +32,7 @@ def test_always_allow_a_write_shows_the_diff_and_saves_the_rule(tmp_path, tmux):
         write("c2", "docs/more.md", "more\n"),
         {"text": "Both written."},
     ]
-    with LoopbackProcess.start(turns, tmp_path / "server") as server:
+    with LoopbackThread.start(turns, tmp_path / "server") as server:
         env = environment(tmp_path, server)
         argv = [bastion_bin(), "--model", "openai/test", "update the notes"]
         exit_file = tmux.start(argv, env, cwd)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from runtime.model.ids import uuid7
-from runtime.testing.process import LoopbackProcess
+from runtime.testing.process import LoopbackThread
 
 ANSWER = "streamed slowly, two characters at a time, so deltas show it grow"
 LONG = "this answer goes on and on " * 20
@@ -118,7 +118,7 @@ def checkpoints(home: Path, conv_id: str, text: str) -> int:
 
 
 def test_a_second_terminal_watches_deltas_queues_interrupts_and_approves(loopback, bastion, procs):
-    server: LoopbackProcess = loopback(
+    server: LoopbackThread = loopback(
         [
             {"match": "first", "text": ANSWER, "chunk_size": 2, "delay_ms": 40},
             {"match": "followup-please", "text": "FOLLOWUP-ANSWER"},

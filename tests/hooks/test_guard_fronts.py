@@ -50,7 +50,7 @@ async def test_the_line_mode_shows_the_blocked_call(tmp_path):
 
 
 def test_print_mode_refuses_the_call_and_says_why(tmp_path):
-    from runtime.testing.process import LoopbackProcess
+    from runtime.testing.process import LoopbackThread
     from tests.e2e.conftest import bastion_bin
 
     work = tmp_path / "work"
@@ -60,7 +60,7 @@ def test_print_mode_refuses_the_call_and_says_why(tmp_path):
     (config / "config.toml").write_text(
         "[[hooks.PreToolUse]]\ncommand = \"python3 -c 'raise SystemExit(1)'\"\n"
     )
-    with LoopbackProcess.start(TURNS, tmp_path / "server") as server:
+    with LoopbackThread.start(TURNS, tmp_path / "server") as server:
         env = {**os.environ, "BASTION_HOME": str(tmp_path / "home"),
                "XDG_CONFIG_HOME": str(tmp_path / "config"), "OPENAI_API_KEY": "k",
                "OPENAI_BASE_URL": server.base_url}  # fmt: skip

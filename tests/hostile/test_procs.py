@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.testing.process import LoopbackProcess
+from runtime.testing.process import LoopbackThread
 from tests.bench.terminal import Terminal
 
 pytestmark = pytest.mark.e2e
@@ -75,7 +75,7 @@ def test_the_app_imports_nothing_from_the_workspace(tmp_path, term):
     work, marker = tmp_path / "work", tmp_path / "imported.txt"
     hostile_workspace(work, marker)
     turns = [{"text": "**Answer** from the *model*: all good"}]
-    with LoopbackProcess.start(turns, tmp_path / "server") as server:
+    with LoopbackThread.start(turns, tmp_path / "server") as server:
         env = base_env(tmp_path) | {"TERM": "xterm-256color", "OPENAI_BASE_URL": server.base_url}
         term.start([str(BASTION), "--model", "openai/test", "say hi"], env, work)
         term.wait_for(lambda s: "Answer from the model: all good" in s, "the drawn answer", 60)
@@ -88,7 +88,7 @@ def test_print_mode_under_pythonpath_dot_imports_nothing_from_the_workspace(tmp_
     bastion's runs, as `pip`'s would under the same PYTHONPATH (README: trust)."""
     work, marker = tmp_path / "work", tmp_path / "imported.txt"
     hostile_workspace(work, marker, skip=("tui",))
-    with LoopbackProcess.start([{"text": "fine"}], tmp_path / "server") as server:
+    with LoopbackThread.start([{"text": "fine"}], tmp_path / "server") as server:
         env = base_env(tmp_path) | {
             "OPENAI_BASE_URL": server.base_url,
             "PYTHONPATH": f".{os.pathsep}{work}",
@@ -151,7 +151,7 @@ def test_bytecode_a_repository_ships_under_a_relative_cache_prefix_is_not_loaded
     work, marker = tmp_path / "work", tmp_path / "loaded.txt"
     work.mkdir()
     plant_bytecode(work, "pyc", marker)
-    with LoopbackProcess.start([{"text": "fine"}], tmp_path / "server") as server:
+    with LoopbackThread.start([{"text": "fine"}], tmp_path / "server") as server:
         env = base_env(tmp_path) | {
             "OPENAI_BASE_URL": server.base_url,
             "PYTHONPYCACHEPREFIX": "pyc",

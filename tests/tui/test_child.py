@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from runtime.model.errors import BastionError
-from runtime.testing.process import LoopbackProcess
+from runtime.testing.process import LoopbackThread
 from runtime.testing.waiting import gone
 from tests.tui.test_tmux import Tmux, bastion_bin, environment
 from tests.tui.test_tmux import pytestmark as pytestmark  # e2e, and skipped without tmux
@@ -28,7 +28,7 @@ SID = "0192f7a4-6c1e-7d2a-9b3e-5f6a7b8c9d0e"
 def in_workdir(tmp_path, monkeypatch):
     """This process's environment as `bastion` would have it (the child inherits it)."""
 
-    def setup(server: LoopbackProcess | None) -> Path:
+    def setup(server: LoopbackThread | None) -> Path:
         work = tmp_path / "work"
         work.mkdir(exist_ok=True)
         monkeypatch.chdir(work)
@@ -42,7 +42,7 @@ def in_workdir(tmp_path, monkeypatch):
 
 
 async def test_the_child_opens_drives_and_serves_the_session(tmp_path, in_workdir):
-    with LoopbackProcess.start([{"text": "Hello from the child."}], tmp_path / "s") as server:
+    with LoopbackThread.start([{"text": "Hello from the child."}], tmp_path / "s") as server:
         in_workdir(server)
         child = Child.start(main_parser().parse_args(["--model", "openai/test"]), check_model=True)
         child.drive()
@@ -94,7 +94,7 @@ def harness_pid(shell: int, module: str = "tui.child") -> tuple[int, int]:
 def test_killing_the_app_ends_its_harness_and_the_session_resumes(tmp_path):
     turns = [{"text": SLOW, "chunk_size": 6, "delay_ms": 25}, {"text": "The resumed answer."}]
     term = Tmux(tmp_path)
-    with LoopbackProcess.start(turns, tmp_path / "server") as server:
+    with LoopbackThread.start(turns, tmp_path / "server") as server:
         env = environment(tmp_path, server)
         cwd = tmp_path / "work"
         cwd.mkdir()
@@ -145,7 +145,7 @@ def crash_mid_run(work: Path) -> None:
 
 def test_a_harness_process_that_dies_while_opening_is_reported(tmp_path, in_workdir, monkeypatch):
     turns = [{"text": SLOW, "chunk_size": 6, "delay_ms": 25}]
-    with LoopbackProcess.start(turns, tmp_path / "server") as server:
+    with LoopbackThread.start(turns, tmp_path / "server") as server:
         work = in_workdir(server)
         crash_mid_run(work)
         # Driving it again recovers that run: the harness process dies right there.
@@ -166,7 +166,7 @@ def test_a_launch_that_fails_before_driving_changes_nothing_stored(tmp_path, in_
     the session (takes its lease, recovers its run) only once told to: a bad --theme or
     config.toml leaves the store as it was."""
     turns = [{"text": SLOW, "chunk_size": 6, "delay_ms": 25}]
-    with LoopbackProcess.start(turns, tmp_path / "server") as server:
+    with LoopbackThread.start(turns, tmp_path / "server") as server:
         work = in_workdir(server)
         crash_mid_run(work)  # a run left unfinished, which driving would recover
         store = tmp_path / "home" / "bastion.sqlite"

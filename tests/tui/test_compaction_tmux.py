@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import subprocess
 
-from runtime.testing.process import LoopbackProcess
+from runtime.testing.process import LoopbackThread
 from tests.tui.test_tmux import bastion_bin, environment, pytestmark, tmux, wait_exit  # noqa: F401
 
 BIG = "word " * 6000  # with an 8,000-token window: the next request must compact it
@@ -18,7 +18,7 @@ def test_esc_cancels_the_compaction_and_the_run_goes_on(tmp_path, tmux):  # noqa
         {"text": "S" * 300, "chunk_size": 1, "delay_ms": 100},  # a 30 s summary
         {"text": "second answer"},
     ]
-    with LoopbackProcess.start(turns, tmp_path / "server") as server:
+    with LoopbackThread.start(turns, tmp_path / "server") as server:
         env = environment(tmp_path, server)
         config = tmp_path / "config" / "bastion"
         config.mkdir(parents=True)

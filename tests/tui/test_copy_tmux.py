@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runtime.testing.process import LoopbackProcess
+from runtime.testing.process import LoopbackThread
 from tests.hostile.test_shown_terminal import Terminal
 from tests.tui.test_tmux import bastion_bin, environment, wait_exit
 from tests.tui.test_tmux import pytestmark as pytestmark  # e2e, and skipped without tmux
@@ -36,7 +36,7 @@ def test_a_mouse_selection_is_copied_by_ctrl_c_and_copy_copies_the_answer(tmp_pa
     terminal = Terminal(tmp_path)
     turns = [{"text": ANSWER}]
     try:
-        with LoopbackProcess.start(turns, tmp_path / "server") as server:
+        with LoopbackThread.start(turns, tmp_path / "server") as server:
             argv = [bastion_bin(), "--model", "openai/test"]
             exit_file = terminal.start(argv, environment(tmp_path, server), cwd)
             terminal.wait_for(lambda s: "type a request" in s, "the app to start")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import signal
 
-from runtime.testing.process import LoopbackProcess
+from runtime.testing.process import LoopbackThread
 from tests.tui.test_child import children, harness_pid
 from tests.tui.test_tmux import Tmux, bastion_bin, environment
 from tests.tui.test_tmux import pytestmark as pytestmark  # e2e, and skipped without tmux
@@ -17,7 +17,7 @@ SLOW = "The slow answer streams one piece at a time. " * 60
 def test_harness_gone_the_app_says_so_in_one_line_and_exits_2(tmp_path):
     term = Tmux(tmp_path)
     turn = {"text": SLOW, "chunk_size": 6, "delay_ms": 25}
-    with LoopbackProcess.start([turn], tmp_path / "s") as server:
+    with LoopbackThread.start([turn], tmp_path / "s") as server:
         env = environment(tmp_path, server)
         cwd = tmp_path / "work"
         cwd.mkdir()

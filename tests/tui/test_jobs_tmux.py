@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.testing.process import LoopbackProcess
+from runtime.testing.process import LoopbackThread
 from tests.tui.test_tmux import bastion_bin, environment, tmux, wait_exit  # noqa: F401
 from tests.tui.test_tmux import pytestmark as pytestmark  # e2e, and skipped without tmux
 
@@ -46,7 +46,7 @@ def test_the_model_starts_a_server_reads_it_later_and_the_user_stops_it(tmp_path
         call("c2", "read_output", id="job_1", wait=1),
         {"text": "It is still serving."},
     ]
-    with LoopbackProcess.start(turns, tmp_path / "server") as server:
+    with LoopbackThread.start(turns, tmp_path / "server") as server:
         argv = [bastion_bin(), "--model", "openai/test", "--approval-mode", "full-auto"]
         exit_file = tmux.start([*argv, "--network"], environment(tmp_path, server), cwd)
         tmux.wait_for(lambda s: "type a request" in s, "the app to start")

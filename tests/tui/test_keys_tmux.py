@@ -12,7 +12,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from runtime.testing.process import LoopbackProcess
+from runtime.testing.process import LoopbackThread
 from tests.tui.test_tmux import Tmux, bastion_bin, environment, wait_exit
 from tests.tui.test_tmux import pytestmark as pytestmark  # e2e, and skipped without tmux
 
@@ -48,7 +48,7 @@ def test_ctrl_g_ctrl_v_and_shift_tab_in_a_real_terminal(tmp_path: Path) -> None:
     turns = [{"text": "Saw the image."}, write, {"text": "Planned only."}]
     terminal = Tmux(tmp_path)
     try:
-        with LoopbackProcess.start(turns, tmp_path / "server") as server:
+        with LoopbackThread.start(turns, tmp_path / "server") as server:
             env = environment(tmp_path, server)
             config = tmp_path / "config" / "bastion" / "config.toml"
             config.parent.mkdir(parents=True)

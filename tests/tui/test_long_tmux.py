@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.testing.process import LoopbackProcess
+from runtime.testing.process import LoopbackThread
 from tests.tui.test_tmux import Tmux, bastion_bin, wait_exit
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
@@ -46,7 +46,7 @@ def test_ctrl_home_reaches_the_first_prompt_and_a_typed_prompt_is_sent_exactly(
     config = run_home / "config" / "bastion"
     config.mkdir(parents=True, exist_ok=True)  # a window the session fits: no compaction
     (config / "config.toml").write_text('[models."openai/bench"]\ncontext_window = 2000000\n')
-    with LoopbackProcess.start([{"text": "RESUMED ANSWER"}], tmp_path / "server") as server:
+    with LoopbackThread.start([{"text": "RESUMED ANSWER"}], tmp_path / "server") as server:
         env = {
             "PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "TERM": "xterm-256color",
             "COLORTERM": "truecolor", "LANG": "C.UTF-8", "BASTION_HOME": str(run_home),

@@ -8,7 +8,7 @@ import re
 import shlex
 import subprocess
 
-from runtime.testing.process import LoopbackProcess
+from runtime.testing.process import LoopbackThread
 from tests.tui.test_tmux import bastion_bin, environment, pytestmark, tmux, wait_exit  # noqa: F401
 
 ID = re.compile(r"resume with: bastion -r ([0-9a-f-]{36})")
@@ -17,7 +17,7 @@ ID = re.compile(r"resume with: bastion -r ([0-9a-f-]{36})")
 def test_plain_names_the_earlier_conversation_after_an_unused_new(tmp_path, tmux):  # noqa: F811
     cwd = tmp_path / "work"
     cwd.mkdir()
-    with LoopbackProcess.start([{"text": "Hello there."}], tmp_path / "server") as server:
+    with LoopbackThread.start([{"text": "Hello there."}], tmp_path / "server") as server:
         line = (
             f"{shlex.quote(bastion_bin())} --plain --model openai/test; code=$?; read _; exit $code"
         )

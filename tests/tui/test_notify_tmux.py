@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runtime.testing.process import LoopbackProcess
+from runtime.testing.process import LoopbackThread
 from tests.tui.test_tmux import Tmux, bastion_bin, environment, wait_exit
 from tests.tui.test_tmux import pytestmark as pytestmark  # e2e, and skipped without tmux
 
@@ -23,7 +23,7 @@ def test_a_run_ending_behind_other_windows_rings_and_notifies(tmp_path: Path) ->
     written = tmp_path / "pane-output"
     try:
         turns = [{"text": "First done."}, {"text": "Second done."}]
-        with LoopbackProcess.start(turns, tmp_path / "server") as server:
+        with LoopbackThread.start(turns, tmp_path / "server") as server:
             exit_file = terminal.start(
                 [bastion_bin(), "--model", "openai/test"], environment(tmp_path, server), cwd
             )

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from runtime import NotIdle
-from runtime.testing.process import LoopbackProcess
+from runtime.testing.process import LoopbackThread
 from tests.tui.test_child import in_workdir as in_workdir  # (the fixture)
 from tests.tui.test_tmux import pytestmark as pytestmark  # e2e, and skipped without tmux
 from tui.child import Child
@@ -42,7 +42,7 @@ async def _opened(opts):
 
 async def test_it_parks_holds_the_lease_and_wakes_for_the_next_prompt(tmp_path, in_workdir):
     script = [{"text": "First answer."}, {"text": "Second answer."}]
-    with LoopbackProcess.start(script, tmp_path / "s") as server:
+    with LoopbackThread.start(script, tmp_path / "s") as server:
         in_workdir(server)
         child, harness, conv_id, parking = await _opened(
             main_parser().parse_args(["--model", "openai/test"])
@@ -91,7 +91,7 @@ async def test_a_pending_approval_or_a_running_job_keeps_it_from_parking(tmp_pat
         {"tool_calls": [write]}, {"text": "Wrote it."},
         {"tool_calls": [job]}, {"text": "It runs."},
     ]  # fmt: skip
-    with LoopbackProcess.start(script, tmp_path / "s") as server:
+    with LoopbackThread.start(script, tmp_path / "s") as server:
         in_workdir(server)
         child, harness, conv_id, parking = await _opened(
             main_parser().parse_args(["--model", "openai/test", "--approval-mode", "ask"])
@@ -138,7 +138,7 @@ async def test_attach_while_parked_wakes_the_harness_and_follows_the_session(tmp
     from tui.attached import connect
 
     script = [{"text": "First answer."}, {"text": "From the second terminal."}]
-    with LoopbackProcess.start(script, tmp_path / "s") as server:
+    with LoopbackThread.start(script, tmp_path / "s") as server:
         home = in_workdir(server).parent / "home"
         _, harness, conv_id, parking = await _opened(
             main_parser().parse_args(["--model", "openai/test"])
@@ -175,7 +175,7 @@ async def test_a_connection_without_the_token_changes_nothing_stored(tmp_path, i
     it as it refuses any; the app never answers on it itself."""
     from runtime import Connection, HarnessClient, PeerRefused, socket_path
 
-    with LoopbackProcess.start([{"text": "First answer."}], tmp_path / "s") as server:
+    with LoopbackThread.start([{"text": "First answer."}], tmp_path / "s") as server:
         home = in_workdir(server).parent / "home"
         _, harness, conv_id, parking = await _opened(
             main_parser().parse_args(["--model", "openai/test"])
@@ -221,7 +221,7 @@ async def test_the_idle_watch_parks_after_idle_park_but_not_while_a_command_runs
 
     from runtime.testing.waiting import until
 
-    with LoopbackProcess.start([{"text": "First answer."}], tmp_path / "s") as server:
+    with LoopbackThread.start([{"text": "First answer."}], tmp_path / "s") as server:
         in_workdir(server)
         opts = main_parser().parse_args(["--model", "openai/test"])
         child = Child.start(opts, check_model=True)
@@ -260,7 +260,7 @@ async def test_a_wake_that_finds_the_lease_taken_ends_the_client_with_the_reason
     from runtime import HarnessGone
     from runtime.model.ids import uuid7
 
-    with LoopbackProcess.start([{"text": "First answer."}], tmp_path / "s") as server:
+    with LoopbackThread.start([{"text": "First answer."}], tmp_path / "s") as server:
         home = in_workdir(server).parent / "home"
         _, harness, conv_id, parking = await _opened(
             main_parser().parse_args(["--model", "openai/test"])
@@ -296,7 +296,7 @@ async def _entries(home, conv_id):
 
 
 async def test_a_new_session_with_nothing_sent_parks_and_keeps_its_id(tmp_path, in_workdir):
-    with LoopbackProcess.start([{"text": "First answer."}], tmp_path / "s") as server:
+    with LoopbackThread.start([{"text": "First answer."}], tmp_path / "s") as server:
         home = in_workdir(server).parent / "home"
         child, harness, conv_id, parking = await _opened(
             main_parser().parse_args(["--model", "openai/test", "--approval-mode", "auto-edit"])

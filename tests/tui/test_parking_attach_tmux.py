@@ -9,7 +9,7 @@ import json
 import subprocess
 import sys
 
-from runtime.testing.process import LoopbackProcess
+from runtime.testing.process import LoopbackThread
 from runtime.testing.waiting import wait_for
 from tests.tui.test_parking_tmux import SID, _app, _harness
 from tests.tui.test_tmux import Tmux, bastion_bin, environment
@@ -51,7 +51,7 @@ def _attach(env: dict[str, str], how: str) -> dict:
 
 def test_attach_and_a_tokenless_connection_while_the_app_is_parked(tmp_path):
     term = Tmux(tmp_path)
-    with LoopbackProcess.start([{"text": "First answer."}], tmp_path / "server") as server:
+    with LoopbackThread.start([{"text": "First answer."}], tmp_path / "server") as server:
         env = environment(tmp_path, server)
         config = tmp_path / "config" / "bastion"
         config.mkdir(parents=True)

@@ -12,7 +12,7 @@ import signal
 import subprocess
 from pathlib import Path
 
-from runtime.testing.process import LoopbackProcess
+from runtime.testing.process import LoopbackThread
 from runtime.testing.waiting import gone, wait_for
 from tests.tui.test_child import children
 from tests.tui.test_tmux import Tmux, bastion_bin, environment
@@ -51,7 +51,7 @@ def _user_texts(env: dict[str, str], cwd: Path) -> list[str]:
 def test_the_idle_app_parks_wakes_as_the_user_types_and_a_kill_loses_nothing(tmp_path):
     turns = [{"text": "First answer."}, {"text": "Second answer."}, {"text": "Third answer."}]
     term = Tmux(tmp_path)
-    with LoopbackProcess.start(turns, tmp_path / "server") as server:
+    with LoopbackThread.start(turns, tmp_path / "server") as server:
         env = environment(tmp_path, server)
         config = tmp_path / "config" / "bastion"
         config.mkdir(parents=True)

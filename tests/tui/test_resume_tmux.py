@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.testing.process import LoopbackProcess
+from runtime.testing.process import LoopbackThread
 from tests.tui.test_tmux import Tmux, bastion_bin, environment, wait_exit
 from tests.tui.test_tmux import pytestmark as pytestmark  # e2e, and skipped without tmux
 
@@ -37,7 +37,7 @@ def seed(env: dict[str, str], cwd: Path, prompt: str) -> str:
     return str(json.loads(out.stdout)["session_id"])
 
 
-def setup(tmp_path: Path, server: LoopbackProcess) -> tuple[dict[str, str], Path, list[str]]:
+def setup(tmp_path: Path, server: LoopbackThread) -> tuple[dict[str, str], Path, list[str]]:
     env = environment(tmp_path, server)
     here, there = tmp_path / "work", tmp_path / "elsewhere"
     here.mkdir()
@@ -52,7 +52,7 @@ def setup(tmp_path: Path, server: LoopbackProcess) -> tuple[dict[str, str], Path
 
 def test_app_resume_without_an_id_opens_the_picker(tmp_path, term):
     turns = [{"text": f"answer {i}"} for i in range(4)]
-    with LoopbackProcess.start(turns, tmp_path / "server") as server:
+    with LoopbackThread.start(turns, tmp_path / "server") as server:
         env, here, _ = setup(tmp_path, server)
         exit_file = term.start([bastion_bin(), "--model", "openai/test", "-r"], env, here)
         screen = term.wait_for(lambda s: "Resume a session" in s, "the picker")
@@ -77,7 +77,7 @@ def test_app_resume_without_an_id_opens_the_picker(tmp_path, term):
 
 def test_plain_resume_without_an_id_lists_numbers(tmp_path, term):
     turns = [{"text": f"answer {i}"} for i in range(4)]
-    with LoopbackProcess.start(turns, tmp_path / "server") as server:
+    with LoopbackThread.start(turns, tmp_path / "server") as server:
         env, here, _ = setup(tmp_path, server)
         exit_file = term.start(
             [bastion_bin(), "--plain", "--model", "openai/test", "-r"], env, here

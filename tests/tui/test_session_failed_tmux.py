@@ -10,7 +10,7 @@ in a real terminal: the store "fills" while an answer streams (the failpoint
 
 from __future__ import annotations
 
-from runtime.testing.process import LoopbackProcess
+from runtime.testing.process import LoopbackThread
 from tests.e2e.test_storage_failure import SLOW, WORDS, saved_text
 from tests.tui.test_tmux import Tmux, bastion_bin, environment
 from tests.tui.test_tmux import pytestmark as pytestmark  # e2e, and skipped without tmux
@@ -38,7 +38,7 @@ def fill(term: Tmux, tmp_path, flag) -> None:
 
 
 def test_the_app_keeps_a_notice_and_leaves_with_exit_1(tmp_path):
-    with LoopbackProcess.start([SLOW], tmp_path / "s") as server:
+    with LoopbackThread.start([SLOW], tmp_path / "s") as server:
         term, flag = start(tmp_path, server)
         try:
             fill(term, tmp_path, flag)
@@ -66,7 +66,7 @@ def test_the_app_keeps_a_notice_and_leaves_with_exit_1(tmp_path):
 
 
 def test_plain_mode_says_it_in_one_line_and_exits_1(tmp_path):
-    with LoopbackProcess.start([SLOW], tmp_path / "s") as server:
+    with LoopbackThread.start([SLOW], tmp_path / "s") as server:
         term, flag = start(tmp_path, server, "--plain")
         try:
             fill(term, tmp_path, flag)

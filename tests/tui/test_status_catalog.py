@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.testing.process import LoopbackProcess
+from runtime.testing.process import LoopbackThread
 from tests.tui.test_tmux import bastion_bin, environment, tmux, wait_exit  # noqa: F401
 from tests.tui.test_tmux import pytestmark as pytestmark  # e2e, and skipped without tmux
 
@@ -14,7 +14,7 @@ CONFIG = '[models."openai/bench"]\ncontext_window = 2000000\n'
 
 @pytest.mark.parametrize("size", [(80, 24), (140, 45)])
 def test_the_status_line_uses_the_configured_context_window(tmp_path, tmux, size):  # noqa: F811
-    with LoopbackProcess.start([{"text": "Hello."}], tmp_path / "server") as server:
+    with LoopbackThread.start([{"text": "Hello."}], tmp_path / "server") as server:
         env = environment(tmp_path, server)
         config = tmp_path / "config" / "bastion"
         config.mkdir(parents=True)

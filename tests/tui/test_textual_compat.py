@@ -31,7 +31,7 @@ def test_alt_enter_in_tmux_queues_a_follow_up(tmp_path):
     (shown as one in the inbox strip), not a steer."""
     import pytest
 
-    from runtime.testing.process import LoopbackProcess
+    from runtime.testing.process import LoopbackThread
     from tests.tui.test_tmux import TMUX, Tmux, bastion_bin, environment
 
     if TMUX is None:
@@ -39,7 +39,7 @@ def test_alt_enter_in_tmux_queues_a_follow_up(tmp_path):
     slow = {"text": "word " * 400, "chunk_size": 5, "delay_ms": 20}
     term = Tmux(tmp_path)
     try:
-        with LoopbackProcess.start([slow, {"text": "later"}], tmp_path / "server") as server:
+        with LoopbackThread.start([slow, {"text": "later"}], tmp_path / "server") as server:
             cwd = tmp_path / "work"
             cwd.mkdir()
             term.start(
@@ -61,14 +61,14 @@ def test_editing_keys_in_one_burst_apply_in_order(tmp_path):
     (the backspace ran after Q, deleting it, when it was left to TextArea's bindings)."""
     import pytest
 
-    from runtime.testing.process import LoopbackProcess
+    from runtime.testing.process import LoopbackThread
     from tests.tui.test_tmux import TMUX, Tmux, bastion_bin, environment
 
     if TMUX is None:
         pytest.skip("tmux is not installed")
     term = Tmux(tmp_path)
     try:
-        with LoopbackProcess.start([{"text": "x"}], tmp_path / "server") as server:
+        with LoopbackThread.start([{"text": "x"}], tmp_path / "server") as server:
             cwd = tmp_path / "work"
             cwd.mkdir()
             term.start(

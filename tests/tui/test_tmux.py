@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.testing.process import LoopbackProcess
+from runtime.testing.process import LoopbackThread
 
 TMUX = shutil.which("tmux")
 pytestmark = [
@@ -95,13 +95,13 @@ def tmux(tmp_path) -> Iterator[Tmux]:
 
 
 @pytest.fixture
-def server(tmp_path) -> Iterator[LoopbackProcess]:
+def server(tmp_path) -> Iterator[LoopbackThread]:
     turns = [{"text": ANSWER, "chunk_size": 4, "delay_ms": 5}]
-    with LoopbackProcess.start(turns, tmp_path / "server") as process:
+    with LoopbackThread.start(turns, tmp_path / "server") as process:
         yield process
 
 
-def environment(tmp_path: Path, server: LoopbackProcess) -> dict[str, str]:
+def environment(tmp_path: Path, server: LoopbackThread) -> dict[str, str]:
     keep = ("PATH", "LANG", "LC_ALL", "HOME", "TZ")
     env = {k: os.environ[k] for k in keep if k in os.environ}
     env.update(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from runtime.testing.process import LoopbackProcess
+from runtime.testing.process import LoopbackThread
 from tests.tui.test_tmux import bastion_bin, environment, tmux  # noqa: F401
 from tests.tui.test_tmux import pytestmark as pytestmark  # e2e, and skipped without tmux
 
@@ -45,7 +45,7 @@ def pinned(screen: str) -> list[str]:
 
 
 def test_the_todo_list_follows_the_model_and_goes_when_done(tmp_path, tmux):  # noqa: F811
-    with LoopbackProcess.start(TURNS, tmp_path / "server") as server:
+    with LoopbackThread.start(TURNS, tmp_path / "server") as server:
         cwd = tmp_path / "work"
         cwd.mkdir()
         tmux.start([bastion_bin(), "--model", "openai/test"], environment(tmp_path, server), cwd)
