@@ -356,12 +356,19 @@ async def test_export_never_replaces_a_file_and_names_never_collide(harness_proc
     file (`-2`), never over the first."""
     proc = harness_process([ScriptedTurn(text="A."), ScriptedTurn(text="B.")])
     work = proc.work
-    conv_id = await proc.session(["hello"])
-    app = proc.app(resume=conv_id)
+    made = await proc.session(["hello"])
+    app = proc.app(resume=made)
     async with app.run_test(size=(140, 45)) as pilot:
         await wait_for(app.ready.is_set, pilot)
-        copy = await app.harness.fork(conv_id)  # (through the protocol)
+        # Two forks made one after the other share their first 8 hex digits (a uuid7's
+        # time, which turns over every 65.5 s: a third is made if one fell between).
+        forks = [await app.harness.fork(made) for _ in range(2)]  # (through the protocol)
+        if forks[0].id[:8] != forks[1].id[:8]:
+            forks[0] = await app.harness.fork(made)
+        conv_id, copy = forks[0].id, forks[1]
         assert copy.id[:8] == conv_id[:8]
+        await run_command(app, pilot, "/resume " + conv_id)
+        await wait_for(lambda: app.conversation_id == conv_id, pilot)
         await run_command(app, pilot, "/export")
         await wait_for(lambda: "exported to" in said(app), pilot)
         first = sorted(work.glob("bastion-*.md"))
