@@ -7,6 +7,7 @@ mounts earlier ones; streaming while the user reads above says so below.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -91,13 +92,50 @@ async def test_a_long_answer_is_drawn_as_segments_and_ends_on_screen(harness_pro
         assert LONG.endswith(shown)
 
 
+REAL_TURNS = 2  # of a long session's turns, these are made by runs; the rest written
+
+
 async def open_long_session(harness_process, turns: int, *more: Any) -> tuple[Any, str]:
-    """A stored session of `turns` question/answer pairs (made by a harness process of
-    its own), its provider holding `more` turns; (the HarnessProcess, its id)."""
-    texts = [f"Answer number {i}." for i in range(turns)]
-    proc = harness_process([*(ScriptedTurn(text=t) for t in texts), *more])
-    conv_id = await proc.session([f"question {i}" for i in range(turns)])
+    """A stored session of `turns` question/answer pairs, its provider holding `more`
+    turns; (the HarnessProcess, its id). Its first turns are real runs (a harness
+    process of its own, driven over the protocol); the rest are written in one
+    transaction with the store's own mutations, the rows and ledger events a run
+    leaves, as bench_live's long session is (running hundreds of turns rebuilds the
+    whole context each time: 10 s of the suite's CPU for 300)."""
+    real = min(turns, REAL_TURNS)
+    proc = harness_process(
+        [*(ScriptedTurn(text=f"Answer number {i}.") for i in range(real)), *more]
+    )
+    conv_id = await proc.session([f"question {i}" for i in range(real)])
+    if turns > real:
+        from runtime.store.database import Store
+
+        proc.wait_children()  # the seeding harness closed
+        store = await Store.open(proc.home / "bastion.sqlite")
+        try:
+            await store.transact(conv_id, lambda tx: write_turns(tx, conv_id, real, turns))
+        finally:
+            await store.close()
     return proc, conv_id
+
+
+def write_turns(tx: Any, conv_id: str, first: int, last: int) -> None:
+    """Turns `first`..`last` as a run leaves them: its inbox item, the run, the question
+    and the answer."""
+    from runtime.model.ids import uuid7
+    from runtime.model.records import Entry, InboxItem, Run
+
+    for i in range(first, last):
+        now = time.time()
+        item_id, run_id, user_id, answer_id = (uuid7() for _ in range(4))
+        tx.insert_inbox(InboxItem(item_id, conv_id, "prompt", f"question {i}", "placed", now,
+                                  run_id=run_id, entry_id=user_id))  # fmt: skip
+        tx.insert_run(Run(run_id, conv_id, item_id, "completed", now, now, revision=3,
+                          reason="answered", result_entry_id=answer_id))  # fmt: skip
+        tx.add_entry(Entry(user_id, conv_id, 0, "user", "complete", f"question {i}", now,
+                           run_id, {"inbox_id": item_id}))  # fmt: skip
+        tx.add_entry(Entry(answer_id, conv_id, 0, "assistant", "complete",
+                           f"Answer number {i}.", now, run_id))  # fmt: skip
 
 
 @asynccontextmanager
