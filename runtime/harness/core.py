@@ -18,6 +18,8 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+import msgspec
+
 from runtime.agents.children import pending_child_calls
 from runtime.model.errors import DrivenElsewhere, HarnessClosed, SessionFailedError
 from runtime.model.events import Event, RunUpdated, ToolCallUpdated
@@ -257,6 +259,6 @@ class HarnessCore:
                     entries[i] = entries[i].but(text=live.text, data=data)
                     break
         return view_from_snapshot(
-            dataclasses.replace(snap, entries=tuple(entries)),
+            msgspec.structs.replace(snap, entries=tuple(entries)),
             cursors,
         )

@@ -489,7 +489,7 @@ class DrivingOps(HarnessCore):
         prepared = self._prepared.get(conversation_id)
         if prepared is not None and model is not None:
             settings = {**prepared.settings, "model": model}
-            self._prepared[conversation_id] = dataclasses.replace(prepared, settings=settings)
+            self._prepared[conversation_id] = prepared.but(settings=settings)
         current = self._settings.get(conversation_id)
         if current is not None:  # what session_settings (the status line) reports
             self._settings[conversation_id] = SessionSettings(

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, ClassVar, Final
 
+import msgspec
+
 from runtime.model.events import (
     AttemptReset,
     CompactionProgress,
@@ -56,8 +58,7 @@ from runtime.model.rules import Rule
 from runtime.model.todo import TodoItem
 
 
-@dataclass(frozen=True, slots=True)
-class Retry:
+class Retry(msgspec.Struct, frozen=True):
     """A model request about to be sent again: which attempt, after how long, and why."""
 
     attempt: int
@@ -65,8 +66,7 @@ class Retry:
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
-class Compacting:
+class Compacting(msgspec.Struct, frozen=True):
     """A compaction under way in a run: how many entries (about how many tokens) are
     being summarised, and how much of the summary is written; `background`: while the
     run goes on (it does not wait for it)."""
@@ -77,8 +77,7 @@ class Compacting:
     background: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class StreamCursor:
+class StreamCursor(msgspec.Struct, frozen=True):
     epoch: int
     seq: int
 
@@ -101,8 +100,7 @@ class _Chunks:
             self.ends.append(total)
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class LiveText:
+class LiveText(msgspec.Struct, frozen=True, eq=False):
     """An immutable text that grows in amortized O(len(suffix)).
 
     Values share one `_Chunks`; each holds the first `count` parts of it. Appending
@@ -172,8 +170,7 @@ class LiveText:
 _NO_TEXT: Final = LiveText.of("")
 
 
-@dataclass(frozen=True, slots=True)
-class TextDeltas:
+class TextDeltas(msgspec.Struct, frozen=True):
     """Consecutive `TextDelta`s of one run and entry, joined (seq `seq`..`last_seq`).
 
     Not a harness event: what a coalescing channel hands a front end in place of
@@ -192,8 +189,7 @@ class TextDeltas:
     text: str
 
 
-@dataclass(frozen=True, slots=True)
-class ReasoningDeltas:
+class ReasoningDeltas(msgspec.Struct, frozen=True):
     """Consecutive `ReasoningDelta`s of one run and entry, joined (seq `seq`..`last_seq`),
     as `TextDeltas` joins text deltas."""
 
@@ -215,6 +211,9 @@ ViewEvent = Event | TextDeltas | ReasoningDeltas  # what `reduce` takes
 OPENING_ENTRIES: Final = 200
 
 
+# A dataclass, unlike the values above (msgspec Structs, quicker to define): `_folded`
+# is a cache that equality, repr and `replace` must leave out, which a Struct field
+# cannot be (`replace` would carry a stale fold over to the new view).
 @dataclass(frozen=True, slots=True)
 class ConversationView:
     conversation: Conversation

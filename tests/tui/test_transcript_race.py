@@ -48,7 +48,7 @@ async def test_a_view_shown_while_a_jump_mounts_its_rows_waits_for_them(harness_
         await wait_for(app.ready.is_set, pilot)
         transcript = app.query_one(Transcript)
         view = app.view
-        resynced = replace(view, settled=tuple(replace(e) for e in view.settled))
+        resynced = replace(view, settled=tuple(e.but() for e in view.settled))
         shows: list[asyncio.Task[None]] = []
 
         async def show_the_resync() -> None:
