@@ -32,7 +32,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -234,6 +234,6 @@ def _changed(old: Config, new: Config) -> frozenset[str]:
         "trust",
         "notes",
     )  # where a value came from, not a setting
-    names = [f.name for f in fields(Config) if f.name not in derived]
+    names = [n for n in Config.__struct_fields__ if n not in derived]
     before: dict[str, Any] = {n: getattr(old, n) for n in names}
     return frozenset(n for n in names if getattr(new, n) != before[n])
