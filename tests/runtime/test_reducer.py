@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import random
-from dataclasses import replace
 from types import MappingProxyType
+
+from msgspec.structs import replace
 
 from runtime import reduce, view_from_snapshot
 from runtime.model.events import (
