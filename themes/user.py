@@ -36,10 +36,10 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from textual.color import Color, ColorParseError
 from textual.theme import Theme
 
@@ -149,13 +149,14 @@ def parse_theme(text: str, default_name: str) -> Theme:
     return theme
 
 
-@dataclass(slots=True)
-class Reload:
+class Reload(msgspec.Struct):
     """What one `ThemeFolder.load()` found changed."""
 
-    changed: list[Theme] = field(default_factory=list)  # new or edited themes, to register
-    removed: list[str] = field(default_factory=list)  # names whose file is gone
-    problems: list[str] = field(default_factory=list)  # "FILE: what is wrong", new ones only
+    # New or edited themes, to register.
+    changed: list[Theme] = msgspec.field(default_factory=list)
+    removed: list[str] = msgspec.field(default_factory=list)  # names whose file is gone
+    # "FILE: what is wrong", new ones only.
+    problems: list[str] = msgspec.field(default_factory=list)
 
 
 class ThemeFolder:

@@ -23,6 +23,7 @@ import logging
 from dataclasses import replace
 from typing import Any, Final
 
+import msgspec
 from acp import RequestError
 from acp.interfaces import Client
 from acp.schema import PermissionOption, PromptResponse, StopReason
@@ -201,7 +202,7 @@ class AcpSession:
         assert self.view is not None
         view, restarted, modes = self.view, [], []
         if batch is RESYNC:
-            view = replace(view, resync_required=True)
+            view = msgspec.structs.replace(view, resync_required=True)
         elif isinstance(batch, list):
             modes = self._mode_updates(batch)
             for event in batch:

@@ -30,10 +30,10 @@ import gc
 import sys
 import time
 from collections.abc import Awaitable, Callable, Collection, Sequence
-from dataclasses import replace
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from msgspec.structs import replace
 from textual import events, work
 from textual.actions import SkipAction
 from textual.app import App, ComposeResult

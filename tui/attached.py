@@ -18,9 +18,10 @@ approval wins, the other gets the typed error (`NotPending`) as one line.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from runtime import (
     BastionError,
@@ -43,8 +44,7 @@ __all__ = ["Reached", "connect"]
 _TRIES = 5
 
 
-@dataclass(frozen=True, slots=True)
-class Reached:
+class Reached(msgspec.Struct, frozen=True):
     """A client of the harness that serves the session, and where it comes from:
     "live" (another process's attach socket), "store" (this process follows the
     process `driver` names through the store) or "here" (this process drives it)."""

@@ -19,9 +19,9 @@ import asyncio
 import contextlib
 import signal
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from dataclasses import replace
 from typing import Any
 
+from msgspec.structs import replace
 from rich.console import Console
 from rich.live import Live
 from rich.markdown import Markdown

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from runtime import (
     Budget,
@@ -36,8 +37,7 @@ class SessionUsageError(BastionError):
     code = "usage"
 
 
-@dataclass(slots=True)
-class Session:
+class Session(msgspec.Struct):
     harness: Harness
     conversation: Conversation
     config: Config

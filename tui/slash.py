@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
+
+import msgspec
 
 from runtime import visible_json
 from runtime.model.errors import BastionError, DrivenElsewhere
@@ -100,8 +101,7 @@ class CommandHost(Protocol):
 Run = Callable[[CommandHost, str], Awaitable[None]]
 
 
-@dataclass(frozen=True, slots=True)
-class SlashCommand:
+class SlashCommand(msgspec.Struct, frozen=True):
     name: str
     summary: str
     run: Run

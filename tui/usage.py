@@ -9,8 +9,9 @@ functions, so the status line and `/cost` need not change.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar, cast
+
+import msgspec
 
 from runtime.model.records import Entry, Run
 from runtime.model.views import ConversationView
@@ -23,8 +24,7 @@ __all__ = ["Context", "Totals", "context_of", "context_window", "count", "totals
 CHARS_PER_TOKEN = 4  # a rough estimate of the transcript's size before the first request
 
 
-@dataclass(frozen=True, slots=True)
-class Totals:
+class Totals(msgspec.Struct, frozen=True):
     input_tokens: int
     output_tokens: int
     cost: float | None
@@ -35,8 +35,7 @@ class Totals:
         return self.input_tokens + self.output_tokens
 
 
-@dataclass(frozen=True, slots=True)
-class Context:
+class Context(msgspec.Struct, frozen=True):
     used: int
     window: int | None
     estimated: bool

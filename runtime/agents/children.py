@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from runtime.model.events import DurableEvent
 from runtime.model.ids import uuid7
@@ -45,8 +46,7 @@ _UNFINISHED_RUN = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class ChildLink:
+class ChildLink(msgspec.Struct, frozen=True):
     conversation: Conversation
     call_id: str
 

@@ -34,8 +34,9 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
+
+import msgspec
 
 from runtime.config.safe_read import read_project_file, read_user_file
 from runtime.config.trust import trust_of
@@ -84,8 +85,7 @@ class AgentFileError(ConfigError):
     """An agent file that cannot be used (the catalog skips it with this message)."""
 
 
-@dataclass(frozen=True, slots=True)
-class AgentDefinition:
+class AgentDefinition(msgspec.Struct, frozen=True):
     name: str
     description: str
     prompt: str
@@ -115,9 +115,10 @@ BUILTIN = AgentDefinition(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class AgentCatalog:
-    agents: Mapping[str, AgentDefinition] = field(default_factory=lambda: {BUILTIN.name: BUILTIN})
+class AgentCatalog(msgspec.Struct, frozen=True):
+    agents: Mapping[str, AgentDefinition] = msgspec.field(
+        default_factory=lambda: {BUILTIN.name: BUILTIN}
+    )
     notes: tuple[str, ...] = ()  # files skipped, names refused: one line each
 
     def get(self, name: str) -> AgentDefinition | None:

@@ -23,9 +23,10 @@ import os
 import re
 import stat
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from runtime.model.errors import ConfigError
 from tools.refusal import RefusalCode, Refused
@@ -50,8 +51,7 @@ MAX_FILE_BYTES = 256 * 1024
 MAX_DEPTH = 64
 
 
-@dataclass(frozen=True, slots=True)
-class FileBytes:
+class FileBytes(msgspec.Struct, frozen=True):
     """What was read: at most `cap` bytes of a file of `size` bytes."""
 
     data: bytes

@@ -16,7 +16,7 @@ word, which bash runs — exactly the hole a rule must not have.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 SEPARATORS = ("&&", "||", ";", "|", "\n")
 _GLOB = frozenset("*?[]{}~")
@@ -29,8 +29,7 @@ _RESERVED = frozenset(
 _SAFE_TARGETS = frozenset({"/dev/null"})
 
 
-@dataclass(frozen=True, slots=True)
-class Word:
+class Word(msgspec.Struct, frozen=True):
     text: str
     literal: bool  # no unquoted glob, brace or tilde character: it means itself
 

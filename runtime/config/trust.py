@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+
+import msgspec
 
 from runtime.config.safe_read import parse_toml, read_user_file
 from runtime.model.errors import ConfigError
@@ -56,8 +57,7 @@ class TrustState(StrEnum):
     UNKNOWN = "unknown"  # never decided: the app asks
 
 
-@dataclass(frozen=True, slots=True)
-class Trust:
+class Trust(msgspec.Struct, frozen=True):
     """A folder's trust: its state, the recorded folder that decided it ("" when none
     did) and whether it comes from `--trust` for this invocation only."""
 

@@ -22,8 +22,9 @@ catalog's, 8192 (`output_cap`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
 from typing import Any
+
+import msgspec
 
 __all__ = [
     "DEFAULT_OUTPUT_CAP",
@@ -37,8 +38,7 @@ __all__ = [
 DEFAULT_OUTPUT_CAP = 8192
 
 
-@dataclass(frozen=True, slots=True)
-class ModelInfo:
+class ModelInfo(msgspec.Struct, frozen=True):
     """What is known of one model; prices are USD per million tokens, None if unknown."""
 
     spec: str
@@ -161,8 +161,8 @@ def lookup(spec: str, overrides: Mapping[str, Mapping[str, Any]] | None = None) 
         fields = {k: v for k, v in table.items() if k in _OVERRIDABLE}
         if "context_window" in fields or found is not None:
             # A model the user described is known as far as they said.
-            info = replace(info, known=True)
-        info = replace(info, source="config", **fields)
+            info = msgspec.structs.replace(info, known=True)
+        info = msgspec.structs.replace(info, source="config", **fields)
     return info
 
 

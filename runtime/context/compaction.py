@@ -36,8 +36,9 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
+
+import msgspec
 
 from runtime.context.catalog import ModelInfo, cost_of
 from runtime.context.superseded import without_superseded
@@ -93,8 +94,7 @@ exact identifiers, paths and values. Leave out pleasantries and tool-call noise.
 Write plain Markdown, at most about 1,500 words. Do not call tools."""
 
 
-@dataclass(frozen=True, slots=True)
-class CompactionSettings:
+class CompactionSettings(msgspec.Struct, frozen=True):
     """How a conversation is compacted; the summary provider defaults to the run's own."""
 
     reserve_tokens: int = DEFAULT_RESERVE
@@ -149,8 +149,7 @@ def entry_tokens(entry: Entry) -> int:
     return counted.tokens if counted.tokens is not None else len(text) // 4 + 1
 
 
-@dataclass(frozen=True, slots=True)
-class Plan:
+class Plan(msgspec.Struct, frozen=True):
     """What one compaction covers: `compact` (after the previous summary's range) up to
     position `through`; entries after it stay verbatim."""
 

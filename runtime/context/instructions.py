@@ -28,8 +28,9 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from runtime.config.safe_read import read_project_file, read_user_file
 from runtime.model.errors import ConfigError
@@ -47,8 +48,7 @@ INSTRUCTIONS_LIMIT = 32 * 1024
 _NAMES = ("AGENTS.md", "CLAUDE.md")
 
 
-@dataclass(frozen=True, slots=True)
-class InstructionFile:
+class InstructionFile(msgspec.Struct, frozen=True):
     """One instruction file: its size, how many of its bytes were used, or why none were."""
 
     path: str
@@ -61,8 +61,7 @@ class InstructionFile:
         return self.error is None and self.used < self.size
 
 
-@dataclass(frozen=True, slots=True)
-class ProjectInstructions:
+class ProjectInstructions(msgspec.Struct, frozen=True):
     """The files found (farthest first) and the text they make for the system prompt."""
 
     files: tuple[InstructionFile, ...] = ()

@@ -29,9 +29,10 @@ import os
 import re
 import threading
 import time
-from dataclasses import dataclass
 from html import escape, unescape
 from typing import TYPE_CHECKING, Protocol
+
+import msgspec
 
 if TYPE_CHECKING:
     from runtime.model.results import McpResource
@@ -66,8 +67,7 @@ _RESOURCE = re.compile(r"[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*:[A-Za-z][A-Za-z0-9+.-]
 _HEADER = re.compile(r'<file path="([^"]*)"(?: note="([^"]*)")?(?: length="(\d+)")?(/?)>\n')
 
 
-@dataclass(frozen=True, slots=True)
-class Attachment:
+class Attachment(msgspec.Struct, frozen=True):
     """One mentioned file: attached (`length` characters of body) or refused (`note`)."""
 
     path: str
@@ -87,8 +87,7 @@ class Attachment:
         return f"@{self.path} ({size}; {self.note})" if self.note else f"@{self.path} ({size})"
 
 
-@dataclass(frozen=True, slots=True)
-class Expansion:
+class Expansion(msgspec.Struct, frozen=True):
     text: str  # what to send: the prompt, then the attachments
     attachments: tuple[Attachment, ...] = ()
 

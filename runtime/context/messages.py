@@ -26,7 +26,6 @@ from __future__ import annotations
 import platform
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -126,15 +125,14 @@ def _tool_result_content(entry: Entry) -> str | tuple[TextPart | ImagePart, ...]
     return tuple(parts)
 
 
-@dataclass(frozen=True, slots=True)
-class ImagePolicy:
+class ImagePolicy(msgspec.Struct, frozen=True):
     """How images reach the model: fitted to `max_side`, or placeholders if it takes none.
     `prompt_images` holds the images a user entry names by path (runtime.context.images)."""
 
     images: bool = True
     max_side: int = 2048
     model: str = ""
-    prompt_images: Mapping[str, tuple[ImagePart, ...]] = field(default_factory=dict)
+    prompt_images: Mapping[str, tuple[ImagePart, ...]] = msgspec.field(default_factory=dict)
 
 
 def build_messages(

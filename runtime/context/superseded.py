@@ -6,7 +6,6 @@ and the handoff note's writer (runtime.context.handoff) all read entries through
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 from runtime.model.records import Entry, EntryKind, superseded_runs
 
@@ -38,5 +37,5 @@ def without_superseded(entries: Sequence[Entry]) -> list[Entry]:
                         if e.run_id == run and e.kind == EntryKind.TOOL_RESULT} - {""})  # fmt: skip
         if names:
             text = DISCARDED.format(tools=", ".join(names))
-            out.append(replace(entry, kind=EntryKind.NOTE, text=text, data={"for_model": text}))
+            out.append(entry.but(kind=EntryKind.NOTE, text=text, data={"for_model": text}))
     return out

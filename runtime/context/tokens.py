@@ -35,8 +35,9 @@ import math
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from runtime.model.llm import ImagePart, Message, ModelRequest, TextPart, ToolSpec, Usage
 from runtime.model.results import Quality
@@ -57,8 +58,7 @@ CLAUDE_FACTOR = 1.2
 CLAUDE_TOOL_PROMPT = 346
 
 
-@dataclass(frozen=True, slots=True)
-class TokenCount:
+class TokenCount(msgspec.Struct, frozen=True):
     tokens: int | None
     quality: Quality
 

@@ -12,11 +12,12 @@ models and this process's settings).
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import random
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
+
+import msgspec
 
 from runtime.agents.children import pending_child_calls
 from runtime.model.errors import DrivenElsewhere, HarnessClosed, SessionFailedError
@@ -237,7 +238,7 @@ class HarnessCore:
             return ConversationView(conversation=prepared, version=0)
         view = await self._snapshot(conversation_id, last)
         asking = await self.store.read(lambda db: pending_child_calls(db, conversation_id))
-        return dataclasses.replace(view, child_calls=asking) if asking else view
+        return msgspec.structs.replace(view, child_calls=asking) if asking else view
 
     async def _snapshot(self, conversation_id: str, last: int | None) -> ConversationView:
         snap = await self.store.snapshot(conversation_id, last)
@@ -257,6 +258,6 @@ class HarnessCore:
                     entries[i] = entries[i].but(text=live.text, data=data)
                     break
         return view_from_snapshot(
-            dataclasses.replace(snap, entries=tuple(entries)),
+            msgspec.structs.replace(snap, entries=tuple(entries)),
             cursors,
         )

@@ -6,11 +6,9 @@ conversation with (which never leak into another invocation). A mixin over
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -139,7 +137,7 @@ class DrivingOps(HarnessCore):
         spec = self.config.compact_model
         if spec:
             provider, model = self.resolve_model(spec)
-            settings = replace(
+            settings = msgspec.structs.replace(
                 settings, summary_provider=provider, summary_model=model, summary_spec=spec
             )
         return settings
@@ -489,7 +487,7 @@ class DrivingOps(HarnessCore):
         prepared = self._prepared.get(conversation_id)
         if prepared is not None and model is not None:
             settings = {**prepared.settings, "model": model}
-            self._prepared[conversation_id] = dataclasses.replace(prepared, settings=settings)
+            self._prepared[conversation_id] = prepared.but(settings=settings)
         current = self._settings.get(conversation_id)
         if current is not None:  # what session_settings (the status line) reports
             self._settings[conversation_id] = SessionSettings(
@@ -511,8 +509,7 @@ class DrivingOps(HarnessCore):
                 driver.config.toolbox.close()
 
 
-@dataclasses.dataclass
-class OutsideRun:
+class OutsideRun(msgspec.Struct):
     """What a hook outside any run (PreCompact for /compact) is given of the
     conversation (runtime.hooks.context.RunContext): its entries as read, the store,
     and a commit under the driver's lease."""

@@ -32,9 +32,10 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from runtime.model.errors import ConfigError
 
@@ -49,8 +50,7 @@ _ENTRY_KEYS = {"matcher", "command", "timeout", "fail_open"}
 EXAMPLE = '[[hooks.PostToolUse]]\nmatcher = "edit_file"\ncommand = "ruff format --quiet ."'
 
 
-@dataclass(frozen=True, slots=True)
-class HookSpec:
+class HookSpec(msgspec.Struct, frozen=True):
     """One configured command for one event. `source` is "user" or "project": only the
     user's own hooks may approve a call (skip its prompt)."""
 
@@ -77,8 +77,7 @@ class HookSpec:
         return line if len(line) <= 60 else "…" + line[-59:]
 
 
-@dataclass(frozen=True, slots=True)
-class HookSet:
+class HookSet(msgspec.Struct, frozen=True):
     """Every configured hook, the user's first (in file order), then the project's."""
 
     hooks: tuple[HookSpec, ...] = ()

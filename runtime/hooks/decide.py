@@ -29,8 +29,9 @@ failure decides nothing.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
 from typing import Any
+
+import msgspec
 
 from runtime.hooks.config import HookSpec
 from runtime.hooks.process import OUTPUT_CAP, HookOutput
@@ -42,8 +43,7 @@ _REPLACES = ("updatedToolOutput", "updatedMCPToolOutput")
 _PERMISSION = {"allow": "approve", "deny": "block", "ask": ""}
 
 
-@dataclass(frozen=True, slots=True)
-class HookResult:
+class HookResult(msgspec.Struct, frozen=True):
     """One hook's answer. `decision`: "block", "approve" or "" (none). `reason`: why it
     blocked (or the feedback it gave); `context`: text for the model; `line`: what the
     transcript shows ("" when nothing is worth a line); `outcome`: one word for the
@@ -84,7 +84,7 @@ def interpret(spec: HookSpec, out: HookOutput) -> HookResult:
             "table to let calls through when it fails)"
         )
         line = f"{said}; the call is blocked (fail_open = true would let it through)"
-        return replace(result, decision="block", reason=reason, line=line)
+        return msgspec.structs.replace(result, decision="block", reason=reason, line=line)
     return result
 
 

@@ -45,8 +45,9 @@ resumed session does:
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from runtime.hooks.decide import HookResult
 from runtime.hooks.rounds import RoundHooks
@@ -226,7 +227,7 @@ class Hooks(RoundHooks):
             ex, "PreCompact", trigger="manual", custom_instructions=instructions
         )
         results = [
-            replace(r, decision="", line=r.line + " (a /compact you asked for goes on)")
+            msgspec.structs.replace(r, decision="", line=r.line + " (a /compact you asked for goes on)")
             if r.decision == "block" else r
             for r in await self._run_all(specs, payload, gate=False)
         ]  # fmt: skip
@@ -312,7 +313,9 @@ def _checked(results: list[HookResult], tool: str, vet: CallVetting | None) -> l
         f"PreToolUse hook `{last.spec.shown}` rewrote the call's arguments into a shape "
         f"{tool} does not take ({problem}); the call is blocked (fix the hook's updatedInput)"
     )
-    blocked = replace(last, outcome="block", decision="block", reason=reason, line=reason)
+    blocked = msgspec.structs.replace(
+        last, outcome="block", decision="block", reason=reason, line=reason
+    )
     return [blocked if r is last else r for r in results]
 
 
@@ -320,7 +323,7 @@ def _said_rewrite(result: HookResult, tool: str) -> HookResult:
     shown = result.updated or ""
     shown = shown if len(shown) <= 200 else shown[:199] + "…"
     said = f"PreToolUse hook `{result.spec.shown}` rewrote the arguments of {tool}: {shown}"
-    return replace(result, line=f"{said}. {result.line}" if result.line else said)
+    return msgspec.structs.replace(result, line=f"{said}. {result.line}" if result.line else said)
 
 
 async def _changes(
@@ -351,7 +354,7 @@ def _not_an_approval(result: HookResult) -> HookResult:
     with the line saying it decided nothing."""
     if result.decision != "approve":
         return result
-    return replace(
+    return msgspec.structs.replace(
         result,
         line=(
             f"PreToolUse hook `{result.spec.shown}` answered approve: a hook cannot approve "

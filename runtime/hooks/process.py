@@ -19,8 +19,9 @@ import logging
 import os
 import tempfile
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
 
 if TYPE_CHECKING:
     from tools.sandbox import SandboxPolicy
@@ -30,8 +31,7 @@ OUTPUT_CAP = 256 * 1024  # bytes of stdout (the answer) and of stderr kept
 DRAIN_S = 1.0  # after the supervisor ends: how long the pipes may take to close
 
 
-@dataclass(frozen=True, slots=True)
-class HookOutput:
+class HookOutput(msgspec.Struct, frozen=True):
     """What one hook did: its exit code (None if it never ran or was killed), stdout
     and stderr (each capped), whether its time ran out or stdout went over the cap,
     and `error`: one line when it could not be started at all."""

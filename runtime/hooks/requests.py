@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -34,8 +33,7 @@ _ROLES = ("user", "assistant", "tool")
 _KEYS = {"role", "content", "tool_calls", "tool_call_id"}
 
 
-@dataclass(frozen=True, slots=True)
-class Shown:
+class Shown(msgspec.Struct, frozen=True):
     """What a hook is given of `request`: the messages as dicts, how many of the oldest
     were left out, and which original each shown message is (by its canonical JSON)."""
 

@@ -21,8 +21,9 @@ seeds' `beforeRequest`, `afterResponse` and `afterTools` (Claude Code has none o
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from runtime.hooks.requests import replacement, shown
 from runtime.hooks.running import HookRunner, _args, _rows, _track
@@ -63,7 +64,7 @@ class RoundHooks(HookRunner):
                         f"PreRequest hook `{spec.shown}` answered messages that cannot be "
                         f"sent ({made}); the request goes as it was"
                     )
-                    result = replace(result, outcome="garbage", line=line)
+                    result = msgspec.structs.replace(result, outcome="garbage", line=line)
                 else:
                     request = made
                     line = (
@@ -71,7 +72,7 @@ class RoundHooks(HookRunner):
                         f"request ({len(made.messages)} messages sent, the system prompt "
                         "included; the transcript is unchanged)"
                     )
-                    result = replace(result, line=line)
+                    result = msgspec.structs.replace(result, line=line)
             results.append(result)
             if blocked is not None:
                 break

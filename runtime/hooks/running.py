@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from runtime.hooks.config import HookSet, HookSpec
 from runtime.hooks.decide import HookResult, interpret
 from runtime.hooks.process import HookOutput, hook_env, run_hook
@@ -293,7 +295,7 @@ def redact_result(result: HookResult) -> HookResult:
     redact = redactor()
     if not redact:
         return result
-    return replace(
+    return msgspec.structs.replace(
         result,
         reason=redact.text(result.reason),
         context=redact.text(result.context),

@@ -31,9 +31,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from runtime.model.errors import ConfigError
 
@@ -64,14 +65,13 @@ _TOOL_SEARCH_HINT = (
 _EXAMPLE = '[mcp_servers.NAME] with command = "my-server" (stdio) or url = "http://…/mcp"'
 
 
-@dataclass(frozen=True, slots=True)
-class ServerSpec:
+class ServerSpec(msgspec.Struct, frozen=True):
     name: str
     command: str | None = None
     args: tuple[str, ...] = ()
-    env: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = msgspec.field(default_factory=dict)
     url: str | None = None
-    headers: Mapping[str, str] = field(default_factory=dict)
+    headers: Mapping[str, str] = msgspec.field(default_factory=dict)
     startup_timeout: float = DEFAULT_STARTUP
     tool_timeout: float = DEFAULT_TOOL_TIMEOUT
     restart: bool = True  # started again, with backoff, when it fails after it was up

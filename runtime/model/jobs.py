@@ -6,8 +6,9 @@ Only the model room's records below it: the store, the events and the front ends
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
 from typing import Any
+
+import msgspec
 
 from runtime.model.ids import now, uuid7
 from runtime.model.records import Entry, EntryKind, EntryStatus
@@ -20,8 +21,7 @@ JOB_STATES = ("running", "exited", "stopped", "lost")
 LAST_OUTPUT_CHARS = 2000  # what a record keeps of a job's last output
 
 
-@dataclass(frozen=True, slots=True)
-class JobRecord:
+class JobRecord(msgspec.Struct, frozen=True):
     conversation_id: str
     number: int
     tool_call_id: str
@@ -34,7 +34,7 @@ class JobRecord:
     end_reason: str = ""
     output_id: str = ""
     last_output: str = ""  # at its end (while it runs: as of when it was asked)
-    sandbox: dict[str, Any] = field(default_factory=dict)  # what applied to it
+    sandbox: dict[str, Any] = msgspec.field(default_factory=dict)  # what applied to it
     process: dict[str, Any] | None = None  # its supervisor's record (tools.lifetime.reap)
     notes: tuple[str, ...] = ()  # what its end said besides (processes killed, …)
 
@@ -47,7 +47,7 @@ class JobRecord:
         return self.state == "running"
 
     def but(self, **changes: Any) -> JobRecord:
-        return replace(self, **changes)
+        return msgspec.structs.replace(self, **changes)
 
     def last_line(self, limit: int = 80) -> str:
         lines = [s.strip() for s in self.last_output.splitlines() if s.strip()]
@@ -67,13 +67,13 @@ class JobRecord:
         return f"exited{how}"
 
     def to_dict(self) -> dict[str, Any]:
-        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out = {name: getattr(self, name) for name in self.__struct_fields__}
         out["notes"] = list(self.notes)
         return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> JobRecord:
-        known = {f.name for f in fields(cls)}
+        known = cls.__struct_fields__
         values = {k: v for k, v in data.items() if k in known}
         values["notes"] = tuple(values.get("notes") or ())
         return cls(**values)

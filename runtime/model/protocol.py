@@ -647,16 +647,16 @@ def _error_classes() -> dict[str, type[BastionError]]:
 def encode_event(event: ViewEvent) -> dict[str, Any]:
     if isinstance(event, TextDeltas | ReasoningDeltas):
         out: dict[str, Any] = {"type": event.type}
-        out.update((name, getattr(event, name)) for name in event.__slots__)
+        out.update((name, getattr(event, name)) for name in event.__struct_fields__)
         return out
     return event_to_dict(event)
 
 
 def decode_event(data: dict[str, Any]) -> ViewEvent:
     if data.get("type") == TextDeltas.type:
-        return TextDeltas(**{name: data[name] for name in TextDeltas.__slots__})
+        return TextDeltas(**{name: data[name] for name in TextDeltas.__struct_fields__})
     if data.get("type") == ReasoningDeltas.type:
-        return ReasoningDeltas(**{name: data[name] for name in ReasoningDeltas.__slots__})
+        return ReasoningDeltas(**{name: data[name] for name in ReasoningDeltas.__struct_fields__})
     return event_from_dict(data)
 
 

@@ -3,9 +3,10 @@ calls a rule allows, the rule an answer would save) is `runtime.config.rules`'s.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
+
+import msgspec
 
 from runtime.model.errors import ConfigError
 
@@ -45,8 +46,7 @@ EDIT_TOOLS = frozenset({"write_file", "edit_file"})
 GUARDED = ".bastion"
 
 
-@dataclass(frozen=True, slots=True)
-class Rule:
+class Rule(msgspec.Struct, frozen=True):
     kind: str
     pattern: str  # command: words joined by one space; edits: folder ("" = the workspace)
     scope: str = Scope.SESSION
@@ -62,7 +62,7 @@ class Rule:
         return f"edits under {self.pattern}/" if self.pattern else "edits anywhere in the workspace"
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return msgspec.structs.asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Rule:

@@ -7,14 +7,14 @@ No imports from the rest of runtime: the store and the views use it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 STATUSES = ("pending", "in_progress", "done")
 
 
-@dataclass(frozen=True, slots=True)
-class TodoItem:
+class TodoItem(msgspec.Struct, frozen=True):
     content: str
     status: str  # one of STATUSES
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextvars import ContextVar
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
+
+import msgspec
 
 from runtime.model.llm import ToolSpec
 
@@ -36,18 +37,16 @@ CURRENT_CALL: ContextVar[ToolCallRecord | None] = ContextVar("bastion_current_ca
 SANDBOX_OVERRIDES = ("outside", "network")
 
 
-@dataclass(frozen=True, slots=True)
-class ToolInfo:
+class ToolInfo(msgspec.Struct, frozen=True):
     read_only: bool
     replay_safe: bool
     concurrent: bool = True  # may run alongside other reads of its turn (runtime.schedule)
 
 
-@dataclass(frozen=True, slots=True)
-class ToolOutcome:
+class ToolOutcome(msgspec.Struct, frozen=True):
     ok: bool
     model_text: str
-    data: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, Any] = msgspec.field(default_factory=dict)
     images: tuple[dict[str, Any], ...] = ()
 
 

@@ -23,9 +23,11 @@ from __future__ import annotations
 import json
 import shlex
 from bisect import bisect_right
-from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, ClassVar, Final
+
+import msgspec
+from msgspec.structs import replace
 
 from runtime.model.events import (
     AttemptReset,
@@ -56,8 +58,7 @@ from runtime.model.rules import Rule
 from runtime.model.todo import TodoItem
 
 
-@dataclass(frozen=True, slots=True)
-class Retry:
+class Retry(msgspec.Struct, frozen=True):
     """A model request about to be sent again: which attempt, after how long, and why."""
 
     attempt: int
@@ -65,8 +66,7 @@ class Retry:
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
-class Compacting:
+class Compacting(msgspec.Struct, frozen=True):
     """A compaction under way in a run: how many entries (about how many tokens) are
     being summarised, and how much of the summary is written; `background`: while the
     run goes on (it does not wait for it)."""
@@ -77,8 +77,7 @@ class Compacting:
     background: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class StreamCursor:
+class StreamCursor(msgspec.Struct, frozen=True):
     epoch: int
     seq: int
 
@@ -101,8 +100,7 @@ class _Chunks:
             self.ends.append(total)
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class LiveText:
+class LiveText(msgspec.Struct, frozen=True, eq=False):
     """An immutable text that grows in amortized O(len(suffix)).
 
     Values share one `_Chunks`; each holds the first `count` parts of it. Appending
@@ -172,8 +170,7 @@ class LiveText:
 _NO_TEXT: Final = LiveText.of("")
 
 
-@dataclass(frozen=True, slots=True)
-class TextDeltas:
+class TextDeltas(msgspec.Struct, frozen=True):
     """Consecutive `TextDelta`s of one run and entry, joined (seq `seq`..`last_seq`).
 
     Not a harness event: what a coalescing channel hands a front end in place of
@@ -192,8 +189,7 @@ class TextDeltas:
     text: str
 
 
-@dataclass(frozen=True, slots=True)
-class ReasoningDeltas:
+class ReasoningDeltas(msgspec.Struct, frozen=True):
     """Consecutive `ReasoningDelta`s of one run and entry, joined (seq `seq`..`last_seq`),
     as `TextDeltas` joins text deltas."""
 
@@ -215,8 +211,10 @@ ViewEvent = Event | TextDeltas | ReasoningDeltas  # what `reduce` takes
 OPENING_ENTRIES: Final = 200
 
 
-@dataclass(frozen=True, slots=True)
-class ConversationView:
+class ConversationView(msgspec.Struct, frozen=True, dict=True):
+    # (`dict=True`: an instance `__dict__` for the folded entries, a cache that is no
+    # field, so equality, repr and `replace` leave it out: a replaced
+    # view folds its own.)
     conversation: Conversation
     version: int
     # The entries as added or last updated; a growing entry's text is in `live`.
@@ -227,41 +225,37 @@ class ConversationView:
     rules: tuple[Rule, ...] = ()  # the session's approval rules (project rules: Harness.rules)
     todos: tuple[TodoItem, ...] = ()  # the model's checklist, as its last `todo` call left it
     # Transient state: not in the store, rebuilt from deltas.
-    cursors: MappingProxyType[str, StreamCursor] = field(default_factory=lambda: _EMPTY)
-    reasoning: MappingProxyType[str, LiveText] = field(default_factory=lambda: _EMPTY)
-    tool_output: MappingProxyType[str, str] = field(default_factory=lambda: _EMPTY)
+    cursors: MappingProxyType[str, StreamCursor] = msgspec.field(default_factory=lambda: _EMPTY)
+    reasoning: MappingProxyType[str, LiveText] = msgspec.field(default_factory=lambda: _EMPTY)
+    tool_output: MappingProxyType[str, str] = msgspec.field(default_factory=lambda: _EMPTY)
     # run id -> the retry it waits for (the model request is sent again after a delay);
     # gone with the run's next streamed event or its end.
-    retrying: MappingProxyType[str, Retry] = field(default_factory=lambda: _EMPTY)
+    retrying: MappingProxyType[str, Retry] = msgspec.field(default_factory=lambda: _EMPTY)
     # run id -> the compaction it is doing (gone when it ends, or with the run).
-    compacting: MappingProxyType[str, Compacting] = field(default_factory=lambda: _EMPTY)
+    compacting: MappingProxyType[str, Compacting] = msgspec.field(default_factory=lambda: _EMPTY)
     lease_pid: int | None = None
     resync_required: bool = False
     # Entries before `settled` left out: a view of the session's end (`snapshot(last=N)`),
     # quick to take and send, for opening a long session. An update to one of those
     # resyncs it; a snapshot without `last` has them all (0).
     earlier: int = 0
-    live: MappingProxyType[str, LiveText] = field(default_factory=lambda: _EMPTY)
+    live: MappingProxyType[str, LiveText] = msgspec.field(default_factory=lambda: _EMPTY)
     # Calls of this conversation's subagents waiting for the user's approval
     # (runtime.agents): asked in the parent's approval prompt, the child named.
     child_calls: tuple[ToolCallRecord, ...] = ()
-    _folded: list[tuple[Entry, ...]] = field(
-        default_factory=list, init=False, repr=False, compare=False
-    )
 
     @property
     def entries(self) -> tuple[Entry, ...]:
         """The transcript with every live text folded in (computed once per view)."""
         if not self.live:
             return self.settled
-        if not self._folded:
-            self._folded.append(
-                tuple(
-                    e.but(text=str(self.live[e.id])) if e.id in self.live else e
-                    for e in self.settled
-                )
+        folded: tuple[Entry, ...] | None = self.__dict__.get("_folded")
+        if folded is None:
+            folded = tuple(
+                e.but(text=str(self.live[e.id])) if e.id in self.live else e for e in self.settled
             )
-        return self._folded[0]
+            self.__dict__["_folded"] = folded
+        return folded
 
     def text_of(self, entry: Entry) -> LiveText:
         """`entry`'s current text as a `LiveText` (cheap to slice; no join)."""

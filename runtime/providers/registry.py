@@ -39,9 +39,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
 
 import httpx
+import msgspec
 
 from runtime.model.errors import ConfigError
 from runtime.model.llm import Provider
@@ -55,13 +55,12 @@ IDLE_TIMEOUT_ENV = "BASTION_STREAM_IDLE_TIMEOUT"
 LLAMACPP_BASE_URL = "http://127.0.0.1:8080/v1"
 
 
-@dataclass(frozen=True, slots=True)
-class ProviderSettings:
+class ProviderSettings(msgspec.Struct, frozen=True):
     """A `[providers.NAME]` table of config.toml."""
 
     base_url: str | None = None
     api_key_env: str | None = None
-    headers: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str] = msgspec.field(default_factory=dict)
     stream_idle_timeout: float | None = None
 
 
@@ -95,7 +94,7 @@ def resolve_model(
         )
     settings = settings or ProviderSettings()
     idle = _idle_timeout(env) or settings.stream_idle_timeout or stream_idle_timeout
-    settings = replace(settings, stream_idle_timeout=idle or DEFAULT_IDLE_TIMEOUT)
+    settings = msgspec.structs.replace(settings, stream_idle_timeout=idle or DEFAULT_IDLE_TIMEOUT)
     if factory is not None:
         return factory(prefix, settings, env), model
     return _custom(prefix, settings, env), model

@@ -19,13 +19,12 @@ instead of discarding it, because some servers end the stream that way.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 __all__ = ["DataBatch", "SSEDecoder", "ServerSentEvent", "parse_sse"]
 
 
-@dataclass(frozen=True, slots=True)
-class ServerSentEvent:
+class ServerSentEvent(msgspec.Struct, frozen=True):
     data: str
     event: str = "message"
     id: str | None = None
@@ -36,8 +35,7 @@ _BOM = b"\xef\xbb\xbf"
 _SEPARATOR = b"\n\ndata: "
 
 
-@dataclass(frozen=True, slots=True)
-class DataBatch:
+class DataBatch(msgspec.Struct, frozen=True):
     """Consecutive events that were each exactly one `data: ` line and nothing else.
 
     `raw` is their payloads separated by b"\\n\\ndata: " (the stream as it was,

@@ -5,7 +5,8 @@ the other pending calls those rules now allow."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from runtime.config.rules import allowing, propose
 from runtime.config.settings import add_project_rules
@@ -14,8 +15,7 @@ from runtime.model.rules import BadRule, Rule, Scope
 from runtime.store.tx import Tx
 
 
-@dataclass(frozen=True, slots=True)
-class Answer:
+class Answer(msgspec.Struct, frozen=True):
     scope: Scope | None  # "always": where the rules go; None: this call only
     message: str | None  # with a denial: what the model is told
     standing: tuple[Rule, ...]  # rules outside the store (invocation, project)

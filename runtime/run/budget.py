@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from runtime.model.errors import ConfigError
 
@@ -58,8 +59,7 @@ _WHAT = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class Budget:
+class Budget(msgspec.Struct, frozen=True):
     max_turns: int | None = None
     max_cost: float | None = None
     time_limit: float | None = None

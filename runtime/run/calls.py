@@ -16,8 +16,9 @@ import asyncio
 import contextlib
 import functools
 import logging
-from dataclasses import replace
 from typing import Any
+
+import msgspec
 
 from runtime.config.approvals import Decision, decide, refusal_text
 from runtime.config.rules import guarded_path
@@ -427,7 +428,7 @@ def redact_outcome(outcome: ToolOutcome) -> ToolOutcome:
         return outcome
     data = redact.value(outcome.data)
     assert isinstance(data, dict)
-    return replace(outcome, model_text=redact.text(outcome.model_text), data=data)
+    return msgspec.structs.replace(outcome, model_text=redact.text(outcome.model_text), data=data)
 
 
 def settle_call(

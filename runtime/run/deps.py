@@ -5,8 +5,9 @@ the run it serves without importing the loop that imports it."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
+
+import msgspec
 
 from runtime.config.approvals import ApprovalMode
 from runtime.config.settings import RuleBook
@@ -27,8 +28,7 @@ __all__ = ["CallHost", "LoopDeps", "LoopSettings"]
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
-class LoopSettings:
+class LoopSettings(msgspec.Struct, frozen=True):
     checkpoint_interval: float = 0.1
     max_retries: int = 4
     backoff_base: float = 0.5
@@ -39,13 +39,13 @@ class LoopSettings:
         0.5  # how often a pending approval is re-read (another process may answer)
     )
     output_commit_limit: int = 262_144  # characters of a running command's output checkpointed
-    budget: Budget = field(default_factory=Budget)  # a limit reached ends the run interrupted
+    # A limit reached ends the run interrupted.
+    budget: Budget = msgspec.field(default_factory=Budget)
     reasoning_effort: str = ""  # the config's default; a conversation's own setting wins
     parallel_calls: int = 4  # read-only calls of one turn run at once (1: one after another)
 
 
-@dataclass(slots=True)
-class LoopDeps:
+class LoopDeps(msgspec.Struct):
     store: Store
     publish: Callable[[Event], None]
     provider: Provider
@@ -58,9 +58,9 @@ class LoopDeps:
     token: int
     live: LiveStream
     wait_for_decision: Callable[[str], Awaitable[None]]
-    settings: LoopSettings = field(default_factory=LoopSettings)
+    settings: LoopSettings = msgspec.field(default_factory=LoopSettings)
     on_refusal: Callable[[str, str], None] | None = None
-    compaction: CompactionSettings = field(default_factory=CompactionSettings)
+    compaction: CompactionSettings = msgspec.field(default_factory=CompactionSettings)
     rules: RuleBook | None = None
     hooks: Hooks | None = None  # the user's (and a trusted project's) hooks
 

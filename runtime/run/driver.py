@@ -22,7 +22,8 @@ import os
 import socket
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+
+import msgspec
 
 from runtime.config.approvals import ApprovalMode
 from runtime.config.settings import RuleBook
@@ -110,8 +111,7 @@ def lease_live(lease: LeaseInfo, ttl: float) -> bool:
     return lease.owner is not None and not lease_expired(lease, ttl, time.time())
 
 
-@dataclass(slots=True)
-class DriverConfig:
+class DriverConfig(msgspec.Struct):
     provider: Provider
     model: str
     model_info: ModelInfo
@@ -122,7 +122,7 @@ class DriverConfig:
     loop: LoopSettings
     lease_ttl: float = 15.0
     on_refusal: Callable[[str, str], None] | None = None
-    compaction: CompactionSettings = field(default_factory=CompactionSettings)
+    compaction: CompactionSettings = msgspec.field(default_factory=CompactionSettings)
     rules: RuleBook | None = None
     hooks: Hooks | None = None
 

@@ -35,7 +35,6 @@ import os
 import stat
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -253,8 +252,7 @@ def record_effect(tx: Tx, call: ToolCallRecord, effect: Effect) -> None:
 # --- the plan -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class SpanCall:
+class SpanCall(msgspec.Struct, frozen=True):
     """A side-effecting call after the rewind point, with its record (if any)."""
 
     id: str

@@ -4,7 +4,7 @@ calls (runtime.run.calls) both write, so that neither imports the other for them
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import msgspec
 
 from runtime.model.ids import now
 
@@ -42,15 +42,14 @@ class Buffer:
         self.committed = max(self.committed, end)
 
 
-@dataclass(slots=True)
-class LiveStream:
+class LiveStream(msgspec.Struct):
     """What this process has streamed for a run but maybe not yet committed."""
 
     epoch: int
     entry_id: str | None = None
-    body: Buffer = field(default_factory=Buffer)
-    reasoning: Buffer = field(default_factory=Buffer)
-    outputs: dict[str, Buffer] = field(default_factory=dict)
+    body: Buffer = msgspec.field(default_factory=Buffer)
+    reasoning: Buffer = msgspec.field(default_factory=Buffer)
+    outputs: dict[str, Buffer] = msgspec.field(default_factory=dict)
     seq: int = 0
 
     @property

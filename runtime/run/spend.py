@@ -25,8 +25,9 @@ part was guessed.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from runtime.context.tokens import estimate_usage_async
 from runtime.model.llm import ModelRequest, Usage
@@ -43,8 +44,7 @@ def _worse(a: str, b: str) -> Quality:
     return max(Quality(a), Quality(b), key=_ORDER.index)
 
 
-@dataclass(frozen=True, slots=True)
-class AttemptSpend:
+class AttemptSpend(msgspec.Struct, frozen=True):
     """What one attempt that did not answer used, and how well that is known."""
 
     usage: Usage
@@ -73,13 +73,12 @@ class AttemptSpend:
         return out
 
 
-@dataclass(slots=True)
-class Spent:
+class Spent(msgspec.Struct):
     """The attempts of one turn that did not answer: their summed usage and records."""
 
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = msgspec.field(default_factory=Usage)
     quality: Quality = Quality.MEASURED
-    attempts: list[dict[str, Any]] = field(default_factory=list)
+    attempts: list[dict[str, Any]] = msgspec.field(default_factory=list)
 
     def add(self, spend: AttemptSpend, attempt: int, outcome: str, reason: str) -> None:
         self.usage = self.usage + spend.usage

@@ -22,9 +22,10 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+
+import msgspec
 
 from runtime.config.safe_read import read_project_file, read_user_file
 from runtime.model.errors import ConfigError
@@ -40,8 +41,7 @@ PROJECT_DIR = ".bastion/commands"
 _NAME = re.compile(r"[a-z][a-z0-9-]{0,39}")
 
 
-@dataclass(frozen=True, slots=True)
-class CommandFile:
+class CommandFile(msgspec.Struct, frozen=True):
     name: str
     body: str
     description: str = ""

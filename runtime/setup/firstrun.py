@@ -20,8 +20,9 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from runtime.model.errors import ConfigError
 
@@ -47,8 +48,7 @@ class NoModelConfigured(ConfigError):
     code = "no_model"
 
 
-@dataclass(frozen=True, slots=True)
-class ProbeTarget:
+class ProbeTarget(msgspec.Struct, frozen=True):
     name: str  # "Ollama" or "llama.cpp"
     base: str  # e.g. http://127.0.0.1:11434
     kind: str  # "ollama" (GET /api/tags) or "openai" (GET /v1/models)
@@ -58,8 +58,7 @@ class ProbeTarget:
         return self.base.rstrip("/") + ("/api/tags" if self.kind == "ollama" else "/v1/models")
 
 
-@dataclass(frozen=True, slots=True)
-class LocalServer:
+class LocalServer(msgspec.Struct, frozen=True):
     target: ProbeTarget
     models: tuple[str, ...]
 

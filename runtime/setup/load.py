@@ -31,9 +31,10 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from runtime.config.approvals import ApprovalMode
 from runtime.config.safe_read import parse_toml, read_project_file, read_user_file, too_large
@@ -94,8 +95,7 @@ _EXAMPLES = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class Config:
+class Config(msgspec.Struct, frozen=True):
     model: str = DEFAULT_MODEL
     approval_mode: ApprovalMode = DEFAULT_APPROVAL_MODE
     theme: str = "bastion-dark"
@@ -109,12 +109,12 @@ class Config:
     stream_idle_timeout: float | None = None
     #: Seconds of an idle session before the app's harness process parks (0: never).
     idle_park: float = DEFAULT_IDLE_PARK
-    providers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    providers: Mapping[str, Mapping[str, Any]] = msgspec.field(default_factory=dict)
     sources: tuple[str, ...] = ()
     max_output_tokens: int | None = None
     compact_reserve_tokens: int | None = None
     compact_model: str | None = None
-    models: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    models: Mapping[str, Mapping[str, Any]] = msgspec.field(default_factory=dict)
 
     def model_info(self, spec: str) -> ModelInfo:
         """The catalog's numbers for `spec` with its [models."…"] table applied."""
@@ -142,13 +142,13 @@ class Config:
     deny_paths: tuple[str, ...] = DEFAULT_DENY
     network_hosts: tuple[str, ...] = ()  # reached through bastion's proxy (network off)
     # Every run's limits (runtime.run.budget); the flags override them.
-    budget: Budget = field(default_factory=Budget)
+    budget: Budget = msgspec.field(default_factory=Budget)
     reasoning_effort: str = ""  # a new conversation's (runtime.run.reasoning); "" the model's
     # [hooks] of the user's file (runtime.hooks); a trusted project's come from its
     # .bastion/settings.toml when a driver starts, never from its config.toml.
-    hooks: HookSet = field(default_factory=HookSet)
+    hooks: HookSet = msgspec.field(default_factory=HookSet)
     # [mcp_servers.NAME] tables (runtime.mcp.config), from the user's own file only.
-    mcp_servers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    mcp_servers: Mapping[str, Mapping[str, Any]] = msgspec.field(default_factory=dict)
     # Past this many MCP tools, a search tool instead of their schemas (None: never):
     # runtime.mcp.config.DEFAULT_TOOL_SEARCH (not imported here: the first frame's path).
     mcp_tool_search: int | None = 20
@@ -382,7 +382,7 @@ def load_config(cwd: str, env: Mapping[str, str] | None = None) -> Config:
         notes.append(untrusted_note(cwd, present))
     commands, skipped = load_commands(cwd, trust.trusted, env)
     config = _merge(layers, env, trust, (*notes, *skipped))
-    return replace(config, commands=commands) if commands else config
+    return msgspec.structs.replace(config, commands=commands) if commands else config
 
 
 def _refused_rules(cwd: str) -> list[str]:

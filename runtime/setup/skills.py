@@ -27,10 +27,11 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from runtime.config.safe_read import read_project_file, read_user_file
 from runtime.model.errors import ConfigError
@@ -46,8 +47,7 @@ MAX_SKILLS = 100
 PROJECT_DIR = ".bastion/skills"
 
 
-@dataclass(frozen=True, slots=True)
-class Skill:
+class Skill(msgspec.Struct, frozen=True):
     name: str
     description: str
     source: str  # "user" or "project"

@@ -32,11 +32,11 @@ import contextlib
 import logging
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import msgspec
 import watchfiles
 
 from runtime.model.errors import ConfigError
@@ -47,8 +47,7 @@ __all__ = ["ConfigChange", "ConfigWatcher"]
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class ConfigChange:
+class ConfigChange(msgspec.Struct, frozen=True):
     """What a re-read of the config files found.
 
     `config` is the config in force afterwards (the new one, or the last good one
@@ -58,7 +57,7 @@ class ConfigChange:
     """
 
     config: Config
-    changed: frozenset[str] = field(default_factory=frozenset)
+    changed: frozenset[str] = msgspec.field(default_factory=frozenset)
     error: ConfigError | None = None
     recovered: bool = False
 
@@ -234,6 +233,6 @@ def _changed(old: Config, new: Config) -> frozenset[str]:
         "trust",
         "notes",
     )  # where a value came from, not a setting
-    names = [f.name for f in fields(Config) if f.name not in derived]
+    names = [n for n in Config.__struct_fields__ if n not in derived]
     before: dict[str, Any] = {n: getattr(old, n) for n in names}
     return frozenset(n for n in names if getattr(new, n) != before[n])

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
 
 if TYPE_CHECKING:
     from runtime.store.dialect import Db
@@ -66,8 +67,7 @@ def reclaim(db: Db) -> None:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class KeptBytes:
+class KeptBytes(msgspec.Struct, frozen=True):
     """What `bastion doctor` says of the kept file bytes."""
 
     blobs: int  # distinct contents stored

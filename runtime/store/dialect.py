@@ -35,8 +35,9 @@ PostgreSQL wrapper also has.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
+
+import msgspec
 
 __all__ = ["POSTGRESQL", "SQLITE", "Cursor", "Db", "Dialect", "dialect_of"]
 
@@ -62,8 +63,7 @@ class Db(Protocol):
     def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> Any: ...
 
 
-@dataclass(frozen=True, slots=True)
-class Dialect:
+class Dialect(msgspec.Struct, frozen=True):
     """The SQL fragments that differ between the store's engines."""
 
     name: str

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import MISSING, fields
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from runtime.model.events import DurableEvent, event_from_dict, event_to_dict
 from runtime.model.records import Conversation, Entry, InboxItem, Run, RunState, ToolCallRecord
@@ -48,10 +49,10 @@ _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 def _defaults(cls: type[Any]) -> dict[str, Any]:
     out = {}
-    for f in fields(cls):
-        if f.default is not MISSING:
+    for f in msgspec.structs.fields(cls):
+        if f.default is not msgspec.NODEFAULT:
             out[f.name] = f.default
-        elif f.default_factory is not MISSING:
+        elif f.default_factory is not msgspec.NODEFAULT:
             out[f.name] = f.default_factory()
     return out
 

@@ -15,8 +15,9 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from runtime.model.errors import UnknownConversation, UnknownEntry
 from runtime.model.ids import uuid7
@@ -49,8 +50,7 @@ if TYPE_CHECKING:
 _SETTLED = (ToolCallState.DONE, ToolCallState.DENIED, ToolCallState.INTERRUPTED)
 
 
-@dataclass(frozen=True, slots=True)
-class History:
+class History(msgspec.Struct, frozen=True):
     """Rows of one conversation to copy: entries in order, their runs and tool calls."""
 
     entries: tuple[Entry, ...]
@@ -58,8 +58,7 @@ class History:
     tool_calls: tuple[ToolCallRecord, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class ForkPoint:
+class ForkPoint(msgspec.Struct, frozen=True):
     """Where a fork ends in its source: entries at or before `position` are shared."""
 
     source: Conversation

@@ -5,7 +5,8 @@ conversation's snapshot, what a run reads when it starts, a lease, a fork's hook
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+
+import msgspec
 
 from runtime.model.events import DurableEvent
 from runtime.model.records import Conversation, Entry, InboxItem, Run, ToolCallRecord
@@ -16,8 +17,7 @@ from runtime.store.tx import Tx
 __all__ = ["ForkHook", "LeaseInfo", "RunStart", "Snapshot"]
 
 
-@dataclass(frozen=True, slots=True)
-class Snapshot:
+class Snapshot(msgspec.Struct, frozen=True):
     """Everything stored about one conversation, read in one transaction."""
 
     conversation: Conversation
@@ -31,8 +31,7 @@ class Snapshot:
     todos: tuple[TodoItem, ...] = ()  # the model's checklist (runtime.plan)
 
 
-@dataclass(frozen=True, slots=True)
-class RunStart:
+class RunStart(msgspec.Struct, frozen=True):
     """What a run reads once when it starts, in one read transaction: the conversation,
     its entries, the run itself and the run's tool calls (not the other runs or inbox)."""
 
@@ -42,8 +41,7 @@ class RunStart:
     tool_calls: tuple[ToolCallRecord, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class LeaseInfo:
+class LeaseInfo(msgspec.Struct, frozen=True):
     owner: str | None
     pid: int | None
     host: str | None

@@ -54,7 +54,7 @@ def test_a_failed_guard_blocks_and_another_events_failure_decides_nothing(output
     """Issue 37 item 2: a PreToolUse hook that fails blocks its call (fail closed),
     saying so and how to opt out; with fail_open, and on any other event, a failure
     is one line and no decision."""
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     result = interpret(PRE, output)
     assert result.outcome == outcome and result.decision == "block"

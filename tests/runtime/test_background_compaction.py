@@ -10,10 +10,11 @@ again in that run."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from runtime import Harness
 from runtime.context.compaction import exceeds
@@ -220,7 +221,7 @@ async def pre_compacted(tmp_path: Path, answer: dict[str, Any]) -> tuple[Any, Sc
     """A run that nears the window under a PreCompact hook answering `answer`; the run
     ends only once the summary was asked for, if it is."""
     hook = script(tmp_path / "hooks", "pc.sh", f"cat >/dev/null\necho '{json.dumps(answer)}'\n")
-    config = dataclasses.replace(
+    config = msgspec.structs.replace(
         TINY, hooks=parse_hooks({"PreCompact": [{"command": str(hook)}]}, "config.toml")
     )
     main, toolbox = ScriptedProvider(), Held()

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import random
-from dataclasses import replace
 from types import MappingProxyType
+
+from msgspec.structs import replace
 
 from runtime import reduce, view_from_snapshot
 from runtime.model.events import (
@@ -329,7 +330,7 @@ async def test_a_view_of_the_end_folds_new_entries_and_resyncs_on_one_it_left_ou
     assert not view.resync_required
     assert visible(view) == visible(end)
     added = next(e for e in events if type(e).__name__ == "EntryAdded")
-    left_out = replace(added.entry, id="not-in-this-view")
+    left_out = added.entry.but(id="not-in-this-view")
     updated = EntryUpdated(added.conversation_id, view.version + 1, left_out)
     assert reduce(view, updated).resync_required
     assert not reduce(replace(view, earlier=0), updated).resync_required  # a whole view

@@ -10,11 +10,11 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 
 from runtime.model.records import EntryKind
 from runtime.model.views import LiveText

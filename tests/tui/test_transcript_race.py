@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
+
+from msgspec.structs import replace
 
 from runtime.model.views import LiveText
 from tests.tui.conftest import SIZE, wait_for
@@ -48,7 +49,7 @@ async def test_a_view_shown_while_a_jump_mounts_its_rows_waits_for_them(harness_
         await wait_for(app.ready.is_set, pilot)
         transcript = app.query_one(Transcript)
         view = app.view
-        resynced = replace(view, settled=tuple(replace(e) for e in view.settled))
+        resynced = replace(view, settled=tuple(e.but() for e in view.settled))
         shows: list[asyncio.Task[None]] = []
 
         async def show_the_resync() -> None:

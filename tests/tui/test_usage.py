@@ -3,8 +3,9 @@ a frame of streamed text does not walk the whole session, and right when they ch
 
 from __future__ import annotations
 
-from dataclasses import replace
 from types import MappingProxyType
+
+from msgspec.structs import replace
 
 from runtime.model.llm import Usage
 from runtime.model.views import LiveText

@@ -12,9 +12,9 @@ note when cut.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 from textual.content import Content
 
 from runtime import visible
@@ -51,8 +51,7 @@ def duration(ms: int) -> str:
     return f"{minutes} m {seconds:02d} s"
 
 
-@dataclass(frozen=True, slots=True)
-class CommandOutput:
+class CommandOutput(msgspec.Struct, frozen=True):
     """A finished command's output and how it ended, from its call's result."""
 
     lines: tuple[str, ...]  # the last MAX_LINES lines (and MAX_CHARS characters) at most

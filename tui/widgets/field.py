@@ -4,16 +4,15 @@ go first); shared by the bar (tui.widgets.status) and what fills it
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 
+import msgspec
 from textual.content import Content
 
 __all__ = ["Field", "fit"]
 
 
-@dataclass(frozen=True, slots=True)
-class Field:
+class Field(msgspec.Struct, frozen=True):
     priority: int  # lower stays longer
     markup: str
 
