@@ -113,7 +113,10 @@ def _dataclass_sources() -> list[str]:
         "    seen.append(source)\n"
         "    return builtins.exec(source, *args)\n"
         "dataclasses.exec = record\n"
+        # (the records and views are msgspec Structs now; tools' values are still
+        # dataclasses, so the planted cache keys real sources)
         "import runtime.model.records, runtime.model.events, runtime.model.views\n"
+        "import tools.sandbox, tools.read\n"
         "json.dump(seen, sys.stdout)\n"
     )
     out = subprocess.run(
@@ -122,6 +125,7 @@ def _dataclass_sources() -> list[str]:
     import json
 
     sources: list[str] = json.loads(out.stdout)
+    assert sources, "no dataclass methods compiled: the planted cache would key nothing"
     return sources
 
 
