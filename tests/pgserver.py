@@ -92,7 +92,11 @@ class PgServer:
 
         name = f"t{os.getpid()}_{next(self._numbers)}"
         with psycopg.connect(self.url("postgres"), autocommit=True) as admin:
-            admin.execute(f'CREATE DATABASE "{name}"')
+            # From 15 on, a new database is by default written to the WAL whole (7 MB of
+            # template, ~55 ms of the server's CPU); a file copy and a checkpoint (no
+            # fsync here) cost ~25 ms, and the suite makes a few hundred.
+            copy = " STRATEGY = FILE_COPY" if admin.info.server_version >= 150000 else ""
+            admin.execute(f'CREATE DATABASE "{name}"{copy}')
         return self.url(name)
 
     def execute(self, url: str, sql: str) -> list[tuple[object, ...]]:
