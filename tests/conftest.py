@@ -76,6 +76,14 @@ def pg_url(pg_server):
     return pg_server.database()
 
 
+@pytest.fixture
+def pg_store_url(pg_server):
+    """A fresh PostgreSQL database with the store's schema already made (as a team's is
+    after its first use), for tests of what the store keeps rather than of its
+    migrations (tests/runtime/test_pg_store.py has those, on empty databases)."""
+    return pg_server.database(migrated=True)
+
+
 #: Each test that opts in (`pytestmark = pytest.mark.usefixtures("store_kind")`) runs on
 #: both stores; `@pytest.mark.sqlite_only` keeps one that reads SQLite's file to SQLite.
 STORES = ("sqlite", "postgresql")
@@ -95,6 +103,6 @@ def store_kind(request, tmp_path):
     from tests.runtime import helpers
 
     if request.param == "postgresql":
-        helpers.STORES[str(tmp_path)] = request.getfixturevalue("pg_url")
+        helpers.STORES[str(tmp_path)] = request.getfixturevalue("pg_store_url")
         request.addfinalizer(lambda: helpers.STORES.pop(str(tmp_path), None))
     return request.param

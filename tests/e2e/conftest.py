@@ -118,4 +118,4 @@ def bastion(tmp_path):
 def team_store(request) -> str | None:
     """The store the real command keeps this test's session in: SQLite's file in its
     home, or (BASTION_STORE) a fresh PostgreSQL database of the session's server."""
-    return request.getfixturevalue("pg_url") if request.param == "postgresql" else None
+    return request.getfixturevalue("pg_store_url") if request.param == "postgresql" else None
