@@ -48,6 +48,24 @@ from runtime.store.tx import Tx
 log = logging.getLogger(__name__)
 
 
+def drive_options(
+    interactive: bool,
+    on_refusal: Callable[[str, str], None] | None,
+    approval_mode: str | None,
+    model: str | None,
+    allow: Sequence[str],
+) -> dict[str, Any]:
+    """`drive`'s options as its driver starts with them (kept for a deferred start, or
+    by a follower that takes the session over): `allow` as this invocation's rules."""
+    return {
+        "interactive": interactive,
+        "on_refusal": on_refusal,
+        "approval_mode": approval_mode,
+        "model": model,
+        "allow": tuple(allow_rule(a, Scope.INVOCATION) for a in allow),
+    }
+
+
 class DrivingOps(HarnessCore):
     # --- MCP servers (runtime.mcp) ------------------------------------------
 
@@ -212,13 +230,7 @@ class DrivingOps(HarnessCore):
         self._check_open()
         if conversation_id in self._drivers:
             return self._drivers[conversation_id]
-        options = {
-            "interactive": interactive,
-            "on_refusal": on_refusal,
-            "approval_mode": approval_mode,
-            "model": model,
-            "allow": tuple(allow_rule(a, Scope.INVOCATION) for a in allow),
-        }
+        options = drive_options(interactive, on_refusal, approval_mode, model, allow)
         if not await self.store.exists(conversation_id):
             self._deferred[conversation_id] = options
             prepared = self._prepared.get(conversation_id)
@@ -230,7 +242,7 @@ class DrivingOps(HarnessCore):
                 ).value,
             )
             return None
-        return await self._start_driver(conversation_id, **options)  # type: ignore[arg-type]
+        return await self._start_driver(conversation_id, **options)
 
     async def _equip(self, conv: Conversation, mode: ApprovalMode) -> tuple[Any, Any]:
         """The driver's toolbox, each layer adding its tools: the built-in ones, the

@@ -40,12 +40,10 @@ from typing import Any
 
 import msgspec
 
-from runtime.config.rules import allow_rule
-from runtime.harness.driving import DrivingOps
+from runtime.harness.driving import DrivingOps, drive_options
 from runtime.model.errors import BastionError, ConversationBusy, SessionFailedError, StoreError
 from runtime.model.events import DurableEvent
 from runtime.model.results import DriverAt
-from runtime.model.rules import Scope
 from runtime.run.aio import wait_until
 from runtime.run.driver import lease_live
 from runtime.store.ledger import first_row
@@ -105,13 +103,7 @@ class FollowOps(DrivingOps):
         if not lease_live(lease, self.lease_ttl):
             return None
         seen = await self.store.version(conversation_id)
-        options = {
-            "interactive": interactive,
-            "on_refusal": on_refusal,
-            "approval_mode": approval_mode,
-            "model": model,
-            "allow": tuple(allow_rule(a, Scope.INVOCATION) for a in allow),
-        }
+        options = drive_options(interactive, on_refusal, approval_mode, model, allow)
         follow = Follow(DriverAt(lease.pid, lease.host), options)
         self._following[conversation_id] = follow
         follow.task = asyncio.create_task(
