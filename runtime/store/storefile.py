@@ -21,8 +21,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import random
 import sqlite3
 import stat
+import time
 from pathlib import Path
 
 from runtime.model.errors import (
@@ -113,6 +115,12 @@ def prepare_file(path: Path, busy_ms: int, page_size: int) -> None:
     A home that is a file or read-only is refused before SQLite is asked, so
     nothing is created. A file already at the latest schema is only read, so
     opening never waits for another process's write lock.
+
+    Processes opening a new file at once can meet SQLite's deadlock rule: two
+    that both read the file and then both want it for writing (to switch it to
+    WAL, say) are refused at once, without the busy timeout's wait. So a refusal
+    is tried again, from the top, until `busy_ms` has passed: every step here can
+    be repeated (the migrations read the version again in each transaction).
     """
     prepare_directory(path)
     check_writable(path)
@@ -123,46 +131,57 @@ def prepare_file(path: Path, busy_ms: int, page_size: int) -> None:
             f"cannot make {path} private to you: {exc.strerror or exc}",
             hint="check who owns it (chmod 600 it), or set BASTION_HOME",
         ) from None
-    try:
-        db = sqlite3.connect(path, isolation_level=None, timeout=busy_ms / 1000)
-    except sqlite3.Error as exc:
-        raise explain(path, exc, waited=busy_ms / 1000) from exc
-    try:
+    started = time.monotonic()
+    while True:
         try:
-            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-            if tables and "meta" not in tables:
-                raise StoreError(
-                    f"{path} is an SQLite file but not a Bastion database",
-                    hint="point BASTION_HOME at another directory",
-                )
-            version = migrations.current_version(db) if "meta" in tables else 0
-            latest = migrations.latest_version()
-            if version > latest:
-                raise SchemaTooNew(
-                    f"{path} has schema version {version}, newer than this bastion knows "
-                    f"({latest})",
-                    hint="upgrade bastion (pip install -U bastion); the file was not changed",
-                )
-            if not tables:
-                # A new file: 16 KiB pages pack a streamed answer of a few KiB with its
-                # neighbours (on 4 KiB pages each one took a page of its own).
-                db.execute(f"PRAGMA page_size={page_size}")
-            mode = db.execute("PRAGMA journal_mode=WAL").fetchone()
-            if mode is None or str(mode[0]).lower() != "wal":
-                raise StoreError(
-                    f"{path}: cannot switch to WAL journal mode",
-                    hint="put BASTION_HOME on a local filesystem",
-                )
-            if version < latest:
-                # As the store's own connections write (runtime.store.threads): in WAL
-                # mode a commit is atomic without its own fsync, and a migration lost to
-                # a power cut is applied again at the next open. A new file's eleven
-                # migrations otherwise took eleven fsyncs (50-130 ms on a busy disk).
-                db.execute("PRAGMA synchronous=NORMAL")
-                migrations.ensure_meta(db)
-                migrations.apply_pending(db)
+            _prepare_once(path, busy_ms, page_size)
+            return
         except sqlite3.Error as exc:
-            raise explain(path, exc, waited=busy_ms / 1000) from exc
+            waited = time.monotonic() - started
+            if not _refused_for_a_lock(exc) or waited * 1000 >= busy_ms:
+                raise explain(path, exc, waited=round(waited, 1)) from exc
+            time.sleep(random.uniform(0.005, 0.025))  # (apart, so they do not meet again)
+
+
+def _refused_for_a_lock(exc: sqlite3.Error) -> bool:
+    primary = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+    return primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or "locked" in str(exc)
+
+
+def _prepare_once(path: Path, busy_ms: int, page_size: int) -> None:
+    db = sqlite3.connect(path, isolation_level=None, timeout=busy_ms / 1000)
+    try:
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if tables and "meta" not in tables:
+            raise StoreError(
+                f"{path} is an SQLite file but not a Bastion database",
+                hint="point BASTION_HOME at another directory",
+            )
+        version = migrations.current_version(db) if "meta" in tables else 0
+        latest = migrations.latest_version()
+        if version > latest:
+            raise SchemaTooNew(
+                f"{path} has schema version {version}, newer than this bastion knows ({latest})",
+                hint="upgrade bastion (pip install -U bastion); the file was not changed",
+            )
+        if not tables:
+            # A new file: 16 KiB pages pack a streamed answer of a few KiB with its
+            # neighbours (on 4 KiB pages each one took a page of its own).
+            db.execute(f"PRAGMA page_size={page_size}")
+        mode = db.execute("PRAGMA journal_mode=WAL").fetchone()
+        if mode is None or str(mode[0]).lower() != "wal":
+            raise StoreError(
+                f"{path}: cannot switch to WAL journal mode",
+                hint="put BASTION_HOME on a local filesystem",
+            )
+        if version < latest:
+            # As the store's own connections write (runtime.store.threads): in WAL
+            # mode a commit is atomic without its own fsync, and a migration lost to
+            # a power cut is applied again at the next open. A new file's eleven
+            # migrations otherwise took eleven fsyncs (50-130 ms on a busy disk).
+            db.execute("PRAGMA synchronous=NORMAL")
+            migrations.ensure_meta(db)
+            migrations.apply_pending(db)
     finally:
         db.close()
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from runtime.model.errors import StoreCorrupt, StoreError, StoreLocked, StoreReadOnly
-from runtime.store import storefile
+from runtime.store import migrations, storefile
 from runtime.store.database import Store
 
 HOLD = """
@@ -109,6 +109,63 @@ async def test_opening_a_current_database_does_not_wait_for_a_writer(
         store = await Store.open(path)  # used to wait 10 s, then call the file corrupt
         await store.close()
         assert time.monotonic() - started < 5
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+RACER = """
+import sys, time
+from pathlib import Path
+from runtime.store import migrations, storefile
+from runtime.store.sqlite_engine import BUSY_TIMEOUT_MS, PAGE_SIZE
+go = Path(sys.argv[1])
+deadline = time.monotonic() + 60
+while not go.exists() and time.monotonic() < deadline:
+    time.sleep(0.002)  # (bounded: all start together once the file appears)
+for path in sys.argv[2:]:
+    storefile.prepare_file(Path(path), BUSY_TIMEOUT_MS, PAGE_SIZE)
+"""
+
+
+def test_processes_creating_one_new_file_at_once_all_open_it(tmp_path: Path) -> None:
+    """SQLite refuses at once (no busy wait) two readers that both want to write, as
+    processes switching a new file to WAL do; each used to fail with "locked (waited
+    10 s)" after a few milliseconds, one in five rounds of eight."""
+    go = tmp_path / "go"
+    paths = [str(tmp_path / f"home{i}" / "bastion.sqlite") for i in range(12)]
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACER, str(go), *paths],
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=Path(__file__).parents[2],
+        )
+        for _ in range(8)
+    ]
+    go.touch()
+    errors = [racer.communicate(timeout=120)[1] for racer in racers]
+    assert [racer.returncode for racer in racers] == [0] * 8, errors
+    for path in paths:
+        with sqlite3.connect(path) as db:
+            versions = [v for (v,) in db.execute("SELECT version FROM migrations")]
+        assert versions == sorted(set(versions)) and len(versions) == migrations.latest_version()
+
+
+def test_a_migration_kept_waiting_names_the_holder_and_the_real_wait(tmp_path: Path) -> None:
+    path = tmp_path / "home" / "bastion.sqlite"
+    path.parent.mkdir()
+    with sqlite3.connect(path, isolation_level=None) as db:
+        db.execute("PRAGMA journal_mode=WAL")
+        migrations.ensure_meta(db)  # (an old file: no migration applied yet)
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(path)], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"held\n"
+        started = time.monotonic()
+        with pytest.raises(StoreLocked) as caught:
+            storefile.prepare_file(path, 300, 4096)
+        assert 0.3 <= time.monotonic() - started < 5
+        assert "(waited 0.3 s)" in str(caught.value) or "(waited 0.4 s)" in str(caught.value)
     finally:
         proc.kill()
         proc.wait()
