@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -203,3 +204,46 @@ def store_state(path: Path) -> tuple[list[tuple[object, ...]], list[tuple[object
         return versions, db.execute("SELECT state FROM runs").fetchall()
     finally:
         db.close()
+
+
+WATCHER = """
+import os, sys, time
+from pathlib import Path
+from tui.child import _wait_for_parent
+if os.fork() == 0:  # the harness process's watch, under a parent (the app) to be killed
+    parent = os.getppid()
+    Path(sys.argv[1]).write_text(str(os.getpid()))
+    _wait_for_parent(parent)
+    Path(sys.argv[2]).write_text("orphaned")
+    os._exit(0)
+time.sleep(60)  # (the thing under test: the app, alive until killed)
+"""
+
+
+def _switches(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(status.split("voluntary_ctxt_switches:")[1].split()[0])
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="pidfds are Linux's")
+def test_the_orphan_watch_sleeps_until_the_app_dies_then_wakes_at_once(tmp_path):
+    started, woke = tmp_path / "watching", tmp_path / "orphaned"
+    app = subprocess.Popen(
+        [sys.executable, "-c", WATCHER, str(started), str(woke)], cwd=Path(__file__).parents[2]
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)  # (poll: the watcher starts)
+        watcher = int(started.read_text())
+        time.sleep(0.1)  # (let it reach its wait)
+        before = _switches(watcher)
+        time.sleep(0.5)  # (the span it must sleep through: polling woke it ten times)
+        assert _switches(watcher) - before <= 1 and not woke.exists()
+    finally:
+        app.kill()
+        app.wait()
+    deadline = time.monotonic() + 10
+    while not woke.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)  # (poll: the watcher wakes)
+    assert woke.read_text() == "orphaned"
