@@ -31,7 +31,7 @@ LATEST = HANDSHAKE_VERSIONS[-1]  # the answer to a version the server does not k
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
 PYDANTIC_DOCS = "https://errors.pydantic.dev/2.14/v/"  # (as the SDK's argument errors say)
 REQUIRED = inspect.Parameter.empty
-JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean"}
+JSON_TYPES = {str: "string", int: "integer", float: "number"}  # (what the tools take)
 
 
 class McpError(Exception):
