@@ -1,61 +1,59 @@
-"""A hostile MCP server for the tests, written with the same SDK bastion's client uses.
+"""A hostile MCP server for the tests, on the lean test double's protocol code
+(tests/mcp/lean_mcp.py: the real MCP wire format as the `mcp` SDK v2.3.0 server
+speaks it, with the standard library only, so it starts without the SDK's ~0.7 s of
+CPU); what is hostile is written past it, straight to the pipe.
 
     python tests/hostile/mcp_hostile_server.py
 
 Tools:
 - not_utf8: answers its own call with a JSON-RPC line whose text is not UTF-8
-  (written straight to stdout, past the SDK), then never answers properly.
+  (written straight to stdout), then never answers properly.
 - surrogate: answers its own call with a line whose text is a lone surrogate
   (`"\\udc80"`: valid JSON, but no string of it can be encoded), then never answers.
 - flood: writes `megabytes` MiB to stderr, then answers "flooded".
 - echo: says its text back (the server still works after the others).
 """
 
-from __future__ import annotations
-
 import json
 import os
 import sys
+from pathlib import Path
 
-from mcp.server.mcpserver import Context, MCPServer
+sys.path.insert(0, str(Path(__file__).parents[1] / "mcp"))  # (lean_mcp: a script's import)
 
-app = MCPServer("bastion-hostile")
-# The SDK serves the wire from a copy of fd 1 and points fd 1 at stderr (so a stray
-# print cannot corrupt it); a copy taken before it starts still reaches the client.
-WIRE = os.dup(1)
+from lean_mcp import Call, Cancelled, Server, main
+
+app = Server("bastion-hostile")
 
 
-def _answer_raw(ctx: Context, text_json: bytes) -> None:
-    """The response to this call, written past the SDK: `text_json` is the JSON of the
-    text block's `text` (bytes, so it may be anything)."""
-    rid = ctx.request_id  # (the SDK gives it as a string; the client sent a number)
-    head = json.dumps({"jsonrpc": "2.0", "id": int(rid) if rid.isdigit() else rid}).encode()[:-1]
+def _answer_raw(call: Call, text_json: bytes) -> None:
+    """The response to this call, written past the protocol code: `text_json` is the
+    JSON of the text block's `text` (bytes, so it may be anything)."""
+    sys.stdout.flush()
+    head = json.dumps({"jsonrpc": "2.0", "id": call.request_id}).encode()[:-1]
     text = b'{"type": "text", "text": ' + text_json + b"}"
     structured = b'"structuredContent": {"result": ' + text_json + b"}"
     line = head + b', "result": {"content": [' + text + b"], " + structured + b"}}\n"
-    os.write(WIRE, line)
+    os.write(1, line)
 
 
-async def _forever() -> None:
-    import anyio
-
-    await anyio.sleep(3600)  # (the thing under test: a tool that never answers)
+def _forever(call: Call) -> str:
+    call.cancelled.wait(3600)  # (the thing under test: a tool that never answers)
+    raise Cancelled
 
 
 @app.tool()
-async def not_utf8(ctx: Context) -> str:
+def not_utf8(call: Call) -> str:
     """An answer that is not UTF-8."""
-    _answer_raw(ctx, b'"caf\xe9 \xff\xfe"')
-    await _forever()
-    return "never"
+    _answer_raw(call, b'"caf\xe9 \xff\xfe"')
+    return _forever(call)
 
 
 @app.tool()
-async def surrogate(ctx: Context) -> str:
+def surrogate(call: Call) -> str:
     """An answer holding a lone surrogate."""
-    _answer_raw(ctx, b'"half a pair: \\udc80 \\ud83d"')
-    await _forever()
-    return "never"
+    _answer_raw(call, b'"half a pair: \\udc80 \\ud83d"')
+    return _forever(call)
 
 
 @app.tool()
@@ -77,4 +75,4 @@ def echo(text: str) -> str:
 
 if __name__ == "__main__":
     sys.stderr.write("hostile server up\n")
-    app.run()
+    main(app, sys.argv)

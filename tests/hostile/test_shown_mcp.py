@@ -1,10 +1,10 @@
 """Issue 34, item 9: an MCP server's bytes cannot stall a run, print on the terminal or
 fill the disk.
 
-A hostile server (`mcp_hostile_server.py`, written with the SDK bastion's client
-uses) answers one call with a reply that is not UTF-8 and another with a lone
-surrogate in its JSON, then never answers properly; a third call floods its
-stderr. Through the real `bastion -p`: each call ends at once (the first with its
+A hostile server (`mcp_hostile_server.py`, on the lean test double that speaks the
+MCP wire format as the SDK's server does) answers one call with a reply that is not
+UTF-8 and another with a lone surrogate in its JSON, then never answers properly; a
+third call floods its stderr. Through the real `bastion -p`: each call ends at once (the first with its
 text, bytes replaced; the second with a line saying the reply could not be read),
 far inside its `tool_timeout`; no SDK traceback reaches the terminal; the
 server's stderr log stops at its cap with a line saying so.

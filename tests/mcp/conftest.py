@@ -1,5 +1,7 @@
 """MCP fixtures: the real command (tests/e2e's fixtures) with MCP servers in its config,
-and the test server (tests/mcp/mcp_server.py) over stdio or streamable HTTP."""
+and the test server over stdio or streamable HTTP: tests/mcp/lean_server.py (the real
+wire format without the SDK's ~0.7 s of CPU a start), or for the interop tests
+tests/mcp/mcp_server.py, the same server written with the official SDK."""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ import pytest
 
 from tests.e2e.conftest import bastion, loopback  # noqa: F401 (fixtures)
 
-SERVER = Path(__file__).with_name("mcp_server.py")
+SERVER = Path(__file__).with_name("lean_server.py")
+SDK_SERVER = Path(__file__).with_name("mcp_server.py")
 
 
 def toml_value(value: object) -> str:
@@ -39,10 +42,20 @@ def stdio_server(*args: str, **table: object) -> dict[str, object]:
     return {"command": sys.executable, "args": [str(SERVER), "stdio", *args], **table}
 
 
+def sdk_stdio_server(*args: str, **table: object) -> dict[str, object]:
+    return {"command": sys.executable, "args": [str(SDK_SERVER), "stdio", *args], **table}
+
+
 @pytest.fixture
 def http_server(tmp_path):
     """The test server on loopback (streamable HTTP): yields its URL."""
     yield from _serve(tmp_path, [str(SERVER), "http"])
+
+
+@pytest.fixture
+def sdk_http_server(tmp_path):
+    """The SDK's test server on loopback (streamable HTTP): yields its URL."""
+    yield from _serve(tmp_path / "sdk", [str(SDK_SERVER), "http"])
 
 
 @pytest.fixture
@@ -52,6 +65,7 @@ def oauth_server(tmp_path):
 
 
 def _serve(tmp_path: Path, argv: list[str]):
+    tmp_path.mkdir(exist_ok=True)
     port_file = tmp_path / "mcp-port"
     log = (tmp_path / "mcp-http.log").open("w")
     proc = subprocess.Popen(

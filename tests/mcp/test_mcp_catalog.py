@@ -1,5 +1,5 @@
 """The deferred catalog in the harness (runtime.mcp.catalog), with real MCP servers over
-stdio (tests/mcp/mcp_server.py: 7 tools, catalog_server.py: 33) and a scripted model:
+stdio (tests/mcp/lean_server.py: 7 tools, catalog_server.py: 33) and a scripted model:
 the first request offers the search tool instead of 40 schemas; a search loads a tool,
 which is offered from the next request and runs; the loaded set comes back after a
 restart mid-run and in a fork; a tool never loaded, or of a server that is down, is
@@ -27,8 +27,9 @@ from tests.runtime.helpers import store_location
 
 # The loaded set is stored with the session, so the test of its coming back after a
 # restart and in a fork runs on both stores; the rest is the catalog's own logic over
-# two real MCP servers (about 2.5 s of CPU each, most of it the servers' SDK start-up),
-# the same on either store, so it runs on SQLite alone (issue 35: the suite's time).
+# two MCP servers (the lean doubles: a few hundredths of a second of CPU each to start,
+# where the SDK's cost ~0.7 s), the same on either store, so it runs on SQLite alone
+# (issue 35: the suite's time).
 
 CATALOG = {"command": sys.executable, "args": [str(Path(__file__).with_name("catalog_server.py"))]}
 FORTY = {"t": stdio_server(), "gh": CATALOG}  # 7 + 33 tools

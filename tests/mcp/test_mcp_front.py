@@ -33,7 +33,7 @@ async def test_slash_mcp_lists_servers_state_and_tools_in_the_line_mode(tmp_path
         keyboard = Keyboard("/mcp", "/quit")
         assert await LineMode(await client_of(harness), conv, con, keyboard).loop() == 0
         text = out.getvalue()
-        assert "t (stdio: " in text and "mcp_server.py stdio) ready, 7 tools" in text
+        assert "t (stdio: " in text and "lean_server.py stdio) ready, 7 tools" in text
         assert "t__echo, t__slow" in text and provider.requests == []
     finally:
         await harness.close()

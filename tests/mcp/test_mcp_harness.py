@@ -1,4 +1,4 @@
-"""MCP tools in the harness, with the real test server (tests/mcp/mcp_server.py) over
+"""MCP tools in the harness, with the test server (tests/mcp/lean_server.py) over
 stdio and a scripted model: approvals (asked by default, rules by tool or server),
 an interrupt that cancels a running call, tools/list_changed, `mcp_servers()`."""
 
@@ -45,7 +45,7 @@ async def start(tmp_path: Path, turns: list[ScriptedTurn], *, approval: str = "a
 
 async def until_asked(harness: Harness, conversation_id: str, timeout: float = 60.0) -> Any:
     """The snapshot once the newest run asks for approval. The first request waits for
-    the server to start (the SDK's import, twice: client and server), seconds on a
+    the server to start (the client's SDK import, then the server), seconds on a
     loaded machine, so this waits longer than tests.runtime.helpers' 4 s."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
