@@ -106,6 +106,7 @@ class PromptActions(App[int]):
 
         assert self.harness is not None
         mode = InboxMode.STEER if view.active_run is not None else InboxMode.PROMPT
+        typed = text
         if text.strip():  # @path and @SERVER:URI mentions become attachments
             expansion = await expand_prompt(text, view.conversation.cwd, self.harness)
             text = expansion.text
@@ -117,6 +118,13 @@ class PromptActions(App[int]):
             pass
         except BastionError as exc:
             self.notify(str(exc), title="not sent", severity="error")
+            self._give_back(typed)
+
+    def _give_back(self, typed: str) -> None:
+        """What the user typed, back in the prompt when it was not sent (before anything
+        typed since): the prompt was emptied as it was sent, and a toast goes."""
+        prompt = self.query_one(PromptInput)
+        prompt.set_value("\n".join(t for t in (typed, prompt.text) if t.strip()))
 
     def _sent(self) -> list[str]:
         """What the user sent in this conversation, oldest first (the prompt's history)."""

@@ -676,3 +676,25 @@ async def test_a_notification_never_covers_the_prompt(harness_process, tmp_path)
         prompt = app.query_one("#prompt").region
         assert toast.height and not toast.overlaps(prompt), (toast, prompt)
         assert toast.y < prompt.y
+
+
+async def test_a_prompt_the_harness_refuses_comes_back_to_the_prompt(harness_process):
+    """The prompt empties as Enter sends it; when the harness refuses it, the toast says
+    why and the text comes back to the prompt (before anything typed since), so
+    nothing typed is lost."""
+    from runtime.model.errors import ConversationBusy
+
+    proc = harness_process([{"text": "unused"}])
+    app = proc.app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(app.ready.is_set, pilot)
+        assert app.harness is not None
+
+        async def refuse(*args: Any, **kwargs: Any) -> Any:
+            raise ConversationBusy("another process drives this session", pid=4242)
+
+        app.harness.submit = refuse  # type: ignore[method-assign]
+        await pilot.press(*"fix the bug", "enter")
+        await wait_for(lambda: app.query_one(PromptInput).text == "fix the bug", pilot)
+        assert any("another process drives" in str(n.message) for n in app._notifications)
+        assert not app.query(UserEntry)

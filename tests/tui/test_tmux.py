@@ -78,8 +78,17 @@ class Tmux:
             if check(screen):
                 return screen
             if time.monotonic() > deadline:
-                pytest.fail(f"timed out waiting for {what}; the screen was:\n{screen}")
+                pytest.fail(f"timed out waiting for {what}; the screen was:\n{screen}{self.logs()}")
             time.sleep(0.1)  # (poll interval)
+
+    def logs(self, lines: int = 40) -> str:
+        """The last lines of each harness log under this test's folder: what the app's
+        harness process said (a failure that only shows on a loaded machine needs it)."""
+        out = []
+        for log in sorted(self.workdir.rglob("harness.log")):
+            tail = log.read_text(errors="replace").splitlines()[-lines:]
+            out.append(f"\n--- {log} (last {len(tail)} lines)\n" + "\n".join(tail))
+        return "".join(out)
 
     def kill(self) -> None:
         self.tmux("kill-server")
