@@ -65,8 +65,7 @@ def test_the_model_starts_a_server_reads_it_later_and_the_user_stops_it(tmp_path
         screen = tmux.wait_for(lambda s: "background jobs" in s, "the jobs list")
         assert "running" in screen and "http.server" in screen
 
-        tmux.send("is it still up?", literal=True)
-        tmux.send("Enter")
+        type_line(tmux, "is it still up?")  # (a lost key fails here, named as such)
         tmux.wait_for(lambda s: "It is still serving." in s, "the second answer")
         [read] = [m for m in server.requests()[-1]["messages"] if m["role"] == "tool"][-1:]
         assert '"GET /hello.txt HTTP/1.1" 200' in read["content"]
