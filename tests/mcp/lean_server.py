@@ -15,20 +15,17 @@ resources notes://team/guide (text), notes://team/huge (300 KiB) and
 notes://team/logo (binary).
 """
 
-import io
 import os
 import sys
 from pathlib import Path
 
+import server_tools  # (beside this file: the script's own folder)
 from lean_mcp import Call, Cancelled, Image, Server, main
 
 app = Server("bastion-test")
 
 
-@app.tool()
-def echo(text: str) -> str:
-    """Say `text` back."""
-    return f"echo: {text}"
+app.tool()(server_tools.echo)
 
 
 @app.tool()
@@ -46,72 +43,27 @@ def slow(call: Call, seconds: float, marker: str = "") -> str:
 @app.tool()
 def image() -> Image:
     """A 12x8 red PNG."""
-    from PIL import Image as PILImage
-
-    buffer = io.BytesIO()
-    PILImage.new("RGB", (12, 8), (255, 0, 0)).save(buffer, format="PNG")
-    return Image(data=buffer.getvalue(), format="png")
+    return Image(data=server_tools.png(), format="png")
 
 
-@app.tool()
-def crash() -> str:
-    """The server exits in the middle of this call."""
-    print("crashing on purpose", file=sys.stderr, flush=True)
-    os._exit(3)
-
-
-@app.tool()
-def big(size: int) -> str:
-    """`size` bytes of numbered lines."""
-    lines, total, n = [], 0, 0
-    while total < size:
-        n += 1
-        line = f"line {n:07d} " + "x" * 50
-        lines.append(line)
-        total += len(line) + 1
-    return "\n".join(lines)
-
-
-@app.tool()
-def env(name: str) -> str:
-    """The value of environment variable `name` in the server ("<unset>" if none)."""
-    return os.environ.get(name, "<unset>")
-
-
-def late() -> str:
-    """A tool added while the server runs."""
-    return "late tool ran"
+for tool in (server_tools.crash, server_tools.big, server_tools.env):
+    app.tool()(tool)
 
 
 @app.tool()
 def grow(call: Call) -> str:
     """Add the tool `late` and tell the client its tool list changed."""
-    app.add_tool(late)
+    app.add_tool(server_tools.late)
     call.notify("notifications/tools/list_changed")
     return "grew"
 
 
-@app.prompt()
-def review(file: str, focus: str = "") -> str:
-    """Review a file."""
-    return f"Please review {file}" + (f", looking for {focus}." if focus else ".")
-
-
-@app.resource(
+app.prompt()(server_tools.review)
+app.resource(
     "notes://team/guide", name="guide", description="The team guide", mime_type="text/plain"
-)
-def guide() -> str:
-    return "GUIDE: tabs, never spaces.\n"
-
-
-@app.resource("notes://team/huge", name="huge", mime_type="text/plain")
-def huge() -> str:
-    return "h" * (300 * 1024)
-
-
-@app.resource("notes://team/logo", name="logo", mime_type="image/png")
-def logo() -> bytes:
-    return b"\x89PNG\r\n\x1a\n"
+)(server_tools.guide)
+app.resource("notes://team/huge", name="huge", mime_type="text/plain")(server_tools.huge)
+app.resource("notes://team/logo", name="logo", mime_type="image/png")(server_tools.logo)
 
 
 if __name__ == "__main__":
