@@ -15,7 +15,7 @@ import pytest
 
 from runtime.model.errors import BastionError
 from runtime.testing.process import LoopbackThread
-from runtime.testing.waiting import gone
+from runtime.testing.waiting import gone, state, wait_for
 from tests.tui.test_tmux import Tmux, bastion_bin, environment
 from tests.tui.test_tmux import pytestmark as pytestmark  # e2e, and skipped without tmux
 from tui.child import Child
@@ -232,18 +232,13 @@ def test_the_orphan_watch_sleeps_until_the_app_dies_then_wakes_at_once(tmp_path)
         [sys.executable, "-c", WATCHER, str(started), str(woke)], cwd=Path(__file__).parents[2]
     )
     try:
-        deadline = time.monotonic() + 30
-        while not started.exists() and time.monotonic() < deadline:
-            time.sleep(0.01)  # (poll: the watcher starts)
-        watcher = int(started.read_text())
-        time.sleep(0.1)  # (let it reach its wait)
+        # (its pid, once written whole: the file exists a moment before it is)
+        watcher = int(wait_for(lambda: started.exists() and started.read_text(), "the watcher"))
+        wait_for(lambda: state(watcher) == "S", "the watcher to block")  # (in its wait)
         before = _switches(watcher)
         time.sleep(0.5)  # (the span it must sleep through: polling woke it ten times)
         assert _switches(watcher) - before <= 1 and not woke.exists()
     finally:
         app.kill()
         app.wait()
-    deadline = time.monotonic() + 10
-    while not woke.exists() and time.monotonic() < deadline:
-        time.sleep(0.01)  # (poll: the watcher wakes)
-    assert woke.read_text() == "orphaned"
+    wait_for(lambda: woke.exists() and woke.read_text() == "orphaned", "the watcher to wake")
